@@ -1,0 +1,48 @@
+# The README's commands. `make run` installs into .venv/ and starts the server on the embedded
+# default (SQLite, local embedding model, offline provider); `make test` installs the dev extras
+# and everything the tests need, then runs the whole suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.hearth-installed
+DEV_STAMP := $(VENV)/.hearth-dev-installed
+
+.PHONY: install dev run test bench chromium clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP) $@
+
+install: $(STAMP)
+
+dev: $(DEV_STAMP)
+
+run: install
+	$(BIN)/hearth serve
+
+# Debian's Chromium drives the web UI tests (Playwright never downloads a browser here).
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing Debian's chromium for the web UI tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "chromium is not installed and cannot be installed here: web UI tests will be skipped"; \
+	fi
+
+test: dev chromium
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+bench: dev
+	$(BIN)/python benchmarks/run_quick.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,232 @@
+"""The send path: save the message, assemble the request, stream the reply, save the reply.
+
+    1. one transaction: the user's message and its event (durable before any model call), and
+       the stored static prompt (built on the first send, rebuilt first if legacy);
+    2. each dynamic layer returns its blocks (read-only, no model calls);
+    3. assemble: static prompt + history trimmed to the budget + dynamic context + user message
+       + tool definitions, with its size report from the same strings;
+    4. stream from the provider, running tool calls and continuing;
+    5. one transaction: the assistant message, tool and usage events.
+
+A provider error leaves the user's message saved and no partial reply behind; the caller can retry
+with ``retry()``, which resends the last unanswered user message without saving it twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator
+
+from . import ledger
+from .conversations import Conversation
+from .errors import Conflict, InvalidInput, ProviderError
+from .ledger import Message
+from .prompt import stored
+from .prompt.assembly import AssembledRequest, assemble, estimate_tokens
+from .prompt.dynamic import Turn, quote_reserved_headings
+from .providers.base import ChatMessage, ProviderRequest, StreamEvent, Usage
+from .tools import ToolContext, arguments_json
+
+if TYPE_CHECKING:
+    from .engine import Scope
+
+log = logging.getLogger(__name__)
+
+MAX_TOOL_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class SendEvent:
+    """What a face (CLI, SSE) shows while a reply streams. ``diagnostics`` carries numbers only."""
+
+    type: str  # saved | diagnostics | delta | tool | done | error
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reply:
+    user_message: Message
+    assistant_message: Message
+    size: dict[str, Any]
+    usage: dict[str, int]
+
+
+def _history(conn, conversation_id: int, before_id: int, budget_chars: int) -> tuple[list[Message], int]:
+    """Newest-first read of the visible turns that can fit; returns (turns oldest-first, older count)."""
+    cursor = conn.execute(
+        "SELECT * FROM messages WHERE conversation_id = ? AND id < ? AND role IN ('user', 'assistant')"
+        " AND kind IN ('chat', 'handoff_artifact') ORDER BY id DESC",
+        (conversation_id, before_id),
+    )
+    turns: list[Message] = []
+    used = 0
+    for row in cursor:
+        used += len(row["content"])
+        if used > budget_chars and turns:
+            break
+        turns.append(Message.from_row(row))
+    older = 0
+    if len(turns) and used > budget_chars:
+        older = conn.execute(
+            "SELECT count(*) FROM messages WHERE conversation_id = ? AND id < ? AND role IN ('user', 'assistant')"
+            " AND kind IN ('chat', 'handoff_artifact')", (conversation_id, turns[-1].id),
+        ).fetchone()[0]
+    cursor.close()
+    turns.reverse()
+    return turns, older
+
+
+class SendPath:
+    def __init__(self, scope: "Scope"):
+        self.scope = scope
+        self.hearth = scope.hearth
+        self.settings = scope.hearth.settings
+
+    def _check_text(self, text: Any) -> str:
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("message must not be empty")
+        if len(text) > self.settings.max_message_chars:
+            raise InvalidInput(f"message is longer than {self.settings.max_message_chars} characters")
+        return text
+
+    def stream(self, conversation_id: int, text: str, *, channel: str = "web",
+               pin_characters: tuple[str, ...] = (), retry: bool = False) -> Iterator[SendEvent]:
+        scope = self.scope
+        store = scope.store
+        with store.write() as conn:
+            conversation = scope.conversations.get(conversation_id)
+            if conversation.state == "ended":
+                raise Conflict("this conversation has ended; start a new one")
+            if conversation.visibility == "trashed":
+                raise Conflict("this conversation is in the trash; restore it to continue")
+            if retry:
+                user_message = self._unanswered(conn, conversation_id)
+            else:
+                ledger.check_channel(channel)
+                user_message = scope.conversations.add_message(
+                    conversation_id, "user", self._check_text(text), channel=channel)
+            prompt = stored.ensure(conn, scope.user_id, conversation_id, scope.handoff_text, channel)
+        yield SendEvent("saved", {"message_id": user_message.id})
+
+        assembled = self.assemble(conversation, user_message, prompt, pin_characters)
+        size = assembled.size.to_dict()
+        with store.write() as conn:
+            ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
+                          kind="context.request_size", channel=channel, payload=size)
+        yield SendEvent("diagnostics", size)
+
+        try:
+            text_out, usage, tool_rounds = yield from self._run_provider(assembled.request, conversation, channel)
+        except ProviderError as exc:
+            with store.write() as conn:
+                ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
+                              kind="provider.error", channel=channel,
+                              payload={"kind": exc.kind, "retryable": exc.retryable})
+            yield SendEvent("error", {"error": exc.code, "kind": exc.kind, "detail": str(exc),
+                                      "retryable": exc.retryable, "user_message_id": user_message.id})
+            return
+
+        provider = self.hearth.provider
+        with store.write() as conn:
+            message = scope.conversations.add_message(
+                conversation_id, "assistant", text_out, channel=channel,
+                metadata={"provider": provider.name, "model": provider.model, "tool_rounds": tool_rounds},
+            )
+            usage_payload = {"input": usage.input_tokens, "output": usage.output_tokens,
+                             "total": usage.total_tokens, "cached": usage.cached_tokens}
+            ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
+                          kind="context.usage", channel=channel, payload=usage_payload)
+            for hook in scope.after_reply:
+                hook(conn, conversation, user_message, message)
+        yield SendEvent("done", {"message_id": message.id, "user_message_id": user_message.id,
+                                 "usage": usage_payload, "size": size})
+
+    def _unanswered(self, conn, conversation_id: int) -> Message:
+        row = conn.execute(
+            "SELECT * FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role IN ('user', 'assistant')"
+            " ORDER BY id DESC LIMIT 1", (conversation_id,),
+        ).fetchone()
+        if row is None or row["role"] != "user":
+            raise Conflict("there is no unanswered message to retry")
+        return Message.from_row(row)
+
+    def assemble(self, conversation: Conversation, user_message: Message, prompt: stored.StoredPrompt,
+                 pin_characters: tuple[str, ...] = ()) -> AssembledRequest:
+        scope = self.scope
+        limit = self.hearth.input_token_limit()
+        reserve = min(self.settings.output_token_reserve, limit // 4)
+        room_chars = max(0, (limit - reserve) * 4 - len(prompt.text) - len(user_message.content))
+        with scope.store.read() as conn:
+            history, older = _history(conn, conversation.id, user_message.id, room_chars)
+            persona = scope.personas.get(conversation.persona_id)
+            has_reply = bool(conn.execute(
+                "SELECT 1 FROM messages WHERE conversation_id = ? AND role = 'assistant' AND kind = 'chat' LIMIT 1",
+                (conversation.id,),
+            ).fetchone())
+            turn = Turn(conn=conn, user_id=scope.user_id, conversation=conversation, persona=persona,
+                        text=user_message.content, history=history, settings=self.settings,
+                        pinned_characters=tuple(pin_characters), handoff=scope.handoff_info(conn, conversation.id),
+                        assembled_text=[prompt.text, *(m.content for m in history[-8:])],
+                        has_assistant_reply=has_reply)
+            context = scope.dynamic.render(scope.dynamic.collect(turn))
+        assembled = assemble(
+            static_prompt=prompt.text, handoff_chars=prompt.handoff_chars, history=history, context=context,
+            user_text=quote_reserved_headings(user_message.content), tools=scope.toolbox.specs(),
+            input_limit_tokens=limit, output_reserve_tokens=reserve, birth_period=not has_reply,
+            trimmed_before=older,
+        )
+        return assembled
+
+    def _run_provider(self, request: ProviderRequest, conversation: Conversation, channel: str):
+        """Stream the reply, running tool calls between rounds. Returns (text, usage, rounds)."""
+        provider = self.hearth.provider
+        messages = list(request.messages)
+        parts: list[str] = []
+        usage = Usage()
+        ctx = ToolContext(self.scope.store.connection(), self.scope.user_id, conversation.id, conversation.persona_id)
+        for round_ in range(MAX_TOOL_ROUNDS + 1):
+            calls = []
+            round_text: list[str] = []
+            tools = request.tools if round_ < MAX_TOOL_ROUNDS else []
+            for event in provider.stream(ProviderRequest(messages, tools, request.max_output_tokens)):
+                if event.type == "text" and event.text:
+                    round_text.append(event.text)
+                    yield SendEvent("delta", {"text": event.text})
+                elif event.type == "tool_call" and event.tool_call:
+                    calls.append(event.tool_call)
+                elif event.type == "usage" and event.usage:
+                    usage = _add(usage, event.usage)
+            parts.extend(round_text)
+            if not calls:
+                return "".join(parts), usage, round_
+            messages.append(ChatMessage("assistant", "".join(round_text), tool_calls=tuple(calls)))
+            for call in calls:
+                yield SendEvent("tool", {"name": call.name, "status": "running"})
+                result = self.scope.toolbox.run(ctx, call)
+                with self.scope.store.write() as conn:
+                    ledger.append(conn, user_id=self.scope.user_id, conversation_id=conversation.id,
+                                  kind="tool.call", channel=channel,
+                                  payload={"name": call.name, "argument_chars": len(arguments_json(call.arguments)),
+                                           "result_chars": len(result)})
+                messages.append(ChatMessage("tool", result, tool_call_id=call.id))
+                yield SendEvent("tool", {"name": call.name, "status": "done", "result_tokens": estimate_tokens(len(result))})
+        return "".join(parts), usage, MAX_TOOL_ROUNDS
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    return Usage(a.input_tokens + b.input_tokens, a.output_tokens + b.output_tokens,
+                 a.cached_tokens + b.cached_tokens)
+
+
+def collect(events: Iterator[SendEvent], conversations) -> Reply:
+    """Run a send to completion; raise the provider error if there was one."""
+    done = None
+    for event in events:
+        if event.type == "error":
+            raise ProviderError(event.data["detail"], event.data["kind"], event.data["retryable"])
+        if event.type == "done":
+            done = event.data
+    assert done is not None
+    return Reply(conversations.message(done["user_message_id"]), conversations.message(done["message_id"]),
+                 done["size"], done["usage"])

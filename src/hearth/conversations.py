@@ -1,0 +1,273 @@
+"""Conversations (C2), folders (C3) and the end-of-conversation boundary (C4).
+
+Visibility is derived, not stored twice: a conversation is ``trashed`` when ``trashed_at`` is set,
+``hidden`` when its folder is hidden, otherwise ``visible``. ``continuity_shielded`` is separate: a
+shielded conversation is visible and readable but kept out of automatic continuity (V2).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from . import ledger
+from .errors import Conflict, InvalidInput, NotFound
+from .ledger import Message
+from .memories import capture_snapshot
+from .store import Store, utcnow
+
+MAX_TITLE = 500
+MAX_FOLDER_NAME = 200
+
+# A conversation counts for automatic continuity, recall and handoffs only when this holds (V1, V2).
+ELIGIBLE_SQL = (
+    "c.trashed_at IS NULL AND c.continuity_shielded = 0"
+    " AND (c.folder_id IS NULL OR NOT EXISTS"
+    " (SELECT 1 FROM folders f WHERE f.id = c.folder_id AND f.hidden = 1))"
+)
+
+
+@dataclass(frozen=True)
+class Folder:
+    id: int
+    user_id: int
+    name: str
+    hidden: bool
+    created_at: str
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Folder":
+        return cls(row["id"], row["user_id"], row["name"], bool(row["hidden"]), row["created_at"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    user_id: int
+    persona_id: int
+    folder_id: int | None
+    title: str
+    state: str
+    visibility: str
+    continuity_shielded: bool
+    created_at: str
+    updated_at: str
+    ended_at: str | None
+    trashed_at: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Conversation":
+        if row["trashed_at"]:
+            visibility = "trashed"
+        elif row["folder_hidden"]:
+            visibility = "hidden"
+        else:
+            visibility = "visible"
+        return cls(
+            id=row["id"], user_id=row["user_id"], persona_id=row["persona_id"], folder_id=row["folder_id"],
+            title=row["title"], state=row["state"], visibility=visibility,
+            continuity_shielded=bool(row["continuity_shielded"]), created_at=row["created_at"],
+            updated_at=row["updated_at"], ended_at=row["ended_at"], trashed_at=row["trashed_at"],
+        )
+
+    @property
+    def eligible(self) -> bool:
+        """May feed automatic continuity, recall and handoffs (V1, V2)."""
+        return self.visibility == "visible" and not self.continuity_shielded
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_SELECT = (
+    "SELECT c.*, coalesce(f.hidden, 0) AS folder_hidden FROM conversations c"
+    " LEFT JOIN folders f ON f.id = c.folder_id"
+)
+
+
+def _check_title(title: str) -> str:
+    if not isinstance(title, str):
+        raise InvalidInput("title must be text")
+    title = title.strip()
+    if len(title) > MAX_TITLE:
+        raise InvalidInput(f"title is longer than {MAX_TITLE} characters")
+    return title
+
+
+class Folders:
+    def __init__(self, store: Store, user_id: int):
+        self.store = store
+        self.user_id = user_id
+
+    def create(self, name: str, hidden: bool = False) -> Folder:
+        name = (name or "").strip()
+        if not name or len(name) > MAX_FOLDER_NAME:
+            raise InvalidInput(f"folder name must be 1-{MAX_FOLDER_NAME} characters")
+        with self.store.write() as conn:
+            try:
+                cur = conn.execute(
+                    "INSERT INTO folders (user_id, name, hidden, created_at) VALUES (?, ?, ?, ?)",
+                    (self.user_id, name, int(hidden), utcnow()),
+                )
+            except sqlite3.IntegrityError:
+                raise Conflict(f"a folder named {name!r} already exists") from None
+            return self.get(cur.lastrowid)
+
+    def get(self, folder_id: int) -> Folder:
+        row = self.store.connection().execute(
+            "SELECT * FROM folders WHERE id = ? AND user_id = ?", (folder_id, self.user_id)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no folder {folder_id}")
+        return Folder.from_row(row)
+
+    def list(self) -> list[Folder]:
+        rows = self.store.connection().execute(
+            "SELECT * FROM folders WHERE user_id = ? ORDER BY name", (self.user_id,)
+        ).fetchall()
+        return [Folder.from_row(r) for r in rows]
+
+    def set_hidden(self, folder_id: int, hidden: bool) -> Folder:
+        with self.store.write() as conn:
+            self.get(folder_id)
+            conn.execute(
+                "UPDATE folders SET hidden = ? WHERE id = ? AND user_id = ?",
+                (int(hidden), folder_id, self.user_id),
+            )
+            ledger.append(conn, user_id=self.user_id, kind="folder.hidden" if hidden else "folder.shown",
+                          payload={"folder_id": folder_id})
+            return self.get(folder_id)
+
+
+class Conversations:
+    def __init__(self, store: Store, user_id: int):
+        self.store = store
+        self.user_id = user_id
+
+    # -- reading ---------------------------------------------------------------------------
+    def get(self, conversation_id: int) -> Conversation:
+        row = self.store.connection().execute(
+            _SELECT + " WHERE c.id = ? AND c.user_id = ?", (conversation_id, self.user_id)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        return Conversation.from_row(row)
+
+    def list(self, *, include_trashed: bool = False, folder_id: int | None = None,
+             limit: int = 200, offset: int = 0) -> list[Conversation]:
+        sql = _SELECT + " WHERE c.user_id = ?"
+        args: list[Any] = [self.user_id]
+        if not include_trashed:
+            sql += " AND c.trashed_at IS NULL"
+        if folder_id is not None:
+            sql += " AND c.folder_id = ?"
+            args.append(folder_id)
+        sql += " ORDER BY c.updated_at DESC, c.id DESC LIMIT ? OFFSET ?"
+        rows = self.store.connection().execute(sql, (*args, limit, offset)).fetchall()
+        return [Conversation.from_row(r) for r in rows]
+
+    def messages(self, conversation_id: int, *, visible_only: bool = True,
+                 after_id: int = 0, limit: int | None = None) -> list[Message]:
+        """Messages in stored order; by default only what a person sees as bubbles (P6)."""
+        self.get(conversation_id)
+        sql = "SELECT * FROM messages WHERE conversation_id = ? AND user_id = ? AND id > ?"
+        if visible_only:
+            sql += " AND kind IN ('chat', 'handoff_artifact')"
+        sql += " ORDER BY id"
+        args: list[Any] = [conversation_id, self.user_id, after_id]
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        rows = self.store.connection().execute(sql, args).fetchall()
+        return [Message.from_row(r) for r in rows]
+
+    def message(self, message_id: int) -> Message:
+        row = self.store.connection().execute(
+            "SELECT * FROM messages WHERE id = ? AND user_id = ?", (message_id, self.user_id)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no message {message_id}")
+        return Message.from_row(row)
+
+    # -- writing ---------------------------------------------------------------------------
+    def create(self, persona_id: int, title: str = "", folder_id: int | None = None,
+               channel: str = "web", created_at: str | None = None) -> Conversation:
+        title = _check_title(title)
+        with self.store.write() as conn:
+            if not conn.execute("SELECT 1 FROM personas WHERE id = ? AND user_id = ?",
+                                (persona_id, self.user_id)).fetchone():
+                raise NotFound(f"no persona {persona_id}")
+            if folder_id is not None:
+                Folders(self.store, self.user_id).get(folder_id)
+            now = created_at or utcnow()
+            cur = conn.execute(
+                "INSERT INTO conversations (user_id, persona_id, folder_id, title, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (self.user_id, persona_id, folder_id, title, now, now),
+            )
+            # P1: the snapshot is captured now, before any prompt exists.
+            capture_snapshot(conn, self.user_id, cur.lastrowid, "captured")
+            ledger.append(conn, user_id=self.user_id, conversation_id=cur.lastrowid,
+                          kind="conversation.created", channel=channel, created_at=now,
+                          payload={"persona_id": persona_id})
+            return self.get(cur.lastrowid)
+
+    def add_message(self, conversation_id: int, role: str, content: str, *, kind: str = "chat",
+                    channel: str = "web", metadata: dict[str, Any] | None = None,
+                    created_at: str | None = None) -> Message:
+        if not isinstance(content, str):
+            raise InvalidInput("message content must be text")
+        with self.store.write() as conn:
+            conversation = self.get(conversation_id)
+            if conversation.state == "ended" and kind == "chat":
+                raise Conflict("this conversation has ended; start a new one")
+            message_id = ledger.append_message(
+                conn, user_id=self.user_id, conversation_id=conversation_id, role=role, content=content,
+                kind=kind, channel=channel, metadata=metadata, created_at=created_at,
+            )
+            return self.message(message_id)
+
+    def _set(self, conversation_id: int, event: str, sql: str, args: tuple, payload: dict | None = None) -> Conversation:
+        with self.store.write() as conn:
+            self.get(conversation_id)
+            conn.execute(f"UPDATE conversations SET {sql} WHERE id = ? AND user_id = ?",
+                         (*args, conversation_id, self.user_id))
+            ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind=event,
+                          payload=payload or {})
+            return self.get(conversation_id)
+
+    def rename(self, conversation_id: int, title: str) -> Conversation:
+        return self._set(conversation_id, "conversation.renamed", "title = ?", (_check_title(title),))
+
+    def move(self, conversation_id: int, folder_id: int | None) -> Conversation:
+        if folder_id is not None:
+            Folders(self.store, self.user_id).get(folder_id)
+        return self._set(conversation_id, "conversation.moved", "folder_id = ?", (folder_id,),
+                         {"folder_id": folder_id})
+
+    def trash(self, conversation_id: int) -> Conversation:
+        return self._set(conversation_id, "conversation.trashed", "trashed_at = coalesce(trashed_at, ?)",
+                         (utcnow(),))
+
+    def restore(self, conversation_id: int, *, shielded: bool | None = None) -> Conversation:
+        """Take a conversation out of the trash; it may stay shielded from continuity (V2)."""
+        sql, args = "trashed_at = NULL", ()
+        if shielded is not None:
+            sql, args = "trashed_at = NULL, continuity_shielded = ?", (int(shielded),)
+        return self._set(conversation_id, "conversation.restored", sql, args,
+                         {"shielded": shielded} if shielded is not None else {})
+
+    def set_shielded(self, conversation_id: int, shielded: bool) -> Conversation:
+        return self._set(conversation_id, "conversation.shielded" if shielded else "conversation.shield_released",
+                         "continuity_shielded = ?", (int(shielded),))
+
+    def end(self, conversation_id: int) -> Conversation:
+        """An explicit technical boundary (C4): history stays, new chat turns go elsewhere."""
+        conversation = self.get(conversation_id)
+        if conversation.state == "ended":
+            return conversation
+        return self._set(conversation_id, "conversation.ended", "state = 'ended', ended_at = ?", (utcnow(),))

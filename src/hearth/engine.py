@@ -1,0 +1,208 @@
+"""``Hearth``: opens the store, wires the layers and the provider, and hands out user scopes.
+
+Everything a person can do goes through a ``Scope``, which is bound to one user id: every query
+it runs carries that id, so one user's data never reaches another user's prompt, search or export
+(G2). ``Hearth.scope()`` without an id is the owner, created on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Callable, Iterable, Iterator
+
+from .chat import Reply, SendEvent, SendPath, collect
+from .conversations import Conversation, Conversations, Folders
+from .ledger import Message
+from .memories import Memories
+from .personas import Persona, Personas
+from .prompt import stored
+from .prompt.assembly import visible_estimate
+from .prompt.dynamic import DynamicContext
+from .layers.characters import PinnedCharacters
+from .providers.base import Provider
+from .settings import Settings
+from .store import Store
+from .tools import Toolbox
+from .users import Users
+
+# Called after a reply is saved, inside its transaction: (conn, conversation, user msg, reply).
+AfterReply = Callable[[sqlite3.Connection, Conversation, Message, Message], None]
+
+
+class Hearth:
+    """One deployment: a database file, a provider and the settings they were opened with."""
+
+    def __init__(self, settings: Settings | None = None, *, provider: Provider | None = None):
+        self.settings = settings or Settings.resolve()
+        self.store = Store(self.settings.database_path)
+        self.users = Users(self.store)
+        self._provider = provider
+
+    @classmethod
+    def open(cls, home: str | None = None, **overrides: Any) -> "Hearth":
+        return cls(Settings.resolve({"home": home, **overrides}))
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            from .providers import provider_from_settings
+
+            self._provider = provider_from_settings(self.settings)
+        return self._provider
+
+    def input_token_limit(self) -> int:
+        """Model-specific input safety limit (R1): configured, or derived from the model name."""
+        if self.settings.input_token_limit:
+            return self.settings.input_token_limit
+        from .providers import context_window_for
+
+        return context_window_for(self.provider.model)
+
+    def scope(self, user_id: int | None = None) -> "Scope":
+        if user_id is None:
+            user_id = self.users.owner().id
+        else:
+            self.users.get(user_id)
+        return Scope(self, user_id)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Hearth":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Scope:
+    """Everything one user can see and do."""
+
+    def __init__(self, hearth: Hearth, user_id: int):
+        self.hearth = hearth
+        self.store = hearth.store
+        self.user_id = user_id
+        self.personas = Personas(self.store, user_id)
+        self.folders = Folders(self.store, user_id)
+        self.conversations = Conversations(self.store, user_id)
+        self.memories = Memories(self.store, user_id, self.rebuild_prompts)
+        self.dynamic = DynamicContext([PinnedCharacters()])
+        self.toolbox = Toolbox()
+        self.after_reply: list[AfterReply] = []
+
+    # -- stored prompts ----------------------------------------------------------------------
+    def handoff_text(self, conn: sqlite3.Connection, conversation_id: int) -> str:
+        """Model-facing handoff for a conversation's prompt; empty until continuity is wired."""
+        return ""
+
+    def handoff_info(self, conn: sqlite3.Connection, conversation_id: int) -> dict | None:
+        row = conn.execute(
+            "SELECT source_conversation_id, source_message_ids FROM conversation_summaries"
+            " WHERE conversation_id = ? AND handoff != ''", (conversation_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return {"source_conversation_id": row[0], "source_message_ids": json.loads(row[1])}
+
+    def rebuild_prompts(self, conn: sqlite3.Connection, conversation_ids: Iterable[int]) -> int:
+        return stored.rebuild(conn, self.user_id, conversation_ids, self.handoff_text)
+
+    def stored_prompt(self, conversation_id: int) -> str | None:
+        """The stored static prompt text, or None before the first send."""
+        self.conversations.get(conversation_id)
+        row = self.store.connection().execute(
+            "SELECT content FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
+            (conversation_id,),
+        ).fetchone()
+        return row[0] if row else None
+
+    # -- visibility: changes that alter what prompts may hold refresh them first (V1, V3) ---------
+    def _refresh_sources(self, conn: sqlite3.Connection, source_ids: Iterable[int]) -> int:
+        """Rebuild the stored prompts whose handoff came from any of these conversations."""
+        ids = list(source_ids)
+        if not ids:
+            return 0
+        holders = [r[0] for r in conn.execute(
+            f"SELECT conversation_id FROM conversation_summaries WHERE user_id = ?"
+            f" AND source_conversation_id IN ({','.join('?' * len(ids))})", (self.user_id, *ids))]
+        return self.rebuild_prompts(conn, holders)
+
+    def trash_conversation(self, conversation_id: int) -> Conversation:
+        with self.store.write() as conn:
+            result = self.conversations.trash(conversation_id)
+            self._refresh_sources(conn, [conversation_id])
+            return result
+
+    def restore_conversation(self, conversation_id: int, *, shielded: bool | None = None) -> Conversation:
+        with self.store.write() as conn:
+            result = self.conversations.restore(conversation_id, shielded=shielded)
+            self._refresh_sources(conn, [conversation_id])
+            return result
+
+    def end_conversation(self, conversation_id: int) -> Conversation:
+        return self.conversations.end(conversation_id)
+
+    def move_conversation(self, conversation_id: int, folder_id: int | None) -> Conversation:
+        with self.store.write() as conn:
+            result = self.conversations.move(conversation_id, folder_id)
+            self._refresh_sources(conn, [conversation_id])
+            return result
+
+    def set_folder_hidden(self, folder_id: int, hidden: bool):
+        with self.store.write() as conn:
+            folder = self.folders.set_hidden(folder_id, hidden)
+            members = [r[0] for r in conn.execute(
+                "SELECT id FROM conversations WHERE folder_id = ? AND user_id = ?", (folder_id, self.user_id))]
+            self._refresh_sources(conn, members)
+            return folder
+
+    def set_shielded(self, conversation_id: int, shielded: bool) -> Conversation:
+        with self.store.write() as conn:
+            result = self.conversations.set_shielded(conversation_id, shielded)
+            self._refresh_sources(conn, [conversation_id])
+            return result
+
+    # -- personas: a settings save rebuilds that persona's existing prompts (P5) -----------------
+    def update_persona(self, persona_id: int, **values: Any) -> tuple[Persona, int]:
+        with self.store.write() as conn:
+            persona = self.personas.update(persona_id, **values)
+            ids = [r[0] for r in conn.execute(
+                "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
+            return persona, self.rebuild_prompts(conn, ids)
+
+    # -- sending -----------------------------------------------------------------------------
+    def send_stream(self, conversation_id: int, text: str, *, channel: str = "web",
+                    pin_characters: tuple[str, ...] = ()) -> Iterator[SendEvent]:
+        return SendPath(self).stream(conversation_id, text, channel=channel, pin_characters=pin_characters)
+
+    def send(self, conversation_id: int, text: str, *, channel: str = "web",
+             pin_characters: tuple[str, ...] = ()) -> Reply:
+        return collect(self.send_stream(conversation_id, text, channel=channel, pin_characters=pin_characters),
+                       self.conversations)
+
+    def retry_stream(self, conversation_id: int, *, channel: str = "web") -> Iterator[SendEvent]:
+        """Answer the last unanswered user message again (after a provider error, PR5)."""
+        return SendPath(self).stream(conversation_id, "", channel=channel, retry=True)
+
+    def retry(self, conversation_id: int, *, channel: str = "web") -> Reply:
+        return collect(self.retry_stream(conversation_id, channel=channel), self.conversations)
+
+    # -- diagnostics ---------------------------------------------------------------------------
+    def request_size(self, conversation_id: int) -> dict[str, Any] | None:
+        """The last request-size details of a conversation (R2): numbers only."""
+        self.conversations.get(conversation_id)
+        row = self.store.connection().execute(
+            "SELECT payload FROM events WHERE conversation_id = ? AND kind = 'context.request_size'"
+            " ORDER BY created_at DESC, id DESC LIMIT 1", (conversation_id,),
+        ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def visible_estimate(self, conversation_id: int) -> dict[str, int]:
+        """The chat header's compact estimate: visible current-thread messages only (R4)."""
+        return visible_estimate(self.conversations.messages(conversation_id))
+
+    def new_conversation(self, persona_id: int | None = None, title: str = "",
+                         folder_id: int | None = None, channel: str = "web") -> Conversation:
+        persona = self.personas.get(persona_id) if persona_id else self.personas.default()
+        return self.conversations.create(persona.id, title=title, folder_id=folder_id, channel=channel)

@@ -1,0 +1,83 @@
+"""One error tree for the whole library.
+
+    HearthError                      every error Hearth raises on purpose
+    ├── ConfigError                  invalid settings (CLI exit 2)
+    ├── StoreError                   the database cannot be used as asked
+    │   └── SchemaError              the file is from a newer Hearth, or damaged
+    ├── InvalidInput                 a request that is malformed or out of range (HTTP 400/422)
+    │   └── TooLarge                 a body or field over its size limit (HTTP 413)
+    ├── NotFound                     unknown id, or an id that belongs to another user (HTTP 404)
+    ├── Conflict                     valid request that clashes with current state (HTTP 409)
+    ├── AuthError                    not logged in, bad password or token (HTTP 401)
+    │   ├── Forbidden                logged in but not allowed, e.g. CSRF (HTTP 403)
+    │   └── RateLimited              too many attempts (HTTP 429)
+    ├── ProviderError                a model provider failed (HTTP 502); carries a clear reason
+    └── DispatchRefused              final assembly refused to send a request (HTTP 500)
+
+The CLI prints ``str(error)`` as one line; the server maps each class to a status in one table
+(``hearth.server.errors``). A foreign id is reported exactly like an unknown one so that nobody
+can probe for another user's data.
+"""
+
+from __future__ import annotations
+
+
+class HearthError(Exception):
+    """Base of every error Hearth raises on purpose."""
+
+    code = "error"
+
+
+class ConfigError(HearthError):
+    code = "invalid_settings"
+
+
+class StoreError(HearthError):
+    code = "store_error"
+
+
+class SchemaError(StoreError):
+    code = "schema_error"
+
+
+class InvalidInput(HearthError):
+    code = "invalid_input"
+
+
+class TooLarge(InvalidInput):
+    code = "too_large"
+
+
+class NotFound(HearthError):
+    code = "not_found"
+
+
+class Conflict(HearthError):
+    code = "conflict"
+
+
+class AuthError(HearthError):
+    code = "unauthorized"
+
+
+class Forbidden(AuthError):
+    code = "forbidden"
+
+
+class RateLimited(AuthError):
+    code = "rate_limited"
+
+
+class ProviderError(HearthError):
+    """A provider failed. ``kind`` is one of: auth, rate_limit, server, timeout, stream, bad_request."""
+
+    code = "provider_error"
+
+    def __init__(self, message: str, kind: str = "server", retryable: bool = True):
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = retryable
+
+
+class DispatchRefused(HearthError):
+    code = "dispatch_refused"

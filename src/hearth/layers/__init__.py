@@ -1,0 +1,1 @@
+"""Dynamic context layers, one module each, every one returning Blocks (SPEC D2)."""

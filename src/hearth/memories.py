@@ -1,0 +1,283 @@
+"""Long-term memories and conversation-scoped snapshots (M1-M7, P5).
+
+The governing rule (M2): new memories affect future threads and branches; edits affect threads
+that already contain that memory; deletions remove the memory from every snapshot and stored prompt.
+
+A snapshot is a set of memory ids per conversation, captured when the conversation is created. The
+stored prompt always renders the *current* text of the ids in its snapshot. Every change that
+affects stored prompts rebuilds them inside the same write transaction as the change itself, and
+SQLite serialises writers, so a racing first send, edit, delete or refresh can never leave a prompt
+that disagrees with its snapshot or with the current memory text (M7).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable
+
+from . import ledger
+from .errors import InvalidInput, NotFound
+from .prompt.static import MemoryItem
+from .store import Store, utcnow
+
+MAX_MEMORY_TEXT = 10_000
+MAX_IMPORT = 10_000
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: int
+    text: str
+    category: str
+    importance: int
+    position: int
+    eligible: bool
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Memory":
+        return cls(row["id"], row["text"], row["category"], row["importance"], row["position"],
+                   bool(row["eligible"]), row["created_at"], row["updated_at"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """Snapshot metadata (M5): timestamps and provenance, never ids or text."""
+
+    provenance: str  # captured | refreshed | backfill | legacy
+    captured_at: str | None
+    refreshed_at: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check(text: Any, category: Any, importance: Any) -> tuple[str, str, int]:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("memory text must not be empty")
+    if len(text) > MAX_MEMORY_TEXT:
+        raise InvalidInput(f"memory text is longer than {MAX_MEMORY_TEXT} characters")
+    if not isinstance(category, str) or len(category) > 100:
+        raise InvalidInput("category must be text of at most 100 characters")
+    if isinstance(importance, bool) or not isinstance(importance, int) or not 0 <= importance <= 10:
+        raise InvalidInput("importance must be a whole number from 0 to 10")
+    return text.strip(), category.strip(), importance
+
+
+# -- snapshot primitives used inside other transactions ----------------------------------------
+def capture_snapshot(conn: sqlite3.Connection, user_id: int, conversation_id: int, provenance: str) -> None:
+    """Replace a conversation's snapshot with the current eligible set, in the caller's transaction."""
+    now = utcnow()
+    conn.execute("DELETE FROM conversation_memories WHERE conversation_id = ?", (conversation_id,))
+    conn.execute(
+        "INSERT INTO conversation_memories (conversation_id, memory_id)"
+        " SELECT ?, id FROM memories WHERE user_id = ? AND eligible = 1",
+        (conversation_id, user_id),
+    )
+    if provenance == "refreshed":
+        conn.execute(
+            "UPDATE conversations SET snapshot_provenance = 'refreshed', snapshot_refreshed_at = ? WHERE id = ?",
+            (now, conversation_id),
+        )
+    else:
+        conn.execute(
+            "UPDATE conversations SET snapshot_provenance = ?, snapshot_captured_at = ? WHERE id = ?",
+            (provenance, now, conversation_id),
+        )
+
+
+def snapshot_items(conn: sqlite3.Connection, conversation_id: int) -> list[MemoryItem]:
+    """Current text of the snapshot's memories in manual global order. Empty stays empty (M3)."""
+    rows = conn.execute(
+        "SELECT m.id, m.text, m.category, m.importance FROM conversation_memories cm"
+        " JOIN memories m ON m.id = cm.memory_id"
+        " WHERE cm.conversation_id = ? AND m.eligible = 1 ORDER BY m.position, m.id",
+        (conversation_id,),
+    ).fetchall()
+    return [MemoryItem(r["id"], r["text"], r["category"], r["importance"]) for r in rows]
+
+
+def snapshot_ids(conn: sqlite3.Connection, conversation_id: int) -> list[int]:
+    return [r[0] for r in conn.execute(
+        "SELECT memory_id FROM conversation_memories WHERE conversation_id = ? ORDER BY memory_id",
+        (conversation_id,),
+    )]
+
+
+def conversations_holding(conn: sqlite3.Connection, memory_id: int) -> list[int]:
+    return [r[0] for r in conn.execute(
+        "SELECT conversation_id FROM conversation_memories WHERE memory_id = ?", (memory_id,)
+    )]
+
+
+# Rebuilds stored prompts of the given conversations inside the current transaction; installed by
+# the engine so this module does not depend on prompt storage.
+Rebuild = Callable[[sqlite3.Connection, Iterable[int]], int]
+
+
+class Memories:
+    def __init__(self, store: Store, user_id: int, rebuild: Rebuild):
+        self.store = store
+        self.user_id = user_id
+        self._rebuild = rebuild
+
+    # -- reading ---------------------------------------------------------------------------
+    def get(self, memory_id: int) -> Memory:
+        row = self.store.connection().execute(
+            "SELECT * FROM memories WHERE id = ? AND user_id = ?", (memory_id, self.user_id)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no memory {memory_id}")
+        return Memory.from_row(row)
+
+    def list(self) -> list[Memory]:
+        rows = self.store.connection().execute(
+            "SELECT * FROM memories WHERE user_id = ? ORDER BY position, id", (self.user_id,)
+        ).fetchall()
+        return [Memory.from_row(r) for r in rows]
+
+    def snapshot(self, conversation_id: int) -> list[Memory]:
+        conn = self.store.connection()
+        self._owned_conversation(conn, conversation_id)
+        rows = conn.execute(
+            "SELECT m.* FROM conversation_memories cm JOIN memories m ON m.id = cm.memory_id"
+            " WHERE cm.conversation_id = ? ORDER BY m.position, m.id", (conversation_id,)
+        ).fetchall()
+        return [Memory.from_row(r) for r in rows]
+
+    def snapshot_info(self, conversation_id: int) -> SnapshotInfo:
+        row = self._owned_conversation(self.store.connection(), conversation_id)
+        return SnapshotInfo(row["snapshot_provenance"], row["snapshot_captured_at"], row["snapshot_refreshed_at"])
+
+    def _owned_conversation(self, conn: sqlite3.Connection, conversation_id: int) -> sqlite3.Row:
+        row = conn.execute(
+            "SELECT * FROM conversations WHERE id = ? AND user_id = ?", (conversation_id, self.user_id)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        return row
+
+    # -- additions: future threads only (M2) -------------------------------------------------
+    def add(self, text: str, category: str = "", importance: int = 0, eligible: bool = True) -> Memory:
+        return self.import_many([{"text": text, "category": category, "importance": importance,
+                                  "eligible": eligible}])[0]
+
+    def import_many(self, items: list[dict[str, Any]]) -> list[Memory]:
+        """Persist a batch together (M1). Like additions, it rebuilds no existing prompt (P5)."""
+        if not isinstance(items, list) or not items:
+            raise InvalidInput("a memory import needs a non-empty list")
+        if len(items) > MAX_IMPORT:
+            raise InvalidInput(f"at most {MAX_IMPORT} memories per import")
+        checked = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise InvalidInput(f"item {i} is not an object")
+            try:
+                checked.append((*_check(item.get("text"), item.get("category", ""), item.get("importance", 0)),
+                                bool(item.get("eligible", True))))
+            except InvalidInput as exc:
+                raise InvalidInput(f"item {i}: {exc}") from None
+        now = utcnow()
+        with self.store.write() as conn:
+            top = conn.execute("SELECT coalesce(max(position), 0) FROM memories WHERE user_id = ?",
+                               (self.user_id,)).fetchone()[0]
+            ids = []
+            for offset, (text, category, importance, eligible) in enumerate(checked, start=1):
+                cur = conn.execute(
+                    "INSERT INTO memories (user_id, text, category, importance, position, eligible, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (self.user_id, text, category, importance, top + offset, int(eligible), now, now),
+                )
+                ids.append(cur.lastrowid)
+            ledger.append(conn, user_id=self.user_id, kind="memory.added", payload={"count": len(ids)})
+            return [self.get(i) for i in ids]
+
+    # -- edits: only threads that already hold the memory (M2, P5) ----------------------------
+    def edit(self, memory_id: int, *, text: str | None = None, category: str | None = None,
+             importance: int | None = None, eligible: bool | None = None) -> tuple[Memory, int]:
+        """Edit a memory; rebuild the prompts that hold it. Returns (memory, prompts rebuilt)."""
+        with self.store.write() as conn:
+            current = self.get(memory_id)
+            new_text, new_category, new_importance = _check(
+                current.text if text is None else text,
+                current.category if category is None else category,
+                current.importance if importance is None else importance,
+            )
+            new_eligible = current.eligible if eligible is None else bool(eligible)
+            conn.execute(
+                "UPDATE memories SET text = ?, category = ?, importance = ?, eligible = ?, updated_at = ?"
+                " WHERE id = ? AND user_id = ?",
+                (new_text, new_category, new_importance, int(new_eligible), utcnow(), memory_id, self.user_id),
+            )
+            rebuilt = self._rebuild(conn, conversations_holding(conn, memory_id))
+            ledger.append(conn, user_id=self.user_id, kind="memory.edited",
+                          payload={"memory_id": memory_id, "prompts_rebuilt": rebuilt})
+            return self.get(memory_id), rebuilt
+
+    # -- deletions: gone from every snapshot and prompt (M2) -----------------------------------
+    def delete(self, memory_id: int) -> int:
+        """Delete a memory everywhere; returns the number of prompts rebuilt."""
+        with self.store.write() as conn:
+            self.get(memory_id)
+            affected = conversations_holding(conn, memory_id)
+            conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, self.user_id))
+            rebuilt = self._rebuild(conn, affected)
+            ledger.append(conn, user_id=self.user_id, kind="memory.deleted",
+                          payload={"memory_id": memory_id, "prompts_rebuilt": rebuilt})
+            return rebuilt
+
+    # -- manual global order ------------------------------------------------------------------
+    def move(self, memory_id: int, position: int) -> list[Memory]:
+        """Move a memory to a 1-based position in the global order; renumbers the rest."""
+        with self.store.write() as conn:
+            self.get(memory_id)
+            order = [m.id for m in self.list() if m.id != memory_id]
+            if not isinstance(position, int) or not 1 <= position <= len(order) + 1:
+                raise InvalidInput(f"position must be between 1 and {len(order) + 1}")
+            order.insert(position - 1, memory_id)
+            conn.executemany("UPDATE memories SET position = ? WHERE id = ? AND user_id = ?",
+                             [(i, mid, self.user_id) for i, mid in enumerate(order, start=1)])
+            # Order is part of every prompt that holds any memory, like a settings change.
+            affected = {c for mid in order for c in conversations_holding(conn, mid)}
+            rebuilt = self._rebuild(conn, affected)
+            ledger.append(conn, user_id=self.user_id, kind="memory.moved",
+                          payload={"memory_id": memory_id, "position": position, "prompts_rebuilt": rebuilt})
+            return self.list()
+
+    # -- explicit refresh (M4) ----------------------------------------------------------------
+    def refresh(self, conversation_id: int) -> SnapshotInfo:
+        """Replace one thread's snapshot with the current eligible set and rebuild its prompt."""
+        with self.store.write() as conn:
+            self._owned_conversation(conn, conversation_id)
+            capture_snapshot(conn, self.user_id, conversation_id, "refreshed")
+            self._rebuild(conn, [conversation_id])
+            ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id,
+                          kind="memory.snapshot_refreshed", payload={})
+        return self.snapshot_info(conversation_id)
+
+    def backfill_legacy(self) -> int:
+        """One-time snapshot backfill for threads that predate snapshots (M6).
+
+        The capture time stays unset: the true capture moment is unknown, so none is invented.
+        """
+        with self.store.write() as conn:
+            rows = conn.execute(
+                "SELECT c.id FROM conversations c WHERE c.user_id = ? AND c.snapshot_provenance = 'legacy'"
+                " AND NOT EXISTS (SELECT 1 FROM conversation_memories cm WHERE cm.conversation_id = c.id)",
+                (self.user_id,),
+            ).fetchall()
+            for (conversation_id,) in rows:
+                conn.execute(
+                    "INSERT INTO conversation_memories (conversation_id, memory_id)"
+                    " SELECT ?, id FROM memories WHERE user_id = ? AND eligible = 1",
+                    (conversation_id, self.user_id),
+                )
+            if rows:
+                ledger.append(conn, user_id=self.user_id, kind="memory.snapshot_backfill",
+                              payload={"conversations": len(rows)})
+            return len(rows)

@@ -1,0 +1,1 @@
+"""Prompt construction: the stored static prompt, the dynamic context, and request assembly."""

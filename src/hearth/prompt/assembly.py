@@ -1,0 +1,148 @@
+"""Request assembly, the input budget and the request-size report (T1, R1-R4, K5).
+
+The request is: stored static prompt; current-thread history (trimmed oldest-first only when the
+budget requires); the rolling summary and dynamic context system messages right before the newest
+turn; the current user message; tool definitions. Sizes are estimated from the very strings sent,
+at about four characters a token: no tokenizer, no second retrieval.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+
+from ..errors import DispatchRefused
+from ..ledger import Message
+from ..providers.base import ChatMessage, ProviderRequest, ToolSpec
+from .dynamic import RECALL_HEADING, RenderedContext
+
+CHARS_PER_TOKEN = 4
+ESTIMATE_METHOD = "chars/4"
+
+
+def estimate_tokens(chars: int) -> int:
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def tool_chars(tools: list[ToolSpec]) -> int:
+    return sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools)
+
+
+@dataclass(frozen=True)
+class SizeReport:
+    """Request-size details (R2). Numbers, booleans and fixed names only (R3)."""
+
+    history_tokens: int
+    history_messages: int
+    history_trimmed_messages: int
+    static_prompt_tokens: int
+    handoff_tokens: int
+    handoff_already_included: bool
+    summary_tokens: int
+    dynamic_context_tokens: int
+    dynamic_blocks: dict[str, int]
+    user_message_tokens: int
+    tools_tokens: int
+    tools_count: int
+    total_tokens: int
+    input_limit_tokens: int
+    remaining_tokens: int
+    estimate_method: str = ESTIMATE_METHOD
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AssembledRequest:
+    request: ProviderRequest
+    size: SizeReport
+
+
+def history_messages(history: list[Message]) -> list[ChatMessage]:
+    """Ordinary turns travel as themselves; a handoff artifact travels as an assistant bubble."""
+    return [ChatMessage(role=m.role, content=m.content) for m in history
+            if m.role in ("user", "assistant") and m.kind in ("chat", "handoff_artifact")]
+
+
+def assemble(
+    *,
+    static_prompt: str,
+    handoff_chars: int,
+    history: list[Message],
+    context: RenderedContext,
+    user_text: str,
+    tools: list[ToolSpec],
+    input_limit_tokens: int,
+    output_reserve_tokens: int,
+    birth_period: bool,
+    trimmed_before: int = 0,
+) -> AssembledRequest:
+    """Build the provider request; trim history oldest-first only when the budget requires (T1).
+
+    ``trimmed_before`` counts older turns the caller already left unread because they could not fit.
+    """
+    turns = history_messages(history)
+    fixed_chars = len(static_prompt) + len(context.summary_message) + len(context.context_message)
+    fixed_chars += len(user_text) + tool_chars(tools)
+    room = input_limit_tokens - output_reserve_tokens
+    sizes = [estimate_tokens(len(t.content)) for t in turns]
+    used = estimate_tokens(fixed_chars) + sum(sizes)
+    dropped = 0
+    while dropped < len(turns) and used > room:
+        used -= sizes[dropped]
+        dropped += 1
+    kept = turns[dropped:]
+
+    messages = [ChatMessage("system", static_prompt)] if static_prompt else []
+    messages += kept
+    if context.summary_message:
+        messages.append(ChatMessage("system", context.summary_message))
+    if context.context_message:
+        messages.append(ChatMessage("system", context.context_message))
+    messages.append(ChatMessage("user", user_text))
+
+    if birth_period:
+        refuse_birth_period_recall(messages)
+
+    history_chars = sum(len(t.content) for t in kept)
+    block_sizes: dict[str, int] = {}
+    for block in context.blocks:
+        block_sizes[block.layer] = block_sizes.get(block.layer, 0) + estimate_tokens(len(block.render()))
+    total = estimate_tokens(sum(len(m.content) for m in messages) + tool_chars(tools))
+    size = SizeReport(
+        history_tokens=estimate_tokens(history_chars),
+        history_messages=len(kept),
+        history_trimmed_messages=dropped + trimmed_before,
+        static_prompt_tokens=estimate_tokens(len(static_prompt)),
+        handoff_tokens=estimate_tokens(handoff_chars),
+        handoff_already_included=handoff_chars > 0,
+        summary_tokens=estimate_tokens(len(context.summary_message)),
+        dynamic_context_tokens=estimate_tokens(len(context.context_message)),
+        dynamic_blocks=block_sizes,
+        user_message_tokens=estimate_tokens(len(user_text)),
+        tools_tokens=estimate_tokens(tool_chars(tools)),
+        tools_count=len(tools),
+        total_tokens=total,
+        input_limit_tokens=input_limit_tokens,
+        remaining_tokens=input_limit_tokens - total,
+    )
+    return AssembledRequest(ProviderRequest(messages=messages, tools=list(tools),
+                                            max_output_tokens=output_reserve_tokens), size)
+
+
+def refuse_birth_period_recall(messages: list[ChatMessage]) -> None:
+    """K5: a real auto-recall section must never reach the model before the first reply."""
+    for message in messages:
+        if message.role == "system" and RECALL_HEADING in message.content:
+            raise DispatchRefused(
+                "refused to send: automatic recall appeared before the thread's first reply"
+            )
+
+
+def visible_estimate(messages: list[Message]) -> dict[str, int]:
+    """The chat header's compact estimate: visible current-thread messages only (R4)."""
+    visible = [m for m in messages if m.visible]
+    chars = sum(len(m.content) for m in visible)
+    return {"messages": len(visible), "tokens": estimate_tokens(chars)}

@@ -1,0 +1,132 @@
+"""Layer 2: the dynamic context, assembled fresh on every send (D1, D2).
+
+Each dynamic layer returns ``Block``s. ``DynamicContext`` asks every registered layer, orders the
+blocks by the SPEC D2 order, and renders them as one system message placed right before the
+newest turn; the rolling thread summary is rendered as its own system message. Nothing here is
+stored as a conversation message, and nothing is rendered when no layer has anything to say.
+Layers are read-only and cheap: none calls a model on the send path.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..conversations import Conversation
+    from ..ledger import Message
+    from ..personas import Persona
+    from ..settings import Settings
+
+log = logging.getLogger(__name__)
+
+# SPEC D2 order. A layer's block carries one of these names; unknown names sort last.
+ORDER = (
+    "characters",
+    "household",
+    "live_context",
+    "summary",
+    "fragments",
+    "thread_recall",
+    "keyword_recall",
+    "archive_recall",
+)
+
+DYNAMIC_HEADER = "Dynamic context for this reply (assembled now; not part of the conversation)."
+SUMMARY_HEADER = "Rolling thread summary for this conversation only"
+RECALL_HEADING = "=== AUTO-RECALLED CONTEXT ==="
+QUOTED_RECALL_HEADING = "=== QUOTED AUTO-RECALL LABEL ==="
+
+
+@dataclass(frozen=True)
+class Block:
+    """One labelled piece of dynamic context.
+
+    ``layer`` is a fixed name from ORDER (safe for diagnostics); ``label`` is the heading the model
+    sees; ``trust`` says plainly what the block is and how much to rely on it.
+    """
+
+    layer: str
+    label: str
+    text: str
+    trust: str = ""
+    source_ids: tuple[int, ...] = ()
+    numbers: dict[str, int] = field(default_factory=dict)
+
+    def render(self) -> str:
+        head = f"=== {self.label} ==="
+        return "\n".join(part for part in (head, self.trust, self.text) if part)
+
+
+@dataclass
+class Turn:
+    """What a layer may read about the turn being assembled."""
+
+    conn: sqlite3.Connection
+    user_id: int
+    conversation: "Conversation"
+    persona: "Persona"
+    text: str
+    history: list["Message"]
+    settings: "Settings"
+    pinned_characters: tuple[str, ...] = ()
+    handoff: dict[str, Any] | None = None  # {"source_conversation_id", "text"} when the prompt holds one
+    assembled_text: list[str] = field(default_factory=list)  # text already in the request (K4 overlap)
+    has_assistant_reply: bool = False  # false during the birth period (K3)
+
+
+class Layer(Protocol):
+    name: str
+
+    def blocks(self, turn: Turn) -> list[Block]:
+        ...
+
+
+def _rank(block: Block) -> int:
+    return ORDER.index(block.layer) if block.layer in ORDER else len(ORDER)
+
+
+@dataclass(frozen=True)
+class RenderedContext:
+    blocks: tuple[Block, ...]
+    summary_message: str  # "" when there is no rolling summary
+    context_message: str  # "" when there are no other blocks
+
+    @property
+    def empty(self) -> bool:
+        return not (self.summary_message or self.context_message)
+
+
+class DynamicContext:
+    def __init__(self, layers: list[Layer] | None = None):
+        self.layers: list[Layer] = list(layers or [])
+
+    def register(self, layer: Layer) -> None:
+        self.layers.append(layer)
+
+    def collect(self, turn: Turn) -> list[Block]:
+        blocks: list[Block] = []
+        for layer in self.layers:
+            for block in layer.blocks(turn):
+                if block.text.strip():
+                    blocks.append(block)
+                    turn.assembled_text.append(block.text)
+        return sorted(blocks, key=_rank)  # stable: a layer's own order is kept
+
+    def render(self, blocks: list[Block]) -> RenderedContext:
+        summary = [b for b in blocks if b.layer == "summary"]
+        others = [b for b in blocks if b.layer != "summary"]
+        summary_message = ""
+        if summary:
+            summary_message = SUMMARY_HEADER + "\n" + "\n".join(b.text for b in summary)
+        context_message = ""
+        if others:
+            context_message = DYNAMIC_HEADER + "\n\n" + "\n\n".join(b.render() for b in others)
+        return RenderedContext(tuple(blocks), summary_message, context_message)
+
+
+def quote_reserved_headings(text: str) -> str:
+    """User-authored text that quotes the recall heading is rewritten, not rejected (K5)."""
+    return text.replace(RECALL_HEADING, QUOTED_RECALL_HEADING)

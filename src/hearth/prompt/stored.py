@@ -1,0 +1,91 @@
+"""Storage of the static prompt: built once, kept as the conversation's single system message.
+
+``ensure()`` runs on every send: it returns the stored prompt, building it on the first send
+(P2) and rebuilding it first when it was made under an older policy (P7). ``rebuild()`` refreshes
+existing prompts in place when something they contain changed (P5). Both run inside the caller's
+write transaction and read the persona, snapshot and handoff as they are at that moment.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from .. import ledger
+from ..memories import snapshot_items
+from ..personas import Persona
+from ..store import utcnow
+from .dynamic import quote_reserved_headings
+from .static import POLICY_VERSION, build_static_prompt
+
+# Returns the model-facing handoff text for a conversation ("" when none may be injected).
+HandoffText = Callable[[sqlite3.Connection, int], str]
+
+
+@dataclass(frozen=True)
+class StoredPrompt:
+    message_id: int
+    text: str
+    handoff_chars: int
+    policy_version: int
+
+
+def _compose(conn: sqlite3.Connection, conversation_id: int, handoff_text: HandoffText) -> tuple[str, dict]:
+    row = conn.execute("SELECT p.* FROM conversations c JOIN personas p ON p.id = c.persona_id"
+                       " WHERE c.id = ?", (conversation_id,)).fetchone()
+    persona = Persona.from_row(row)
+    prompt = build_static_prompt(persona, snapshot_items(conn, conversation_id),
+                                 handoff_text(conn, conversation_id))
+    # K5: user-authored text quoting the reserved recall heading is relabelled, not rejected.
+    text = quote_reserved_headings(prompt.text)
+    meta = {"policy_version": POLICY_VERSION, "handoff_chars": prompt.handoff_chars,
+            "sections": list(prompt.section_keys), "built_at": utcnow()}
+    return text, meta
+
+
+def _row(conn: sqlite3.Connection, conversation_id: int) -> sqlite3.Row | None:
+    return conn.execute(
+        "SELECT id, content, metadata FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
+        (conversation_id,),
+    ).fetchone()
+
+
+def _stored(row: sqlite3.Row) -> StoredPrompt:
+    meta = json.loads(row["metadata"])
+    return StoredPrompt(row["id"], row["content"], meta.get("handoff_chars", 0), meta.get("policy_version", 0))
+
+
+def ensure(conn: sqlite3.Connection, user_id: int, conversation_id: int, handoff_text: HandoffText,
+           channel: str = "web") -> StoredPrompt:
+    """The stored prompt, built on first use; a legacy prompt is rebuilt before it is used."""
+    row = _row(conn, conversation_id)
+    if row is not None:
+        stored = _stored(row)
+        if stored.policy_version >= POLICY_VERSION:
+            return stored
+        rebuild(conn, user_id, [conversation_id], handoff_text)
+        return _stored(_row(conn, conversation_id))
+    text, meta = _compose(conn, conversation_id, handoff_text)
+    # The partial unique index guarantees one system prompt even if two first sends race (P2).
+    ledger.append_message(conn, user_id=user_id, conversation_id=conversation_id, role="system",
+                          content=text, kind="static_prompt", channel=channel, metadata=meta)
+    return _stored(_row(conn, conversation_id))
+
+
+def rebuild(conn: sqlite3.Connection, user_id: int, conversation_ids: Iterable[int],
+            handoff_text: HandoffText) -> int:
+    """Rebuild existing stored prompts in place, keeping snapshot membership and handoff (P5)."""
+    count = 0
+    for conversation_id in sorted(set(conversation_ids)):
+        row = _row(conn, conversation_id)
+        if row is None:
+            continue  # not sent yet: the first send builds from the current state anyway
+        text, meta = _compose(conn, conversation_id, handoff_text)
+        conn.execute("UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
+                     (text, json.dumps(meta), row["id"]))
+        count += 1
+    if count:
+        ledger.append(conn, user_id=user_id, kind="prompt.rebuilt", payload={"count": count})
+    return count

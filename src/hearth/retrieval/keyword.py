@@ -1,0 +1,109 @@
+"""Keyword search over chat messages with SQLite FTS5 and BM25 (S6).
+
+Only ordinary user/assistant chat turns are indexed (stored prompts, handoff artifacts and tool
+results never are), and every query is scoped to one user and to the conversations the caller
+allows: visibility rules are applied in SQL, not after the fact.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+
+from ..conversations import ELIGIBLE_SQL
+
+WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me more most my myself no nor not now of off on once only or other our ours ourselves out over
+    own same she should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where which while who
+    whom why will with would you your yours yourself yourselves i'm i've i'd i'll you're it's
+    that's don't didn't can't won't isn't wasn't let's also yes yeah ok okay oh hi hey hello please
+    thanks thank really much well know think like want get got go going just still even ever""".split()
+)
+
+
+def terms(text: str, limit: int = 24) -> list[str]:
+    """Distinct content words of a text in order, lower-cased, without stopwords."""
+    seen: dict[str, None] = {}
+    for match in WORD_RE.finditer(text.casefold()):
+        word = match.group().replace("'", "")
+        if len(word) > 1 and match.group() not in STOPWORDS and word not in STOPWORDS:
+            seen.setdefault(word, None)
+        if len(seen) >= limit:
+            break
+    return list(seen)
+
+
+def match_query(words: list[str]) -> str:
+    """An FTS5 MATCH expression: any of the words, each quoted so no word is read as syntax."""
+    return " OR ".join(f'"{w}"' for w in words)
+
+
+@dataclass(frozen=True)
+class KeywordHit:
+    message_id: int
+    conversation_id: int
+    title: str
+    role: str
+    created_at: str
+    content: str
+    score: float  # BM25, lower is better in SQLite; negated here so higher is better
+
+
+def search_messages(
+    conn: sqlite3.Connection,
+    user_id: int,
+    words: list[str],
+    *,
+    limit: int = 10,
+    exclude_conversation_ids: tuple[int, ...] = (),
+    persona_id: int | None = None,
+    eligible_only: bool = True,
+    include_shielded: bool = False,
+    conversation_id: int | None = None,
+) -> list[KeywordHit]:
+    if not words:
+        return []
+    where = ["m.user_id = ?"]
+    args: list = [match_query(words), user_id]
+    if conversation_id is not None:
+        where.append("m.conversation_id = ?")
+        args.append(conversation_id)
+    if eligible_only:
+        eligible = ELIGIBLE_SQL
+        if include_shielded:
+            eligible = eligible.replace(" AND c.continuity_shielded = 0", "")
+        where.append(eligible)
+    if exclude_conversation_ids:
+        where.append(f"m.conversation_id NOT IN ({','.join('?' * len(exclude_conversation_ids))})")
+        args.extend(exclude_conversation_ids)
+    if persona_id is not None:
+        where.append("c.persona_id = ?")
+        args.append(persona_id)
+    sql = (
+        "SELECT m.id, m.conversation_id, c.title, m.role, m.created_at, m.content, bm25(messages_fts) AS score"
+        " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+        " JOIN conversations c ON c.id = m.conversation_id"
+        f" WHERE messages_fts MATCH ? AND {' AND '.join(where)}"
+        " ORDER BY score LIMIT ?"
+    )
+    rows = conn.execute(sql, (*args, limit)).fetchall()
+    return [KeywordHit(r["id"], r["conversation_id"], r["title"], r["role"], r["created_at"], r["content"],
+                       -r["score"]) for r in rows]
+
+
+def excerpt(text: str, words: list[str], width: int = 300) -> str:
+    """About ``width`` characters of ``text`` around the first matching word."""
+    if len(text) <= width:
+        return text
+    lowered = text.casefold()
+    positions = [p for p in (lowered.find(w) for w in words) if p >= 0]
+    centre = min(positions) if positions else 0
+    start = max(0, min(centre - width // 3, len(text) - width))
+    piece = text[start:start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")

@@ -1,0 +1,173 @@
+"""Settings, resolved once at the edge and passed in.
+
+Precedence: explicit overrides (CLI flags) > ``HEARTH_*`` environment > optional TOML config file
+(``$HEARTH_HOME/config.toml`` or ``HEARTH_CONFIG``) > defaults. A few names come from the original
+systems and are read without the prefix (``HANDOFF_PER_MESSAGE_CHARACTER_LIMIT``, ...).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HANDOFF_PER_MESSAGE = 20_000
+DEFAULT_HANDOFF_TOTAL = 60_000
+DEFAULT_TIMELINE_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path = field(default_factory=lambda: Path("~/.local/share/hearth").expanduser())
+    host: str = "127.0.0.1"
+    port: int = 8765
+    # Providers (PR2): with no key and no base URL, the offline provider answers.
+    provider: str = ""  # "", "offline", "openai", "openai-chat", "anthropic"
+    model: str = ""
+    base_url: str = ""
+    openai_api_key: str = ""
+    anthropic_api_key: str = ""
+    provider_timeout: float = 60.0
+    # Budget (R1): input limit in estimated tokens, room kept for the reply.
+    input_token_limit: int = 0  # 0: derived from the model name
+    output_token_reserve: int = 4_096
+    # Server limits (U3).
+    max_body_bytes: int = 1_000_000
+    max_message_chars: int = 100_000
+    insecure_no_auth: bool = False
+    # Seed-given names (no HEARTH_ prefix).
+    handoff_per_message_limit: int = DEFAULT_HANDOFF_PER_MESSAGE
+    handoff_total_budget: int = DEFAULT_HANDOFF_TOTAL
+    timeline_history_event_limit: int = DEFAULT_TIMELINE_LIMIT
+
+    @property
+    def database_path(self) -> Path:
+        return self.home / "hearth.db"
+
+    @classmethod
+    def resolve(
+        cls,
+        overrides: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> "Settings":
+        """Build settings from overrides > environment > config file > defaults."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        home = (overrides or {}).get("home") or env.get("HEARTH_HOME")
+        home_path = Path(home).expanduser() if home else cls().home
+        config_path = Path(env["HEARTH_CONFIG"]) if env.get("HEARTH_CONFIG") else home_path / "config.toml"
+        if config_path.is_file():
+            values.update(_read_config(config_path))
+        values.update(_from_env(env))
+        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        values["home"] = home_path
+        return cls.build(values)
+
+    @classmethod
+    def build(cls, values: Mapping[str, Any]) -> "Settings":
+        known = {f.name: f for f in fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for name, raw in values.items():
+            if name not in known:
+                raise ConfigError(f"unknown setting {name!r}")
+            kwargs[name] = _coerce(name, known[name].type, raw)
+        settings = cls(**kwargs)
+        settings._validate()
+        return settings
+
+    def with_(self, **changes: Any) -> "Settings":
+        return replace(self, **changes)
+
+    def _validate(self) -> None:
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"port must be between 1 and 65535, got {self.port}")
+        if self.provider not in ("", "offline", "openai", "openai-chat", "anthropic"):
+            raise ConfigError(
+                f"provider must be one of offline, openai, openai-chat, anthropic; got {self.provider!r}"
+            )
+        for name in ("max_body_bytes", "max_message_chars", "output_token_reserve"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive")
+        if self.input_token_limit < 0:
+            raise ConfigError("input_token_limit must be zero (automatic) or positive")
+
+
+# Environment names. Seed-given names keep their original spelling; invalid values of those fall
+# back to defaults with a warning (H2) instead of failing.
+_ENV = {
+    "HEARTH_HOST": "host",
+    "HEARTH_PORT": "port",
+    "HEARTH_PROVIDER": "provider",
+    "HEARTH_MODEL": "model",
+    "HEARTH_BASE_URL": "base_url",
+    "OPENAI_API_KEY": "openai_api_key",
+    "ANTHROPIC_API_KEY": "anthropic_api_key",
+    "HEARTH_PROVIDER_TIMEOUT": "provider_timeout",
+    "HEARTH_INPUT_TOKEN_LIMIT": "input_token_limit",
+    "HEARTH_OUTPUT_TOKEN_RESERVE": "output_token_reserve",
+    "HEARTH_MAX_BODY_BYTES": "max_body_bytes",
+    "HEARTH_MAX_MESSAGE_CHARS": "max_message_chars",
+}
+_LENIENT_ENV = {
+    "HANDOFF_PER_MESSAGE_CHARACTER_LIMIT": ("handoff_per_message_limit", DEFAULT_HANDOFF_PER_MESSAGE),
+    "HANDOFF_TOTAL_CHARACTER_BUDGET": ("handoff_total_budget", DEFAULT_HANDOFF_TOTAL),
+    "TIMELINE_HISTORY_EVENT_LIMIT": ("timeline_history_event_limit", DEFAULT_TIMELINE_LIMIT),
+}
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {name: env[key] for key, name in _ENV.items() if env.get(key)}
+    for key, (name, default) in _LENIENT_ENV.items():
+        if key in env:
+            values[name] = positive_int_or_default(key, env[key], default)
+    return values
+
+
+def positive_int_or_default(key: str, raw: str, default: int) -> int:
+    """Parse a positive integer; on anything else warn and use the default (never fail)."""
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        log.warning("%s is not a positive integer; using the default %d", key, default)
+        return default
+    return value
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    return dict(data.get("hearth", data))
+
+
+def _coerce(name: str, kind: Any, raw: Any) -> Any:
+    kind = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
+    try:
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(raw)
+        if kind == "Path":
+            return Path(raw).expanduser()
+        return str(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"setting {name} has an invalid value {raw!r} (expected {kind})") from None
