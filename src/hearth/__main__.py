@@ -1,0 +1,5 @@
+"""``python -m hearth`` runs the hearth command."""
+
+from .cli import main
+
+main()
