@@ -36,6 +36,17 @@ CREATE TABLE auth_sessions (
             created_at TEXT NOT NULL,
             expires_at TEXT NOT NULL
         );
+-- table branch_requests
+CREATE TABLE branch_requests (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            retry_key TEXT NOT NULL,
+            source_conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+            destination_conversation_id INTEGER NOT NULL
+                REFERENCES conversations(id) ON DELETE CASCADE,
+            created_at TEXT NOT NULL,
+            UNIQUE (user_id, retry_key)
+        );
 -- table conversation_memories
 CREATE TABLE conversation_memories (
             conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
@@ -67,7 +78,7 @@ CREATE TABLE conversations (
             created_at TEXT NOT NULL,
             updated_at TEXT NOT NULL,
             ended_at TEXT
-        , snapshot_provenance TEXT NOT NULL DEFAULT 'legacy', snapshot_captured_at TEXT, snapshot_refreshed_at TEXT);
+        , snapshot_provenance TEXT NOT NULL DEFAULT 'legacy', snapshot_captured_at TEXT, snapshot_refreshed_at TEXT, snapshot_backfilled INTEGER NOT NULL DEFAULT 0);
 -- table events
 CREATE TABLE events (
             id INTEGER PRIMARY KEY AUTOINCREMENT,

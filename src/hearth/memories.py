@@ -115,6 +115,33 @@ def conversations_holding(conn: sqlite3.Connection, memory_id: int) -> list[int]
     )]
 
 
+def backfill(conn: sqlite3.Connection, user_id: int, conversation_ids: Iterable[int] | None = None) -> int:
+    """Give legacy threads (no recorded snapshot) the current eligible set, once (M6).
+
+    Provenance stays 'legacy' and no capture time is set: the true capture moment is unknown, so
+    none is invented (M5). ``snapshot_backfilled`` makes it one-time: a backfilled thread whose set
+    was empty stays empty (M3).
+    """
+    sql = ("SELECT id FROM conversations WHERE user_id = ? AND snapshot_provenance = 'legacy'"
+           " AND snapshot_backfilled = 0")
+    args: list[Any] = [user_id]
+    if conversation_ids is not None:
+        ids = list(conversation_ids)
+        sql += f" AND id IN ({','.join('?' * len(ids))})"
+        args += ids
+    rows = [r[0] for r in conn.execute(sql, args)]
+    for conversation_id in rows:
+        conn.execute(
+            "INSERT OR IGNORE INTO conversation_memories (conversation_id, memory_id)"
+            " SELECT ?, id FROM memories WHERE user_id = ? AND eligible = 1",
+            (conversation_id, user_id),
+        )
+        conn.execute("UPDATE conversations SET snapshot_backfilled = 1 WHERE id = ?", (conversation_id,))
+    if rows:
+        ledger.append(conn, user_id=user_id, kind="memory.snapshot_backfill", payload={"conversations": len(rows)})
+    return len(rows)
+
+
 # Rebuilds stored prompts of the given conversations inside the current transaction; installed by
 # the engine so this module does not depend on prompt storage.
 Rebuild = Callable[[sqlite3.Connection, Iterable[int]], int]
@@ -261,23 +288,6 @@ class Memories:
         return self.snapshot_info(conversation_id)
 
     def backfill_legacy(self) -> int:
-        """One-time snapshot backfill for threads that predate snapshots (M6).
-
-        The capture time stays unset: the true capture moment is unknown, so none is invented.
-        """
+        """One-time snapshot backfill for threads that predate snapshots (M6); see backfill()."""
         with self.store.write() as conn:
-            rows = conn.execute(
-                "SELECT c.id FROM conversations c WHERE c.user_id = ? AND c.snapshot_provenance = 'legacy'"
-                " AND NOT EXISTS (SELECT 1 FROM conversation_memories cm WHERE cm.conversation_id = c.id)",
-                (self.user_id,),
-            ).fetchall()
-            for (conversation_id,) in rows:
-                conn.execute(
-                    "INSERT INTO conversation_memories (conversation_id, memory_id)"
-                    " SELECT ?, id FROM memories WHERE user_id = ? AND eligible = 1",
-                    (conversation_id, self.user_id),
-                )
-            if rows:
-                ledger.append(conn, user_id=self.user_id, kind="memory.snapshot_backfill",
-                              payload={"conversations": len(rows)})
-            return len(rows)
+            return backfill(conn, self.user_id)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from .. import ledger
-from ..memories import snapshot_items
+from ..memories import backfill, snapshot_items
 from ..personas import Persona
 from ..store import utcnow
 from .dynamic import quote_reserved_headings
@@ -67,6 +67,7 @@ def ensure(conn: sqlite3.Connection, user_id: int, conversation_id: int, handoff
             return stored
         rebuild(conn, user_id, [conversation_id], handoff_text)
         return _stored(_row(conn, conversation_id))
+    backfill(conn, user_id, [conversation_id])  # a legacy thread never builds from a missing snapshot
     text, meta = _compose(conn, conversation_id, handoff_text)
     # The partial unique index guarantees one system prompt even if two first sends race (P2).
     ledger.append_message(conn, user_id=user_id, conversation_id=conversation_id, role="system",

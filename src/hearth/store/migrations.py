@@ -200,6 +200,7 @@ def m002_create_memories_and_continuity(conn: sqlite3.Connection) -> None:
         ALTER TABLE conversations ADD COLUMN snapshot_provenance TEXT NOT NULL DEFAULT 'legacy';
         ALTER TABLE conversations ADD COLUMN snapshot_captured_at TEXT;
         ALTER TABLE conversations ADD COLUMN snapshot_refreshed_at TEXT;
+        ALTER TABLE conversations ADD COLUMN snapshot_backfilled INTEGER NOT NULL DEFAULT 0;
 
         -- Continuity rows (H10): the historical table name and its retired columns are kept; the
         -- runtime reads and writes only handoff and the structured source columns.
@@ -218,9 +219,29 @@ def m002_create_memories_and_continuity(conn: sqlite3.Connection) -> None:
     )
 
 
+def m003_create_branch_requests(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        -- Branch idempotency (H8): one destination per client retry key and user.
+        CREATE TABLE branch_requests (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            retry_key TEXT NOT NULL,
+            source_conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+            destination_conversation_id INTEGER NOT NULL
+                REFERENCES conversations(id) ON DELETE CASCADE,
+            created_at TEXT NOT NULL,
+            UNIQUE (user_id, retry_key)
+        );
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
+    m003_create_branch_requests,
 ]
 LATEST_VERSION = len(MIGRATIONS)
 
