@@ -69,6 +69,8 @@ def test_s1_a_failing_migration_leaves_no_trace(tmp_path, monkeypatch):
         conn.execute("CREATE TABLE half_done (x)")
         raise sqlite3.OperationalError("boom")
 
+    broken.__name__ = f"m{LATEST_VERSION + 1:03d}_break_things"
+
     monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, broken])
     monkeypatch.setattr(migrations, "LATEST_VERSION", LATEST_VERSION + 1)
     with pytest.raises(sqlite3.OperationalError):

@@ -93,8 +93,10 @@ class Scope:
 
     # -- stored prompts ----------------------------------------------------------------------
     def handoff_text(self, conn: sqlite3.Connection, conversation_id: int) -> str:
-        """Model-facing handoff for a conversation's prompt; empty until continuity is wired."""
-        return ""
+        """Model-facing handoff for a conversation's prompt: re-rendered while its source is eligible."""
+        from .branch import handoff_text
+
+        return handoff_text(conn, self.user_id, conversation_id, self.hearth.settings)
 
     def handoff_info(self, conn: sqlite3.Connection, conversation_id: int) -> dict | None:
         row = conn.execute(
@@ -134,8 +136,12 @@ class Scope:
             self._refresh_sources(conn, [conversation_id])
             return result
 
-    def restore_conversation(self, conversation_id: int, *, shielded: bool | None = None) -> Conversation:
+    def restore_conversation(self, conversation_id: int, *, shielded: bool | None = True) -> Conversation:
+        """Restore from the trash. It stays shielded from continuity until released (V2): pass
+        ``shielded=False`` to release at once, ``None`` to leave the flag as it is."""
         with self.store.write() as conn:
+            if self.conversations.get(conversation_id).visibility != "trashed":
+                shielded = None  # nothing is being restored, so the shield is not touched
             result = self.conversations.restore(conversation_id, shielded=shielded)
             self._refresh_sources(conn, [conversation_id])
             return result
@@ -143,17 +149,29 @@ class Scope:
     def end_conversation(self, conversation_id: int) -> Conversation:
         return self.conversations.end(conversation_id)
 
-    def move_conversation(self, conversation_id: int, folder_id: int | None) -> Conversation:
+    def move_conversation(self, conversation_id: int, folder_id: int | None, *,
+                          shield_on_leave: bool = True) -> Conversation:
+        """Move between folders; leaving a hidden folder keeps the conversation shielded (V2)."""
         with self.store.write() as conn:
+            before = self.conversations.get(conversation_id)
             result = self.conversations.move(conversation_id, folder_id)
+            if (shield_on_leave and before.visibility == "hidden" and result.visibility == "visible"
+                    and not result.continuity_shielded):
+                result = self.conversations.set_shielded(conversation_id, True)
             self._refresh_sources(conn, [conversation_id])
             return result
 
-    def set_folder_hidden(self, folder_id: int, hidden: bool):
+    def set_folder_hidden(self, folder_id: int, hidden: bool, *, shield_on_show: bool = True):
+        """Hide or show a folder; showing it leaves its conversations shielded until released (V2)."""
         with self.store.write() as conn:
+            was_hidden = self.folders.get(folder_id).hidden
             folder = self.folders.set_hidden(folder_id, hidden)
             members = [r[0] for r in conn.execute(
                 "SELECT id FROM conversations WHERE folder_id = ? AND user_id = ?", (folder_id, self.user_id))]
+            if shield_on_show and was_hidden and not hidden:
+                for member in members:
+                    if not self.conversations.get(member).continuity_shielded:
+                        self.conversations.set_shielded(member, True)
             self._refresh_sources(conn, members)
             return folder
 
@@ -206,3 +224,18 @@ class Scope:
                          folder_id: int | None = None, channel: str = "web") -> Conversation:
         persona = self.personas.get(persona_id) if persona_id else self.personas.default()
         return self.conversations.create(persona.id, title=title, folder_id=folder_id, channel=channel)
+
+    # -- cross-thread continuity (H6-H8) -----------------------------------------------------------
+    def new_chat(self, persona_id: int | None = None, *, title: str = "", folder_id: int | None = None,
+                 channel: str = "web", continue_: bool = True):
+        """New conversation that carries the most recent eligible thread's final eight (H6)."""
+        from .branch import new_chat
+
+        return new_chat(self, persona_id, title=title, folder_id=folder_id, channel=channel, continue_=continue_)
+
+    def branch(self, source_conversation_id: int, retry_key: str, title: str | None = None, *,
+               channel: str = "web"):
+        """Branch / Fresh Chat from a chosen conversation, idempotent per retry key (H7, H8)."""
+        from .branch import branch
+
+        return branch(self, source_conversation_id, retry_key, title, channel=channel)

@@ -243,7 +243,14 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m002_create_memories_and_continuity,
     m003_create_branch_requests,
 ]
-LATEST_VERSION = len(MIGRATIONS)
+
+
+def number(migration: Callable[[sqlite3.Connection], None]) -> int:
+    """A migration's number is in its name: ``m007_add_things`` is version 7."""
+    return int(migration.__name__[1:4])
+
+
+LATEST_VERSION = max(number(m) for m in MIGRATIONS)
 
 
 def _ensure_table(conn: sqlite3.Connection) -> None:
@@ -275,15 +282,16 @@ def check_version(conn: sqlite3.Connection) -> int:
 def migrate(conn: sqlite3.Connection) -> list[int]:
     """Apply missing migrations inside the caller's transaction; return the versions applied."""
     _ensure_table(conn)
-    version = check_version(conn)
+    check_version(conn)
+    done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
     applied = []
-    for number, migration in enumerate(MIGRATIONS, start=1):
-        if number <= version:
+    for migration in sorted(MIGRATIONS, key=number):
+        if number(migration) in done:
             continue
         migration(conn)
         conn.execute(
             "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-            (number, migration.__name__, datetime.now(timezone.utc).isoformat()),
+            (number(migration), migration.__name__, datetime.now(timezone.utc).isoformat()),
         )
-        applied.append(number)
+        applied.append(number(migration))
     return applied
