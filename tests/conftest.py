@@ -63,3 +63,6 @@ def persona(me):
         "elion", "Elion", identity="I am Elion, a steady companion.",
         user_label="AUMA said:", assistant_label="Elion Voicefire said:",
     )
+
+
+from tests.fakes import fake_provider_server, fake_provider_session  # noqa: E402,F401  (shared fixtures)
