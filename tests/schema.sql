@@ -1,3 +1,7 @@
+-- index archive_chunks_user_model
+CREATE INDEX archive_chunks_user_model ON archive_chunks (user_id, embedding_model);
+-- index archive_documents_user_collection
+CREATE INDEX archive_documents_user_collection ON archive_documents (user_id, collection);
 -- index conversation_memories_memory
 CREATE INDEX conversation_memories_memory ON conversation_memories (memory_id, conversation_id);
 -- index conversations_user_updated
@@ -6,13 +10,42 @@ CREATE INDEX conversations_user_updated ON conversations (user_id, updated_at);
 CREATE INDEX events_conversation_time ON events (conversation_id, created_at, id);
 -- index events_user_time
 CREATE INDEX events_user_time ON events (user_id, created_at, id);
+-- index fragments_user
+CREATE INDEX fragments_user ON fragments (user_id, id);
+-- index jobs_due
+CREATE INDEX jobs_due ON jobs (status, run_after, id);
+-- index jobs_one_pending
+CREATE UNIQUE INDEX jobs_one_pending ON jobs (user_id, kind, dedupe_key)
+            WHERE status = 'pending' AND dedupe_key IS NOT NULL;
 -- index memories_user_position
 CREATE INDEX memories_user_position ON memories (user_id, position);
+-- index message_embeddings_user_model
+CREATE INDEX message_embeddings_user_model ON message_embeddings (user_id, model, message_id);
 -- index messages_conversation
 CREATE INDEX messages_conversation ON messages (conversation_id, id);
 -- index messages_one_static_prompt
 CREATE UNIQUE INDEX messages_one_static_prompt ON messages (conversation_id)
             WHERE kind = 'static_prompt';
+-- index nudges_open
+CREATE INDEX nudges_open ON nudges (conversation_id, status);
+-- index proposals_one_pending
+CREATE UNIQUE INDEX proposals_one_pending ON proposals (user_id, content_hash)
+            WHERE status = 'pending';
+-- index proposals_user_hash
+CREATE INDEX proposals_user_hash ON proposals (user_id, content_hash, status);
+-- index proposals_user_status
+CREATE INDEX proposals_user_status ON proposals (user_id, status, id);
+-- index search_log_user_time
+CREATE INDEX search_log_user_time ON search_log (user_id, created_at, id);
+-- index status_fields_active_name
+CREATE UNIQUE INDEX status_fields_active_name ON status_fields (user_id, name COLLATE NOCASE)
+            WHERE retired_at IS NULL;
+-- index status_values_current
+CREATE UNIQUE INDEX status_values_current ON status_values (field_id) WHERE valid_to IS NULL;
+-- index status_values_field_time
+CREATE INDEX status_values_field_time ON status_values (field_id, valid_from);
+-- index thread_summaries_conversation
+CREATE INDEX thread_summaries_conversation ON thread_summaries (conversation_id, through_message_id);
 -- table api_tokens
 CREATE TABLE api_tokens (
             id INTEGER PRIMARY KEY,
@@ -27,6 +60,50 @@ CREATE TABLE api_tokens (
 CREATE TABLE app_state (
             key TEXT PRIMARY KEY,
             value TEXT NOT NULL CHECK (json_valid(value))
+        );
+-- table archive_chunks
+CREATE TABLE archive_chunks (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            document_id INTEGER NOT NULL REFERENCES archive_documents(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            speakers TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(speakers)),
+            chunk_date TEXT,
+            content_hash TEXT NOT NULL,
+            embedding BLOB,
+            embedding_model TEXT,
+            UNIQUE (user_id, content_hash),
+            UNIQUE (document_id, position)
+        );
+-- table archive_chunks_fts
+CREATE VIRTUAL TABLE archive_chunks_fts USING fts5(
+            text, content='archive_chunks', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2'
+        );
+-- table archive_chunks_fts_config
+CREATE TABLE 'archive_chunks_fts_config'(k PRIMARY KEY, v) WITHOUT ROWID;
+-- table archive_chunks_fts_data
+CREATE TABLE 'archive_chunks_fts_data'(id INTEGER PRIMARY KEY, block BLOB);
+-- table archive_chunks_fts_docsize
+CREATE TABLE 'archive_chunks_fts_docsize'(id INTEGER PRIMARY KEY, sz BLOB);
+-- table archive_chunks_fts_idx
+CREATE TABLE 'archive_chunks_fts_idx'(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID;
+-- table archive_chunks_fts_vocab
+CREATE VIRTUAL TABLE archive_chunks_fts_vocab USING fts5vocab(archive_chunks_fts, 'row');
+-- table archive_documents
+CREATE TABLE archive_documents (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            collection TEXT NOT NULL DEFAULT 'default',
+            title TEXT NOT NULL,
+            source TEXT NOT NULL DEFAULT '',
+            document_date TEXT,
+            content_hash TEXT NOT NULL,
+            chunk_count INTEGER NOT NULL DEFAULT 0,
+            metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+            created_at TEXT NOT NULL,
+            UNIQUE (user_id, content_hash)
         );
 -- table auth_sessions
 CREATE TABLE auth_sessions (
@@ -77,7 +154,11 @@ CREATE TABLE conversations (
             continuity_shielded INTEGER NOT NULL DEFAULT 0,
             created_at TEXT NOT NULL,
             updated_at TEXT NOT NULL,
-            ended_at TEXT
+            ended_at TEXT,
+            -- Kept by triggers on messages: visible turns, and a revision bumped whenever an
+            -- existing turn changes or goes, so cached history knows when it is stale.
+            turn_count INTEGER NOT NULL DEFAULT 0,
+            history_rev INTEGER NOT NULL DEFAULT 0
         , snapshot_provenance TEXT NOT NULL DEFAULT 'legacy', snapshot_captured_at TEXT, snapshot_refreshed_at TEXT, snapshot_backfilled INTEGER NOT NULL DEFAULT 0);
 -- table events
 CREATE TABLE events (
@@ -98,6 +179,72 @@ CREATE TABLE folders (
             created_at TEXT NOT NULL,
             UNIQUE (user_id, name)
         );
+-- table fragment_library
+CREATE TABLE fragment_library (
+            user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+            version INTEGER NOT NULL
+        );
+-- table fragments
+CREATE TABLE fragments (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            category TEXT NOT NULL DEFAULT '',
+            triggers TEXT NOT NULL CHECK (json_valid(triggers)),
+            definition TEXT NOT NULL,
+            all_of TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(all_of)),
+            any_of TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(any_of)),
+            none_of TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(none_of)),
+            priority INTEGER NOT NULL DEFAULT 0,
+            enabled INTEGER NOT NULL DEFAULT 1,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+-- table jobs
+CREATE TABLE jobs (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(payload)),
+            dedupe_key TEXT,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'running', 'done', 'dead')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            max_attempts INTEGER NOT NULL DEFAULT 5,
+            run_after TEXT NOT NULL,
+            lease_until TEXT,
+            last_error TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+-- table layer_cursors
+CREATE TABLE layer_cursors (
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            layer TEXT NOT NULL,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            message_id INTEGER NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (conversation_id, layer)
+        ) WITHOUT ROWID;
+-- table layer_settings
+CREATE TABLE layer_settings (
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL CHECK (json_valid(value)),
+            PRIMARY KEY (user_id, key)
+        ) WITHOUT ROWID;
+-- table live_context
+CREATE TABLE live_context (
+            conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            mood TEXT NOT NULL DEFAULT '',
+            events TEXT NOT NULL DEFAULT '',
+            needs TEXT NOT NULL DEFAULT '',
+            summary TEXT NOT NULL DEFAULT '',
+            source TEXT NOT NULL DEFAULT 'offline' CHECK (source IN ('offline', 'model', 'manual')),
+            through_message_id INTEGER NOT NULL DEFAULT 0,
+            updated_at TEXT NOT NULL
+        );
 -- table memories
 CREATE TABLE memories (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -109,6 +256,13 @@ CREATE TABLE memories (
             eligible INTEGER NOT NULL DEFAULT 1,
             created_at TEXT NOT NULL,
             updated_at TEXT NOT NULL
+        );
+-- table message_embeddings
+CREATE TABLE message_embeddings (
+            message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            model TEXT NOT NULL,
+            embedding BLOB NOT NULL
         );
 -- table messages
 CREATE TABLE messages (
@@ -136,6 +290,22 @@ CREATE TABLE 'messages_fts_data'(id INTEGER PRIMARY KEY, block BLOB);
 CREATE TABLE 'messages_fts_docsize'(id INTEGER PRIMARY KEY, sz BLOB);
 -- table messages_fts_idx
 CREATE TABLE 'messages_fts_idx'(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID;
+-- table messages_fts_vocab
+CREATE VIRTUAL TABLE messages_fts_vocab USING fts5vocab(messages_fts, 'row');
+-- table nudges
+CREATE TABLE nudges (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            text TEXT NOT NULL,
+            marker TEXT NOT NULL,
+            source TEXT NOT NULL DEFAULT 'offline' CHECK (source IN ('offline', 'model', 'manual')),
+            status TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'used', 'dropped')),
+            created_at TEXT NOT NULL,
+            used_at TEXT,
+            used_message_id INTEGER,
+            UNIQUE (conversation_id, marker)
+        );
 -- table personas
 CREATE TABLE personas (
             id INTEGER PRIMARY KEY,
@@ -157,8 +327,77 @@ CREATE TABLE personas (
             updated_at TEXT NOT NULL,
             UNIQUE (user_id, name)
         );
+-- table proposals
+CREATE TABLE proposals (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL
+                CHECK (kind IN ('fragment_add', 'fragment_update', 'status_change', 'memory_add')),
+            conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+            payload TEXT NOT NULL CHECK (json_valid(payload)),
+            reason TEXT NOT NULL,
+            evidence TEXT NOT NULL DEFAULT '',
+            source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
+            content_hash TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'approved', 'dismissed')),
+            decided_by TEXT,
+            result_id INTEGER,
+            created_at TEXT NOT NULL,
+            decided_at TEXT
+        );
 -- table schema_migrations
 CREATE TABLE schema_migrations ( version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL);
+-- table search_log
+CREATE TABLE search_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+            origin TEXT NOT NULL,
+            query TEXT NOT NULL,
+            variants TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(variants)),
+            filters TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(filters)),
+            results TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(results)),
+            candidate_count INTEGER NOT NULL DEFAULT 0,
+            result_count INTEGER NOT NULL DEFAULT 0,
+            reliability TEXT NOT NULL CHECK (reliability IN ('high', 'medium', 'low', 'none')),
+            duration_ms INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL
+        );
+-- table status_fields
+CREATE TABLE status_fields (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            options TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(options)),
+            aliases TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(aliases)),
+            position INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            retired_at TEXT
+        );
+-- table status_values
+CREATE TABLE status_values (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            field_id INTEGER NOT NULL REFERENCES status_fields(id) ON DELETE CASCADE,
+            value TEXT NOT NULL,
+            source TEXT NOT NULL DEFAULT 'manual' CHECK (source IN ('manual', 'approved', 'auto')),
+            proposal_id INTEGER,
+            valid_from TEXT NOT NULL,
+            valid_to TEXT
+        );
+-- table thread_summaries
+CREATE TABLE thread_summaries (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            text TEXT NOT NULL,
+            source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
+            through_message_id INTEGER NOT NULL,
+            section_messages INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            invalidated_at TEXT
+        );
 -- table users
 CREATE TABLE users (
             id INTEGER PRIMARY KEY,
@@ -167,6 +406,22 @@ CREATE TABLE users (
             password_hash TEXT,
             created_at TEXT NOT NULL
         );
+-- trigger archive_chunks_fts_delete
+CREATE TRIGGER archive_chunks_fts_delete AFTER DELETE ON archive_chunks
+        BEGIN
+            INSERT INTO archive_chunks_fts (archive_chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END;
+-- trigger archive_chunks_fts_insert
+CREATE TRIGGER archive_chunks_fts_insert AFTER INSERT ON archive_chunks
+        BEGIN
+            INSERT INTO archive_chunks_fts (rowid, text) VALUES (new.id, new.text);
+        END;
+-- trigger archive_chunks_fts_update
+CREATE TRIGGER archive_chunks_fts_update AFTER UPDATE OF text ON archive_chunks
+        BEGIN
+            INSERT INTO archive_chunks_fts (archive_chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+            INSERT INTO archive_chunks_fts (rowid, text) VALUES (new.id, new.text);
+        END;
 -- trigger events_append_only
 CREATE TRIGGER events_append_only BEFORE UPDATE ON events
         BEGIN
@@ -193,4 +448,44 @@ CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, kind, role ON messag
             INSERT INTO messages_fts (rowid, content)
                 SELECT new.id, new.content
                 WHERE new.kind = 'chat' AND new.role IN ('user', 'assistant');
+        END;
+-- trigger messages_turn_delete
+CREATE TRIGGER messages_turn_delete AFTER DELETE ON messages
+        WHEN old.kind IN ('chat', 'handoff_artifact') AND old.role IN ('user', 'assistant')
+        BEGIN
+            UPDATE conversations SET turn_count = turn_count - 1, history_rev = history_rev + 1
+            WHERE id = old.conversation_id;
+        END;
+-- trigger messages_turn_insert
+CREATE TRIGGER messages_turn_insert AFTER INSERT ON messages
+        WHEN new.kind IN ('chat', 'handoff_artifact') AND new.role IN ('user', 'assistant')
+        BEGIN
+            UPDATE conversations SET turn_count = turn_count + 1 WHERE id = new.conversation_id;
+        END;
+-- trigger messages_turn_update
+CREATE TRIGGER messages_turn_update AFTER UPDATE OF content, kind, role ON messages
+        WHEN old.kind IN ('chat', 'handoff_artifact') OR new.kind IN ('chat', 'handoff_artifact')
+        BEGIN
+            UPDATE conversations SET history_rev = history_rev + 1,
+                turn_count = turn_count
+                    - (old.kind IN ('chat', 'handoff_artifact') AND old.role IN ('user', 'assistant'))
+                    + (new.kind IN ('chat', 'handoff_artifact') AND new.role IN ('user', 'assistant'))
+            WHERE id = new.conversation_id;
+        END;
+-- trigger thread_summaries_invalidate_on_delete
+CREATE TRIGGER thread_summaries_invalidate_on_delete AFTER DELETE ON messages
+        WHEN old.kind = 'chat'
+        BEGIN
+            UPDATE thread_summaries SET invalidated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+            WHERE conversation_id = old.conversation_id AND through_message_id >= old.id
+              AND invalidated_at IS NULL;
+        END;
+-- trigger thread_summaries_invalidate_on_edit
+CREATE TRIGGER thread_summaries_invalidate_on_edit AFTER UPDATE OF content, role, kind ON messages
+        WHEN old.kind = 'chat' AND (new.content IS NOT old.content OR new.role IS NOT old.role
+                                    OR new.kind IS NOT old.kind)
+        BEGIN
+            UPDATE thread_summaries SET invalidated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+            WHERE conversation_id = old.conversation_id AND through_message_id >= old.id
+              AND invalidated_at IS NULL;
         END;

@@ -306,3 +306,21 @@ def test_tool_loop_runs_a_tool_and_continues(me, persona, provider):
     assert "[Boats," in [m for m in provider.requests[-1].messages if m.role == "tool"][0].content
     events = [r[0] for r in me.store.connection().execute("SELECT kind FROM events WHERE kind = 'tool.call'")]
     assert events == ["tool.call"]
+
+
+def test_t1_cached_history_follows_edits_and_deletions(me, persona, provider):
+    conversation = me.conversations.create(persona.id)
+    me.send(conversation.id, "first message")
+    me.send(conversation.id, "second message")
+    first = me.conversations.messages(conversation.id)[0]
+    with me.store.write() as conn:
+        conn.execute("UPDATE messages SET content = 'first message, corrected' WHERE id = ?", (first.id,))
+    me.send(conversation.id, "third")
+    contents = [m.content for m in provider.requests[-1].messages if m.role in ("user", "assistant")]
+    assert contents[0] == "first message, corrected"
+    with me.store.write() as conn:
+        conn.execute("DELETE FROM messages WHERE id = ?", (first.id,))
+    me.send(conversation.id, "fourth")
+    contents = [m.content for m in provider.requests[-1].messages if m.role in ("user", "assistant")]
+    assert "first message, corrected" not in contents
+    assert contents[-1] == "fourth" and len(contents) == 6

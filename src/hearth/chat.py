@@ -52,31 +52,6 @@ class Reply:
     usage: dict[str, int]
 
 
-def _history(conn, conversation_id: int, before_id: int, budget_chars: int) -> tuple[list[Message], int]:
-    """Newest-first read of the visible turns that can fit; returns (turns oldest-first, older count)."""
-    cursor = conn.execute(
-        "SELECT * FROM messages WHERE conversation_id = ? AND id < ? AND role IN ('user', 'assistant')"
-        " AND kind IN ('chat', 'handoff_artifact') ORDER BY id DESC",
-        (conversation_id, before_id),
-    )
-    turns: list[Message] = []
-    used = 0
-    for row in cursor:
-        used += len(row["content"])
-        if used > budget_chars and turns:
-            break
-        turns.append(Message.from_row(row))
-    older = 0
-    if len(turns) and used > budget_chars:
-        older = conn.execute(
-            "SELECT count(*) FROM messages WHERE conversation_id = ? AND id < ? AND role IN ('user', 'assistant')"
-            " AND kind IN ('chat', 'handoff_artifact')", (conversation_id, turns[-1].id),
-        ).fetchone()[0]
-    cursor.close()
-    turns.reverse()
-    return turns, older
-
-
 class SendPath:
     def __init__(self, scope: "Scope"):
         self.scope = scope
@@ -158,7 +133,7 @@ class SendPath:
         reserve = min(self.settings.output_token_reserve, limit // 4)
         room_chars = max(0, (limit - reserve) * 4 - len(prompt.text) - len(user_message.content))
         with scope.store.read() as conn:
-            history, older = _history(conn, conversation.id, user_message.id, room_chars)
+            history, older = self.hearth.history.read(conn, conversation.id, user_message.id, room_chars)
             persona = scope.personas.get(conversation.persona_id)
             has_reply = bool(conn.execute(
                 "SELECT 1 FROM messages WHERE conversation_id = ? AND role = 'assistant' AND kind = 'chat' LIMIT 1",

@@ -12,6 +12,7 @@ import sqlite3
 from typing import Any, Callable, Iterable, Iterator
 
 from .chat import Reply, SendEvent, SendPath, collect
+from .history import HistoryCache
 from .conversations import Conversation, Conversations, Folders
 from .ledger import Message
 from .memories import Memories
@@ -37,6 +38,7 @@ class Hearth:
         self.settings = settings or Settings.resolve()
         self.store = Store(self.settings.database_path)
         self.users = Users(self.store)
+        self.history = HistoryCache()
         self._provider = provider
 
     @classmethod

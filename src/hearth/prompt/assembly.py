@@ -60,7 +60,7 @@ class AssembledRequest:
     size: SizeReport
 
 
-def history_messages(history: list[Message]) -> list[ChatMessage]:
+def history_messages(history: list) -> list[ChatMessage]:
     """Ordinary turns travel as themselves; a handoff artifact travels as an assistant bubble."""
     return [ChatMessage(role=m.role, content=m.content) for m in history
             if m.role in ("user", "assistant") and m.kind in ("chat", "handoff_artifact")]
@@ -70,7 +70,7 @@ def assemble(
     *,
     static_prompt: str,
     handoff_chars: int,
-    history: list[Message],
+    history: list,
     context: RenderedContext,
     user_text: str,
     tools: list[ToolSpec],

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..conversations import Conversation
-    from ..ledger import Message
+    from ..history import HistoryTurn
     from ..personas import Persona
     from ..settings import Settings
 
@@ -69,7 +69,7 @@ class Turn:
     conversation: "Conversation"
     persona: "Persona"
     text: str
-    history: list["Message"]
+    history: list["HistoryTurn"]
     settings: "Settings"
     pinned_characters: tuple[str, ...] = ()
     handoff: dict[str, Any] | None = None  # {"source_conversation_id", "text"} when the prompt holds one

@@ -100,7 +100,11 @@ def m001_create_foundation(conn: sqlite3.Connection) -> None:
             continuity_shielded INTEGER NOT NULL DEFAULT 0,
             created_at TEXT NOT NULL,
             updated_at TEXT NOT NULL,
-            ended_at TEXT
+            ended_at TEXT,
+            -- Kept by triggers on messages: visible turns, and a revision bumped whenever an
+            -- existing turn changes or goes, so cached history knows when it is stale.
+            turn_count INTEGER NOT NULL DEFAULT 0,
+            history_rev INTEGER NOT NULL DEFAULT 0
         );
         CREATE INDEX conversations_user_updated ON conversations (user_id, updated_at);
 
@@ -155,6 +159,26 @@ def m001_create_foundation(conn: sqlite3.Connection) -> None:
         WHEN old.kind = 'chat' AND old.role IN ('user', 'assistant')
         BEGIN
             INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        END;
+        CREATE TRIGGER messages_turn_insert AFTER INSERT ON messages
+        WHEN new.kind IN ('chat', 'handoff_artifact') AND new.role IN ('user', 'assistant')
+        BEGIN
+            UPDATE conversations SET turn_count = turn_count + 1 WHERE id = new.conversation_id;
+        END;
+        CREATE TRIGGER messages_turn_delete AFTER DELETE ON messages
+        WHEN old.kind IN ('chat', 'handoff_artifact') AND old.role IN ('user', 'assistant')
+        BEGIN
+            UPDATE conversations SET turn_count = turn_count - 1, history_rev = history_rev + 1
+            WHERE id = old.conversation_id;
+        END;
+        CREATE TRIGGER messages_turn_update AFTER UPDATE OF content, kind, role ON messages
+        WHEN old.kind IN ('chat', 'handoff_artifact') OR new.kind IN ('chat', 'handoff_artifact')
+        BEGIN
+            UPDATE conversations SET history_rev = history_rev + 1,
+                turn_count = turn_count
+                    - (old.kind IN ('chat', 'handoff_artifact') AND old.role IN ('user', 'assistant'))
+                    + (new.kind IN ('chat', 'handoff_artifact') AND new.role IN ('user', 'assistant'))
+            WHERE id = new.conversation_id;
         END;
         CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, kind, role ON messages
         BEGIN
@@ -238,10 +262,278 @@ def m003_create_branch_requests(conn: sqlite3.Connection) -> None:
     )
 
 
+def m004_create_layers(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        -- Background jobs: a durable queue, so a restart resumes pending work. last_error holds an
+        -- error class or kind only, never content. One pending job per (user, kind, dedupe key).
+        CREATE TABLE jobs (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(payload)),
+            dedupe_key TEXT,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'running', 'done', 'dead')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            max_attempts INTEGER NOT NULL DEFAULT 5,
+            run_after TEXT NOT NULL,
+            lease_until TEXT,
+            last_error TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE INDEX jobs_due ON jobs (status, run_after, id);
+        CREATE UNIQUE INDEX jobs_one_pending ON jobs (user_id, kind, dedupe_key)
+            WHERE status = 'pending' AND dedupe_key IS NOT NULL;
+
+        -- Per-user settings of the memory layers (cadences, budgets, auto-approve per kind).
+        CREATE TABLE layer_settings (
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL CHECK (json_valid(value)),
+            PRIMARY KEY (user_id, key)
+        ) WITHOUT ROWID;
+
+        -- How far a background layer has read a conversation (status detection, review).
+        CREATE TABLE layer_cursors (
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            layer TEXT NOT NULL,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            message_id INTEGER NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (conversation_id, layer)
+        ) WITHOUT ROWID;
+
+        -- Household status (HS1): named fields; a value is retired (valid_to), never overwritten.
+        CREATE TABLE status_fields (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            options TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(options)),
+            aliases TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(aliases)),
+            position INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            retired_at TEXT
+        );
+        CREATE UNIQUE INDEX status_fields_active_name ON status_fields (user_id, name COLLATE NOCASE)
+            WHERE retired_at IS NULL;
+        CREATE TABLE status_values (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            field_id INTEGER NOT NULL REFERENCES status_fields(id) ON DELETE CASCADE,
+            value TEXT NOT NULL,
+            source TEXT NOT NULL DEFAULT 'manual' CHECK (source IN ('manual', 'approved', 'auto')),
+            proposal_id INTEGER,
+            valid_from TEXT NOT NULL,
+            valid_to TEXT
+        );
+        CREATE UNIQUE INDEX status_values_current ON status_values (field_id) WHERE valid_to IS NULL;
+        CREATE INDEX status_values_field_time ON status_values (field_id, valid_from);
+
+        -- Live context (LC1): one current row per thread; nudges (LC2) with a hidden marker.
+        CREATE TABLE live_context (
+            conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            mood TEXT NOT NULL DEFAULT '',
+            events TEXT NOT NULL DEFAULT '',
+            needs TEXT NOT NULL DEFAULT '',
+            summary TEXT NOT NULL DEFAULT '',
+            source TEXT NOT NULL DEFAULT 'offline' CHECK (source IN ('offline', 'model', 'manual')),
+            through_message_id INTEGER NOT NULL DEFAULT 0,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE nudges (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            text TEXT NOT NULL,
+            marker TEXT NOT NULL,
+            source TEXT NOT NULL DEFAULT 'offline' CHECK (source IN ('offline', 'model', 'manual')),
+            status TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'used', 'dropped')),
+            created_at TEXT NOT NULL,
+            used_at TEXT,
+            used_message_id INTEGER,
+            UNIQUE (conversation_id, marker)
+        );
+        CREATE INDEX nudges_open ON nudges (conversation_id, status);
+
+        -- Rolling thread summaries (RS1), each tied to the message it was made at. Editing or
+        -- deleting a chat message at or before that point invalidates it, so the layer falls back
+        -- to the last summary that is still valid.
+        CREATE TABLE thread_summaries (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            text TEXT NOT NULL,
+            source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
+            through_message_id INTEGER NOT NULL,
+            section_messages INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            invalidated_at TEXT
+        );
+        CREATE INDEX thread_summaries_conversation ON thread_summaries (conversation_id, through_message_id);
+        CREATE TRIGGER thread_summaries_invalidate_on_delete AFTER DELETE ON messages
+        WHEN old.kind = 'chat'
+        BEGIN
+            UPDATE thread_summaries SET invalidated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+            WHERE conversation_id = old.conversation_id AND through_message_id >= old.id
+              AND invalidated_at IS NULL;
+        END;
+        CREATE TRIGGER thread_summaries_invalidate_on_edit AFTER UPDATE OF content, role, kind ON messages
+        WHEN old.kind = 'chat' AND (new.content IS NOT old.content OR new.role IS NOT old.role
+                                    OR new.kind IS NOT old.kind)
+        BEGIN
+            UPDATE thread_summaries SET invalidated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+            WHERE conversation_id = old.conversation_id AND through_message_id >= old.id
+              AND invalidated_at IS NULL;
+        END;
+
+        -- Memory fragments (F1): trigger-based stable profile context. The library version is
+        -- bumped by every edit, so a compiled trigger index is rebuilt only after a change (F2).
+        CREATE TABLE fragments (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            category TEXT NOT NULL DEFAULT '',
+            triggers TEXT NOT NULL CHECK (json_valid(triggers)),
+            definition TEXT NOT NULL,
+            all_of TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(all_of)),
+            any_of TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(any_of)),
+            none_of TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(none_of)),
+            priority INTEGER NOT NULL DEFAULT 0,
+            enabled INTEGER NOT NULL DEFAULT 1,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX fragments_user ON fragments (user_id, id);
+        CREATE TABLE fragment_library (
+            user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+            version INTEGER NOT NULL
+        );
+
+        -- Review queue (F3, G4): suggestions wait for approval. A dismissed proposal's content
+        -- hash keeps the same suggestion from coming back unchanged.
+        CREATE TABLE proposals (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL
+                CHECK (kind IN ('fragment_add', 'fragment_update', 'status_change', 'memory_add')),
+            conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+            payload TEXT NOT NULL CHECK (json_valid(payload)),
+            reason TEXT NOT NULL,
+            evidence TEXT NOT NULL DEFAULT '',
+            source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
+            content_hash TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'approved', 'dismissed')),
+            decided_by TEXT,
+            result_id INTEGER,
+            created_at TEXT NOT NULL,
+            decided_at TEXT
+        );
+        CREATE INDEX proposals_user_status ON proposals (user_id, status, id);
+        CREATE INDEX proposals_user_hash ON proposals (user_id, content_hash, status);
+        CREATE UNIQUE INDEX proposals_one_pending ON proposals (user_id, content_hash)
+            WHERE status = 'pending';
+        """,
+    )
+
+
+def m005_create_recall(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        -- Deep archive (A1): documents and their labelled chunks. Content hashes make re-uploads
+        -- add nothing; the embedding BLOB is the source of truth for the vector index (S7).
+        CREATE TABLE archive_documents (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            collection TEXT NOT NULL DEFAULT 'default',
+            title TEXT NOT NULL,
+            source TEXT NOT NULL DEFAULT '',
+            document_date TEXT,
+            content_hash TEXT NOT NULL,
+            chunk_count INTEGER NOT NULL DEFAULT 0,
+            metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+            created_at TEXT NOT NULL,
+            UNIQUE (user_id, content_hash)
+        );
+        CREATE INDEX archive_documents_user_collection ON archive_documents (user_id, collection);
+        CREATE TABLE archive_chunks (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            document_id INTEGER NOT NULL REFERENCES archive_documents(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            speakers TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(speakers)),
+            chunk_date TEXT,
+            content_hash TEXT NOT NULL,
+            embedding BLOB,
+            embedding_model TEXT,
+            UNIQUE (user_id, content_hash),
+            UNIQUE (document_id, position)
+        );
+        CREATE INDEX archive_chunks_user_model ON archive_chunks (user_id, embedding_model);
+        CREATE VIRTUAL TABLE archive_chunks_fts USING fts5(
+            text, content='archive_chunks', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER archive_chunks_fts_insert AFTER INSERT ON archive_chunks
+        BEGIN
+            INSERT INTO archive_chunks_fts (rowid, text) VALUES (new.id, new.text);
+        END;
+        CREATE TRIGGER archive_chunks_fts_delete AFTER DELETE ON archive_chunks
+        BEGIN
+            INSERT INTO archive_chunks_fts (archive_chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END;
+        CREATE TRIGGER archive_chunks_fts_update AFTER UPDATE OF text ON archive_chunks
+        BEGIN
+            INSERT INTO archive_chunks_fts (archive_chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+            INSERT INTO archive_chunks_fts (rowid, text) VALUES (new.id, new.text);
+        END;
+
+        -- Message embeddings (S7), one row per embedded chat turn and model.
+        CREATE TABLE message_embeddings (
+            message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            model TEXT NOT NULL,
+            embedding BLOB NOT NULL
+        );
+        CREATE INDEX message_embeddings_user_model ON message_embeddings (user_id, model, message_id);
+
+        -- Document frequencies for query building: very common terms are dropped (K1 at scale).
+        CREATE VIRTUAL TABLE messages_fts_vocab USING fts5vocab(messages_fts, 'row');
+        CREATE VIRTUAL TABLE archive_chunks_fts_vocab USING fts5vocab(archive_chunks_fts, 'row');
+
+        -- Search log (A3, G5): every automatic or deliberate search, visible to its owner.
+        CREATE TABLE search_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+            origin TEXT NOT NULL,
+            query TEXT NOT NULL,
+            variants TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(variants)),
+            filters TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(filters)),
+            results TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(results)),
+            candidate_count INTEGER NOT NULL DEFAULT 0,
+            result_count INTEGER NOT NULL DEFAULT 0,
+            reliability TEXT NOT NULL CHECK (reliability IN ('high', 'medium', 'low', 'none')),
+            duration_ms INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX search_log_user_time ON search_log (user_id, created_at, id);
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
     m003_create_branch_requests,
+    m004_create_layers,
+    m005_create_recall,
 ]
 
 

@@ -1,0 +1,101 @@
+"""Current-thread history (T1): the saved turns that travel with every request.
+
+The thread's history is carried up to the input budget, never cut to a fixed number of turns. It
+is read newest-first so a very long thread costs only the part that can fit, and the newest window
+of each recently used conversation is cached in memory: the next send reads only the turns added
+since. Triggers keep a per-conversation ``history_rev`` that moves whenever an existing turn is
+edited or deleted, so a cached window is never served stale.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+_TURNS = ("SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ? AND id > ? AND id < ?"
+          " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact')")
+
+
+@dataclass(frozen=True)
+class HistoryTurn:
+    id: int
+    role: str
+    kind: str
+    content: str
+    created_at: str
+
+
+@dataclass
+class _Window:
+    rev: int
+    turns: list[HistoryTurn]  # oldest first, contiguous up to the newest turn read
+    chars: int
+    complete: bool  # the window starts at the thread's first turn
+
+
+class HistoryCache:
+    """Per-process cache of the newest turns of recently used conversations (LRU)."""
+
+    def __init__(self, max_conversations: int = 32):
+        self.max_conversations = max_conversations
+        self._windows: OrderedDict[int, _Window] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, conn: sqlite3.Connection, conversation_id: int, before_id: int,
+             budget_chars: int) -> tuple[list[HistoryTurn], int]:
+        """Turns before ``before_id`` that fit ``budget_chars`` (oldest first), and how many older
+        turns were left out because they did not fit."""
+        rev, total = conn.execute("SELECT history_rev, turn_count FROM conversations WHERE id = ?",
+                                  (conversation_id,)).fetchone()
+        with self._lock:
+            window = self._windows.get(conversation_id)
+        # A window trimmed for a tighter budget than this one is read afresh.
+        usable = window is not None and window.rev == rev and window.turns and window.turns[-1].id < before_id
+        if usable and not window.complete and window.chars < budget_chars * 0.9:
+            usable = False
+        if usable:
+            newer = [HistoryTurn(*r) for r in conn.execute(_TURNS + " ORDER BY id", (conversation_id, window.turns[-1].id,
+                                                                              before_id))]
+            turns = window.turns + newer
+            chars = window.chars + sum(len(t.content) for t in newer)
+            complete = window.complete
+        else:
+            turns, chars, complete = self._read_newest(conn, conversation_id, before_id, budget_chars)
+        while len(turns) > 1 and chars > budget_chars:
+            chars -= len(turns[0].content)
+            turns = turns[1:]
+            complete = False
+        with self._lock:
+            self._windows[conversation_id] = _Window(rev, turns, chars, complete)
+            self._windows.move_to_end(conversation_id)
+            while len(self._windows) > self.max_conversations:
+                self._windows.popitem(last=False)
+        # turn_count includes the message being answered (and anything newer); count only older ones.
+        older_in_thread = conn.execute(
+            "SELECT count(*) FROM messages WHERE conversation_id = ? AND id >= ?"
+            " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact')",
+            (conversation_id, before_id),
+        ).fetchone()[0]
+        left_out = 0 if complete else max(0, total - older_in_thread - len(turns))
+        return list(turns), left_out
+
+    def _read_newest(self, conn, conversation_id, before_id, budget_chars) -> tuple[list[HistoryTurn], int, bool]:
+        cursor = conn.execute(_TURNS + " ORDER BY id DESC", (conversation_id, 0, before_id))
+        turns: list[HistoryTurn] = []
+        chars = 0
+        complete = True
+        for row in cursor:
+            if turns and chars + len(row[3]) > budget_chars:
+                complete = False
+                break
+            turns.append(HistoryTurn(*row))
+            chars += len(row[3])
+        cursor.close()
+        turns.reverse()
+        return turns, chars, complete
+
+    def forget(self, conversation_id: int) -> None:
+        with self._lock:
+            self._windows.pop(conversation_id, None)
