@@ -24,6 +24,7 @@ from .layers.characters import PinnedCharacters
 from .providers.base import Provider
 from .settings import Settings
 from .store import Store
+from .jobs import MemoryLayers
 from .tools import Toolbox
 from .users import Users
 
@@ -92,6 +93,12 @@ class Scope:
         self.dynamic = DynamicContext([PinnedCharacters()])
         self.toolbox = Toolbox()
         self.after_reply: list[AfterReply] = []
+        # Household status, live context, rolling summary, fragments, review queue and jobs:
+        # registers their dynamic layers and the after-reply hook that queues background work.
+        self.layers = MemoryLayers(self)
+        from .layers.archive_recall import install as install_recall
+
+        install_recall(self)  # thread, keyword and archive recall (D2); search and library tools (A4)
 
     # -- stored prompts ----------------------------------------------------------------------
     def handoff_text(self, conn: sqlite3.Connection, conversation_id: int) -> str:

@@ -1,0 +1,243 @@
+"""Verified backups and restore (S4).
+
+``backup`` copies the live database with SQLite's online backup API, so writers may keep working
+while it runs, then proves the copy usable: it opens the copy read-only, runs ``PRAGMA
+integrity_check`` and compares every table's row count with counts taken in the very read
+snapshot the copy was made from. Only then is a manifest written beside the copy
+(``<file>.manifest.json``: format, schema version, sha256, size, counts) and the fact recorded in
+``app_state`` under ``backup.last_verified``, which the continuity cleanup asks for (H11).
+
+``restore`` refuses anything it cannot verify (no or bad manifest, checksum mismatch, failed
+integrity check, row counts that differ, a schema newer than this Hearth) and then changes
+nothing. Manifests and errors hold counts, sizes and digests, never conversation text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import Conflict, SchemaError, StoreError
+from .store import Store, utcnow
+from .store.migrations import LATEST_VERSION
+
+MANIFEST_SUFFIX = ".manifest.json"
+FORMAT = "hearth-backup"
+FORMAT_VERSION = 1
+STATE_KEY = "backup.last_verified"
+
+
+@dataclass(frozen=True)
+class BackupReport:
+    path: str
+    manifest_path: str
+    schema_version: int
+    sha256: str
+    bytes: int
+    counts: dict[str, int]
+    created_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def manifest_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + MANIFEST_SUFFIX)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    """Every real table (shadow tables of the keyword index included; virtual tables are views)."""
+    return [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        " AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name"
+    )]
+
+
+def _counts(conn: sqlite3.Connection) -> dict[str, int]:
+    return {name: conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in _tables(conn)}
+
+
+def _schema_version(conn: sqlite3.Connection) -> int:
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").fetchone()
+    if not exists:
+        return 0
+    return conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    # immutable: the file is only read, and no -wal/-shm files are made beside a backup.
+    uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path.name} is not a readable Hearth database: {exc}") from exc
+    return conn
+
+
+def _check_copy(path: Path, expected: dict[str, int]) -> int:
+    """Integrity and row counts of a copy; returns its schema version. Raises StoreError."""
+    conn = _open_read_only(path)
+    try:
+        try:
+            result = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+            version = _schema_version(conn)
+            counts = _counts(conn)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path.name} failed its integrity check: {exc}") from exc
+    finally:
+        conn.close()
+    if result != ["ok"]:
+        raise StoreError(f"{path.name} failed its integrity check ({len(result)} problem(s))")
+    if counts != expected:
+        differing = sorted(set(counts) ^ set(expected) | {k for k in counts if counts.get(k) != expected.get(k)})
+        raise StoreError(f"{path.name} row counts differ from the source in: {', '.join(differing[:10])}")
+    return version
+
+
+def backup(store: Store, dest: str | Path) -> BackupReport:
+    """Write a consistent, verified copy of the database to ``dest`` (S4).
+
+    The source counts and the copy come from one read transaction on a dedicated connection, so
+    they describe the same snapshot even while other threads write.
+    """
+    dest = Path(dest).expanduser()
+    if dest.exists() or manifest_path(dest).exists():
+        raise Conflict(f"{dest} already exists; choose a new backup file name")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_name(dest.name + ".partial")
+    partial.unlink(missing_ok=True)
+    source = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        source.execute("BEGIN")
+        try:
+            counts = _counts(source)  # starts the read snapshot the copy is taken from
+            version = _schema_version(source)
+            target = sqlite3.connect(partial, isolation_level=None)
+            try:
+                source.backup(target)
+                # A self-contained file: no WAL header, so it opens read-only anywhere.
+                target.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                target.close()
+        finally:
+            source.execute("COMMIT")
+    except sqlite3.DatabaseError as exc:
+        partial.unlink(missing_ok=True)
+        raise StoreError(f"backup failed: {exc}") from exc
+    finally:
+        source.close()
+    try:
+        _check_copy(partial, counts)
+    except StoreError:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(dest)
+    created = utcnow()
+    report = BackupReport(path=str(dest.resolve()), manifest_path=str(manifest_path(dest).resolve()),
+                          schema_version=version, sha256=_sha256(dest), bytes=dest.stat().st_size,
+                          counts=counts, created_at=created)
+    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "schema_version": version,
+                "sha256": report.sha256, "bytes": report.bytes, "counts": counts, "created_at": created}
+    manifest_path(dest).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    record_verified(store, report)
+    return report
+
+
+def record_verified(store: Store, report: BackupReport) -> None:
+    """Remember the newest verified backup so maintenance can require one (H11)."""
+    value = json.dumps({"path": report.path, "sha256": report.sha256, "verified_at": utcnow(),
+                        "schema_version": report.schema_version})
+    with store.write() as conn:
+        conn.execute("INSERT INTO app_state (key, value) VALUES (?, ?)"
+                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (STATE_KEY, value))
+
+
+def last_verified(store: Store) -> dict[str, Any] | None:
+    row = store.connection().execute("SELECT value FROM app_state WHERE key = ?", (STATE_KEY,)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    mpath = manifest_path(path)
+    try:
+        data = json.loads(mpath.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreError(f"{path.name} has no manifest ({mpath.name}); it cannot be verified") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StoreError(f"the manifest of {path.name} cannot be read: {exc}") from None
+    ok = (isinstance(data, dict) and data.get("format") == FORMAT
+          and isinstance(data.get("sha256"), str) and isinstance(data.get("schema_version"), int)
+          and isinstance(data.get("counts"), dict)
+          and all(isinstance(k, str) and isinstance(v, int) for k, v in data["counts"].items()))
+    if not ok:
+        raise StoreError(f"the manifest of {path.name} is not a Hearth backup manifest")
+    if data.get("format_version", 0) > FORMAT_VERSION:
+        raise SchemaError(f"{path.name} was written by a newer Hearth; upgrade Hearth to use it")
+    return data
+
+
+def verify_backup(path: str | Path) -> BackupReport:
+    """Prove a backup file restorable: manifest, checksum, integrity, row counts, schema version."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise StoreError(f"no backup file at {path}")
+    manifest = _read_manifest(path)
+    digest = _sha256(path)
+    if digest != manifest["sha256"]:
+        raise StoreError(f"{path.name} does not match its manifest checksum; the file was changed or damaged")
+    if manifest["schema_version"] > LATEST_VERSION:
+        raise SchemaError(
+            f"{path.name} is at schema version {manifest['schema_version']}, newer than this Hearth "
+            f"knows ({LATEST_VERSION}); upgrade Hearth to restore it")
+    version = _check_copy(path, manifest["counts"])
+    if version != manifest["schema_version"]:
+        raise StoreError(f"{path.name} has schema version {version}, but its manifest says "
+                         f"{manifest['schema_version']}")
+    return BackupReport(path=str(path.resolve()), manifest_path=str(manifest_path(path).resolve()),
+                        schema_version=version, sha256=digest, bytes=path.stat().st_size,
+                        counts=dict(manifest["counts"]), created_at=str(manifest.get("created_at", "")))
+
+
+def restore(path: str | Path, store_path: str | Path) -> BackupReport:
+    """Replace the database at ``store_path`` with a verified backup; refuse anything unverifiable.
+
+    Verification happens first, so a refused file changes nothing. The copy then goes through the
+    backup API into the target, which takes the target's locks like any writer: stop the server
+    before restoring so no open connection keeps working on the replaced data. An older schema is
+    fine: the next open migrates it forward (S1).
+    """
+    report = verify_backup(path)
+    target_path = Path(store_path).expanduser()
+    target_path.parent.mkdir(parents=True, exist_ok=True)
+    source = _open_read_only(Path(path).expanduser())
+    try:
+        target = sqlite3.connect(target_path, isolation_level=None)
+        try:
+            source.backup(target)
+            target.execute("PRAGMA journal_mode=WAL")
+            restored = _counts(target)
+            check = [r[0] for r in target.execute("PRAGMA integrity_check")]
+        finally:
+            target.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"restore failed: {exc}") from exc
+    finally:
+        source.close()
+    if check != ["ok"] or restored != report.counts:
+        raise StoreError("the restored database does not match the backup; restore it again from the file")
+    return report
