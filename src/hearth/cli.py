@@ -135,6 +135,17 @@ def doctor(obj: Context) -> None:
     console.print(table)
 
 
+def _reconciliation_line(conn) -> str:
+    from .reconcile import state
+
+    current = state(conn)
+    if not current:
+        return "not run yet"
+    if "completed_policy_version" in current and not current.get("remaining_failures"):
+        return f"complete (policy {current['completed_policy_version']})"
+    return f"{current.get('remaining_failures', 0)} failure(s) remaining"
+
+
 # -- users and auth -------------------------------------------------------------------------------
 @cli.command()
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True)
@@ -465,16 +476,33 @@ def memory_refresh(obj: Context, conversation_id: int) -> None:
 @pass_ctx
 def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bool | None) -> None:
     """Start the HTTP API and web UI."""
+    import threading
+
     import uvicorn
 
+    from .reconcile import reconcile
     from .server import check_bind, create_app
 
     obj.overrides.update({"host": host, "port": port, "insecure_no_auth": insecure_no_auth})
     settings = obj.settings
     hearth = Hearth(settings)
     check_bind(settings, hearth)
+    server = uvicorn.Server(uvicorn.Config(create_app(settings, hearth), host=settings.host,
+                                           port=settings.port, log_level="warning"))
+
+    def after_start() -> None:
+        # Maintenance must never delay the port (P7): wait until the server is accepting requests.
+        while not server.started and not server.should_exit:
+            threading.Event().wait(0.05)
+        if server.started:
+            result = reconcile(hearth)
+            if result.failed:
+                err_console.print(f"Prompt reconciliation: {result.failed} conversation(s) still failing; "
+                                  "see `hearth doctor`.", markup=False)
+
+    threading.Thread(target=after_start, name="hearth-maintenance", daemon=True).start()
     err_console.print(f"Hearth is listening on http://{settings.host}:{settings.port}", markup=False)
-    uvicorn.run(create_app(settings, hearth), host=settings.host, port=settings.port, log_level="warning")
+    server.run()
 
 
 # -- cross-thread continuity, backups and maintenance -------------------------------------------

@@ -1,0 +1,56 @@
+"""`hearth serve` as a real process: it opens its port, then reconciles legacy prompts (P7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+from hearth import Hearth, Settings
+from hearth import reconcile
+from hearth.prompt.static import POLICY_VERSION
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_p7_serve_reconciles_legacy_prompts_after_opening_its_port(tmp_path):
+    home = tmp_path / "home"
+    with Hearth(Settings.resolve({"home": str(home)}, environ={})) as hearth:
+        me = hearth.scope()
+        persona = me.personas.create("p")
+        conversation = me.new_conversation(persona.id)
+        me.send(conversation.id, "hello")
+        with me.store.write() as conn:
+            row = conn.execute("SELECT id, metadata FROM messages WHERE kind = 'static_prompt'").fetchone()
+            meta = json.loads(row[1]) | {"policy_version": POLICY_VERSION - 1}
+            conn.execute("UPDATE messages SET content = 'OLD', metadata = ? WHERE id = ?", (json.dumps(meta), row[0]))
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")} | {"HEARTH_HOME": str(home)}
+    process = subprocess.Popen([sys.executable, "-m", "hearth", "serve", "--port", str(port)], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        completed = False
+        while time.monotonic() < deadline and not completed:
+            time.sleep(0.2)
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=2)
+            except httpx.TransportError:
+                continue
+            with Hearth(Settings.resolve({"home": str(home)}, environ={})) as check:
+                completed = reconcile.state(check.store.connection()).get("completed_policy_version") == POLICY_VERSION
+        assert completed, process.stderr.read1().decode() if process.poll() is not None else "not reconciled"
+        with Hearth(Settings.resolve({"home": str(home)}, environ={})) as check:
+            assert check.scope().stored_prompt(conversation.id) != "OLD"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
