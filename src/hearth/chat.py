@@ -159,7 +159,7 @@ class SendPath:
         messages = list(request.messages)
         parts: list[str] = []
         usage = Usage()
-        ctx = ToolContext(self.scope.store.connection(), self.scope.user_id, conversation.id, conversation.persona_id)
+        ctx = ToolContext(self.scope.store, self.scope.user_id, conversation.id, conversation.persona_id)
         for round_ in range(MAX_TOOL_ROUNDS + 1):
             calls = []
             round_text: list[str] = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable
 
 from . import ledger
 from .errors import Conflict, InvalidInput, NotFound
@@ -98,10 +98,17 @@ def _check_title(title: str) -> str:
     return title
 
 
+# Called inside the transaction of a visibility change with the ids of the conversations whose
+# eligibility may have changed, so stored prompts that quote them are refreshed before the change
+# reports success (V1, V3). Installed by the engine; None leaves prompts alone.
+OnVisibility = Callable[[sqlite3.Connection, list[int]], object]
+
+
 class Folders:
-    def __init__(self, store: Store, user_id: int):
+    def __init__(self, store: Store, user_id: int, on_visibility: OnVisibility | None = None):
         self.store = store
         self.user_id = user_id
+        self._on_visibility = on_visibility
 
     def create(self, name: str, hidden: bool = False) -> Folder:
         name = (name or "").strip()
@@ -131,22 +138,34 @@ class Folders:
         ).fetchall()
         return [Folder.from_row(r) for r in rows]
 
-    def set_hidden(self, folder_id: int, hidden: bool) -> Folder:
+    def set_hidden(self, folder_id: int, hidden: bool, *, shield_on_show: bool = True) -> Folder:
+        """Hide or show a folder. Showing it leaves its conversations shielded until each is
+        released (V2): quarantined material does not silently rejoin automatic continuity."""
         with self.store.write() as conn:
-            self.get(folder_id)
+            was_hidden = self.get(folder_id).hidden
             conn.execute(
                 "UPDATE folders SET hidden = ? WHERE id = ? AND user_id = ?",
                 (int(hidden), folder_id, self.user_id),
             )
+            members = [r[0] for r in conn.execute(
+                "SELECT id FROM conversations WHERE folder_id = ? AND user_id = ?", (folder_id, self.user_id))]
+            if shield_on_show and was_hidden and not hidden and members:
+                conn.execute(
+                    f"UPDATE conversations SET continuity_shielded = 1 WHERE id IN ({','.join('?' * len(members))})",
+                    members,
+                )
             ledger.append(conn, user_id=self.user_id, kind="folder.hidden" if hidden else "folder.shown",
-                          payload={"folder_id": folder_id})
+                          payload={"folder_id": folder_id, "conversations": len(members)})
+            if self._on_visibility and members:
+                self._on_visibility(conn, members)
             return self.get(folder_id)
 
 
 class Conversations:
-    def __init__(self, store: Store, user_id: int):
+    def __init__(self, store: Store, user_id: int, on_visibility: OnVisibility | None = None):
         self.store = store
         self.user_id = user_id
+        self._on_visibility = on_visibility
 
     # -- reading ---------------------------------------------------------------------------
     def get(self, conversation_id: int) -> Conversation:
@@ -231,39 +250,52 @@ class Conversations:
             )
             return self.message(message_id)
 
-    def _set(self, conversation_id: int, event: str, sql: str, args: tuple, payload: dict | None = None) -> Conversation:
+    def _set(self, conversation_id: int, event: str, sql: str, args: tuple, payload: dict | None = None,
+             *, visibility: bool = False) -> Conversation:
         with self.store.write() as conn:
             self.get(conversation_id)
             conn.execute(f"UPDATE conversations SET {sql} WHERE id = ? AND user_id = ?",
                          (*args, conversation_id, self.user_id))
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind=event,
                           payload=payload or {})
+            if visibility and self._on_visibility:
+                self._on_visibility(conn, [conversation_id])
             return self.get(conversation_id)
 
     def rename(self, conversation_id: int, title: str) -> Conversation:
         return self._set(conversation_id, "conversation.renamed", "title = ?", (_check_title(title),))
 
-    def move(self, conversation_id: int, folder_id: int | None) -> Conversation:
-        if folder_id is not None:
-            Folders(self.store, self.user_id).get(folder_id)
-        return self._set(conversation_id, "conversation.moved", "folder_id = ?", (folder_id,),
-                         {"folder_id": folder_id})
+    def move(self, conversation_id: int, folder_id: int | None, *, shield_on_leave: bool = True) -> Conversation:
+        """Move between folders; leaving a hidden folder keeps the conversation shielded (V2)."""
+        with self.store.write():
+            before = self.get(conversation_id)
+            hidden_target = folder_id is not None and Folders(self.store, self.user_id).get(folder_id).hidden
+            sql, args = "folder_id = ?", (folder_id,)
+            if shield_on_leave and before.visibility == "hidden" and not hidden_target:
+                sql, args = "folder_id = ?, continuity_shielded = 1", (folder_id,)
+            return self._set(conversation_id, "conversation.moved", sql, args, {"folder_id": folder_id},
+                             visibility=True)
 
     def trash(self, conversation_id: int) -> Conversation:
         return self._set(conversation_id, "conversation.trashed", "trashed_at = coalesce(trashed_at, ?)",
-                         (utcnow(),))
+                         (utcnow(),), visibility=True)
 
-    def restore(self, conversation_id: int, *, shielded: bool | None = None) -> Conversation:
-        """Take a conversation out of the trash; it may stay shielded from continuity (V2)."""
-        sql, args = "trashed_at = NULL", ()
-        if shielded is not None:
-            sql, args = "trashed_at = NULL, continuity_shielded = ?", (int(shielded),)
-        return self._set(conversation_id, "conversation.restored", sql, args,
-                         {"shielded": shielded} if shielded is not None else {})
+    def restore(self, conversation_id: int, *, shielded: bool | None = True) -> Conversation:
+        """Take a conversation out of the trash. It stays shielded from continuity until released
+        (V2); ``shielded=False`` releases it at once, ``None`` leaves the flag as it is."""
+        with self.store.write():
+            if self.get(conversation_id).visibility != "trashed":
+                shielded = None  # nothing is being restored, so the shield is not touched
+            sql, args = "trashed_at = NULL", ()
+            if shielded is not None:
+                sql, args = "trashed_at = NULL, continuity_shielded = ?", (int(shielded),)
+            return self._set(conversation_id, "conversation.restored", sql, args,
+                             {"shielded": shielded} if shielded is not None else {}, visibility=True)
 
     def set_shielded(self, conversation_id: int, shielded: bool) -> Conversation:
+        """Shield, or explicitly release, a conversation; affected prompts refresh first (V3)."""
         return self._set(conversation_id, "conversation.shielded" if shielded else "conversation.shield_released",
-                         "continuity_shielded = ?", (int(shielded),))
+                         "continuity_shielded = ?", (int(shielded),), visibility=True)
 
     def end(self, conversation_id: int) -> Conversation:
         """An explicit technical boundary (C4): history stays, new chat turns go elsewhere."""

@@ -87,8 +87,8 @@ class Scope:
         self.store = hearth.store
         self.user_id = user_id
         self.personas = Personas(self.store, user_id)
-        self.folders = Folders(self.store, user_id)
-        self.conversations = Conversations(self.store, user_id)
+        self.folders = Folders(self.store, user_id, self._refresh_sources)
+        self.conversations = Conversations(self.store, user_id, self._refresh_sources)
         self.memories = Memories(self.store, user_id, self.rebuild_prompts)
         self.dynamic = DynamicContext([PinnedCharacters()])
         self.toolbox = Toolbox()
@@ -139,56 +139,25 @@ class Scope:
             f" AND source_conversation_id IN ({','.join('?' * len(ids))})", (self.user_id, *ids))]
         return self.rebuild_prompts(conn, holders)
 
+    # Thin names kept for callers written against them; the nouns do the work.
     def trash_conversation(self, conversation_id: int) -> Conversation:
-        with self.store.write() as conn:
-            result = self.conversations.trash(conversation_id)
-            self._refresh_sources(conn, [conversation_id])
-            return result
+        return self.conversations.trash(conversation_id)
 
     def restore_conversation(self, conversation_id: int, *, shielded: bool | None = True) -> Conversation:
-        """Restore from the trash. It stays shielded from continuity until released (V2): pass
-        ``shielded=False`` to release at once, ``None`` to leave the flag as it is."""
-        with self.store.write() as conn:
-            if self.conversations.get(conversation_id).visibility != "trashed":
-                shielded = None  # nothing is being restored, so the shield is not touched
-            result = self.conversations.restore(conversation_id, shielded=shielded)
-            self._refresh_sources(conn, [conversation_id])
-            return result
+        return self.conversations.restore(conversation_id, shielded=shielded)
 
     def end_conversation(self, conversation_id: int) -> Conversation:
         return self.conversations.end(conversation_id)
 
     def move_conversation(self, conversation_id: int, folder_id: int | None, *,
                           shield_on_leave: bool = True) -> Conversation:
-        """Move between folders; leaving a hidden folder keeps the conversation shielded (V2)."""
-        with self.store.write() as conn:
-            before = self.conversations.get(conversation_id)
-            result = self.conversations.move(conversation_id, folder_id)
-            if (shield_on_leave and before.visibility == "hidden" and result.visibility == "visible"
-                    and not result.continuity_shielded):
-                result = self.conversations.set_shielded(conversation_id, True)
-            self._refresh_sources(conn, [conversation_id])
-            return result
+        return self.conversations.move(conversation_id, folder_id, shield_on_leave=shield_on_leave)
 
     def set_folder_hidden(self, folder_id: int, hidden: bool, *, shield_on_show: bool = True):
-        """Hide or show a folder; showing it leaves its conversations shielded until released (V2)."""
-        with self.store.write() as conn:
-            was_hidden = self.folders.get(folder_id).hidden
-            folder = self.folders.set_hidden(folder_id, hidden)
-            members = [r[0] for r in conn.execute(
-                "SELECT id FROM conversations WHERE folder_id = ? AND user_id = ?", (folder_id, self.user_id))]
-            if shield_on_show and was_hidden and not hidden:
-                for member in members:
-                    if not self.conversations.get(member).continuity_shielded:
-                        self.conversations.set_shielded(member, True)
-            self._refresh_sources(conn, members)
-            return folder
+        return self.folders.set_hidden(folder_id, hidden, shield_on_show=shield_on_show)
 
     def set_shielded(self, conversation_id: int, shielded: bool) -> Conversation:
-        with self.store.write() as conn:
-            result = self.conversations.set_shielded(conversation_id, shielded)
-            self._refresh_sources(conn, [conversation_id])
-            return result
+        return self.conversations.set_shielded(conversation_id, shielded)
 
     # -- personas: a settings save rebuilds that persona's existing prompts (P5) -----------------
     def update_persona(self, persona_id: int, **values: Any) -> tuple[Persona, int]:

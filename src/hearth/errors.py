@@ -67,6 +67,10 @@ class Forbidden(AuthError):
 class RateLimited(AuthError):
     code = "rate_limited"
 
+    def __init__(self, message: str, retry_after: int | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after  # seconds, for the Retry-After header
+
 
 class ProviderError(HearthError):
     """A provider failed. ``kind`` is one of: auth, rate_limit, server, timeout, stream, bad_request."""

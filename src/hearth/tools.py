@@ -10,21 +10,30 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import InvalidInput
 from .providers.base import ToolCall, ToolSpec
 from .retrieval.keyword import excerpt, search_messages, terms
+
+if TYPE_CHECKING:
+    from .store import Store
 
 MAX_RESULT_CHARS = 12_000
 
 
 @dataclass(frozen=True)
 class ToolContext:
-    conn: sqlite3.Connection
+    store: "Store"
     user_id: int
     conversation_id: int
     persona_id: int
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        # Asked for at use: a streamed reply may run each step on a different server thread, and
+        # every thread has its own connection.
+        return self.store.connection()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,148 @@
+"""The FastAPI application: middleware, routers, the web pages and static files.
+
+Endpoints are plain ``def`` functions, so FastAPI runs the synchronous core in its threadpool;
+each worker thread gets its own SQLite connection from the store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope as AsgiScope, Send
+
+from .. import __version__
+from ..engine import Hearth
+from ..settings import Settings
+from . import auth, continuity, conversations, errors, folders, memories, personas
+
+HERE = Path(__file__).parent
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class BodyGuard:
+    """ASGI middleware: every request body is read here first, bounded and checked (U3).
+
+    Bodies over ``max_bytes`` (by Content-Length or by what actually arrives) answer 413; API
+    bodies that are not UTF-8 answer 400. The checked body is then replayed to the app, so no
+    route ever sees more than the limit.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                await self._refuse(scope, receive, send, 400, "bad_request", "invalid Content-Length header")
+                return
+            if int(declared) > self.max_bytes:
+                await self._too_large(scope, receive, send)
+                return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._too_large(scope, receive, send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if body and scope["path"].startswith("/api/"):
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                await self._refuse(scope, receive, send, 400, "invalid_utf8",
+                                   f"request body is not valid UTF-8 (byte {exc.start})")
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # later calls only wait for the client to disconnect
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        await self._refuse(scope, receive, send, 413, "too_large",
+                           f"request body is larger than {self.max_bytes} bytes")
+
+    @staticmethod
+    async def _refuse(scope: AsgiScope, receive: Receive, send: Send, status: int, code: str, detail: str) -> None:
+        await errors.error_response(code, detail, status, {"Connection": "close"})(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -> FastAPI:
+    """Build the app over ``hearth`` (opened from ``settings`` when not given)."""
+    if hearth is None:
+        hearth = Hearth(settings)
+    settings = hearth.settings
+    app = FastAPI(
+        title="Hearth",
+        version=__version__,
+        summary="Memory and continuity engine for AI companions",
+        docs_url=None,  # the interactive docs pages load third-party scripts; the JSON is enough
+        redoc_url=None,
+    )
+    app.state.hearth = hearth
+    app.state.login_limiter = auth.LoginLimiter()
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+    errors.install(app)
+    app.add_middleware(auth.AuthGuard, hearth=hearth)
+    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)  # outermost: runs first
+
+    for router in (auth.router, personas.router, folders.router, continuity.router, conversations.router,
+                   memories.snapshots, memories.router, conversations.events_router):
+        app.include_router(router)
+
+    @app.get("/", response_class=HTMLResponse, tags=["pages"])
+    def index(request: Request) -> Response:
+        """The web UI."""
+        principal = auth.principal_of(request)
+        return templates.TemplateResponse(request, "index.html", {
+            "csrf_token": principal.csrf_token,
+            "password_configured": principal.method != "open",
+            "max_message_chars": settings.max_message_chars,
+        }, headers=_page_headers())
+
+    @app.get("/login", response_class=HTMLResponse, tags=["pages"])
+    def login_page(request: Request) -> Response:
+        """The login form; redirects to the UI when no password is set."""
+        principal = getattr(request.state, "principal", None)
+        if not hearth.users.password_configured() or (principal and principal.method == "session"):
+            return RedirectResponse("/", status_code=303)
+        return templates.TemplateResponse(request, "login.html", {}, headers=_page_headers())
+
+    app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+    return app
+
+
+def _page_headers() -> dict[str, str]:
+    # Only our own scripts and styles; user text can never become markup or script.
+    return {
+        "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none';"
+                                   " base-uri 'none'; frame-ancestors 'none'; form-action 'self'",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+    }

@@ -1,0 +1,260 @@
+"""Conversation routes (C2-C4): threads, their messages, sending with SSE, and diagnostics.
+
+Shielding, New Chat and Branch live with the continuity routes.
+
+Sending answers ``text/event-stream``. The send generator is run up to its ``saved`` event before
+the response starts, so a bad request (empty or too long text, an ended or trashed conversation,
+an unknown id) is still answered as an ordinary 4xx JSON error and nothing is saved. After that,
+every outcome, including a provider failure (PR5), arrives as an event.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Iterator
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from .. import ledger
+from ..chat import SendEvent
+from ..conversations import MAX_TITLE
+from ..engine import Scope
+from ..errors import HearthError
+from .auth import current_scope
+from .models import MAX_ID, Estimate, IdPath, OptionalIdQuery, RequestModel, plain
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/api/conversations", tags=["conversations"])
+
+SSE_MEDIA_TYPE = "text/event-stream"
+
+
+class ConversationCreate(RequestModel):
+    persona_id: int | None = Field(default=None, ge=1, le=MAX_ID, description="Default persona when omitted")
+    title: str = Field(default="", max_length=MAX_TITLE)
+    folder_id: int | None = Field(default=None, ge=1, le=MAX_ID)
+
+
+class Rename(RequestModel):
+    title: str = Field(max_length=MAX_TITLE)
+
+
+class Move(RequestModel):
+    folder_id: int | None = Field(ge=1, le=MAX_ID, description="null moves it out of any folder")
+
+
+class Restore(RequestModel):
+    shielded: bool | None = Field(default=True, description=(
+        "Keep it out of automatic continuity until released (V2); false releases at once, "
+        "null leaves the flag as it is"))
+
+
+class SendIn(RequestModel):
+    text: str = Field(description="The message; limited by max_message_chars")
+    channel: str = Field(default="web", max_length=20)
+    pin_characters: list[str] = Field(default_factory=list, max_length=50)
+
+
+class RetryIn(RequestModel):
+    channel: str = Field(default="web", max_length=20)
+
+
+class ConversationOut(BaseModel):
+    id: int
+    persona_id: int
+    folder_id: int | None
+    title: str
+    state: str
+    visibility: str
+    continuity_shielded: bool
+    created_at: str
+    updated_at: str
+    ended_at: str | None
+    trashed_at: str | None
+
+
+class MessageOut(BaseModel):
+    id: int
+    role: str
+    kind: str
+    content: str
+    channel: str
+    created_at: str
+    metadata: dict[str, Any]
+
+
+class MessagesOut(BaseModel):
+    messages: list[MessageOut]
+    estimate: Estimate
+
+
+class RequestSizeOut(BaseModel):
+    size: dict[str, Any] | None = Field(description="Numbers of the last request, null before the first send")
+
+
+class EventOut(BaseModel):
+    id: int
+    kind: str
+    channel: str
+    created_at: str
+    payload: dict[str, Any]
+
+
+SSE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Server-sent events: saved, diagnostics, delta, tool, done, error",
+        "content": {SSE_MEDIA_TYPE: {"schema": {"type": "string"}}},
+    },
+}
+
+
+# -- threads -------------------------------------------------------------------------------------
+@router.get("", response_model=list[ConversationOut])
+def list_conversations(
+    scope: Scope = Depends(current_scope),
+    include_trashed: bool = False,
+    folder_id: OptionalIdQuery = None,
+    limit: int = Query(default=200, ge=1, le=1000),
+    offset: int = Query(default=0, ge=0, le=MAX_ID),
+) -> list[dict]:
+    return [plain(c) for c in scope.conversations.list(
+        include_trashed=include_trashed, folder_id=folder_id, limit=limit, offset=offset)]
+
+
+@router.post("", response_model=ConversationOut, status_code=201)
+def create_conversation(body: ConversationCreate, scope: Scope = Depends(current_scope)) -> dict:
+    """Start a thread; its memory snapshot is captured now (P1)."""
+    return plain(scope.new_conversation(body.persona_id, title=body.title, folder_id=body.folder_id))
+
+
+@router.get("/{conversation_id}", response_model=ConversationOut)
+def get_conversation(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    return plain(scope.conversations.get(conversation_id))
+
+
+@router.post("/{conversation_id}/rename", response_model=ConversationOut)
+def rename_conversation(conversation_id: IdPath, body: Rename, scope: Scope = Depends(current_scope)) -> dict:
+    """Titles are stored as given; the web UI always shows them as plain text."""
+    return plain(scope.conversations.rename(conversation_id, body.title))
+
+
+@router.post("/{conversation_id}/move", response_model=ConversationOut)
+def move_conversation(conversation_id: IdPath, body: Move, scope: Scope = Depends(current_scope)) -> dict:
+    return plain(scope.conversations.move(conversation_id, body.folder_id))
+
+
+@router.post("/{conversation_id}/trash", response_model=ConversationOut)
+def trash_conversation(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    return plain(scope.conversations.trash(conversation_id))
+
+
+@router.post("/{conversation_id}/restore", response_model=ConversationOut)
+def restore_conversation(conversation_id: IdPath, body: Restore | None = None,
+                         scope: Scope = Depends(current_scope)) -> dict:
+    return plain(scope.conversations.restore(conversation_id, shielded=body.shielded if body else True))
+
+
+@router.post("/{conversation_id}/end", response_model=ConversationOut)
+def end_conversation(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    """An explicit boundary (C4): history stays readable, new messages are refused."""
+    return plain(scope.conversations.end(conversation_id))
+
+
+# -- messages and sending ------------------------------------------------------------------------
+@router.get("/{conversation_id}/messages", response_model=MessagesOut)
+def list_messages(
+    conversation_id: IdPath,
+    scope: Scope = Depends(current_scope),
+    after_id: int = Query(default=0, ge=0, le=MAX_ID),
+    limit: int | None = Query(default=None, ge=1, le=10_000),
+) -> dict:
+    """Visible messages only (never the stored prompt) and the header estimate (R4)."""
+    messages = scope.conversations.messages(conversation_id, after_id=after_id, limit=limit)
+    return {"messages": [plain_message(m) for m in messages],
+            "estimate": scope.visible_estimate(conversation_id)}
+
+
+def plain_message(message: Any) -> dict:
+    return {"id": message.id, "role": message.role, "kind": message.kind, "content": message.content,
+            "channel": message.channel, "created_at": message.created_at, "metadata": message.metadata}
+
+
+@router.post("/{conversation_id}/messages", response_class=StreamingResponse, responses=SSE_RESPONSES)
+def send_message(conversation_id: IdPath, body: SendIn, scope: Scope = Depends(current_scope)) -> StreamingResponse:
+    """Save the message and stream the reply as server-sent events."""
+    events = scope.send_stream(conversation_id, body.text, channel=body.channel,
+                               pin_characters=tuple(body.pin_characters))
+    return _stream(events)
+
+
+@router.post("/{conversation_id}/retry", response_class=StreamingResponse, responses=SSE_RESPONSES)
+def retry_reply(conversation_id: IdPath, body: RetryIn | None = None,
+                scope: Scope = Depends(current_scope)) -> StreamingResponse:
+    """Answer the last unanswered user message again, e.g. after a provider error (PR5)."""
+    return _stream(scope.retry_stream(conversation_id, channel=body.channel if body else "web"))
+
+
+def _stream(events: Iterator[SendEvent]) -> StreamingResponse:
+    # Prime: validation and the durable save happen here, so their errors are plain 4xx JSON.
+    first = next(events)
+    return StreamingResponse(_sse(first, events), media_type=SSE_MEDIA_TYPE,
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+def sse_frame(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def _sse(first: SendEvent, events: Iterator[SendEvent]) -> Iterator[bytes]:
+    yield sse_frame(first.type, first.data)
+    try:
+        for event in events:
+            yield sse_frame(event.type, event.data)
+    except HearthError as exc:
+        # The user's message is saved; say clearly what stopped the reply.
+        yield sse_frame("error", {"error": exc.code, "detail": str(exc), "retryable": False})
+    except Exception:
+        # The response has started, so a status code can no longer say it; log and tell the page.
+        log.exception("reply stream failed")
+        yield sse_frame("error", {"error": "internal_error", "retryable": True,
+                                  "detail": "the server failed while answering; the message is saved"})
+
+
+# -- diagnostics ---------------------------------------------------------------------------------
+@router.get("/{conversation_id}/request-size", response_model=RequestSizeOut)
+def request_size(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    """The last request-size details (R2): numbers only."""
+    return {"size": scope.request_size(conversation_id)}
+
+
+@router.get("/{conversation_id}/estimate", response_model=Estimate)
+def estimate(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.visible_estimate(conversation_id)
+
+
+@router.get("/{conversation_id}/events", response_model=list[EventOut])
+def conversation_events(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
+    """The conversation's ledger events (kinds, ids and numbers; message text is not repeated)."""
+    scope.conversations.get(conversation_id)
+    with scope.store.read() as conn:
+        rows = ledger.replay(conn, scope.user_id, conversation_id)
+    return [_event(e) for e, _message in rows]
+
+
+def _event(event: ledger.Event) -> dict:
+    return {"id": event.id, "kind": event.kind, "channel": event.channel, "created_at": event.created_at,
+            "payload": event.payload}
+
+
+events_router = APIRouter(prefix="/api/events", tags=["events"])
+
+
+@events_router.get("", response_model=list[EventOut])
+def recent_events(scope: Scope = Depends(current_scope), limit: int = Query(default=100, ge=1, le=1000)) -> list[dict]:
+    """The caller's newest ledger events, oldest first."""
+    with scope.store.read() as conn:
+        return [_event(e) for e in ledger.events_for(conn, scope.user_id, limit=limit)]

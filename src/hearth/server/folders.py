@@ -1,0 +1,50 @@
+"""Folder routes (C3): list, create, read, hide and show."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from ..conversations import MAX_FOLDER_NAME
+from ..engine import Scope
+from .auth import current_scope
+from .models import IdPath, RequestModel, plain
+
+router = APIRouter(prefix="/api/folders", tags=["folders"])
+
+
+class FolderCreate(RequestModel):
+    name: str = Field(min_length=1, max_length=MAX_FOLDER_NAME)
+    hidden: bool = False
+
+
+class FolderUpdate(RequestModel):
+    hidden: bool
+
+
+class FolderOut(BaseModel):
+    id: int
+    name: str
+    hidden: bool
+    created_at: str
+
+
+@router.get("", response_model=list[FolderOut])
+def list_folders(scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [plain(f) for f in scope.folders.list()]
+
+
+@router.post("", response_model=FolderOut, status_code=201)
+def create_folder(body: FolderCreate, scope: Scope = Depends(current_scope)) -> dict:
+    return plain(scope.folders.create(body.name, hidden=body.hidden))
+
+
+@router.get("/{folder_id}", response_model=FolderOut)
+def get_folder(folder_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    return plain(scope.folders.get(folder_id))
+
+
+@router.patch("/{folder_id}", response_model=FolderOut)
+def update_folder(folder_id: IdPath, body: FolderUpdate, scope: Scope = Depends(current_scope)) -> dict:
+    """Hide or show a folder; conversations in a hidden folder leave automatic continuity (V1)."""
+    return plain(scope.folders.set_hidden(folder_id, body.hidden))

@@ -1,0 +1,374 @@
+"""Memory-layer routes: household status and pending changes (HS1, HS2), live context and nudges
+(LC1, LC2), rolling summaries (RS1), memory fragments (F1, F2), the review queue (F3, G4), layer
+settings and job counts. Every route acts inside the caller's scope (G2).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, Field
+
+from ..engine import Scope
+from ..layers.fragments import MAX_CATEGORY, MAX_DEFINITION
+from ..layers.household import MAX_NAME, MAX_VALUE
+from .auth import current_scope
+from .models import IdPath, RequestModel
+
+router = APIRouter(tags=["memory layers"])
+
+Term = Field(max_length=200)
+
+
+# -- household status -------------------------------------------------------------------------------
+class FieldIn(RequestModel):
+    name: str = Field(min_length=1, max_length=MAX_NAME)
+    options: list[str] = Field(default_factory=list, max_length=20)
+    aliases: list[str] = Field(default_factory=list, max_length=20)
+    value: str | None = Field(default=None, max_length=MAX_VALUE)
+
+
+class FieldEdit(RequestModel):
+    name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
+    options: list[str] | None = Field(default=None, max_length=20)
+    aliases: list[str] | None = Field(default=None, max_length=20)
+
+
+class ValueIn(RequestModel):
+    value: str | None = Field(max_length=MAX_VALUE, description="The new value; null clears it")
+
+
+class FieldOut(BaseModel):
+    id: int
+    name: str
+    options: list[str]
+    aliases: list[str]
+    position: int
+    value: str | None
+    valid_from: str | None
+    source: str | None
+
+
+class ValueOut(BaseModel):
+    id: int
+    field_id: int
+    field: str
+    value: str
+    source: str
+    proposal_id: int | None
+    valid_from: str
+    valid_to: str | None
+
+
+class ProposalOut(BaseModel):
+    id: int
+    kind: str
+    conversation_id: int | None
+    payload: dict[str, Any]
+    reason: str
+    evidence: str
+    source: str
+    status: str
+    decided_by: str | None
+    result_id: int | None
+    created_at: str
+    decided_at: str | None
+    label: str
+
+
+@router.get("/api/status", response_model=list[FieldOut])
+def list_status(scope: Scope = Depends(current_scope)) -> list[dict]:
+    """Current household status, one entry per field."""
+    return [f.to_dict() for f in scope.layers.household.fields()]
+
+
+@router.post("/api/status", response_model=FieldOut, status_code=201)
+def add_status_field(body: FieldIn, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.household.add_field(body.name, body.options, body.aliases, body.value).to_dict()
+
+
+@router.patch("/api/status/{field_id}", response_model=FieldOut)
+def edit_status_field(field_id: IdPath, body: FieldEdit, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.household.edit_field(field_id, name=body.name, options=body.options,
+                                             aliases=body.aliases).to_dict()
+
+
+@router.put("/api/status/{field_id}/value", response_model=FieldOut)
+def set_status_value(field_id: IdPath, body: ValueIn, scope: Scope = Depends(current_scope)) -> dict:
+    """Set (toggle) a value; the previous value is retired into history, never overwritten."""
+    return scope.layers.household.set(field_id, body.value).to_dict()
+
+
+@router.delete("/api/status/{field_id}", status_code=204)
+def remove_status_field(field_id: IdPath, scope: Scope = Depends(current_scope)) -> None:
+    scope.layers.household.remove_field(field_id)
+
+
+@router.get("/api/status/history", response_model=list[ValueOut])
+def status_history(field_id: int | None = Query(default=None, ge=1), scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [v.to_dict() for v in scope.layers.household.history(field_id)]
+
+
+@router.get("/api/status/pending", response_model=list[ProposalOut])
+def pending_status_changes(scope: Scope = Depends(current_scope)) -> list[dict]:
+    """Detected status changes waiting for approval (approve or dismiss them in the review queue)."""
+    return [p.to_dict() for p in scope.layers.review.list("pending", "status_change")]
+
+
+# -- live context, nudges and the rolling summary ----------------------------------------------------
+class NudgeOut(BaseModel):
+    id: int
+    conversation_id: int
+    text: str
+    marker: str
+    token: str
+    source: str
+    status: str
+    created_at: str
+    used_at: str | None
+    used_message_id: int | None
+
+
+class LiveContextOut(BaseModel):
+    conversation_id: int
+    mood: str
+    events: str
+    needs: str
+    summary: str
+    display_summary: str
+    source: str
+    through_message_id: int
+    updated_at: str
+    nudges: list[NudgeOut]
+
+
+class LiveContextView(BaseModel):
+    live_context: LiveContextOut | None
+    refresh_queued: bool
+
+
+class LiveContextIn(RequestModel):
+    mood: str | None = Field(default=None, max_length=120)
+    events: str | None = Field(default=None, max_length=400)
+    needs: str | None = Field(default=None, max_length=300)
+    summary: str | None = Field(default=None, max_length=160)
+
+
+class NudgeIn(RequestModel):
+    text: str = Field(min_length=1, max_length=200)
+
+
+class SummaryOut(BaseModel):
+    id: int
+    conversation_id: int
+    text: str
+    display: str
+    source: str
+    through_message_id: int
+    section_messages: int
+    words: int
+    created_at: str
+    invalidated_at: str | None
+
+
+@router.get("/api/conversations/{conversation_id}/live-context", response_model=LiveContextView)
+def get_live_context(conversation_id: IdPath, opened: bool = Query(default=False, description=(
+        "Set when the thread is opened or switched to: a stale state queues a refresh")),
+        scope: Scope = Depends(current_scope)) -> dict:
+    layers = scope.layers
+    if opened:
+        state, queued = layers.live_context.open(conversation_id, layers.settings.get("live_context.stale_minutes"))
+    else:
+        state, queued = layers.live_context.get(conversation_id), False
+    return {"live_context": state.to_dict() if state else None, "refresh_queued": queued}
+
+
+@router.put("/api/conversations/{conversation_id}/live-context", response_model=LiveContextOut)
+def set_live_context(conversation_id: IdPath, body: LiveContextIn, scope: Scope = Depends(current_scope)) -> dict:
+    """Edit by hand; omitted fields keep their value."""
+    return scope.layers.live_context.set(conversation_id, **body.model_dump()).to_dict()
+
+
+@router.post("/api/conversations/{conversation_id}/nudges", response_model=NudgeOut, status_code=201)
+def add_nudge(conversation_id: IdPath, body: NudgeIn, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.live_context.add_nudge(conversation_id, body.text).to_dict()
+
+
+@router.get("/api/conversations/{conversation_id}/nudges", response_model=list[NudgeOut])
+def list_nudges(conversation_id: IdPath, status: Literal["open", "used", "dropped"] | None = None,
+                scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [n.to_dict() for n in scope.layers.live_context.nudges(conversation_id, status)]
+
+
+@router.delete("/api/conversations/{conversation_id}/nudges/{nudge_id}", status_code=204)
+def drop_nudge(conversation_id: IdPath, nudge_id: IdPath, scope: Scope = Depends(current_scope)) -> None:
+    scope.layers.live_context.drop_nudge(conversation_id, nudge_id)
+
+
+@router.get("/api/conversations/{conversation_id}/summary", response_model=SummaryOut | None)
+def get_summary(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict | None:
+    """The rolling summary in force: the newest one still valid for the thread's history."""
+    found = scope.layers.summaries.current(conversation_id)
+    return found.to_dict() if found else None
+
+
+@router.get("/api/conversations/{conversation_id}/summaries", response_model=list[SummaryOut])
+def summary_history(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [s.to_dict() for s in scope.layers.summaries.history(conversation_id)]
+
+
+# -- memory fragments ---------------------------------------------------------------------------------
+class FragmentIn(RequestModel):
+    triggers: list[str] = Field(min_length=1, max_length=50)
+    definition: str = Field(min_length=1, max_length=MAX_DEFINITION)
+    category: str = Field(default="", max_length=MAX_CATEGORY)
+    all_of: list[str] = Field(default_factory=list, max_length=50)
+    any_of: list[str] = Field(default_factory=list, max_length=50)
+    none_of: list[str] = Field(default_factory=list, max_length=50)
+    priority: int = Field(default=0, ge=-1000, le=1000)
+    enabled: bool = True
+
+
+class FragmentEdit(RequestModel):
+    triggers: list[str] | None = Field(default=None, min_length=1, max_length=50)
+    definition: str | None = Field(default=None, min_length=1, max_length=MAX_DEFINITION)
+    category: str | None = Field(default=None, max_length=MAX_CATEGORY)
+    all_of: list[str] | None = Field(default=None, max_length=50)
+    any_of: list[str] | None = Field(default=None, max_length=50)
+    none_of: list[str] | None = Field(default=None, max_length=50)
+    priority: int | None = Field(default=None, ge=-1000, le=1000)
+    enabled: bool | None = None
+
+
+class FragmentOut(BaseModel):
+    id: int
+    category: str
+    triggers: list[str]
+    definition: str
+    all_of: list[str]
+    any_of: list[str]
+    none_of: list[str]
+    priority: int
+    enabled: bool
+    created_at: str
+    updated_at: str
+
+
+class MatchIn(RequestModel):
+    text: str = Field(max_length=100_000)
+
+
+class MatchOut(BaseModel):
+    fragment: FragmentOut
+    trigger: str
+    position: int
+
+
+@router.get("/api/fragments", response_model=list[FragmentOut])
+def list_fragments(category: str | None = Query(default=None, max_length=MAX_CATEGORY),
+                   scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [f.to_dict() for f in scope.layers.fragments.list(category=category)]
+
+
+@router.post("/api/fragments", response_model=FragmentOut, status_code=201)
+def add_fragment(body: FragmentIn, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.fragments.add(body.triggers, body.definition, body.category, all_of=body.all_of,
+                                      any_of=body.any_of, none_of=body.none_of, priority=body.priority,
+                                      enabled=body.enabled).to_dict()
+
+
+@router.get("/api/fragments/{fragment_id}", response_model=FragmentOut)
+def get_fragment(fragment_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.fragments.get(fragment_id).to_dict()
+
+
+@router.patch("/api/fragments/{fragment_id}", response_model=FragmentOut)
+def edit_fragment(fragment_id: IdPath, body: FragmentEdit, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.fragments.edit(fragment_id, **body.model_dump()).to_dict()
+
+
+@router.delete("/api/fragments/{fragment_id}", status_code=204)
+def remove_fragment(fragment_id: IdPath, scope: Scope = Depends(current_scope)) -> None:
+    scope.layers.fragments.remove(fragment_id)
+
+
+@router.post("/api/fragments/match", response_model=list[MatchOut])
+def match_fragments(body: MatchIn, scope: Scope = Depends(current_scope)) -> list[dict]:
+    """Which fragments a text would trigger (for the fragment editor's test box)."""
+    return [{"fragment": f.to_dict(), "trigger": m.trigger, "position": m.position}
+            for f, m in scope.layers.fragments.match(body.text)]
+
+
+# -- review queue -------------------------------------------------------------------------------------
+class ApproveIn(RequestModel):
+    edits: dict[str, Any] = Field(default_factory=dict, description=(
+        "Optional changes before applying: status_change {to}; fragment {category, triggers, definition, "
+        "all_of, any_of, none_of, priority}; memory {text, category, importance}"))
+
+
+class ReviewRequest(RequestModel):
+    conversation_id: int = Field(ge=1, le=2**63 - 1)
+
+
+class Queued(BaseModel):
+    job_id: int
+
+
+@router.get("/api/review", response_model=list[ProposalOut])
+def list_proposals(status: Literal["pending", "approved", "dismissed"] = "pending",
+                   kind: Literal["fragment_add", "fragment_update", "status_change", "memory_add"] | None = None,
+                   scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [p.to_dict() for p in scope.layers.review.list(status, kind)]
+
+
+@router.post("/api/review/run", response_model=Queued, status_code=202)
+def request_review(body: ReviewRequest, scope: Scope = Depends(current_scope)) -> dict:
+    """Queue a review of a conversation; its suggestions appear in the queue when the worker ran it."""
+    return {"job_id": scope.layers.review.request(body.conversation_id)}
+
+
+@router.get("/api/review/{proposal_id}", response_model=ProposalOut)
+def get_proposal(proposal_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.review.get(proposal_id).to_dict()
+
+
+@router.post("/api/review/{proposal_id}/approve", response_model=ProposalOut)
+def approve_proposal(proposal_id: IdPath, body: ApproveIn | None = None, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.review.approve(proposal_id, body.edits if body else None).to_dict()
+
+
+@router.post("/api/review/{proposal_id}/dismiss", response_model=ProposalOut)
+def dismiss_proposal(proposal_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.review.dismiss(proposal_id).to_dict()
+
+
+# -- settings and jobs --------------------------------------------------------------------------------
+class JobCounts(BaseModel):
+    pending: int
+    running: int
+    done: int
+    dead: int
+
+
+@router.get("/api/layers/settings", response_model=dict[str, Any])
+def get_layer_settings(scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.settings.all()
+
+
+@router.patch("/api/layers/settings", response_model=dict[str, Any])
+def set_layer_settings(body: dict[str, int | bool], scope: Scope = Depends(current_scope)) -> dict:
+    """Change cadences, budgets or auto-approve per kind (``auto_approve.*``, off by default)."""
+    from ..jobs import LayerSettings
+
+    for key, value in body.items():
+        LayerSettings.coerce(key, value)  # check every key before saving any
+    for key, value in body.items():
+        scope.layers.settings.set(key, value)
+    return scope.layers.settings.all()
+
+
+@router.get("/api/jobs/counts", response_model=JobCounts)
+def job_counts(scope: Scope = Depends(current_scope)) -> dict:
+    """The caller's background jobs by status."""
+    return scope.layers.job_counts()

@@ -1,0 +1,118 @@
+"""Memory routes (M1-M5): the long-term list, edits, order, imports and per-thread snapshots.
+
+New memories reach future threads only; edits and deletions rebuild the stored prompts that hold
+them (M2). Snapshot routes report provenance and timestamps (M5) and refresh one thread (M4).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from ..engine import Scope
+from ..memories import MAX_IMPORT, MAX_MEMORY_TEXT
+from .auth import current_scope
+from .models import MAX_ID, Count, IdPath, RequestModel, plain
+
+router = APIRouter(prefix="/api/memories", tags=["memories"])
+snapshots = APIRouter(prefix="/api/conversations", tags=["memories"])
+
+
+class MemoryIn(RequestModel):
+    text: str = Field(min_length=1, max_length=MAX_MEMORY_TEXT)
+    category: str = Field(default="", max_length=100)
+    importance: int = Field(default=0, ge=0, le=10)
+    eligible: bool = True
+
+
+class MemoryEdit(RequestModel):
+    text: str | None = Field(default=None, min_length=1, max_length=MAX_MEMORY_TEXT)
+    category: str | None = Field(default=None, max_length=100)
+    importance: int | None = Field(default=None, ge=0, le=10)
+    eligible: bool | None = None
+
+
+class MoveIn(RequestModel):
+    position: int = Field(ge=1, le=MAX_ID, description="1-based place in the manual global order")
+
+
+class ImportIn(RequestModel):
+    items: list[MemoryIn] = Field(min_length=1, max_length=MAX_IMPORT)
+
+
+class MemoryOut(BaseModel):
+    id: int
+    text: str
+    category: str
+    importance: int
+    position: int
+    eligible: bool
+    created_at: str
+    updated_at: str
+
+
+class MemorySaved(BaseModel):
+    memory: MemoryOut
+    prompts_rebuilt: int
+
+
+class SnapshotInfoOut(BaseModel):
+    provenance: str
+    captured_at: str | None
+    refreshed_at: str | None
+
+
+class SnapshotOut(BaseModel):
+    info: SnapshotInfoOut
+    memories: list[MemoryOut]
+
+
+@router.get("", response_model=list[MemoryOut])
+def list_memories(scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [plain(m) for m in scope.memories.list()]
+
+
+@router.post("", response_model=MemoryOut, status_code=201)
+def add_memory(body: MemoryIn, scope: Scope = Depends(current_scope)) -> dict:
+    """A new memory reaches threads created from now on (M2)."""
+    return plain(scope.memories.add(body.text, body.category, body.importance, body.eligible))
+
+
+@router.post("/import", response_model=list[MemoryOut], status_code=201)
+def import_memories(body: ImportIn, scope: Scope = Depends(current_scope)) -> list[dict]:
+    """Add a batch in one transaction: all or nothing (M1)."""
+    return [plain(m) for m in scope.memories.import_many([item.model_dump() for item in body.items])]
+
+
+@router.get("/{memory_id}", response_model=MemoryOut)
+def get_memory(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    return plain(scope.memories.get(memory_id))
+
+
+@router.patch("/{memory_id}", response_model=MemorySaved)
+def edit_memory(memory_id: IdPath, body: MemoryEdit, scope: Scope = Depends(current_scope)) -> dict:
+    memory, rebuilt = scope.memories.edit(memory_id, **body.model_dump(exclude_unset=True))
+    return {"memory": plain(memory), "prompts_rebuilt": rebuilt}
+
+
+@router.delete("/{memory_id}", response_model=Count)
+def delete_memory(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    """Gone from every snapshot and stored prompt (M2)."""
+    return {"prompts_rebuilt": scope.memories.delete(memory_id)}
+
+
+@router.post("/{memory_id}/move", response_model=list[MemoryOut])
+def move_memory(memory_id: IdPath, body: MoveIn, scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [plain(m) for m in scope.memories.move(memory_id, body.position)]
+
+
+@snapshots.get("/{conversation_id}/snapshot", response_model=SnapshotOut)
+def snapshot(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    info = scope.memories.snapshot_info(conversation_id)
+    return {"info": plain(info), "memories": [plain(m) for m in scope.memories.snapshot(conversation_id)]}
+
+
+@snapshots.post("/{conversation_id}/snapshot/refresh", response_model=SnapshotInfoOut)
+def refresh_snapshot(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    """Replace the thread's snapshot with the current eligible memories (M4)."""
+    return plain(scope.memories.refresh(conversation_id))

@@ -1,0 +1,89 @@
+"""Persona routes (C1): list, create, read and edit; a settings save rebuilds stored prompts (P5)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from ..engine import Scope
+from ..personas import MAX_TEXT
+from .auth import current_scope
+from .models import IdPath, RequestModel, plain
+
+router = APIRouter(prefix="/api/personas", tags=["personas"])
+
+Text = Field(default=None, max_length=MAX_TEXT)
+
+
+class Character(RequestModel):
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=MAX_TEXT)
+
+
+class PersonaFields(RequestModel):
+    display_name: str | None = Field(default=None, max_length=200)
+    identity: str | None = Text
+    user_label: str | None = Field(default=None, max_length=200)
+    assistant_label: str | None = Field(default=None, max_length=200)
+    legacy_labels: list[str] | None = None
+    tone: str | None = Field(default=None, max_length=200)
+    custom_instructions: str | None = Text
+    sections: dict[str, str] | None = None
+    characters: list[Character] | None = None
+    auto_continuity: bool | None = None
+    archive_access: bool | None = None
+    web_search: bool | None = None
+
+    def values(self) -> dict:
+        return {k: v for k, v in self.model_dump(exclude_unset=True).items() if v is not None}
+
+
+class PersonaCreate(PersonaFields):
+    name: str = Field(min_length=1, max_length=64, description="Short name: letters, digits, '.', '_' or '-'")
+
+
+class PersonaOut(BaseModel):
+    id: int
+    name: str
+    display_name: str
+    identity: str
+    user_label: str
+    assistant_label: str
+    legacy_labels: list[str]
+    tone: str
+    custom_instructions: str
+    sections: dict[str, str]
+    characters: list[dict[str, str]]
+    auto_continuity: bool
+    archive_access: bool
+    web_search: bool
+    created_at: str
+    updated_at: str
+
+
+class PersonaSaved(BaseModel):
+    persona: PersonaOut
+    prompts_rebuilt: int
+
+
+@router.get("", response_model=list[PersonaOut])
+def list_personas(scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [plain(p) for p in scope.personas.list()]
+
+
+@router.post("", response_model=PersonaOut, status_code=201)
+def create_persona(body: PersonaCreate, scope: Scope = Depends(current_scope)) -> dict:
+    values = body.values()
+    name = values.pop("name")
+    return plain(scope.personas.create(name, values.pop("display_name", None), **values))
+
+
+@router.get("/{persona_id}", response_model=PersonaOut)
+def get_persona(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    return plain(scope.personas.get(persona_id))
+
+
+@router.patch("/{persona_id}", response_model=PersonaSaved)
+def update_persona(persona_id: IdPath, body: PersonaFields, scope: Scope = Depends(current_scope)) -> dict:
+    persona, rebuilt = scope.update_persona(persona_id, **body.values())
+    return {"persona": plain(persona), "prompts_rebuilt": rebuilt}
