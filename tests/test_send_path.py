@@ -324,3 +324,15 @@ def test_t1_cached_history_follows_edits_and_deletions(me, persona, provider):
     contents = [m.content for m in provider.requests[-1].messages if m.role in ("user", "assistant")]
     assert "first message, corrected" not in contents
     assert contents[-1] == "fourth" and len(contents) == 6
+
+
+def test_lc2_streamed_deltas_never_show_a_nudge_marker_split_across_chunks(me, persona, provider):
+    def reply(request):
+        for chunk in ("How did the ", "interview go? [", "n:3f", "2a] Tell me."):
+            yield StreamEvent("text", text=chunk)
+
+    provider.replies.append(reply)
+    conversation = me.conversations.create(persona.id)
+    events = list(me.send_stream(conversation.id, "hi"))
+    shown = "".join(e.data["text"] for e in events if e.type == "delta")
+    assert shown == "How did the interview go? Tell me."

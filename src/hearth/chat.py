@@ -26,6 +26,7 @@ from .prompt import stored
 from .prompt.assembly import AssembledRequest, assemble, estimate_tokens
 from .prompt.dynamic import Turn, quote_reserved_headings
 from .providers.base import ChatMessage, ProviderRequest, StreamEvent, Usage
+from .layers.live_context import MarkerFilter
 from .tools import ToolContext, arguments_json
 
 if TYPE_CHECKING:
@@ -164,15 +165,20 @@ class SendPath:
             calls = []
             round_text: list[str] = []
             tools = request.tools if round_ < MAX_TOOL_ROUNDS else []
+            shown = MarkerFilter()  # echoed nudge markers never reach the screen (LC2)
             for event in provider.stream(ProviderRequest(messages, tools, request.max_output_tokens)):
                 if event.type == "text" and event.text:
                     round_text.append(event.text)
-                    yield SendEvent("delta", {"text": event.text})
+                    visible = shown.feed(event.text)
+                    if visible:
+                        yield SendEvent("delta", {"text": visible})
                 elif event.type == "tool_call" and event.tool_call:
                     calls.append(event.tool_call)
                 elif event.type == "usage" and event.usage:
                     usage = _add(usage, event.usage)
             parts.extend(round_text)
+            if tail := shown.flush():
+                yield SendEvent("delta", {"text": tail})
             if not calls:
                 return "".join(parts), usage, round_
             messages.append(ChatMessage("assistant", "".join(round_text), tool_calls=tuple(calls)))

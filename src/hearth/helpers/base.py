@@ -1,0 +1,160 @@
+"""The ``Helper`` interface (G3): model-written work behind one interface, with an offline version.
+
+Every layer that the seeds have a model write goes through a helper: the rolling summary, the live
+context refresh, state-change detection and fragment suggestions. ``ModelHelper`` asks the
+configured provider for strict JSON and validates it; ``OfflineHelper`` is deterministic and
+extractive. Every result carries ``source`` ("model" or "offline") so offline output is labelled.
+
+Inputs are plain ``TurnText`` records (role, text, message id), never database rows, so helpers
+are pure with respect to storage and easy to test.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+from ..errors import HearthError
+
+SUMMARY_MAX_WORDS = 45
+
+
+class HelperOutputError(HearthError):
+    """A helper model answered with something unusable (not JSON, wrong shape, too long)."""
+
+    code = "helper_output"
+
+    def __init__(self, message: str, kind: str = "invalid"):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class TurnText:
+    role: str  # user | assistant
+    text: str
+    message_id: int = 0
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    text: str
+    source: str  # offline | model
+
+
+@dataclass(frozen=True)
+class LiveContextResult:
+    mood: str = ""
+    events: str = ""
+    needs: str = ""
+    summary: str = ""
+    nudges: tuple[str, ...] = ()
+    source: str = "offline"
+
+
+@dataclass(frozen=True)
+class StatusField:
+    name: str
+    value: str | None
+    options: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StateChange:
+    field: str
+    value: str
+    reason: str
+    evidence: str  # the person's own words that suggested it (shown in review, never logged)
+    source: str = "offline"
+
+
+@dataclass(frozen=True)
+class FragmentSuggestion:
+    action: str  # add | update
+    category: str
+    triggers: tuple[str, ...]
+    definition: str
+    reason: str
+    fragment_id: int | None = None
+    evidence: str = ""
+    source: str = "offline"
+
+
+@dataclass(frozen=True)
+class ReviewInput:
+    messages: Sequence[TurnText]
+    summary: str = ""
+    live_context: dict[str, str] = field(default_factory=dict)
+    fragments: Sequence[dict[str, Any]] = ()  # {"id", "category", "triggers", "definition"}
+
+
+class Helper(Protocol):
+    name: str  # "offline" or "model"
+
+    def summarise(self, previous: str, section: Sequence[TurnText],
+                  max_words: int = SUMMARY_MAX_WORDS) -> SummaryResult: ...
+
+    def live_context(self, previous: LiveContextResult | None, recent: Sequence[TurnText]) -> LiveContextResult: ...
+
+    def detect_state_change(self, fields: Sequence[StatusField], messages: Sequence[TurnText]) -> list[StateChange]: ...
+
+    def propose_fragments(self, review: ReviewInput) -> list[FragmentSuggestion]: ...
+
+
+# -- small text tools shared by both helpers -------------------------------------------------------
+_SPACE = re.compile(r"\s+")
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
+_WORD = re.compile(r"[A-Za-z\u00C0-\u024F][A-Za-z\u00C0-\u024F'\u2019-]*")
+
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below
+between both but by can could did do does doing down during each few for from further had has have
+having he her here hers herself him himself his how i if in into is it its itself just me more most
+my myself no nor not now of off on once only or other our ours ourselves out over own same she
+should so some such than that the their theirs them themselves then there these they this those
+through to too under until up very was we were what when where which while who whom why will with
+would you your yours yourself yourselves im i'm it's that's dont don't can't cant won't really
+also get got go going gonna just like know think want yeah yes okay ok oh well much many thing
+things something anything one still even maybe lot today said say see tell let us way back make
+""".split())
+
+
+def one_line(text: str) -> str:
+    return _SPACE.sub(" ", text or "").strip()
+
+
+def sentences(text: str) -> list[str]:
+    return [one_line(s) for s in _SENTENCE.findall(text or "") if one_line(s)]
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text or "")
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words that carry meaning (no stopwords, at least three letters)."""
+    return [w.lower().strip("'\u2019-") for w in words(text)
+            if len(w) >= 3 and w.lower().strip("'\u2019-") not in STOPWORDS]
+
+
+def word_count(text: str) -> int:
+    return len(one_line(text).split())
+
+
+def clamp_words(text: str, max_words: int) -> str:
+    """At most ``max_words`` words, cut at a word boundary; a cut sentence ends with an ellipsis."""
+    parts = one_line(text).split()
+    if len(parts) <= max_words:
+        return " ".join(parts)
+    cut = " ".join(parts[:max_words]).rstrip(",;:-")
+    return cut + "…"
+
+
+def clip(text: str, chars: int) -> str:
+    flat = one_line(text)
+    if len(flat) <= chars:
+        return flat
+    cut = flat[:chars].rsplit(" ", 1)[0] if " " in flat[:chars] else flat[:chars]
+    return cut.rstrip(",;:-") + "…"

@@ -1,0 +1,235 @@
+"""``ModelHelper``: the helper tasks done by the configured model provider, as strict JSON (G3).
+
+Each task sends one system message (the task and the exact JSON shape) and one user message (the
+material), reads the streamed text, and validates the JSON before anything is used. A summary over
+the word limit is sent back once with the count; if it is still too long it is rejected (the job
+retries later) rather than stored. Items that fail validation (unknown status field, evidence that
+is not the person's own words, bad triggers) are dropped one by one; an answer that is not the
+expected JSON object at all raises ``HelperOutputError``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Sequence
+
+from ..errors import InvalidInput
+from ..providers.base import ChatMessage, Provider, ProviderRequest
+from ..triggers import normalise_trigger
+from .base import (
+    SUMMARY_MAX_WORDS,
+    FragmentSuggestion,
+    HelperOutputError,
+    LiveContextResult,
+    ReviewInput,
+    StateChange,
+    StatusField,
+    SummaryResult,
+    TurnText,
+    clip,
+    one_line,
+    word_count,
+)
+
+TRANSCRIPT_CHARS = 16_000
+MESSAGE_CHARS = 2_000
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
+
+SUMMARY_TASK = (
+    "You keep the rolling summary of one conversation between a person and their companion. "
+    "Write ONE plain sentence of at most {max_words} words that keeps durable facts, emotional "
+    "continuity, commitments, unresolved topics and the current direction of the thread. Merge the "
+    "previous summary with the newest section; drop what no longer matters. No lists, no line breaks, "
+    'no quotes around it. Answer with JSON only, exactly: {{"summary": "..."}}'
+)
+LIVE_CONTEXT_TASK = (
+    "You keep a small live-context note for one conversation: what is going on right now. Answer with "
+    'JSON only, exactly: {"mood": "...", "events": "...", "needs": "...", "summary": "...", '
+    '"nudges": ["..."]}. mood: the emotional weather in a few words; events: concrete recent or '
+    "upcoming pressures; needs: what the companion should prioritise now; summary: at most 20 words "
+    "for a side panel; nudges: 0 to 3 short, optional follow-up questions the companion could ask "
+    "later if it fits naturally. Use empty strings when unknown. Never invent facts."
+)
+STATE_TASK = (
+    "You watch for changes in a household status. Each field has a current value and may list its "
+    "allowed options. Report a change only when the person's own words clearly say the situation "
+    "changed. Answer with JSON only, exactly: "
+    '{"changes": [{"field": "...", "value": "...", "reason": "...", "evidence": "..."}]} where evidence '
+    'is an exact quote from the person\'s messages. Answer {"changes": []} when nothing changed.'
+)
+FRAGMENT_TASK = (
+    "You review a conversation to suggest durable memory fragments: small facts that stay true (people, "
+    "pets, projects, private vocabulary, health context, preferences). Each fragment has a category, "
+    "trigger words that would appear in a later message when it matters, and a one- or two-sentence "
+    "definition. Suggest additions, or updates to an existing fragment by its id. Do not repeat what the "
+    "existing fragments already say; do not record passing moods. Answer with JSON only, exactly: "
+    '{"proposals": [{"action": "add" or "update", "fragment_id": null or an id, "category": "...", '
+    '"triggers": ["..."], "definition": "...", "reason": "...", "evidence": "..."}]}. '
+    'Answer {"proposals": []} when there is nothing durable.'
+)
+
+
+def transcript(turns: Sequence[TurnText], limit: int = TRANSCRIPT_CHARS) -> str:
+    """'Person:' / 'Companion:' lines, newest kept when the whole does not fit."""
+    lines: list[str] = []
+    used = 0
+    for turn in reversed(turns):
+        who = "Person" if turn.role == "user" else "Companion"
+        line = f"{who}: {clip(turn.text, MESSAGE_CHARS)}"
+        if used + len(line) > limit and lines:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(reversed(lines))
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    raw = _FENCE.sub("", (text or "").strip())
+    start, end = raw.find("{"), raw.rfind("}")
+    if start < 0 or end < start:
+        raise HelperOutputError("the helper model did not answer with a JSON object", "not_json")
+    try:
+        value = json.loads(raw[start:end + 1])
+    except json.JSONDecodeError:
+        raise HelperOutputError("the helper model answered with invalid JSON", "not_json") from None
+    if not isinstance(value, dict):
+        raise HelperOutputError("the helper model did not answer with a JSON object", "not_json")
+    return value
+
+
+def _text(value: Any, limit: int) -> str:
+    return clip(value, limit) if isinstance(value, str) else ""
+
+
+class ModelHelper:
+    name = "model"
+
+    def __init__(self, provider: Provider, *, max_output_tokens: int = 800):
+        self.provider = provider
+        self.max_output_tokens = max_output_tokens
+
+    def ask(self, task: str, material: str, history: Sequence[ChatMessage] = ()) -> dict[str, Any]:
+        messages = [ChatMessage("system", task), ChatMessage("user", material), *history]
+        parts = [event.text for event in self.provider.stream(
+            ProviderRequest(messages, [], self.max_output_tokens)) if event.type == "text"]
+        return parse_json_object("".join(parts))
+
+    # -- rolling summary (RS1) -------------------------------------------------------------------
+    def summarise(self, previous: str, section: Sequence[TurnText],
+                  max_words: int = SUMMARY_MAX_WORDS) -> SummaryResult:
+        task = SUMMARY_TASK.format(max_words=max_words)
+        material = f"Previous summary: {previous or '(none yet)'}\n\nNewest section of the transcript:\n" \
+                   f"{transcript(section)}"
+        answer = self.ask(task, material)
+        text = self._summary_text(answer)
+        if word_count(text) > max_words:
+            # One more chance with the count; a second overrun is rejected, never stored.
+            answer = self.ask(task, material, [
+                ChatMessage("assistant", json.dumps(answer)),
+                ChatMessage("user", f"That summary has {word_count(text)} words; the limit is {max_words}. "
+                                    "Answer again with a shorter sentence, JSON only."),
+            ])
+            text = self._summary_text(answer)
+            if word_count(text) > max_words:
+                raise HelperOutputError(f"the summary is longer than {max_words} words", "too_long")
+        return SummaryResult(text=text, source="model")
+
+    @staticmethod
+    def _summary_text(answer: dict[str, Any]) -> str:
+        text = answer.get("summary")
+        if not isinstance(text, str) or not text.strip():
+            raise HelperOutputError("the summary answer has no summary text", "shape")
+        return one_line(text)
+
+    # -- live context (LC1, LC2) --------------------------------------------------------------------
+    def live_context(self, previous: LiveContextResult | None, recent: Sequence[TurnText]) -> LiveContextResult:
+        before = "(none yet)"
+        if previous is not None:
+            before = json.dumps({"mood": previous.mood, "events": previous.events, "needs": previous.needs,
+                                 "summary": previous.summary}, ensure_ascii=False)
+        answer = self.ask(LIVE_CONTEXT_TASK, f"Previous live context: {before}\n\nRecent messages:\n"
+                                             f"{transcript(recent)}")
+        nudges = answer.get("nudges", [])
+        if not isinstance(nudges, list):
+            raise HelperOutputError("nudges must be a list", "shape")
+        if not any(isinstance(answer.get(k), str) for k in ("mood", "events", "needs", "summary")):
+            raise HelperOutputError("the live context answer has none of its fields", "shape")
+        return LiveContextResult(
+            mood=_text(answer.get("mood"), 120), events=_text(answer.get("events"), 400),
+            needs=_text(answer.get("needs"), 300), summary=_text(answer.get("summary"), 160),
+            nudges=tuple(clip(n, 160) for n in nudges if isinstance(n, str) and n.strip())[:3], source="model",
+        )
+
+    # -- state-change detection (HS2) ----------------------------------------------------------------
+    def detect_state_change(self, fields: Sequence[StatusField], messages: Sequence[TurnText]) -> list[StateChange]:
+        people = [t for t in messages if t.role == "user"]
+        if not fields or not people:
+            return []
+        described = [{"field": f.name, "current": f.value, "options": list(f.options)} for f in fields]
+        answer = self.ask(STATE_TASK, "Fields: " + json.dumps(described, ensure_ascii=False)
+                          + "\n\nRecent messages:\n" + transcript(messages))
+        changes = answer.get("changes")
+        if not isinstance(changes, list):
+            raise HelperOutputError("the state-change answer has no list of changes", "shape")
+        by_name = {f.name.casefold(): f for f in fields}
+        said = [one_line(t.text).casefold() for t in people]
+        out: list[StateChange] = []
+        for item in changes:
+            if not isinstance(item, dict):
+                continue
+            status = by_name.get(str(item.get("field", "")).casefold())
+            value = _text(item.get("value"), 100)
+            evidence = one_line(item.get("evidence", "")) if isinstance(item.get("evidence"), str) else ""
+            if status is None or not value or not evidence:
+                continue
+            if not any(evidence.casefold() in text for text in said):
+                continue  # evidence must be the person's own words, not the model's paraphrase
+            if status.options:
+                value = next((o for o in status.options if o.casefold() == value.casefold()), "")
+                if not value:
+                    continue
+            if (status.value or "").casefold() == value.casefold():
+                continue
+            out.append(StateChange(status.name, value, _text(item.get("reason"), 300) or "The model noticed a change.",
+                                   clip(evidence, 500), source="model"))
+        return out
+
+    # -- fragment suggestions (F3) ------------------------------------------------------------------
+    def propose_fragments(self, review: ReviewInput) -> list[FragmentSuggestion]:
+        library = [{"id": f["id"], "category": f.get("category", ""), "triggers": list(f.get("triggers", ())),
+                    "definition": f.get("definition", "")} for f in review.fragments]
+        material = (
+            f"Rolling summary: {review.summary or '(none)'}\n"
+            f"Live context: {json.dumps(review.live_context, ensure_ascii=False) if review.live_context else '(none)'}\n"
+            f"Existing fragments: {json.dumps(library, ensure_ascii=False)}\n\n"
+            f"Recent conversation:\n{transcript(review.messages)}"
+        )
+        answer = self.ask(FRAGMENT_TASK, material)
+        proposals = answer.get("proposals")
+        if not isinstance(proposals, list):
+            raise HelperOutputError("the review answer has no list of proposals", "shape")
+        known = {f["id"] for f in library}
+        out: list[FragmentSuggestion] = []
+        for item in proposals:
+            if not isinstance(item, dict) or item.get("action") not in ("add", "update"):
+                continue
+            fragment_id = item.get("fragment_id")
+            if item["action"] == "update" and (not isinstance(fragment_id, int) or fragment_id not in known):
+                continue
+            triggers = item.get("triggers")
+            if not isinstance(triggers, list) or not 1 <= len(triggers) <= 10:
+                continue
+            try:
+                cleaned = tuple(one_line(t) for t in triggers if isinstance(t, str) and normalise_trigger(t))
+            except InvalidInput:
+                continue
+            definition = _text(item.get("definition"), 1000)
+            if len(cleaned) != len(triggers) or not definition:
+                continue
+            out.append(FragmentSuggestion(
+                action=item["action"], category=_text(item.get("category"), 60), triggers=cleaned,
+                definition=definition, reason=_text(item.get("reason"), 300) or "Suggested by the review model.",
+                fragment_id=fragment_id if item["action"] == "update" else None,
+                evidence=_text(item.get("evidence"), 500), source="model"))
+        return out

@@ -1,0 +1,483 @@
+"""Background jobs: a small durable queue in the database, the worker that runs it, and the wiring
+of the thread-local and durable memory layers into a user's scope.
+
+Model-written work (rolling summary, live context refresh, state-change detection, review) never
+runs on the send path. After a reply is saved, a hook decides in the same transaction what is due
+and enqueues it; a ``Worker`` claims jobs one at a time in a write transaction and runs the handler
+registered for their kind.
+
+A job is ``pending`` -> ``running`` -> ``done``; a failure goes back to ``pending`` with exponential
+backoff and becomes ``dead`` after ``max_attempts``. A job left ``running`` by a crash is claimed
+again once its lease expires, so a restart resumes pending work. ``last_error`` records an error
+class or kind, never text that could carry conversation content.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Callable
+
+from .errors import HearthError, InvalidInput, NotFound, ProviderError
+from .store import Store
+
+if TYPE_CHECKING:
+    from .conversations import Conversation
+    from .engine import Hearth, Scope
+    from .helpers.base import Helper
+    from .ledger import Message
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+BACKOFF_SECONDS = 30.0
+BACKOFF_CAP_SECONDS = 3600.0
+LEASE_SECONDS = 300.0
+STATUSES = ("pending", "running", "done", "dead")
+
+# kind -> handler(scope, payload, helper). Filled on first use so importing stays free of work.
+Handler = Callable[["Scope", dict[str, Any], "Helper"], None]
+
+
+def _stamp(epoch: float) -> str:
+    """The sortable UTC form every timestamp column uses (see ``store.utcnow``)."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+_registered: dict[str, Handler] = {}
+
+
+def register_handler(kind: str, handler: Handler) -> None:
+    """Add a job kind that every default ``Worker`` runs (other modules' background work)."""
+    if not kind or not callable(handler):
+        raise InvalidInput("register_handler needs a kind and a callable")
+    _registered[kind] = handler
+
+
+def default_handlers() -> dict[str, Handler]:
+    from .layers import household, live_context, summary
+    from . import review
+
+    return {
+        summary.JOB_KIND: summary.refresh_job,
+        live_context.JOB_KIND: live_context.refresh_job,
+        household.JOB_KIND: household.detect_job,
+        review.JOB_KIND: review.review_job,
+        **_registered,
+    }
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    user_id: int
+    kind: str
+    payload: dict[str, Any]
+    dedupe_key: str | None
+    status: str
+    attempts: int
+    max_attempts: int
+    run_after: str
+    last_error: str | None
+    created_at: str
+    updated_at: str
+    finished_at: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Job":
+        return cls(row["id"], row["user_id"], row["kind"], json.loads(row["payload"]), row["dedupe_key"],
+                   row["status"], row["attempts"], row["max_attempts"], row["run_after"], row["last_error"],
+                   row["created_at"], row["updated_at"], row["finished_at"])
+
+    def to_dict(self) -> dict[str, Any]:
+        # The payload holds ids only; it is safe to show.
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def enqueue(conn: sqlite3.Connection, user_id: int, kind: str, payload: dict[str, Any] | None = None, *,
+            dedupe_key: str | None = None, delay: float = 0.0, max_attempts: int = MAX_ATTEMPTS,
+            now: float | None = None) -> int:
+    """Queue a job in the caller's write transaction; with a dedupe key, an identical pending job
+    is reused instead of queuing a second one. Returns the job id."""
+    if not kind or not isinstance(kind, str):
+        raise InvalidInput("a job needs a kind")
+    if max_attempts < 1:
+        raise InvalidInput("max_attempts must be at least 1")
+    if dedupe_key is not None:
+        row = conn.execute(
+            "SELECT id FROM jobs WHERE user_id = ? AND kind = ? AND dedupe_key = ? AND status = 'pending'",
+            (user_id, kind, dedupe_key),
+        ).fetchone()
+        if row:
+            return row[0]
+    at = time.time() if now is None else now
+    stamp = _stamp(at)
+    cur = conn.execute(
+        "INSERT INTO jobs (user_id, kind, payload, dedupe_key, max_attempts, run_after, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (user_id, kind, json.dumps(payload or {}, separators=(",", ":")), dedupe_key, max_attempts,
+         _stamp(at + max(0.0, delay)), stamp, stamp),
+    )
+    return cur.lastrowid
+
+
+class JobQueue:
+    """The queue over one store. ``clock`` (seconds since the epoch) is injectable for tests."""
+
+    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time,
+                 lease_seconds: float = LEASE_SECONDS, backoff_seconds: float = BACKOFF_SECONDS,
+                 backoff_cap_seconds: float = BACKOFF_CAP_SECONDS):
+        self.store = store
+        self.clock = clock
+        self.lease_seconds = lease_seconds
+        self.backoff_seconds = backoff_seconds
+        self.backoff_cap_seconds = backoff_cap_seconds
+
+    def enqueue(self, user_id: int, kind: str, payload: dict[str, Any] | None = None, *,
+                dedupe_key: str | None = None, delay: float = 0.0, max_attempts: int = MAX_ATTEMPTS) -> int:
+        with self.store.write() as conn:
+            return enqueue(conn, user_id, kind, payload, dedupe_key=dedupe_key, delay=delay,
+                           max_attempts=max_attempts, now=self.clock())
+
+    def claim(self, kinds: tuple[str, ...] | None = None) -> Job | None:
+        """Take the next due job, or one whose lease ran out (its worker died), atomically."""
+        now = self.clock()
+        stamp = _stamp(now)
+        kind_sql = ""
+        args: list[Any] = [stamp, stamp]
+        if kinds is not None:
+            if not kinds:
+                return None
+            kind_sql = f" AND kind IN ({','.join('?' * len(kinds))})"
+            args.extend(kinds)
+        with self.store.write() as conn:
+            row = conn.execute(
+                "SELECT id FROM jobs WHERE ((status = 'pending' AND run_after <= ?)"
+                " OR (status = 'running' AND lease_until <= ?))" + kind_sql +
+                " ORDER BY run_after, id LIMIT 1", args,
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute(
+                "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_until = ?, updated_at = ?"
+                " WHERE id = ?", (_stamp(now + self.lease_seconds), stamp, row[0]),
+            )
+            return Job.from_row(conn.execute("SELECT * FROM jobs WHERE id = ?", (row[0],)).fetchone())
+
+    def complete(self, job: Job) -> None:
+        stamp = _stamp(self.clock())
+        with self.store.write() as conn:
+            conn.execute(
+                "UPDATE jobs SET status = 'done', lease_until = NULL, last_error = NULL, updated_at = ?,"
+                " finished_at = ? WHERE id = ? AND status = 'running'", (stamp, stamp, job.id),
+            )
+
+    def fail(self, job: Job, error_kind: str, *, retryable: bool = True) -> str:
+        """Record a failure: back to pending with backoff, or dead. Returns the new status."""
+        now = self.clock()
+        dead = not retryable or job.attempts >= job.max_attempts
+        delay = min(self.backoff_cap_seconds, self.backoff_seconds * 2 ** max(0, job.attempts - 1))
+        with self.store.write() as conn:
+            conn.execute(
+                "UPDATE jobs SET status = ?, run_after = ?, lease_until = NULL, last_error = ?, updated_at = ?,"
+                " finished_at = ? WHERE id = ? AND status = 'running'",
+                ("dead" if dead else "pending", _stamp(now if dead else now + delay), error_kind[:80],
+                 _stamp(now), _stamp(now) if dead else None, job.id),
+            )
+        return "dead" if dead else "pending"
+
+    def retry(self, job_id: int, user_id: int | None = None) -> Job:
+        """Give a dead job another round of attempts (owner action)."""
+        stamp = _stamp(self.clock())
+        with self.store.write() as conn:
+            job = self.get(job_id, user_id)
+            if job.status != "dead":
+                raise InvalidInput(f"job {job_id} is {job.status}, not dead")
+            conn.execute("UPDATE jobs SET status = 'pending', attempts = 0, run_after = ?, updated_at = ?,"
+                         " finished_at = NULL WHERE id = ?", (stamp, stamp, job_id))
+            return self.get(job_id, user_id)
+
+    def get(self, job_id: int, user_id: int | None = None) -> Job:
+        row = self.store.connection().execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None or (user_id is not None and row["user_id"] != user_id):
+            raise NotFound(f"no job {job_id}")
+        return Job.from_row(row)
+
+    def list(self, *, user_id: int | None = None, status: str | None = None, limit: int = 50) -> list[Job]:
+        sql, args = "SELECT * FROM jobs WHERE 1=1", []
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            args.append(user_id)
+        if status is not None:
+            if status not in STATUSES:
+                raise InvalidInput(f"status must be one of {', '.join(STATUSES)}")
+            sql += " AND status = ?"
+            args.append(status)
+        sql += " ORDER BY id DESC LIMIT ?"
+        args.append(max(1, min(limit, 1000)))
+        return [Job.from_row(r) for r in self.store.connection().execute(sql, args)]
+
+    def counts(self, user_id: int | None = None) -> dict[str, int]:
+        """Jobs by status (all four keys, zeros included), for ``hearth doctor`` and the API."""
+        sql, args = "SELECT status, count(*) FROM jobs", []
+        if user_id is not None:
+            sql += " WHERE user_id = ?"
+            args.append(user_id)
+        found = dict(self.store.connection().execute(sql + " GROUP BY status", args).fetchall())
+        return {status: found.get(status, 0) for status in STATUSES}
+
+    def prune(self, older_than_seconds: float = 7 * 86400) -> int:
+        """Forget finished jobs older than the given age; pending, running and dead ones stay."""
+        with self.store.write() as conn:
+            cur = conn.execute("DELETE FROM jobs WHERE status = 'done' AND finished_at < ?",
+                               (_stamp(self.clock() - older_than_seconds),))
+            return cur.rowcount
+
+
+def _error_kind(exc: BaseException) -> tuple[str, bool]:
+    """A content-free description of a failure, and whether trying again may help."""
+    if isinstance(exc, ProviderError):
+        return f"provider:{exc.kind}", exc.retryable
+    if isinstance(exc, NotFound):
+        return "not_found", False  # the conversation or user is gone; retrying cannot help
+    if isinstance(exc, HearthError):
+        return exc.code, True
+    return type(exc).__name__, True
+
+
+class Worker:
+    """Runs due jobs. ``run_once()`` drains what is due now (tests, ``hearth worker --once``);
+    ``start()`` runs a daemon thread until ``stop()``."""
+
+    def __init__(self, hearth: "Hearth", *, handlers: dict[str, Handler] | None = None,
+                 helper: "Helper | None" = None, queue: JobQueue | None = None, poll_seconds: float = 2.0,
+                 prune_every_seconds: float = 3600.0):
+        self.hearth = hearth
+        self.queue = queue or JobQueue(hearth.store)
+        # Jobs of kinds without a handler here stay pending (visible in counts) for a worker that
+        # knows them; they are never failed for being unknown.
+        self.handlers = handlers if handlers is not None else default_handlers()
+        self._helper = helper
+        self.poll_seconds = poll_seconds
+        self.prune_every_seconds = prune_every_seconds
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_prune = 0.0
+
+    @property
+    def helper(self) -> "Helper":
+        if self._helper is None:
+            from .helpers import helper_for
+
+            self._helper = helper_for(self.hearth)
+        return self._helper
+
+    def run_one(self) -> Job | None:
+        """Claim and run one due job; returns it as claimed, or None when nothing is due."""
+        job = self.queue.claim(tuple(self.handlers))
+        if job is None:
+            return None
+        handler = self.handlers[job.kind]
+        try:
+            scope = self.hearth.scope(job.user_id)
+            handler(scope, job.payload, self.helper)
+        except Exception as exc:  # noqa: BLE001 - any failure is recorded and retried, never lost
+            kind, retryable = _error_kind(exc)
+            status = self.queue.fail(job, kind, retryable=retryable)
+            # Numbers and fixed names only: an exception message could quote conversation text.
+            log.warning("job %d (%s) failed with %s; now %s", job.id, job.kind, kind, status)
+            return job
+        self.queue.complete(job)
+        return job
+
+    def run_once(self, limit: int = 1000) -> int:
+        """Run jobs until none is due (or ``limit`` ran). Returns how many ran."""
+        ran = 0
+        while ran < limit and self.run_one() is not None:
+            ran += 1
+        return ran
+
+    # -- background thread -----------------------------------------------------------------------
+    def start(self) -> threading.Thread:
+        if self._thread and self._thread.is_alive():
+            return self._thread
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="hearth-worker", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run_forever(self) -> None:
+        """Run in the calling thread until ``stop()`` (or Ctrl-C in the CLI)."""
+        self._stop.clear()
+        self._loop()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ran = self.run_once(limit=50)
+                if time.monotonic() - self._last_prune > self.prune_every_seconds:
+                    self._last_prune = time.monotonic()
+                    self.queue.prune()
+            except (HearthError, sqlite3.Error) as exc:
+                # The database was busy or closed under us; wait and try again rather than die.
+                log.warning("worker loop error: %s", type(exc).__name__)
+                ran = 0
+            if not ran:
+                self._stop.wait(self.poll_seconds)
+
+
+# -- per-user settings of the memory layers ------------------------------------------------------
+# key -> (default, type, minimum, maximum). Cadences count chat messages (user and assistant).
+SETTINGS: dict[str, tuple[Any, type, int, int]] = {
+    "summary.every": (30, int, 2, 10_000),
+    "live_context.every": (6, int, 1, 10_000),
+    "live_context.stale_minutes": (60, int, 0, 1_000_000),
+    "review.every": (20, int, 1, 10_000),
+    "fragments.max": (6, int, 0, 100),
+    "fragments.budget_chars": (3_000, int, 0, 100_000),
+    "auto_approve.status_change": (False, bool, 0, 1),
+    "auto_approve.fragment": (False, bool, 0, 1),
+    "auto_approve.memory": (False, bool, 0, 1),
+}
+
+
+class LayerSettings:
+    """Owner settings of the memory layers, stored per user; auto-approve is off by default (G4)."""
+
+    def __init__(self, store: Store, user_id: int):
+        self.store = store
+        self.user_id = user_id
+
+    def get(self, key: str) -> Any:
+        if key not in SETTINGS:
+            raise InvalidInput(f"unknown layer setting {key!r}")
+        row = self.store.connection().execute(
+            "SELECT value FROM layer_settings WHERE user_id = ? AND key = ?", (self.user_id, key)).fetchone()
+        return json.loads(row[0]) if row else SETTINGS[key][0]
+
+    def all(self) -> dict[str, Any]:
+        stored = dict(self.store.connection().execute(
+            "SELECT key, value FROM layer_settings WHERE user_id = ?", (self.user_id,)).fetchall())
+        return {k: json.loads(stored[k]) if k in stored else spec[0] for k, spec in SETTINGS.items()}
+
+    def set(self, key: str, value: Any) -> Any:
+        value = self.coerce(key, value)
+        with self.store.write() as conn:
+            conn.execute(
+                "INSERT INTO layer_settings (user_id, key, value) VALUES (?, ?, ?)"
+                " ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value",
+                (self.user_id, key, json.dumps(value)),
+            )
+        return value
+
+    @staticmethod
+    def coerce(key: str, value: Any) -> Any:
+        if key not in SETTINGS:
+            raise InvalidInput(f"unknown layer setting {key!r}; known: {', '.join(SETTINGS)}")
+        _default, kind, low, high = SETTINGS[key]
+        if kind is bool:
+            if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                return value.strip().lower() in ("1", "true", "yes", "on")
+            if not isinstance(value, bool):
+                raise InvalidInput(f"{key} must be true or false")
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise InvalidInput(f"{key} must be a whole number from {low} to {high}")
+        return value
+
+
+# -- cursors: how far a background layer has read a conversation ------------------------------------
+def cursor(conn: sqlite3.Connection, conversation_id: int, layer: str) -> int:
+    row = conn.execute("SELECT message_id FROM layer_cursors WHERE conversation_id = ? AND layer = ?",
+                       (conversation_id, layer)).fetchone()
+    return row[0] if row else 0
+
+
+def set_cursor(conn: sqlite3.Connection, user_id: int, conversation_id: int, layer: str, message_id: int) -> None:
+    from .store import utcnow
+
+    conn.execute(
+        "INSERT INTO layer_cursors (conversation_id, layer, user_id, message_id, updated_at) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (conversation_id, layer) DO UPDATE SET message_id = max(message_id, excluded.message_id),"
+        " updated_at = excluded.updated_at",
+        (conversation_id, layer, user_id, message_id, utcnow()),
+    )
+
+
+def chat_messages_after(conn: sqlite3.Connection, conversation_id: int, after_id: int) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
+        " AND role IN ('user', 'assistant')", (conversation_id, after_id),
+    ).fetchone()[0]
+
+
+# -- wiring into a scope ----------------------------------------------------------------------------
+class MemoryLayers:
+    """The thread-local and durable memory layers of one user's scope (``scope.layers``).
+
+    Registers the dynamic-context layers (household, live context, rolling summary, fragments)
+    and the after-reply hook that marks used nudges and enqueues the background work that is due.
+    """
+
+    def __init__(self, scope: "Scope"):
+        from . import review
+        from .layers import fragments, household, live_context, summary
+
+        self.scope = scope
+        store, user_id = scope.store, scope.user_id
+        self.settings = LayerSettings(store, user_id)
+        self.jobs = JobQueue(store)
+        self.household = household.Household(store, user_id, scope.conversations)
+        self.live_context = live_context.LiveContext(store, user_id, scope.conversations)
+        self.summaries = summary.Summaries(store, user_id, scope.conversations)
+        self.fragments = fragments.Fragments(store, user_id)
+        self.review = review.ReviewQueue(scope)
+        for layer in (household.HouseholdLayer(), live_context.LiveContextLayer(), summary.SummaryLayer(),
+                      fragments.FragmentLayer(store)):
+            scope.dynamic.register(layer)
+        scope.after_reply.append(self.after_reply)
+
+    def after_reply(self, conn: sqlite3.Connection, conversation: "Conversation", user_message: "Message",
+                    assistant_message: "Message") -> None:
+        """Inside the reply's transaction: mark used nudges, then queue what is due. No model calls."""
+        self.live_context.mark_used(conn, conversation.id, assistant_message)
+        schedule_due(conn, self.scope.user_id, conversation.id, self.settings)
+
+    def job_counts(self) -> dict[str, int]:
+        return self.jobs.counts(self.scope.user_id)
+
+
+def schedule_due(conn: sqlite3.Connection, user_id: int, conversation_id: int, settings: LayerSettings) -> list[str]:
+    """Queue the background work a conversation is due for; returns the kinds queued."""
+    from . import review
+    from .layers import household, live_context, summary
+
+    queued = []
+    payload = {"conversation_id": conversation_id}
+    key = f"conversation:{conversation_id}"
+    if summary.is_due(conn, conversation_id, settings.get("summary.every")):
+        enqueue(conn, user_id, summary.JOB_KIND, payload, dedupe_key=key)
+        queued.append(summary.JOB_KIND)
+    if live_context.is_due(conn, conversation_id, settings.get("live_context.every")):
+        enqueue(conn, user_id, live_context.JOB_KIND, payload, dedupe_key=key)
+        queued.append(live_context.JOB_KIND)
+    if household.has_fields(conn, user_id):
+        enqueue(conn, user_id, household.JOB_KIND, payload, dedupe_key=key)
+        queued.append(household.JOB_KIND)
+    if chat_messages_after(conn, conversation_id, cursor(conn, conversation_id, review.JOB_KIND)) >= \
+            settings.get("review.every"):
+        enqueue(conn, user_id, review.JOB_KIND, payload, dedupe_key=key)
+        queued.append(review.JOB_KIND)
+    return queued

@@ -1,0 +1,254 @@
+"""Memory fragments (F1, F2): small durable anchors brought in when the latest message names them.
+
+A fragment has a category, trigger words or phrases, a definition, optional secondary filters
+(``all_of``, ``any_of``, ``none_of``), a priority and an enabled flag. Matching uses the compiled
+``triggers.TriggerIndex`` (word boundaries, case-insensitive, phrases, simple plurals). The index
+is built once per library change: every edit bumps a per-user library version in the same
+transaction, and the compiled index is cached per store and user under that version, so edits
+are live and an unchanged library is never recompiled.
+
+The layer renders the matched fragments, trimmed to a per-message budget, as stable profile
+context to be used before episodic recall (fifth in SPEC D2).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .. import ledger
+from ..errors import InvalidInput, NotFound, TooLarge
+from ..prompt.dynamic import Block, Turn
+from ..store import Store, utcnow
+from ..triggers import Match, TriggerIndex, normalise_trigger
+
+MAX_TRIGGERS = 50
+MAX_FILTER_TERMS = 50
+MAX_DEFINITION = 4_000
+MAX_CATEGORY = 60
+MAX_FRAGMENTS = 20_000
+
+LABEL = "MEMORY FRAGMENTS"
+TRUST = ("Stable profile context written or approved by the person, brought in because the latest message "
+         "mentions it. Treat it as reliable background and use it before episodic recall, unless the person "
+         "explicitly asks about a past conversation.")
+
+
+@dataclass(frozen=True)
+class Fragment:
+    id: int
+    category: str
+    triggers: tuple[str, ...]
+    definition: str
+    all_of: tuple[str, ...] = ()
+    any_of: tuple[str, ...] = ()
+    none_of: tuple[str, ...] = ()
+    priority: int = 0
+    enabled: bool = True
+    created_at: str = ""
+    updated_at: str = ""
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Fragment":
+        return cls(row["id"], row["category"], tuple(json.loads(row["triggers"])), row["definition"],
+                   tuple(json.loads(row["all_of"])), tuple(json.loads(row["any_of"])),
+                   tuple(json.loads(row["none_of"])), row["priority"], bool(row["enabled"]),
+                   row["created_at"], row["updated_at"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+def _terms(items: Sequence[str] | None, what: str, *, required: bool = False, limit: int = MAX_FILTER_TERMS) -> tuple[str, ...]:
+    if items is None:
+        items = ()
+    if isinstance(items, str) or not isinstance(items, (list, tuple)):
+        raise InvalidInput(f"{what} must be a list of words or phrases")
+    out: list[str] = []
+    seen: set[tuple[str, ...]] = set()
+    for item in items:
+        words = normalise_trigger(item)  # raises InvalidInput with the reason
+        if words not in seen:
+            seen.add(words)
+            out.append(" ".join(item.split()))
+    if required and not out:
+        raise InvalidInput(f"a fragment needs at least one of its {what}")
+    if len(out) > limit:
+        raise TooLarge(f"at most {limit} {what}")
+    return tuple(out)
+
+
+def _definition(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("a fragment needs a definition")
+    text = text.strip()
+    if len(text) > MAX_DEFINITION:
+        raise TooLarge(f"a definition may be at most {MAX_DEFINITION} characters")
+    return text
+
+
+def _category(text: Any) -> str:
+    if not isinstance(text, str):
+        raise InvalidInput("category must be text")
+    text = " ".join(text.split())
+    if len(text) > MAX_CATEGORY:
+        raise TooLarge(f"a category may be at most {MAX_CATEGORY} characters")
+    return text
+
+
+def _priority(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not -1000 <= value <= 1000:
+        raise InvalidInput("priority must be a whole number from -1000 to 1000")
+    return value
+
+
+def bump_version(conn: sqlite3.Connection, user_id: int) -> int:
+    conn.execute("INSERT INTO fragment_library (user_id, version) VALUES (?, 1)"
+                 " ON CONFLICT (user_id) DO UPDATE SET version = version + 1", (user_id,))
+    return library_version(conn, user_id)
+
+
+def library_version(conn: sqlite3.Connection, user_id: int) -> int:
+    row = conn.execute("SELECT version FROM fragment_library WHERE user_id = ?", (user_id,)).fetchone()
+    return row[0] if row else 0
+
+
+# -- the compiled index cache: store -> user id -> (library version, index, fragments by id) -----------
+_cache: "weakref.WeakKeyDictionary[Store, dict[int, tuple[int, TriggerIndex, dict[int, Fragment]]]]" = \
+    weakref.WeakKeyDictionary()
+_cache_lock = threading.Lock()
+builds = {"count": 0}  # how many indexes were compiled (tests and diagnostics)
+
+
+def compiled(store: Store, conn: sqlite3.Connection, user_id: int) -> tuple[TriggerIndex, dict[int, Fragment]]:
+    """The compiled index of a user's enabled fragments, rebuilt only when the library changed."""
+    version = library_version(conn, user_id)
+    with _cache_lock:
+        hit = _cache.get(store, {}).get(user_id)
+    if hit is not None and hit[0] == version:
+        return hit[1], hit[2]
+    rows = conn.execute("SELECT * FROM fragments WHERE user_id = ? AND enabled = 1 ORDER BY id", (user_id,))
+    by_id = {f.id: f for f in map(Fragment.from_row, rows)}
+    index = TriggerIndex.build(by_id.values())
+    builds["count"] += 1
+    with _cache_lock:
+        _cache.setdefault(store, {})[user_id] = (version, index, by_id)
+    return index, by_id
+
+
+class Fragments:
+    def __init__(self, store: Store, user_id: int):
+        self.store = store
+        self.user_id = user_id
+
+    def get(self, fragment_id: int) -> Fragment:
+        row = self.store.connection().execute("SELECT * FROM fragments WHERE id = ? AND user_id = ?",
+                                              (fragment_id, self.user_id)).fetchone()
+        if row is None:
+            raise NotFound(f"no fragment {fragment_id}")
+        return Fragment.from_row(row)
+
+    def list(self, *, category: str | None = None, enabled_only: bool = False) -> list[Fragment]:
+        sql, args = "SELECT * FROM fragments WHERE user_id = ?", [self.user_id]
+        if category is not None:
+            sql += " AND category = ?"
+            args.append(category)
+        if enabled_only:
+            sql += " AND enabled = 1"
+        return [Fragment.from_row(r) for r in self.store.connection().execute(sql + " ORDER BY id", args)]
+
+    def version(self) -> int:
+        return library_version(self.store.connection(), self.user_id)
+
+    def add(self, triggers: Sequence[str], definition: str, category: str = "", *, all_of: Sequence[str] = (),
+            any_of: Sequence[str] = (), none_of: Sequence[str] = (), priority: int = 0,
+            enabled: bool = True) -> Fragment:
+        values = (_category(category), json.dumps(_terms(triggers, "triggers", required=True, limit=MAX_TRIGGERS)),
+                  _definition(definition), json.dumps(_terms(all_of, "all_of")), json.dumps(_terms(any_of, "any_of")),
+                  json.dumps(_terms(none_of, "none_of")), _priority(priority), int(bool(enabled)))
+        now = utcnow()
+        with self.store.write() as conn:
+            count = conn.execute("SELECT count(*) FROM fragments WHERE user_id = ?", (self.user_id,)).fetchone()[0]
+            if count >= MAX_FRAGMENTS:
+                raise TooLarge(f"at most {MAX_FRAGMENTS} fragments")
+            cur = conn.execute(
+                "INSERT INTO fragments (user_id, category, triggers, definition, all_of, any_of, none_of, priority,"
+                " enabled, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (self.user_id, *values, now, now))
+            bump_version(conn, self.user_id)
+            ledger.append(conn, user_id=self.user_id, kind="fragment.added", payload={"fragment_id": cur.lastrowid})
+            return self.get(cur.lastrowid)
+
+    def edit(self, fragment_id: int, *, triggers: Sequence[str] | None = None, definition: str | None = None,
+             category: str | None = None, all_of: Sequence[str] | None = None, any_of: Sequence[str] | None = None,
+             none_of: Sequence[str] | None = None, priority: int | None = None,
+             enabled: bool | None = None) -> Fragment:
+        changes: dict[str, Any] = {}
+        if triggers is not None:
+            changes["triggers"] = json.dumps(_terms(triggers, "triggers", required=True, limit=MAX_TRIGGERS))
+        if definition is not None:
+            changes["definition"] = _definition(definition)
+        if category is not None:
+            changes["category"] = _category(category)
+        for name, value in (("all_of", all_of), ("any_of", any_of), ("none_of", none_of)):
+            if value is not None:
+                changes[name] = json.dumps(_terms(value, name))
+        if priority is not None:
+            changes["priority"] = _priority(priority)
+        if enabled is not None:
+            changes["enabled"] = int(bool(enabled))
+        with self.store.write() as conn:
+            self.get(fragment_id)
+            if changes:
+                sets = ", ".join(f"{k} = ?" for k in changes)
+                conn.execute(f"UPDATE fragments SET {sets}, updated_at = ? WHERE id = ? AND user_id = ?",
+                             (*changes.values(), utcnow(), fragment_id, self.user_id))
+                bump_version(conn, self.user_id)
+                ledger.append(conn, user_id=self.user_id, kind="fragment.edited",
+                              payload={"fragment_id": fragment_id, "fields": sorted(changes)})
+            return self.get(fragment_id)
+
+    def remove(self, fragment_id: int) -> None:
+        with self.store.write() as conn:
+            self.get(fragment_id)
+            conn.execute("DELETE FROM fragments WHERE id = ? AND user_id = ?", (fragment_id, self.user_id))
+            bump_version(conn, self.user_id)
+            ledger.append(conn, user_id=self.user_id, kind="fragment.removed", payload={"fragment_id": fragment_id})
+
+    def match(self, text: str, *, budget_chars: int | None = None,
+              max_fragments: int | None = None) -> list[tuple[Fragment, Match]]:
+        """The fragments ``text`` triggers, in message order, trimmed to the budget."""
+        with self.store.read() as conn:
+            index, by_id = compiled(self.store, conn, self.user_id)
+        return [(by_id[m.fragment_id], m) for m in index.match(text, budget_chars, max_fragments)]
+
+
+class FragmentLayer:
+    name = "fragments"
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def blocks(self, turn: Turn) -> list[Block]:
+        from ..jobs import LayerSettings
+
+        index, by_id = compiled(self.store, turn.conn, turn.user_id)
+        if not len(index):
+            return []
+        settings = LayerSettings(self.store, turn.user_id)
+        matches = index.match(turn.text, settings.get("fragments.budget_chars"), settings.get("fragments.max"))
+        if not matches:
+            return []
+        lines = []
+        for match in matches:
+            fragment = by_id[match.fragment_id]
+            head = f"[{fragment.category}] " if fragment.category else ""
+            lines.append(f"{head}{match.trigger}: {fragment.definition}")
+        return [Block(layer=self.name, label=LABEL, trust=TRUST, text="\n".join(lines),
+                      source_ids=tuple(m.fragment_id for m in matches),
+                      numbers={"fragments": len(matches), "library": len(index),
+                               "chars": sum(m.definition_chars for m in matches)})]

@@ -1,0 +1,289 @@
+"""The review queue (F3, G4): suggestions about the person wait here until a human decides.
+
+Proposals come from background helpers: household status changes (HS2), fragment additions and
+updates (the review job, "DreamWeave" in the seeds), and later extracted memories. Each carries its
+kind, the proposed change, a reason, and where it helps the person's own quoted words (evidence,
+shown in the queue and never logged). Approving applies the change, optionally with edits, in the
+same transaction; dismissing remembers the proposal's content hash so the same suggestion is not
+offered again unchanged. Nothing is applied automatically unless the owner turned on auto-approve
+for that kind (``auto_approve.status_change``, ``auto_approve.fragment``, ``auto_approve.memory``;
+all off by default).
+
+The review job reads the recent conversation, the rolling summary, the live context and the
+fragment list, and asks the helper for fragment suggestions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import ledger
+from .errors import Conflict, InvalidInput, NotFound
+from .helpers.base import ReviewInput, TurnText, one_line
+from .jobs import cursor, enqueue, set_cursor
+from .store import utcnow
+
+if TYPE_CHECKING:
+    from .engine import Scope
+    from .helpers.base import Helper
+
+JOB_KIND = "review.run"
+KINDS = ("fragment_add", "fragment_update", "status_change", "memory_add")
+AUTO_SETTING = {"fragment_add": "auto_approve.fragment", "fragment_update": "auto_approve.fragment",
+                "status_change": "auto_approve.status_change", "memory_add": "auto_approve.memory"}
+# Fields an approval may edit, per kind.
+EDITABLE = {
+    "fragment_add": ("category", "triggers", "definition", "all_of", "any_of", "none_of", "priority"),
+    "fragment_update": ("category", "triggers", "definition", "all_of", "any_of", "none_of", "priority"),
+    "status_change": ("to",),
+    "memory_add": ("text", "category", "importance"),
+}
+REVIEW_MESSAGES = 40
+MAX_REASON = 500
+MAX_EVIDENCE = 1_000
+
+
+@dataclass(frozen=True)
+class Proposal:
+    id: int
+    kind: str
+    conversation_id: int | None
+    payload: dict[str, Any]
+    reason: str
+    evidence: str
+    source: str
+    status: str
+    decided_by: str | None
+    result_id: int | None
+    created_at: str
+    decided_at: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Proposal":
+        return cls(row["id"], row["kind"], row["conversation_id"], json.loads(row["payload"]), row["reason"],
+                   row["evidence"], row["source"], row["status"], row["decided_by"], row["result_id"],
+                   row["created_at"], row["decided_at"])
+
+    @property
+    def label(self) -> str:
+        """One line for lists: what would change, offline suggestions labelled (G3)."""
+        p = self.payload
+        if self.kind == "status_change":
+            text = f"{p['field']}: {p.get('from') or '(unset)'} -> {p['to']}"
+        elif self.kind in ("fragment_add", "fragment_update"):
+            verb = "add" if self.kind == "fragment_add" else f"update #{p.get('fragment_id')}"
+            text = f"fragment {verb} [{p.get('category', '')}] {', '.join(p.get('triggers', []))}: {p.get('definition', '')}"
+        else:
+            text = f"memory: {p.get('text', '')}"
+        return f"(offline suggestion) {text}" if self.source == "offline" else text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "label": self.label}
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, str):
+        return one_line(value).casefold()
+    if isinstance(value, (list, tuple)):
+        return sorted(_norm(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _norm(v) for k, v in sorted(value.items())}
+    return value
+
+
+def content_hash(kind: str, payload: dict[str, Any]) -> str:
+    """Identity of a suggestion's content: case, spacing and trigger order do not make it new."""
+    canonical = json.dumps({"kind": kind, "payload": _norm(payload)}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _check_payload(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    if kind not in KINDS:
+        raise InvalidInput(f"unknown proposal kind {kind!r}")
+    if not isinstance(payload, dict):
+        raise InvalidInput("a proposal payload must be an object")
+    required = {"status_change": ("field_id", "field", "to"), "fragment_add": ("triggers", "definition"),
+                "fragment_update": ("fragment_id", "definition", "triggers"), "memory_add": ("text",)}[kind]
+    missing = [k for k in required if payload.get(k) in (None, "", [])]
+    if missing:
+        raise InvalidInput(f"a {kind} proposal needs {', '.join(missing)}")
+    return payload
+
+
+class ReviewQueue:
+    def __init__(self, scope: "Scope"):
+        self.scope = scope
+        self.store = scope.store
+        self.user_id = scope.user_id
+
+    # -- reading ---------------------------------------------------------------------------------
+    def get(self, proposal_id: int) -> Proposal:
+        row = self.store.connection().execute("SELECT * FROM proposals WHERE id = ? AND user_id = ?",
+                                              (proposal_id, self.user_id)).fetchone()
+        if row is None:
+            raise NotFound(f"no proposal {proposal_id}")
+        return Proposal.from_row(row)
+
+    def list(self, status: str | None = "pending", kind: str | None = None, limit: int = 200) -> list[Proposal]:
+        sql, args = "SELECT * FROM proposals WHERE user_id = ?", [self.user_id]
+        if status is not None:
+            if status not in ("pending", "approved", "dismissed"):
+                raise InvalidInput("status must be pending, approved or dismissed")
+            sql += " AND status = ?"
+            args.append(status)
+        if kind is not None:
+            if kind not in KINDS:
+                raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
+            sql += " AND kind = ?"
+            args.append(kind)
+        sql += " ORDER BY id DESC LIMIT ?"
+        args.append(max(1, min(limit, 1000)))
+        return [Proposal.from_row(r) for r in self.store.connection().execute(sql, args)]
+
+    def counts(self) -> dict[str, int]:
+        found = dict(self.store.connection().execute(
+            "SELECT status, count(*) FROM proposals WHERE user_id = ? GROUP BY status", (self.user_id,)).fetchall())
+        return {s: found.get(s, 0) for s in ("pending", "approved", "dismissed")}
+
+    # -- proposing -------------------------------------------------------------------------------
+    def propose(self, kind: str, payload: dict[str, Any], reason: str, *, evidence: str = "",
+                source: str = "offline", conversation_id: int | None = None) -> Proposal | None:
+        """Queue a suggestion. Returns None when the same content is already pending or was
+        dismissed before. With auto-approve on for its kind, it is applied at once."""
+        payload = _check_payload(kind, dict(payload))
+        if source not in ("offline", "model"):
+            raise InvalidInput("source must be offline or model")
+        reason = one_line(reason)[:MAX_REASON] or "No reason given."
+        digest = content_hash(kind, payload)
+        with self.store.write() as conn:
+            if conn.execute("SELECT 1 FROM proposals WHERE user_id = ? AND content_hash = ?"
+                            " AND status IN ('pending', 'dismissed') LIMIT 1", (self.user_id, digest)).fetchone():
+                return None
+            cur = conn.execute(
+                "INSERT INTO proposals (user_id, kind, conversation_id, payload, reason, evidence, source,"
+                " content_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (self.user_id, kind, conversation_id, json.dumps(payload, ensure_ascii=False), reason,
+                 (evidence or "")[:MAX_EVIDENCE], source, digest, utcnow()))
+            ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="review.proposed",
+                          channel="inner", payload={"proposal_id": cur.lastrowid, "kind": kind, "source": source})
+            if self.scope.layers.settings.get(AUTO_SETTING[kind]):
+                # A suggestion that cannot be applied as it stands stays pending for the owner.
+                conn.execute("SAVEPOINT auto_approve")
+                try:
+                    decided = self._decide(conn, cur.lastrowid, "auto", None)
+                except (InvalidInput, Conflict, NotFound):
+                    conn.execute("ROLLBACK TO auto_approve")
+                    decided = None
+                conn.execute("RELEASE auto_approve")
+                if decided is not None:
+                    return decided
+            return self.get(cur.lastrowid)
+
+    # -- deciding --------------------------------------------------------------------------------
+    def approve(self, proposal_id: int, edits: dict[str, Any] | None = None) -> Proposal:
+        """Apply a pending proposal, optionally edited first, in one transaction."""
+        with self.store.write() as conn:
+            return self._decide(conn, proposal_id, "owner", edits or {})
+
+    def dismiss(self, proposal_id: int) -> Proposal:
+        with self.store.write() as conn:
+            proposal = self._pending(proposal_id)
+            conn.execute("UPDATE proposals SET status = 'dismissed', decided_by = 'owner', decided_at = ?"
+                         " WHERE id = ?", (utcnow(), proposal.id))
+            ledger.append(conn, user_id=self.user_id, conversation_id=proposal.conversation_id,
+                          kind="review.dismissed", payload={"proposal_id": proposal.id, "kind": proposal.kind})
+            return self.get(proposal.id)
+
+    def _pending(self, proposal_id: int) -> Proposal:
+        proposal = self.get(proposal_id)
+        if proposal.status != "pending":
+            raise Conflict(f"proposal {proposal_id} is already {proposal.status}")
+        return proposal
+
+    def _decide(self, conn: sqlite3.Connection, proposal_id: int, by: str, edits: dict[str, Any] | None) -> Proposal:
+        proposal = self._pending(proposal_id)
+        edits = edits or {}
+        unknown = set(edits) - set(EDITABLE[proposal.kind])
+        if unknown:
+            raise InvalidInput(f"a {proposal.kind} proposal cannot edit {', '.join(sorted(unknown))}")
+        payload = {**proposal.payload, **edits}
+        result_id = self._apply(proposal, payload, by)
+        conn.execute("UPDATE proposals SET status = 'approved', decided_by = ?, decided_at = ?, result_id = ?,"
+                     " payload = ? WHERE id = ?",
+                     (by, utcnow(), result_id, json.dumps(payload, ensure_ascii=False), proposal.id))
+        ledger.append(conn, user_id=self.user_id, conversation_id=proposal.conversation_id, kind="review.approved",
+                      payload={"proposal_id": proposal.id, "kind": proposal.kind, "by": by, "edited": bool(edits)})
+        return self.get(proposal.id)
+
+    def _apply(self, proposal: Proposal, payload: dict[str, Any], by: str) -> int:
+        layers = self.scope.layers
+        fragment_fields = {k: payload[k] for k in ("all_of", "any_of", "none_of", "priority") if k in payload}
+        if proposal.kind == "status_change":
+            source = "auto" if by == "auto" else "approved"
+            return layers.household.set(int(payload["field_id"]), payload["to"], source=source,
+                                        proposal_id=proposal.id).id
+        if proposal.kind == "fragment_add":
+            return layers.fragments.add(payload["triggers"], payload["definition"], payload.get("category", ""),
+                                        **fragment_fields).id
+        if proposal.kind == "fragment_update":
+            try:
+                return layers.fragments.edit(int(payload["fragment_id"]), triggers=payload["triggers"],
+                                             definition=payload["definition"], category=payload.get("category"),
+                                             **fragment_fields).id
+            except NotFound:
+                raise Conflict("the fragment this proposal updates no longer exists; dismiss it") from None
+        memory = self.scope.memories.add(payload["text"], payload.get("category", ""),
+                                         int(payload.get("importance", 0)))
+        return memory.id
+
+    # -- running the review ----------------------------------------------------------------------
+    def request(self, conversation_id: int) -> int:
+        """Queue a review of a conversation now (the worker runs it)."""
+        with self.store.write() as conn:
+            self.scope.conversations.get(conversation_id)
+            return enqueue(conn, self.user_id, JOB_KIND, {"conversation_id": conversation_id, "full": True},
+                           dedupe_key=f"conversation:{conversation_id}")
+
+    def run(self, conversation_id: int, helper: "Helper", *, full: bool = False) -> list[Proposal]:
+        """Read the recent conversation and context, ask the helper, queue its suggestions."""
+        layers = self.scope.layers
+        self.scope.conversations.get(conversation_id)
+        with self.store.read() as conn:
+            since = 0 if full else cursor(conn, conversation_id, JOB_KIND)
+            rows = conn.execute(
+                "SELECT id, role, content FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
+                " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?",
+                (conversation_id, since, REVIEW_MESSAGES)).fetchall()
+        if not rows:
+            return []
+        turns = [TurnText(r["role"], r["content"], r["id"]) for r in reversed(rows)]
+        summary = layers.summaries.current(conversation_id)
+        live = layers.live_context.get(conversation_id)
+        material = ReviewInput(
+            messages=turns, summary=summary.text if summary else "",
+            live_context={k: getattr(live, k) for k in ("mood", "events", "needs", "summary")} if live else {},
+            fragments=[f.to_dict() for f in layers.fragments.list()])
+        suggestions = helper.propose_fragments(material)  # outside any transaction
+        made: list[Proposal] = []
+        with self.store.write() as conn:
+            for s in suggestions:
+                payload: dict[str, Any] = {"category": s.category, "triggers": list(s.triggers), "definition": s.definition}
+                if s.action == "update":
+                    payload["fragment_id"] = s.fragment_id
+                proposal = self.propose("fragment_update" if s.action == "update" else "fragment_add", payload,
+                                        s.reason, evidence=s.evidence, source=s.source, conversation_id=conversation_id)
+                if proposal is not None:
+                    made.append(proposal)
+            set_cursor(conn, self.user_id, conversation_id, JOB_KIND, turns[-1].message_id)
+        return made
+
+
+def review_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+    conversation_id = payload.get("conversation_id")
+    if not isinstance(conversation_id, int):
+        raise InvalidInput("review job needs a conversation id")
+    scope.layers.review.run(conversation_id, helper, full=bool(payload.get("full")))
