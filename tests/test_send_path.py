@@ -85,7 +85,7 @@ def test_p3_sections_follow_spec_order_and_absent_sections_have_no_heading(me, p
     prompt = me.stored_prompt(conversation.id)
     headings = [line[3:] for line in prompt.splitlines() if line.startswith("## ")]
     expected = [title for key, title in SECTIONS if key != "continuity"]
-    assert headings == [h for h in expected if h != "Library access"]
+    assert headings == expected
     assert "- [habits] Drinks tea (importance 4)" in prompt
 
     me.memories.delete(me.memories.list()[0].id)
@@ -195,7 +195,8 @@ def test_t1_r1_full_history_travels_until_the_budget_requires_trimming(tmp_path,
 def test_r1_tool_definitions_are_offered(me, persona, provider):
     conversation = me.conversations.create(persona.id)
     me.send(conversation.id, "hi")
-    assert [t.name for t in provider.requests[-1].tools] == ["search_past_conversations"]
+    names = [t.name for t in provider.requests[-1].tools]
+    assert "search_past_conversations" in names and len(names) == len(set(names))
 
 
 def test_r2_size_report_is_derived_from_the_strings_sent(me, persona, provider):
@@ -209,7 +210,7 @@ def test_r2_size_report_is_derived_from_the_strings_sent(me, persona, provider):
     assert size["dynamic_context_tokens"] == -(-len(context) // 4)
     assert size["history_tokens"] == 0 and size["handoff_tokens"] == 0
     assert size["handoff_already_included"] is False
-    assert size["tools_count"] == 1 and size["tools_tokens"] > 0
+    assert size["tools_count"] == len(request.tools) and size["tools_tokens"] > 0
     assert size["remaining_tokens"] == size["input_limit_tokens"] - size["total_tokens"]
     assert size["estimate_method"] == "chars/4"
     assert set(size["dynamic_blocks"]) == {"characters"}
