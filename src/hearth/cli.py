@@ -1036,3 +1036,21 @@ def reindex_cmd(obj: Context, all_users: bool) -> None:
     INDEXES.clear()
     console.print(f"Embedded {report.messages} message(s) and {report.chunks} archive chunk(s); "
                   f"{report.remaining} left.", markup=False)
+
+
+# -- export (S5) ---------------------------------------------------------------------------------
+@cli.command("export")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="File to write (default: stdout).")
+@pass_ctx
+def export_(obj: Context, output: str | None) -> None:
+    """Write all of the acting user's data as one JSON document."""
+    from .export import export_user
+
+    scope = obj.scope()
+    text = json.dumps(export_user(obj.hearth.store, scope.user_id), ensure_ascii=False)
+    if output:
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        err_console.print(f"Exported to {output}.", markup=False)
+    else:
+        click.echo(text)
