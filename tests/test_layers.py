@@ -648,7 +648,7 @@ def test_hs1_hs2_lc1_f1_f3_http_routes(me, persona, hearth, worker):
     assert client.get("/api/conversations/999/summary").status_code == 404
 
     assert client.patch("/api/layers/settings", json={"summary.every": 10}).json()["summary.every"] == 10
-    assert client.patch("/api/layers/settings", json={"nope": 1}).status_code == 400
+    assert client.patch("/api/layers/settings", json={"nope": 1}).status_code == 422
     counts = client.get("/api/jobs/counts").json()
     assert set(counts) == {"pending", "running", "done", "dead"} and counts["done"] >= 1
     queued = client.post("/api/review/run", json={"conversation_id": chat.id})

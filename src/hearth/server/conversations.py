@@ -98,6 +98,7 @@ class RequestSizeOut(BaseModel):
 
 class EventOut(BaseModel):
     id: int
+    conversation_id: int | None = None
     kind: str
     channel: str
     created_at: str
@@ -246,8 +247,8 @@ def conversation_events(conversation_id: IdPath, scope: Scope = Depends(current_
 
 
 def _event(event: ledger.Event) -> dict:
-    return {"id": event.id, "kind": event.kind, "channel": event.channel, "created_at": event.created_at,
-            "payload": event.payload}
+    return {"id": event.id, "conversation_id": event.conversation_id, "kind": event.kind,
+            "channel": event.channel, "created_at": event.created_at, "payload": event.payload}
 
 
 events_router = APIRouter(prefix="/api/events", tags=["events"])

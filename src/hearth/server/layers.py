@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from ..engine import Scope
+from ..jobs import SETTINGS, LayerSettings
 from ..layers.fragments import MAX_CATEGORY, MAX_DEFINITION
 from ..layers.household import MAX_NAME, MAX_VALUE
 from .auth import current_scope
@@ -356,14 +357,23 @@ def get_layer_settings(scope: Scope = Depends(current_scope)) -> dict:
     return scope.layers.settings.all()
 
 
-@router.patch("/api/layers/settings", response_model=dict[str, Any])
-def set_layer_settings(body: dict[str, int | bool], scope: Scope = Depends(current_scope)) -> dict:
-    """Change cadences, budgets or auto-approve per kind (``auto_approve.*``, off by default)."""
-    from ..jobs import LayerSettings
+# One optional field per known setting, named as the setting ("summary.every"), so the OpenAPI
+# document lists exactly what may be changed (U4).
+LayerSettingsIn = create_model(
+    "LayerSettingsIn",
+    __base__=RequestModel,
+    **{key.replace(".", "__"): (kind | None, Field(default=None, alias=key))
+       for key, (_default, kind, _low, _high) in SETTINGS.items()},
+)
 
-    for key, value in body.items():
+
+@router.patch("/api/layers/settings", response_model=dict[str, Any])
+def set_layer_settings(body: LayerSettingsIn, scope: Scope = Depends(current_scope)) -> dict:
+    """Change cadences, budgets or auto-approve per kind (``auto_approve.*``, off by default)."""
+    values = body.model_dump(by_alias=True, exclude_none=True)
+    for key, value in values.items():
         LayerSettings.coerce(key, value)  # check every key before saving any
-    for key, value in body.items():
+    for key, value in values.items():
         scope.layers.settings.set(key, value)
     return scope.layers.settings.all()
 
