@@ -300,3 +300,23 @@ def test_p7_a_legacy_prompt_met_on_a_send_is_rebuilt_before_the_model_sees_it(me
     me.send(conversation.id, "again")
     assert provider.requests[-1].messages[0].content != "OLD PROMPT"
     assert me.stored_prompt(conversation.id) != "OLD PROMPT"
+
+
+def test_p7_remaining_failures_are_visible_in_the_diagnostics_endpoint(hearth, me, persona):
+    from fastapi.testclient import TestClient
+
+    from hearth.server import create_app
+
+    conversation = me.conversations.create(persona.id)
+    me.send(conversation.id, "hi")
+    _age_prompts(me, [conversation.id])
+
+    def always_fails(conn, user_id, conversation_id):
+        raise sqlite3.OperationalError("simulated failure")
+
+    reconcile.reconcile(hearth, rebuild_one=always_fails, max_attempts=2)
+    with TestClient(create_app(hearth.settings, hearth), base_url="http://127.0.0.1:8765") as client:
+        body = client.get("/api/diagnostics").json()
+    assert body["prompt_reconciliation"] == {"completed": False, "remaining_failures": 1,
+                                             "policy_version": POLICY_VERSION}
+    assert set(body["jobs"]) == {"pending", "running", "done", "dead"}

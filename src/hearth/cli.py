@@ -130,6 +130,7 @@ def doctor(obj: Context) -> None:
         ("ledger", "ok" if report.ok else "; ".join(report.problems)),
         ("events / messages", f"{report.events} / {report.messages}"),
         ("jobs", "  ".join(f"{k} {v}" for k, v in JobQueue(hearth.store).counts().items())),
+        ("prompt reconciliation", _reconciliation_line(conn)),
     ]:
         table.add_row(key, value)
     console.print(table)
@@ -351,7 +352,9 @@ def chat(obj: Context, persona_name: str | None, conversation_id: int | None, me
     scope = obj.scope()
     if conversation_id is None:
         persona_id = scope.personas.by_name(persona_name).id if persona_name else None
-        conversation = scope.new_conversation(persona_id, channel="cli")
+        # A new conversation carries the last eligible thread's final eight when the persona
+        # uses automatic continuity (H6).
+        conversation = scope.new_chat(persona_id, channel="cli").conversation
     else:
         conversation = scope.conversations.get(conversation_id)
     current = scope.personas.get(conversation.persona_id)
