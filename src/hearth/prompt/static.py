@@ -43,6 +43,10 @@ DEFAULT_TEXT = {
         "asks about something from another thread. Nothing from other threads is shown to you "
         "automatically except what appears in labelled context blocks."
     ),
+    "library": (
+        "The person keeps a library of files for you. Use the read_library_file tool to list it or to "
+        "read a file when they point you to one; quote what you use and name the file."
+    ),
     "archive": (
         "You can search the person's deep archive of older conversations and documents with the "
         "search_archive tool. Cite what you find by its title and date."

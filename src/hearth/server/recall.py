@@ -1,0 +1,181 @@
+"""Recall routes: the owner's search (V2), the search log (A3), archive documents and imports (A5).
+
+Search answers every result with its per-signal score breakdown; include-shielded is off unless
+the request turns it on for that one search. Imports take the file as the raw request body (the
+body guard has already refused non-UTF-8 bodies); a parse error answers 400 and writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel
+
+from ..engine import Scope
+from ..importers import import_bytes
+from ..layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE, embedding_job_available, owner_search
+from ..retrieval import searchlog
+from ..retrieval.archive import Archive
+from ..retrieval.semantic import model_id, pending_count, shared_embedder
+from .auth import current_scope
+from .models import MAX_ID, IdPath, plain
+
+router = APIRouter(tags=["recall"])
+
+DateQuery = Annotated[str | None, Query(pattern=r"^\d{4}-\d{2}-\d{2}$", description="YYYY-MM-DD")]
+
+
+class ResultOut(BaseModel):
+    kind: str
+    id: int
+    source_id: int
+    title: str
+    date: str | None
+    text: str
+    scores: dict[str, Any]
+
+
+class SearchOut(BaseModel):
+    query: str
+    reliability: str
+    log_id: int | None
+    candidates: int
+    results: list[ResultOut]
+
+
+class LogEntryOut(BaseModel):
+    id: int
+    conversation_id: int | None
+    origin: str
+    query: str
+    variants: list[str]
+    filters: dict[str, Any]
+    results: list[dict[str, Any]]
+    candidate_count: int
+    result_count: int
+    reliability: str
+    duration_ms: int
+    created_at: str
+
+
+class DocumentOut(BaseModel):
+    id: int
+    collection: str
+    title: str
+    source: str
+    document_date: str | None
+    chunk_count: int
+    created_at: str
+
+
+class ImportOut(BaseModel):
+    format: str
+    documents_added: int
+    documents_skipped: int
+    chunks_added: int
+    chunks_skipped: int
+    document_ids: list[int]
+
+
+class ReindexOut(BaseModel):
+    pending_messages: int
+    pending_chunks: int
+    queued: bool
+
+
+@router.get("/api/search", response_model=SearchOut)
+def search_route(
+    q: Annotated[str, Query(min_length=1, max_length=1_000)],
+    include_shielded: bool = False,
+    archive: bool = True,
+    conversations: bool = True,
+    date_from: DateQuery = None,
+    date_to: DateQuery = None,
+    collection: Annotated[list[str] | None, Query(max_length=20)] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+    scope: Scope = Depends(current_scope),
+) -> dict:
+    """Search conversations and the archive; shielded conversations only when asked (V2)."""
+    outcome = owner_search(scope, q, include_shielded=include_shielded, archive=archive, messages=conversations,
+                           date_from=date_from, date_to=date_to, collections=tuple(collection or ()), limit=limit)
+    return {"query": outcome.query, "reliability": outcome.reliability, "log_id": outcome.log_id,
+            "candidates": outcome.candidates, "results": [r.log_record() for r in outcome.results]}
+
+
+@router.get("/api/search-log", response_model=list[LogEntryOut])
+def search_log_route(
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    before_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    origin: Annotated[str | None, Query(max_length=64)] = None,
+    scope: Scope = Depends(current_scope),
+) -> list[dict]:
+    """Newest first; page with ``before_id``."""
+    entries = searchlog.entries(scope.store.connection(), scope.user_id, limit=limit, before_id=before_id,
+                                origin=origin)
+    return [e.to_dict() for e in entries]
+
+
+@router.get("/api/search-log/{entry_id}", response_model=LogEntryOut)
+def search_log_entry_route(entry_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    return searchlog.entry(scope.store.connection(), scope.user_id, entry_id).to_dict()
+
+
+@router.get("/api/archive/documents", response_model=list[DocumentOut])
+def documents_route(collection: Annotated[str | None, Query(max_length=100)] = None,
+                    limit: Annotated[int, Query(ge=1, le=500)] = 200,
+                    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+                    scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [plain(d) for d in Archive(scope.store, scope.user_id).list(collection, limit, offset)]
+
+
+@router.get("/api/archive/documents/{document_id}/chunks")
+def chunks_route(document_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
+    return Archive(scope.store, scope.user_id).chunks(document_id)
+
+
+@router.delete("/api/archive/documents/{document_id}", status_code=204)
+def delete_document_route(document_id: IdPath, scope: Scope = Depends(current_scope)) -> None:
+    Archive(scope.store, scope.user_id).delete(document_id)
+
+
+@router.post("/api/archive/import", response_model=ImportOut, status_code=201)
+async def import_route(
+    request: Request,
+    format: Annotated[str, Query(pattern="^(auto|chatgpt|labelled)$")] = "auto",
+    collection: Annotated[str, Query(min_length=1, max_length=100)] = "imports",
+    name: Annotated[str, Query(min_length=1, max_length=300)] = "upload",
+    document_date: DateQuery = None,
+    scope: Scope = Depends(current_scope),
+) -> dict:
+    """The file is the request body: a ChatGPT ``conversations.json`` or a labelled text archive."""
+    data = await request.body()
+
+    def run() -> dict:
+        report = import_bytes(Archive(scope.store, scope.user_id), data, fmt=format, name=name,
+                              collection=collection, document_date=document_date,
+                              persona=scope.personas.default())
+        if report.documents_added:
+            _queue_embedding(scope)
+        return report.to_dict()
+
+    return await run_in_threadpool(run)
+
+
+@router.post("/api/archive/reindex", response_model=ReindexOut, status_code=202)
+def reindex_route(scope: Scope = Depends(current_scope)) -> dict:
+    """Queue background embedding of whatever has no vector yet (progress: the pending counts)."""
+    counts = pending_count(scope.store.connection(), model_id(shared_embedder(scope.hearth)), scope.user_id)
+    queued = bool(counts["messages"] or counts["chunks"]) and _queue_embedding(scope)
+    return {"pending_messages": counts["messages"], "pending_chunks": counts["chunks"], "queued": queued}
+
+
+def _queue_embedding(scope: Scope) -> bool:
+    from ..jobs import enqueue
+
+    if not embedding_job_available():
+        return False
+    with scope.store.write() as conn:
+        enqueue(conn, scope.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
+    return True

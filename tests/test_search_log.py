@@ -1,0 +1,105 @@
+"""Search log (A3, G5) and the owner's search (V2): every search leaves an inspectable row with
+query, variants, filters, per-signal scores, counts and a reliability judgement; CLI and API."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from hearth.cli import cli
+from hearth.layers.archive_recall import owner_search
+from hearth.retrieval import searchlog
+from hearth.retrieval.archive import Archive
+from hearth.server import create_app
+from hearth.server import recall as recall_routes
+
+
+@pytest.fixture
+def seeded(me, persona):
+    visible = me.conversations.create(persona.id, "Picnic")
+    me.conversations.add_message(visible.id, "user", "the picnic blanket with red squares")
+    shielded = me.conversations.create(persona.id, "Quiet")
+    me.conversations.add_message(shielded.id, "user", "the picnic we keep private")
+    me.set_shielded(shielded.id, True)
+    Archive(me.store, me.user_id).add_text("Summer letters", "AUMA said:\nA picnic by the river.\n",
+                                           document_date="2019-07-01")
+    return visible, shielded
+
+
+def test_v2_owner_search_includes_shielded_only_when_asked(me, seeded):
+    default = owner_search(me, "picnic", embed=False)
+    titles = {r.title for r in default.results}
+    assert titles == {"Picnic", "Summer letters"}
+    wider = owner_search(me, "picnic", include_shielded=True, embed=False)
+    assert {r.title for r in wider.results} == {"Picnic", "Summer letters", "Quiet"}
+    assert me.conversations.get(seeded[1].id).continuity_shielded  # the option releases nothing
+
+
+def test_a3_g5_each_search_is_logged_with_everything_needed_to_judge_it(me, seeded):
+    outcome = owner_search(me, "picnic blanket in July 2019", embed=False)
+    entry = searchlog.entry(me.store.connection(), me.user_id, outcome.log_id)
+    assert entry.origin == "owner" and entry.query == "picnic blanket in July 2019"
+    assert entry.variants and entry.variants[0].startswith("keywords:")
+    assert entry.filters["sources"] == ["messages", "chunks"] and entry.filters["date_hint"] == ["2019-07-01", "2019-07-31"]
+    assert entry.result_count == len(outcome.results) and entry.candidate_count >= entry.result_count
+    for r in entry.results:
+        assert {"kind", "id", "title", "date", "preview", "scores"} <= set(r)
+        assert "fused" in r["scores"] and "keyword_rank" in r["scores"]
+    assert entry.reliability in ("high", "medium", "low")
+
+
+def test_a3_reliability_reads_gaps_and_agreement():
+    assert searchlog.reliability([]) == "none"
+    assert searchlog.reliability([1.0, 0.2, 0.2], agreement=0.6) == "high"
+    assert searchlog.reliability([1.0, 0.95, 0.94, 0.93], agreement=0.0) == "low"
+    assert searchlog.reliability([1.0, 0.5, 0.5]) == "medium"
+
+
+def test_g2_a3_search_log_is_per_user(hearth, me, seeded):
+    owner_search(me, "picnic", embed=False)
+    other = hearth.scope(hearth.users.create("guest").id)
+    assert searchlog.entries(other.store.connection(), other.user_id) == []
+    with pytest.raises(Exception, match="no search log entry"):
+        searchlog.entry(other.store.connection(), other.user_id,
+                        searchlog.entries(me.store.connection(), me.user_id)[0].id)
+
+
+def test_a3_cli_search_and_search_log(hearth, me, seeded):
+    home = str(hearth.settings.home)
+    runner = CliRunner()
+    found = runner.invoke(cli, ["--home", home, "search", "picnic", "--no-archive", "--json"])
+    assert found.exit_code == 0, found.output
+    data = json.loads(found.output)
+    assert [r["title"] for r in data["results"]] == ["Picnic"]
+    shielded = runner.invoke(cli, ["--home", home, "search", "picnic", "--include-shielded", "--no-archive", "--json"])
+    assert {r["title"] for r in json.loads(shielded.output)["results"]} == {"Picnic", "Quiet"}
+    log = runner.invoke(cli, ["--home", home, "search-log", "--json"])
+    entries = json.loads(log.output)
+    assert entries[0]["filters"]["include_shielded"] is True and entries[1]["origin"] == "owner"
+    one = runner.invoke(cli, ["--home", home, "search-log", "--id", str(data["log_id"])])
+    assert json.loads(one.output)["id"] == data["log_id"]
+
+
+def test_a3_u3_api_search_search_log_and_import(hearth, me, seeded):
+    app = create_app(hearth.settings, hearth)
+    if not any(getattr(r, "path", "") == "/api/search" for r in app.routes):
+        app.include_router(recall_routes.router)  # until the app factory includes it
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        response = client.get("/api/search", params={"q": "picnic", "archive": "false"})
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert [r["title"] for r in body["results"]] == ["Picnic"] and "fused" in body["results"][0]["scores"]
+        log = client.get("/api/search-log").json()
+        assert log[0]["id"] == body["log_id"] and log[0]["query"] == "picnic"
+        assert client.get(f"/api/search-log/{body['log_id']}").json()["origin"] == "owner"
+        assert client.get("/api/search-log/999999").status_code == 404
+        assert client.get("/api/search", params={"q": "x", "date_from": "May 2020"}).status_code == 422
+        imported = client.post("/api/archive/import", params={"format": "labelled", "name": "notes.txt"},
+                               content="AUMA said:\nThe kite got stuck in the oak.\n".encode())
+        assert imported.status_code == 201 and imported.json()["documents_added"] == 1
+        broken = client.post("/api/archive/import", params={"format": "chatgpt"}, content=b'[{"mapping": ')
+        assert broken.status_code == 400
+        assert len(client.get("/api/archive/documents").json()) == 2
