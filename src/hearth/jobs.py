@@ -60,10 +60,11 @@ def register_handler(kind: str, handler: Handler) -> None:
 
 
 def default_handlers() -> dict[str, Handler]:
-    from .layers import household, live_context, summary
+    from .layers import archive_recall, household, live_context, summary
     from . import review
 
     return {
+        archive_recall.EMBED_JOB: archive_recall.embed_job,
         summary.JOB_KIND: summary.refresh_job,
         live_context.JOB_KIND: live_context.refresh_job,
         household.JOB_KIND: household.detect_job,

@@ -242,14 +242,6 @@ def embed_job(scope: Any, payload: dict[str, Any], helper: Any = None) -> None:
             enqueue(conn, scope.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
 
 
-def embedding_job_available() -> bool:
-    """True when the worker knows the embedding job; otherwise `hearth reindex` does the work
-    (a job of an unknown kind would only be moved out of the queue as dead)."""
-    from ..jobs import default_handlers
-
-    return EMBED_JOB in default_handlers()
-
-
 def install(scope: Any) -> None:
     """Register thread, keyword and archive recall (D2 order) and the deliberate tools in a scope."""
     from .keyword_recall import KeywordRecall
@@ -267,10 +259,9 @@ def install(scope: Any) -> None:
         scope.toolbox.tools[tool.spec.name] = tool
 
     def queue_embedding(conn, conversation, user_message, reply) -> None:
-        if embedding_job_available():
-            from ..jobs import enqueue
+        from ..jobs import enqueue
 
-            enqueue(conn, scope.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
+        enqueue(conn, scope.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
 
     scope.after_reply.append(queue_embedding)
 

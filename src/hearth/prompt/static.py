@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..personas import Persona
 
 # Raised whenever the rules that shape a stored prompt change; older prompts are rebuilt (P7).
-POLICY_VERSION = 1
+POLICY_VERSION = 2  # 2: library access section when the library tool is offered
 
 # (key, heading) in SPEC P3 order. Keys double as names in ``persona.sections`` overrides.
 SECTIONS: tuple[tuple[str, str], ...] = (

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from ..engine import Scope
 from ..importers import import_bytes
-from ..layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE, embedding_job_available, owner_search
+from ..layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE, owner_search
 from ..retrieval import searchlog
 from ..retrieval.archive import Archive
 from ..retrieval.semantic import model_id, pending_count, shared_embedder
@@ -174,8 +174,6 @@ def reindex_route(scope: Scope = Depends(current_scope)) -> dict:
 def _queue_embedding(scope: Scope) -> bool:
     from ..jobs import enqueue
 
-    if not embedding_job_available():
-        return False
     with scope.store.write() as conn:
         enqueue(conn, scope.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
     return True
