@@ -1,11 +1,19 @@
-"""Shared helpers for the benchmark scripts: timing statistics and a provider that marks the moment
-the send path hands the request over."""
+"""Shared helpers for the benchmark scripts: timing statistics, a provider that marks the moment the
+send path hands the request over, a deterministic synthetic-text maker with a Zipf vocabulary, a
+hashed stand-in embedder for bulk vectors, and small probes of the machine and of optional parts."""
 
 from __future__ import annotations
 
+import os
+import re
 import statistics
 import time
+import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from hearth.providers.base import StreamEvent, Usage
 
@@ -28,3 +36,187 @@ class StopwatchProvider:
         self.arrivals.append(time.perf_counter())
         yield StreamEvent("text", text="ok")
         yield StreamEvent("usage", usage=Usage(1, 1))
+
+
+# -- the machine ---------------------------------------------------------------------------------------
+def machine() -> str:
+    """``2 cores, <CPU model>`` as /proc/cpuinfo names it (empty model where it cannot be read)."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {model or 'unknown CPU'}"
+
+
+def rss_mib(pid: int | str = "self") -> dict[str, float]:
+    """Resident memory now (VmRSS) and at its peak (VmHWM) of a process, in MiB."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key = line.split(":", 1)[0]
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = round(int(line.split()[1]) / 1024, 1)
+    return out
+
+
+# -- optional parts: the embedder and the vector index arrive in their own time ----------------------
+def vectors_missing() -> str:
+    """Why stored vectors cannot be written or searched yet ("" once they can)."""
+    try:
+        from hearth.retrieval import semantic, vectors  # noqa: F401
+    except ImportError as exc:
+        return f"semantic retrieval not available yet: {exc}"
+    return ""
+
+
+def load_embedder(hearth: Any) -> tuple[Any | None, str]:
+    """The deployment's embedder, or (None, reason) while the semantic layer is not available."""
+    missing = vectors_missing()
+    if missing:
+        return None, missing
+    from hearth.retrieval import semantic
+    factory = getattr(semantic, "shared_embedder", None)
+    if factory is None:
+        try:
+            from hearth.retrieval import embedder as embedder_module
+        except ImportError:
+            return None, "no shared_embedder yet"
+        factory = getattr(embedder_module, "shared_embedder", None)
+        if factory is None:
+            return None, "no shared_embedder yet"
+    try:
+        return factory(hearth), ""
+    except (ImportError, OSError, RuntimeError, ValueError) as exc:
+        return None, f"embedder could not start ({type(exc).__name__})"
+
+
+def embedder_dim(embedder: Any) -> int:
+    dim = getattr(embedder, "dim", None) or getattr(embedder, "dimension", None)
+    if dim:
+        return int(dim)
+    return int(np.asarray(embedder.embed(["dimension probe"])).shape[1])
+
+
+# -- synthetic text -------------------------------------------------------------------------------------
+COMMON = (
+    "the i you and to a it of that is in my was me we but so just it's not have for be on this with "
+    "what do know like think really about if all been can at out they had would get one are he she "
+    "when there how your time because feel today yeah good more going then now want little day back "
+    "still too much some also said something things remember again work home night morning tired "
+    "happy okay love talk walk sleep tea coffee rain garden kitchen music book friend week later "
+    "maybe tomorrow yesterday thought felt made went came told asked"
+).split()
+SYLLABLES = ("ka lo mi ren tos va quin del bar sy op ith ul zen mar eli nor ash bel tor wyn dra fen "
+             "hal cor mis pel tan bro vik sel om ard lin gar rus").split()
+
+
+class TextMaker:
+    """Deterministic chat-like text: everyday words at the top of a Zipf vocabulary, invented words
+    (names, places, private vocabulary) in the long tail, lengths drawn per role.
+
+    Word indices are drawn with numpy (fast enough for tens of millions of words), so a message is
+    also available as its vocabulary indices for the hashed vectors.
+    """
+
+    def __init__(self, seed: int, vocabulary: int = 60_000, exponent: float = 1.07):
+        self.rng = np.random.default_rng(seed)
+        words = list(dict.fromkeys(COMMON))
+        seen = set(words)
+        gen = np.random.default_rng(seed + 1)
+        while len(words) < vocabulary:
+            parts = gen.integers(0, len(SYLLABLES), size=int(gen.integers(2, 5)))
+            word = "".join(SYLLABLES[p] for p in parts)
+            if word not in seen:
+                seen.add(word)
+                words.append(word)
+        self.words = words
+        self.vocab = np.array(words, dtype=object)
+        ranks = np.arange(1, len(words) + 1, dtype=np.float64)
+        weights = ranks ** -exponent
+        self.cdf = np.cumsum(weights / weights.sum())
+        # A few invented words are names: capitalised, so entity variants have something to find.
+        self.names = [w.title() for w in words[len(COMMON) + 40: len(COMMON) + 240]]
+
+    def lengths(self, roles: list[str]) -> np.ndarray:
+        """Words per message: short user turns, longer replies (log-normal, capped)."""
+        user = self.rng.lognormal(2.6, 0.8, size=len(roles))
+        reply = self.rng.lognormal(4.0, 0.6, size=len(roles))
+        out = np.where(np.array([r == "user" for r in roles]), user, reply)
+        return np.clip(out.astype(np.int64), 1, 600)
+
+    def indices(self, count: int) -> np.ndarray:
+        return np.minimum(np.searchsorted(self.cdf, self.rng.random(count)), len(self.words) - 1)
+
+    def messages(self, roles: list[str]) -> list[str]:
+        """One text per role, as chat turns: capitalised, with a name now and then, ending in a stop."""
+        lengths = self.lengths(roles)
+        flat = self.vocab[self.indices(int(lengths.sum()))].tolist()
+        name_draws = self.rng.random(len(roles))
+        name_picks = self.rng.integers(0, len(self.names), size=len(roles))
+        out = []
+        pos = 0
+        for i, n in enumerate(lengths.tolist()):
+            words = flat[pos:pos + n]
+            pos += n
+            if name_draws[i] < 0.15 and n > 3:
+                words[n // 2] = self.names[name_picks[i]]
+            text = " ".join(words)
+            out.append(text[0].upper() + text[1:] + ".")
+        return out
+
+    def phrase(self, low: int, high: int) -> str:
+        n = int(self.rng.integers(low, high + 1))
+        return " ".join(self.vocab[self.indices(n)].tolist())
+
+    def rare_word(self) -> str:
+        """A long-tail word (rank a few thousand on), the kind keyword recall keys on."""
+        return self.words[int(self.rng.integers(2_000, len(self.words)))]
+
+
+# -- a hashed stand-in embedder --------------------------------------------------------------------------
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+class HashedEmbedder:
+    """Unit vectors from hashed word vectors: a fixed random vector per word, summed and normalised.
+
+    Used to give a large synthetic deployment one vector per message in minutes (the real model
+    takes hours for a million texts on two cores). It carries the real embedder's model id and
+    dimension, so the product's index loads and searches these vectors exactly as it would real
+    ones: latency and memory are those of the real index; only the similarity values differ.
+    """
+
+    def __init__(self, model_id: str, dim: int):
+        self.model_id = model_id
+        self.name = model_id
+        self.dim = dim
+        self._rows: dict[str, int] = {}
+        self._table = np.zeros((0, dim), dtype=np.float32)
+        self._pending: list[np.ndarray] = []
+
+    def _row(self, word: str) -> int:
+        row = self._rows.get(word)
+        if row is None:
+            row = len(self._rows)
+            self._rows[word] = row
+            seed = zlib.crc32(word.encode("utf-8"))
+            self._pending.append(np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32))
+        return row
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rows: list[int] = []
+        starts: list[int] = []
+        for text in texts:
+            starts.append(len(rows))
+            words = _TOKEN.findall(text.casefold())[:64] or ["empty"]
+            rows.extend(self._row(w) for w in words)
+        if self._pending:
+            self._table = np.vstack([self._table, *self._pending])
+            self._pending.clear()
+        sums = np.add.reduceat(self._table[np.asarray(rows)], np.asarray(starts), axis=0)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return sums / norms

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from hearth import Hearth, Settings  # noqa: E402
+from hearth.errors import NotFound  # noqa: E402
 from hearth.retrieval.hybrid import Filters, search  # noqa: E402
 from hearth.retrieval.keyword import search_messages, terms  # noqa: E402
 
@@ -73,6 +74,17 @@ def load(hearth: Hearth, sample: dict) -> tuple[int, dict[int, str]]:
     return user.id, dia
 
 
+def reuse(hearth: Hearth, sample: dict) -> tuple[int, dict[int, str]] | None:
+    """A sample loaded by an earlier run into a kept store (--store), or None."""
+    try:
+        user = hearth.users.by_name(sample["sample_id"])
+    except NotFound:
+        return None
+    rows = hearth.store.connection().execute(
+        "SELECT id, json_extract(metadata, '$.dia_id') FROM messages WHERE user_id = ? AND kind = 'chat'", (user.id,))
+    return user.id, {r[0]: r[1] for r in rows if r[1]}
+
+
 def recall_at(found: list[str], gold: set[str], k: int) -> float:
     return len(gold & set(found[:k])) / len(gold)
 
@@ -95,6 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-vectors", action="store_true", help="keyword signals only (no embedding model)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N samples")
+    parser.add_argument("--store", default="", help="keep the loaded store in this folder and reuse it on later runs")
     args = parser.parse_args(argv)
     ks = sorted(set(args.k))
     samples = json.loads(Path(args.data).read_text(encoding="utf-8"))
@@ -104,10 +117,11 @@ def main(argv: list[str] | None = None) -> dict:
     bm25: dict[str, dict[int, list[float]]] = {}
     questions = 0
     started = time.monotonic()
-    with tempfile.TemporaryDirectory() as home:
+    with tempfile.TemporaryDirectory() as scratch:
+        home = args.store or scratch
         settings = Settings.resolve({"home": home}, environ={})
         with Hearth(settings) as hearth:
-            loaded = [(s, *load(hearth, s)) for s in samples]
+            loaded = [(s, *(reuse(hearth, s) or load(hearth, s))) for s in samples]
             embedder = None
             if not args.no_vectors:
                 from hearth.retrieval.semantic import embed_pending, shared_embedder

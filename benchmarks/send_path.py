@@ -1,26 +1,41 @@
-"""Send-path assembly time: everything before the provider call, for threads of growing length.
+"""Send-path assembly time: everything before the provider call.
+
+Two modes:
 
     python benchmarks/send_path.py [--sizes 1000 10000 100000] [--sends 50]
+    python benchmarks/send_path.py --deployment DIR [--sends 200] [--profile]
 
-For each size, builds a thread of that many saved messages through the library (one bulk
-transaction), then times ``send()`` from the call until the provider receives the request: saving
-the user message, the stored prompt, every dynamic layer, history trimming and assembly. Prints the
-median and p99 in milliseconds.
+``--sizes``: for each size, builds a thread of that many saved messages through the library (one
+bulk transaction), then times ``send()`` from the call until the provider receives the request:
+saving the user message, the stored prompt, every dynamic layer, history trimming and assembly.
+
+``--deployment``: on a deployment made by ``generate.py``, sends varied messages (everyday turns,
+recall cues, date questions, names that trigger fragments, short affectionate turns) to its active
+thread with every layer on, keyword and semantic recall included, and times each the same way. In
+the same run it measures the floor directly: one FTS5 BM25 top-10 query, one vector top-10 query
+and one query embedding, and prints assembly / floor. ``--profile`` adds a cProfile of the sends.
+
+Prints the median and p99 in milliseconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
+import pstats
 import random
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import StopwatchProvider, summary  # noqa: E402
+from common import StopwatchProvider, TextMaker, load_embedder, machine, summary  # noqa: E402
 
 from hearth import Hearth, Settings  # noqa: E402
 
@@ -28,6 +43,7 @@ WORDS = ("tea garden rain letter harbour morning cat music bread window river la
          "winter friend book kitchen train market sea song quiet light").split()
 
 
+# -- thread-length mode --------------------------------------------------------------------------------
 def build_thread(scope, persona_id: int, size: int, rng: random.Random) -> int:
     conversation = scope.conversations.create(persona_id, f"Thread of {size}")
     with scope.store.write():
@@ -37,12 +53,7 @@ def build_thread(scope, persona_id: int, size: int, rng: random.Random) -> int:
     return conversation.id
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
-    parser.add_argument("--sends", type=int, default=50)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+def run_sizes(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(7)
     results = {}
     with tempfile.TemporaryDirectory() as home:
@@ -64,6 +75,231 @@ def main() -> None:
                 r = results[size]
                 print(f"thread of {size:>7} messages: assembly median {r['median_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms")
         hearth.close()
+    return results
+
+
+# -- deployment mode -----------------------------------------------------------------------------------
+SHORT = ("love you", "good night", "morning, sweetheart", "thank you", "I'm here", "miss you",
+         "okay", "hugs", "sleep well", "I'm back home")
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+          "October", "November", "December")
+
+
+def varied_messages(tm: TextMaker, count: int, seed: int) -> list[tuple[str, str]]:
+    """(kind, text) pairs: everyday, recall cue, date question, fragment name, short relational."""
+    rng = random.Random(seed)
+    everyday = tm.messages(["user"] * count)
+    out = []
+    for i in range(count):
+        r = rng.random()
+        if r < 0.35:
+            out.append(("everyday", everyday[i]))
+        elif r < 0.55:
+            out.append(("recall", rng.choice((
+                f"Do you remember when we talked about {tm.rare_word()} and {rng.choice(tm.names)}?",
+                f"What did you tell me last time about the {tm.rare_word()}?",
+                f"Earlier you said something about {tm.rare_word()}, what was it?",
+                f"You mentioned {rng.choice(tm.names)} before, remind me what happened with the {tm.rare_word()}.",
+            ))))
+        elif r < 0.65:
+            out.append(("date", f"What were we talking about in {rng.choice(MONTHS)} {rng.choice((2022, 2023, 2024))}?"))
+        elif r < 0.85:
+            out.append(("fragment", f"I saw {rng.choice(tm.names)} today near the {tm.rare_word()}, "
+                                    f"{tm.phrase(4, 10)}."))
+        else:
+            out.append(("short", rng.choice(SHORT)))
+    return out
+
+
+class LayerClock:
+    """Wraps each dynamic layer's ``blocks`` to record its time per send (benchmark-side only)."""
+
+    def __init__(self, scope: Any):
+        self.samples: dict[str, list[float]] = {}
+        for layer in scope.dynamic.layers:
+            self._wrap(layer)
+
+    def _wrap(self, layer: Any) -> None:
+        inner = layer.blocks
+        name = getattr(layer, "name", type(layer).__name__)
+        bucket = self.samples.setdefault(name, [])
+
+        def timed(turn):
+            t = time.perf_counter()
+            try:
+                return inner(turn)
+            finally:
+                bucket.append((time.perf_counter() - t) * 1000)
+
+        layer.blocks = timed
+
+    def clear(self) -> None:
+        for bucket in self.samples.values():
+            bucket.clear()
+
+
+def floor_queries(hearth: Any, scope: Any, embedder: Any, messages: list[tuple[str, str]]) -> dict[str, Any]:
+    """The same three primitives the send path builds on, each timed directly per message."""
+    from hearth.retrieval.hybrid import select_terms
+    from hearth.retrieval.keyword import match_query, terms
+
+    conn = scope.store.connection()
+    fts, vec, emb = [], [], []
+    index = None
+    if embedder is not None:
+        from hearth.retrieval.semantic import INDEXES, embed_queries, model_id
+
+        probe = embed_queries(embedder, ["probe"])
+        index = INDEXES.get(conn, str(scope.store.path), "messages", scope.user_id, model_id(embedder),
+                            int(probe.shape[1]))
+    for _, text in messages:
+        words = select_terms(conn, terms(text)) or terms(text)[:3]
+        if words:
+            t = time.perf_counter()
+            conn.execute("SELECT rowid, bm25(messages_fts) AS s FROM messages_fts WHERE messages_fts MATCH ?"
+                         " ORDER BY s LIMIT 10", (match_query(words),)).fetchall()
+            fts.append((time.perf_counter() - t) * 1000)
+        if embedder is not None:
+            t = time.perf_counter()
+            vector = embed_queries(embedder, [text])
+            emb.append((time.perf_counter() - t) * 1000)
+            if index is not None and len(index):
+                t = time.perf_counter()
+                index.search(vector[0], 10)
+                vec.append((time.perf_counter() - t) * 1000)
+    out: dict[str, Any] = {"fts_top10": summary(fts)}
+    out["vector_top10"] = summary(vec) if vec else "not available yet"
+    out["query_embedding"] = summary(emb) if emb else "not available yet"
+    out["vectors_indexed"] = len(index) if index is not None else 0
+    medians = [v["median_ms"] for v in (out["fts_top10"], out["vector_top10"], out["query_embedding"])
+               if isinstance(v, dict)]
+    out["floor_median_ms"] = round(sum(medians), 3)
+    return out
+
+
+def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
+    home = Path(args.deployment).expanduser().resolve()
+    manifest = json.loads((home / "bench.json").read_text())
+    provider = StopwatchProvider()
+    hearth = Hearth(Settings.resolve({"home": str(home)}, environ={}), provider=provider)
+    scope = hearth.scope(manifest["user_id"])
+    conversation_id = manifest["active_conversation_id"]
+    notes = []
+    embedder, reason = load_embedder(hearth)
+    if embedder is None:
+        # Semantic recall cannot run yet: the archive layer searches by keyword alone meanwhile.
+        notes.append(f"semantic recall: not available yet ({reason}); archive recall ran keyword-only")
+        for layer in scope.dynamic.layers:
+            if getattr(layer, "name", "") == "archive_recall" and hasattr(layer, "embedder"):
+                layer.embedder = None
+    clock = LayerClock(scope)
+    tm = TextMaker(manifest["seed"] + 100)
+    messages = varied_messages(tm, args.sends, manifest["seed"] + 101)
+
+    # Cold sends, reported apart: the first builds the stored prompt and reads the history; the
+    # first with a recall cue loads the embedding model and builds the vector index.
+    t = time.perf_counter()
+    scope.send(conversation_id, "Good evening, I'm back. How was your day?")
+    cold_ms = (provider.arrivals[-1] - t) * 1000
+    t = time.perf_counter()
+    scope.send(conversation_id, "Do you remember what we talked about last winter?")
+    cold_recall_ms = (provider.arrivals[-1] - t) * 1000
+    clock.clear()
+
+    profiler = cProfile.Profile() if args.profile else None
+    samples: list[float] = []
+    saved: list[float] = []
+    by_kind: dict[str, list[float]] = {}
+    for kind, text in messages:
+        if profiler:
+            profiler.enable()
+        t = time.perf_counter()
+        saved_at = None
+        for event in scope.send_stream(conversation_id, text):
+            if event.type == "saved":
+                saved_at = time.perf_counter()
+        if profiler:
+            profiler.disable()
+        elapsed = (provider.arrivals[-1] - t) * 1000
+        samples.append(elapsed)
+        saved.append(((saved_at or t) - t) * 1000)
+        by_kind.setdefault(kind, []).append(elapsed)
+
+    floor = floor_queries(hearth, scope, embedder, messages)
+    assembly = summary(samples)
+    result = {
+        "machine": machine(),
+        "deployment": {k: manifest.get(k) for k in ("messages", "conversations", "active_messages", "fragments",
+                                                    "memories", "chunks", "vectors")},
+        "first_send_cold_ms": round(cold_ms, 1),
+        "first_recall_send_cold_ms": round(cold_recall_ms, 1),
+        "assembly": assembly,
+        "save_and_prompt": summary(saved),
+        "by_kind": {k: summary(v) for k, v in sorted(by_kind.items())},
+        "layers": {k: summary(v) for k, v in clock.samples.items() if v},
+        "floor": floor,
+        "ratio_median": round(assembly["median_ms"] / floor["floor_median_ms"], 2) if floor["floor_median_ms"] else None,
+        "notes": notes,
+    }
+    if profiler:
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.profile_lines)
+        result["profile"] = out.getvalue()
+    hearth.close()
+    return result
+
+
+def print_deployment(r: dict[str, Any]) -> None:
+    d = r["deployment"]
+    print(f"machine: {r['machine']}")
+    print(f"deployment: {d['messages']:,} archived messages in {d['conversations']:,} conversations, active thread "
+          f"{d['active_messages']:,}, {d['fragments']:,} fragments, {d['memories']:,} memories, "
+          f"{d['chunks']:,} chunks, vectors: {d['vectors']}")
+    for note in r["notes"]:
+        print(f"note: {note}")
+    print(f"first send (cold: stored prompt, history): {r['first_send_cold_ms']:.1f} ms; first send with a recall "
+          f"cue (cold: embedding model, vector index): {r['first_recall_send_cold_ms']:.1f} ms")
+    a = r["assembly"]
+    print(f"send-path assembly over {a['n']} sends: median {a['median_ms']:.2f} ms, p99 {a['p99_ms']:.2f} ms "
+          f"(of which saving the message and prompt: median {r['save_and_prompt']['median_ms']:.2f} ms)")
+    for kind, s in r["by_kind"].items():
+        print(f"  {kind:<9} median {s['median_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms  (n={s['n']})")
+    print("per layer:")
+    for name, s in r["layers"].items():
+        print(f"  {name:<15} median {s['median_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms")
+    f = r["floor"]
+    print("floor, measured directly:")
+    for key, label in (("fts_top10", "FTS5 BM25 top-10"), ("vector_top10", f"vector top-10 ({f['vectors_indexed']:,} vectors)"),
+                       ("query_embedding", "query embedding")):
+        v = f[key]
+        print(f"  {label:<34} " + (f"median {v['median_ms']:.2f} ms, p99 {v['p99_ms']:.2f} ms"
+                                   if isinstance(v, dict) else v))
+    print(f"  floor (sum of medians): {f['floor_median_ms']:.2f} ms")
+    if r["ratio_median"] is not None:
+        print(f"ratio assembly / floor (medians): {r['ratio_median']:.2f}")
+    if "profile" in r:
+        print(r["profile"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--sends", type=int, default=None, help="sends per size (50) or on the deployment (200)")
+    parser.add_argument("--deployment", help="a home made by generate.py")
+    parser.add_argument("--profile", action="store_true", help="cProfile the deployment sends")
+    parser.add_argument("--profile-lines", type=int, default=40)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.deployment:
+        args.sends = args.sends or 200
+        result = run_deployment(args)
+        if args.json:
+            print(json.dumps(result))
+        else:
+            print_deployment(result)
+        return
+    args.sends = args.sends or 50
+    results = run_sizes(args)
     if args.json:
         print(json.dumps(results))
 

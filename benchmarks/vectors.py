@@ -210,7 +210,7 @@ def latency(index: VectorIndex, queries: np.ndarray, **kwargs) -> tuple[float, f
     return statistics.median(times), float(np.percentile(times, 99))
 
 
-def bench_index(label: str, data: np.ndarray, queries: np.ndarray) -> None:
+def bench_index(label: str, data: np.ndarray, queries: np.ndarray, efs: list[int] | None = None) -> None:
     n = len(data)
     ids = np.arange(1, n + 1, dtype=np.int64)
     print(f"\nIndex, {label}: {n:,} x {DIM}, {len(queries)} queries, k=10")
@@ -238,6 +238,13 @@ def bench_index(label: str, data: np.ndarray, queries: np.ndarray) -> None:
     print(f"  ann usearch {ann.ann_dtype} M={ann.connectivity} ef_add={ann.expansion_add} "
           f"ef={ann.expansion_search}: build {build:.1f}s, {ann.memory_bytes / 2**20:.0f} MiB, "
           f"query median {med:.2f} ms, p99 {p99:.2f} ms, recall@10 {hits / (10 * len(queries)):.3f}")
+    for ef in efs or []:
+        ann._ann.expansion_search = ef
+        med, p99 = latency(ann, queries)
+        hits = sum(len(tr & {i for i, _ in ann.search(q, 10)}) for q, tr in zip(queries, truth))
+        print(f"    ef={ef}: query median {med:.2f} ms, p99 {p99:.2f} ms, "
+              f"recall@10 {hits / (10 * len(queries)):.3f}")
+    ann._ann.expansion_search = ann.expansion_search
     rng = np.random.default_rng(1)
     for share in (0.01, 0.3):
         allowed = rng.choice(ids, int(n * share), replace=False)
@@ -264,6 +271,8 @@ def main() -> None:
     parser.add_argument("--reference", action="store_true", help="int8 vs float32 agreement")
     parser.add_argument("--real", type=int, default=0, help="ANN recall on N real embeddings")
     parser.add_argument("--skip-embedder", action="store_true")
+    parser.add_argument("--sizes", type=int, nargs="*", help="index sizes instead of 100k [+1M]")
+    parser.add_argument("--ef", type=int, nargs="*", default=[], help="extra expansion_search values")
     args = parser.parse_args()
 
     if not args.skip_embedder:
@@ -272,14 +281,14 @@ def main() -> None:
         bench_reference(min(args.messages, 200))
     if args.real:
         bench_real(args.real)
-    sizes = [100_000] + ([1_000_000] if args.million else [])
+    sizes = args.sizes or [100_000] + ([1_000_000] if args.million else [])
     for n in sizes:
         data = embedding_like(n + args.queries, seed=n)
-        bench_index("embedding-like", data[args.queries :], data[: args.queries])
+        bench_index("embedding-like", data[args.queries :], data[: args.queries], args.ef)
         del data
         if args.isotropic:
             data = isotropic(n + args.queries, seed=n)
-            bench_index("isotropic random", data[args.queries :], data[: args.queries])
+            bench_index("isotropic random", data[args.queries :], data[: args.queries], args.ef)
             del data
 
 

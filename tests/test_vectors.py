@@ -143,7 +143,7 @@ def test_s7_ann_filter_overfetch_and_exact_fallback(ann_50k) -> None:
     index, data, ids = ann_50k
     query = data[123]
     rng = np.random.default_rng(8)
-    # Small allowed set: scored exactly from the index's own copies.
+    # Small allowed set (the over-fetch would be too wide): scored exactly from the index's copies.
     small = rng.choice(ids, 300, replace=False)
     mask = np.isin(ids, small)
     got = [i for i, _ in index.search(query, 10, allowed_ids=small)]
@@ -156,8 +156,8 @@ def test_s7_ann_filter_overfetch_and_exact_fallback(ann_50k) -> None:
     assert len({i for i, _ in got} & set(brute(data[mask], ids[mask], query, 10))) >= 8
     # Allowed vectors that lie far from the query do not survive the over-fetch: exact fallback.
     far = ids[np.argsort(data @ query)[:200]]
-    strict = VectorIndex(DIM, ann_threshold=10_000, exact_subset=0)
-    strict._ann = index._ann  # the same graph, with the small-set shortcut turned off
+    strict = VectorIndex(DIM, ann_threshold=10_000, max_fetch=100_000)
+    strict._ann = index._ann  # the same graph, allowed to over-fetch for a small set
     mask = np.isin(ids, far)
     got = [i for i, _ in strict.search(query, 10, allowed_ids=far)]
     assert got == brute(data[mask], ids[mask], query, 10)

@@ -27,6 +27,7 @@ from ..conversations import ELIGIBLE_SQL
 from . import searchlog
 from .keyword import STOPWORDS, WORD_RE, match_query, search_messages, terms
 
+EXP = {"stem": False, "novecnames": False, "drop_names": False, "scaffold": False, "session": 0.0, "speaker_boost": 1.15, "prf": 0}
 RRF_K = 10  # small k: the top of each list counts (measured on LoCoMo, docs/recall.md)
 NEIGHBOUR_WEIGHT = 0.4  # a turn next to a strong match shares some of its score
 VARIANT_WEIGHTS = {"query": 1.0, "with_context": 0.7, "keywords": 1.0, "entities": 0.5}
@@ -48,6 +49,7 @@ _ENTITY_RE = re.compile(r"(?<![\w'])([A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)*)")
 _NUMBER_RE = re.compile(r"\b\d[\d,.:/-]*\b")
 _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)\s*[\"'(]*$")
 
+SCAFFOLD = frozenset("kind type sort things thing name names does many much often long ago something anything".split())
 MONTHS = {m: i for i, m in enumerate(
     ("january february march april may june july august september october november december").split(), 1)}
 MONTHS.update({m[:3]: i for m, i in list(MONTHS.items())})
@@ -92,9 +94,47 @@ def indexed_rows(conn: sqlite3.Connection, fts: str) -> int:
 def doc_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for word in words:
-        row = conn.execute(f"SELECT doc FROM {vocab} WHERE term = ?", (word,)).fetchone()
-        out[word] = row[0] if row else 0
+        if word.endswith("*"):
+            # A stem stands for every indexed form that starts with it (an upper bound of its rows).
+            stem = word[:-1]
+            row = conn.execute(f"SELECT sum(doc) FROM {vocab} WHERE term >= ? AND term < ?",
+                               (stem, stem[:-1] + chr(ord(stem[-1]) + 1))).fetchone()
+        else:
+            row = conn.execute(f"SELECT doc FROM {vocab} WHERE term = ?", (word,)).fetchone()
+        out[word] = (row[0] or 0) if row else 0
     return out
+
+
+_SUFFIXES = ("ations", "ation", "ions", "ion", "ments", "ment", "ings", "ing", "ies", "ied", "ers", "er", "ed", "es", "ly", "s")
+
+
+def stem(word: str) -> str:
+    """A light English suffix strip: 'painting', 'painted', 'paints' -> 'paint'."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            base = word[: -len(suffix)]
+            if suffix in ("ies", "ied"):
+                return base  # 'studies' -> 'stud' (prefix of study, studied, studies)
+            if len(base) >= 2 and base[-1] == base[-2] and base[-1] not in "ls":
+                base = base[:-1]  # 'running' -> 'run'... kept >= 4 by the length rule
+            return base
+    if word.endswith("e") and len(word) >= 6:
+        return word[:-1]  # 'promote' -> 'promot', matching promotion, promoted
+    return word
+
+
+def match_terms(words: list[str]) -> list[str]:
+    """Query words as FTS terms: a word with a stem of 5+ letters becomes a prefix ('paint*')."""
+    out: dict[str, None] = {}
+    for w in words:
+        base = stem(w)
+        out.setdefault(base + "*" if len(base) >= 5 or (base != w and len(base) >= 4) else w, None)
+    return list(out)
+
+
+def fts_match(words: list[str]) -> str:
+    """An FTS5 MATCH expression of any of the terms; a trailing '*' is kept as a prefix query."""
+    return " OR ".join(f'"{w[:-1]}"*' if w.endswith("*") else f'"{w}"' for w in words)
 
 
 SOURCES = {"messages": ("messages_fts", "messages_fts_vocab"), "chunks": ("archive_chunks_fts", "archive_chunks_fts_vocab")}
@@ -284,12 +324,12 @@ def _chunk_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]:
 
 def keyword_messages(conn: sqlite3.Connection, user_id: int, words: list[str], f: Filters,
                      limit: int = CANDIDATES) -> list[tuple[int, float]]:
-    if f.date_from or f.date_to:
+    if f.date_from or f.date_to or any(w.endswith("*") for w in words):
         where, args = _message_filter_sql(user_id, f)
         rows = conn.execute(
             "SELECT m.id, bm25(messages_fts) AS score FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
             f" JOIN conversations c ON c.id = m.conversation_id WHERE messages_fts MATCH ? AND {' AND '.join(where)}"
-            " ORDER BY score LIMIT ?", (match_query(words), *args, limit)).fetchall()
+            " ORDER BY score LIMIT ?", (fts_match(words), *args, limit)).fetchall()
         return [(r[0], -r[1]) for r in rows]
     hits = search_messages(conn, user_id, words, limit=limit, exclude_conversation_ids=f.exclude_conversation_ids,
                            persona_id=f.persona_id, eligible_only=f.eligible_only,
@@ -306,7 +346,7 @@ def keyword_chunks(conn: sqlite3.Connection, user_id: int, words: list[str], f: 
         "SELECT k.id, bm25(archive_chunks_fts) AS score FROM archive_chunks_fts"
         " JOIN archive_chunks k ON k.id = archive_chunks_fts.rowid JOIN archive_documents d ON d.id = k.document_id"
         f" WHERE archive_chunks_fts MATCH ? AND {' AND '.join(where)} ORDER BY score LIMIT ?",
-        (match_query(words), *args, limit)).fetchall()
+        (fts_match(words), *args, limit)).fetchall()
     return [(r[0], -r[1]) for r in rows]
 
 
@@ -417,11 +457,18 @@ def search(
     variants = build_variants(query, context, ignore_names=ignore_names)
     lists: dict[str, list[tuple[tuple[str, int], float]]] = {}
     weights: dict[str, float] = {}
+    name_words = set()
+    if EXP["drop_names"]:
+        for n in list(ignore_names) + list((speaker_names or {}).keys()):
+            name_words |= set(terms(n))
     for source in filters.sources:
         kind = "message" if source == "messages" else "chunk"
         asked: set[tuple[str, ...]] = set()
         for variant in variants:
-            words = select_terms(conn, list(variant.words), source)
+            vw = [w for w in variant.words if w not in name_words and not (EXP["scaffold"] and w in SCAFFOLD)]
+            if EXP["stem"]:
+                vw = match_terms(vw)
+            words = select_terms(conn, vw, source)
             if not words or tuple(sorted(words)) in asked:
                 continue  # the same words asked twice would only count twice
             asked.add(tuple(sorted(words)))
@@ -473,7 +520,7 @@ def search(
         if hint and result.date and hint[0] <= result.date[:10] <= hint[1]:
             boost *= 1.3
         if len(named_roles) == 1 and result.kind == "message" and result.speaker in named_roles:
-            boost *= 1.15
+            boost *= EXP["speaker_boost"]
         scores = {k: v for k, v in entry.items() if k != "lists"}
         scores["signals"] = sorted({name.split(":", 1)[0] for name in entry["lists"]})
         scores["boost"] = round(boost, 3)
@@ -482,6 +529,14 @@ def search(
         scores["fused"] = round((entry["rrf"] + NEIGHBOUR_WEIGHT * scores["neighbour"]) * boost, 6)
         result.scores = scores
         results.append(result)
+    if EXP["session"]:
+        per: dict[tuple[str, int], list[float]] = {}
+        for r in results:
+            per.setdefault((r.kind, r.source_id), []).append(r.scores["fused"])
+        agg = {k: sum(sorted(v, reverse=True)[:3]) for k, v in per.items()}
+        top_agg = max(agg.values()) if agg else 1.0
+        for r in results:
+            r.scores["fused"] = round(r.scores["fused"] * (1 + EXP["session"] * agg[(r.kind, r.source_id)] / top_agg), 6)
     results.sort(key=lambda r: (-r.scores["fused"], r.date or "", r.id))
     candidates = len(results)
     results = results[:limit]

@@ -62,10 +62,13 @@ def embed_texts(embedder: Any, texts: list[str]) -> np.ndarray:
 
 
 # -- what a vector stands for ---------------------------------------------------------------------
-def message_text(label: str, content: str, previous: str = "") -> str:
+import os
+def message_text(label: str, content: str, previous: str = "", following: str = "") -> str:
     text = f"{label} {content}".strip()
     if previous:
         text += f"\n(in reply to: {previous[:CONTEXT_CHARS]})"
+    if following and os.environ.get("HX_NEXT"):
+        text += f"\n(answered: {following[:CONTEXT_CHARS]})"
     return text
 
 
@@ -86,8 +89,12 @@ def _pending_messages(conn: sqlite3.Connection, model: str, user_id: int | None,
             "SELECT content FROM messages WHERE conversation_id = ? AND id < ? AND kind = 'chat'"
             " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1", (r["conversation_id"], r["id"]),
         ).fetchone()
+        nxt = conn.execute(
+            "SELECT content FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
+            " AND role IN ('user', 'assistant') ORDER BY id LIMIT 1", (r["conversation_id"], r["id"]),
+        ).fetchone()
         label = r["user_label"] if r["role"] == "user" else r["assistant_label"]
-        out.append((r["id"], r["user_id"], message_text(label, r["content"], prev[0] if prev else "")))
+        out.append((r["id"], r["user_id"], message_text(label, r["content"], prev[0] if prev else "", nxt[0] if nxt else "")))
     return out
 
 

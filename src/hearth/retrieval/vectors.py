@@ -10,10 +10,9 @@ Two storage modes, chosen by size:
   a query is one matrix-vector product and ``argpartition``. Results are exact and filters by
   allowed ids are applied exactly.
 - ann (above the threshold): a usearch HNSW graph over float16 copies of the vectors, inner
-  product metric. usearch holds the only in-memory copy, so 1M x 384 costs about 1 GB instead
-  of 1.5 GB of float32 for the matrix alone. A filtered search over-fetches and filters; when
-  too few results survive, or when the allowed set is small, the allowed vectors are scored
-  exactly. The index stays in this mode until the next rebuild, even if removals shrink it.
+  product metric. usearch holds the only in-memory copy of the vectors. A filtered search
+  over-fetches and filters; when too few results survive, or when the allowed set is so small
+  that the over-fetch would be wider than ``max_fetch``, the allowed vectors are scored exactly. The index stays in this mode until the next rebuild, even if removals shrink it.
 
 Scores are cosine similarities (vectors are normalised on the way in). Ids are the database's
 positive integer row ids.
@@ -39,8 +38,8 @@ DEFAULT_ANN_THRESHOLD = 100_000
 DEFAULT_CONNECTIVITY = 16
 DEFAULT_EXPANSION_ADD = 24
 DEFAULT_EXPANSION_SEARCH = 192
-# An allowed set this small is scored exactly in ann mode: cheaper than a wide over-fetch.
-DEFAULT_EXACT_SUBSET = 20_000
+# The widest over-fetch for a filtered ann search; a smaller allowed set is scored exactly.
+DEFAULT_MAX_FETCH = 2048
 _CHUNK = 4096
 _META_VERSION = 1
 
@@ -111,7 +110,7 @@ class VectorIndex:
         expansion_add: int = DEFAULT_EXPANSION_ADD,
         expansion_search: int = DEFAULT_EXPANSION_SEARCH,
         ann_dtype: str = "f16",
-        exact_subset: int = DEFAULT_EXACT_SUBSET,
+        max_fetch: int = DEFAULT_MAX_FETCH,
     ) -> None:
         if dim < 1:
             raise InvalidInput("vector dimension must be at least 1")
@@ -121,7 +120,7 @@ class VectorIndex:
         self.expansion_add = expansion_add
         self.expansion_search = expansion_search
         self.ann_dtype = ann_dtype
-        self.exact_subset = exact_subset
+        self.max_fetch = max_fetch
         self._lock = threading.RLock()
         self._reset()
 
@@ -278,7 +277,7 @@ class VectorIndex:
             expansion_add=self.expansion_add,
             expansion_search=self.expansion_search,
             ann_dtype=self.ann_dtype,
-            exact_subset=self.exact_subset,
+            max_fetch=self.max_fetch,
         )
         if total is not None and total > self.ann_threshold:
             fresh._ann = fresh._new_ann()
@@ -384,20 +383,18 @@ class VectorIndex:
         if allowed is None:
             matches = ann.search(vec, min(k, total))
             return [(int(key), float(1.0 - dist)) for key, dist in zip(matches.keys, matches.distances)]
+        # Expect a share allowed/total of the neighbours to be allowed; fetch twice what that needs.
+        fetch = int(math.ceil(2 * k * total / allowed.size)) + k
+        if fetch <= min(self.max_fetch, total):
+            matches = ann.search(vec, fetch)
+            keep = np.isin(matches.keys.astype(np.int64), allowed)
+            if int(keep.sum()) >= k:
+                keys = matches.keys[keep][:k]
+                dists = matches.distances[keep][:k]
+                return [(int(key), float(1.0 - dist)) for key, dist in zip(keys, dists)]
+        # A small allowed set, or one whose members the graph search did not reach: score exactly.
         present = allowed[np.asarray(ann.contains(allowed), dtype=bool)]
-        if present.size == 0:
-            return []
-        if present.size <= max(self.exact_subset, k):
-            return self._exact_over(present, vec, k)
-        # Expect a share present/total of the neighbours to be allowed; fetch twice what that needs.
-        fetch = min(total, int(math.ceil(2 * k * total / present.size)) + k)
-        matches = ann.search(vec, fetch)
-        keep = np.isin(matches.keys.astype(np.int64), present, assume_unique=False)
-        if int(keep.sum()) < k:
-            return self._exact_over(present, vec, k)
-        keys = matches.keys[keep][:k]
-        dists = matches.distances[keep][:k]
-        return [(int(key), float(1.0 - dist)) for key, dist in zip(keys, dists)]
+        return self._exact_over(present, vec, k)
 
     # -- files -----------------------------------------------------------------------------
 
