@@ -1,0 +1,11 @@
+"""The ``hearth`` command: thin click commands over the library, one module per area.
+
+Every command resolves settings once (flags > HEARTH_* env > config file > defaults), opens the
+deployment, acts as one user (the owner unless ``--user`` names another), and prints errors from
+the error tree as one clear line. Invalid settings exit with code 2, other errors with code 1.
+"""
+
+from . import health, layers, maintenance, memory, recall, server, threads  # noqa: F401  (registers commands)
+from .base import cli, main
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,138 @@
+"""Set-up, health, users and tokens: init, doctor, passwd, user, token."""
+
+from __future__ import annotations
+
+
+import click
+from rich.table import Table
+
+from .. import __version__
+from ..errors import HearthError
+from .base import Context, cli, console, err_console, pass_ctx
+
+# -- set-up and health ----------------------------------------------------------------------------
+@cli.command()
+@pass_ctx
+def init(obj: Context) -> None:
+    """Create the data folder, the database and a first persona."""
+    scope = obj.scope()
+    persona = scope.personas.default()
+    console.print(f"Hearth is ready at {obj.hearth.settings.home}", markup=False)
+    console.print(f"Persona: {persona.display_name} ({persona.name})", markup=False)
+
+
+@cli.command()
+@pass_ctx
+def doctor(obj: Context) -> None:
+    """Versions, database, indexes and configuration at a glance."""
+    import platform
+    import sqlite3
+
+    from ..jobs import JobQueue
+    from ..ledger import verify
+    from ..store import LATEST_VERSION
+
+    hearth = obj.hearth
+    conn = hearth.store.connection()
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
+        conn.execute("DROP TABLE temp.fts5_probe")
+        fts5 = True
+    except sqlite3.OperationalError:
+        fts5 = False
+    report = verify(conn)
+    try:
+        provider = f"{hearth.provider.name} ({hearth.provider.model})"
+    except HearthError as exc:
+        provider = f"not usable: {exc}"
+    table = Table(show_header=False, box=None)
+    for key, value in [
+        ("hearth", __version__),
+        ("python", platform.python_version()),
+        ("sqlite", sqlite3.sqlite_version),
+        ("database", str(hearth.settings.database_path)),
+        ("schema version", f"{hearth.store.schema_version()} (latest {LATEST_VERSION})"),
+        ("keyword index (FTS5)", "available" if fts5 else "missing"),
+        ("provider", provider),
+        ("owner password", "set" if hearth.users.password_configured() else "not set"),
+        ("ledger", "ok" if report.ok else "; ".join(report.problems)),
+        ("events / messages", f"{report.events} / {report.messages}"),
+        ("jobs", "  ".join(f"{k} {v}" for k, v in JobQueue(hearth.store).counts().items())),
+        ("prompt reconciliation", _reconciliation_line(conn)),
+    ]:
+        table.add_row(key, value)
+    console.print(table)
+
+
+def _reconciliation_line(conn) -> str:
+    from ..reconcile import state
+
+    current = state(conn)
+    if not current:
+        return "not run yet"
+    if "completed_policy_version" in current and not current.get("remaining_failures"):
+        return f"complete (policy {current['completed_policy_version']})"
+    return f"{current.get('remaining_failures', 0)} failure(s) remaining"
+
+
+# -- users and auth -------------------------------------------------------------------------------
+@cli.command()
+@click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True)
+@pass_ctx
+def passwd(obj: Context, password: str) -> None:
+    """Set the password of the acting user (the owner by default)."""
+    scope = obj.scope()
+    obj.hearth.users.set_password(scope.user_id, password)
+    console.print("Password set. The server now requires login.")
+
+
+@cli.group()
+def user() -> None:
+    """Users of this deployment."""
+
+
+@user.command("add")
+@click.argument("name")
+@pass_ctx
+def user_add(obj: Context, name: str) -> None:
+    created = obj.hearth.users.create(name)
+    console.print(f"User {created.name} ({created.id}) created.", markup=False)
+
+
+@user.command("list")
+@pass_ctx
+def user_list(obj: Context) -> None:
+    for u in obj.hearth.users.list():
+        console.print(f"{u.id}\t{u.name}\t{'owner' if u.is_owner else ''}", markup=False)
+
+
+@cli.group()
+def token() -> None:
+    """API tokens for programmatic clients."""
+
+
+@token.command("create")
+@click.argument("name")
+@pass_ctx
+def token_create(obj: Context, name: str) -> None:
+    scope = obj.scope()
+    click.echo(obj.hearth.users.create_token(scope.user_id, name))
+    err_console.print("Store this token now: it is not shown again.")
+
+
+@token.command("list")
+@pass_ctx
+def token_list(obj: Context) -> None:
+    scope = obj.scope()
+    for t in obj.hearth.users.list_tokens(scope.user_id):
+        console.print(f"{t['id']}\t{t['name']}\t{t['created_at']}\t{'revoked' if t['revoked_at'] else 'active'}",
+                      markup=False)
+
+
+@token.command("revoke")
+@click.argument("token_id", type=int)
+@pass_ctx
+def token_revoke(obj: Context, token_id: int) -> None:
+    scope = obj.scope()
+    obj.hearth.users.revoke_token(scope.user_id, token_id)
+    console.print("Token revoked.")

@@ -1,0 +1,81 @@
+"""Backups, restore, owner cleanup of retired rows, and the full export."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .base import Context, _json, cli, console, err_console, pass_ctx
+
+@cli.command("backup")
+@click.argument("dest", type=click.Path(dir_okay=False))
+@pass_ctx
+def backup_cmd(obj: Context, dest: str) -> None:
+    """Write a verified copy of the database (online backup API) and its manifest."""
+    from ..backup import backup
+
+    report = backup(obj.hearth.store, dest)
+    console.print(f"Backup written and verified: {report.path} ({report.bytes:,} bytes, "
+                  f"{sum(report.counts.values()):,} rows, schema {report.schema_version}).", markup=False)
+
+
+@cli.command("restore")
+@click.argument("src", type=click.Path(exists=True, dir_okay=False))
+@click.option("--yes", is_flag=True, help="Do not ask before replacing the database.")
+@pass_ctx
+def restore_cmd(obj: Context, src: str, yes: bool) -> None:
+    """Replace this deployment's database with a verified backup (stop the server first)."""
+    from ..backup import restore, verify_backup
+
+    verify_backup(src)  # refuse before asking anything
+    target = obj.settings.database_path
+    if target.exists() and not yes:
+        click.confirm(f"Replace the database at {target}?", abort=True)
+    report = restore(src, target)
+    console.print(f"Restored {sum(report.counts.values()):,} rows (schema {report.schema_version}).",
+                  markup=False)
+
+
+@cli.group()
+def cleanup() -> None:
+    """Owner-only removal of retired generated-summary rows (needs an owner password)."""
+
+
+@cleanup.command("preview")
+@pass_ctx
+def cleanup_preview(obj: Context) -> None:
+    """Counts and dates only, and the scope token deletion needs."""
+    from .. import cleanup as cleanup_mod
+
+    _json(cleanup_mod.preview(obj.scope()).to_dict())
+
+
+@cleanup.command("delete")
+@click.option("--token", required=True, help="The scope token from `hearth cleanup preview`.")
+@click.option("--backup-verified", is_flag=True, help="Acknowledge that a verified restorable backup exists.")
+@click.option("--phrase", required=True, help='Exactly "DELETE RETIRED GENERATED SUMMARIES".')
+@pass_ctx
+def cleanup_delete(obj: Context, token: str, backup_verified: bool, phrase: str) -> None:
+    from .. import cleanup as cleanup_mod
+
+    receipt = cleanup_mod.delete(obj.scope(), token=token, backup_verified=backup_verified, phrase=phrase)
+    console.print(f"Removed {receipt.removed} record(s).", markup=False)
+
+
+# -- export (S5) ---------------------------------------------------------------------------------
+@cli.command("export")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="File to write (default: stdout).")
+@pass_ctx
+def export_(obj: Context, output: str | None) -> None:
+    """Write all of the acting user's data as one JSON document."""
+    from ..export import export_user
+
+    scope = obj.scope()
+    text = json.dumps(export_user(obj.hearth.store, scope.user_id), ensure_ascii=False)
+    if output:
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        err_console.print(f"Exported to {output}.", markup=False)
+    else:
+        click.echo(text)

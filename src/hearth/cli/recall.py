@@ -1,0 +1,120 @@
+"""Recall: search, the search log, archive import and reindexing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.table import Table
+
+from .base import Context, _json, cli, console, err_console, pass_ctx
+
+# -- recall: search, search log, archive import, reindex ----------------------------------------------
+@cli.command("search")
+@click.argument("query")
+@click.option("--include-shielded", is_flag=True, help="Also search shielded conversations (this search only).")
+@click.option("--archive/--no-archive", default=True, help="Include archive documents.")
+@click.option("--conversations/--no-conversations", "messages", default=True, help="Include conversations.")
+@click.option("--from", "date_from", help="Only results on or after this date (YYYY-MM-DD).")
+@click.option("--to", "date_to", help="Only results on or before this date (YYYY-MM-DD).")
+@click.option("--collection", "collections", multiple=True, help="Limit the archive to these collections.")
+@click.option("--limit", type=click.IntRange(1, 100), default=10)
+@click.option("--json", "as_json", is_flag=True, help="Print the results with their score breakdown as JSON.")
+@pass_ctx
+def search_cmd(obj: Context, query: str, as_json: bool, collections: tuple[str, ...], **options: Any) -> None:
+    """Search your conversations and archive (keyword + meaning); logged in the search log."""
+    from ..layers.archive_recall import owner_search
+
+    outcome = owner_search(obj.scope(), query, collections=collections, **options)
+    if as_json:
+        _json({"reliability": outcome.reliability, "log_id": outcome.log_id,
+               "results": [r.log_record() for r in outcome.results]})
+        return
+    table = Table("date", "source", "text", "signals", "score")
+    for r in outcome.results:
+        text = " ".join(r.text.split())
+        table.add_row((r.date or "")[:10], r.title, text[:160] + ("…" if len(text) > 160 else ""),
+                      "+".join(r.scores.get("signals", [])), f"{r.scores.get('fused', 0):.4f}")
+    console.print(table)
+    console.print(f"{len(outcome.results)} result(s), reliability {outcome.reliability} "
+                  f"(search log entry {outcome.log_id}).", markup=False)
+
+
+@cli.command("search-log")
+@click.option("--limit", type=click.IntRange(1, 500), default=20)
+@click.option("--origin", help="Only entries from this origin (owner, keyword_recall, tool:search_archive, ...).")
+@click.option("--id", "entry_id", type=int, help="Show one entry in full.")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def search_log_cmd(obj: Context, limit: int, origin: str | None, entry_id: int | None, as_json: bool) -> None:
+    """What every search looked for, what came back, and how reliable it looked."""
+    from ..retrieval import searchlog
+
+    scope = obj.scope()
+    conn = scope.store.connection()
+    if entry_id is not None:
+        _json(searchlog.entry(conn, scope.user_id, entry_id).to_dict())
+        return
+    entries = searchlog.entries(conn, scope.user_id, limit=limit, origin=origin)
+    if as_json:
+        _json([e.to_dict() for e in entries])
+        return
+    table = Table("id", "when", "origin", "query", "results", "reliability", "ms")
+    for e in entries:
+        table.add_row(str(e.id), e.created_at[:19], e.origin, e.query[:60], f"{e.result_count}/{e.candidate_count}",
+                      e.reliability, str(e.duration_ms))
+    console.print(table)
+
+
+@cli.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["auto", "chatgpt", "labelled"]), default="auto")
+@click.option("--collection", default="imports", help="Archive collection to add the documents to.")
+@click.option("--persona", "persona_name", help="Persona whose labels name the speakers (default: the first).")
+@click.option("--date", "document_date", help="Date of a labelled text archive (YYYY-MM-DD).")
+@pass_ctx
+def import_cmd(obj: Context, path: str, fmt: str, collection: str, persona_name: str | None,
+               document_date: str | None) -> None:
+    """Import a ChatGPT conversations.json or a labelled text archive into the deep archive."""
+    from pathlib import Path
+
+    from rich.progress import Progress
+
+    from ..importers import import_bytes
+    from ..retrieval.archive import Archive
+
+    scope = obj.scope()
+    persona_ = scope.personas.by_name(persona_name) if persona_name else scope.personas.default()
+    data = Path(path).read_bytes()
+    with Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("Importing", total=None)
+        report = import_bytes(Archive(scope.store, scope.user_id), data, fmt=fmt, name=Path(path).name,
+                              collection=collection, document_date=document_date, persona=persona_,
+                              progress=lambda done, total: bar.update(task, completed=done, total=total))
+    console.print(f"Imported {report.documents_added} document(s) ({report.chunks_added} chunks); "
+                  f"{report.documents_skipped} already in the archive. Run `hearth reindex` to embed them.",
+                  markup=False)
+
+
+@cli.command("reindex")
+@click.option("--all-users", is_flag=True, help="Embed for every user, not only the acting one.")
+@pass_ctx
+def reindex_cmd(obj: Context, all_users: bool) -> None:
+    """Embed every message and archive chunk that has no vector yet, and rebuild the vector index.
+
+    Safe to interrupt: finished batches are saved, and the next run continues without duplicates.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ..retrieval.semantic import INDEXES, embed_pending, shared_embedder
+
+    scope = obj.scope()
+    embedder = shared_embedder(obj.hearth)
+    columns = (TextColumn("Embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err_console) as bar:
+        task = bar.add_task("embed", total=None)
+        report = embed_pending(scope.store, embedder, user_id=None if all_users else scope.user_id,
+                               progress=lambda done, total: bar.update(task, completed=done, total=total))
+    INDEXES.clear()
+    console.print(f"Embedded {report.messages} message(s) and {report.chunks} archive chunk(s); "
+                  f"{report.remaining} left.", markup=False)

@@ -1,0 +1,249 @@
+"""Personas, folders, conversations, chatting, and cross-thread continuity (new, branch, shield)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.table import Table
+
+from .base import Context, _json, cli, console, err_console, pass_ctx
+
+# -- personas -------------------------------------------------------------------------------------
+@cli.group()
+def persona() -> None:
+    """Personas: who the companion is."""
+
+
+@persona.command("add")
+@click.argument("name")
+@click.option("--display-name")
+@click.option("--identity", default="")
+@click.option("--user-label")
+@click.option("--assistant-label")
+@click.option("--legacy-label", "legacy_labels", multiple=True)
+@click.option("--tone", default="Natural")
+@click.option("--instructions", "custom_instructions", default="")
+@click.option("--auto-continuity/--no-auto-continuity", default=True)
+@click.option("--archive-access/--no-archive-access", default=False)
+@pass_ctx
+def persona_add(obj: Context, name: str, display_name: str | None, legacy_labels: tuple[str, ...],
+                **values: Any) -> None:
+    scope = obj.scope()
+    created = scope.personas.create(name, display_name, legacy_labels=list(legacy_labels), **values)
+    console.print(f"Persona {created.name} ({created.id}) created.", markup=False)
+
+
+@persona.command("list")
+@pass_ctx
+def persona_list(obj: Context) -> None:
+    for p in obj.scope().personas.list():
+        console.print(f"{p.id}\t{p.name}\t{p.display_name}", markup=False)
+
+
+@persona.command("show")
+@click.argument("name")
+@pass_ctx
+def persona_show(obj: Context, name: str) -> None:
+    _json(obj.scope().personas.by_name(name).to_dict())
+
+
+# -- folders and conversations ----------------------------------------------------------------------
+@cli.group()
+def folders() -> None:
+    """Folders: hide and show groups of conversations."""
+
+
+@folders.command("add")
+@click.argument("name")
+@click.option("--hidden", is_flag=True)
+@pass_ctx
+def folders_add(obj: Context, name: str, hidden: bool) -> None:
+    folder = obj.scope().folders.create(name, hidden)
+    console.print(f"Folder {folder.name} ({folder.id}) created.", markup=False)
+
+
+@folders.command("list")
+@pass_ctx
+def folders_list(obj: Context) -> None:
+    for f in obj.scope().folders.list():
+        console.print(f"{f.id}\t{f.name}\t{'hidden' if f.hidden else 'shown'}", markup=False)
+
+
+@folders.command("hide")
+@click.argument("folder_id", type=int)
+@pass_ctx
+def folders_hide(obj: Context, folder_id: int) -> None:
+    obj.scope().set_folder_hidden(folder_id, True)
+    console.print("Folder hidden.")
+
+
+@folders.command("show")
+@click.argument("folder_id", type=int)
+@pass_ctx
+def folders_show(obj: Context, folder_id: int) -> None:
+    obj.scope().set_folder_hidden(folder_id, False)
+    console.print("Folder shown.")
+
+
+@cli.group()
+def conversations() -> None:
+    """Conversations: list, read, move, trash, restore, end."""
+
+
+@conversations.command("list")
+@click.option("--trashed", is_flag=True, help="Include trashed conversations.")
+@pass_ctx
+def conversations_list(obj: Context, trashed: bool) -> None:
+    table = Table("id", "title", "state", "visibility", "updated")
+    for c in obj.scope().conversations.list(include_trashed=trashed):
+        shield = " (shielded)" if c.continuity_shielded else ""
+        table.add_row(str(c.id), c.title or "Untitled", c.state, c.visibility + shield, c.updated_at[:19])
+    console.print(table)
+
+
+@conversations.command("show")
+@click.argument("conversation_id", type=int)
+@pass_ctx
+def conversations_show(obj: Context, conversation_id: int) -> None:
+    scope = obj.scope()
+    c = scope.conversations.get(conversation_id)
+    persona_ = scope.personas.get(c.persona_id)
+    console.print(f"# {c.title or 'Untitled'} ({c.state}, {c.visibility})", markup=False)
+    for m in scope.conversations.messages(conversation_id):
+        label = persona_.user_label if m.role == "user" else persona_.assistant_label
+        console.print(f"\n{label} [{m.created_at[:19]}]\n{m.content}", markup=False)
+
+
+def _conversation_action(name: str, help_: str):
+    @conversations.command(name, help=help_)
+    @click.argument("conversation_id", type=int)
+    @pass_ctx
+    def action(obj: Context, conversation_id: int) -> None:
+        result = getattr(obj.scope(), f"{name}_conversation")(conversation_id)
+        console.print(f"Conversation {result.id}: {result.state}, {result.visibility}.", markup=False)
+
+    return action
+
+
+_conversation_action("trash", "Move a conversation to the trash.")
+_conversation_action("restore", "Restore a conversation from the trash.")
+_conversation_action("end", "End a conversation: an explicit boundary that keeps its history.")
+
+
+@conversations.command("move")
+@click.argument("conversation_id", type=int)
+@click.option("--folder", "folder_id", type=int, help="Folder id; omit to move out of any folder.")
+@pass_ctx
+def conversations_move(obj: Context, conversation_id: int, folder_id: int | None) -> None:
+    result = obj.scope().move_conversation(conversation_id, folder_id)
+    console.print(f"Conversation {result.id} is now {result.visibility}.", markup=False)
+
+
+# -- chatting -------------------------------------------------------------------------------------
+@cli.command()
+@click.option("--persona", "persona_name", help="Persona name (default: the first persona).")
+@click.option("--conversation", "conversation_id", type=int, help="Continue this conversation.")
+@click.option("-m", "--message", "messages", multiple=True, help="Send this message and exit (repeatable).")
+@pass_ctx
+def chat(obj: Context, persona_name: str | None, conversation_id: int | None, messages: tuple[str, ...]) -> None:
+    """Talk to the companion in the terminal; replies stream as they arrive."""
+    scope = obj.scope()
+    if conversation_id is None:
+        persona_id = scope.personas.by_name(persona_name).id if persona_name else None
+        # A new conversation carries the last eligible thread's final eight when the persona
+        # uses automatic continuity (H6).
+        conversation = scope.new_chat(persona_id, channel="cli").conversation
+    else:
+        conversation = scope.conversations.get(conversation_id)
+    current = scope.personas.get(conversation.persona_id)
+    err_console.print(f"Conversation {conversation.id} with {current.display_name}. Ctrl-D to leave.",
+                      markup=False)
+
+    def turn(text: str) -> None:
+        for event in scope.send_stream(conversation.id, text, channel="cli"):
+            if event.type == "delta":
+                click.echo(event.data["text"], nl=False)
+            elif event.type == "tool":
+                if event.data["status"] == "running":
+                    err_console.print(f"[using {event.data['name']}]", markup=False)
+            elif event.type == "error":
+                click.echo()
+                err_console.print(f"Error: {event.data['detail']} Your message is saved; "
+                                  "send it again with `hearth chat --conversation "
+                                  f"{conversation.id}` after the problem clears.", markup=False)
+                return
+        click.echo()
+
+    if messages:
+        for text in messages:
+            turn(text)
+        return
+    while True:
+        try:
+            text = click.prompt(current.user_label.rstrip(":") or ">", prompt_suffix=" ")
+        except (EOFError, click.Abort):
+            click.echo()
+            return
+        if text.strip():
+            turn(text)
+
+
+# -- cross-thread continuity, backups and maintenance -------------------------------------------
+@cli.command("new")
+@click.option("--persona", "persona_name", help="Persona name (default: the first persona).")
+@click.option("--title", default="")
+@click.option("--continue/--no-continue", "continue_", default=True,
+              help="Carry the final eight turns of the most recent eligible conversation (H6).")
+@pass_ctx
+def new_cmd(obj: Context, persona_name: str | None, title: str, continue_: bool) -> None:
+    """Start a new conversation, continuing the most recent eligible one."""
+    scope = obj.scope()
+    persona_id = scope.personas.by_name(persona_name).id if persona_name else None
+    result = scope.new_chat(persona_id, title=title, channel="cli", continue_=continue_)
+    if result.source_conversation_id is None:
+        console.print(f"Conversation {result.conversation.id} started.", markup=False)
+    else:
+        h = result.handoff
+        console.print(f"Conversation {result.conversation.id} started, continuing conversation "
+                      f"{result.source_conversation_id} ({h['verbatim']} turns verbatim, "
+                      f"{h['markers']} shown as markers).", markup=False)
+
+
+@cli.command("branch")
+@click.argument("source_id", type=int)
+@click.option("--retry-key", help="Repeat a branch request safely; a new key is made when omitted.")
+@click.option("--title", default=None)
+@pass_ctx
+def branch_cmd(obj: Context, source_id: int, retry_key: str | None, title: str | None) -> None:
+    """Branch / Fresh Chat: a new conversation opening with the source's final exchange."""
+    import uuid
+
+    key = retry_key or str(uuid.uuid4())
+    result = obj.scope().branch(source_id, key, title, channel="cli")
+    state = "created" if result.created else "already existed for this retry key"
+    console.print(f"Conversation {result.conversation.id} {state} (branch of {source_id}).", markup=False)
+    if not retry_key:
+        err_console.print(f"Retry key: {key}", markup=False)
+
+
+@cli.group()
+def shield() -> None:
+    """Continuity Shield: keep a conversation out of automatic continuity."""
+
+
+@shield.command("set")
+@click.argument("conversation_id", type=int)
+@pass_ctx
+def shield_set(obj: Context, conversation_id: int) -> None:
+    obj.scope().set_shielded(conversation_id, True)
+    console.print(f"Conversation {conversation_id} is shielded; affected prompts were refreshed.", markup=False)
+
+
+@shield.command("release")
+@click.argument("conversation_id", type=int)
+@pass_ctx
+def shield_release(obj: Context, conversation_id: int) -> None:
+    obj.scope().set_shielded(conversation_id, False)
+    console.print(f"Shield released for conversation {conversation_id}; affected prompts were refreshed.",
+                  markup=False)
