@@ -236,15 +236,15 @@ def bench_index(label: str, data: np.ndarray, queries: np.ndarray, efs: list[int
     med, p99 = latency(ann, queries)
     hits = sum(len(tr & {i for i, _ in ann.search(q, 10)}) for q, tr in zip(queries, truth))
     print(f"  ann usearch {ann.ann_dtype} M={ann.connectivity} ef_add={ann.expansion_add} "
-          f"ef={ann.expansion_search}: build {build:.1f}s, {ann.memory_bytes / 2**20:.0f} MiB, "
+          f"ef={ann.effective_expansion(n)}: build {build:.1f}s, {ann.memory_bytes / 2**20:.0f} MiB, "
           f"query median {med:.2f} ms, p99 {p99:.2f} ms, recall@10 {hits / (10 * len(queries)):.3f}")
     for ef in efs or []:
-        ann._ann.expansion_search = ef
+        ann.expansion_search = ef
         med, p99 = latency(ann, queries)
         hits = sum(len(tr & {i for i, _ in ann.search(q, 10)}) for q, tr in zip(queries, truth))
         print(f"    ef={ef}: query median {med:.2f} ms, p99 {p99:.2f} ms, "
               f"recall@10 {hits / (10 * len(queries)):.3f}")
-    ann._ann.expansion_search = ann.expansion_search
+    ann.expansion_search = None
     rng = np.random.default_rng(1)
     for share in (0.01, 0.3):
         allowed = rng.choice(ids, int(n * share), replace=False)

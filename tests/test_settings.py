@@ -46,3 +46,17 @@ def test_h2_invalid_seed_limits_fall_back_with_a_warning(tmp_path, caplog):
     assert settings.handoff_total_budget == 60_000
     assert settings.timeline_history_event_limit == 250
     assert "HANDOFF_PER_MESSAGE_CHARACTER_LIMIT" in caplog.text
+
+
+def test_s7_embedder_is_chosen_by_settings(tmp_path):
+    from hearth import Hearth
+    from hearth.retrieval.embedder import LocalEmbedder, OpenAIEmbedder
+
+    local = Hearth(Settings.resolve({"home": str(tmp_path / "a")}, environ={}))
+    assert isinstance(local.embedder, LocalEmbedder) and not local.embedder.loaded
+    remote = Hearth(Settings.resolve({"home": str(tmp_path / "b")}, environ={
+        "HEARTH_EMBEDDER": "openai", "HEARTH_EMBEDDING_MODEL": "text-embedding-3-large",
+        "OPENAI_API_KEY": "sk-test"}))
+    assert isinstance(remote.embedder, OpenAIEmbedder) and remote.embedder.dim == 3072
+    with pytest.raises(ConfigError, match="embedder"):
+        Settings.resolve(environ={"HEARTH_HOME": str(tmp_path), "HEARTH_EMBEDDER": "word2vec"})

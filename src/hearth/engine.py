@@ -41,6 +41,7 @@ class Hearth:
         self.users = Users(self.store)
         self.history = HistoryCache()
         self._provider = provider
+        self._embedder = None
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> "Hearth":
@@ -53,6 +54,15 @@ class Hearth:
 
             self._provider = provider_from_settings(self.settings)
         return self._provider
+
+    @property
+    def embedder(self):
+        """The configured embedder (S7), created on first use; the local model loads on first embed."""
+        if self._embedder is None:
+            from .retrieval.embedder import embedder_from_settings
+
+            self._embedder = embedder_from_settings(self.settings)
+        return self._embedder
 
     def input_token_limit(self) -> int:
         """Model-specific input safety limit (R1): configured, or derived from the model name."""

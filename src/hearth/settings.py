@@ -35,6 +35,9 @@ class Settings:
     openai_api_key: str = ""
     anthropic_api_key: str = ""
     provider_timeout: float = 60.0
+    # Embeddings (S7): the local model by default; "openai" for any OpenAI-compatible server.
+    embedder: str = "local"
+    embedding_model: str = ""
     # Budget (R1): input limit in estimated tokens, room kept for the reply.
     input_token_limit: int = 0  # 0: derived from the model name
     output_token_reserve: int = 4_096
@@ -88,6 +91,8 @@ class Settings:
     def _validate(self) -> None:
         if not 0 < self.port < 65536:
             raise ConfigError(f"port must be between 1 and 65535, got {self.port}")
+        if self.embedder not in ("local", "openai"):
+            raise ConfigError(f"embedder must be local or openai; got {self.embedder!r}")
         if self.provider not in ("", "offline", "openai", "openai-chat", "anthropic"):
             raise ConfigError(
                 f"provider must be one of offline, openai, openai-chat, anthropic; got {self.provider!r}"
@@ -110,6 +115,8 @@ _ENV = {
     "OPENAI_API_KEY": "openai_api_key",
     "ANTHROPIC_API_KEY": "anthropic_api_key",
     "HEARTH_PROVIDER_TIMEOUT": "provider_timeout",
+    "HEARTH_EMBEDDER": "embedder",
+    "HEARTH_EMBEDDING_MODEL": "embedding_model",
     "HEARTH_INPUT_TOKEN_LIMIT": "input_token_limit",
     "HEARTH_OUTPUT_TOKEN_RESERVE": "output_token_reserve",
     "HEARTH_MAX_BODY_BYTES": "max_body_bytes",

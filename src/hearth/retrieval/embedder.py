@@ -305,3 +305,26 @@ class OpenAIEmbedder:
                 kind="bad_request", retryable=False,
             )
         return vectors
+
+
+_local: LocalEmbedder | None = None
+_local_lock = threading.Lock()
+
+
+def local_embedder() -> LocalEmbedder:
+    """The process-wide local model: immutable and thread-safe once loaded, so it is shared."""
+    global _local
+    with _local_lock:
+        if _local is None:
+            _local = LocalEmbedder()
+        return _local
+
+
+def embedder_from_settings(settings: Any) -> Embedder:
+    """``HEARTH_EMBEDDER``: ``local`` (default, no key, no download) or ``openai`` (any server
+    speaking OpenAI's ``/embeddings``, with ``HEARTH_EMBEDDING_MODEL`` and ``HEARTH_BASE_URL``)."""
+    if settings.embedder == "openai":
+        return OpenAIEmbedder(model=settings.embedding_model or "text-embedding-3-small",
+                              api_key=settings.openai_api_key or None, base_url=settings.base_url or None,
+                              timeout=settings.provider_timeout)
+    return local_embedder()
