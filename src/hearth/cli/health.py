@@ -54,6 +54,7 @@ def doctor(obj: Context) -> None:
         ("schema version", f"{hearth.store.schema_version()} (latest {LATEST_VERSION})"),
         ("keyword index (FTS5)", "available" if fts5 else "missing"),
         ("provider", provider),
+        ("embedder", _embedder_line(hearth)),
         ("owner password", "set" if hearth.users.password_configured() else "not set"),
         ("ledger", "ok" if report.ok else "; ".join(report.problems)),
         ("events / messages", f"{report.events} / {report.messages}"),
@@ -62,6 +63,18 @@ def doctor(obj: Context) -> None:
     ]:
         table.add_row(key, value)
     console.print(table)
+
+
+def _embedder_line(hearth) -> str:
+    """Name and size of the embedder, and whether the local model's files are installed (not loaded)."""
+    try:
+        embedder = hearth.embedder
+        check = getattr(embedder, "files", None)
+        if check is not None:
+            check()
+    except HearthError as exc:
+        return f"not usable: {exc}"
+    return f"{embedder.name} ({embedder.dim} dimensions)"
 
 
 def _reconciliation_line(conn) -> str:

@@ -150,15 +150,17 @@ class LocalEmbedder:
     def loaded(self) -> bool:
         return self._session is not None
 
+    def files(self) -> tuple[Path, Path]:
+        """Where the model and tokenizer are; ConfigError naming the pip command if missing."""
+        return (self._model_path or package_file(MODEL_PACKAGE, MODEL_FILE, MODEL_DISTRIBUTION),
+                self._tokenizer_path or package_file(TOKENIZER_PACKAGE, TOKENIZER_FILE, TOKENIZER_DISTRIBUTION))
+
     def load(self) -> None:
         """Verify and open both files now instead of on the first ``embed()``."""
         with self._lock:
             if self._session is not None:
                 return
-            model_path = self._model_path or package_file(MODEL_PACKAGE, MODEL_FILE, MODEL_DISTRIBUTION)
-            tokenizer_path = self._tokenizer_path or package_file(
-                TOKENIZER_PACKAGE, TOKENIZER_FILE, TOKENIZER_DISTRIBUTION
-            )
+            model_path, tokenizer_path = self.files()
             verify_file(model_path, MODEL_SHA256, "embedding model", MODEL_DISTRIBUTION)
             verify_file(tokenizer_path, TOKENIZER_SHA256, "embedding tokenizer", TOKENIZER_DISTRIBUTION)
             try:
