@@ -1,6 +1,6 @@
 """LoCoMo turn-level evidence recall through Hearth's own retrieval.
 
-    python benchmarks/locomo.py [--data FILE] [--k 5 10 25 50] [--json] [--no-vectors]
+    python benchmarks/locomo.py [--data FILE] [--k 5 10 25 50] [--json] [--no-vectors] [--limit N] [--store DIR]
 
 Loads LoCoMo-format data into a fresh store through the public API: each sample becomes a user
 with a persona whose labels are the two speakers' names, each session a conversation created at
@@ -9,6 +9,8 @@ every question goes through ``hearth.retrieval.hybrid.search`` (the function beh
 tools, the owner's search and archive recall) and the script reports the share of evidence turns
 found in the top k, per category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
 5 adversarial), for 1-4 together and for all, beside a plain BM25 baseline from the same run.
+Each search gets the persona's speaker names and ignored names exactly as archive recall and the
+search tools pass them. ``--store DIR`` keeps the loaded and embedded store for quicker reruns.
 With ``--json`` the last line is one JSON object: {"recall": {...}, "bm25": {...}, "questions": n}.
 """
 
@@ -28,6 +30,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from hearth import Hearth, Settings  # noqa: E402
 from hearth.errors import NotFound  # noqa: E402
+from hearth.layers.keyword_recall import persona_names  # noqa: E402
 from hearth.retrieval.hybrid import Filters, search  # noqa: E402
 from hearth.retrieval.keyword import search_messages, terms  # noqa: E402
 
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
                     questions += 1
                     outcome = search(conn, user_id, str(qa["question"]), filters=Filters(sources=("messages",)),
                                      limit=top, embedder=embedder, db_key=str(hearth.store.path),
-                                     speaker_names=speakers, log=False)
+                                     speaker_names=speakers, ignore_names=persona_names(persona), log=False)
                     found = [dia.get(r.id, "") for r in outcome.results]
                     plain = search_messages(conn, user_id, terms(str(qa["question"])), limit=top)
                     base = [dia.get(h.message_id, "") for h in plain]

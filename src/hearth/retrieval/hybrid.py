@@ -25,11 +25,13 @@ from typing import Any, Iterable
 
 from ..conversations import ELIGIBLE_SQL
 from . import searchlog
-from .keyword import STOPWORDS, WORD_RE, match_query, search_messages, terms
+from .keyword import STOPWORDS, WORD_RE, search_messages, terms
 
-EXP = {"stem": False, "novecnames": False, "drop_names": False, "scaffold": False, "session": 0.0, "speaker_boost": 1.15, "prf": 0}
 RRF_K = 10  # small k: the top of each list counts (measured on LoCoMo, docs/recall.md)
 NEIGHBOUR_WEIGHT = 0.4  # a turn next to a strong match shares some of its score
+SESSION_WEIGHT = 0.6  # a turn in a conversation with several strong matches is lifted (up to x1.6)
+SESSION_TOP = 3  # a conversation's strength: the sum of its best three fused scores
+SPEAKER_BOOST = 1.5  # the query names exactly one speaker: that speaker's turns
 VARIANT_WEIGHTS = {"query": 1.0, "with_context": 0.7, "keywords": 1.0, "entities": 0.5}
 CANDIDATES = 60  # per ranked list
 MAX_QUERY_TERMS = 12
@@ -49,7 +51,6 @@ _ENTITY_RE = re.compile(r"(?<![\w'])([A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)*)")
 _NUMBER_RE = re.compile(r"\b\d[\d,.:/-]*\b")
 _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)\s*[\"'(]*$")
 
-SCAFFOLD = frozenset("kind type sort things thing name names does many much often long ago something anything".split())
 MONTHS = {m: i for i, m in enumerate(
     ("january february march april may june july august september october november december").split(), 1)}
 MONTHS.update({m[:3]: i for m, i in list(MONTHS.items())})
@@ -96,16 +97,17 @@ def doc_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) -> d
     for word in words:
         if word.endswith("*"):
             # A stem stands for every indexed form that starts with it (an upper bound of its rows).
-            stem = word[:-1]
+            prefix = word[:-1]
             row = conn.execute(f"SELECT sum(doc) FROM {vocab} WHERE term >= ? AND term < ?",
-                               (stem, stem[:-1] + chr(ord(stem[-1]) + 1))).fetchone()
+                               (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))).fetchone()
         else:
             row = conn.execute(f"SELECT doc FROM {vocab} WHERE term = ?", (word,)).fetchone()
         out[word] = (row[0] or 0) if row else 0
     return out
 
 
-_SUFFIXES = ("ations", "ation", "ions", "ion", "ments", "ment", "ings", "ing", "ies", "ied", "ers", "er", "ed", "es", "ly", "s")
+_SUFFIXES = ("ations", "ation", "ions", "ion", "ments", "ment", "ings", "ing", "ies", "ied", "ers", "er", "ed",
+             "es", "ly", "s")
 
 
 def stem(word: str) -> str:
@@ -124,7 +126,11 @@ def stem(word: str) -> str:
 
 
 def match_terms(words: list[str]) -> list[str]:
-    """Query words as FTS terms: a word with a stem of 5+ letters becomes a prefix ('paint*')."""
+    """Query words as FTS terms: a stripped stem of 4+ letters (or any 5+) becomes a prefix ('paint*').
+
+    The index has no stemmer (its tokenizer is fixed by the schema), so the query reaches the
+    other forms of a word through an FTS5 prefix term, which BM25 scores as one term.
+    """
     out: dict[str, None] = {}
     for w in words:
         base = stem(w)
@@ -392,7 +398,7 @@ def fuse(lists: dict[str, list[tuple[tuple[str, int], float]]], *, k: int = RRF_
     fused: dict[tuple[str, int], dict[str, Any]] = {}
     for name, ranked in lists.items():
         signal = name.split(":", 1)[0]
-        weight = (weights or {}).get(signal, 1.0)
+        weight = (weights or {}).get(name, (weights or {}).get(signal, 1.0))
         for rank, (key, score) in enumerate(ranked, start=1):
             entry = fused.setdefault(key, {"rrf": 0.0})
             entry["rrf"] += weight / (k + rank)
@@ -430,6 +436,36 @@ def _neighbours(conn: sqlite3.Connection, fused: dict[tuple[str, int], dict[str,
     return out
 
 
+def without_names(text: str, names: Iterable[str]) -> str:
+    """``text`` with the given names (and their possessive 's) taken out."""
+    names = [n for n in names if n.strip()]
+    if not names:
+        return text
+    pattern = re.compile(r"(?<!\w)(?:" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+                         + r")(?:['’]s)?(?!\w)", re.IGNORECASE)
+    return " ".join(pattern.sub(" ", text).split())
+
+
+def _session_lift(results: list[Result]) -> None:
+    """Lift turns of conversations (or documents) holding several strong matches.
+
+    Evidence tends to cluster: a conversation where three turns match is a better place to look
+    than one stray hit. Each result's fused score is multiplied by 1 + SESSION_WEIGHT times its
+    source's strength (sum of its best SESSION_TOP fused scores) relative to the strongest source.
+    """
+    per_source: dict[tuple[str, int], list[float]] = {}
+    for r in results:
+        per_source.setdefault((r.kind, r.source_id), []).append(r.scores["fused"])
+    strength = {k: sum(sorted(v, reverse=True)[:SESSION_TOP]) for k, v in per_source.items()}
+    best = max(strength.values(), default=0.0)
+    if best <= 0:
+        return
+    for r in results:
+        share = strength[(r.kind, r.source_id)] / best
+        r.scores["session"] = round(share, 4)
+        r.scores["fused"] = round(r.scores["fused"] * (1 + SESSION_WEIGHT * share), 6)
+
+
 def search(
     conn: sqlite3.Connection,
     user_id: int,
@@ -457,17 +493,16 @@ def search(
     variants = build_variants(query, context, ignore_names=ignore_names)
     lists: dict[str, list[tuple[tuple[str, int], float]]] = {}
     weights: dict[str, float] = {}
-    name_words = set()
-    if EXP["drop_names"]:
-        for n in list(ignore_names) + list((speaker_names or {}).keys()):
-            name_words |= set(terms(n))
+    # Speaker names go to the speaker lift, not to FTS: as words they match every greeting
+    # addressed to that person ("Hey Caroline!") rather than what the person said.
+    name_words: set[str] = set()
+    for name in (*ignore_names, *(speaker_names or {})):
+        name_words.update(terms(name))
     for source in filters.sources:
         kind = "message" if source == "messages" else "chunk"
         asked: set[tuple[str, ...]] = set()
         for variant in variants:
-            vw = [w for w in variant.words if w not in name_words and not (EXP["scaffold"] and w in SCAFFOLD)]
-            if EXP["stem"]:
-                vw = match_terms(vw)
+            vw = match_terms([w for w in variant.words if w not in name_words])
             words = select_terms(conn, vw, source)
             if not words or tuple(sorted(words)) in asked:
                 continue  # the same words asked twice would only count twice
@@ -482,6 +517,10 @@ def search(
 
         # Meaning is in the sentence: keyword-only and name-only variants go to FTS, not to vectors.
         texts = [v.text for v in variants if v.name in ("query", "with_context")]
+        if speaker_names and texts:
+            # The turns are embedded with their speaker's label; a name in the query pulls toward
+            # every turn that mentions or addresses that person. The lift below handles the speaker.
+            texts[0] = without_names(texts[0], speaker_names) or texts[0]
         names = [v.name for v in variants if v.name in ("query", "with_context")]
         vectors = embed_queries(embedder, texts)
         for source in filters.sources:
@@ -520,7 +559,7 @@ def search(
         if hint and result.date and hint[0] <= result.date[:10] <= hint[1]:
             boost *= 1.3
         if len(named_roles) == 1 and result.kind == "message" and result.speaker in named_roles:
-            boost *= EXP["speaker_boost"]
+            boost *= SPEAKER_BOOST
         scores = {k: v for k, v in entry.items() if k != "lists"}
         scores["signals"] = sorted({name.split(":", 1)[0] for name in entry["lists"]})
         scores["boost"] = round(boost, 3)
@@ -529,14 +568,7 @@ def search(
         scores["fused"] = round((entry["rrf"] + NEIGHBOUR_WEIGHT * scores["neighbour"]) * boost, 6)
         result.scores = scores
         results.append(result)
-    if EXP["session"]:
-        per: dict[tuple[str, int], list[float]] = {}
-        for r in results:
-            per.setdefault((r.kind, r.source_id), []).append(r.scores["fused"])
-        agg = {k: sum(sorted(v, reverse=True)[:3]) for k, v in per.items()}
-        top_agg = max(agg.values()) if agg else 1.0
-        for r in results:
-            r.scores["fused"] = round(r.scores["fused"] * (1 + EXP["session"] * agg[(r.kind, r.source_id)] / top_agg), 6)
+    _session_lift(results)
     results.sort(key=lambda r: (-r.scores["fused"], r.date or "", r.id))
     candidates = len(results)
     results = results[:limit]
@@ -591,4 +623,5 @@ def with_filters(filters: Filters, **changes: Any) -> Filters:
 
 
 __all__ = ["Filters", "Result", "SearchOutcome", "Variant", "build_variants", "context_block", "date_hint",
-           "entities", "fuse", "has_recall_cue", "rare_terms", "search", "select_terms", "WORD_RE"]
+           "entities", "fts_match", "fuse", "has_recall_cue", "match_terms", "rare_terms", "search", "select_terms",
+           "stem", "without_names", "WORD_RE"]

@@ -32,22 +32,13 @@ EMBED_BATCH = 64
 CONTEXT_CHARS = 200  # of the previous turn, so short answers ("yes, last May") keep their question
 
 
-_LOCAL: Any = None
-_LOCAL_LOCK = threading.Lock()
-
-
 def shared_embedder(hearth: Any = None) -> Any:
-    """The deployment's embedder: the local model, loaded once per process on first ``embed()``.
+    """The deployment's embedder (``Hearth.embedder``), or the process-wide local model."""
+    if hearth is not None:
+        return hearth.embedder
+    from .embedder import local_embedder
 
-    The model is immutable and thread-safe, so every store and scope in a process shares it.
-    """
-    global _LOCAL
-    with _LOCAL_LOCK:
-        if _LOCAL is None:
-            from .embedder import LocalEmbedder
-
-            _LOCAL = LocalEmbedder()
-        return _LOCAL
+    return local_embedder()
 
 
 def model_id(embedder: Any) -> str:
@@ -62,13 +53,10 @@ def embed_texts(embedder: Any, texts: list[str]) -> np.ndarray:
 
 
 # -- what a vector stands for ---------------------------------------------------------------------
-import os
-def message_text(label: str, content: str, previous: str = "", following: str = "") -> str:
+def message_text(label: str, content: str, previous: str = "") -> str:
     text = f"{label} {content}".strip()
     if previous:
         text += f"\n(in reply to: {previous[:CONTEXT_CHARS]})"
-    if following and os.environ.get("HX_NEXT"):
-        text += f"\n(answered: {following[:CONTEXT_CHARS]})"
     return text
 
 
@@ -89,12 +77,8 @@ def _pending_messages(conn: sqlite3.Connection, model: str, user_id: int | None,
             "SELECT content FROM messages WHERE conversation_id = ? AND id < ? AND kind = 'chat'"
             " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1", (r["conversation_id"], r["id"]),
         ).fetchone()
-        nxt = conn.execute(
-            "SELECT content FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
-            " AND role IN ('user', 'assistant') ORDER BY id LIMIT 1", (r["conversation_id"], r["id"]),
-        ).fetchone()
         label = r["user_label"] if r["role"] == "user" else r["assistant_label"]
-        out.append((r["id"], r["user_id"], message_text(label, r["content"], prev[0] if prev else "", nxt[0] if nxt else "")))
+        out.append((r["id"], r["user_id"], message_text(label, r["content"], prev[0] if prev else "")))
     return out
 
 
