@@ -2,7 +2,7 @@
 
 The database is the source of truth: chat turns have a row in ``message_embeddings`` and archive
 chunks carry their vector in ``archive_chunks.embedding``. An in-process ``VectorIndex`` is built
-from those rows on demand, cached per user, source and model, and rebuilt when the rows change.
+from those rows on demand, cached per user, source and model, and kept in step as rows change.
 
 Ingestion (``embed_pending``) embeds whatever has no vector yet, one batch per transaction, so an
 interrupted run resumes where it stopped and never writes a vector twice (S8). It is what
@@ -15,9 +15,12 @@ text (``Elion said: ...``), so that "what did she say about ..." finds the right
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sqlite3
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
@@ -157,35 +160,68 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
 
 # -- the in-process index ---------------------------------------------------------------------------
 class IndexCache:
-    """Vector indexes per (database, user, source, model), rebuilt when their rows change.
+    """Vector indexes per (database, user, source, model), kept in step with their table.
 
-    The signature (row count, highest id) is read on every search; it is cheap, and a new or deleted
-    row makes the next search rebuild from the table, so the index never drifts from the database.
+    A cheap signature (row count, highest id) is read on every search. When rows were only added,
+    the new ones are added to the cached index; any other change (a deletion) rebuilds it from the
+    table, so the index never drifts from the database. Large (ANN) indexes are also saved beside
+    the database, so a restart loads the graph and adds only what arrived since, instead of
+    rebuilding it (minutes at a million vectors).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, ann_threshold: int | None = None) -> None:
         self._lock = threading.Lock()
         self._indexes: dict[tuple, tuple[tuple, "VectorIndex"]] = {}
+        self.ann_threshold = ann_threshold  # None: the index's own default
 
-    def _signature(self, conn: sqlite3.Connection, source: str, user_id: int, model: str) -> tuple:
+    @staticmethod
+    def _table(source: str) -> tuple[str, str, str]:
         if source == "messages":
-            row = conn.execute("SELECT count(*), coalesce(max(message_id), 0) FROM message_embeddings"
-                               " WHERE user_id = ? AND model = ?", (user_id, model)).fetchone()
-        else:
-            row = conn.execute("SELECT count(*), coalesce(max(id), 0) FROM archive_chunks"
-                               " WHERE user_id = ? AND embedding_model = ?", (user_id, model)).fetchone()
-        return tuple(row)
+            return "message_embeddings", "message_id", "model"
+        return "archive_chunks", "id", "embedding_model"
 
-    def _load(self, conn: sqlite3.Connection, source: str, user_id: int, model: str, dim: int) -> "VectorIndex":
-        from .vectors import VectorIndex, from_blob
+    def _signature(self, conn: sqlite3.Connection, source: str, user_id: int, model: str,
+                   up_to: int | None = None) -> tuple[int, int]:
+        table, key, model_column = self._table(source)
+        sql = f"SELECT count(*), coalesce(max({key}), 0) FROM {table} WHERE user_id = ? AND {model_column} = ?"
+        args: list[Any] = [user_id, model]
+        if up_to is not None:
+            sql += f" AND {key} <= ?"
+            args.append(up_to)
+        return tuple(conn.execute(sql, args).fetchone())
 
-        if source == "messages":
-            rows = conn.execute("SELECT message_id, embedding FROM message_embeddings WHERE user_id = ? AND model = ?"
-                                " ORDER BY message_id", (user_id, model))
-        else:
-            rows = conn.execute("SELECT id, embedding FROM archive_chunks WHERE user_id = ? AND embedding_model = ?"
-                                " ORDER BY id", (user_id, model))
-        return VectorIndex.from_rows(dim, [(row_id, from_blob(blob, dim)) for row_id, blob in rows])
+    def _rows(self, conn: sqlite3.Connection, source: str, user_id: int, model: str, dim: int,
+              after: int = 0) -> list[tuple[int, np.ndarray]]:
+        from .vectors import from_blob
+
+        table, key, model_column = self._table(source)
+        column = "embedding"
+        rows = conn.execute(f"SELECT {key}, {column} FROM {table} WHERE user_id = ? AND {model_column} = ?"
+                            f" AND {key} > ? AND {column} IS NOT NULL ORDER BY {key}", (user_id, model, after))
+        return [(row_id, from_blob(blob, dim)) for row_id, blob in rows]
+
+    @staticmethod
+    def _file(db_key: str, source: str, user_id: int, model: str) -> Path:
+        digest = hashlib.sha256(model.encode()).hexdigest()[:12]
+        return Path(db_key + ".vectors") / f"{source}-{user_id}-{digest}.usearch"
+
+    def _cold_load(self, conn, db_key, source, user_id, model, dim, signature) -> "VectorIndex":
+        from .vectors import VectorIndex
+
+        index = VectorIndex(dim) if self.ann_threshold is None else VectorIndex(dim, ann_threshold=self.ann_threshold)
+        path = self._file(db_key, source, user_id, model)
+        saved = _saved_signature(path)
+        if saved and saved[1] <= signature[1] and self._signature(conn, source, user_id, model, saved[1]) == saved:
+            if index.load(path, fingerprint=f"{model}:{saved[0]}:{saved[1]}"):
+                newer = self._rows(conn, source, user_id, model, dim, after=saved[1])
+                if newer:
+                    index.add([i for i, _ in newer], np.stack([v for _, v in newer]))
+                return index
+        index.rebuild(self._rows(conn, source, user_id, model, dim))
+        if index.mode == "ann":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            index.save(path, fingerprint=f"{model}:{signature[0]}:{signature[1]}")
+        return index
 
     def get(self, conn: sqlite3.Connection, db_key: str, source: str, user_id: int, model: str,
             dim: int) -> "VectorIndex":
@@ -193,9 +229,17 @@ class IndexCache:
         signature = self._signature(conn, source, user_id, model)
         with self._lock:
             cached = self._indexes.get(key)
-            if cached and cached[0] == signature:
-                return cached[1]
-        index = self._load(conn, source, user_id, model, dim)
+        if cached and cached[0] == signature:
+            return cached[1]
+        if cached and signature[1] > cached[0][1]:
+            newer = self._rows(conn, source, user_id, model, dim, after=cached[0][1])
+            if cached[0][0] + len(newer) == signature[0]:  # only additions since the last look
+                index = cached[1]
+                index.add([i for i, _ in newer], np.stack([v for _, v in newer]))
+                with self._lock:
+                    self._indexes[key] = (signature, index)
+                return index
+        index = self._cold_load(conn, db_key, source, user_id, model, dim, signature)
         with self._lock:
             self._indexes[key] = (signature, index)
         return index
@@ -203,6 +247,16 @@ class IndexCache:
     def clear(self) -> None:
         with self._lock:
             self._indexes.clear()
+
+
+def _saved_signature(path: Path) -> tuple[int, int] | None:
+    """(count, highest id) a saved index was made from, read from its sidecar."""
+    try:
+        fingerprint = json.loads(path.with_name(path.name + ".json").read_text(encoding="utf-8"))["fingerprint"]
+        _model, count, highest = fingerprint.rsplit(":", 2)
+        return int(count), int(highest)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 INDEXES = IndexCache()

@@ -1,0 +1,74 @@
+"""The in-process vector index follows its table: additions are added, deletions rebuild, and a
+large index is saved beside the database and reloaded after a restart (S7)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hearth.retrieval import vectors
+from hearth.retrieval.semantic import IndexCache
+from hearth.retrieval.vectors import to_blob
+
+DIM = 16
+
+
+def _add(me, conversation_id, rng, count):
+    ids = []
+    with me.store.write() as conn:
+        for _ in range(count):
+            message = me.conversations.add_message(conversation_id, "user", "text")
+            vector = rng.standard_normal(DIM).astype(np.float32)
+            conn.execute("INSERT INTO message_embeddings (message_id, user_id, model, embedding) VALUES (?, ?, 'm', ?)",
+                         (message.id, me.user_id, to_blob(vector / np.linalg.norm(vector))))
+            ids.append(message.id)
+    return ids
+
+
+def test_s7_index_adds_new_rows_rebuilds_on_deletion_and_reloads_after_restart(me, persona, monkeypatch):
+    rng = np.random.default_rng(3)
+    conversation = me.conversations.create(persona.id)
+    db_key = str(me.store.path)
+    conn = me.store.connection()
+    cache = IndexCache(ann_threshold=50)
+
+    ids = _add(me, conversation.id, rng, 60)
+    first = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
+    assert first.mode == "ann" and len(first) == 60
+    assert cache._file(db_key, "messages", me.user_id, "m").is_file()
+
+    ids += _add(me, conversation.id, rng, 5)
+    grown = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
+    assert grown is first and len(grown) == 65  # added in place, no rebuild
+
+    with me.store.write() as w:
+        w.execute("DELETE FROM messages WHERE id = ?", (ids[0],))
+    rebuilt = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
+    assert rebuilt is not first and len(rebuilt) == 64
+    assert ids[0] not in {i for i, _ in rebuilt.search(rng.standard_normal(DIM).astype(np.float32), 64)}
+
+    # A restart: a new cache loads the saved graph and adds only the rows that arrived since.
+    newest = _add(me, conversation.id, rng, 2)
+
+    def no_rebuild(self, *args, **kwargs):
+        raise AssertionError("the saved index should have been loaded, not rebuilt")
+
+    monkeypatch.setattr(vectors.VectorIndex, "rebuild", no_rebuild)
+    restarted = IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
+    assert restarted.mode == "ann" and len(restarted) == 66
+    row = conn.execute("SELECT embedding FROM message_embeddings WHERE message_id = ?", (newest[-1],)).fetchone()
+    assert restarted.search(vectors.from_blob(row[0], DIM), 1)[0][0] == newest[-1]
+
+
+def test_s7_a_stale_saved_index_is_not_trusted(me, persona):
+    rng = np.random.default_rng(4)
+    conversation = me.conversations.create(persona.id)
+    db_key = str(me.store.path)
+    conn = me.store.connection()
+    ids = _add(me, conversation.id, rng, 60)
+    IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
+    with me.store.write() as w:  # a deletion below the saved highest id: the file no longer matches
+        w.execute("DELETE FROM messages WHERE id = ?", (ids[5],))
+    index = IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
+    assert len(index) == 59
+    assert ids[5] not in {i for i, _ in index.search(rng.standard_normal(DIM).astype(np.float32), 59)}
