@@ -106,3 +106,20 @@ def test_s5_cli_export_writes_the_document(tmp_path, monkeypatch):
     doc = json.loads(out.read_text())
     assert doc["format"] == "hearth-export"
     assert any("hello there" in str(row) for row in doc["tables"]["messages"]["rows"])
+
+
+def test_a5_s5_cli_import_restores_a_hearth_export_into_an_empty_deployment(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from hearth.cli import cli
+
+    runner = CliRunner()
+    monkeypatch.setenv("HEARTH_HOME", str(tmp_path / "old"))
+    runner.invoke(cli, ["chat", "-m", "remember the blue kettle"])
+    exported = tmp_path / "export.json"
+    assert runner.invoke(cli, ["export", "-o", str(exported)]).exit_code == 0
+    monkeypatch.setenv("HEARTH_HOME", str(tmp_path / "new"))
+    result = runner.invoke(cli, ["import", str(exported)])
+    assert result.exit_code == 0, result.output
+    assert "Restored 1 conversation(s)" in result.output
+    assert "blue kettle" in runner.invoke(cli, ["conversations", "show", "1"]).output

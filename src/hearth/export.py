@@ -127,6 +127,12 @@ def _load(data: bytes | str | dict) -> dict[str, Any]:
         raise InvalidInput(f"the export is not valid JSON (line {exc.lineno}, column {exc.colno})") from None
 
 
+def is_export(data: bytes) -> bool:
+    """A cheap sniff: does this look like a Hearth export (without parsing a large file twice)?"""
+    head = data[:200].decode("utf-8", "ignore").replace(" ", "")
+    return head.startswith('{"format":"hearth-export"')
+
+
 def import_user(store: Store, user_id: int, data: bytes | str | dict) -> dict[str, int]:
     """Load an export into an empty store for ``user_id``; returns rows imported per table."""
     doc = _load(data)
