@@ -67,13 +67,17 @@ def tier(text: str) -> int:
     return 0
 
 
-def _thread(conn, conversation_id: int, before_id: int | None) -> list[Message]:
+def _thread(conn, conversation_id: int, before_id: int | None, newest: int | None = None) -> list[Message]:
+    """The thread's turns in order; only the ``newest`` ones when given (tier 2 reads no more)."""
     sql = ("SELECT * FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role IN ('user', 'assistant')")
     args: list[Any] = [conversation_id]
     if before_id is not None:
         sql += " AND id < ?"
         args.append(before_id)
-    return [Message.from_row(r) for r in conn.execute(sql + " ORDER BY id", args)]
+    if newest is None:
+        return [Message.from_row(r) for r in conn.execute(sql + " ORDER BY id", args)]
+    rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, newest)).fetchall()
+    return [Message.from_row(r) for r in reversed(rows)]
 
 
 def _fit(messages: list[Message], cap: int, *, keep_newest: bool) -> list[Message]:
@@ -108,7 +112,7 @@ class ThreadRecall:
             return []
         started = time.monotonic()
         current = self._current_id(turn)
-        thread = _thread(turn.conn, turn.conversation.id, current)
+        thread = _thread(turn.conn, turn.conversation.id, current, T2_MESSAGES if level == 2 else None)
         if not thread:
             return []
         if level == 2:
