@@ -406,6 +406,16 @@ CREATE TABLE users (
             password_hash TEXT,
             created_at TEXT NOT NULL
         );
+-- table vector_counts
+CREATE TABLE vector_counts (
+            user_id INTEGER NOT NULL,
+            source TEXT NOT NULL,
+            model TEXT NOT NULL,
+            count INTEGER NOT NULL DEFAULT 0,
+            max_id INTEGER NOT NULL DEFAULT 0,
+            rev INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (user_id, source, model)
+        ) WITHOUT ROWID;
 -- trigger archive_chunks_fts_delete
 CREATE TRIGGER archive_chunks_fts_delete AFTER DELETE ON archive_chunks
         BEGIN
@@ -422,10 +432,64 @@ CREATE TRIGGER archive_chunks_fts_update AFTER UPDATE OF text ON archive_chunks
             INSERT INTO archive_chunks_fts (archive_chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
             INSERT INTO archive_chunks_fts (rowid, text) VALUES (new.id, new.text);
         END;
+-- trigger chunk_vectors_delete
+CREATE TRIGGER chunk_vectors_delete AFTER DELETE ON archive_chunks
+        WHEN old.embedding_model IS NOT NULL
+        BEGIN
+            UPDATE vector_counts SET count = count - 1, rev = rev + 1
+            WHERE user_id = old.user_id AND source = 'chunks' AND model = old.embedding_model;
+        END;
+-- trigger chunk_vectors_insert
+CREATE TRIGGER chunk_vectors_insert AFTER INSERT ON archive_chunks
+        WHEN new.embedding_model IS NOT NULL
+        BEGIN
+            INSERT INTO vector_counts (user_id, source, model, count, max_id)
+                VALUES (new.user_id, 'chunks', new.embedding_model, 1, new.id)
+            ON CONFLICT (user_id, source, model) DO UPDATE SET
+                count = count + 1, rev = rev + (excluded.max_id < max_id), max_id = max(max_id, excluded.max_id);
+        END;
+-- trigger chunk_vectors_update
+CREATE TRIGGER chunk_vectors_update AFTER UPDATE OF embedding, embedding_model ON archive_chunks
+        BEGIN
+            UPDATE vector_counts SET count = count - 1, rev = rev + 1
+            WHERE old.embedding_model IS NOT NULL
+              AND user_id = old.user_id AND source = 'chunks' AND model = old.embedding_model;
+            INSERT INTO vector_counts (user_id, source, model, count, max_id)
+                SELECT new.user_id, 'chunks', new.embedding_model, 1, new.id
+                WHERE new.embedding_model IS NOT NULL
+            ON CONFLICT (user_id, source, model) DO UPDATE SET
+                count = count + 1,
+                rev = rev + (old.embedding_model IS NOT NULL OR excluded.max_id < max_id),
+                max_id = max(max_id, excluded.max_id);
+        END;
 -- trigger events_append_only
 CREATE TRIGGER events_append_only BEFORE UPDATE ON events
         BEGIN
             SELECT RAISE(ABORT, 'events are append-only');
+        END;
+-- trigger message_vectors_delete
+CREATE TRIGGER message_vectors_delete AFTER DELETE ON message_embeddings
+        BEGIN
+            UPDATE vector_counts SET count = count - 1, rev = rev + 1
+            WHERE user_id = old.user_id AND source = 'messages' AND model = old.model;
+        END;
+-- trigger message_vectors_insert
+CREATE TRIGGER message_vectors_insert AFTER INSERT ON message_embeddings
+        BEGIN
+            INSERT INTO vector_counts (user_id, source, model, count, max_id)
+                VALUES (new.user_id, 'messages', new.model, 1, new.message_id)
+            ON CONFLICT (user_id, source, model) DO UPDATE SET
+                count = count + 1, rev = rev + (excluded.max_id < max_id), max_id = max(max_id, excluded.max_id);
+        END;
+-- trigger message_vectors_update
+CREATE TRIGGER message_vectors_update AFTER UPDATE ON message_embeddings
+        BEGIN
+            UPDATE vector_counts SET count = count - 1, rev = rev + 1
+            WHERE user_id = old.user_id AND source = 'messages' AND model = old.model;
+            INSERT INTO vector_counts (user_id, source, model, count, max_id, rev)
+                VALUES (new.user_id, 'messages', new.model, 1, new.message_id, 1)
+            ON CONFLICT (user_id, source, model) DO UPDATE SET
+                count = count + 1, rev = rev + 1, max_id = max(max_id, excluded.max_id);
         END;
 -- trigger messages_fts_delete
 CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages

@@ -103,10 +103,10 @@ def test_s7_s8_embeddings_live_in_the_database_and_reindex_resumes_without_dupli
     blob = conn.execute("SELECT embedding FROM archive_chunks LIMIT 1").fetchone()[0]
     assert abs(float(np.linalg.norm(from_blob(blob))) - 1.0) < 1e-3
     # The index follows the table: a new row is in the next search's index.
-    before = len(INDEXES.get(conn, "t", "chunks", me.user_id, model, embedder.dim))
+    before = len(INDEXES.get(conn, str(me.store.path), "chunks", me.user_id, model, embedder.dim))
     archive.add_text("Doc new", "AUMA said:\nA brand new orchard entry.\n")
     embed_pending(me.store, embedder, user_id=me.user_id)
-    second = INDEXES.get(conn, "t", "chunks", me.user_id, model, embedder.dim)
+    second = INDEXES.get(conn, str(me.store.path), "chunks", me.user_id, model, embedder.dim)
     assert len(second) == before + 1
 
 

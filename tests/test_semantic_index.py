@@ -72,3 +72,19 @@ def test_s7_a_stale_saved_index_is_not_trusted(me, persona):
     index = IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
     assert len(index) == 59
     assert ids[5] not in {i for i, _ in index.search(rng.standard_normal(DIM).astype(np.float32), 59)}
+
+
+def test_s7_the_ann_index_and_the_local_model_can_load_in_either_order(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("from hearth.retrieval.vectors import VectorIndex\n"
+            "import numpy as np\n"
+            "index = VectorIndex(8, ann_threshold=2)\n"
+            "index.add([1, 2, 3], np.eye(3, 8, dtype=np.float32))\n"
+            "assert index.mode == 'ann'\n"
+            "from hearth.retrieval.embedder import LocalEmbedder\n"
+            "print(LocalEmbedder().embed(['hello']).shape)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "(1, 384)" in result.stdout

@@ -145,9 +145,13 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
             with store.write() as wconn:
                 for (row_id, owner, _), vector in zip(rows, vectors):
                     if kind == "messages":
+                        # An upsert, not REPLACE: REPLACE deletes without firing the delete
+                        # trigger that keeps vector_counts honest.
                         wconn.execute(
-                            "INSERT OR REPLACE INTO message_embeddings (message_id, user_id, model, embedding)"
-                            " VALUES (?, ?, ?, ?)", (row_id, owner, model, to_blob(vector)))
+                            "INSERT INTO message_embeddings (message_id, user_id, model, embedding)"
+                            " VALUES (?, ?, ?, ?) ON CONFLICT (message_id) DO UPDATE SET"
+                            " user_id = excluded.user_id, model = excluded.model, embedding = excluded.embedding",
+                            (row_id, owner, model, to_blob(vector)))
                     else:
                         wconn.execute("UPDATE archive_chunks SET embedding = ?, embedding_model = ? WHERE id = ?",
                                       (to_blob(vector), model, row_id))
@@ -180,25 +184,33 @@ class IndexCache:
             return "message_embeddings", "message_id", "model"
         return "archive_chunks", "id", "embedding_model"
 
-    def _signature(self, conn: sqlite3.Connection, source: str, user_id: int, model: str,
-                   up_to: int | None = None) -> tuple[int, int]:
-        table, key, model_column = self._table(source)
-        sql = f"SELECT count(*), coalesce(max({key}), 0) FROM {table} WHERE user_id = ? AND {model_column} = ?"
-        args: list[Any] = [user_id, model]
-        if up_to is not None:
-            sql += f" AND {key} <= ?"
-            args.append(up_to)
-        return tuple(conn.execute(sql, args).fetchone())
+    def _signature(self, conn: sqlite3.Connection, source: str, user_id: int, model: str) -> tuple[int, int, int]:
+        """(count, highest id, revision) from the trigger-kept counter: one primary-key lookup."""
+        row = conn.execute("SELECT count, max_id, rev FROM vector_counts WHERE user_id = ? AND source = ?"
+                           " AND model = ?", (user_id, source, model)).fetchone()
+        return tuple(row) if row else (0, 0, 0)
 
-    def _rows(self, conn: sqlite3.Connection, source: str, user_id: int, model: str, dim: int,
-              after: int = 0) -> list[tuple[int, np.ndarray]]:
+    def _count_up_to(self, conn: sqlite3.Connection, source: str, user_id: int, model: str,
+                     up_to: int) -> tuple[int, int]:
+        """(count, highest id) of the rows at or below ``up_to``: checks a saved index at start-up."""
+        table, key, model_column = self._table(source)
+        return tuple(conn.execute(
+            f"SELECT count(*), coalesce(max({key}), 0) FROM {table} WHERE user_id = ? AND {model_column} = ?"
+            f" AND {key} <= ?", (user_id, model, up_to)).fetchone())
+
+    def _rows(self, conn: sqlite3.Connection, source: str, user_id: int, model: str,
+              after: int = 0) -> sqlite3.Cursor:
+        """(id, embedding BLOB) rows after ``after``, streamed: a full rebuild never holds them all."""
+        table, key, model_column = self._table(source)
+        return conn.execute(f"SELECT {key}, embedding FROM {table} WHERE user_id = ? AND {model_column} = ?"
+                            f" AND {key} > ? AND embedding IS NOT NULL ORDER BY {key}", (user_id, model, after))
+
+    @staticmethod
+    def _add_rows(index: "VectorIndex", rows: list[tuple[int, bytes]], dim: int) -> None:
         from .vectors import from_blob
 
-        table, key, model_column = self._table(source)
-        column = "embedding"
-        rows = conn.execute(f"SELECT {key}, {column} FROM {table} WHERE user_id = ? AND {model_column} = ?"
-                            f" AND {key} > ? AND {column} IS NOT NULL ORDER BY {key}", (user_id, model, after))
-        return [(row_id, from_blob(blob, dim)) for row_id, blob in rows]
+        if rows:
+            index.add([row_id for row_id, _ in rows], np.stack([from_blob(blob, dim) for _, blob in rows]))
 
     @staticmethod
     def _file(db_key: str, source: str, user_id: int, model: str) -> Path:
@@ -211,13 +223,11 @@ class IndexCache:
         index = VectorIndex(dim) if self.ann_threshold is None else VectorIndex(dim, ann_threshold=self.ann_threshold)
         path = self._file(db_key, source, user_id, model)
         saved = _saved_signature(path)
-        if saved and saved[1] <= signature[1] and self._signature(conn, source, user_id, model, saved[1]) == saved:
+        if saved and saved[1] <= signature[1] and self._count_up_to(conn, source, user_id, model, saved[1]) == saved:
             if index.load(path, fingerprint=f"{model}:{saved[0]}:{saved[1]}"):
-                newer = self._rows(conn, source, user_id, model, dim, after=saved[1])
-                if newer:
-                    index.add([i for i, _ in newer], np.stack([v for _, v in newer]))
+                self._add_rows(index, self._rows(conn, source, user_id, model, after=saved[1]).fetchall(), dim)
                 return index
-        index.rebuild(self._rows(conn, source, user_id, model, dim))
+        index.rebuild(self._rows(conn, source, user_id, model), total=signature[0])
         if index.mode == "ann":
             path.parent.mkdir(parents=True, exist_ok=True)
             index.save(path, fingerprint=f"{model}:{signature[0]}:{signature[1]}")
@@ -231,11 +241,11 @@ class IndexCache:
             cached = self._indexes.get(key)
         if cached and cached[0] == signature:
             return cached[1]
-        if cached and signature[1] > cached[0][1]:
-            newer = self._rows(conn, source, user_id, model, dim, after=cached[0][1])
+        if cached and signature[2] == cached[0][2] and signature[1] > cached[0][1]:
+            newer = self._rows(conn, source, user_id, model, after=cached[0][1]).fetchall()
             if cached[0][0] + len(newer) == signature[0]:  # only additions since the last look
                 index = cached[1]
-                index.add([i for i, _ in newer], np.stack([v for _, v in newer]))
+                self._add_rows(index, newer, dim)
                 with self._lock:
                     self._indexes[key] = (signature, index)
                 return index

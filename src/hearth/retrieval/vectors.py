@@ -174,7 +174,7 @@ class VectorIndex:
         return _EXPANSION_LARGEST
 
     def _new_ann(self) -> Any:
-        from usearch.index import Index
+        Index = _usearch_index()
 
         return Index(
             ndim=self.dim,
@@ -456,7 +456,7 @@ class VectorIndex:
         for field in ("version", "dim", "dtype", "connectivity", "fingerprint"):
             if meta.get(field) != expected[field]:
                 return False
-        from usearch.index import Index
+        Index = _usearch_index()
 
         try:
             ann = Index.restore(str(path))
@@ -487,6 +487,18 @@ class VectorIndex:
         self.rebuild(rows(), total=total, progress=progress)
         self.save(path, fingerprint)
         return False
+
+
+def _usearch_index() -> Any:
+    """usearch's Index class. onnxruntime is imported first on purpose: loading onnxruntime after
+    usearch (which brings its numkong kernels) crashes the process, in either module's later use."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        pass  # no local embedder in this environment; nothing to order
+    from usearch.index import Index
+
+    return Index
 
 
 def exact_top_k(

@@ -528,12 +528,90 @@ def m005_create_recall(conn: sqlite3.Connection) -> None:
     )
 
 
+def m006_count_vectors(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        -- Per user, source and model: how many vectors, the highest id, and a revision that moves
+        -- when a vector is removed, replaced or arrives out of id order. Kept by triggers so the
+        -- in-process vector index can tell in one lookup whether it is current, and whether new
+        -- rows can simply be added to it.
+        CREATE TABLE vector_counts (
+            user_id INTEGER NOT NULL,
+            source TEXT NOT NULL,
+            model TEXT NOT NULL,
+            count INTEGER NOT NULL DEFAULT 0,
+            max_id INTEGER NOT NULL DEFAULT 0,
+            rev INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (user_id, source, model)
+        ) WITHOUT ROWID;
+        INSERT INTO vector_counts (user_id, source, model, count, max_id)
+            SELECT user_id, 'messages', model, count(*), max(message_id) FROM message_embeddings
+            GROUP BY user_id, model;
+        INSERT INTO vector_counts (user_id, source, model, count, max_id)
+            SELECT user_id, 'chunks', embedding_model, count(*), max(id) FROM archive_chunks
+            WHERE embedding_model IS NOT NULL GROUP BY user_id, embedding_model;
+
+        CREATE TRIGGER message_vectors_insert AFTER INSERT ON message_embeddings
+        BEGIN
+            INSERT INTO vector_counts (user_id, source, model, count, max_id)
+                VALUES (new.user_id, 'messages', new.model, 1, new.message_id)
+            ON CONFLICT (user_id, source, model) DO UPDATE SET
+                count = count + 1, rev = rev + (excluded.max_id < max_id), max_id = max(max_id, excluded.max_id);
+        END;
+        CREATE TRIGGER message_vectors_delete AFTER DELETE ON message_embeddings
+        BEGIN
+            UPDATE vector_counts SET count = count - 1, rev = rev + 1
+            WHERE user_id = old.user_id AND source = 'messages' AND model = old.model;
+        END;
+        CREATE TRIGGER message_vectors_update AFTER UPDATE ON message_embeddings
+        BEGIN
+            UPDATE vector_counts SET count = count - 1, rev = rev + 1
+            WHERE user_id = old.user_id AND source = 'messages' AND model = old.model;
+            INSERT INTO vector_counts (user_id, source, model, count, max_id, rev)
+                VALUES (new.user_id, 'messages', new.model, 1, new.message_id, 1)
+            ON CONFLICT (user_id, source, model) DO UPDATE SET
+                count = count + 1, rev = rev + 1, max_id = max(max_id, excluded.max_id);
+        END;
+
+        CREATE TRIGGER chunk_vectors_insert AFTER INSERT ON archive_chunks
+        WHEN new.embedding_model IS NOT NULL
+        BEGIN
+            INSERT INTO vector_counts (user_id, source, model, count, max_id)
+                VALUES (new.user_id, 'chunks', new.embedding_model, 1, new.id)
+            ON CONFLICT (user_id, source, model) DO UPDATE SET
+                count = count + 1, rev = rev + (excluded.max_id < max_id), max_id = max(max_id, excluded.max_id);
+        END;
+        CREATE TRIGGER chunk_vectors_delete AFTER DELETE ON archive_chunks
+        WHEN old.embedding_model IS NOT NULL
+        BEGIN
+            UPDATE vector_counts SET count = count - 1, rev = rev + 1
+            WHERE user_id = old.user_id AND source = 'chunks' AND model = old.embedding_model;
+        END;
+        CREATE TRIGGER chunk_vectors_update AFTER UPDATE OF embedding, embedding_model ON archive_chunks
+        BEGIN
+            UPDATE vector_counts SET count = count - 1, rev = rev + 1
+            WHERE old.embedding_model IS NOT NULL
+              AND user_id = old.user_id AND source = 'chunks' AND model = old.embedding_model;
+            INSERT INTO vector_counts (user_id, source, model, count, max_id)
+                SELECT new.user_id, 'chunks', new.embedding_model, 1, new.id
+                WHERE new.embedding_model IS NOT NULL
+            ON CONFLICT (user_id, source, model) DO UPDATE SET
+                count = count + 1,
+                rev = rev + (old.embedding_model IS NOT NULL OR excluded.max_id < max_id),
+                max_id = max(max_id, excluded.max_id);
+        END;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
     m003_create_branch_requests,
     m004_create_layers,
     m005_create_recall,
+    m006_count_vectors,
 ]
 
 
