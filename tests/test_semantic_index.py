@@ -88,3 +88,22 @@ def test_s7_the_ann_index_and_the_local_model_can_load_in_either_order(tmp_path)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "(1, 384)" in result.stdout
+
+
+def test_s7_a_large_cold_index_builds_in_the_background_without_blocking_a_search(me, persona):
+    import time
+
+    rng = np.random.default_rng(5)
+    conversation = me.conversations.create(persona.id)
+    _add(me, conversation.id, rng, 30)
+    cache = IndexCache(ann_threshold=1_000)
+    cache.background_above = 10
+    conn = me.store.connection()
+    db_key = str(me.store.path)
+    assert cache.get(conn, db_key, "messages", me.user_id, "m", DIM, wait=False) is None  # not yet built
+    deadline = time.monotonic() + 30
+    index = None
+    while index is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        index = cache.get(conn, db_key, "messages", me.user_id, "m", DIM, wait=False)
+    assert index is not None and len(index) == 30

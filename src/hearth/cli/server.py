@@ -22,6 +22,7 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
     import uvicorn
 
     from ..reconcile import reconcile
+    from ..retrieval.semantic import warm
     from ..server import check_bind, create_app
 
     obj.overrides.update({"host": host, "port": port, "insecure_no_auth": insecure_no_auth})
@@ -40,6 +41,7 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
             if result.failed:
                 err_console.print(f"Prompt reconciliation: {result.failed} conversation(s) still failing; "
                                   "see `hearth doctor`.", markup=False)
+            warm(hearth)  # vector indexes: loaded from their saved files or built, off the send path
 
     from ..jobs import Worker
 

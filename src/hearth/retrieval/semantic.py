@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -25,9 +26,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
+from ..errors import HearthError
+
 if TYPE_CHECKING:
     from .vectors import VectorIndex
 
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -163,6 +168,10 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
 
 
 # -- the in-process index ---------------------------------------------------------------------------
+# Above this many vectors a cold index build is not done on the send path (see IndexCache.get).
+BACKGROUND_ABOVE = 100_000
+
+
 class IndexCache:
     """Vector indexes per (database, user, source, model), kept in step with their table.
 
@@ -177,6 +186,8 @@ class IndexCache:
         self._lock = threading.Lock()
         self._indexes: dict[tuple, tuple[tuple, "VectorIndex"]] = {}
         self.ann_threshold = ann_threshold  # None: the index's own default
+        self.background_above = BACKGROUND_ABOVE
+        self._building: set[tuple] = set()
 
     @staticmethod
     def _table(source: str) -> tuple[str, str, str]:
@@ -234,7 +245,10 @@ class IndexCache:
         return index
 
     def get(self, conn: sqlite3.Connection, db_key: str, source: str, user_id: int, model: str,
-            dim: int) -> "VectorIndex":
+            dim: int, *, wait: bool = True) -> "VectorIndex | None":
+        """The current index. With ``wait=False`` a large rebuild (over ``background_above``
+        vectors, minutes at a million) runs in a background thread instead: the caller gets the
+        previous index, or None while there is none yet, and searches on without vectors."""
         key = (db_key, source, user_id, model)
         signature = self._signature(conn, source, user_id, model)
         with self._lock:
@@ -249,10 +263,34 @@ class IndexCache:
                 with self._lock:
                     self._indexes[key] = (signature, index)
                 return index
+        if not wait and signature[0] > self.background_above:
+            self._build_in_background(key, db_key, source, user_id, model, dim)
+            return cached[1] if cached else None
         index = self._cold_load(conn, db_key, source, user_id, model, dim, signature)
         with self._lock:
             self._indexes[key] = (signature, index)
         return index
+
+    def _build_in_background(self, key: tuple, db_key: str, source: str, user_id: int, model: str,
+                             dim: int) -> None:
+        with self._lock:
+            if key in self._building:
+                return
+            self._building.add(key)
+
+        def build() -> None:
+            # Its own read-only connection: a connection belongs to the thread that uses it.
+            conn = sqlite3.connect(f"file:{db_key}?mode=ro", uri=True)
+            try:
+                self.get(conn, db_key, source, user_id, model, dim, wait=True)
+            except (sqlite3.Error, HearthError) as exc:
+                log.warning("building the %s vector index failed: %s", source, type(exc).__name__)
+            finally:
+                conn.close()
+                with self._lock:
+                    self._building.discard(key)
+
+        threading.Thread(target=build, name=f"hearth-vectors-{source}", daemon=True).start()
 
     def clear(self) -> None:
         with self._lock:
@@ -272,12 +310,23 @@ def _saved_signature(path: Path) -> tuple[int, int] | None:
 INDEXES = IndexCache()
 
 
+def warm(hearth: Any) -> None:
+    """Load or build every user's vector indexes, so the first searches after a start find them
+    ready (``hearth serve`` calls this once its port is open)."""
+    embedder = hearth.embedder
+    model = model_id(embedder)
+    conn = hearth.store.connection()
+    for (user_id,) in conn.execute("SELECT id FROM users").fetchall():
+        for source in ("messages", "chunks"):
+            INDEXES.get(conn, str(hearth.store.path), source, user_id, model, embedder.dim)
+
+
 def vector_search(conn: sqlite3.Connection, db_key: str, source: str, user_id: int, embedder: Any,
                   query_vectors: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
     """Top ``k`` (id, cosine) per query vector over one user's vectors of one source."""
     model = model_id(embedder)
-    index = INDEXES.get(conn, db_key, source, user_id, model, int(query_vectors.shape[1]))
-    if len(index) == 0:
+    index = INDEXES.get(conn, db_key, source, user_id, model, int(query_vectors.shape[1]), wait=False)
+    if index is None or len(index) == 0:
         return [[] for _ in range(len(query_vectors))]
     return [[(int(i), float(s)) for i, s in index.search(vector, k)] for vector in query_vectors]
 
