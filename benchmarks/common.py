@@ -4,6 +4,7 @@ hashed stand-in embedder for bulk vectors, and small probes of the machine and o
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import statistics
@@ -54,8 +55,12 @@ def machine() -> str:
 
 def rss_mib(pid: int | str = "self") -> dict[str, float]:
     """Resident memory now (VmRSS) and at its peak (VmHWM) of a process, in MiB."""
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    out: dict[str, float] = {}
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return out  # the process has gone
+    for line in text.splitlines():
         key = line.split(":", 1)[0]
         if key in ("VmRSS", "VmHWM"):
             out[key] = round(int(line.split()[1]) / 1024, 1)
@@ -66,7 +71,8 @@ def rss_mib(pid: int | str = "self") -> dict[str, float]:
 def vectors_missing() -> str:
     """Why stored vectors cannot be written or searched yet ("" once they can)."""
     try:
-        from hearth.retrieval import semantic, vectors  # noqa: F401
+        for name in ("hearth.retrieval.semantic", "hearth.retrieval.vectors"):
+            importlib.import_module(name)
     except ImportError as exc:
         return f"semantic retrieval not available yet: {exc}"
     return ""

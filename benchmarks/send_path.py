@@ -26,7 +26,6 @@ import io
 import json
 import pstats
 import random
-import statistics
 import sys
 import tempfile
 import time
