@@ -145,24 +145,13 @@ def append_message(
 
 def replay(conn: sqlite3.Connection, user_id: int, conversation_id: int) -> list[tuple[Event, Message | None]]:
     """Every event of one conversation in ledger order, each message event with its message."""
-    rows = conn.execute(
-        "SELECT e.*, m.id AS m_id, m.role, m.kind AS m_kind, m.content, m.channel AS m_channel,"
-        " m.created_at AS m_created_at, m.metadata, m.conversation_id AS m_conversation_id"
-        " FROM events e LEFT JOIN messages m ON m.id = e.id"
-        " WHERE e.user_id = ? AND e.conversation_id = ? ORDER BY e.created_at, e.id",
+    events = conn.execute(
+        "SELECT * FROM events WHERE user_id = ? AND conversation_id = ? ORDER BY created_at, id",
         (user_id, conversation_id),
     ).fetchall()
-    out = []
-    for row in rows:
-        message = None
-        if row["m_id"] is not None:
-            message = Message(
-                id=row["m_id"], user_id=row["user_id"], conversation_id=row["m_conversation_id"],
-                role=row["role"], kind=row["m_kind"], content=row["content"], channel=row["m_channel"],
-                created_at=row["m_created_at"], metadata=json.loads(row["metadata"]),
-            )
-        out.append((Event.from_row(row), message))
-    return out
+    messages = {row["id"]: Message.from_row(row) for row in conn.execute(
+        "SELECT * FROM messages WHERE user_id = ? AND conversation_id = ?", (user_id, conversation_id))}
+    return [(Event.from_row(row), messages.get(row["id"])) for row in events]
 
 
 def events_for(conn: sqlite3.Connection, user_id: int, kinds: Iterable[str] | None = None,
