@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hearth.retrieval import hybrid
 from hearth.retrieval.hybrid import (
     Filters, Result, _session_lift, fts_match, fuse, match_terms, search, stem, without_names,
 )
@@ -61,3 +62,70 @@ def test_a2_fusion_weights_apply_per_list():
     lists = {"keyword:query:messages": [(("m", 1), 5.0)], "keyword:entities:messages": [(("m", 2), 5.0)]}
     fused = fuse(lists, weights={"keyword:query:messages": 1.0, "keyword:entities:messages": 0.5})
     assert fused[("m", 1)]["rrf"] == 2 * fused[("m", 2)]["rrf"]
+
+
+def test_a2_rrf_constant_is_read_when_fusing(monkeypatch):
+    lists = {"keyword:query:messages": [(("m", 1), 5.0)]}
+    assert fuse(lists)[("m", 1)]["rrf"] == 1 / (hybrid.RRF_K + 1)
+    monkeypatch.setattr(hybrid, "RRF_K", 60)
+    assert fuse(lists)[("m", 1)]["rrf"] == 1 / 61  # a changed constant is not ignored
+
+
+def test_a2_feedback_words_of_the_best_hit_find_a_turn_without_the_query_words(me, persona):
+    # The question's word ("saxophone") reaches the first turn; that turn's distinctive words
+    # ("conservatory", "audition") reach the later turn that never says saxophone.
+    _thread(me, persona, "Music", [("user", "I practised the saxophone for my conservatory audition."),
+                                   ("assistant", "How long have you been playing?"),
+                                   ("user", "Since school. Dinner was pasta again tonight.")])
+    _thread(me, persona, "Later", [("user", "The conservatory audition went well, they liked my scales."),
+                                   ("user", "My conservatory friends came too."),
+                                   ("assistant", "Congratulations!")])
+    outcome = search(me.store.connection(), me.user_id, "How is the saxophone going?",
+                     filters=Filters(sources=("messages",)), log=False)
+    texts = [r.text for r in outcome.results]
+    assert texts[0] == "I practised the saxophone for my conservatory audition."
+    later = outcome.results[texts.index("The conservatory audition went well, they liked my scales.")]
+    assert later.scores["signals"] == ["keyword"] and later.scores["rrf"] > 0
+    assert "Congratulations!" not in texts and not any("pasta" in t for t in texts)  # no feedback word there
+
+
+def test_a2_without_feedback_the_related_turn_is_not_found(me, persona, monkeypatch):
+    monkeypatch.setattr(hybrid, "FEEDBACK_DOCS", 0)
+    _thread(me, persona, "Music", [("user", "I practised the saxophone for my conservatory audition.")])
+    _thread(me, persona, "Later", [("user", "The conservatory audition went well, they liked my scales."),
+                                   ("user", "My conservatory friends came too.")])
+    outcome = search(me.store.connection(), me.user_id, "How is the saxophone going?",
+                     filters=Filters(sources=("messages",)), log=False)
+    assert [r.text for r in outcome.results] == ["I practised the saxophone for my conservatory audition."]
+
+
+def test_a2_when_question_lifts_turns_that_state_a_time(me, persona):
+    _thread(me, persona, "Trips", [("user", "The lake trip was wonderful, so calm."),
+                                   ("assistant", "It sounds peaceful."),
+                                   ("user", "We went to the lake trip last summer with my cousins.")])
+    conn = me.store.connection()
+    when = search(conn, me.user_id, "When was the lake trip?", filters=Filters(sources=("messages",)), log=False)
+    assert when.results[0].text.startswith("We went to the lake trip last summer")
+    assert when.results[0].scores["boost"] == hybrid.TIME_BOOST > 1
+    plain = search(conn, me.user_id, "How was the lake trip?", filters=Filters(sources=("messages",)), log=False)
+    assert all(r.scores["boost"] == 1.0 for r in plain.results)  # only a "when" question is lifted
+
+
+def test_a2_v2_feedback_never_takes_words_from_a_shielded_turn(me, persona, monkeypatch):
+    # Vector hits reach fusion before visibility is applied; the feedback step must skip them.
+    monkeypatch.setattr(hybrid, "FEEDBACK_DOCS", 1)
+    pets = _thread(me, persona, "Pets", [("user", "We adopted a kitten from the shelter.")])
+    secret = _thread(me, persona, "Secret", [("user", "The kitten came from the quokka sanctuary, tell no one.")])
+    me.set_shielded(secret.id, True)
+    maps = _thread(me, persona, "Maps", [("user", "The quokka sanctuary is on the island map.")])
+    conn = me.store.connection()
+    ids = {c.id: conn.execute("SELECT id FROM messages WHERE conversation_id = ?", (c.id,)).fetchone()[0]
+           for c in (pets, secret, maps)}
+    fused = {("message", ids[secret.id]): {"rrf": 1.0}, ("message", ids[pets.id]): {"rrf": 0.5}}
+    found = hybrid._feedback_list(conn, me.user_id, Filters(sources=("messages",)), fused, ["kitten*"], set())
+    assert ("message", ids[maps.id]) not in {key for key, _ in found}
+    assert ("message", ids[secret.id]) not in {key for key, _ in found}
+    # With the shielded conversation allowed, the same call does use its words (the test can fail).
+    allowed = Filters(sources=("messages",), include_shielded=True)
+    found = hybrid._feedback_list(conn, me.user_id, allowed, fused, ["kitten*"], set())
+    assert ("message", ids[maps.id]) in {key for key, _ in found}

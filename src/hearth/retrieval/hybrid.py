@@ -8,14 +8,17 @@ search and the benchmark, so what is measured is what the product does. It
 2. asks FTS5 (rare terms first, very common terms dropped by document frequency) and the vector
    index, per variant, over chat turns and/or archive chunks, inside the caller's visibility and
    date filters;
-3. fuses every ranked list with reciprocal rank fusion, keeps each signal's score and rank on every
-   result, deduplicates, applies soft boosts (a named speaker, a date the query mentions), sorts;
+3. fuses every ranked list with reciprocal rank fusion, adds one pseudo-relevance feedback list
+   (the query's words plus a few distinctive words of the best hits), keeps each signal's score and
+   rank on every result, deduplicates, applies soft boosts (a named speaker, a date the query
+   mentions, a time phrase for a "when" question), sorts;
 4. writes the search log row (A3) and returns the results with a reliability judgement.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import sqlite3
 import time
@@ -33,6 +36,14 @@ SESSION_WEIGHT = 0.6  # a turn in a conversation with several strong matches is 
 SESSION_TOP = 3  # a conversation's strength: the sum of its best three fused scores
 SPEAKER_BOOST = 1.5  # the query names exactly one speaker: that speaker's turns
 VARIANT_WEIGHTS = {"query": 1.0, "with_context": 0.7, "keywords": 1.0, "entities": 0.5}
+# Multiplies each list's variant weight; read at call time, like RRF_K (equal weights measured best).
+SIGNAL_WEIGHTS = {"keyword": 1.0, "vector": 1.0}
+# Pseudo-relevance feedback: the most distinctive words of the best two turns, asked with the
+# query's words as one more FTS list. Few terms: five or more drift from the question (measured).
+FEEDBACK_DOCS = 2  # 0 turns it off
+FEEDBACK_TERMS = 3
+FEEDBACK_WEIGHT = 0.5
+TIME_BOOST = 1.5  # a "when" question: turns that mention a time ("last week", "in May") are lifted
 CANDIDATES = 60  # per ranked list
 MAX_QUERY_TERMS = 12
 # A term in more than this share of indexed rows carries little signal and costs a long posting
@@ -50,6 +61,13 @@ _CUE_RE = re.compile(r"(?<!\w)(?:" + "|".join(re.escape(c) for c in RECALL_CUES)
 _ENTITY_RE = re.compile(r"(?<![\w'])([A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)*)")
 _NUMBER_RE = re.compile(r"\b\d[\d,.:/-]*\b")
 _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)\s*[\"'(]*$")
+
+_WHEN_RE = re.compile(r"\b(?:when|how long ago|what (?:year|month|date|day|time))\b", re.IGNORECASE)
+_TIME_RE = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|ago|recently|last|next|this (?:week|month|year|weekend|morning|summer)"
+    r"|(?:19|20)\d{2}|january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|week|month|year|summer|winter|spring)\b",
+    re.IGNORECASE)
 
 MONTHS = {m: i for i, m in enumerate(
     ("january february march april may june july august september october november december").split(), 1)}
@@ -388,13 +406,17 @@ def _load_chunks(conn: sqlite3.Connection, user_id: int, ids: list[int], f: Filt
 
 
 # -- fusion ---------------------------------------------------------------------------------------
-def fuse(lists: dict[str, list[tuple[tuple[str, int], float]]], *, k: int = RRF_K,
+def fuse(lists: dict[str, list[tuple[tuple[str, int], float]]], *, k: int | None = None,
          weights: dict[str, float] | None = None) -> dict[tuple[str, int], dict[str, Any]]:
     """Reciprocal rank fusion with a per-signal breakdown.
+
+    ``k`` defaults to ``RRF_K`` read at call time (a default bound at definition would ignore a
+    changed constant).
 
     ``lists`` maps a list name ("keyword:query", "vector:keywords", ...) to ranked (key, score).
     Each key gets, per signal (the part before the colon), its best rank and score, and the RRF sum.
     """
+    k = RRF_K if k is None else k
     fused: dict[tuple[str, int], dict[str, Any]] = {}
     for name, ranked in lists.items():
         signal = name.split(":", 1)[0]
@@ -444,6 +466,38 @@ def without_names(text: str, names: Iterable[str]) -> str:
     pattern = re.compile(r"(?<!\w)(?:" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
                          + r")(?:['’]s)?(?!\w)", re.IGNORECASE)
     return " ".join(pattern.sub(" ", text).split())
+
+
+def _feedback_list(conn: sqlite3.Connection, user_id: int, f: Filters, fused: dict[tuple[str, int], dict[str, Any]],
+                   query_words: list[str], name_words: set[str]) -> list[tuple[tuple[str, int], float]]:
+    """Pseudo-relevance feedback (RM3-like, bounded): one more FTS list, the query's words plus the
+    most distinctive words of the best few chat turns, each weighted by its hit's score and rarity.
+    """
+    if not query_words:
+        return []
+    ranked = sorted((k for k in fused if k[0] == "message"), key=lambda k: -fused[k]["rrf"])[:FEEDBACK_DOCS * 10]
+    # Vector hits are filtered after the index answers: only turns the caller may see give words.
+    allowed = _load_messages(conn, user_id, [k[1] for k in ranked], f)
+    top = [k for k in ranked if k[1] in allowed][:FEEDBACK_DOCS]
+    text = {k[1]: allowed[k[1]].text for k in top}
+    asked = set(query_words)
+    weight_of: dict[str, float] = {}
+    for key in top:
+        for term in match_terms([w for w in terms(text.get(key[1], ""), 48) if w not in name_words and not w.isdigit()]):
+            if term not in asked:
+                weight_of[term] = weight_of.get(term, 0.0) + fused[key]["rrf"]
+    if not weight_of:
+        return []
+    total = max(indexed_rows(conn, "messages_fts"), 1)
+    df = doc_frequencies(conn, "messages_fts_vocab", list(weight_of))
+    # Words in one row only re-find the hit itself; common words drift the query.
+    common = COMMON_SHARE * total if total >= COMMON_MIN_ROWS else total
+    usable = {w: v * math.log(total / df[w]) for w, v in weight_of.items() if 2 <= df[w] <= common}
+    extra = sorted(usable, key=lambda w: -usable[w])[:FEEDBACK_TERMS]
+    if not extra:
+        return []
+    hits = keyword_messages(conn, user_id, [*query_words, *extra], f)
+    return [(("message", i), s) for i, s in hits]
 
 
 def _session_lift(results: list[Result]) -> None:
@@ -498,6 +552,7 @@ def search(
     name_words: set[str] = set()
     for name in (*ignore_names, *(speaker_names or {})):
         name_words.update(terms(name))
+    query_words: list[str] = []
     for source in filters.sources:
         kind = "message" if source == "messages" else "chunk"
         asked: set[tuple[str, ...]] = set()
@@ -507,11 +562,13 @@ def search(
             if not words or tuple(sorted(words)) in asked:
                 continue  # the same words asked twice would only count twice
             asked.add(tuple(sorted(words)))
+            if variant.name == "query" and source == "messages":
+                query_words = words
             hits = (keyword_messages if source == "messages" else keyword_chunks)(conn, user_id, words, filters)
             if hits:
                 name = f"keyword:{variant.name}:{source}"
                 lists[name] = [((kind, i), s) for i, s in hits]
-                weights[name] = VARIANT_WEIGHTS.get(variant.name, 1.0)
+                weights[name] = VARIANT_WEIGHTS.get(variant.name, 1.0) * SIGNAL_WEIGHTS["keyword"]
     if embedder is not None:
         from .semantic import embed_queries, vector_search
 
@@ -530,9 +587,15 @@ def search(
             for name, hits in zip(names, per_query):
                 if hits:
                     lists[f"vector:{name}:{source}"] = [((kind, i), s) for i, s in hits]
-                    weights[f"vector:{name}:{source}"] = VARIANT_WEIGHTS.get(name, 1.0)
+                    weights[f"vector:{name}:{source}"] = VARIANT_WEIGHTS.get(name, 1.0) * SIGNAL_WEIGHTS["vector"]
 
-    fused = fuse(lists, weights=weights)
+    fused = fuse(lists, k=RRF_K, weights=weights)
+    if FEEDBACK_DOCS > 0:
+        extra = _feedback_list(conn, user_id, filters, fused, query_words, name_words)
+        if extra:
+            lists["keyword:feedback:messages"] = extra
+            weights["keyword:feedback:messages"] = FEEDBACK_WEIGHT
+            fused = fuse(lists, k=RRF_K, weights=weights)
     neighbour_scores = _neighbours(conn, fused)
     message_ids = [key[1] for key in fused if key[0] == "message"]
     chunk_ids = [key[1] for key in fused if key[0] == "chunk"]
@@ -545,6 +608,7 @@ def search(
     hint = date_hint(query)
     named_roles = {role for name, role in (speaker_names or {}).items()
                    if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", query, re.IGNORECASE)}
+    asks_when = TIME_BOOST != 1.0 and bool(_WHEN_RE.search(query))
     results: list[Result] = []
     seen_text: set[str] = set()
     for key, entry in fused.items():
@@ -560,6 +624,8 @@ def search(
             boost *= 1.3
         if len(named_roles) == 1 and result.kind == "message" and result.speaker in named_roles:
             boost *= SPEAKER_BOOST
+        if asks_when and _TIME_RE.search(result.text):
+            boost *= TIME_BOOST
         scores = {k: v for k, v in entry.items() if k != "lists"}
         scores["signals"] = sorted({name.split(":", 1)[0] for name in entry["lists"]})
         scores["boost"] = round(boost, 3)
