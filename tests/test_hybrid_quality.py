@@ -129,3 +129,19 @@ def test_a2_v2_feedback_never_takes_words_from_a_shielded_turn(me, persona, monk
     allowed = Filters(sources=("messages",), include_shielded=True)
     found = hybrid._feedback_list(conn, me.user_id, allowed, fused, ["kitten*"], set())
     assert ("message", ids[maps.id]) in {key for key, _ in found}
+
+
+def test_k1_query_terms_stay_within_a_postings_budget(me, persona, monkeypatch):
+    from hearth.retrieval import hybrid
+
+    conversation = me.conversations.create(persona.id)
+    with me.store.write():
+        for i in range(30):
+            me.conversations.add_message(conversation.id, "user", f"weather talk number {i} with zephyr" if i == 0
+                                         else f"weather talk number {i}")
+    conn = me.store.connection()
+    monkeypatch.setattr(hybrid, "POSTINGS_BUDGET", 10)
+    monkeypatch.setattr(hybrid, "COMMON_MIN_ROWS", 10_000)  # keep the common-word cut out of this test
+    assert hybrid.select_terms(conn, ["weather", "zephyr"]) == ["zephyr"]
+    monkeypatch.setattr(hybrid, "POSTINGS_BUDGET", 1_000)
+    assert hybrid.select_terms(conn, ["weather", "zephyr"]) == ["zephyr", "weather"]

@@ -50,6 +50,7 @@ MAX_QUERY_TERMS = 12
 # list scan; it is dropped once the index is large enough for the share to mean something.
 COMMON_SHARE = 0.08
 COMMON_MIN_ROWS = 2_000
+POSTINGS_BUDGET = 20_000  # rows the chosen terms may match together (the rarest term always stays)
 
 RECALL_CUES = (
     "remember", "recall", "last time", "what did we", "what did i", "what did you", "you said",
@@ -176,7 +177,16 @@ def select_terms(conn: sqlite3.Connection, words: list[str], source: str = "mess
     if total >= COMMON_MIN_ROWS:
         kept = [w for w in kept if df[w] <= COMMON_SHARE * total]
     kept.sort(key=lambda w: df[w])
-    return kept[:max_terms]
+    # Rarest first while their postings stay within budget: a query's cost follows the postings it
+    # reads, and at a million messages a few everyday words would each bring tens of thousands.
+    chosen: list[str] = []
+    postings = 0
+    for word in kept[:max_terms]:
+        if chosen and postings + df[word] > POSTINGS_BUDGET:
+            break
+        chosen.append(word)
+        postings += df[word]
+    return chosen
 
 
 def rare_terms(conn: sqlite3.Connection, words: list[str], source: str = "messages") -> list[str]:
