@@ -451,20 +451,20 @@ def _neighbours(conn: sqlite3.Connection, fused: dict[tuple[str, int], dict[str,
     messages = [key[1] for key in fused if key[0] == "message"]
     if not messages:
         return {}
+    # One statement for every candidate: the previous and next turn in its conversation.
+    rows = conn.execute(
+        "SELECT m.id,"
+        " (SELECT p.id FROM messages p WHERE p.conversation_id = m.conversation_id AND p.id < m.id"
+        "  AND p.kind = 'chat' AND p.role IN ('user', 'assistant') ORDER BY p.id DESC LIMIT 1),"
+        " (SELECT n.id FROM messages n WHERE n.conversation_id = m.conversation_id AND n.id > m.id"
+        "  AND n.kind = 'chat' AND n.role IN ('user', 'assistant') ORDER BY n.id LIMIT 1)"
+        f" FROM messages m WHERE m.id IN ({','.join('?' * len(messages))})",
+        messages,
+    ).fetchall()
     out: dict[tuple[str, int], float] = {}
-    for message_id in messages:
-        row = conn.execute("SELECT conversation_id FROM messages WHERE id = ?", (message_id,)).fetchone()
-        if row is None:
-            continue
-        best = 0.0
-        for sql in ("SELECT id FROM messages WHERE conversation_id = ? AND id < ? AND kind = 'chat'"
-                    " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1",
-                    "SELECT id FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
-                    " AND role IN ('user', 'assistant') ORDER BY id LIMIT 1"):
-            near = conn.execute(sql, (row[0], message_id)).fetchone()
-            if near is not None and ("message", near[0]) in fused:
-                best = max(best, fused[("message", near[0])]["rrf"])
-        out[("message", message_id)] = best
+    for message_id, before, after in rows:
+        near = [fused[("message", n)]["rrf"] for n in (before, after) if n is not None and ("message", n) in fused]
+        out[("message", message_id)] = max(near, default=0.0)
     return out
 
 
