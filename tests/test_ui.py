@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import re
 import shutil
 import time
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.ui
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-quic", "--headless"]
-SCREENSHOT = "/tmp/hearth-ui.png"
+SCREENSHOT = os.path.join(tempfile.gettempdir(), "hearth-ui.png")  # for a person to look at
 PASSWORD = "correct horse battery"
 PHRASE = "DELETE RETIRED GENERATED SUMMARIES"
 
@@ -406,7 +407,7 @@ def test_f1_f2_lc1_fragment_add_edit_and_live_context_edit(page, base, me):
     expect(page.locator("#layers-status")).to_have_text("Live context saved.")
     state = me.layers.live_context.get(chat.id)
     assert state.mood == "calm" and state.summary == "Planning the week"
-    page.screenshot(path="/tmp/hearth-ui-layers.png", full_page=True)
+    page.screenshot(path=os.path.join(tempfile.gettempdir(), "hearth-ui-layers.png"), full_page=True)
 
 
 # -- recall ------------------------------------------------------------------------------------------
@@ -440,7 +441,7 @@ def test_u1_v2_a3_search_with_include_shielded_and_the_search_log(page, site, me
     expect(detail.locator("dt")).to_contain_text(["Origin", "Results", "Candidates", "Reliability"])
     expect(detail.locator('.score[data-signal="keyword"]').first).to_be_visible()
     expect(detail).to_contain_text("include_shielded")
-    page.screenshot(path="/tmp/hearth-ui-recall.png", full_page=True)
+    page.screenshot(path=os.path.join(tempfile.gettempdir(), "hearth-ui-recall.png"), full_page=True)
 
 
 # -- timeline ----------------------------------------------------------------------------------------
@@ -455,7 +456,7 @@ def test_u1_e_timeline_lists_inner_plane_events_with_numbers_only(page, base, me
     expect(page.locator('#timeline-list .event[data-kind="message"]').first).to_be_visible()
     text = page.locator("#timeline-list").text_content()
     assert "private sentence" not in text
-    page.screenshot(path="/tmp/hearth-ui-timeline.png")
+    page.screenshot(path=os.path.join(tempfile.gettempdir(), "hearth-ui-timeline.png"))
 
 
 # -- tools and login (password set) -------------------------------------------------------------------
@@ -532,7 +533,7 @@ def test_u2_h11_login_then_cleanup_preview_scope_change_and_delete(browser, tmp_
             page.click("#cleanup-delete")
             expect(page.locator("#cleanup-status")).to_have_text("Removed 3 rows.")
             expect(numbers.locator("dd").first).to_have_text("0")
-            page.screenshot(path="/tmp/hearth-ui-tools.png")
+            page.screenshot(path=os.path.join(tempfile.gettempdir(), "hearth-ui-tools.png"))
 
             page.click("#logout")
             page.wait_for_url(base + "/login")
