@@ -184,7 +184,7 @@ def test_a4_v2_tools_cite_title_and_date_and_never_see_shielded(me, legacy_perso
     me.conversations.add_message(old.id, "user", "the harbour master gave us a brass key")
     secret = me.conversations.create(legacy_persona.id, "Shielded")
     me.conversations.add_message(secret.id, "user", "the harbour master's secret brass key")
-    me.set_shielded(secret.id, True)
+    me.conversations.set_shielded(secret.id, True)
     Archive(me.store, me.user_id).add_text("Harbour letters", "AUMA said:\nThe brass key opens the boathouse.\n",
                                            document_date="2018-07-09")
     embed_pending(me.store, embedder, user_id=me.user_id)

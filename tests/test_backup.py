@@ -93,7 +93,7 @@ def test_s4_restore_round_trip(settings, provider, hearth, me, persona, tmp_path
     ids = fill(me, persona)
     report = backup(hearth.store, tmp_path / "b.db")
     me.conversations.create(persona.id, title="made after the backup")
-    me.trash_conversation(ids[0])
+    me.conversations.trash(ids[0])
     hearth.close()
     restore(report.path, settings.database_path)
     reopened = Hearth(settings, provider=provider)

@@ -88,10 +88,10 @@ def test_h6_ineligible_and_other_persona_conversations_are_not_selected(me, pers
     talk(me, hidden.id, 1, "hidden")
     trashed = me.conversations.create(persona.id)
     talk(me, trashed.id, 1, "trashed")
-    me.trash_conversation(trashed.id)
+    me.conversations.trash(trashed.id)
     shielded = me.conversations.create(persona.id)
     talk(me, shielded.id, 1, "shielded")
-    me.set_shielded(shielded.id, True)
+    me.conversations.set_shielded(shielded.id, True)
     other = me.personas.create("clip", "Clipboard", user_label="AUMA said:", assistant_label="Clipboard said:")
     other_conversation = me.conversations.create(other.id)
     talk(me, other_conversation.id, 1, "other persona")
@@ -220,13 +220,13 @@ def test_h7_branch_failure_creates_nothing(me, source):
 
 def test_h7_v2_branch_from_quarantined_source_is_allowed_without_continuity(me, persona, provider, source):
     conversation, _ = source
-    me.set_shielded(conversation.id, True)
+    me.conversations.set_shielded(conversation.id, True)
     result = me.branch(conversation.id, "deliberate")
     assert "books answer 5" in me.conversations.messages(result.conversation.id)[0].content
     me.send(result.conversation.id, "go on")
     # Deliberate access shows the bubble; the shielded source still injects nothing by itself.
     assert "VERBATIM_EXCHANGE_" not in system_prompt(provider)
-    me.trash_conversation(conversation.id)
+    me.conversations.trash(conversation.id)
     assert me.branch(conversation.id, "from the trash").created
 
 
@@ -364,7 +364,7 @@ def has_continuity(me, conversation) -> bool:
 
 def test_v1_trashing_source_removes_continuity_from_existing_prompt(me, provider, continued):
     source, destination = continued
-    me.trash_conversation(source.id)
+    me.conversations.trash(source.id)
     assert not has_continuity(me, destination)
     me.send(destination.id, "and now?")
     assert "books answer" not in system_prompt(provider)
@@ -373,43 +373,43 @@ def test_v1_trashing_source_removes_continuity_from_existing_prompt(me, provider
 def test_v1_hiding_folder_or_moving_into_it_removes_continuity(me, continued):
     source, destination = continued
     folder = me.folders.create("Private")
-    me.move_conversation(source.id, folder.id)
+    me.conversations.move(source.id, folder.id)
     assert has_continuity(me, destination)  # a visible folder changes nothing
-    me.set_folder_hidden(folder.id, True)
+    me.folders.set_hidden(folder.id, True)
     assert not has_continuity(me, destination)
     hidden = me.folders.create("Vault", hidden=True)
-    me.set_folder_hidden(folder.id, False)
-    me.set_shielded(source.id, False)
+    me.folders.set_hidden(folder.id, False)
+    me.conversations.set_shielded(source.id, False)
     assert has_continuity(me, destination)
-    me.move_conversation(source.id, hidden.id)
+    me.conversations.move(source.id, hidden.id)
     assert not has_continuity(me, destination)
 
 
 def test_v2_restore_leaves_the_conversation_shielded(me, continued):
     source, destination = continued
-    me.trash_conversation(source.id)
-    restored = me.restore_conversation(source.id)
+    me.conversations.trash(source.id)
+    restored = me.conversations.restore(source.id)
     assert restored.visibility == "visible" and restored.continuity_shielded
     assert not restored.eligible
     assert not has_continuity(me, destination)
-    me.trash_conversation(source.id)
-    assert not me.restore_conversation(source.id, shielded=False).continuity_shielded
+    me.conversations.trash(source.id)
+    assert not me.conversations.restore(source.id, shielded=False).continuity_shielded
     assert has_continuity(me, destination)
 
 
 def test_v2_c3_leaving_a_hidden_folder_keeps_the_shield(me, persona, continued):
     source, destination = continued
     vault = me.folders.create("Vault", hidden=True)
-    me.move_conversation(source.id, vault.id)
-    moved_out = me.move_conversation(source.id, None)
+    me.conversations.move(source.id, vault.id)
+    moved_out = me.conversations.move(source.id, None)
     assert moved_out.visibility == "visible" and moved_out.continuity_shielded
     assert not has_continuity(me, destination)
     # A shielded conversation is never picked for New Chat.
     assert me.new_chat(persona.id).source_conversation_id != source.id
 
-    me.set_shielded(source.id, False)
-    me.move_conversation(source.id, vault.id)
-    me.set_folder_hidden(vault.id, False)
+    me.conversations.set_shielded(source.id, False)
+    me.conversations.move(source.id, vault.id)
+    me.folders.set_hidden(vault.id, False)
     shown = me.conversations.get(source.id)
     assert shown.visibility == "visible" and shown.continuity_shielded
     assert not has_continuity(me, destination)
@@ -417,9 +417,9 @@ def test_v2_c3_leaving_a_hidden_folder_keeps_the_shield(me, persona, continued):
 
 def test_v3_release_restores_continuity_in_existing_prompt(me, continued):
     source, destination = continued
-    me.set_shielded(source.id, True)
+    me.conversations.set_shielded(source.id, True)
     assert not has_continuity(me, destination)
-    me.set_shielded(source.id, False)
+    me.conversations.set_shielded(source.id, False)
     assert has_continuity(me, destination)
 
 

@@ -60,31 +60,31 @@ def test_c2_unknown_persona_or_folder_is_refused(me, persona):
 def test_c3_hidden_folder_hides_its_conversations_and_showing_returns_them(me, persona):
     folder = me.folders.create("Private")
     conversation = me.conversations.create(persona.id, folder_id=folder.id)
-    me.set_folder_hidden(folder.id, True)
+    me.folders.set_hidden(folder.id, True)
     assert me.conversations.get(conversation.id).visibility == "hidden"
     assert me.conversations.messages(conversation.id) == []  # still openable
-    me.set_folder_hidden(folder.id, False)
+    me.folders.set_hidden(folder.id, False)
     assert me.conversations.get(conversation.id).visibility == "visible"
 
 
 def test_c3_move_trash_and_restore(me, persona):
     folder = me.folders.create("Archive", hidden=True)
     conversation = me.conversations.create(persona.id)
-    assert me.move_conversation(conversation.id, folder.id).visibility == "hidden"
-    assert me.move_conversation(conversation.id, None).visibility == "visible"
-    trashed = me.trash_conversation(conversation.id)
+    assert me.conversations.move(conversation.id, folder.id).visibility == "hidden"
+    assert me.conversations.move(conversation.id, None).visibility == "visible"
+    trashed = me.conversations.trash(conversation.id)
     assert trashed.visibility == "trashed"
     assert conversation.id not in [c.id for c in me.conversations.list()]
     assert conversation.id in [c.id for c in me.conversations.list(include_trashed=True)]
-    assert me.restore_conversation(conversation.id).visibility == "visible"
+    assert me.conversations.restore(conversation.id).visibility == "visible"
 
 
 def test_c4_ending_a_conversation_keeps_history_and_blocks_new_turns(me, persona):
     conversation = me.conversations.create(persona.id)
     me.conversations.add_message(conversation.id, "user", "before the end")
-    ended = me.end_conversation(conversation.id)
+    ended = me.conversations.end(conversation.id)
     assert ended.state == "ended" and ended.ended_at
     assert [m.content for m in me.conversations.messages(conversation.id)] == ["before the end"]
     with pytest.raises(Conflict, match="ended"):
         me.send(conversation.id, "after the end")
-    assert me.end_conversation(conversation.id).ended_at == ended.ended_at  # idempotent
+    assert me.conversations.end(conversation.id).ended_at == ended.ended_at  # idempotent

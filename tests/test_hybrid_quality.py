@@ -116,7 +116,7 @@ def test_a2_v2_feedback_never_takes_words_from_a_shielded_turn(me, persona, monk
     monkeypatch.setattr(hybrid, "FEEDBACK_DOCS", 1)
     pets = _thread(me, persona, "Pets", [("user", "We adopted a kitten from the shelter.")])
     secret = _thread(me, persona, "Secret", [("user", "The kitten came from the quokka sanctuary, tell no one.")])
-    me.set_shielded(secret.id, True)
+    me.conversations.set_shielded(secret.id, True)
     maps = _thread(me, persona, "Maps", [("user", "The quokka sanctuary is on the island map.")])
     conn = me.store.connection()
     ids = {c.id: conn.execute("SELECT id FROM messages WHERE conversation_id = ?", (c.id,)).fetchone()[0]

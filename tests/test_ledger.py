@@ -47,7 +47,7 @@ def test_s2_replay_returns_the_conversation_in_ledger_order(me, persona):
     conversation = me.conversations.create(persona.id)
     ids = [me.conversations.add_message(conversation.id, role, text).id
            for role, text in [("user", "one"), ("assistant", "two"), ("user", "three")]]
-    me.end_conversation(conversation.id)
+    me.conversations.end(conversation.id)
     replayed = ledger.replay(me.store.connection(), me.user_id, conversation.id)
     kinds = [e.kind for e, _ in replayed]
     assert kinds == ["conversation.created", "message", "message", "message", "conversation.ended"]

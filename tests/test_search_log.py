@@ -23,7 +23,7 @@ def seeded(me, persona):
     me.conversations.add_message(visible.id, "user", "the picnic blanket with red squares")
     shielded = me.conversations.create(persona.id, "Quiet")
     me.conversations.add_message(shielded.id, "user", "the picnic we keep private")
-    me.set_shielded(shielded.id, True)
+    me.conversations.set_shielded(shielded.id, True)
     Archive(me.store, me.user_id).add_text("Summer letters", "AUMA said:\nA picnic by the river.\n",
                                            document_date="2019-07-01")
     return visible, shielded

@@ -418,7 +418,7 @@ def test_u1_v2_a3_search_with_include_shielded_and_the_search_log(page, site, me
         pytest.skip("the recall routes (GET /api/search, GET /api/search-log) are not in this build")
     open_chat = chat_with_messages(me, "Harbour trip", ["We watched the lighthouse keeper at the harbour"])
     hidden = chat_with_messages(me, "Secret harbour", ["The lighthouse keeper told me a secret"])
-    me.set_shielded(hidden.id, True)
+    me.conversations.set_shielded(hidden.id, True)
     goto(page, base + "/#recall")
     assert not page.locator("#search-shielded").is_checked()
     page.fill("#search-query", "lighthouse keeper")

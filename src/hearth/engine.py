@@ -149,26 +149,6 @@ class Scope:
             f" AND source_conversation_id IN ({','.join('?' * len(ids))})", (self.user_id, *ids))]
         return self.rebuild_prompts(conn, holders)
 
-    # Thin names kept for callers written against them; the nouns do the work.
-    def trash_conversation(self, conversation_id: int) -> Conversation:
-        return self.conversations.trash(conversation_id)
-
-    def restore_conversation(self, conversation_id: int, *, shielded: bool | None = True) -> Conversation:
-        return self.conversations.restore(conversation_id, shielded=shielded)
-
-    def end_conversation(self, conversation_id: int) -> Conversation:
-        return self.conversations.end(conversation_id)
-
-    def move_conversation(self, conversation_id: int, folder_id: int | None, *,
-                          shield_on_leave: bool = True) -> Conversation:
-        return self.conversations.move(conversation_id, folder_id, shield_on_leave=shield_on_leave)
-
-    def set_folder_hidden(self, folder_id: int, hidden: bool, *, shield_on_show: bool = True):
-        return self.folders.set_hidden(folder_id, hidden, shield_on_show=shield_on_show)
-
-    def set_shielded(self, conversation_id: int, shielded: bool) -> Conversation:
-        return self.conversations.set_shielded(conversation_id, shielded)
-
     # -- personas: a settings save rebuilds that persona's existing prompts (P5) -----------------
     def update_persona(self, persona_id: int, **values: Any) -> tuple[Persona, int]:
         with self.store.write() as conn:

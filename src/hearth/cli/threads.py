@@ -74,7 +74,7 @@ def folders_list(obj: Context) -> None:
 @click.argument("folder_id", type=int)
 @pass_ctx
 def folders_hide(obj: Context, folder_id: int) -> None:
-    obj.scope().set_folder_hidden(folder_id, True)
+    obj.scope().folders.set_hidden(folder_id, True)
     console.print("Folder hidden.")
 
 
@@ -82,7 +82,7 @@ def folders_hide(obj: Context, folder_id: int) -> None:
 @click.argument("folder_id", type=int)
 @pass_ctx
 def folders_show(obj: Context, folder_id: int) -> None:
-    obj.scope().set_folder_hidden(folder_id, False)
+    obj.scope().folders.set_hidden(folder_id, False)
     console.print("Folder shown.")
 
 
@@ -120,7 +120,7 @@ def _conversation_action(name: str, help_: str):
     @click.argument("conversation_id", type=int)
     @pass_ctx
     def action(obj: Context, conversation_id: int) -> None:
-        result = getattr(obj.scope(), f"{name}_conversation")(conversation_id)
+        result = getattr(obj.scope().conversations, name)(conversation_id)
         console.print(f"Conversation {result.id}: {result.state}, {result.visibility}.", markup=False)
 
     return action
@@ -136,7 +136,7 @@ _conversation_action("end", "End a conversation: an explicit boundary that keeps
 @click.option("--folder", "folder_id", type=int, help="Folder id; omit to move out of any folder.")
 @pass_ctx
 def conversations_move(obj: Context, conversation_id: int, folder_id: int | None) -> None:
-    result = obj.scope().move_conversation(conversation_id, folder_id)
+    result = obj.scope().conversations.move(conversation_id, folder_id)
     console.print(f"Conversation {result.id} is now {result.visibility}.", markup=False)
 
 
@@ -236,7 +236,7 @@ def shield() -> None:
 @click.argument("conversation_id", type=int)
 @pass_ctx
 def shield_set(obj: Context, conversation_id: int) -> None:
-    obj.scope().set_shielded(conversation_id, True)
+    obj.scope().conversations.set_shielded(conversation_id, True)
     console.print(f"Conversation {conversation_id} is shielded; affected prompts were refreshed.", markup=False)
 
 
@@ -244,6 +244,6 @@ def shield_set(obj: Context, conversation_id: int) -> None:
 @click.argument("conversation_id", type=int)
 @pass_ctx
 def shield_release(obj: Context, conversation_id: int) -> None:
-    obj.scope().set_shielded(conversation_id, False)
+    obj.scope().conversations.set_shielded(conversation_id, False)
     console.print(f"Shield released for conversation {conversation_id}; affected prompts were refreshed.",
                   markup=False)

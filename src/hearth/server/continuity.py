@@ -104,13 +104,13 @@ def branch(conversation_id: IdPath, body: BranchIn, scope: Scope = Depends(curre
 @router.post("/api/conversations/{conversation_id}/shield", response_model=ConversationOut)
 def shield(conversation_id: IdPath, body: ShieldIn | None = None, scope: Scope = Depends(current_scope)) -> dict:
     """Shield from automatic continuity (default) or, with ``{"shielded": false}``, release (V2, V3)."""
-    return plain(scope.set_shielded(conversation_id, body.shielded if body else True))
+    return plain(scope.conversations.set_shielded(conversation_id, body.shielded if body else True))
 
 
 @router.post("/api/conversations/{conversation_id}/shield/release", response_model=ConversationOut)
 def release_shield(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     """Explicit release; affected stored prompts are refreshed before this answers (V3)."""
-    return plain(scope.set_shielded(conversation_id, False))
+    return plain(scope.conversations.set_shielded(conversation_id, False))
 
 
 @router.get("/api/maintenance/continuity-cleanup/preview", response_model=CleanupPreviewOut)
