@@ -163,4 +163,6 @@ class Personas:
             personas = self.list()
             if personas:
                 return personas[0]
-            return self.create("companion", "Companion")
+            return self.create("companion", "Companion", identity=(
+                "You are Companion, a warm and attentive companion who remembers what matters to the "
+                "person you talk with and keeps one continuous relationship across conversations."))
