@@ -358,7 +358,7 @@ def _chunk_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]:
 
 def keyword_messages(conn: sqlite3.Connection, user_id: int, words: list[str], f: Filters,
                      limit: int = CANDIDATES) -> list[tuple[int, float]]:
-    if f.date_from or f.date_to or any(w.endswith("*") for w in words):
+    if f.date_from or f.date_to:
         where, args = _message_filter_sql(user_id, f)
         rows = conn.execute(
             "SELECT m.id, bm25(messages_fts) AS score FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
@@ -367,7 +367,8 @@ def keyword_messages(conn: sqlite3.Connection, user_id: int, words: list[str], f
         return [(r[0], -r[1]) for r in rows]
     hits = search_messages(conn, user_id, words, limit=limit, exclude_conversation_ids=f.exclude_conversation_ids,
                            persona_id=f.persona_id, eligible_only=f.eligible_only,
-                           include_shielded=f.include_shielded, conversation_id=f.conversation_id)
+                           include_shielded=f.include_shielded, conversation_id=f.conversation_id,
+                           match=fts_match(words))
     return [(h.message_id, h.score) for h in hits]
 
 

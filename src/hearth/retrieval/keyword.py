@@ -66,11 +66,14 @@ def search_messages(
     eligible_only: bool = True,
     include_shielded: bool = False,
     conversation_id: int | None = None,
+    match: str | None = None,
 ) -> list[KeywordHit]:
+    """The best BM25 matches among the user's allowed messages. ``match`` is a ready FTS5
+    expression (prefix terms, say); by default the words, each quoted."""
     if not words:
         return []
     where = ["m.user_id = ?"]
-    args: list = [match_query(words), user_id]
+    args: list = [match or match_query(words), user_id]
     if conversation_id is not None:
         where.append("m.conversation_id = ?")
         args.append(conversation_id)
