@@ -2,7 +2,7 @@
 
 A tool is a ``ToolSpec`` the provider sees and a function that answers with text. Tool results are
 quoted reference for the model, cited by conversation title and date; they are never saved as chat
-bubbles. The model's past-conversation search never sees shielded, hidden or trashed material (V2).
+bubbles.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import InvalidInput
 from .providers.base import ToolCall, ToolSpec
-from .retrieval.keyword import excerpt, search_messages, terms
 
 if TYPE_CHECKING:
     from .store import Store
@@ -42,43 +41,17 @@ class Tool:
     run: Callable[[ToolContext, dict[str, Any]], str]
 
 
-def _search_past_conversations(ctx: ToolContext, args: dict[str, Any]) -> str:
-    query = args.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidInput("search_past_conversations needs a non-empty 'query'")
-    words = terms(query)
-    hits = search_messages(ctx.conn, ctx.user_id, words, limit=8,
-                           exclude_conversation_ids=(ctx.conversation_id,), include_shielded=False)
-    if not hits:
-        return "No matching past conversations."
-    lines = []
-    for hit in hits:
-        title = hit.title or "Untitled conversation"
-        lines.append(f"[{title}, {hit.created_at[:10]}] {hit.role}: {excerpt(hit.content, words)}")
-    return "\n".join(lines)
-
-
-SEARCH_PAST_CONVERSATIONS = Tool(
-    ToolSpec(
-        name="search_past_conversations",
-        description=(
-            "Search the person's other conversations for what was said before. Returns short excerpts "
-            "cited by conversation title and date."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "words or a phrase to look for"}},
-            "required": ["query"],
-            "additionalProperties": False,
-        },
-    ),
-    _search_past_conversations,
-)
-
-
 class Toolbox:
+    """The tools of one scope; the recall layer adds past-conversation search, archive search and
+    library reading (``layers.archive_recall.install``)."""
+
     def __init__(self, tools: list[Tool] | None = None):
-        self.tools = {t.spec.name: t for t in (tools if tools is not None else [SEARCH_PAST_CONVERSATIONS])}
+        self.tools: dict[str, Tool] = {}
+        for tool in tools or []:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        self.tools[tool.spec.name] = tool
 
     def specs(self) -> list[ToolSpec]:
         return [t.spec for t in self.tools.values()]

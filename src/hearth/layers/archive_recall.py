@@ -256,7 +256,7 @@ def install(scope: Any) -> None:
     scope.dynamic.register(KeywordRecall(scope.store))
     scope.dynamic.register(ArchiveRecall(scope.store, embedder))
     for tool in RecallTools(scope, embedder).tools():
-        scope.toolbox.tools[tool.spec.name] = tool
+        scope.toolbox.add(tool)
 
     def queue_embedding(conn, conversation, user_message, reply) -> None:
         from ..jobs import enqueue

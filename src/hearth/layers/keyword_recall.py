@@ -16,6 +16,7 @@ repeats text already in the request (K4). Every search it runs is logged (A3).
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from typing import Any
@@ -50,11 +51,14 @@ RELATIONAL = frozenset(
 )
 
 
-def shingles(text: str, size: int = SHINGLE) -> set[tuple[str, ...]]:
+@functools.lru_cache(maxsize=32)  # bounded: a large prompt's shingles take megabytes
+def shingles(text: str, size: int = SHINGLE) -> frozenset[tuple[str, ...]]:
+    """Word shingles of a text. Cached: the stored prompt and recent turns are the same text on
+    every send and for both recall layers, and a prompt with thousands of memories is costly."""
     words = [w.casefold() for w in WORD_RE.findall(text)]
     if len(words) < size:
-        return {tuple(words)} if words else set()
-    return {tuple(words[i:i + size]) for i in range(len(words) - size + 1)}
+        return frozenset({tuple(words)}) if words else frozenset()
+    return frozenset(tuple(words[i:i + size]) for i in range(len(words) - size + 1))
 
 
 def overlap(piece: str, assembled: set[tuple[str, ...]]) -> float:
