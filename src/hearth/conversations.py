@@ -20,12 +20,14 @@ from .store import Store, utcnow
 MAX_TITLE = 500
 MAX_FOLDER_NAME = 200
 
-# A conversation counts for automatic continuity, recall and handoffs only when this holds (V1, V2).
-ELIGIBLE_SQL = (
-    "c.trashed_at IS NULL AND c.continuity_shielded = 0"
+# Neither trashed nor in a hidden folder (V1): what the owner's deliberate search may include.
+VISIBLE_SQL = (
+    "c.trashed_at IS NULL"
     " AND (c.folder_id IS NULL OR NOT EXISTS"
     " (SELECT 1 FROM folders f WHERE f.id = c.folder_id AND f.hidden = 1))"
 )
+# A conversation counts for automatic continuity, recall and handoffs only when this holds (V1, V2).
+ELIGIBLE_SQL = VISIBLE_SQL + " AND c.continuity_shielded = 0"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any, Iterable
 
-from ..conversations import ELIGIBLE_SQL
+from ..conversations import ELIGIBLE_SQL, VISIBLE_SQL
 from . import searchlog
 from .keyword import STOPWORDS, WORD_RE, search_messages, terms
 
@@ -323,10 +323,7 @@ def _message_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]
         where.append("m.conversation_id = ?")
         args.append(f.conversation_id)
     if f.eligible_only:
-        eligible = ELIGIBLE_SQL
-        if f.include_shielded:
-            eligible = eligible.replace(" AND c.continuity_shielded = 0", "")
-        where.append(eligible)
+        where.append(VISIBLE_SQL if f.include_shielded else ELIGIBLE_SQL)
     if f.exclude_conversation_ids:
         where.append(f"m.conversation_id NOT IN ({','.join('?' * len(f.exclude_conversation_ids))})")
         args.extend(f.exclude_conversation_ids)

@@ -11,7 +11,7 @@ import re
 import sqlite3
 from dataclasses import dataclass
 
-from ..conversations import ELIGIBLE_SQL
+from ..conversations import ELIGIBLE_SQL, VISIBLE_SQL
 
 WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
 STOPWORDS = frozenset(
@@ -78,10 +78,7 @@ def search_messages(
         where.append("m.conversation_id = ?")
         args.append(conversation_id)
     if eligible_only:
-        eligible = ELIGIBLE_SQL
-        if include_shielded:
-            eligible = eligible.replace(" AND c.continuity_shielded = 0", "")
-        where.append(eligible)
+        where.append(VISIBLE_SQL if include_shielded else ELIGIBLE_SQL)
     if exclude_conversation_ids:
         where.append(f"m.conversation_id NOT IN ({','.join('?' * len(exclude_conversation_ids))})")
         args.extend(exclude_conversation_ids)
