@@ -139,7 +139,7 @@ class LayerClock:
 
 def floor_queries(hearth: Any, scope: Any, embedder: Any, messages: list[tuple[str, str]]) -> dict[str, Any]:
     """The same three primitives the send path builds on, each timed directly per message."""
-    from hearth.retrieval.hybrid import select_terms
+    from hearth.retrieval.terms import select_terms
     from hearth.retrieval.keyword import match_query, terms
 
     conn = scope.store.connection()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from hearth.retrieval import hybrid
+from hearth.retrieval.fusion import feedback_list, session_lift
 from hearth.retrieval.hybrid import (
-    Filters, Result, _session_lift, fts_match, fuse, match_terms, search, stem, without_names,
+    Filters, Result, Tuning, fts_match, fuse, match_terms, search, select_terms, stem, without_names,
 )
 
 
@@ -52,7 +52,7 @@ def test_a2_turns_of_a_conversation_with_several_matches_are_lifted():
         return Result("message", i, source, "t", None, "x", "user", scores={"fused": fused})
 
     results = [result(1, 10, 0.10), result(2, 10, 0.09), result(3, 10, 0.08), result(4, 20, 0.11)]
-    _session_lift(results)
+    session_lift(results)
     by_id = {r.id: r.scores for r in results}
     assert by_id[1]["session"] == 1.0 and by_id[4]["session"] < 0.5
     assert by_id[1]["fused"] > by_id[4]["fused"]  # the lone stronger hit now sorts below the cluster
@@ -64,11 +64,10 @@ def test_a2_fusion_weights_apply_per_list():
     assert fused[("m", 1)]["rrf"] == 2 * fused[("m", 2)]["rrf"]
 
 
-def test_a2_rrf_constant_is_read_when_fusing(monkeypatch):
+def test_a2_rrf_constant_comes_from_the_tuning_passed_in():
     lists = {"keyword:query:messages": [(("m", 1), 5.0)]}
-    assert fuse(lists)[("m", 1)]["rrf"] == 1 / (hybrid.RRF_K + 1)
-    monkeypatch.setattr(hybrid, "RRF_K", 60)
-    assert fuse(lists)[("m", 1)]["rrf"] == 1 / 61  # a changed constant is not ignored
+    assert fuse(lists)[("m", 1)]["rrf"] == 1 / (Tuning().rrf_k + 1)
+    assert fuse(lists, tuning=Tuning(rrf_k=60))[("m", 1)]["rrf"] == 1 / 61  # a changed constant is not ignored
 
 
 def test_a2_feedback_words_of_the_best_hit_find_a_turn_without_the_query_words(me, persona):
@@ -89,13 +88,12 @@ def test_a2_feedback_words_of_the_best_hit_find_a_turn_without_the_query_words(m
     assert "Congratulations!" not in texts and not any("pasta" in t for t in texts)  # no feedback word there
 
 
-def test_a2_without_feedback_the_related_turn_is_not_found(me, persona, monkeypatch):
-    monkeypatch.setattr(hybrid, "FEEDBACK_DOCS", 0)
+def test_a2_without_feedback_the_related_turn_is_not_found(me, persona):
     _thread(me, persona, "Music", [("user", "I practised the saxophone for my conservatory audition.")])
     _thread(me, persona, "Later", [("user", "The conservatory audition went well, they liked my scales."),
                                    ("user", "My conservatory friends came too.")])
     outcome = search(me.store.connection(), me.user_id, "How is the saxophone going?",
-                     filters=Filters(sources=("messages",)), log=False)
+                     filters=Filters(sources=("messages",)), log=False, tuning=Tuning(feedback_docs=0))
     assert [r.text for r in outcome.results] == ["I practised the saxophone for my conservatory audition."]
 
 
@@ -106,14 +104,14 @@ def test_a2_when_question_lifts_turns_that_state_a_time(me, persona):
     conn = me.store.connection()
     when = search(conn, me.user_id, "When was the lake trip?", filters=Filters(sources=("messages",)), log=False)
     assert when.results[0].text.startswith("We went to the lake trip last summer")
-    assert when.results[0].scores["boost"] == hybrid.TIME_BOOST > 1
+    assert when.results[0].scores["boost"] == Tuning().time_boost > 1
     plain = search(conn, me.user_id, "How was the lake trip?", filters=Filters(sources=("messages",)), log=False)
     assert all(r.scores["boost"] == 1.0 for r in plain.results)  # only a "when" question is lifted
 
 
-def test_a2_v2_feedback_never_takes_words_from_a_shielded_turn(me, persona, monkeypatch):
+def test_a2_v2_feedback_never_takes_words_from_a_shielded_turn(me, persona):
     # Vector hits reach fusion before visibility is applied; the feedback step must skip them.
-    monkeypatch.setattr(hybrid, "FEEDBACK_DOCS", 1)
+    one = Tuning(feedback_docs=1)
     pets = _thread(me, persona, "Pets", [("user", "We adopted a kitten from the shelter.")])
     secret = _thread(me, persona, "Secret", [("user", "The kitten came from the quokka sanctuary, tell no one.")])
     me.conversations.set_shielded(secret.id, True)
@@ -122,26 +120,22 @@ def test_a2_v2_feedback_never_takes_words_from_a_shielded_turn(me, persona, monk
     ids = {c.id: conn.execute("SELECT id FROM messages WHERE conversation_id = ?", (c.id,)).fetchone()[0]
            for c in (pets, secret, maps)}
     fused = {("message", ids[secret.id]): {"rrf": 1.0}, ("message", ids[pets.id]): {"rrf": 0.5}}
-    found = hybrid._feedback_list(conn, me.user_id, Filters(sources=("messages",)), fused, ["kitten*"], set())
+    found = feedback_list(conn, me.user_id, Filters(sources=("messages",)), fused, ["kitten*"], set(), one)
     assert ("message", ids[maps.id]) not in {key for key, _ in found}
     assert ("message", ids[secret.id]) not in {key for key, _ in found}
     # With the shielded conversation allowed, the same call does use its words (the test can fail).
     allowed = Filters(sources=("messages",), include_shielded=True)
-    found = hybrid._feedback_list(conn, me.user_id, allowed, fused, ["kitten*"], set())
+    found = feedback_list(conn, me.user_id, allowed, fused, ["kitten*"], set(), one)
     assert ("message", ids[maps.id]) in {key for key, _ in found}
 
 
-def test_k1_query_terms_stay_within_a_postings_budget(me, persona, monkeypatch):
-    from hearth.retrieval import hybrid
-
+def test_k1_query_terms_stay_within_a_postings_budget(me, persona):
     conversation = me.conversations.create(persona.id)
     with me.store.write():
         for i in range(30):
             me.conversations.add_message(conversation.id, "user", f"weather talk number {i} with zephyr" if i == 0
                                          else f"weather talk number {i}")
     conn = me.store.connection()
-    monkeypatch.setattr(hybrid, "POSTINGS_BUDGET", 10)
-    monkeypatch.setattr(hybrid, "COMMON_MIN_ROWS", 10_000)  # keep the common-word cut out of this test
-    assert hybrid.select_terms(conn, ["weather", "zephyr"]) == ["zephyr"]
-    monkeypatch.setattr(hybrid, "POSTINGS_BUDGET", 1_000)
-    assert hybrid.select_terms(conn, ["weather", "zephyr"]) == ["zephyr", "weather"]
+    tight = Tuning(postings_budget=10, common_min_rows=10_000)  # keep the common-word cut out of this test
+    assert select_terms(conn, ["weather", "zephyr"], tuning=tight) == ["zephyr"]
+    assert select_terms(conn, ["weather", "zephyr"], tuning=tight.with_changes(postings_budget=1_000)) == ["zephyr", "weather"]

@@ -20,7 +20,7 @@ from typing import Any
 from ..ledger import Message
 from ..prompt.dynamic import Block, Turn, quote_reserved_headings
 from ..retrieval import searchlog
-from ..retrieval.hybrid import select_terms
+from ..retrieval.terms import select_terms
 from ..retrieval.keyword import search_messages, terms
 
 T2_MESSAGES = 30

@@ -1,0 +1,216 @@
+"""Candidates for the hybrid search (A2): ranked keyword and vector lists, and the rows behind them.
+
+Visibility rules (V2) are applied in SQL for every signal: keyword lists are filtered as FTS5
+answers, vector hits (filtered after the index answers) pass the same conditions when loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..conversations import ELIGIBLE_SQL, VISIBLE_SQL
+from .keyword import search_messages
+from .query import fts_match, match_terms, without_names
+from .terms import select_terms
+from .tuning import DEFAULT, Tuning
+
+Ranked = list[tuple[tuple[str, int], float]]
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Where a search may look. Visibility rules are applied in SQL for every signal."""
+
+    sources: tuple[str, ...] = ("messages",)  # "messages" and/or "chunks"
+    exclude_conversation_ids: tuple[int, ...] = ()
+    conversation_id: int | None = None
+    persona_id: int | None = None
+    eligible_only: bool = True
+    include_shielded: bool = False
+    collections: tuple[str, ...] = ()
+    date_from: str | None = None
+    date_to: str | None = None
+
+    def to_log(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v not in (None, (), False) or k == "eligible_only"}
+
+
+@dataclass
+class Result:
+    kind: str  # "message" | "chunk"
+    id: int
+    source_id: int  # conversation id or document id
+    title: str
+    date: str | None
+    text: str
+    speaker: str  # role of a chat turn, or the labels a chunk holds
+    collection: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    scores: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.kind, self.id)
+
+    def log_record(self) -> dict[str, Any]:
+        return {"kind": self.kind, "id": self.id, "source_id": self.source_id, "title": self.title,
+                "date": self.date, "text": self.text, "scores": self.scores}
+
+
+
+def message_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]:
+    where, args = ["m.user_id = ?", "m.kind = 'chat'", "m.role IN ('user', 'assistant')"], [user_id]
+    if f.conversation_id is not None:
+        where.append("m.conversation_id = ?")
+        args.append(f.conversation_id)
+    if f.eligible_only:
+        where.append(VISIBLE_SQL if f.include_shielded else ELIGIBLE_SQL)
+    if f.exclude_conversation_ids:
+        where.append(f"m.conversation_id NOT IN ({','.join('?' * len(f.exclude_conversation_ids))})")
+        args.extend(f.exclude_conversation_ids)
+    if f.persona_id is not None:
+        where.append("c.persona_id = ?")
+        args.append(f.persona_id)
+    if f.date_from:
+        where.append("m.created_at >= ?")
+        args.append(f.date_from)
+    if f.date_to:
+        where.append("substr(m.created_at, 1, 10) <= ?")
+        args.append(f.date_to[:10])
+    return where, args
+
+
+def chunk_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]:
+    where, args = ["k.user_id = ?"], [user_id]
+    if f.collections:
+        where.append(f"d.collection IN ({','.join('?' * len(f.collections))})")
+        args.extend(f.collections)
+    if f.date_from:
+        where.append("coalesce(k.chunk_date, d.document_date) >= ?")
+        args.append(f.date_from)
+    if f.date_to:
+        where.append("substr(coalesce(k.chunk_date, d.document_date), 1, 10) <= ?")
+        args.append(f.date_to[:10])
+    return where, args
+
+
+def keyword_messages(conn: sqlite3.Connection, user_id: int, words: list[str], f: Filters,
+                     limit: int = DEFAULT.candidates) -> list[tuple[int, float]]:
+    if f.date_from or f.date_to:
+        where, args = message_filter_sql(user_id, f)
+        rows = conn.execute(
+            "SELECT m.id, bm25(messages_fts) AS score FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+            f" JOIN conversations c ON c.id = m.conversation_id WHERE messages_fts MATCH ? AND {' AND '.join(where)}"
+            " ORDER BY score LIMIT ?", (fts_match(words), *args, limit)).fetchall()
+        return [(r[0], -r[1]) for r in rows]
+    hits = search_messages(conn, user_id, words, limit=limit, exclude_conversation_ids=f.exclude_conversation_ids,
+                           persona_id=f.persona_id, eligible_only=f.eligible_only,
+                           include_shielded=f.include_shielded, conversation_id=f.conversation_id,
+                           match=fts_match(words))
+    return [(h.message_id, h.score) for h in hits]
+
+
+def keyword_chunks(conn: sqlite3.Connection, user_id: int, words: list[str], f: Filters,
+                   limit: int = DEFAULT.candidates) -> list[tuple[int, float]]:
+    if not words:
+        return []
+    where, args = chunk_filter_sql(user_id, f)
+    rows = conn.execute(
+        "SELECT k.id, bm25(archive_chunks_fts) AS score FROM archive_chunks_fts"
+        " JOIN archive_chunks k ON k.id = archive_chunks_fts.rowid JOIN archive_documents d ON d.id = k.document_id"
+        f" WHERE archive_chunks_fts MATCH ? AND {' AND '.join(where)} ORDER BY score LIMIT ?",
+        (fts_match(words), *args, limit)).fetchall()
+    return [(r[0], -r[1]) for r in rows]
+
+
+def load_messages(conn: sqlite3.Connection, user_id: int, ids: list[int], f: Filters) -> dict[int, Result]:
+    """The allowed subset of ``ids`` as results: vector hits pass the same SQL filters as keyword hits."""
+    out: dict[int, Result] = {}
+    where, args = message_filter_sql(user_id, f)
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        rows = conn.execute(
+            "SELECT m.id, m.conversation_id, m.role, m.content, m.created_at, m.metadata, c.title"
+            " FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+            f" WHERE m.id IN ({','.join('?' * len(part))}) AND {' AND '.join(where)}", (*part, *args)).fetchall()
+        for r in rows:
+            out[r["id"]] = Result("message", r["id"], r["conversation_id"], r["title"] or "Untitled conversation",
+                                  r["created_at"], r["content"], r["role"], metadata=json.loads(r["metadata"]))
+    return out
+
+
+def load_chunks(conn: sqlite3.Connection, user_id: int, ids: list[int], f: Filters) -> dict[int, Result]:
+    out: dict[int, Result] = {}
+    where, args = chunk_filter_sql(user_id, f)
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        rows = conn.execute(
+            "SELECT k.id, k.document_id, k.text, k.speakers, coalesce(k.chunk_date, d.document_date) AS day,"
+            " d.title, d.collection FROM archive_chunks k JOIN archive_documents d ON d.id = k.document_id"
+            f" WHERE k.id IN ({','.join('?' * len(part))}) AND {' AND '.join(where)}", (*part, *args)).fetchall()
+        for r in rows:
+            out[r["id"]] = Result("chunk", r["id"], r["document_id"], r["title"], r["day"], r["text"],
+                                  r["speakers"], collection=r["collection"])
+    return out
+
+
+
+def keyword_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, name_words: set[str],
+                  tuning: Tuning = DEFAULT) -> tuple[dict[str, Ranked], dict[str, float], list[str]]:
+    """One FTS list per source and distinct set of chosen terms: (lists, their weights, the query's terms).
+
+    Variants whose chosen terms are the same are asked once: the same words asked twice would only
+    count twice.
+    """
+    lists: dict[str, Ranked] = {}
+    weights: dict[str, float] = {}
+    query_words: list[str] = []
+    for source in filters.sources:
+        kind = "message" if source == "messages" else "chunk"
+        asked: set[tuple[str, ...]] = set()
+        for variant in variants:
+            vw = match_terms([w for w in variant.words if w not in name_words])
+            words = select_terms(conn, vw, source, tuning=tuning)
+            if not words or tuple(sorted(words)) in asked:
+                continue
+            asked.add(tuple(sorted(words)))
+            if variant.name == "query" and source == "messages":
+                query_words = words
+            search_source = keyword_messages if source == "messages" else keyword_chunks
+            hits = search_source(conn, user_id, words, filters, tuning.candidates)
+            if hits:
+                name = f"keyword:{variant.name}:{source}"
+                lists[name] = [((kind, i), s) for i, s in hits]
+                weights[name] = tuning.variant_weights.get(variant.name, 1.0) * tuning.signal_weights["keyword"]
+    return lists, weights, query_words
+
+
+def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, embedder: Any,
+                 db_key: str, speaker_names: dict[str, str] | None,
+                 tuning: Tuning = DEFAULT) -> tuple[dict[str, Ranked], dict[str, float]]:
+    """One vector list per source and sentence variant (the message, the message with context)."""
+    from .semantic import embed_queries, vector_search
+
+    lists: dict[str, Ranked] = {}
+    weights: dict[str, float] = {}
+    # Meaning is in the sentence: keyword-only and name-only variants go to FTS, not to vectors.
+    texts = [v.text for v in variants if v.name in ("query", "with_context")]
+    if speaker_names and texts:
+        # The turns are embedded with their speaker's label; a name in the query pulls toward
+        # every turn that mentions or addresses that person. The speaker lift handles the speaker.
+        texts[0] = without_names(texts[0], speaker_names) or texts[0]
+    names = [v.name for v in variants if v.name in ("query", "with_context")]
+    vectors = embed_queries(embedder, texts)
+    for source in filters.sources:
+        kind = "message" if source == "messages" else "chunk"
+        # Oversample: visibility filters are applied after the index answers.
+        per_query = vector_search(conn, db_key, source, user_id, embedder, vectors, tuning.candidates * 4)
+        for name, hits in zip(names, per_query):
+            if hits:
+                lists[f"vector:{name}:{source}"] = [((kind, i), s) for i, s in hits]
+                weights[f"vector:{name}:{source}"] = (tuning.variant_weights.get(name, 1.0)
+                                                      * tuning.signal_weights["vector"])
+    return lists, weights

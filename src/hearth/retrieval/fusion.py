@@ -1,0 +1,162 @@
+"""Fusion for the hybrid search (A2): ranked lists into one scored, deduplicated result list.
+
+Reciprocal rank fusion keeps each signal's best rank and score on every result; then a few soft,
+measured adjustments: a turn next to a strong match shares part of its score, a named speaker's
+turns, a date the query names and a time phrase for a "when" question are lifted, and turns of a
+conversation holding several strong matches are lifted together.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+from typing import Any
+
+from .candidates import Filters, Ranked, Result, keyword_messages, load_messages
+from .keyword import terms
+from .query import TIME_RE, match_terms
+from .terms import doc_frequencies, indexed_rows
+from .tuning import DEFAULT, Tuning
+
+Fused = dict[tuple[str, int], dict[str, Any]]
+
+
+def fuse(lists: dict[str, Ranked], *, tuning: Tuning = DEFAULT, weights: dict[str, float] | None = None) -> Fused:
+    """Reciprocal rank fusion with a per-signal breakdown.
+
+    ``lists`` maps a list name ("keyword:query:messages", "vector:query:chunks", ...) to ranked
+    (key, score). Each key gets, per signal (the part before the colon), its best rank and score,
+    and the RRF sum with ``tuning.rrf_k``.
+    """
+    k = tuning.rrf_k
+    fused: Fused = {}
+    for name, ranked in lists.items():
+        signal = name.split(":", 1)[0]
+        weight = (weights or {}).get(name, (weights or {}).get(signal, 1.0))
+        for rank, (key, score) in enumerate(ranked, start=1):
+            entry = fused.setdefault(key, {"rrf": 0.0})
+            entry["rrf"] += weight / (k + rank)
+            best = entry.get(f"{signal}_rank")
+            if best is None or rank < best:
+                entry[f"{signal}_rank"] = rank
+                entry[signal] = float(f"{score:.6g}")
+            entry.setdefault("lists", []).append(name)
+    return fused
+
+
+def neighbours(conn: sqlite3.Connection, fused: Fused) -> dict[tuple[str, int], float]:
+    """For each candidate chat turn, the best RRF score of the turn just before or after it.
+
+    A short reply ("yes, in May!") is often the evidence for a match on the turn it answers; a
+    candidate next to a strong match shares part of that match's score.
+    """
+    messages = [key[1] for key in fused if key[0] == "message"]
+    if not messages:
+        return {}
+    # One statement for every candidate: the previous and next turn in its conversation.
+    rows = conn.execute(
+        "SELECT m.id,"
+        " (SELECT p.id FROM messages p WHERE p.conversation_id = m.conversation_id AND p.id < m.id"
+        "  AND p.kind = 'chat' AND p.role IN ('user', 'assistant') ORDER BY p.id DESC LIMIT 1),"
+        " (SELECT n.id FROM messages n WHERE n.conversation_id = m.conversation_id AND n.id > m.id"
+        "  AND n.kind = 'chat' AND n.role IN ('user', 'assistant') ORDER BY n.id LIMIT 1)"
+        f" FROM messages m WHERE m.id IN ({','.join('?' * len(messages))})",
+        messages,
+    ).fetchall()
+    out: dict[tuple[str, int], float] = {}
+    for message_id, before, after in rows:
+        near = [fused[("message", n)]["rrf"] for n in (before, after) if n is not None and ("message", n) in fused]
+        out[("message", message_id)] = max(near, default=0.0)
+    return out
+
+
+def feedback_list(conn: sqlite3.Connection, user_id: int, f: Filters, fused: Fused, query_words: list[str],
+                  name_words: set[str], tuning: Tuning = DEFAULT) -> Ranked:
+    """Pseudo-relevance feedback (RM3-like, bounded): one more FTS list, the query's words plus the
+    most distinctive words of the best few chat turns, each weighted by its hit's score and rarity.
+    """
+    if not query_words or tuning.feedback_docs <= 0:
+        return []
+    ranked = sorted((k for k in fused if k[0] == "message"), key=lambda k: -fused[k]["rrf"])[:tuning.feedback_docs * 10]
+    # Vector hits are filtered after the index answers: only turns the caller may see give words.
+    allowed = load_messages(conn, user_id, [k[1] for k in ranked], f)
+    top = [k for k in ranked if k[1] in allowed][:tuning.feedback_docs]
+    text = {k[1]: allowed[k[1]].text for k in top}
+    asked = set(query_words)
+    weight_of: dict[str, float] = {}
+    for key in top:
+        for term in match_terms([w for w in terms(text.get(key[1], ""), 48) if w not in name_words and not w.isdigit()]):
+            if term not in asked:
+                weight_of[term] = weight_of.get(term, 0.0) + fused[key]["rrf"]
+    if not weight_of:
+        return []
+    total = max(indexed_rows(conn, "messages_fts"), 1)
+    df = doc_frequencies(conn, "messages_fts_vocab", list(weight_of))
+    # Words in one row only re-find the hit itself; common words drift the query.
+    common = tuning.common_share * total if total >= tuning.common_min_rows else total
+    usable = {w: v * math.log(total / df[w]) for w, v in weight_of.items() if 2 <= df[w] <= common}
+    extra = sorted(usable, key=lambda w: -usable[w])[:tuning.feedback_terms]
+    if not extra:
+        return []
+    hits = keyword_messages(conn, user_id, [*query_words, *extra], f, tuning.candidates)
+    return [(("message", i), s) for i, s in hits]
+
+
+def session_lift(results: list[Result], tuning: Tuning = DEFAULT) -> None:
+    """Lift turns of conversations (or documents) holding several strong matches.
+
+    Evidence tends to cluster: a conversation where three turns match is a better place to look
+    than one stray hit. Each result's fused score is multiplied by 1 + session_weight times its
+    source's strength (sum of its best session_top fused scores) relative to the strongest source.
+    """
+    per_source: dict[tuple[str, int], list[float]] = {}
+    for r in results:
+        per_source.setdefault((r.kind, r.source_id), []).append(r.scores["fused"])
+    strength = {k: sum(sorted(v, reverse=True)[:tuning.session_top]) for k, v in per_source.items()}
+    best = max(strength.values(), default=0.0)
+    if best <= 0:
+        return
+    for r in results:
+        share = strength[(r.kind, r.source_id)] / best
+        r.scores["session"] = round(share, 4)
+        r.scores["fused"] = round(r.scores["fused"] * (1 + tuning.session_weight * share), 6)
+
+
+def score(fused: Fused, loaded: dict[tuple[str, int], Result], neighbour_scores: dict[tuple[str, int], float], *,
+          hint: tuple[str, str] | None, named_roles: set[str], asks_when: bool,
+          tuning: Tuning = DEFAULT) -> list[Result]:
+    """Fused entries as scored results, duplicates of the same words dropped, best first."""
+    results: list[Result] = []
+    seen_text: set[str] = set()
+    for key, entry in fused.items():
+        result = loaded.get(key)
+        if result is None:
+            continue
+        fingerprint = " ".join(result.text.casefold().split())[:400]
+        if fingerprint in seen_text:
+            continue  # the same words stored twice (a re-pasted message, a duplicated chunk)
+        seen_text.add(fingerprint)
+        boost = 1.0
+        if hint and result.date and hint[0] <= result.date[:10] <= hint[1]:
+            boost *= tuning.date_boost
+        if len(named_roles) == 1 and result.kind == "message" and result.speaker in named_roles:
+            boost *= tuning.speaker_boost
+        if asks_when and TIME_RE.search(result.text):
+            boost *= tuning.time_boost
+        scores = {k: v for k, v in entry.items() if k != "lists"}
+        scores["signals"] = sorted({name.split(":", 1)[0] for name in entry["lists"]})
+        scores["boost"] = round(boost, 3)
+        scores["neighbour"] = round(neighbour_scores.get(key, 0.0), 6)
+        scores["rrf"] = round(entry["rrf"], 6)
+        scores["fused"] = round((entry["rrf"] + tuning.neighbour_weight * scores["neighbour"]) * boost, 6)
+        result.scores = scores
+        results.append(result)
+    session_lift(results, tuning)
+    results.sort(key=lambda r: (-r.scores["fused"], r.date or "", r.id))
+    return results
+
+
+def named_roles(query: str, speaker_names: dict[str, str] | None) -> set[str]:
+    return {role for name, role in (speaker_names or {}).items()
+            if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", query, re.IGNORECASE)}

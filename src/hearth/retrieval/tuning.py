@@ -1,0 +1,52 @@
+"""The knobs of the hybrid search, as one object passed in (A2).
+
+Every constant that was measured on LoCoMo (docs/recall.md) lives here, so a benchmark or a caller
+can try another setting without touching module state, and the send path and the owner's search
+can differ only where they are meant to (``SEND_PATH`` drops the pseudo-relevance feedback list,
+which costs a second round of keyword queries).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+
+def _variant_weights() -> dict[str, float]:
+    return {"query": 1.0, "with_context": 0.7, "keywords": 1.0, "entities": 0.5}
+
+
+def _signal_weights() -> dict[str, float]:
+    # Multiplies each list's variant weight (equal weights measured best).
+    return {"keyword": 1.0, "vector": 1.0}
+
+
+@dataclass(frozen=True)
+class Tuning:
+    rrf_k: int = 10  # small k: the top of each list counts (measured on LoCoMo, docs/recall.md)
+    neighbour_weight: float = 0.4  # a turn next to a strong match shares some of its score
+    session_weight: float = 0.6  # a turn in a conversation with several strong matches is lifted (up to x1.6)
+    session_top: int = 3  # a conversation's strength: the sum of its best three fused scores
+    speaker_boost: float = 1.5  # the query names exactly one speaker: that speaker's turns
+    date_boost: float = 1.3  # a result inside the date range the query names
+    time_boost: float = 1.5  # a "when" question: turns that mention a time ("last week", "in May") are lifted
+    variant_weights: dict[str, float] = field(default_factory=_variant_weights)
+    signal_weights: dict[str, float] = field(default_factory=_signal_weights)
+    # Pseudo-relevance feedback: the most distinctive words of the best two turns, asked with the
+    # query's words as one more FTS list. Few terms: five or more drift from the question (measured).
+    feedback_docs: int = 2  # 0 turns it off
+    feedback_terms: int = 3
+    feedback_weight: float = 0.5
+    candidates: int = 60  # per ranked list
+    max_query_terms: int = 12
+    # A term in more than this share of indexed rows carries little signal and costs a long posting
+    # list scan; it is dropped once the index is large enough for the share to mean something.
+    common_share: float = 0.08
+    common_min_rows: int = 2_000
+    postings_budget: int = 20_000  # rows the chosen terms may match together (the rarest term always stays)
+
+    def with_changes(self, **changes: Any) -> "Tuning":
+        return replace(self, **changes)
+
+
+DEFAULT = Tuning()
