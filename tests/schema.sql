@@ -19,6 +19,8 @@ CREATE UNIQUE INDEX jobs_one_pending ON jobs (user_id, kind, dedupe_key)
             WHERE status = 'pending' AND dedupe_key IS NOT NULL;
 -- index memories_user_position
 CREATE INDEX memories_user_position ON memories (user_id, position);
+-- index memory_versions_user_time
+CREATE INDEX memory_versions_user_time ON memory_versions (user_id, valid_from);
 -- index message_embeddings_user_model
 CREATE INDEX message_embeddings_user_model ON message_embeddings (user_id, model, message_id);
 -- index messages_conversation
@@ -256,6 +258,26 @@ CREATE TABLE memories (
             eligible INTEGER NOT NULL DEFAULT 1,
             created_at TEXT NOT NULL,
             updated_at TEXT NOT NULL
+        , valid_from TEXT, valid_until TEXT, recorded_at TEXT, retired_at TEXT, version INTEGER NOT NULL DEFAULT 1);
+-- table memory_versions
+CREATE TABLE memory_versions (
+            id INTEGER PRIMARY KEY,
+            memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            version INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            category TEXT NOT NULL DEFAULT '',
+            importance INTEGER NOT NULL DEFAULT 0,
+            eligible INTEGER NOT NULL DEFAULT 1,
+            valid_from TEXT NOT NULL,
+            valid_until TEXT,
+            recorded_at TEXT NOT NULL,
+            retired_at TEXT,
+            superseded_at TEXT,
+            change TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            proposal_id INTEGER,
+            UNIQUE (memory_id, version)
         );
 -- table message_embeddings
 CREATE TABLE message_embeddings (
@@ -385,7 +407,7 @@ CREATE TABLE status_values (
             proposal_id INTEGER,
             valid_from TEXT NOT NULL,
             valid_to TEXT
-        );
+        , recorded_at TEXT, retired_at TEXT, superseded_at TEXT);
 -- table thread_summaries
 CREATE TABLE thread_summaries (
             id INTEGER PRIMARY KEY,

@@ -17,12 +17,18 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
 from . import ledger
-from .errors import InvalidInput, NotFound
+from .errors import Conflict, InvalidInput, NotFound
 from .prompt.static import MemoryItem
 from .store import Store, utcnow
+from .temporal import check_mode, parse_moment
 
 MAX_MEMORY_TEXT = 10_000
 MAX_IMPORT = 10_000
+# Who made a change (B2): the owner by hand, an approved suggestion (or one auto-approved, G4),
+# an import, or unknown for rows that predate versions.
+ACTORS = ("owner", "suggestion", "auto", "import")
+# Eligible and currently valid (B1): the only memories a snapshot captures or a prompt renders.
+CURRENT_SQL = "eligible = 1 AND valid_until IS NULL"
 
 
 @dataclass(frozen=True)
@@ -35,11 +41,51 @@ class Memory:
     eligible: bool
     created_at: str
     updated_at: str
+    version: int = 1
+    valid_from: str | None = None
+    valid_until: str | None = None
+    recorded_at: str | None = None
+    retired_at: str | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Memory":
         return cls(row["id"], row["text"], row["category"], row["importance"], row["position"],
-                   bool(row["eligible"]), row["created_at"], row["updated_at"])
+                   bool(row["eligible"]), row["created_at"], row["updated_at"], row["version"],
+                   row["valid_from"], row["valid_until"], row["recorded_at"], row["retired_at"])
+
+    @property
+    def current(self) -> bool:
+        """Currently valid: not ended (B1). Only current, eligible memories reach a prompt."""
+        return self.valid_until is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MemoryVersion:
+    """One version of a memory (B1, B2): what it said, when it was true, when Hearth held it."""
+
+    memory_id: int
+    version: int
+    text: str
+    category: str
+    importance: int
+    eligible: bool
+    valid_from: str
+    valid_until: str | None
+    recorded_at: str
+    retired_at: str | None
+    superseded_at: str | None
+    change: str
+    actor: str
+    proposal_id: int | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "MemoryVersion":
+        return cls(row["memory_id"], row["version"], row["text"], row["category"], row["importance"],
+                   bool(row["eligible"]), row["valid_from"], row["valid_until"], row["recorded_at"],
+                   row["retired_at"], row["superseded_at"], row["change"], row["actor"], row["proposal_id"])
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,7 +122,7 @@ def capture_snapshot(conn: sqlite3.Connection, user_id: int, conversation_id: in
     conn.execute("DELETE FROM conversation_memories WHERE conversation_id = ?", (conversation_id,))
     conn.execute(
         "INSERT INTO conversation_memories (conversation_id, memory_id)"
-        " SELECT ?, id FROM memories WHERE user_id = ? AND eligible = 1",
+        " SELECT ?, id FROM memories WHERE user_id = ? AND " + CURRENT_SQL,
         (conversation_id, user_id),
     )
     if provenance == "refreshed":
@@ -96,7 +142,7 @@ def snapshot_items(conn: sqlite3.Connection, conversation_id: int) -> list[Memor
     rows = conn.execute(
         "SELECT m.id, m.text, m.category, m.importance FROM conversation_memories cm"
         " JOIN memories m ON m.id = cm.memory_id"
-        " WHERE cm.conversation_id = ? AND m.eligible = 1 ORDER BY m.position, m.id",
+        " WHERE cm.conversation_id = ? AND m.eligible = 1 AND m.valid_until IS NULL ORDER BY m.position, m.id",
         (conversation_id,),
     ).fetchall()
     return [MemoryItem(r["id"], r["text"], r["category"], r["importance"]) for r in rows]
@@ -133,7 +179,7 @@ def backfill(conn: sqlite3.Connection, user_id: int, conversation_ids: Iterable[
     for conversation_id in rows:
         conn.execute(
             "INSERT OR IGNORE INTO conversation_memories (conversation_id, memory_id)"
-            " SELECT ?, id FROM memories WHERE user_id = ? AND eligible = 1",
+            " SELECT ?, id FROM memories WHERE user_id = ? AND " + CURRENT_SQL,
             (conversation_id, user_id),
         )
         conn.execute("UPDATE conversations SET snapshot_backfilled = 1 WHERE id = ?", (conversation_id,))
@@ -190,44 +236,108 @@ class Memories:
         return row
 
     # -- additions: future threads only (M2) -------------------------------------------------
-    def add(self, text: str, category: str = "", importance: int = 0, eligible: bool = True) -> Memory:
+    def add(self, text: str, category: str = "", importance: int = 0, eligible: bool = True, *,
+            actor: str = "owner", proposal_id: int | None = None, valid_from: Any = None) -> Memory:
         return self.import_many([{"text": text, "category": category, "importance": importance,
-                                  "eligible": eligible}])[0]
+                                  "eligible": eligible, "valid_from": valid_from}],
+                                actor=actor, proposal_id=proposal_id)[0]
 
-    def import_many(self, items: list[dict[str, Any]]) -> list[Memory]:
-        """Persist a batch together (M1). Like additions, it rebuilds no existing prompt (P5)."""
+    def import_many(self, items: list[dict[str, Any]], *, actor: str = "owner",
+                    proposal_id: int | None = None) -> list[Memory]:
+        """Persist a batch together (M1). Like additions, it rebuilds no existing prompt (P5).
+
+        Each item may carry ``valid_from`` (when it became true; not in the future)."""
         if not isinstance(items, list) or not items:
             raise InvalidInput("a memory import needs a non-empty list")
         if len(items) > MAX_IMPORT:
             raise InvalidInput(f"at most {MAX_IMPORT} memories per import")
+        if actor not in ACTORS:
+            raise InvalidInput("unknown actor")
+        now = utcnow()
         checked = []
         for i, item in enumerate(items):
             if not isinstance(item, dict):
                 raise InvalidInput(f"item {i} is not an object")
             try:
+                valid_from = item.get("valid_from")
                 checked.append((*_check(item.get("text"), item.get("category", ""), item.get("importance", 0)),
-                                bool(item.get("eligible", True))))
+                                bool(item.get("eligible", True)),
+                                now if valid_from is None else parse_moment(valid_from, "valid_from",
+                                                                             end_of_day=False)))
             except InvalidInput as exc:
                 raise InvalidInput(f"item {i}: {exc}") from None
-        now = utcnow()
         with self.store.write() as conn:
             top = conn.execute("SELECT coalesce(max(position), 0) FROM memories WHERE user_id = ?",
                                (self.user_id,)).fetchone()[0]
             ids = []
-            for offset, (text, category, importance, eligible) in enumerate(checked, start=1):
+            for offset, (text, category, importance, eligible, valid_from) in enumerate(checked, start=1):
                 cur = conn.execute(
-                    "INSERT INTO memories (user_id, text, category, importance, position, eligible, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (self.user_id, text, category, importance, top + offset, int(eligible), now, now),
+                    "INSERT INTO memories (user_id, text, category, importance, position, eligible, created_at,"
+                    " updated_at, version, valid_from, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+                    (self.user_id, text, category, importance, top + offset, int(eligible), now, now,
+                     valid_from, now),
                 )
+                assert cur.lastrowid is not None
                 ids.append(cur.lastrowid)
+                self._record(conn, cur.lastrowid, "imported" if actor == "import" else "created", actor,
+                             proposal_id)
             ledger.append(conn, user_id=self.user_id, kind="memory.added", payload={"count": len(ids)})
             return [self.get(i) for i in ids]
 
+    # -- versions (B1, B2) ------------------------------------------------------------------------
+    def _record(self, conn: sqlite3.Connection, memory_id: int, change: str, actor: str,
+                proposal_id: int | None = None) -> None:
+        """Append the memory row as it now stands as its newest version."""
+        conn.execute(
+            "INSERT INTO memory_versions (memory_id, user_id, version, text, category, importance, eligible,"
+            " valid_from, valid_until, recorded_at, change, actor, proposal_id)"
+            " SELECT id, user_id, version, text, category, importance, eligible, valid_from, valid_until,"
+            " recorded_at, ?, ?, ? FROM memories WHERE id = ?",
+            (change, actor, proposal_id, memory_id),
+        )
+
+    def history(self, memory_id: int) -> list[MemoryVersion]:
+        """Every version of a memory, newest first: what it said, when, and who changed it (B2)."""
+        self.get(memory_id)
+        rows = self.store.connection().execute(
+            "SELECT * FROM memory_versions WHERE memory_id = ? AND user_id = ? ORDER BY version DESC",
+            (memory_id, self.user_id)).fetchall()
+        return [MemoryVersion.from_row(r) for r in rows]
+
+    def as_of(self, when: Any, mode: str = "valid") -> list[MemoryVersion]:
+        """What was true on a date (``valid``), or what Hearth knew on that date (``known``).
+
+        ``valid`` reads today's knowledge: versions not retired whose valid interval holds the
+        moment. ``known`` reads the knowledge of that moment: versions recorded by then and not yet
+        retired then, valid at that moment as far as Hearth knew then (an end recorded later does
+        not count). Hidden memories are included with ``eligible`` false.
+        """
+        mode = check_mode(mode)
+        moment = parse_moment(when, "as-of date")
+        if mode == "valid":
+            sql = "v.retired_at IS NULL AND v.valid_from <= :t AND (v.valid_until IS NULL OR v.valid_until > :t)"
+        else:
+            sql = ("v.recorded_at <= :t AND (v.retired_at IS NULL OR v.retired_at > :t) AND v.valid_from <= :t"
+                   " AND (v.valid_until IS NULL OR v.superseded_at > :t OR v.valid_until > :t)")
+        rows = self.store.connection().execute(
+            f"SELECT v.* FROM memory_versions v JOIN memories m ON m.id = v.memory_id WHERE v.user_id = :u AND {sql}"
+            " ORDER BY m.position, m.id", {"u": self.user_id, "t": moment}).fetchall()
+        return [MemoryVersion.from_row(r) for r in rows]
+
     # -- edits: only threads that already hold the memory (M2, P5) ----------------------------
     def edit(self, memory_id: int, *, text: str | None = None, category: str | None = None,
-             importance: int | None = None, eligible: bool | None = None) -> tuple[Memory, int]:
-        """Edit a memory; rebuild the prompts that hold it. Returns (memory, prompts rebuilt)."""
+             importance: int | None = None, eligible: bool | None = None, correction: bool = False,
+             valid_from: Any = None, actor: str = "owner", proposal_id: int | None = None) -> tuple[Memory, int]:
+        """Edit a memory; rebuild the prompts that hold it. Returns (memory, prompts rebuilt).
+
+        A new text *supersedes* the old one (B1): the old version stays, valid until ``valid_from``
+        (default now), and the new version is valid from then. ``correction=True`` marks a typo fix
+        instead: the corrected version is retired and the new one takes its valid interval, as if
+        it had always said so. Category, importance and visibility changes are corrections too.
+        The memory keeps its id, so every snapshot that holds it now shows the new text (M2).
+        """
+        if actor not in ACTORS:
+            raise InvalidInput("unknown actor")
         with self.store.write() as conn:
             current = self.get(memory_id)
             new_text, new_category, new_importance = _check(
@@ -236,14 +346,90 @@ class Memories:
                 current.importance if importance is None else importance,
             )
             new_eligible = current.eligible if eligible is None else bool(eligible)
+            changed_text = new_text != current.text
+            if not changed_text and (new_category, new_importance, new_eligible) == (
+                    current.category, current.importance, current.eligible):
+                if text is not None:
+                    raise InvalidInput("the new text is identical to the current one; nothing to change")
+                return current, 0
+            if not current.current and changed_text:
+                raise Conflict(f"memory {memory_id} has ended; restore a version to bring it back")
+            now = utcnow()
+            supersede = changed_text and not correction
+            if supersede:
+                start = now if valid_from is None else parse_moment(valid_from, "valid_from", end_of_day=False)
+                if current.valid_from and start < current.valid_from:
+                    raise InvalidInput("a new version cannot become true before the version it replaces")
+                conn.execute(
+                    "UPDATE memory_versions SET valid_until = ?, superseded_at = ?"
+                    " WHERE memory_id = ? AND version = ?", (start, now, memory_id, current.version))
+                change = "superseded"
+            else:
+                if valid_from is not None:
+                    raise InvalidInput("a correction keeps the corrected version's valid-from date")
+                start = current.valid_from or now
+                conn.execute("UPDATE memory_versions SET retired_at = ? WHERE memory_id = ? AND version = ?",
+                             (now, memory_id, current.version))
+                change = "corrected" if changed_text else "edited"
             conn.execute(
-                "UPDATE memories SET text = ?, category = ?, importance = ?, eligible = ?, updated_at = ?"
-                " WHERE id = ? AND user_id = ?",
-                (new_text, new_category, new_importance, int(new_eligible), utcnow(), memory_id, self.user_id),
+                "UPDATE memories SET text = ?, category = ?, importance = ?, eligible = ?, updated_at = ?,"
+                " version = version + 1, valid_from = ?, recorded_at = ? WHERE id = ? AND user_id = ?",
+                (new_text, new_category, new_importance, int(new_eligible), now, start, now, memory_id,
+                 self.user_id),
             )
+            self._record(conn, memory_id, change, actor, proposal_id)
             rebuilt = self._rebuild(conn, conversations_holding(conn, memory_id))
             ledger.append(conn, user_id=self.user_id, kind="memory.edited",
+                          payload={"memory_id": memory_id, "prompts_rebuilt": rebuilt, "change": change})
+            return self.get(memory_id), rebuilt
+
+    def end(self, memory_id: int, valid_until: Any = None) -> tuple[Memory, int]:
+        """Record that a memory stopped being true (B1): it leaves every prompt, its history stays."""
+        with self.store.write() as conn:
+            current = self.get(memory_id)
+            if not current.current:
+                raise Conflict(f"memory {memory_id} has already ended")
+            now = utcnow()
+            until = now if valid_until is None else parse_moment(valid_until, "valid_until")
+            if current.valid_from and until < current.valid_from:
+                raise InvalidInput("a memory cannot end before it became true")
+            conn.execute("UPDATE memory_versions SET valid_until = ?, superseded_at = ?"
+                         " WHERE memory_id = ? AND version = ?", (until, now, memory_id, current.version))
+            conn.execute("UPDATE memories SET valid_until = ?, retired_at = ?, updated_at = ? WHERE id = ?",
+                         (until, now, now, memory_id))
+            rebuilt = self._rebuild(conn, conversations_holding(conn, memory_id))
+            ledger.append(conn, user_id=self.user_id, kind="memory.ended",
                           payload={"memory_id": memory_id, "prompts_rebuilt": rebuilt})
+            return self.get(memory_id), rebuilt
+
+    def restore(self, memory_id: int, version: int, *, actor: str = "owner") -> tuple[Memory, int]:
+        """Make an older version current again, as a new version valid from now (B2 undo)."""
+        with self.store.write() as conn:
+            try:
+                current = self.get(memory_id)
+            except NotFound:
+                raise NotFound(f"no memory {memory_id}: a deleted memory and its versions are gone for good,"
+                               " so none of its versions can be restored") from None
+            row = conn.execute("SELECT * FROM memory_versions WHERE memory_id = ? AND version = ?",
+                               (memory_id, version)).fetchone()
+            if row is None:
+                raise NotFound(f"memory {memory_id} has no version {version}")
+            if version == current.version and current.current:
+                raise InvalidInput(f"version {version} is already the current version")
+            now = utcnow()
+            if current.current:
+                conn.execute("UPDATE memory_versions SET valid_until = ?, superseded_at = ?"
+                             " WHERE memory_id = ? AND version = ? AND valid_until IS NULL",
+                             (now, now, memory_id, current.version))
+            conn.execute(
+                "UPDATE memories SET text = ?, category = ?, importance = ?, eligible = ?, updated_at = ?,"
+                " version = version + 1, valid_from = ?, valid_until = NULL, recorded_at = ?, retired_at = NULL"
+                " WHERE id = ?",
+                (row["text"], row["category"], row["importance"], row["eligible"], now, now, now, memory_id))
+            self._record(conn, memory_id, f"restored v{version}", actor)
+            rebuilt = self._rebuild(conn, conversations_holding(conn, memory_id))
+            ledger.append(conn, user_id=self.user_id, kind="memory.restored",
+                          payload={"memory_id": memory_id, "version": version, "prompts_rebuilt": rebuilt})
             return self.get(memory_id), rebuilt
 
     # -- deletions: gone from every snapshot and prompt (M2) -----------------------------------

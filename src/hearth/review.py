@@ -237,7 +237,8 @@ class ReviewQueue:
             except NotFound:
                 raise Conflict("the fragment this proposal updates no longer exists; dismiss it") from None
         memory = self.scope.memories.add(payload["text"], payload.get("category", ""),
-                                         int(payload.get("importance", 0)))
+                                         int(payload.get("importance", 0)),
+                                         actor="auto" if by == "auto" else "suggestion", proposal_id=proposal.id)
         return memory.id
 
     # -- running the review ----------------------------------------------------------------------

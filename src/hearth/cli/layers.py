@@ -64,8 +64,17 @@ def status() -> None:
 
 
 @status.command("list")
+@click.option("--as-of", "as_of", help="Show the status on this date (ISO date or date-time) instead.")
+@click.option("--known", is_flag=True, help="With --as-of: what Hearth knew then, not what was true then.")
 @pass_ctx
-def status_list(obj: Context) -> None:
+def status_list(obj: Context, as_of: str | None, known: bool) -> None:
+    if as_of is not None:
+        values = obj.scope().layers.household.as_of(as_of, "known" if known else "valid")
+        for name, value in values.items():
+            console.print(f"{name}: {value}", markup=False)
+        if not values:
+            console.print("No status was set then.", markup=False)
+        return
     for f in obj.scope().layers.household.fields():
         options = f"  (options: {', '.join(f.options)})" if f.options else ""
         console.print(f"{f.name}: {f.value if f.value is not None else '(unset)'}{options}", markup=False)
@@ -85,10 +94,12 @@ def status_add(obj: Context, field: str, options: tuple[str, ...], aliases: tupl
 @status.command("set")
 @click.argument("field")
 @click.argument("value")
+@click.option("--valid-from", help="When it became true (ISO date or date-time; default now).")
+@click.option("--correction", is_flag=True, help="Fix a wrongly entered value instead of recording a change.")
 @pass_ctx
-def status_set(obj: Context, field: str, value: str) -> None:
+def status_set(obj: Context, field: str, value: str, valid_from: str | None, correction: bool) -> None:
     """Set FIELD to VALUE (the field is created if new); the old value goes to history."""
-    f = obj.scope().layers.household.set(field, value, create=True)
+    f = obj.scope().layers.household.set(field, value, create=True, valid_from=valid_from, correction=correction)
     console.print(f"{f.name}: {f.value}", markup=False)
 
 

@@ -31,12 +31,49 @@ def memory_add(obj: Context, text: str, category: str, importance: int) -> None:
 @click.option("--category")
 @click.option("--importance", type=click.IntRange(0, 10))
 @click.option("--visible/--hidden", "eligible", default=None)
+@click.option("--correction", is_flag=True, help="A typo fix of the same version, not a change of meaning.")
+@click.option("--valid-from", help="When the new text became true (ISO date or date-time; default now).")
 @pass_ctx
 def memory_edit(obj: Context, memory_id: int, text: str | None, category: str | None,
-                importance: int | None, eligible: bool | None) -> None:
+                importance: int | None, eligible: bool | None, correction: bool, valid_from: str | None) -> None:
+    """Change a memory. New text supersedes the old version (kept in history) unless --correction."""
     m, rebuilt = obj.scope().memories.edit(memory_id, text=text, category=category, importance=importance,
-                                           eligible=eligible)
-    console.print(f"Memory {m.id} updated; {rebuilt} stored prompt(s) refreshed.", markup=False)
+                                           eligible=eligible, correction=correction, valid_from=valid_from)
+    console.print(f"Memory {m.id} is now version {m.version}; {rebuilt} stored prompt(s) refreshed.", markup=False)
+
+
+@memory.command("end")
+@click.argument("memory_id", type=int)
+@click.option("--valid-until", help="When it stopped being true (ISO date or date-time; default now).")
+@pass_ctx
+def memory_end(obj: Context, memory_id: int, valid_until: str | None) -> None:
+    """Record that a memory is no longer true: it leaves every prompt, its history stays."""
+    _, rebuilt = obj.scope().memories.end(memory_id, valid_until)
+    console.print(f"Memory {memory_id} ended; {rebuilt} stored prompt(s) refreshed.", markup=False)
+
+
+@memory.command("history")
+@click.argument("memory_id", type=int)
+@pass_ctx
+def memory_history(obj: Context, memory_id: int) -> None:
+    """Every version of a memory: what it said, when it was true, who changed it."""
+    table = Table("version", "change", "by", "valid", "recorded", "text")
+    for v in obj.scope().memories.history(memory_id):
+        valid = f"{v.valid_from[:19]} .. {v.valid_until[:19] if v.valid_until else 'now'}"
+        recorded = f"{v.recorded_at[:19]}" + (f" (retired {v.retired_at[:19]})" if v.retired_at else "")
+        table.add_row(str(v.version), v.change, v.actor, valid, recorded, v.text)
+    console.print(table)
+
+
+@memory.command("restore")
+@click.argument("memory_id", type=int)
+@click.argument("version", type=int)
+@pass_ctx
+def memory_restore(obj: Context, memory_id: int, version: int) -> None:
+    """Make VERSION current again (as a new version); undo for memories."""
+    m, rebuilt = obj.scope().memories.restore(memory_id, version)
+    console.print(f"Memory {m.id} restored from version {version} as version {m.version};"
+                  f" {rebuilt} stored prompt(s) refreshed.", markup=False)
 
 
 @memory.command("rm")
@@ -48,8 +85,17 @@ def memory_rm(obj: Context, memory_id: int) -> None:
 
 
 @memory.command("list")
+@click.option("--as-of", "as_of", help="List what was true on this date (ISO date or date-time) instead.")
+@click.option("--known", is_flag=True, help="With --as-of: what Hearth knew then, not what was true then.")
 @pass_ctx
-def memory_list(obj: Context) -> None:
+def memory_list(obj: Context, as_of: str | None, known: bool) -> None:
+    if as_of is not None:
+        versions = obj.scope().memories.as_of(as_of, "known" if known else "valid")
+        table = Table("id", "version", "valid from", "text", "visible")
+        for v in versions:
+            table.add_row(str(v.memory_id), str(v.version), v.valid_from[:19], v.text, "yes" if v.eligible else "no")
+        console.print(table)
+        return
     table = Table("#", "id", "category", "importance", "text", "visible")
     for position, m in enumerate(obj.scope().memories.list(), start=1):
         table.add_row(str(position), str(m.id), m.category, str(m.importance), m.text, "yes" if m.eligible else "no")

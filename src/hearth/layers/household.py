@@ -23,6 +23,7 @@ from ..errors import Conflict, InvalidInput, NotFound
 from ..helpers.base import StatusField, TurnText
 from ..prompt.dynamic import Block, Turn
 from ..store import Store, utcnow
+from ..temporal import check_mode, parse_moment
 
 if TYPE_CHECKING:
     from ..conversations import Conversations
@@ -69,9 +70,15 @@ class StatusValue:
     proposal_id: int | None
     valid_from: str
     valid_to: str | None
+    recorded_at: str | None = None
+    retired_at: str | None = None
+
+    @property
+    def valid_until(self) -> str | None:
+        return self.valid_to
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "valid_until": self.valid_to}
 
 
 def _clean(text: Any, what: str, limit: int) -> str:
@@ -188,8 +195,14 @@ class Household:
 
     # -- values ------------------------------------------------------------------------------------
     def set(self, key: int | str, value: str | None, *, source: str = "manual", proposal_id: int | None = None,
-            create: bool = False) -> StatusFieldInfo:
-        """Set a field's current value (``None`` clears it). The old value is retired, never overwritten."""
+            create: bool = False, valid_from: Any = None, correction: bool = False) -> StatusFieldInfo:
+        """Set a field's current value (``None`` clears it). The old value is retired, never overwritten.
+
+        Bi-temporal (B1): the old value stays valid until ``valid_from`` (default now, never in the
+        future) and the new value is valid from then. ``correction=True`` fixes a wrongly entered
+        value instead: the wrong row is retired (Hearth no longer holds it) and the new one takes
+        over its valid-from time, as if it had always said so.
+        """
         if source not in ("manual", "approved", "auto"):
             raise InvalidInput("unknown status source")
         value = _clean(value, "a status value", MAX_VALUE) if value is not None else None
@@ -205,36 +218,61 @@ class Household:
                 raise InvalidInput(f"{current.name} must be one of: {', '.join(current.options)}")
             if value is not None and current.options:
                 value = next(o for o in current.options if o.casefold() == value.casefold())
-            if value == current.value:
-                return current
-            conn.execute("UPDATE status_values SET valid_to = ? WHERE field_id = ? AND valid_to IS NULL",
-                         (now, current.id))
+            if correction:
+                if current.value is None or value is None:
+                    raise InvalidInput("a correction replaces a current value with another value")
+                if valid_from is not None:
+                    raise InvalidInput("a correction keeps the corrected value's valid-from time")
+                if value == current.value:
+                    raise InvalidInput("the corrected value is identical to the current one")
+                start = current.valid_from or now
+                # valid_to closes the row for the one-current-value index; retired_at says it was wrong.
+                conn.execute("UPDATE status_values SET valid_to = ?, superseded_at = ?, retired_at = ?"
+                             " WHERE field_id = ? AND valid_to IS NULL", (now, now, now, current.id))
+            else:
+                if value == current.value:
+                    return current
+                start = now if valid_from is None else parse_moment(valid_from, "valid_from", end_of_day=False)
+                if current.valid_from and start < current.valid_from:
+                    raise InvalidInput("a new value cannot become true before the value it replaces")
+                conn.execute("UPDATE status_values SET valid_to = ?, superseded_at = ?"
+                             " WHERE field_id = ? AND valid_to IS NULL", (start, now, current.id))
             if value is not None:
                 conn.execute(
-                    "INSERT INTO status_values (user_id, field_id, value, source, proposal_id, valid_from)"
-                    " VALUES (?, ?, ?, ?, ?, ?)", (self.user_id, current.id, value, source, proposal_id, now))
+                    "INSERT INTO status_values (user_id, field_id, value, source, proposal_id, valid_from, recorded_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)", (self.user_id, current.id, value, source, proposal_id, start, now))
             ledger.append(conn, user_id=self.user_id, kind="status.changed",
-                          payload={"field_id": current.id, "source": source, "cleared": value is None})
+                          payload={"field_id": current.id, "source": source, "cleared": value is None,
+                                   "correction": correction})
             return self.field(current.id)
 
     def history(self, key: int | str | None = None, limit: int = 200) -> list[StatusValue]:
         """Every value a field (or every field) has had, newest first, retired ones included."""
-        sql = ("SELECT v.id, v.field_id, f.name, v.value, v.source, v.proposal_id, v.valid_from, v.valid_to"
-               " FROM status_values v JOIN status_fields f ON f.id = v.field_id WHERE v.user_id = ?")
+        sql = ("SELECT v.id, v.field_id, f.name, v.value, v.source, v.proposal_id, v.valid_from, v.valid_to,"
+               " v.recorded_at, v.retired_at FROM status_values v JOIN status_fields f ON f.id = v.field_id"
+               " WHERE v.user_id = ?")
         args: list[Any] = [self.user_id]
         if key is not None:
             sql += " AND v.field_id = ?"
             args.append(self.field(key).id)
-        sql += " ORDER BY v.valid_from DESC, v.id DESC LIMIT ?"
+        sql += " ORDER BY v.recorded_at DESC, v.id DESC LIMIT ?"
         args.append(limit)
         return [StatusValue(*r) for r in self.store.connection().execute(sql, args)]
 
-    def as_of(self, when: str) -> dict[str, str]:
-        """What the status said at a moment (a ``utcnow()`` timestamp)."""
+    def as_of(self, when: Any, mode: str = "valid") -> dict[str, str]:
+        """What the status said at a moment: what was true then (``valid``, today's knowledge)
+        or what Hearth knew then (``known``: corrections and back-dated changes made later do
+        not count). Takes an ISO date or date-time; not in the future."""
+        mode = check_mode(mode)
+        moment = parse_moment(when, "as-of date")
+        if mode == "valid":
+            cond = "v.retired_at IS NULL AND v.valid_from <= :t AND (v.valid_to IS NULL OR v.valid_to > :t)"
+        else:
+            cond = ("v.recorded_at <= :t AND (v.retired_at IS NULL OR v.retired_at > :t) AND v.valid_from <= :t"
+                    " AND (v.valid_to IS NULL OR v.superseded_at > :t OR v.valid_to > :t)")
         rows = self.store.connection().execute(
             "SELECT f.name, v.value FROM status_values v JOIN status_fields f ON f.id = v.field_id"
-            " WHERE v.user_id = ? AND v.valid_from <= ? AND (v.valid_to IS NULL OR v.valid_to > ?)"
-            " ORDER BY f.position", (self.user_id, when, when)).fetchall()
+            f" WHERE v.user_id = :u AND {cond} ORDER BY f.position, f.id", {"u": self.user_id, "t": moment}).fetchall()
         return {r[0]: r[1] for r in rows}
 
 

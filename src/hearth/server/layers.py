@@ -38,6 +38,9 @@ class FieldEdit(RequestModel):
 
 class ValueIn(RequestModel):
     value: str | None = Field(max_length=MAX_VALUE, description="The new value; null clears it")
+    valid_from: str | None = Field(default=None, max_length=40,
+                                   description="When the new value became true (ISO date or date-time; not future)")
+    correction: bool = Field(default=False, description="Fix a wrongly entered value instead of recording a change")
 
 
 class FieldOut(BaseModel):
@@ -60,6 +63,9 @@ class ValueOut(BaseModel):
     proposal_id: int | None
     valid_from: str
     valid_to: str | None
+    valid_until: str | None = None
+    recorded_at: str | None = None
+    retired_at: str | None = None
 
 
 class ProposalOut(BaseModel):
@@ -98,12 +104,20 @@ def edit_status_field(field_id: IdPath, body: FieldEdit, scope: Scope = Depends(
 @router.put("/api/status/{field_id}/value", response_model=FieldOut)
 def set_status_value(field_id: IdPath, body: ValueIn, scope: Scope = Depends(current_scope)) -> dict:
     """Set (toggle) a value; the previous value is retired into history, never overwritten."""
-    return scope.layers.household.set(field_id, body.value).to_dict()
+    return scope.layers.household.set(field_id, body.value, valid_from=body.valid_from,
+                                      correction=body.correction).to_dict()
 
 
 @router.delete("/api/status/{field_id}", status_code=204)
 def remove_status_field(field_id: IdPath, scope: Scope = Depends(current_scope)) -> None:
     scope.layers.household.remove_field(field_id)
+
+
+@router.get("/api/status/as-of", response_model=dict[str, str])
+def status_as_of(date: str = Query(max_length=40, description="ISO date or date-time, not in the future"),
+                 mode: Literal["valid", "known"] = "valid", scope: Scope = Depends(current_scope)) -> dict:
+    """What the household status said on a date: what was true then, or what Hearth knew then (B1)."""
+    return scope.layers.household.as_of(date, mode)
 
 
 @router.get("/api/status/history", response_model=list[ValueOut])

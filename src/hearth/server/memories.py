@@ -6,7 +6,9 @@ them (M2). Snapshot routes report provenance and timestamps (M5) and refresh one
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
 from ..engine import Scope
@@ -30,6 +32,17 @@ class MemoryEdit(RequestModel):
     category: str | None = Field(default=None, max_length=100)
     importance: int | None = Field(default=None, ge=0, le=10)
     eligible: bool | None = None
+    correction: bool = Field(default=False, description="A typo fix of the same version, not a change of meaning")
+    valid_from: str | None = Field(default=None, max_length=40,
+                                   description="When the new text became true (ISO date or date-time; not future)")
+
+
+class EndIn(RequestModel):
+    valid_until: str | None = Field(default=None, max_length=40, description="When it stopped being true")
+
+
+class RestoreIn(RequestModel):
+    version: int = Field(ge=1, le=MAX_ID)
 
 
 class MoveIn(RequestModel):
@@ -49,6 +62,28 @@ class MemoryOut(BaseModel):
     eligible: bool
     created_at: str
     updated_at: str
+    version: int
+    valid_from: str | None
+    valid_until: str | None
+    recorded_at: str | None
+    retired_at: str | None
+
+
+class VersionOut(BaseModel):
+    memory_id: int
+    version: int
+    text: str
+    category: str
+    importance: int
+    eligible: bool
+    valid_from: str
+    valid_until: str | None
+    recorded_at: str
+    retired_at: str | None
+    superseded_at: str | None
+    change: str
+    actor: str
+    proposal_id: int | None
 
 
 class MemorySaved(BaseModel):
@@ -84,6 +119,13 @@ def import_memories(body: ImportIn, scope: Scope = Depends(current_scope)) -> li
     return [plain(m) for m in scope.memories.import_many([item.model_dump() for item in body.items])]
 
 
+@router.get("/as-of", response_model=list[VersionOut])
+def memories_as_of(date: str = Query(max_length=40, description="ISO date or date-time, not in the future"),
+                   mode: Literal["valid", "known"] = "valid", scope: Scope = Depends(current_scope)) -> list[dict]:
+    """What was true on a date (``valid``) or what Hearth knew on that date (``known``) (B1)."""
+    return [plain(v) for v in scope.memories.as_of(date, mode)]
+
+
 @router.get("/{memory_id}", response_model=MemoryOut)
 def get_memory(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     return plain(scope.memories.get(memory_id))
@@ -92,6 +134,26 @@ def get_memory(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> dict
 @router.patch("/{memory_id}", response_model=MemorySaved)
 def edit_memory(memory_id: IdPath, body: MemoryEdit, scope: Scope = Depends(current_scope)) -> dict:
     memory, rebuilt = scope.memories.edit(memory_id, **body.model_dump(exclude_unset=True))
+    return {"memory": plain(memory), "prompts_rebuilt": rebuilt}
+
+
+@router.post("/{memory_id}/end", response_model=MemorySaved)
+def end_memory(memory_id: IdPath, body: EndIn, scope: Scope = Depends(current_scope)) -> dict:
+    """It stopped being true: it leaves every prompt that holds it; its history stays (B1)."""
+    memory, rebuilt = scope.memories.end(memory_id, body.valid_until)
+    return {"memory": plain(memory), "prompts_rebuilt": rebuilt}
+
+
+@router.get("/{memory_id}/history", response_model=list[VersionOut])
+def memory_history(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
+    """Every version, newest first, with what changed, when and by whom (B2)."""
+    return [plain(v) for v in scope.memories.history(memory_id)]
+
+
+@router.post("/{memory_id}/restore", response_model=MemorySaved)
+def restore_memory(memory_id: IdPath, body: RestoreIn, scope: Scope = Depends(current_scope)) -> dict:
+    """Make an older version current again, as a new version (B2 undo)."""
+    memory, rebuilt = scope.memories.restore(memory_id, body.version)
     return {"memory": plain(memory), "prompts_rebuilt": rebuilt}
 
 

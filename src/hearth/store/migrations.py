@@ -605,6 +605,59 @@ def m006_count_vectors(conn: sqlite3.Connection) -> None:
     )
 
 
+def m007_add_memory_versions(conn: sqlite3.Connection) -> None:
+    """Bi-temporal memories and household status (B1): versions with valid and recorded times.
+
+    A memory keeps its stable id (snapshots hold it, M2); each meaning it has had is a row in
+    ``memory_versions``. Existing memories become version 1, valid and recorded from their
+    creation time (the only honest time there is for them).
+    """
+    run_script(
+        conn,
+        """
+        ALTER TABLE memories ADD COLUMN valid_from TEXT;
+        ALTER TABLE memories ADD COLUMN valid_until TEXT;
+        ALTER TABLE memories ADD COLUMN recorded_at TEXT;
+        ALTER TABLE memories ADD COLUMN retired_at TEXT;
+        ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+        UPDATE memories SET valid_from = created_at, recorded_at = created_at;
+
+        -- One row per version of a memory. valid_from/valid_until: when it was true in the
+        -- person's life; recorded_at/retired_at: when Hearth held it (a correction retires the
+        -- corrected row); superseded_at: when its valid_until was recorded.
+        CREATE TABLE memory_versions (
+            id INTEGER PRIMARY KEY,
+            memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            version INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            category TEXT NOT NULL DEFAULT '',
+            importance INTEGER NOT NULL DEFAULT 0,
+            eligible INTEGER NOT NULL DEFAULT 1,
+            valid_from TEXT NOT NULL,
+            valid_until TEXT,
+            recorded_at TEXT NOT NULL,
+            retired_at TEXT,
+            superseded_at TEXT,
+            change TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            proposal_id INTEGER,
+            UNIQUE (memory_id, version)
+        );
+        CREATE INDEX memory_versions_user_time ON memory_versions (user_id, valid_from);
+        INSERT INTO memory_versions (memory_id, user_id, version, text, category, importance, eligible,
+                                     valid_from, recorded_at, change, actor)
+            SELECT id, user_id, 1, text, category, importance, eligible, created_at, created_at,
+                   'created', 'unknown' FROM memories;
+
+        ALTER TABLE status_values ADD COLUMN recorded_at TEXT;
+        ALTER TABLE status_values ADD COLUMN retired_at TEXT;
+        ALTER TABLE status_values ADD COLUMN superseded_at TEXT;
+        UPDATE status_values SET recorded_at = valid_from, superseded_at = valid_to;
+        """
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -612,6 +665,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m004_create_layers,
     m005_create_recall,
     m006_count_vectors,
+    m007_add_memory_versions,
 ]
 
 

@@ -1,0 +1,198 @@
+"""Memory that stays correct over time: bi-temporal facts (B1) and versions with undo (B2)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from hearth import InvalidInput, NotFound
+from hearth.cli import cli
+from hearth.server.app import create_app
+from hearth.store import Store, utcnow
+from hearth.store import migrations
+from tests.test_memories import memory_lines
+
+
+def tick() -> str:
+    """A moment strictly between two operations."""
+    time.sleep(0.002)
+    moment = utcnow()
+    time.sleep(0.002)
+    return moment
+
+
+def texts(versions) -> list[str]:
+    return [v.text for v in versions]
+
+
+def test_b1_m2_a_change_of_meaning_supersedes_and_reaches_threads_that_hold_it(me, persona):
+    moved = me.memories.add("Fleur lives in Lyon", "people")
+    other = me.memories.add("Likes tea")
+    thread_a = me.conversations.create(persona.id, "A")
+    me.send(thread_a.id, "hello")
+    before = tick()
+    memory, rebuilt = me.memories.edit(moved.id, text="Fleur lives in Paris")
+    assert rebuilt == 1 and memory.id == moved.id and memory.version == 2
+    # M2 unchanged: the thread holding the id shows the new text only; the old one is retired.
+    assert memory_lines(me.stored_prompt(thread_a.id)) == ["- [people] Fleur lives in Paris", "- Likes tea"]
+    assert "Lyon" not in me.stored_prompt(thread_a.id)
+    history = me.memories.history(moved.id)
+    assert [(v.version, v.change, v.actor) for v in history] == [(2, "superseded", "owner"), (1, "created", "owner")]
+    old, new = history[1], history[0]
+    assert old.valid_until == new.valid_from and old.retired_at is None and old.superseded_at is not None
+    # As of a moment before the edit, the old meaning was true and was what Hearth knew.
+    assert texts(me.memories.as_of(before)) == ["Fleur lives in Lyon", "Likes tea"]
+    assert texts(me.memories.as_of(before, "known")) == ["Fleur lives in Lyon", "Likes tea"]
+    assert texts(me.memories.as_of(utcnow())) == ["Fleur lives in Paris", "Likes tea"]
+    assert other.id in [v.memory_id for v in me.memories.as_of(utcnow())]
+
+
+def test_b1_a_typo_fix_is_a_correction_of_the_same_version(me, persona):
+    m = me.memories.add("Allergic to cast")
+    thread = me.conversations.create(persona.id, "A")
+    me.send(thread.id, "hello")
+    before = tick()
+    fixed, rebuilt = me.memories.edit(m.id, text="Allergic to cats", correction=True)
+    assert rebuilt == 1 and fixed.valid_from == m.valid_from  # same valid interval
+    history = me.memories.history(m.id)
+    assert [(v.version, v.change) for v in history] == [(2, "corrected"), (1, "created")]
+    assert history[1].retired_at is not None and history[1].valid_until is None
+    # What was true then, by today's knowledge: the corrected text, as if it always said so.
+    assert texts(me.memories.as_of(before)) == ["Allergic to cats"]
+    # What Hearth knew then: the typo.
+    assert texts(me.memories.as_of(before, "known")) == ["Allergic to cast"]
+    assert memory_lines(me.stored_prompt(thread.id)) == ["- Allergic to cats"]
+
+
+def test_b1_backdated_change_and_ended_fact_answer_as_of_both_ways(me, persona):
+    m = me.memories.add("Works at the bakery", valid_from="2020-01-01")
+    assert m.valid_from.startswith("2020-01-01T00:00:00")
+    learned = tick()
+    me.memories.edit(m.id, text="Works at the library", valid_from="2024-03-01")
+    # Today's knowledge: in mid-2024 the library job was true.
+    assert texts(me.memories.as_of("2024-06-01")) == ["Works at the library"]
+    assert texts(me.memories.as_of("2023-06-01")) == ["Works at the bakery"]
+    # What Hearth knew just before the edit: the bakery, valid indefinitely.
+    assert texts(me.memories.as_of(learned, "known")) == ["Works at the bakery"]
+    thread = me.conversations.create(persona.id, "A")
+    me.send(thread.id, "hello")
+    ended, rebuilt = me.memories.end(m.id)
+    assert rebuilt == 1 and ended.valid_until is not None and ended.retired_at is not None
+    # A fact that is no longer true never reaches a prompt, and new snapshots do not capture it.
+    assert memory_lines(me.stored_prompt(thread.id)) == []
+    later = me.conversations.create(persona.id, "B")
+    me.send(later.id, "hello")
+    assert memory_lines(me.stored_prompt(later.id)) == []
+    assert texts(me.memories.as_of(utcnow())) == []
+    assert texts(me.memories.as_of("2024-06-01")) == ["Works at the library"]
+    with pytest.raises(Exception, match="ended"):
+        me.memories.edit(m.id, text="Works at the museum")
+
+
+def test_b1_bad_input_is_a_clear_error_and_changes_nothing(me):
+    m = me.memories.add("Has a dog named Pip")
+    for bad in ("2999-01-01", "yesterday", "2024-13-45", ""):
+        with pytest.raises(InvalidInput):
+            me.memories.as_of(bad)
+        with pytest.raises(InvalidInput):
+            me.layers.household.as_of(bad)
+    with pytest.raises(InvalidInput, match="identical"):
+        me.memories.edit(m.id, text="Has a dog named Pip")
+    with pytest.raises(InvalidInput, match="future"):
+        me.memories.edit(m.id, text="Has a dog named Pep", valid_from="2999-01-01")
+    with pytest.raises(InvalidInput):
+        me.memories.edit(m.id, text="Has a dog named Pep", valid_from="1999-01-01")  # before v1 began
+    with pytest.raises(InvalidInput):
+        me.memories.as_of(utcnow(), "sometimes")
+    assert me.memories.get(m.id) == m
+    assert len(me.memories.history(m.id)) == 1
+
+
+def test_b1_hs1_household_status_is_bitemporal(me, persona, provider):
+    household = me.layers.household
+    household.add_field("Children", options=["with me", "with their dad"], value="with me")
+    first = tick()
+    household.set("Children", "with their dad", valid_from=first)
+    after_change = tick()
+    household.set("Children", "with me", correction=True)  # it was entered wrongly
+    # Today's knowledge: from the change on, the corrected value was true all along.
+    assert household.as_of(after_change) == {"Children": "with me"}
+    # What Hearth knew then: the wrong value.
+    assert household.as_of(after_change, "known") == {"Children": "with their dad"}
+    rows = household.history("Children")
+    assert [(r.value, r.retired_at is not None) for r in rows] == [
+        ("with me", False), ("with their dad", True), ("with me", False)]
+    assert rows[0].valid_from == rows[1].valid_from  # the correction keeps the valid-from time
+    # HS1 unchanged: the dynamic block carries only the current value.
+    thread = me.conversations.create(persona.id, "A")
+    me.send(thread.id, "hello")
+    sent = "\n".join(m.content for m in provider.requests[-1].messages if m.role == "system")
+    assert "Children: with me" in sent and "with their dad" not in sent
+    with pytest.raises(InvalidInput):
+        household.set("Children", "with me", correction=True)  # identical
+    with pytest.raises(InvalidInput, match="future"):
+        household.set("Children", "with their dad", valid_from="2999-01-01")
+    assert household.field("Children").value == "with me"
+
+
+def test_b1_migration_backfills_versions_and_status_times(tmp_path):
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("BEGIN")
+    migrations._ensure_table(conn)
+    for migration in migrations.MIGRATIONS:
+        if migrations.number(migration) < 7:
+            migration(conn)
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'x')",
+                         (migrations.number(migration), migration.__name__))
+    conn.execute("INSERT INTO users (id, name, is_owner, created_at) VALUES (1, 'owner', 1, '2020')")
+    conn.execute("INSERT INTO memories (user_id, text, position, created_at, updated_at)"
+                 " VALUES (1, 'Old fact', 1, '2021-01-01T00:00:00.000000Z', '2022-01-01T00:00:00.000000Z')")
+    conn.execute("INSERT INTO status_fields (user_id, name, position, created_at) VALUES (1, 'Cat', 1, '2021')")
+    conn.execute("INSERT INTO status_values (user_id, field_id, value, valid_from, valid_to)"
+                 " VALUES (1, 1, 'inside', '2021-01-01T00:00:00.000000Z', '2021-02-01T00:00:00.000000Z')")
+    conn.execute("COMMIT")
+    conn.close()
+    store = Store(path)
+    row = store.connection().execute("SELECT * FROM memory_versions").fetchone()
+    assert (row["text"], row["version"], row["valid_from"], row["recorded_at"]) == (
+        "Old fact", 1, "2021-01-01T00:00:00.000000Z", "2021-01-01T00:00:00.000000Z")
+    memory = store.connection().execute("SELECT valid_from, recorded_at, version FROM memories").fetchone()
+    assert tuple(memory) == ("2021-01-01T00:00:00.000000Z", "2021-01-01T00:00:00.000000Z", 1)
+    status = store.connection().execute("SELECT recorded_at, superseded_at FROM status_values").fetchone()
+    assert tuple(status) == ("2021-01-01T00:00:00.000000Z", "2021-02-01T00:00:00.000000Z")
+    store.close()
+
+
+def test_b1_as_of_reads_through_the_api_and_the_cli(hearth, me, tmp_path, monkeypatch):
+    m = me.memories.add("Reads Proust", valid_from="2022-01-01")
+    me.memories.edit(m.id, text="Reads Woolf", valid_from="2023-01-01")
+    with TestClient(create_app(hearth.settings, hearth), base_url="http://127.0.0.1") as client:
+        got = client.get("/api/memories/as-of", params={"date": "2022-06-01"})
+        assert got.status_code == 200 and [v["text"] for v in got.json()] == ["Reads Proust"]
+        assert [v["text"] for v in client.get("/api/memories/as-of", params={"date": "2023-06-01"}).json()] \
+            == ["Reads Woolf"]
+        for bad in ({"date": "2999-01-01"}, {"date": "soon"}, {"date": "2022-06-01", "mode": "maybe"}):
+            response = client.get("/api/memories/as-of", params=bad)
+            assert response.status_code in (400, 422) and "error" in response.json()
+        same = client.patch(f"/api/memories/{m.id}", json={"text": "Reads Woolf"})
+        assert same.status_code == 400 and "identical" in same.json()["detail"]
+        fix = client.patch(f"/api/memories/{m.id}", json={"text": "Reads V. Woolf", "correction": True})
+        assert fix.status_code == 200 and fix.json()["memory"]["version"] == 3
+        client.post("/api/status", json={"name": "Cat", "value": "inside"})
+        assert client.get("/api/status/as-of", params={"date": utcnow()}).json() == {"Cat": "inside"}
+        assert client.get("/api/status/as-of", params={"date": "2999-01-01"}).status_code == 400
+    hearth.close()
+    monkeypatch.setenv("HEARTH_HOME", str(hearth.settings.home))
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["memory", "list", "--as-of", "2022-06-01"])
+    assert listed.exit_code == 0 and "Reads Proust" in listed.output and "Woolf" not in listed.output
+    bad = runner.invoke(cli, ["memory", "list", "--as-of", "2999-01-01"])
+    assert bad.exit_code == 1 and bad.output.startswith("Error:") and "future" in bad.output
+    history = runner.invoke(cli, ["memory", "history", str(m.id)])
+    assert history.exit_code == 0 and "superseded" in history.output and "corrected" in history.output
