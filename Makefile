@@ -1,13 +1,13 @@
 # The README's commands. `make run` installs into .venv/ and starts the server on the embedded
 # default (SQLite, local embedding model, offline provider); `make test` installs the dev extras
-# and everything the tests need, then runs the whole suite.
+# and everything the tests need, runs ruff and mypy, then the whole suite.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.hearth-installed
 DEV_STAMP := $(VENV)/.hearth-dev-installed
 
-.PHONY: install dev run test bench chromium clean
+.PHONY: install dev run lint test bench chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,11 +40,15 @@ chromium:
 		echo "chromium is not installed and cannot be installed here: web UI tests will be skipped"; \
 	fi
 
-test: dev chromium
+lint: dev
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+
+test: dev chromium lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: dev
 	$(BIN)/python benchmarks/run_quick.py
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache

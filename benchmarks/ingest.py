@@ -25,8 +25,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (HashedEmbedder, StopwatchProvider, TextMaker, embedder_dim, load_embedder, machine,
-                    vectors_missing)  # noqa: E402
+from common import (
+    HashedEmbedder,
+    StopwatchProvider,
+    TextMaker,
+    embedder_dim,
+    load_embedder,
+    machine,
+    vectors_missing,  # noqa: E402
+)
 
 from hearth import Hearth, Settings  # noqa: E402
 

@@ -64,7 +64,7 @@ def run_sizes(args: argparse.Namespace) -> dict[str, Any]:
         for size in args.sizes:
             conversation_id = build_thread(scope, persona.id, size, rng)
             samples = []
-            for i in range(args.sends):
+            for _ in range(args.sends):
                 text = " ".join(rng.choice(WORDS) for _ in range(12))
                 start = time.perf_counter()
                 scope.send(conversation_id, text)
@@ -139,8 +139,8 @@ class LayerClock:
 
 def floor_queries(hearth: Any, scope: Any, embedder: Any, messages: list[tuple[str, str]]) -> dict[str, Any]:
     """The same three primitives the send path builds on, each timed directly per message."""
-    from hearth.retrieval.terms import select_terms
     from hearth.retrieval.keyword import match_query, terms
+    from hearth.retrieval.terms import select_terms
 
     conn = scope.store.connection()
     fts, vec, emb = [], [], []

@@ -155,7 +155,7 @@ def reference_embed(texts: list[str]) -> np.ndarray:
         for layer in range(6):
             p = f"encoder.layer.{layer}."
 
-            def lin(h: np.ndarray, name: str) -> np.ndarray:
+            def lin(h: np.ndarray, name: str, p: str = p) -> np.ndarray:
                 return h @ w[p + name + ".weight"].T + w[p + name + ".bias"]
 
             q, k, v = (lin(x, f"attention.self.{n}").reshape(-1, 12, 32).transpose(1, 0, 2)

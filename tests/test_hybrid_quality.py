@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from hearth.retrieval.fusion import feedback_list, session_lift
 from hearth.retrieval.hybrid import (
-    Filters, Result, Tuning, fts_match, fuse, match_terms, search, select_terms, stem, without_names,
+    Filters,
+    Result,
+    Tuning,
+    fts_match,
+    fuse,
+    match_terms,
+    search,
+    select_terms,
+    stem,
+    without_names,
 )
 
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from hearth import Hearth, Settings
 from hearth.errors import InvalidInput, ProviderError
-from hearth.jobs import JobQueue, Worker, register_handler, _registered
+from hearth.jobs import JobQueue, Worker, _registered, register_handler
 
 
 class Clock:

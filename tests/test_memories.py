@@ -9,8 +9,7 @@ import threading
 
 import pytest
 
-from hearth import Hearth, InvalidInput, NotFound, Settings
-from hearth import reconcile
+from hearth import Hearth, InvalidInput, NotFound, Settings, reconcile
 from hearth.prompt.static import POLICY_VERSION
 
 

@@ -9,11 +9,10 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from hearth import InvalidInput, NotFound
+from hearth import InvalidInput
 from hearth.cli import cli
 from hearth.server.app import create_app
-from hearth.store import Store, utcnow
-from hearth.store import migrations
+from hearth.store import Store, migrations, utcnow
 from tests.test_memories import memory_lines
 
 

@@ -24,7 +24,7 @@ from hearth.providers.offline import LABEL, OfflineProvider
 from hearth.providers.openai_chat import OpenAIChatProvider
 from hearth.providers.openai_responses import OpenAIResponsesProvider
 from hearth.settings import Settings
-from tests.fakes import FakeProviderServer, fake_provider_server, fake_provider_session  # noqa: F401
+from tests.fakes import FakeProviderServer
 
 SECRET = "my sister's name is Rosalind"  # conversation content that must never reach an error
 

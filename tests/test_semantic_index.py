@@ -4,7 +4,6 @@ large index is saved beside the database and reloaded after a restart (S7)."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from hearth.retrieval import vectors
 from hearth.retrieval.semantic import IndexCache

@@ -7,10 +7,12 @@ import logging
 import threading
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from hearth import Hearth, ProviderError
-from hearth.prompt.dynamic import RECALL_HEADING, QUOTED_RECALL_HEADING
+from hearth.prompt.dynamic import QUOTED_RECALL_HEADING, RECALL_HEADING
 from hearth.prompt.static import SECTIONS
 from hearth.providers.base import StreamEvent
 

@@ -11,8 +11,7 @@ import time
 
 import httpx
 
-from hearth import Hearth, Settings
-from hearth import reconcile
+from hearth import Hearth, Settings, reconcile
 from hearth.prompt.static import POLICY_VERSION
 
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from hearth import Hearth, SchemaError, StoreError
-from hearth.store import LATEST_VERSION, Store
-from hearth.store import migrations
+from hearth.store import LATEST_VERSION, Store, migrations
 
 SCHEMA_FILE = Path(__file__).parent / "schema.sql"
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import re
 import shutil
+import tempfile
 import time
 
 import pytest

@@ -223,7 +223,7 @@ def new_chat(scope: "Scope", persona_id: int | None = None, *, title: str = "", 
                 if source_id is not None:
                     handoff = capture(conn, scope.user_id, source_id, scope.hearth.settings)
             conversation = scope.conversations.create(persona.id, title=title, folder_id=folder_id, channel=channel)
-            if handoff is None or handoff.is_empty:
+            if source_id is None or handoff is None or handoff.is_empty:
                 return NewChat(conversation)
             _store_handoff(conn, scope.user_id, conversation.id, source_id, handoff)
             diagnostics = handoff.diagnostics()

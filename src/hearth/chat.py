@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, Iterator
 from . import ledger
 from .conversations import Conversation
 from .errors import Conflict, InvalidInput, ProviderError
+from .layers.live_context import MarkerFilter
 from .ledger import Message
 from .prompt import stored
 from .prompt.assembly import AssembledRequest, assemble, estimate_tokens
 from .prompt.dynamic import Turn, quote_reserved_headings
-from .providers.base import ChatMessage, ProviderRequest, StreamEvent, Usage
-from .layers.live_context import MarkerFilter
+from .providers.base import ChatMessage, ProviderRequest, Usage
 from .tools import ToolContext, arguments_json
 
 if TYPE_CHECKING:

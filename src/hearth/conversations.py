@@ -7,6 +7,7 @@ shielded conversation is visible and readable but kept out of automatic continui
 
 from __future__ import annotations
 
+import builtins
 import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
@@ -15,7 +16,7 @@ from . import ledger
 from .errors import Conflict, InvalidInput, NotFound
 from .ledger import Message
 from .memories import capture_snapshot
-from .store import Store, utcnow
+from .store import Store, inserted_id, utcnow
 
 MAX_TITLE = 500
 MAX_FOLDER_NAME = 200
@@ -124,7 +125,7 @@ class Folders:
                 )
             except sqlite3.IntegrityError:
                 raise Conflict(f"a folder named {name!r} already exists") from None
-            return self.get(cur.lastrowid)
+            return self.get(inserted_id(cur))
 
     def get(self, folder_id: int) -> Folder:
         row = self.store.connection().execute(
@@ -192,7 +193,7 @@ class Conversations:
         return [Conversation.from_row(r) for r in rows]
 
     def messages(self, conversation_id: int, *, visible_only: bool = True,
-                 after_id: int = 0, limit: int | None = None) -> list[Message]:
+                 after_id: int = 0, limit: int | None = None) -> builtins.list[Message]:
         """Messages in stored order; by default only what a person sees as bubbles (P6)."""
         self.get(conversation_id)
         sql = "SELECT * FROM messages WHERE conversation_id = ? AND user_id = ? AND id > ?"
@@ -231,11 +232,11 @@ class Conversations:
                 (self.user_id, persona_id, folder_id, title, now, now),
             )
             # P1: the snapshot is captured now, before any prompt exists.
-            capture_snapshot(conn, self.user_id, cur.lastrowid, "captured")
-            ledger.append(conn, user_id=self.user_id, conversation_id=cur.lastrowid,
+            capture_snapshot(conn, self.user_id, inserted_id(cur), "captured")
+            ledger.append(conn, user_id=self.user_id, conversation_id=inserted_id(cur),
                           kind="conversation.created", channel=channel, created_at=now,
                           payload={"persona_id": persona_id})
-            return self.get(cur.lastrowid)
+            return self.get(inserted_id(cur))
 
     def add_message(self, conversation_id: int, role: str, content: str, *, kind: str = "chat",
                     channel: str = "web", metadata: dict[str, Any] | None = None,
@@ -288,7 +289,8 @@ class Conversations:
         with self.store.write():
             if self.get(conversation_id).visibility != "trashed":
                 shielded = None  # nothing is being restored, so the shield is not touched
-            sql, args = "trashed_at = NULL", ()
+            sql = "trashed_at = NULL"
+            args: tuple[int, ...] = ()
             if shielded is not None:
                 sql, args = "trashed_at = NULL, continuity_shielded = ?", (int(shielded),)
             return self._set(conversation_id, "conversation.restored", sql, args,

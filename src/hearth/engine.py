@@ -12,19 +12,19 @@ import sqlite3
 from typing import Any, Callable, Iterable, Iterator
 
 from .chat import Reply, SendEvent, SendPath, collect
-from .history import HistoryCache
 from .conversations import Conversation, Conversations, Folders
+from .history import HistoryCache
+from .jobs import MemoryLayers
+from .layers.characters import PinnedCharacters
 from .ledger import Message
 from .memories import Memories
 from .personas import Persona, Personas
 from .prompt import stored
 from .prompt.assembly import visible_estimate
 from .prompt.dynamic import DynamicContext
-from .layers.characters import PinnedCharacters
 from .providers.base import Provider
 from .settings import Settings
 from .store import Store
-from .jobs import MemoryLayers
 from .tools import Toolbox
 from .users import Users
 

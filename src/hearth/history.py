@@ -53,9 +53,9 @@ class HistoryCache:
             window = self._windows.get(conversation_id)
         # A window trimmed for a tighter budget than this one is read afresh.
         usable = window is not None and window.rev == rev and window.turns and window.turns[-1].id < before_id
-        if usable and not window.complete and window.chars < budget_chars * 0.9:
+        if window is not None and usable and not window.complete and window.chars < budget_chars * 0.9:
             usable = False
-        if usable:
+        if window is not None and usable:
             newer = [HistoryTurn(*r) for r in conn.execute(_TURNS + " ORDER BY id", (conversation_id, window.turns[-1].id,
                                                                               before_id))]
             turns = window.turns + newer

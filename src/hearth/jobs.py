@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import HearthError, InvalidInput, NotFound, ProviderError
-from .store import Store
+from .store import Store, inserted_id
 
 if TYPE_CHECKING:
     from .conversations import Conversation
@@ -60,8 +60,8 @@ def register_handler(kind: str, handler: Handler) -> None:
 
 
 def default_handlers() -> dict[str, Handler]:
-    from .layers import archive_recall, household, live_context, summary
     from . import review
+    from .layers import archive_recall, household, live_context, summary
 
     return {
         archive_recall.EMBED_JOB: archive_recall.embed_job,
@@ -124,7 +124,7 @@ def enqueue(conn: sqlite3.Connection, user_id: int, kind: str, payload: dict[str
         (user_id, kind, json.dumps(payload or {}, separators=(",", ":")), dedupe_key, max_attempts,
          _stamp(at + max(0.0, delay)), stamp, stamp),
     )
-    return cur.lastrowid
+    return inserted_id(cur)
 
 
 class JobQueue:
@@ -210,7 +210,8 @@ class JobQueue:
         return Job.from_row(row)
 
     def list(self, *, user_id: int | None = None, status: str | None = None, limit: int = 50) -> list[Job]:
-        sql, args = "SELECT * FROM jobs WHERE 1=1", []
+        sql = "SELECT * FROM jobs WHERE 1=1"
+        args: list[Any] = []
         if user_id is not None:
             sql += " AND user_id = ?"
             args.append(user_id)
@@ -225,7 +226,8 @@ class JobQueue:
 
     def counts(self, user_id: int | None = None) -> dict[str, int]:
         """Jobs by status (all four keys, zeros included), for ``hearth doctor`` and the API."""
-        sql, args = "SELECT status, count(*) FROM jobs", []
+        sql = "SELECT status, count(*) FROM jobs"
+        args: list[Any] = []
         if user_id is not None:
             sql += " WHERE user_id = ?"
             args.append(user_id)

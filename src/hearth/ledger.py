@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .errors import InvalidInput
-from .store import utcnow
+from .store import inserted_id, utcnow
 
 CHANNELS = frozenset({"web", "cli", "api", "sms", "email", "voice", "inner", "import"})
 MESSAGE_ROLES = frozenset({"system", "user", "assistant", "tool"})
@@ -100,7 +100,7 @@ def append(
         (user_id, conversation_id, kind, check_channel(channel), created_at or utcnow(),
          json.dumps(payload or {}, separators=(",", ":"))),
     )
-    return cur.lastrowid
+    return inserted_id(cur)
 
 
 def append_message(

@@ -43,7 +43,7 @@ class Library:
         if not self.root.is_dir():
             return []
         root = self.root.resolve()
-        out = []
+        out: list[dict[str, object]] = []
         for path in sorted(root.rglob("*")):
             if len(out) >= MAX_LISTED:
                 break

@@ -12,6 +12,7 @@ that disagrees with its snapshot or with the current memory text (M7).
 
 from __future__ import annotations
 
+import builtins
 import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
@@ -214,7 +215,7 @@ class Memories:
         ).fetchall()
         return [Memory.from_row(r) for r in rows]
 
-    def snapshot(self, conversation_id: int) -> list[Memory]:
+    def snapshot(self, conversation_id: int) -> builtins.list[Memory]:
         conn = self.store.connection()
         self._owned_conversation(conn, conversation_id)
         rows = conn.execute(
@@ -242,8 +243,8 @@ class Memories:
                                   "eligible": eligible, "valid_from": valid_from}],
                                 actor=actor, proposal_id=proposal_id)[0]
 
-    def import_many(self, items: list[dict[str, Any]], *, actor: str = "owner",
-                    proposal_id: int | None = None) -> list[Memory]:
+    def import_many(self, items: builtins.list[dict[str, Any]], *, actor: str = "owner",
+                    proposal_id: int | None = None) -> builtins.list[Memory]:
         """Persist a batch together (M1). Like additions, it rebuilds no existing prompt (P5).
 
         Each item may carry ``valid_from`` (when it became true; not in the future)."""
@@ -296,7 +297,7 @@ class Memories:
             (change, actor, proposal_id, memory_id),
         )
 
-    def history(self, memory_id: int) -> list[MemoryVersion]:
+    def history(self, memory_id: int) -> builtins.list[MemoryVersion]:
         """Every version of a memory, newest first: what it said, when, and who changed it (B2)."""
         self.get(memory_id)
         rows = self.store.connection().execute(
@@ -304,7 +305,7 @@ class Memories:
             (memory_id, self.user_id)).fetchall()
         return [MemoryVersion.from_row(r) for r in rows]
 
-    def as_of(self, when: Any, mode: str = "valid") -> list[MemoryVersion]:
+    def as_of(self, when: Any, mode: str = "valid") -> builtins.list[MemoryVersion]:
         """What was true on a date (``valid``), or what Hearth knew on that date (``known``).
 
         ``valid`` reads today's knowledge: versions not retired whose valid interval holds the
@@ -445,7 +446,7 @@ class Memories:
             return rebuilt
 
     # -- manual global order ------------------------------------------------------------------
-    def move(self, memory_id: int, position: int) -> list[Memory]:
+    def move(self, memory_id: int, position: int) -> builtins.list[Memory]:
         """Move a memory to a 1-based position in the global order; renumbers the rest."""
         with self.store.write() as conn:
             self.get(memory_id)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import Conflict, InvalidInput, NotFound
-from .store import Store, utcnow
+from .store import Store, inserted_id, utcnow
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TEXT = 50_000
@@ -121,7 +121,7 @@ class Personas:
                 )
             except sqlite3.IntegrityError:
                 raise Conflict(f"a persona named {name!r} already exists") from None
-            return self.get(cur.lastrowid)
+            return self.get(inserted_id(cur))
 
     def get(self, persona_id: int) -> Persona:
         row = self.store.connection().execute(

@@ -22,7 +22,7 @@ from .prompt.static import POLICY_VERSION
 from .store import utcnow
 
 if TYPE_CHECKING:
-    from .engine import Hearth
+    from .engine import Hearth, Scope
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def reconcile(hearth: "Hearth", *, batch_size: int = BATCH_SIZE, max_attempts: i
         backfilled = sum(backfill(w, user_id) for user_id in users)
 
     if rebuild_one is None:
-        scopes: dict[int, object] = {}
+        scopes: dict[int, Scope] = {}
 
         def rebuild_one(c: sqlite3.Connection, user_id: int, conversation_id: int) -> None:
             scope = scopes.setdefault(user_id, hearth.scope(user_id))

@@ -15,6 +15,7 @@ fragment list, and asks the helper for fragment suggestions.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import sqlite3
@@ -25,7 +26,7 @@ from . import ledger
 from .errors import Conflict, InvalidInput, NotFound
 from .helpers.base import ReviewInput, TurnText, one_line
 from .jobs import cursor, enqueue, set_cursor
-from .store import utcnow
+from .store import inserted_id, utcnow
 
 if TYPE_CHECKING:
     from .engine import Scope
@@ -129,7 +130,8 @@ class ReviewQueue:
         return Proposal.from_row(row)
 
     def list(self, status: str | None = "pending", kind: str | None = None, limit: int = 200) -> list[Proposal]:
-        sql, args = "SELECT * FROM proposals WHERE user_id = ?", [self.user_id]
+        sql = "SELECT * FROM proposals WHERE user_id = ?"
+        args: list[Any] = [self.user_id]
         if status is not None:
             if status not in ("pending", "approved", "dismissed"):
                 raise InvalidInput("status must be pending, approved or dismissed")
@@ -169,19 +171,19 @@ class ReviewQueue:
                 (self.user_id, kind, conversation_id, json.dumps(payload, ensure_ascii=False), reason,
                  (evidence or "")[:MAX_EVIDENCE], source, digest, utcnow()))
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="review.proposed",
-                          channel="inner", payload={"proposal_id": cur.lastrowid, "kind": kind, "source": source})
+                          channel="inner", payload={"proposal_id": inserted_id(cur), "kind": kind, "source": source})
             if self.scope.layers.settings.get(AUTO_SETTING[kind]):
                 # A suggestion that cannot be applied as it stands stays pending for the owner.
                 conn.execute("SAVEPOINT auto_approve")
                 try:
-                    decided = self._decide(conn, cur.lastrowid, "auto", None)
+                    decided = self._decide(conn, inserted_id(cur), "auto", None)
                 except (InvalidInput, Conflict, NotFound):
                     conn.execute("ROLLBACK TO auto_approve")
                     decided = None
                 conn.execute("RELEASE auto_approve")
                 if decided is not None:
                     return decided
-            return self.get(cur.lastrowid)
+            return self.get(inserted_id(cur))
 
     # -- deciding --------------------------------------------------------------------------------
     def approve(self, proposal_id: int, edits: dict[str, Any] | None = None) -> Proposal:
@@ -249,7 +251,7 @@ class ReviewQueue:
             return enqueue(conn, self.user_id, JOB_KIND, {"conversation_id": conversation_id, "full": True},
                            dedupe_key=f"conversation:{conversation_id}")
 
-    def run(self, conversation_id: int, helper: "Helper", *, full: bool = False) -> list[Proposal]:
+    def run(self, conversation_id: int, helper: "Helper", *, full: bool = False) -> builtins.list[Proposal]:
         """Read the recent conversation and context, ask the helper, queue its suggestions."""
         layers = self.scope.layers
         self.scope.conversations.get(conversation_id)

@@ -190,6 +190,12 @@ class TriggerIndex:
     """A compiled, immutable fragment library. Build once per library change; match per message."""
 
     __slots__ = ("_fragments", "_single", "_phrase", "_term_users", "_fold_diacritics", "_fold_cache")
+    _fragments: tuple[_Compiled, ...]
+    _single: dict[str, tuple[int, ...]]
+    _phrase: dict[str, dict[str, tuple[tuple[int, tuple[frozenset[str], ...]], ...]]]
+    _term_users: tuple[tuple[tuple[int, int], ...], ...]
+    _fold_diacritics: bool
+    _fold_cache: dict[str, str]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("use TriggerIndex.build(fragments)")
@@ -266,7 +272,7 @@ class TriggerIndex:
         self._term_users = tuple(tuple(u) for u in term_users)
         self._fold_diacritics = fold_diacritics
         # Folding non-ASCII words is the slow path; a bounded cache keeps repeated words cheap.
-        self._fold_cache: dict[str, str] = {}
+        self._fold_cache = {}
         return self
 
     # -- facts, for diagnostics (numbers only) ----------------------------------------------------
@@ -406,7 +412,7 @@ def _apply_budget(
     matches: list[tuple[int, int, Match]], budget_chars: int | None, max_fragments: int | None
 ) -> list[tuple[int, int, Match]]:
     ranked = sorted(matches, key=lambda t: (-t[2].priority, t[0], t[1]))
-    kept = []
+    kept: list[tuple[int, int, Match]] = []
     used = 0
     for item in ranked:
         if max_fragments is not None and len(kept) >= max_fragments:

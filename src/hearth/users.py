@@ -7,6 +7,7 @@ digests, so a copy of the database does not let anyone log in.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import hashlib
 import secrets
@@ -19,7 +20,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from .errors import AuthError, Conflict, InvalidInput, NotFound
 from .personas import NAME_RE
-from .store import Store, utcnow
+from .store import Store, inserted_id, utcnow
 
 SESSION_DAYS = 30
 MIN_PASSWORD = 8
@@ -75,7 +76,7 @@ class Users:
                 cur = conn.execute("INSERT INTO users (name, created_at) VALUES (?, ?)", (name, utcnow()))
             except sqlite3.IntegrityError:
                 raise Conflict(f"a user named {name!r} already exists") from None
-            return self.get(cur.lastrowid)
+            return self.get(inserted_id(cur))
 
     def get(self, user_id: int) -> User:
         row = self.store.connection().execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
@@ -165,7 +166,7 @@ class Users:
         ).fetchone()
         return row["user_id"] if row else None
 
-    def list_tokens(self, user_id: int) -> list[dict]:
+    def list_tokens(self, user_id: int) -> builtins.list[dict]:
         rows = self.store.connection().execute(
             "SELECT id, name, created_at, revoked_at FROM api_tokens WHERE user_id = ? ORDER BY id", (user_id,)
         ).fetchall()

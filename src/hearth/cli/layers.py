@@ -9,6 +9,7 @@ from rich.table import Table
 
 from .base import Context, cli, console, err_console, pass_ctx
 
+
 # -- memory layers: household status, live context, fragments, review queue, jobs -------------------
 @cli.command("worker")
 @click.option("--once", is_flag=True, help="Run every job that is due now, then exit.")

@@ -8,6 +8,7 @@ import click
 
 from .base import Context, _json, cli, console, err_console, pass_ctx
 
+
 @cli.command("backup")
 @click.argument("dest", type=click.Path(dir_okay=False))
 @pass_ctx

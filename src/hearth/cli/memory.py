@@ -9,6 +9,7 @@ from rich.table import Table
 
 from .base import Context, cli, console, pass_ctx
 
+
 # -- memories -------------------------------------------------------------------------------------
 @cli.group()
 def memory() -> None:

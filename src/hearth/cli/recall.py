@@ -9,6 +9,7 @@ from rich.table import Table
 
 from .base import Context, _json, cli, console, err_console, pass_ctx
 
+
 # -- recall: search, search log, archive import, reindex ----------------------------------------------
 @cli.command("search")
 @click.argument("query")
@@ -81,7 +82,7 @@ def import_cmd(obj: Context, path: str, fmt: str, collection: str, persona_name:
 
     from rich.progress import Progress
 
-    from ..export import is_export, import_user
+    from ..export import import_user, is_export
     from ..importers import import_bytes
     from ..retrieval.archive import Archive
 

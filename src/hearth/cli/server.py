@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-
 import click
 
 from ..engine import Hearth
 from .base import Context, cli, err_console, pass_ctx
+
 
 # -- server ---------------------------------------------------------------------------------------
 @cli.command()

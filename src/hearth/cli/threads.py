@@ -9,6 +9,7 @@ from rich.table import Table
 
 from .base import Context, _json, cli, console, err_console, pass_ctx
 
+
 # -- personas -------------------------------------------------------------------------------------
 @cli.group()
 def persona() -> None:

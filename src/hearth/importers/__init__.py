@@ -60,18 +60,18 @@ def import_bytes(archive: Any, data: bytes, *, fmt: str = "auto", name: str = "i
         raise InvalidInput(f"{name} is empty")
     fmt = detect(text) if fmt == "auto" else fmt
     if fmt == "chatgpt":
-        from .chatgpt import parse
+        from .chatgpt import parse as parse_chatgpt
 
         try:
             payload = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InvalidInput(f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
         labels = {"user": persona.user_label, "assistant": persona.assistant_label} if persona else None
-        documents = parse(payload, labels)
+        documents = parse_chatgpt(payload, labels)
     else:
-        from .labelled import parse
+        from .labelled import parse as parse_labelled
 
-        documents = parse(text, archive.labels(), title=name, document_date=document_date)
+        documents = parse_labelled(text, archive.labels(), title=name, document_date=document_date)
     report = ImportReport(fmt)
     total = len(documents)
     if progress:

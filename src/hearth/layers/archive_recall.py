@@ -11,7 +11,7 @@ instruction to use the supplied dates exactly. Every search is logged (A3).
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from ..prompt.dynamic import Block, Turn, quote_reserved_headings
 from ..retrieval.hybrid import Filters, context_block, date_hint, has_recall_cue, search
@@ -109,8 +109,13 @@ def _query_arg(args: dict[str, Any], tool: str) -> str:
     return query.strip()[:1_000]
 
 
-def _date_args(args: dict[str, Any]) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
+class _Dates(TypedDict):
+    date_from: str | None
+    date_to: str | None
+
+
+def _date_args(args: dict[str, Any]) -> _Dates:
+    out: _Dates = {"date_from": None, "date_to": None}
     for key in ("date_from", "date_to"):
         value = args.get(key)
         if value in (None, ""):

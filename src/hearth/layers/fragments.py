@@ -13,17 +13,18 @@ context to be used before episodic recall (fifth in SPEC D2).
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Hashable, Sequence
 
 from .. import ledger
 from ..errors import InvalidInput, NotFound, TooLarge
 from ..prompt.dynamic import Block, Turn
-from ..store import Store, utcnow
+from ..store import Store, inserted_id, utcnow
 from ..triggers import Match, TriggerIndex, normalise_trigger
 
 MAX_TRIGGERS = 50
@@ -118,13 +119,13 @@ def library_version(conn: sqlite3.Connection, user_id: int) -> int:
 
 
 # -- the compiled index cache: store -> user id -> (library version, index, fragments by id) -----------
-_cache: "weakref.WeakKeyDictionary[Store, dict[int, tuple[int, TriggerIndex, dict[int, Fragment]]]]" = \
+_cache: "weakref.WeakKeyDictionary[Store, dict[int, tuple[int, TriggerIndex, dict[Hashable, Fragment]]]]" = \
     weakref.WeakKeyDictionary()
 _cache_lock = threading.Lock()
 builds = {"count": 0}  # how many indexes were compiled (tests and diagnostics)
 
 
-def compiled(store: Store, conn: sqlite3.Connection, user_id: int) -> tuple[TriggerIndex, dict[int, Fragment]]:
+def compiled(store: Store, conn: sqlite3.Connection, user_id: int) -> tuple[TriggerIndex, dict[Hashable, Fragment]]:
     """The compiled index of a user's enabled fragments, rebuilt only when the library changed."""
     version = library_version(conn, user_id)
     with _cache_lock:
@@ -132,7 +133,7 @@ def compiled(store: Store, conn: sqlite3.Connection, user_id: int) -> tuple[Trig
     if hit is not None and hit[0] == version:
         return hit[1], hit[2]
     rows = conn.execute("SELECT * FROM fragments WHERE user_id = ? AND enabled = 1 ORDER BY id", (user_id,))
-    by_id = {f.id: f for f in map(Fragment.from_row, rows)}
+    by_id: dict[Hashable, Fragment] = {f.id: f for f in map(Fragment.from_row, rows)}
     index = TriggerIndex.build(by_id.values())
     builds["count"] += 1
     with _cache_lock:
@@ -153,7 +154,8 @@ class Fragments:
         return Fragment.from_row(row)
 
     def list(self, *, category: str | None = None, enabled_only: bool = False) -> list[Fragment]:
-        sql, args = "SELECT * FROM fragments WHERE user_id = ?", [self.user_id]
+        sql = "SELECT * FROM fragments WHERE user_id = ?"
+        args: list[Any] = [self.user_id]
         if category is not None:
             sql += " AND category = ?"
             args.append(category)
@@ -180,8 +182,8 @@ class Fragments:
                 " enabled, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (self.user_id, *values, now, now))
             bump_version(conn, self.user_id)
-            ledger.append(conn, user_id=self.user_id, kind="fragment.added", payload={"fragment_id": cur.lastrowid})
-            return self.get(cur.lastrowid)
+            ledger.append(conn, user_id=self.user_id, kind="fragment.added", payload={"fragment_id": inserted_id(cur)})
+            return self.get(inserted_id(cur))
 
     def edit(self, fragment_id: int, *, triggers: Sequence[str] | None = None, definition: str | None = None,
              category: str | None = None, all_of: Sequence[str] | None = None, any_of: Sequence[str] | None = None,
@@ -220,7 +222,7 @@ class Fragments:
             ledger.append(conn, user_id=self.user_id, kind="fragment.removed", payload={"fragment_id": fragment_id})
 
     def match(self, text: str, *, budget_chars: int | None = None,
-              max_fragments: int | None = None) -> list[tuple[Fragment, Match]]:
+              max_fragments: int | None = None) -> builtins.list[tuple[Fragment, Match]]:
         """The fragments ``text`` triggers, in message order, trimmed to the budget."""
         with self.store.read() as conn:
             index, by_id = compiled(self.store, conn, self.user_id)
@@ -249,6 +251,6 @@ class FragmentLayer:
             head = f"[{fragment.category}] " if fragment.category else ""
             lines.append(f"{head}{match.trigger}: {fragment.definition}")
         return [Block(layer=self.name, label=LABEL, trust=TRUST, text="\n".join(lines),
-                      source_ids=tuple(m.fragment_id for m in matches),
+                      source_ids=tuple(by_id[m.fragment_id].id for m in matches),
                       numbers={"fragments": len(matches), "library": len(index),
                                "chars": sum(m.definition_chars for m in matches)})]

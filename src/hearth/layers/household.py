@@ -22,7 +22,7 @@ from .. import ledger
 from ..errors import Conflict, InvalidInput, NotFound
 from ..helpers.base import StatusField, TurnText
 from ..prompt.dynamic import Block, Turn
-from ..store import Store, utcnow
+from ..store import Store, inserted_id, utcnow
 from ..temporal import check_mode, parse_moment
 
 if TYPE_CHECKING:
@@ -164,10 +164,10 @@ class Household:
                 "INSERT INTO status_fields (user_id, name, options, aliases, position, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (self.user_id, name, json.dumps(options_), json.dumps(aliases_), position, utcnow()))
-            ledger.append(conn, user_id=self.user_id, kind="status.field_added", payload={"field_id": cur.lastrowid})
+            ledger.append(conn, user_id=self.user_id, kind="status.field_added", payload={"field_id": inserted_id(cur)})
             if value is not None:
-                self.set(cur.lastrowid, value)
-            return self.field(cur.lastrowid)
+                self.set(inserted_id(cur), value)
+            return self.field(inserted_id(cur))
 
     def edit_field(self, key: int | str, *, name: str | None = None, options: Sequence[str] | None = None,
                    aliases: Sequence[str] | None = None) -> StatusFieldInfo:

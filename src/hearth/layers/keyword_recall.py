@@ -23,9 +23,9 @@ from typing import Any
 
 from ..prompt.dynamic import RECALL_HEADING, Block, Turn, quote_reserved_headings
 from ..retrieval import searchlog
+from ..retrieval.keyword import STOPWORDS, WORD_RE, excerpt, search_messages, terms
 from ..retrieval.query import entities, has_recall_cue
 from ..retrieval.terms import rare_terms, select_terms
-from ..retrieval.keyword import STOPWORDS, WORD_RE, excerpt, search_messages, terms
 
 MAX_EXCERPTS = 10
 EXCERPT_CHARS = 300

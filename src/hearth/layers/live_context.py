@@ -18,7 +18,7 @@ import json
 import re
 import secrets
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from .. import ledger
 from ..errors import InvalidInput, NotFound
 from ..helpers.base import LiveContextResult, TurnText, clip, content_words
 from ..prompt.dynamic import Block, Turn
-from ..store import Store, utcnow
+from ..store import Store, inserted_id, utcnow
 
 if TYPE_CHECKING:
     from ..conversations import Conversations
@@ -104,7 +104,8 @@ _NUDGE_SQL = ("SELECT id, conversation_id, text, marker, source, status, created
 
 
 def _nudges(conn: sqlite3.Connection, conversation_id: int, status: str | None = "open") -> tuple[Nudge, ...]:
-    sql, args = _NUDGE_SQL + " WHERE conversation_id = ?", [conversation_id]
+    sql = _NUDGE_SQL + " WHERE conversation_id = ?"
+    args: list[Any] = [conversation_id]
     if status:
         sql += " AND status = ?"
         args.append(status)
@@ -119,7 +120,7 @@ def state(conn: sqlite3.Connection, conversation_id: int) -> LiveState | None:
         if not nudges:
             return None
         return LiveState(conversation_id, "", "", "", "", "manual", 0, nudges[0].created_at, nudges)
-    return LiveState(*row, nudges=nudges)
+    return replace(LiveState(*row), nudges=nudges)
 
 
 def _latest_chat_id(conn: sqlite3.Connection, conversation_id: int) -> int:
@@ -169,7 +170,7 @@ def _add_nudge(conn: sqlite3.Connection, user_id: int, conversation_id: int, tex
     cur = conn.execute(
         "INSERT INTO nudges (user_id, conversation_id, text, marker, source, created_at) VALUES (?, ?, ?, ?, ?, ?)",
         (user_id, conversation_id, text, _new_marker(conn, conversation_id), source, utcnow()))
-    return cur.lastrowid
+    return inserted_id(cur)
 
 
 def _used_by(nudge: Nudge, reply: str, markers: set[str]) -> bool:
@@ -235,12 +236,16 @@ class LiveContext:
         with self.store.write() as conn:
             self.conversations.get(conversation_id)
             before = state(conn, conversation_id)
-            merged = {name: (values.get(name) if values.get(name) is not None
-                             else (getattr(before, name) if before else "")) for name in FIELD_LIMITS}
+            merged: dict[str, str] = {}
+            for name in FIELD_LIMITS:
+                value = values.get(name)
+                merged[name] = value if value is not None else (getattr(before, name) if before else "")
             self._save(conn, conversation_id, merged, "manual", _latest_chat_id(conn, conversation_id))
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="live_context.edited",
                           payload={"fields": sorted(k for k, v in values.items() if v is not None)})
-            return state(conn, conversation_id)
+            saved = state(conn, conversation_id)
+            assert saved is not None, "the live context was written in this transaction"
+            return saved
 
     def add_nudge(self, conversation_id: int, text: str) -> Nudge:
         if not isinstance(text, str) or not text.strip():

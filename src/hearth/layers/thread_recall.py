@@ -20,8 +20,8 @@ from typing import Any
 from ..ledger import Message
 from ..prompt.dynamic import Block, Turn, quote_reserved_headings
 from ..retrieval import searchlog
-from ..retrieval.terms import select_terms
 from ..retrieval.keyword import search_messages, terms
+from ..retrieval.terms import select_terms
 
 T2_MESSAGES = 30
 T2_CHARS = 30_000

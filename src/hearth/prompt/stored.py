@@ -57,6 +57,12 @@ def _stored(row: sqlite3.Row) -> StoredPrompt:
     return StoredPrompt(row["id"], row["content"], meta.get("handoff_chars", 0), meta.get("policy_version", 0))
 
 
+def _written(conn: sqlite3.Connection, conversation_id: int) -> StoredPrompt:
+    row = _row(conn, conversation_id)
+    assert row is not None, "the stored prompt was written in this transaction"
+    return _stored(row)
+
+
 def ensure(conn: sqlite3.Connection, user_id: int, conversation_id: int, handoff_text: HandoffText,
            channel: str = "web") -> StoredPrompt:
     """The stored prompt, built on first use; a legacy prompt is rebuilt before it is used."""
@@ -66,13 +72,13 @@ def ensure(conn: sqlite3.Connection, user_id: int, conversation_id: int, handoff
         if stored.policy_version >= POLICY_VERSION:
             return stored
         rebuild(conn, user_id, [conversation_id], handoff_text)
-        return _stored(_row(conn, conversation_id))
+        return _written(conn, conversation_id)
     backfill(conn, user_id, [conversation_id])  # a legacy thread never builds from a missing snapshot
     text, meta = _compose(conn, conversation_id, handoff_text)
     # The partial unique index guarantees one system prompt even if two first sends race (P2).
     ledger.append_message(conn, user_id=user_id, conversation_id=conversation_id, role="system",
                           content=text, kind="static_prompt", channel=channel, metadata=meta)
-    return _stored(_row(conn, conversation_id))
+    return _written(conn, conversation_id)
 
 
 def rebuild(conn: sqlite3.Connection, user_id: int, conversation_ids: Iterable[int],

@@ -161,7 +161,9 @@ def _map_error(exc: anthropic.AnthropicError, *, started: bool, timeout: float, 
         if started and exc.status_code < 400:
             # An error event inside a stream that began with 200 (e.g. overloaded part-way).
             body = exc.body if isinstance(exc.body, dict) else {}
-            error = body.get("error") if isinstance(body.get("error"), dict) else {}
+            error = body.get("error")
+            if not isinstance(error, dict):
+                error = {}
             if error.get("type") == "overloaded_error":
                 return ProviderError("The model provider became overloaded part-way through the reply; "
                                      "try again shortly.", kind="server")

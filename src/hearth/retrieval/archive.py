@@ -13,6 +13,7 @@ is interrupted resumes with the next document and never duplicates the finished 
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import re
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
 from ..errors import InvalidInput, NotFound
-from ..store import Store, utcnow
+from ..store import Store, inserted_id, utcnow
 
 CHUNK_TARGET = 1_200  # characters: a few turns, enough context for a match to be read alone
 CHUNK_MAX = 2_000
@@ -121,7 +122,8 @@ def content_hash(text: str) -> str:
 def parse_turns(text: str, labels: Labels) -> list[Turn]:
     """Split a labelled transcript into turns; text before the first label is a prose turn."""
     turns: list[Turn] = []
-    label, role, lines = "", "", []
+    label, role = "", ""
+    lines: list[str] = []
 
     def flush() -> None:
         body = "\n".join(lines).strip()
@@ -255,7 +257,7 @@ class Archive:
                 " metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (self.user_id, collection, title, source, document_date, digest,
                  json.dumps(metadata or {}, ensure_ascii=False), utcnow()))
-            document_id = cur.lastrowid
+            document_id = inserted_id(cur)
             added = skipped = 0
             for chunk in chunks:
                 inserted = conn.execute(
@@ -276,20 +278,21 @@ class Archive:
         return Document.from_row(row)
 
     def list(self, collection: str | None = None, limit: int = 200, offset: int = 0) -> list[Document]:
-        sql, args = "SELECT * FROM archive_documents WHERE user_id = ?", [self.user_id]
+        sql = "SELECT * FROM archive_documents WHERE user_id = ?"
+        args: list[Any] = [self.user_id]
         if collection:
             sql += " AND collection = ?"
             args.append(collection)
         sql += " ORDER BY coalesce(document_date, created_at) DESC, id DESC LIMIT ? OFFSET ?"
         return [Document.from_row(r) for r in self.store.connection().execute(sql, (*args, limit, offset))]
 
-    def collections(self) -> list[dict[str, Any]]:
+    def collections(self) -> builtins.list[dict[str, Any]]:
         rows = self.store.connection().execute(
             "SELECT collection, count(*) AS documents, sum(chunk_count) AS chunks FROM archive_documents"
             " WHERE user_id = ? GROUP BY collection ORDER BY collection", (self.user_id,))
         return [dict(r) for r in rows]
 
-    def chunks(self, document_id: int) -> list[dict[str, Any]]:
+    def chunks(self, document_id: int) -> builtins.list[dict[str, Any]]:
         self.get(document_id)
         rows = self.store.connection().execute(
             "SELECT id, position, text, speakers, chunk_date FROM archive_chunks WHERE document_id = ?"

@@ -62,7 +62,8 @@ class Result:
 
 
 def message_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]:
-    where, args = ["m.user_id = ?", "m.kind = 'chat'", "m.role IN ('user', 'assistant')"], [user_id]
+    where = ["m.user_id = ?", "m.kind = 'chat'", "m.role IN ('user', 'assistant')"]
+    args: list[Any] = [user_id]
     if f.conversation_id is not None:
         where.append("m.conversation_id = ?")
         args.append(f.conversation_id)
@@ -84,7 +85,8 @@ def message_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]:
 
 
 def chunk_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]:
-    where, args = ["k.user_id = ?"], [user_id]
+    where = ["k.user_id = ?"]
+    args: list[Any] = [user_id]
     if f.collections:
         where.append(f"d.collection IN ({','.join('?' * len(f.collections))})")
         args.extend(f.collections)

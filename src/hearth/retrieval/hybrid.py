@@ -25,11 +25,31 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from . import searchlog
-from .candidates import Filters, Result, keyword_chunks, keyword_lists, keyword_messages, load_chunks, load_messages, vector_lists
+from .candidates import (
+    Filters,
+    Result,
+    keyword_chunks,
+    keyword_lists,
+    keyword_messages,
+    load_chunks,
+    load_messages,
+    vector_lists,
+)
 from .fusion import feedback_list, fuse, named_roles, neighbours, score
 from .keyword import WORD_RE, terms
-from .query import (WHEN_RE, Variant, build_variants, date_hint, display_date, entities, fts_match, has_recall_cue,
-                    match_terms, stem, without_names)
+from .query import (
+    WHEN_RE,
+    Variant,
+    build_variants,
+    date_hint,
+    display_date,
+    entities,
+    fts_match,
+    has_recall_cue,
+    match_terms,
+    stem,
+    without_names,
+)
 from .terms import rare_terms, select_terms
 from .tuning import DEFAULT, Tuning
 

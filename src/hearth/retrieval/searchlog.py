@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
 from ..errors import NotFound
-from ..store import utcnow
+from ..store import inserted_id, utcnow
 
 ORIGINS = frozenset({
     "keyword_recall", "thread_recall", "archive_recall",
@@ -108,7 +108,7 @@ def record(
          len(records) if candidate_count is None else candidate_count, len(records), judgement,
          int(duration_ms), utcnow()),
     )
-    return cur.lastrowid
+    return inserted_id(cur)
 
 
 def write(store: Any, **values: Any) -> int:

@@ -27,7 +27,8 @@ from fastapi.security import APIKeyCookie, HTTPBearer
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse
-from starlette.types import ASGIApp, Receive, Scope as AsgiScope, Send
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Scope as AsgiScope
 
 from ..engine import Hearth, Scope
 from ..errors import AuthError, ConfigError, Conflict, Forbidden, RateLimited
@@ -146,6 +147,7 @@ class AuthGuard:
         except AuthError as exc:
             wants_page = request.method == "GET" and not request.url.path.startswith("/api/") \
                 and request.url.path != "/openapi.json"
+            response: Response
             if wants_page and not isinstance(exc, Forbidden):
                 response = RedirectResponse("/login", status_code=303)
             else:

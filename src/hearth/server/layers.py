@@ -5,7 +5,7 @@ settings and job counts. Every route acts inside the caller's scope (G2).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field, create_model
@@ -373,12 +373,13 @@ def get_layer_settings(scope: Scope = Depends(current_scope)) -> dict:
 
 # One optional field per known setting, named as the setting ("summary.every"), so the OpenAPI
 # document lists exactly what may be changed (U4).
-LayerSettingsIn = create_model(
-    "LayerSettingsIn",
-    __base__=RequestModel,
-    **{key.replace(".", "__"): (kind | None, Field(default=None, alias=key))
-       for key, (_default, kind, _low, _high) in SETTINGS.items()},
-)
+_SETTING_FIELDS: dict[str, Any] = {
+    key.replace(".", "__"): (kind | None, Field(default=None, alias=key))
+    for key, (_default, kind, _low, _high) in SETTINGS.items()}
+if TYPE_CHECKING:
+    LayerSettingsIn = RequestModel  # built at run time from SETTINGS
+else:
+    LayerSettingsIn = create_model("LayerSettingsIn", __base__=RequestModel, **_SETTING_FIELDS)
 
 
 @router.patch("/api/layers/settings", response_model=dict[str, Any])

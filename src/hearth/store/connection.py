@@ -25,6 +25,14 @@ def utcnow() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The rowid an INSERT just made (typed optional by sqlite3; always set after an INSERT)."""
+    rowid = cursor.lastrowid
+    if rowid is None:
+        raise StoreError("the insert made no row")
+    return rowid
+
+
 class Store:
     """A Hearth database file. Safe to share between threads: each thread gets its own connection."""
 
