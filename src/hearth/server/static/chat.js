@@ -1,0 +1,179 @@
+// The open conversation: opening one (messages, estimate, request size, snapshot), its header and the
+// conversation actions (move to a folder, shield, end, trash, restore).
+
+import { $, apiJson, el } from "./api.js";
+import { conversationTitle, personaName, setStatus, shared } from "./shared.js";
+import { clearMessages, showMessages } from "./messages.js";
+import { clearSnapshotStatus, renderEstimate, renderSize, renderSnapshot, setRefreshEnabled } from "./sidepanel.js";
+import { connectChat, loadConversations, renderList, restoreConversation } from "./threads.js";
+
+const ui = {
+  title: $("chat-title"),
+  meta: $("chat-meta"),
+  text: $("composer-text"),
+  send: $("send"),
+  branch: $("branch-conversation"),
+  moveFolder: $("move-folder"),
+  shield: $("shield-toggle"),
+  restore: $("restore-conversation"),
+  end: $("end-conversation"),
+  trashButton: $("trash-conversation"),
+};
+
+const state = shared;
+
+function renderFolderSelect() {
+  const c = state.current;
+  ui.moveFolder.replaceChildren();
+  const none = el("option", "", "No folder");
+  none.value = "";
+  ui.moveFolder.append(none);
+  for (const folder of state.folders) {
+    const option = el("option", "", folder.hidden ? `${folder.name} (hidden)` : folder.name);
+    option.value = String(folder.id);
+    ui.moveFolder.append(option);
+  }
+  ui.moveFolder.value = c && c.folder_id ? String(c.folder_id) : "";
+  ui.moveFolder.setAttribute("aria-label", "Move to folder");
+}
+
+export function renderHeader() {
+  const c = state.current;
+  ui.title.textContent = c ? conversationTitle(c) : "Choose or start a conversation";
+  const parts = [];
+  if (c) {
+    parts.push(personaName(c.persona_id));
+    if (c.state === "ended") parts.push("Ended");
+    if (c.continuity_shielded) parts.push("Shielded from automatic continuity");
+    if (c.visibility === "hidden") parts.push("In a hidden folder");
+    if (c.visibility === "trashed") parts.push("In the trash");
+  }
+  ui.meta.textContent = parts.join(" · ");
+  const busy = state.sending;
+  const trashed = Boolean(c) && c.visibility === "trashed";
+  const open = Boolean(c) && c.state !== "ended" && !trashed;
+  ui.text.disabled = !open || busy;
+  ui.send.disabled = !open || busy;
+  ui.end.disabled = !open || busy;
+  ui.trashButton.hidden = trashed;
+  ui.trashButton.disabled = !c || busy;
+  ui.restore.hidden = !trashed;
+  ui.branch.disabled = !c || busy || state.branching;
+  ui.moveFolder.disabled = !c || busy || trashed;
+  setRefreshEnabled(Boolean(c) && !busy);
+  ui.shield.hidden = !c;
+  ui.shield.disabled = !c || busy;
+  ui.shield.textContent = c && c.continuity_shielded ? "Release shield" : "Shield";
+  ui.shield.title = c && c.continuity_shielded
+    ? "Let this conversation feed automatic continuity and recall again"
+    : "Keep this conversation out of automatic continuity and recall";
+  if (c && c.state === "ended") ui.text.placeholder = "This conversation has ended. Start a new one to continue.";
+  else if (trashed) ui.text.placeholder = "This conversation is in the trash. Restore it to continue.";
+  else ui.text.placeholder = "Write a message…  (Enter sends, Shift+Enter adds a line)";
+  renderFolderSelect();
+}
+
+export function clearChat() {
+  state.current = null;
+  clearMessages();
+  renderEstimate(null);
+  renderSize(null);
+  renderSnapshot(null);
+  renderHeader();
+  renderList();
+}
+
+export async function selectConversation(id) {
+  setStatus("");
+  clearSnapshotStatus();
+  const [conversation, messages, size, snapshot] = await Promise.all([
+    apiJson("GET", `/api/conversations/${id}`),
+    apiJson("GET", `/api/conversations/${id}/messages`),
+    apiJson("GET", `/api/conversations/${id}/request-size`),
+    apiJson("GET", `/api/conversations/${id}/snapshot`),
+  ]);
+  state.current = conversation;
+  showMessages(messages.messages, conversation.persona_id);
+  renderEstimate(messages.estimate);
+  renderSize(size.size);
+  renderSnapshot(snapshot);
+  renderHeader();
+  renderList();
+  history.replaceState(null, "", `#conversation-${id}`);
+  // Opening a thread may queue a live-context refresh when its state is stale (LC1).
+  apiJson("GET", `/api/conversations/${id}/live-context?opened=true`).catch(() => {});
+  if (!ui.text.disabled) ui.text.focus();
+}
+
+export async function refreshCurrent() {
+  const id = state.current.id;
+  const [conversation, estimate] = await Promise.all([
+    apiJson("GET", `/api/conversations/${id}`),
+    apiJson("GET", `/api/conversations/${id}/estimate`),
+  ]);
+  // Another action may have closed or switched the thread meanwhile: its state wins.
+  if (state.current && state.current.id === id) {
+    state.current = conversation;
+    renderEstimate(estimate);
+    renderHeader();
+  }
+  await loadConversations();
+}
+
+connectChat({ selectConversation, refreshCurrent, afterListRender: renderFolderSelect });
+
+// -- conversation actions -------------------------------------------------------------------------
+ui.moveFolder.addEventListener("change", async () => {
+  if (!state.current) return;
+  const folderId = ui.moveFolder.value ? Number(ui.moveFolder.value) : null;
+  try {
+    await apiJson("POST", `/api/conversations/${state.current.id}/move`, { folder_id: folderId });
+    await refreshCurrent();
+    const folder = state.folders.find((f) => f.id === folderId);
+    setStatus(folder ? `Moved to “${folder.name}”.` : "Moved out of its folder.");
+  } catch (error) {
+    setStatus(error.message, "error");
+    renderFolderSelect();
+  }
+});
+
+ui.shield.addEventListener("click", async () => {
+  const c = state.current;
+  if (!c) return;
+  const release = c.continuity_shielded;
+  ui.shield.disabled = true;
+  try {
+    await apiJson("POST", release ? `/api/conversations/${c.id}/shield/release` : `/api/conversations/${c.id}/shield`,
+      release ? undefined : { shielded: true });
+    await refreshCurrent();
+    setStatus(release ? "Shield released: this conversation can feed continuity and recall again."
+      : "Shielded: kept out of automatic continuity and recall until you release it.");
+  } catch (error) {
+    setStatus(error.message, "error");
+    renderHeader();
+  }
+});
+
+ui.restore.addEventListener("click", () => state.current && restoreConversation(state.current.id));
+
+ui.end.addEventListener("click", async () => {
+  try {
+    await apiJson("POST", `/api/conversations/${state.current.id}/end`);
+    await refreshCurrent();
+    setStatus("Conversation ended. Its history stays here.");
+  } catch (error) {
+    setStatus(error.message, "error");
+  }
+});
+
+ui.trashButton.addEventListener("click", async () => {
+  try {
+    await apiJson("POST", `/api/conversations/${state.current.id}/trash`);
+    clearChat();
+    history.replaceState(null, "", "#chat");
+    await loadConversations();
+    setStatus("Moved to the trash. Restore it from the Trash list.");
+  } catch (error) {
+    setStatus(error.message, "error");
+  }
+});

@@ -1,0 +1,116 @@
+// The chat's side panel and header figures: the compact estimate (R4), the request-size details of
+// the last request (R2) and the thread's memory snapshot with Refresh memory (M4).
+
+import { $, apiJson, el, formatDate, formatNumber, say } from "./api.js";
+import { shared } from "./shared.js";
+
+const ui = {
+  estimate: $("estimate-text"),
+  snapshotInfo: $("snapshot-info"),
+  refreshMemory: $("refresh-memory"),
+  snapshotStatus: $("snapshot-status"),
+  sizePanel: $("size-panel"),
+  sizeEmpty: $("size-empty"),
+};
+
+export function renderEstimate(estimate) {
+  if (!estimate) {
+    ui.estimate.textContent = "–";
+    return;
+  }
+  const noun = estimate.messages === 1 ? "message" : "messages";
+  ui.estimate.textContent = `${formatNumber(estimate.messages)} ${noun} · ~${formatNumber(estimate.tokens)} tokens`;
+}
+
+const SIZE_ROWS = [
+  ["total_tokens", "Total"],
+  ["input_limit_tokens", "Input limit"],
+  ["remaining_tokens", "Remaining"],
+  ["static_prompt_tokens", "Static prompt"],
+  ["history_tokens", "History"],
+  ["history_messages", "History messages"],
+  ["history_trimmed_messages", "Trimmed messages"],
+  ["dynamic_context_tokens", "Dynamic context"],
+  ["handoff_tokens", "Handoff"],
+  ["summary_tokens", "Summary"],
+  ["user_message_tokens", "Your message"],
+  ["tools_tokens", "Tools"],
+  ["tools_count", "Tool definitions"],
+];
+
+export function renderSize(size) {
+  ui.sizePanel.replaceChildren();
+  if (!size) {
+    ui.sizePanel.hidden = true;
+    ui.sizeEmpty.hidden = false;
+    return;
+  }
+  ui.sizeEmpty.hidden = true;
+  ui.sizePanel.hidden = false;
+  if (size.input_limit_tokens) {
+    const meter = el("meter", "size-meter");
+    meter.min = 0;
+    meter.max = size.input_limit_tokens;
+    meter.value = size.total_tokens || 0;
+    meter.high = size.input_limit_tokens * 0.85;
+    meter.setAttribute("aria-label", "Share of the input limit used");
+    const wrap = el("div", "size-meter-row");
+    wrap.append(meter);
+    ui.sizePanel.append(wrap);
+  }
+  for (const [key, label] of SIZE_ROWS) {
+    if (!(key in size)) continue;
+    const row = el("div", "size-row");
+    row.dataset.key = key;
+    row.append(el("dt", "", label), el("dd", "", formatNumber(size[key])));
+    ui.sizePanel.append(row);
+  }
+  const blocks = size.dynamic_blocks || {};
+  for (const [name, tokens] of Object.entries(blocks)) {
+    const row = el("div", "size-row sub");
+    row.append(el("dt", "", `· ${name}`), el("dd", "", formatNumber(tokens)));
+    ui.sizePanel.append(row);
+  }
+  if (size.estimate_method) {
+    const row = el("div", "size-row note");
+    row.append(el("dt", "", "Estimated by"), el("dd", "", size.estimate_method));
+    ui.sizePanel.append(row);
+  }
+}
+
+export function renderSnapshot(snapshot) {
+  if (!snapshot) {
+    ui.snapshotInfo.textContent = "Open a conversation to see its memory snapshot.";
+    return;
+  }
+  const info = snapshot.info;
+  const count = snapshot.memories.length;
+  const parts = [`${count} ${count === 1 ? "memory" : "memories"} in this thread`];
+  if (info.refreshed_at) parts.push(`refreshed ${formatDate(info.refreshed_at)}`);
+  else if (info.captured_at) parts.push(`captured ${formatDate(info.captured_at)}`);
+  ui.snapshotInfo.textContent = parts.join(" · ");
+}
+
+export function clearSnapshotStatus() {
+  say(ui.snapshotStatus, "");
+}
+
+export function setRefreshEnabled(enabled) {
+  ui.refreshMemory.disabled = !enabled;
+}
+
+ui.refreshMemory.addEventListener("click", async () => {
+  const c = shared.current;
+  if (!c) return;
+  ui.refreshMemory.disabled = true;
+  say(ui.snapshotStatus, "Refreshing…");
+  try {
+    await apiJson("POST", `/api/conversations/${c.id}/snapshot/refresh`);
+    renderSnapshot(await apiJson("GET", `/api/conversations/${c.id}/snapshot`));
+    say(ui.snapshotStatus, "Memory refreshed: this thread now uses the current memories.", "success");
+  } catch (error) {
+    say(ui.snapshotStatus, `Memory was not refreshed: ${error.message}`, "error");
+  } finally {
+    ui.refreshMemory.disabled = !shared.current;
+  }
+});
