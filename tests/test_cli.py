@@ -95,3 +95,32 @@ def test_u2_passwd_and_tokens(run):
 def test_installed_entry_point_runs(tmp_path):
     result = subprocess.run([sys.executable, "-m", "hearth", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and "hearth" in result.stdout
+
+
+def test_chat_cli_keeps_the_label_colon_asks_again_after_a_too_long_message_and_names_the_continued_thread(
+        run, monkeypatch):
+    assert run("persona", "add", "elion", "--user-label", "AUMA said:").exit_code == 0
+    first = run("chat", "--persona", "elion", "-m", "Hello there")
+    assert first.exit_code == 0
+    assert "Ctrl-D" not in first.output  # -m mode is not interactive
+    monkeypatch.setenv("HEARTH_MAX_MESSAGE_CHARS", "20")
+    result = run("chat", "--persona", "elion", input="x" * 30 + "\nshort one\n")
+    assert result.exit_code == 0
+    assert "AUMA said: " in result.output  # the label keeps its colon
+    assert "continuing from conversation 1" in result.output
+    assert "Error: message is longer than 20 characters. Nothing was sent; try again." in result.output
+    assert result.output.count("AUMA said: ") == 3  # asked again after the refusal, then once more before Ctrl-D
+    shown = run("conversations", "show", "2").output
+    assert "short one" in shown and "x" * 30 not in shown
+
+
+def test_serve_says_plainly_that_the_port_is_in_use(run):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(cli, ["serve", "--port", str(port)])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"Error: port {port} is in use (another Hearth?) - use --port"

@@ -567,3 +567,109 @@ def test_u1_pages_send_strict_csp_and_only_local_scripts(site):
         source = httpx.get(f"{base}/static/{name}").text
         assert "innerHTML" not in source and "insertAdjacentHTML" not in source and "eval(" not in source
     assert json.loads(httpx.get(base + "/api/auth/me").text)["method"] == "open"
+
+
+# -- W1: Markdown --------------------------------------------------------------------------------------
+# Each payload tries to run script or load something; a success would set window.__pwned, open a
+# dialog or leave a dangerous element or link in the page.
+HOSTILE_CORPUS = [
+    "<script>window.__pwned = 'script'</script>",
+    "<img src=x onerror=\"window.__pwned='img'\">",
+    "[click me](javascript:window.__pwned='link')",
+    "[spaced]( JaVaScRiPt:window.__pwned='case')",
+    "[data](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    "![pixel](javascript:window.__pwned='image')",
+    "![tracker](https://example.invalid/pixel.png)",
+    "<svg onload=\"window.__pwned='svg'\"><script>window.__pwned='svg2'</script></svg>",
+    "<iframe src=\"javascript:window.top.__pwned='iframe'\"></iframe>",
+    "<iframe srcdoc=\"<script>parent.__pwned='srcdoc'</script>\"></iframe>",
+    "<style>body { display: none }</style>",
+    "<a href=\"javascript:window.__pwned='a'\">anchor</a>",
+    "<details open ontoggle=\"window.__pwned='details'\">x</details>",
+    "<math><mtext><table><mglyph><style><img src=x onerror=\"window.__pwned='mxss'\">",
+    "<object data=\"data:text/html,<script>parent.__pwned='object'</script>\"></object>",
+    "<embed src=\"javascript:window.__pwned='embed'\">",
+    "<form action=\"javascript:window.__pwned='form'\"><button>go</button></form>",
+    "<meta http-equiv=\"refresh\" content=\"0;url=javascript:window.__pwned='meta'\">",
+    "[vb](vbscript:msgbox(1))",
+    "<a href='https://example.invalid' onmouseover=\"window.__pwned='hover'\">hover</a>",
+    "[title](https://example.invalid \"x\\\" onmouseover=\\\"window.__pwned='title'\")",
+    "`<img src=x onerror=\"window.__pwned='code'\">`",
+    "```html\n<script>window.__pwned='fence'</script>\n```",
+    "<body onload=\"window.__pwned='body'\">",
+    "<input autofocus onfocus=\"window.__pwned='focus'\">",
+    "<video><source onerror=\"window.__pwned='video'\"></video>",
+    "<base href=\"javascript:window.__pwned='base'//\">",
+    "&lt;script&gt;window.__pwned='entity'&lt;/script&gt;",
+]
+DANGEROUS = "script, iframe, svg, math, img, style, object, embed, form, input, meta, base, video, source, details, link"
+
+
+def scripted(*pieces, pause=0.0):
+    def reply(request):
+        for piece in pieces:
+            if pause:
+                time.sleep(pause)
+            yield StreamEvent("text", text=piece)
+        yield StreamEvent("usage", usage=Usage(input_tokens=10, output_tokens=3))
+
+    return reply
+
+
+def assert_nothing_ran(page):
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator(f"#messages :is({DANGEROUS})").count() == 0
+    for href in page.locator("#messages a").evaluate_all("links => links.map((a) => a.getAttribute('href'))"):
+        assert href is None or re.match(r"^(https?:|mailto:|#conversation-)", href), href
+    handlers = page.locator("#messages *").evaluate_all(
+        "nodes => nodes.flatMap((n) => [...n.attributes].map((a) => a.name)).filter((n) => n.startsWith('on'))")
+    assert handlers == []
+
+
+def test_w1_markdown_renders_and_a_hostile_corpus_never_runs(browser, site, me):
+    base, _hearth, provider = site
+    conversation = me.conversations.create(elion(me).id, title="Markdown")
+    provider.replies.extend(scripted(payload) for payload in HOSTILE_CORPUS)
+    for payload in HOSTILE_CORPUS:  # each payload both as the person's text and as the reply
+        me.send(conversation.id, payload)
+    # Without the page's CSP, so the renderer and sanitiser alone must stop every payload.
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, bypass_csp=True)
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        goto(page, base + f"/#conversation-{conversation.id}")
+        expect(page.locator("#messages .message")).to_have_count(2 * len(HOSTILE_CORPUS))
+        # Hover and focus everything that could carry a handler, then look for any effect.
+        page.locator("#messages .body *").evaluate_all("""nodes => nodes.forEach((n) => {
+            for (const type of ["mouseover", "mouseenter", "focus", "error", "load", "toggle", "animationstart"]) {
+                n.dispatchEvent(new Event(type));
+            }
+        })""")
+        page.wait_for_timeout(300)
+        assert_nothing_ran(page)
+        # Payloads show as text where Markdown leaves them as text.
+        expect(page.locator("#messages .body", has_text="<script>window.__pwned = 'script'</script>")).to_have_count(2)
+
+        # Markdown itself renders, including while a reply streams in.
+        provider.replies.append(scripted("*waves* and **hugs**\n\n", "- tea\n- biscuits\n\n",
+                                         "`code` [site](https://example.invalid)\n\n<scr", "ipt>window.__pwned='split'</scr",
+                                         "ipt>", pause=0.4))
+        page.fill("#composer-text", "Say hello with *style*")
+        page.click("#send")
+        streaming = page.locator(".message.streaming")
+        expect(streaming.locator("em")).to_have_text("waves")
+        expect(streaming.locator("strong")).to_have_text("hugs")
+        assert page.locator(".message.streaming").count() == 1  # rendered before the reply finished
+        expect(page.locator(".message.streaming")).to_have_count(0)
+        reply = page.locator(".message.role-assistant").last
+        expect(reply.locator("ul li")).to_have_text(["tea", "biscuits"])
+        expect(reply.locator("code")).to_have_text("code")
+        expect(reply.locator("a")).to_have_attribute("href", "https://example.invalid")
+        expect(reply.locator("a")).to_have_attribute("rel", "noopener noreferrer nofollow")
+        expect(page.locator(".message.role-user .body em").last).to_have_text("style")
+        assert_nothing_ran(page)
+        assert dialogs == []
+    finally:
+        context.close()

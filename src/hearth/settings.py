@@ -45,6 +45,8 @@ class Settings:
     max_body_bytes: int = 1_000_000
     max_message_chars: int = 100_000
     insecure_no_auth: bool = False
+    # The web UI's npm-installed files; "" means build/vendor/ of the source checkout.
+    web_vendor_dir: str = ""
     # Seed-given names (no HEARTH_ prefix).
     handoff_per_message_limit: int = DEFAULT_HANDOFF_PER_MESSAGE
     handoff_total_budget: int = DEFAULT_HANDOFF_TOTAL
@@ -121,6 +123,7 @@ _ENV = {
     "HEARTH_OUTPUT_TOKEN_RESERVE": "output_token_reserve",
     "HEARTH_MAX_BODY_BYTES": "max_body_bytes",
     "HEARTH_MAX_MESSAGE_CHARS": "max_message_chars",
+    "HEARTH_WEB_VENDOR_DIR": "web_vendor_dir",
 }
 _LENIENT_ENV = {
     "HANDOFF_PER_MESSAGE_CHARACTER_LIMIT": ("handoff_per_message_limit", DEFAULT_HANDOFF_PER_MESSAGE),

@@ -5,10 +5,28 @@ from __future__ import annotations
 import click
 
 from ..engine import Hearth
+from ..errors import HearthError
 from .base import Context, cli, err_console, pass_ctx
 
 
 # -- server ---------------------------------------------------------------------------------------
+def check_port_free(host: str, port: int) -> None:
+    """Refuse early, in one line, when something already listens on the port."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # The same option uvicorn sets, so a port in TIME_WAIT is not reported as busy.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise HearthError(f"port {port} is in use (another Hearth?) - use --port") from None
+            raise HearthError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
 @cli.command()
 @click.option("--host", help="Address to bind (default 127.0.0.1).")
 @click.option("--port", type=int, help="Port (default 8765).")
@@ -25,10 +43,16 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
     from ..retrieval.semantic import warm
     from ..server import check_bind, create_app
 
+    from ..server import vendor
+
     obj.overrides.update({"host": host, "port": port, "insecure_no_auth": insecure_no_auth})
     settings = obj.settings
+    check_port_free(settings.host, settings.port)
     hearth = Hearth(settings)
     check_bind(settings, hearth)
+    folder = vendor.vendor_dir(settings)
+    if vendor.missing(folder):
+        err_console.print(f"Warning: {vendor.missing_message(folder)}", markup=False)
     server = uvicorn.Server(uvicorn.Config(create_app(settings, hearth), host=settings.host,
                                            port=settings.port, log_level="warning"))
 

@@ -7,6 +7,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from ..errors import InvalidInput
 from .base import Context, _json, cli, console, err_console, pass_ctx
 
 
@@ -150,16 +151,24 @@ def conversations_move(obj: Context, conversation_id: int, folder_id: int | None
 def chat(obj: Context, persona_name: str | None, conversation_id: int | None, messages: tuple[str, ...]) -> None:
     """Talk to the companion in the terminal; replies stream as they arrive."""
     scope = obj.scope()
+    continued = None
     if conversation_id is None:
         persona_id = scope.personas.by_name(persona_name).id if persona_name else None
         # A new conversation carries the last eligible thread's final eight when the persona
         # uses automatic continuity (H6).
-        conversation = scope.new_chat(persona_id, channel="cli").conversation
+        started = scope.new_chat(persona_id, channel="cli")
+        conversation = started.conversation
+        if started.source_conversation_id is not None:
+            source = scope.conversations.get(started.source_conversation_id)
+            continued = f"conversation {source.id} ({source.title or 'Untitled'})"
     else:
         conversation = scope.conversations.get(conversation_id)
     current = scope.personas.get(conversation.persona_id)
-    err_console.print(f"Conversation {conversation.id} with {current.display_name}. Ctrl-D to leave.",
-                      markup=False)
+    intro = f"Conversation {conversation.id} with {current.display_name}"
+    if continued:
+        intro += f", continuing from {continued}"
+    # The hint about leaving only makes sense when the chat is interactive.
+    err_console.print(intro + ("." if messages else ". Ctrl-D to leave."), markup=False)
 
     def turn(text: str) -> None:
         for event in scope.send_stream(conversation.id, text, channel="cli"):
@@ -182,12 +191,17 @@ def chat(obj: Context, persona_name: str | None, conversation_id: int | None, me
         return
     while True:
         try:
-            text = click.prompt(current.user_label.rstrip(":") or ">", prompt_suffix=" ")
+            text = click.prompt(current.user_label or ">", prompt_suffix=" ")
         except (EOFError, click.Abort):
             click.echo()
             return
-        if text.strip():
+        if not text.strip():
+            continue
+        try:
             turn(text)
+        except InvalidInput as exc:
+            # Nothing was saved (e.g. a message over the length limit): say why and ask again.
+            err_console.print(f"Error: {exc}. Nothing was sent; try again.", markup=False)
 
 
 # -- cross-thread continuity, backups and maintenance -------------------------------------------

@@ -6,6 +6,8 @@ each worker thread gets its own SQLite connection from the store.
 
 from __future__ import annotations
 
+import html
+import logging
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -19,9 +21,10 @@ from starlette.types import Scope as AsgiScope
 from .. import __version__
 from ..engine import Hearth
 from ..settings import Settings
-from . import auth, continuity, conversations, diagnostics, errors, folders, layers, memories, personas, recall
+from . import auth, continuity, conversations, diagnostics, errors, folders, layers, memories, personas, recall, vendor
 
 HERE = Path(__file__).parent
+log = logging.getLogger(__name__)
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -117,9 +120,17 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
                    recall.router):
         app.include_router(router)
 
+    vendor_dir = vendor.vendor_dir(settings)
+    if vendor.missing(vendor_dir):
+        log.warning("%s", vendor.missing_message(vendor_dir))
+
     @app.get("/", response_class=HTMLResponse, tags=["pages"])
     def index(request: Request) -> Response:
         """The web UI."""
+        if vendor.missing(vendor_dir):
+            # The page cannot render messages without them: say so plainly instead of a broken page.
+            return HTMLResponse(f"<!doctype html><title>Hearth</title><p>{html.escape(vendor.missing_message(vendor_dir))}</p>",
+                                status_code=503, headers=_page_headers())
         principal = auth.principal_of(request)
         return templates.TemplateResponse(request, "index.html", {
             "csrf_token": principal.csrf_token,
@@ -136,6 +147,7 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
         return templates.TemplateResponse(request, "login.html", {}, headers=_page_headers())
 
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+    app.mount("/vendor", StaticFiles(directory=str(vendor_dir), check_dir=False), name="vendor")
     return app
 
 

@@ -5,6 +5,7 @@ import { $, api, button, el } from "./api.js";
 import { setStatus, shared } from "./shared.js";
 import { addMessage } from "./messages.js";
 import { renderSize } from "./sidepanel.js";
+import { renderMarkdown } from "./markdown.js";
 import { refreshCurrent, renderHeader } from "./chat.js";
 
 const ui = {
@@ -51,14 +52,24 @@ async function streamReply(path, body, userBubble) {
     throw error;
   }
   let failed = false;
+  let text = "";
+  let frame = 0;
+  // Markdown is rendered while the reply streams, at most once per animation frame, so a fast stream
+  // never makes typing in the composer wait.
+  const paint = () => {
+    frame = 0;
+    if (failed) return;
+    renderMarkdown(replyBody, text);
+    reply.scrollIntoView({ block: "end" });
+  };
   await readEvents(response, (type, data) => {
     if (type === "saved" && userBubble) {
       userBubble.classList.remove("pending");
     } else if (type === "diagnostics") {
       renderSize(data);
     } else if (type === "delta") {
-      replyBody.textContent += data.text;
-      reply.scrollIntoView({ block: "end" });
+      text += data.text;
+      if (!frame) frame = requestAnimationFrame(paint);
     } else if (type === "tool") {
       setStatus(data.status === "running" ? `Using ${data.name}…` : `${data.name} finished.`);
     } else if (type === "done") {
@@ -68,9 +79,13 @@ async function streamReply(path, body, userBubble) {
       showReplyError(reply, data);
     }
   });
+  if (frame) cancelAnimationFrame(frame);
+  if (!failed) {
+    if (text) paint();
+    else replyBody.textContent = "(empty reply)";
+  }
   reply.classList.remove("streaming");
   reply.removeAttribute("aria-busy");
-  if (!failed && !replyBody.textContent) replyBody.textContent = "(empty reply)";
 }
 
 function showReplyError(reply, data) {

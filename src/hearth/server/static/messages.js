@@ -1,8 +1,9 @@
-// The message list of the open conversation: one bubble per message, and the handoff artifact laid
-// out as elements. User text is only ever placed with textContent, never parsed as HTML.
+// The message list of the open conversation: one bubble per message (Markdown through markdown.js),
+// and the handoff artifact laid out as elements with textContent.
 
 import { $, el } from "./api.js";
 import { personaName } from "./shared.js";
+import { renderMarkdown } from "./markdown.js";
 
 const list = $("messages");
 
@@ -26,7 +27,9 @@ export function addMessage(message, personaId) {
     }
   } else {
     item.append(el("div", "who", role === "user" ? "You" : personaName(personaId)));
-    item.append(el("div", "body", message.content));
+    const body = el("div", "body markdown");
+    renderMarkdown(body, message.content);
+    item.append(body);
   }
   list.append(item);
   item.scrollIntoView({ block: "end" });
