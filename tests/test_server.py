@@ -393,7 +393,7 @@ def test_u4_openapi_lists_every_route_with_method_and_request_model(client, app)
     for path, methods, route in walked:
         if not isinstance(route, APIRoute):
             # Only the document itself and the static files are served outside the API routes.
-            assert path in ("/openapi.json", "/static", "/static/{path}"), path
+            assert path in ("/openapi.json", "/static", "/static/{path}", "/vendor", "/vendor/{path}"), path
             continue
         assert path in paths, path
         for method in methods:
