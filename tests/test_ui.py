@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 import hearth.server as hearth_server
-
 from hearth import Hearth, Settings
 from hearth.backup import backup
 from hearth.providers.base import StreamEvent, Usage

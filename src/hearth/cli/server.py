@@ -41,9 +41,7 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
 
     from ..reconcile import reconcile
     from ..retrieval.semantic import warm
-    from ..server import check_bind, create_app
-
-    from ..server import vendor
+    from ..server import check_bind, create_app, vendor
 
     obj.overrides.update({"host": host, "port": port, "insecure_no_auth": insecure_no_auth})
     settings = obj.settings
