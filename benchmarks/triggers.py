@@ -8,6 +8,12 @@ data, which is how the token/phrase hash index in ``hearth.triggers`` was chosen
 Times are CPU time of this process (``time.process_time``) so that other work on the machine
 disturbs them less; wall-clock figures are printed alongside.
 
+Lorebook activation (X3): the same 10,000 fragments as SillyTavern-style entries with controls
+(secondary keys and selective logic, case-sensitive, partial-word and punctuated keys, some
+regex keys, constant / sticky / cooldown / probability entries, recursion two levels deep)
+matched through ``hearth.activation.Activator``, next to the plain index on the plain library as
+the floor, per class of message (short: under 40 words; long: 40 words or more).
+
 Run: ``python benchmarks/triggers.py``
 """
 
@@ -17,9 +23,11 @@ import random
 import re
 import statistics
 import time
+from functools import partial
 
 import ahocorasick_rs
 
+from hearth.activation import Activator
 from hearth.triggers import TriggerFragment, TriggerIndex, fold, normalise_trigger, word_forms
 
 COMMON = (
@@ -211,9 +219,79 @@ def run(n: int) -> None:
           f"({len(ac.patterns)} patterns; same result on {agree}/200 messages)")
 
 
+class LoreFragment:
+    """A fragment as the layer hands it to the activator: triggers, definition, controls."""
+
+    __slots__ = ("id", "triggers", "definition", "priority", "controls")
+
+    def __init__(self, id, triggers, definition, priority, controls):
+        self.id, self.triggers, self.definition, self.priority, self.controls = (
+            id, triggers, definition, priority, controls)
+
+
+def make_lorebook(fragments: list[TriggerFragment], seed: int) -> list[LoreFragment]:
+    rng = random.Random(seed)
+    out = []
+    for f in fragments:
+        keys = list(f.triggers)
+        controls: dict = {"order": rng.randint(0, 300)}
+        r = rng.random()
+        if r < 0.04:
+            controls["case_sensitive"] = True
+        elif r < 0.07:
+            controls["whole_words"] = False
+        elif r < 0.09:
+            keys[0] = keys[0] + "!"  # punctuation: the literal path
+        elif r < 0.091:
+            keys[0] = f"/{re.escape(keys[0])}(s|'s)?\\b/i"  # 0.1% regex keys
+        if rng.random() < 0.08:
+            controls["secondary"] = [rng.choice(COMMON), rng.choice(COMMON)]
+            controls["logic"] = rng.choice(["and_any", "and_all", "not_any", "not_all"])
+        if rng.random() < 0.01:
+            controls["constant"] = True
+        if rng.random() < 0.05:
+            controls["sticky"], controls["cooldown"] = rng.randint(1, 3), rng.randint(0, 3)
+        if rng.random() < 0.05:
+            controls["probability"] = rng.randint(10, 90)
+        out.append(LoreFragment(f.id, keys, f.definition, f.priority, controls))
+    return out
+
+
+def run_lorebook(n: int) -> None:
+    fragments = make_library(n, seed=n)
+    messages = make_messages(fragments, 200, seed=n + 1)
+    lore = make_lorebook(fragments, seed=n + 2)
+    index = TriggerIndex.build(fragments)
+    activator, build_cpu, build_wall = min((_time(Activator.build, lore) for _ in range(3)), key=lambda r: r[1])
+    classes = {"short": [m for m in messages if len(m.split()) < 40],
+               "long": [m for m in messages if len(m.split()) >= 40]}
+    print(f"{n:>6} lorebook entries ({sum(1 for f in lore if f.triggers[0].startswith('/'))} regex keys, "
+          f"{sum(1 for f in lore if f.controls.get('constant'))} constant); "
+          f"build {build_cpu * 1000:.1f} ms cpu ({build_wall * 1000:.1f} ms wall)")
+    for name, batch in classes.items():
+        floor, lore_times, counts = [], [], []
+        for m in batch:  # warm-up
+            index.match(m)
+            activator.activate([m], turn=3, seed=7)
+        for rep in range(5):
+            for i, m in enumerate(batch):
+                _, cpu, _ = _time(index.match, m)
+                floor.append(cpu)
+                found, cpu, _ = _time(partial(activator.activate, turn=3, seed=rep * 1000 + i, budget_tokens=2000), [m])
+                lore_times.append(cpu)
+                counts.append(len(found.matches))
+        med, floor_med = statistics.median(lore_times), statistics.median(floor)
+        print(f"  {name:5} {len(batch):3} messages  activator median {med * 1e6:7.1f} us  "
+              f"p99 {_percentile(lore_times, 0.99) * 1e6:7.1f} us   plain index (floor) median "
+              f"{floor_med * 1e6:6.1f} us  p99 {_percentile(floor, 0.99) * 1e6:6.1f} us   "
+              f"ratio {med / floor_med:4.1f}   {statistics.mean(counts):.1f} entries each")
+
+
 def main() -> None:
     for n in (1_000, 10_000):
         run(n)
+    for n in (1_000, 10_000):
+        run_lorebook(n)
 
 
 if __name__ == "__main__":

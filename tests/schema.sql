@@ -10,6 +10,8 @@ CREATE INDEX conversations_user_updated ON conversations (user_id, updated_at);
 CREATE INDEX events_conversation_time ON events (conversation_id, created_at, id);
 -- index events_user_time
 CREATE INDEX events_user_time ON events (user_id, created_at, id);
+-- index fragments_import_key
+CREATE UNIQUE INDEX fragments_import_key ON fragments (user_id, import_key) WHERE import_key IS NOT NULL;
 -- index fragments_user
 CREATE INDEX fragments_user ON fragments (user_id, id);
 -- index jobs_due
@@ -186,6 +188,14 @@ CREATE TABLE fragment_library (
             user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
             version INTEGER NOT NULL
         );
+-- table fragment_timers
+CREATE TABLE fragment_timers (
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            fragment_id INTEGER NOT NULL REFERENCES fragments(id) ON DELETE CASCADE,
+            sticky_until INTEGER NOT NULL DEFAULT 0,
+            cooldown_until INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (conversation_id, fragment_id)
+        ) WITHOUT ROWID;
 -- table fragments
 CREATE TABLE fragments (
             id INTEGER PRIMARY KEY,
@@ -200,7 +210,16 @@ CREATE TABLE fragments (
             enabled INTEGER NOT NULL DEFAULT 1,
             created_at TEXT NOT NULL,
             updated_at TEXT NOT NULL
-        );
+        , controls TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(controls)), import_key TEXT);
+-- table import_sources
+CREATE TABLE import_sources (
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            source_key TEXT NOT NULL,
+            target_id INTEGER,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (user_id, kind, source_key)
+        ) WITHOUT ROWID;
 -- table jobs
 CREATE TABLE jobs (
             id INTEGER PRIMARY KEY,
@@ -328,6 +347,14 @@ CREATE TABLE nudges (
             used_message_id INTEGER,
             UNIQUE (conversation_id, marker)
         );
+-- table persona_avatars
+CREATE TABLE persona_avatars (
+            persona_id INTEGER PRIMARY KEY REFERENCES personas(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL,
+            mime TEXT NOT NULL,
+            data BLOB NOT NULL,
+            updated_at TEXT NOT NULL
+        );
 -- table personas
 CREATE TABLE personas (
             id INTEGER PRIMARY KEY,
@@ -346,7 +373,7 @@ CREATE TABLE personas (
             archive_access INTEGER NOT NULL DEFAULT 0,
             web_search INTEGER NOT NULL DEFAULT 0,
             created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL, card TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(card)),
             UNIQUE (user_id, name)
         );
 -- table proposals

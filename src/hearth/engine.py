@@ -110,6 +110,13 @@ class Scope:
 
         install_recall(self)  # thread, keyword and archive recall (D2); search and library tools (A4)
 
+    @property
+    def imports(self):
+        """Imports and exports of outside formats: cards, lorebooks, chats, archives (X3, X4)."""
+        from .imports import Imports
+
+        return Imports(self)
+
     # -- stored prompts ----------------------------------------------------------------------
     def handoff_text(self, conn: sqlite3.Connection, conversation_id: int) -> str:
         """Model-facing handoff for a conversation's prompt: re-rendered while its source is eligible."""

@@ -348,6 +348,8 @@ SETTINGS: dict[str, tuple[Any, type, int, int]] = {
     "review.every": (20, int, 1, 10_000),
     "fragments.max": (6, int, 0, 100),
     "fragments.budget_chars": (3_000, int, 0, 100_000),
+    "fragments.budget_tokens": (0, int, 0, 1_000_000),  # 0: no token budget beyond budget_chars
+    "fragments.recursion_depth": (2, int, 0, 10),  # lorebook recursion passes (X3)
     "auto_approve.status_change": (False, bool, 0, 1),
     "auto_approve.fragment": (False, bool, 0, 1),
     "auto_approve.memory": (False, bool, 0, 1),
@@ -447,8 +449,9 @@ class MemoryLayers:
         self.summaries = summary.Summaries(store, user_id, scope.conversations)
         self.fragments = fragments.Fragments(store, user_id)
         self.review = review.ReviewQueue(scope)
+        self.fragment_layer = fragments.FragmentLayer(store)
         for layer in (household.HouseholdLayer(), live_context.LiveContextLayer(), summary.SummaryLayer(),
-                      fragments.FragmentLayer(store)):
+                      self.fragment_layer):
             scope.dynamic.register(layer)
         scope.after_reply.append(self.after_reply)
 
@@ -456,6 +459,7 @@ class MemoryLayers:
                     assistant_message: "Message") -> None:
         """Inside the reply's transaction: mark used nudges, then queue what is due. No model calls."""
         self.live_context.mark_used(conn, conversation.id, assistant_message)
+        self.fragment_layer.record_timers(conn, conversation.id, user_message.id)
         schedule_due(conn, self.scope.user_id, conversation.id, self.settings)
 
     def job_counts(self) -> dict[str, int]:

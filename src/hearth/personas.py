@@ -34,13 +34,14 @@ class Persona:
     auto_continuity: bool = True
     archive_access: bool = False
     web_search: bool = False
+    card: dict[str, Any] = field(default_factory=dict)  # character card fields (X3), see CARD_FIELDS
     created_at: str = ""
     updated_at: str = ""
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Persona":
         data = dict(row)
-        for key in ("legacy_labels", "sections", "characters"):
+        for key in ("legacy_labels", "sections", "characters", "card"):
             data[key] = json.loads(data[key])
         for key in ("auto_continuity", "archive_access", "web_search"):
             data[key] = bool(data[key])
@@ -52,8 +53,20 @@ class Persona:
 
 EDITABLE = (
     "display_name", "identity", "user_label", "assistant_label", "legacy_labels", "tone",
-    "custom_instructions", "sections", "characters", "auto_continuity", "archive_access", "web_search",
+    "custom_instructions", "sections", "characters", "auto_continuity", "archive_access", "web_search", "card",
 )
+# Character card fields a persona keeps (SillyTavern V2/V3, X3): text fields, then lists, then the
+# card's own extension data, kept as it came so an export gives it back.
+CARD_TEXT = ("description", "personality", "scenario", "first_mes", "mes_example", "system_prompt",
+             "post_history_instructions", "creator_notes", "creator", "character_version", "nickname")
+CARD_LISTS = ("tags", "alternate_greetings", "group_only_greetings", "source")
+# Kept as they came: the card's extensions, assets, multilingual notes, and its character book's
+# own settings (name, scan depth, token budget; the entries themselves are fragments).
+CARD_OPAQUE = ("extensions", "assets", "creator_notes_multilingual", "book")
+CARD_FIELDS = (*CARD_TEXT, *CARD_LISTS, *CARD_OPAQUE, "creation_date", "modification_date")
+MAX_CARD_FIELD = 200_000
+MAX_AVATAR_BYTES = 8_000_000
+AVATAR_MIMES = ("image/png", "image/jpeg", "image/webp", "image/gif")
 
 
 def _clean(values: dict[str, Any]) -> dict[str, Any]:
@@ -76,6 +89,8 @@ def _clean(values: dict[str, Any]) -> dict[str, Any]:
         elif key == "characters":
             _check_characters(value)
             out[key] = json.dumps(value, ensure_ascii=False)
+        elif key == "card":
+            out[key] = json.dumps(check_card(value), ensure_ascii=False)
         else:
             if not isinstance(value, str):
                 raise InvalidInput(f"{key} must be text")
@@ -84,6 +99,36 @@ def _clean(values: dict[str, Any]) -> dict[str, Any]:
             if key in ("display_name", "user_label", "assistant_label") and not value.strip():
                 raise InvalidInput(f"{key} must not be empty")
             out[key] = value
+    return out
+
+
+def check_card(value: Any) -> dict[str, Any]:
+    """A persona's card fields, checked: known names only, text where text belongs."""
+    if not isinstance(value, dict):
+        raise InvalidInput("card must be an object of character card fields")
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if key not in CARD_FIELDS:
+            raise InvalidInput(f"unknown card field {key!r}")
+        if key in CARD_LISTS:
+            if not isinstance(item, list) or not all(isinstance(v, str) for v in item):
+                raise InvalidInput(f"card field {key} must be a list of text")
+            if sum(len(v) for v in item) > MAX_CARD_FIELD:
+                raise InvalidInput(f"card field {key} is longer than {MAX_CARD_FIELD} characters")
+        elif key in CARD_OPAQUE:
+            if not isinstance(item, list if key == "assets" else dict):
+                raise InvalidInput(f"card field {key} has the wrong type")
+            if len(json.dumps(item)) > MAX_CARD_FIELD:
+                raise InvalidInput(f"card field {key} is longer than {MAX_CARD_FIELD} characters")
+        elif key in ("creation_date", "modification_date"):
+            if item is not None and (not isinstance(item, int) or isinstance(item, bool)):
+                raise InvalidInput(f"card field {key} must be a whole number of seconds")
+        else:
+            if not isinstance(item, str):
+                raise InvalidInput(f"card field {key} must be text")
+            if len(item) > MAX_CARD_FIELD:
+                raise InvalidInput(f"card field {key} is longer than {MAX_CARD_FIELD} characters")
+        out[key] = item
     return out
 
 
@@ -156,6 +201,28 @@ class Personas:
                     (*clean.values(), utcnow(), persona_id, self.user_id),
                 )
             return self.get(persona_id)
+
+    # -- avatars: one image per persona, shared with the web client -----------------------------
+    def set_avatar(self, persona_id: int, data: bytes, mime: str) -> None:
+        if mime not in AVATAR_MIMES:
+            raise InvalidInput(f"an avatar must be one of {', '.join(AVATAR_MIMES)}")
+        if not isinstance(data, (bytes, bytearray)) or not data:
+            raise InvalidInput("an avatar needs image data")
+        if len(data) > MAX_AVATAR_BYTES:
+            raise InvalidInput(f"an avatar may be at most {MAX_AVATAR_BYTES} bytes")
+        with self.store.write() as conn:
+            self.get(persona_id)
+            conn.execute(
+                "INSERT INTO persona_avatars (persona_id, user_id, mime, data, updated_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (persona_id) DO UPDATE SET mime = excluded.mime, data = excluded.data,"
+                " updated_at = excluded.updated_at", (persona_id, self.user_id, mime, bytes(data), utcnow()))
+
+    def avatar(self, persona_id: int) -> tuple[bytes, str] | None:
+        self.get(persona_id)
+        row = self.store.connection().execute(
+            "SELECT data, mime FROM persona_avatars WHERE persona_id = ? AND user_id = ?",
+            (persona_id, self.user_id)).fetchone()
+        return (bytes(row[0]), row[1]) if row else None
 
     def default(self) -> Persona:
         """The first persona, created on demand so a fresh install can chat at once."""

@@ -170,6 +170,7 @@ class Match:
     end: int
     priority: int = 0
     definition_chars: int = 0
+    reason: str = "key"  # key, constant, sticky or recursion (lorebook activation)
 
 
 @dataclass(slots=True)

@@ -1,4 +1,4 @@
-"""Recall: search, the search log, archive import and reindexing."""
+"""Recall: search, the search log and reindexing (imports live in cli/imports.py)."""
 
 from __future__ import annotations
 
@@ -65,43 +65,6 @@ def search_log_cmd(obj: Context, limit: int, origin: str | None, entry_id: int |
         table.add_row(str(e.id), e.created_at[:19], e.origin, e.query[:60], f"{e.result_count}/{e.candidate_count}",
                       e.reliability, str(e.duration_ms))
     console.print(table)
-
-
-@cli.command("import")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["auto", "hearth", "chatgpt", "labelled"]), default="auto")
-@click.option("--collection", default="imports", help="Archive collection to add the documents to.")
-@click.option("--persona", "persona_name", help="Persona whose labels name the speakers (default: the first).")
-@click.option("--date", "document_date", help="Date of a labelled text archive (YYYY-MM-DD).")
-@pass_ctx
-def import_cmd(obj: Context, path: str, fmt: str, collection: str, persona_name: str | None,
-               document_date: str | None) -> None:
-    """Import a ChatGPT conversations.json or a labelled text archive into the deep archive, or a
-    Hearth export (`hearth export`) into an empty deployment."""
-    from pathlib import Path
-
-    from rich.progress import Progress
-
-    from ..export import import_user, is_export
-    from ..importers import import_bytes
-    from ..retrieval.archive import Archive
-
-    scope = obj.scope()
-    data = Path(path).read_bytes()
-    if fmt == "hearth" or (fmt == "auto" and is_export(data)):
-        counts = import_user(scope.store, scope.user_id, data)
-        console.print(f"Restored {counts.get('conversations', 0)} conversation(s) and "
-                      f"{counts.get('messages', 0)} message(s) from the export.", markup=False)
-        return
-    persona_ = scope.personas.by_name(persona_name) if persona_name else scope.personas.default()
-    with Progress(console=err_console, transient=True) as bar:
-        task = bar.add_task("Importing", total=None)
-        report = import_bytes(Archive(scope.store, scope.user_id), data, fmt=fmt, name=Path(path).name,
-                              collection=collection, document_date=document_date, persona=persona_,
-                              progress=lambda done, total: bar.update(task, completed=done, total=total))
-    console.print(f"Imported {report.documents_added} document(s) ({report.chunks_added} chunks); "
-                  f"{report.documents_skipped} already in the archive. Run `hearth reindex` to embed them.",
-                  markup=False)
 
 
 @cli.command("reindex")

@@ -22,14 +22,16 @@ from dataclasses import dataclass
 from typing import Any, Hashable, Sequence
 
 from .. import ledger
+from ..activation import Activation, Activator, check_controls, check_keys
 from ..errors import InvalidInput, NotFound, TooLarge
 from ..prompt.dynamic import Block, Turn
 from ..store import Store, inserted_id, utcnow
-from ..triggers import Match, TriggerIndex, normalise_trigger
+from ..triggers import Match, normalise_trigger
 
 MAX_TRIGGERS = 50
 MAX_FILTER_TERMS = 50
 MAX_DEFINITION = 4_000
+MAX_LORE_DEFINITION = 100_000  # lorebook entries are often longer than a fragment
 MAX_CATEGORY = 60
 MAX_FRAGMENTS = 20_000
 
@@ -52,13 +54,15 @@ class Fragment:
     enabled: bool = True
     created_at: str = ""
     updated_at: str = ""
+    controls: dict[str, Any] | None = None  # lorebook controls (X3); None for a plain fragment
+    import_key: str | None = None  # where an imported fragment came from
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Fragment":
         return cls(row["id"], row["category"], tuple(json.loads(row["triggers"])), row["definition"],
                    tuple(json.loads(row["all_of"])), tuple(json.loads(row["any_of"])),
                    tuple(json.loads(row["none_of"])), row["priority"], bool(row["enabled"]),
-                   row["created_at"], row["updated_at"])
+                   row["created_at"], row["updated_at"], json.loads(row["controls"]) or None, row["import_key"])
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -83,13 +87,21 @@ def _terms(items: Sequence[str] | None, what: str, *, required: bool = False, li
     return tuple(out)
 
 
-def _definition(text: Any) -> str:
-    if not isinstance(text, str) or not text.strip():
+def _definition(text: Any, limit: int = MAX_DEFINITION, allow_empty: bool = False) -> str:
+    if not isinstance(text, str) or not (text.strip() or allow_empty):
         raise InvalidInput("a fragment needs a definition")
     text = text.strip()
-    if len(text) > MAX_DEFINITION:
-        raise TooLarge(f"a definition may be at most {MAX_DEFINITION} characters")
+    if len(text) > limit:
+        raise TooLarge(f"a definition may be at most {limit} characters")
     return text
+
+
+def _lore_fields(triggers: Any, definition: Any, controls: dict[str, Any]) -> tuple[str, str]:
+    """Triggers and definition of a fragment with lorebook controls: any key text, regex keys checked."""
+    keys = check_keys(triggers)
+    if not keys and not controls.get("constant"):
+        raise InvalidInput("a lorebook fragment needs at least one key, or to be constant")
+    return json.dumps(keys, ensure_ascii=False), _definition(definition, MAX_LORE_DEFINITION, allow_empty=True)
 
 
 def _category(text: Any) -> str:
@@ -119,13 +131,13 @@ def library_version(conn: sqlite3.Connection, user_id: int) -> int:
 
 
 # -- the compiled index cache: store -> user id -> (library version, index, fragments by id) -----------
-_cache: "weakref.WeakKeyDictionary[Store, dict[int, tuple[int, TriggerIndex, dict[Hashable, Fragment]]]]" = \
+_cache: "weakref.WeakKeyDictionary[Store, dict[int, tuple[int, Activator, dict[Hashable, Fragment]]]]" = \
     weakref.WeakKeyDictionary()
 _cache_lock = threading.Lock()
 builds = {"count": 0}  # how many indexes were compiled (tests and diagnostics)
 
 
-def compiled(store: Store, conn: sqlite3.Connection, user_id: int) -> tuple[TriggerIndex, dict[Hashable, Fragment]]:
+def compiled(store: Store, conn: sqlite3.Connection, user_id: int) -> tuple[Activator, dict[Hashable, Fragment]]:
     """The compiled index of a user's enabled fragments, rebuilt only when the library changed."""
     version = library_version(conn, user_id)
     with _cache_lock:
@@ -134,7 +146,7 @@ def compiled(store: Store, conn: sqlite3.Connection, user_id: int) -> tuple[Trig
         return hit[1], hit[2]
     rows = conn.execute("SELECT * FROM fragments WHERE user_id = ? AND enabled = 1 ORDER BY id", (user_id,))
     by_id: dict[Hashable, Fragment] = {f.id: f for f in map(Fragment.from_row, rows)}
-    index = TriggerIndex.build(by_id.values())
+    index = Activator.build(by_id.values())
     builds["count"] += 1
     with _cache_lock:
         _cache.setdefault(store, {})[user_id] = (version, index, by_id)
@@ -168,10 +180,17 @@ class Fragments:
 
     def add(self, triggers: Sequence[str], definition: str, category: str = "", *, all_of: Sequence[str] = (),
             any_of: Sequence[str] = (), none_of: Sequence[str] = (), priority: int = 0,
-            enabled: bool = True) -> Fragment:
-        values = (_category(category), json.dumps(_terms(triggers, "triggers", required=True, limit=MAX_TRIGGERS)),
-                  _definition(definition), json.dumps(_terms(all_of, "all_of")), json.dumps(_terms(any_of, "any_of")),
-                  json.dumps(_terms(none_of, "none_of")), _priority(priority), int(bool(enabled)))
+            enabled: bool = True, controls: dict[str, Any] | None = None,
+            import_key: str | None = None) -> Fragment:
+        checked = check_controls(controls)
+        if checked:
+            keys, text = _lore_fields(triggers, definition, checked)
+        else:
+            keys = json.dumps(_terms(triggers, "triggers", required=True, limit=MAX_TRIGGERS))
+            text = _definition(definition)
+        values = (_category(category), keys, text, json.dumps(_terms(all_of, "all_of")),
+                  json.dumps(_terms(any_of, "any_of")), json.dumps(_terms(none_of, "none_of")), _priority(priority),
+                  int(bool(enabled)), json.dumps(checked, ensure_ascii=False), import_key)
         now = utcnow()
         with self.store.write() as conn:
             count = conn.execute("SELECT count(*) FROM fragments WHERE user_id = ?", (self.user_id,)).fetchone()[0]
@@ -179,7 +198,7 @@ class Fragments:
                 raise TooLarge(f"at most {MAX_FRAGMENTS} fragments")
             cur = conn.execute(
                 "INSERT INTO fragments (user_id, category, triggers, definition, all_of, any_of, none_of, priority,"
-                " enabled, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " enabled, controls, import_key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (self.user_id, *values, now, now))
             bump_version(conn, self.user_id)
             ledger.append(conn, user_id=self.user_id, kind="fragment.added", payload={"fragment_id": inserted_id(cur)})
@@ -188,12 +207,25 @@ class Fragments:
     def edit(self, fragment_id: int, *, triggers: Sequence[str] | None = None, definition: str | None = None,
              category: str | None = None, all_of: Sequence[str] | None = None, any_of: Sequence[str] | None = None,
              none_of: Sequence[str] | None = None, priority: int | None = None,
-             enabled: bool | None = None) -> Fragment:
+             enabled: bool | None = None, controls: dict[str, Any] | None = None) -> Fragment:
         changes: dict[str, Any] = {}
-        if triggers is not None:
-            changes["triggers"] = json.dumps(_terms(triggers, "triggers", required=True, limit=MAX_TRIGGERS))
-        if definition is not None:
-            changes["definition"] = _definition(definition)
+        current = self.get(fragment_id)
+        lore = check_controls(controls) if controls is not None else (current.controls or {})
+        if controls is not None:
+            changes["controls"] = json.dumps(lore, ensure_ascii=False)
+        if lore:
+            keys, text = _lore_fields(current.triggers if triggers is None else triggers,
+                                      current.definition if definition is None else definition, lore)
+            if triggers is not None or controls is not None:
+                changes["triggers"] = keys
+            if definition is not None:
+                changes["definition"] = text
+        else:
+            if triggers is not None or controls is not None:
+                changes["triggers"] = json.dumps(_terms(current.triggers if triggers is None else triggers, "triggers",
+                                                        required=True, limit=MAX_TRIGGERS))
+            if definition is not None:
+                changes["definition"] = _definition(definition)
         if category is not None:
             changes["category"] = _category(category)
         for name, value in (("all_of", all_of), ("any_of", any_of), ("none_of", none_of)):
@@ -226,14 +258,20 @@ class Fragments:
         """The fragments ``text`` triggers, in message order, trimmed to the budget."""
         with self.store.read() as conn:
             index, by_id = compiled(self.store, conn, self.user_id)
-        return [(by_id[m.fragment_id], m) for m in index.match(text, budget_chars, max_fragments)]
+        found = index.activate([text], budget_chars=budget_chars, max_fragments=max_fragments)
+        return [(by_id[m.fragment_id], m) for m in found.matches]
 
 
 class FragmentLayer:
+    """Reads the fragment library for a turn (no writes on the send path); lorebook timers that a
+    turn starts are remembered here and written after the reply, in the reply's transaction."""
+
     name = "fragments"
 
     def __init__(self, store: Store):
         self.store = store
+        self._pending: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}  # (conversation, turn) -> timers
+        self._lock = threading.Lock()
 
     def blocks(self, turn: Turn) -> list[Block]:
         from ..jobs import LayerSettings
@@ -242,15 +280,68 @@ class FragmentLayer:
         if not len(index):
             return []
         settings = LayerSettings(self.store, turn.user_id)
-        matches = index.match(turn.text, settings.get("fragments.budget_chars"), settings.get("fragments.max"))
-        if not matches:
-            return []
-        lines = []
-        for match in matches:
-            fragment = by_id[match.fragment_id]
-            head = f"[{fragment.category}] " if fragment.category else ""
-            lines.append(f"{head}{match.trigger}: {fragment.definition}")
-        return [Block(layer=self.name, label=LABEL, trust=TRUST, text="\n".join(lines),
-                      source_ids=tuple(by_id[m.fragment_id].id for m in matches),
-                      numbers={"fragments": len(matches), "library": len(index),
-                               "chars": sum(m.definition_chars for m in matches)})]
+        conversation_id = turn.conversation.id
+        number = turn_number(turn.conn, conversation_id)
+        messages = [turn.text]
+        if index.lore_count:
+            depth = index.scan_depth
+            if depth > 1:
+                earlier = [h.content for h in turn.history if h.kind == "chat" and h.role in ("user", "assistant")]
+                messages = [*earlier[-(depth - 1):], turn.text]
+        found = index.activate(
+            messages, turn=number, seed=conversation_id * 1_000_003 + number, timers=timers(turn.conn, conversation_id)
+            if index.lore_count else None, budget_chars=settings.get("fragments.budget_chars"),
+            max_fragments=settings.get("fragments.max"), budget_tokens=settings.get("fragments.budget_tokens") or None,
+            recursion_depth=settings.get("fragments.recursion_depth"))
+        if found.timers:
+            with self._lock:
+                self._pending[(conversation_id, number)] = dict(found.timers)
+        return render(found, by_id)
+
+    def record_timers(self, conn: sqlite3.Connection, conversation_id: int, user_message_id: int) -> int:
+        """After the reply: start the sticky / cooldown timers of the entries this turn brought in."""
+        number = turn_number(conn, conversation_id, user_message_id)
+        with self._lock:
+            started = self._pending.pop((conversation_id, number), None)
+        if not started:
+            return 0
+        conn.executemany(
+            "INSERT INTO fragment_timers (conversation_id, fragment_id, sticky_until, cooldown_until)"
+            " SELECT ?, id, ?, ? FROM fragments WHERE id = ?"
+            " ON CONFLICT (conversation_id, fragment_id) DO UPDATE SET sticky_until = excluded.sticky_until,"
+            " cooldown_until = excluded.cooldown_until",
+            [(conversation_id, s, c, fid) for fid, (s, c) in started.items()])
+        return len(started)
+
+
+def turn_number(conn: sqlite3.Connection, conversation_id: int, up_to: int | None = None) -> int:
+    """User turns in a conversation so far (lorebook timers count these)."""
+    sql = "SELECT count(*) FROM messages WHERE conversation_id = ? AND role = 'user' AND kind = 'chat'"
+    args: list[Any] = [conversation_id]
+    if up_to is not None:
+        sql += " AND id <= ?"
+        args.append(up_to)
+    return conn.execute(sql, args).fetchone()[0]
+
+
+def timers(conn: sqlite3.Connection, conversation_id: int) -> dict[int, tuple[int, int]]:
+    return {r[0]: (r[1], r[2]) for r in conn.execute(
+        "SELECT fragment_id, sticky_until, cooldown_until FROM fragment_timers WHERE conversation_id = ?",
+        (conversation_id,))}
+
+
+def render(found: Activation, by_id: dict[Hashable, Fragment]) -> list[Block]:
+    matches: list[Match] = found.matches
+    if not matches:
+        return []
+    lines = []
+    for match in matches:
+        fragment = by_id[match.fragment_id]
+        head = f"[{fragment.category}] " if fragment.category else ""
+        name = match.trigger or (fragment.controls or {}).get("comment") or ""
+        lines.append(f"{head}{name}: {fragment.definition}" if name else f"{head}{fragment.definition}")
+    return [Block(layer="fragments", label=LABEL, trust=TRUST, text="\n".join(lines),
+                  source_ids=tuple(by_id[m.fragment_id].id for m in matches),
+                  numbers={"fragments": len(matches), "library": len(by_id),
+                           "chars": sum(m.definition_chars for m in matches),
+                           "regex_timeouts": found.regex_timeouts})]

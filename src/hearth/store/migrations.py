@@ -658,6 +658,50 @@ def m007_add_memory_versions(conn: sqlite3.Connection) -> None:
     )
 
 
+def m008_add_interop(conn: sqlite3.Connection) -> None:
+    """SillyTavern interop and richer imports (X3, X4).
+
+    Personas gain a ``card`` (the character card fields that have no column of their own), an
+    avatar table (one image per persona), fragments gain ``controls`` (lorebook activation
+    controls) and ``import_key`` (where an imported fragment came from, so re-imports add nothing),
+    per-conversation timers for sticky / cooldown entries, and a record of imported sources.
+    """
+    run_script(
+        conn,
+        """
+        ALTER TABLE personas ADD COLUMN card TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(card));
+        CREATE TABLE IF NOT EXISTS persona_avatars (
+            persona_id INTEGER PRIMARY KEY REFERENCES personas(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL,
+            mime TEXT NOT NULL,
+            data BLOB NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        ALTER TABLE fragments ADD COLUMN controls TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(controls));
+        ALTER TABLE fragments ADD COLUMN import_key TEXT;
+        CREATE UNIQUE INDEX fragments_import_key ON fragments (user_id, import_key) WHERE import_key IS NOT NULL;
+        -- Lorebook timed effects, counted in user turns of one conversation.
+        CREATE TABLE fragment_timers (
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            fragment_id INTEGER NOT NULL REFERENCES fragments(id) ON DELETE CASCADE,
+            sticky_until INTEGER NOT NULL DEFAULT 0,
+            cooldown_until INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (conversation_id, fragment_id)
+        ) WITHOUT ROWID;
+        -- What each import created, keyed by the source's own identity (a file or item hash), so
+        -- importing the same thing again is recognised and skipped (S8).
+        CREATE TABLE import_sources (
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            source_key TEXT NOT NULL,
+            target_id INTEGER,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (user_id, kind, source_key)
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -666,6 +710,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m005_create_recall,
     m006_count_vectors,
     m007_add_memory_versions,
+    m008_add_interop,
 ]
 
 

@@ -1,0 +1,310 @@
+"""Imports and exports for one user (X3, X4, A5, S8): the front door the CLI and server use.
+
+``Imports(scope).file(data, name)`` detects the format (or takes ``fmt``), parses the whole file
+before writing anything, and writes it in ONE transaction, so a file is imported whole or not at
+all. Every import is idempotent: what a file created is recorded in ``import_sources`` (cards,
+chats) or carried by the rows themselves (fragment ``import_key``, archive content hashes), and a
+second import of the same thing is reported as a duplicate. An interrupted multi-file import is
+resumed by running it again.
+
+Each file gets a :class:`FileReport`: imported / updated / duplicate / refused, with counts and,
+when refused, the one-line reason. Nothing a report carries quotes the file's text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from .errors import HearthError, InvalidInput, NotFound
+from .store import utcnow
+
+if TYPE_CHECKING:
+    from .engine import Scope
+    from .layers.fragments import Fragment
+    from .personas import Persona
+
+Progress = Callable[[int, int], None]
+FORMATS = ("auto", "card", "lorebook", "st-chat", "chatgpt", "claude", "labelled", "hearth")
+MAX_IMPORT_BYTES = 200_000_000
+
+
+@dataclass
+class FileReport:
+    file: str
+    format: str
+    status: str = "imported"  # imported, updated, duplicate, refused
+    reason: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+    ids: dict[str, list[int]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def add(self, key: str, n: int = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+
+def digest(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
+
+
+def detect(data: bytes, name: str = "") -> str:
+    """The format of a file from its content (and, for zips, its name)."""
+    from .importers.cards import is_png
+
+    if is_png(data):
+        return "card"
+    if data[:4] == b"PK\x03\x04":
+        return "chatgpt"  # zip exports: ChatGPT or Claude, told apart inside
+    head = data[:4096].decode("utf-8", "ignore").lstrip("\ufeff \t\r\n")
+    lower = name.lower()
+    if lower.endswith(".jsonl") or (head.startswith("{") and "\n{" in head and '"user_name"' in head.split("\n")[0]):
+        return "st-chat"
+    if head.startswith('{"format":"hearth-export"') or head.replace(" ", "").startswith('{"format":"hearth-export"'):
+        return "hearth"
+    if head.startswith("{"):
+        if '"chara_card_v' in head or '"first_mes"' in head:
+            return "card"
+        if '"entries"' in head:
+            return "lorebook"
+        if '"chat_messages"' in head:
+            return "claude"
+        # A big object: look further only as far as needed.
+        body = data[:200_000].decode("utf-8", "ignore")
+        if '"chara_card_v' in body or '"first_mes"' in body:
+            return "card"
+        if '"entries"' in body:
+            return "lorebook"
+        return "chatgpt"
+    if head.startswith("["):
+        return "claude" if '"chat_messages"' in data[:200_000].decode("utf-8", "ignore") else "chatgpt"
+    return "labelled"
+
+
+def _json(data: bytes, name: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{name} is not valid UTF-8 (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise InvalidInput(f"{name} nests JSON too deeply") from None
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-._")[:56]
+    return slug or "character"
+
+
+def _macros(text: str, name: str) -> str:
+    for token in ("{{char}}", "<BOT>", "{{Char}}"):
+        text = text.replace(token, name)
+    for token in ("{{user}}", "<USER>", "{{User}}"):
+        text = text.replace(token, "the person")
+    return text
+
+
+def identity_from_card(name: str, fields: dict[str, Any]) -> str:
+    """The persona identity a card gives: description, personality and scenario, macros filled."""
+    parts = []
+    if fields.get("description"):
+        parts.append(fields["description"].strip())
+    if fields.get("personality"):
+        parts.append(f"{name}'s personality: {fields['personality'].strip()}")
+    if fields.get("scenario"):
+        parts.append(f"Scenario: {fields['scenario'].strip()}")
+    return _macros("\n\n".join(parts), name) or f"You are {name}."
+
+
+class Imports:
+    def __init__(self, scope: "Scope"):
+        self.scope = scope
+        self.store = scope.store
+        self.user_id = scope.user_id
+
+    # -- the front door ---------------------------------------------------------------------------
+    def file(self, data: bytes, name: str = "upload", *, fmt: str = "auto", persona: "Persona | None" = None,
+             collection: str = "imports", document_date: str | None = None, progress: Progress | None = None,
+             mine: bool = False) -> FileReport:
+        """Import one file whole or not at all; refusals come back as a report, not an exception."""
+        if fmt not in FORMATS:
+            raise InvalidInput(f"unknown import format {fmt!r}; expected one of {', '.join(FORMATS)}")
+        if len(data) > MAX_IMPORT_BYTES:
+            return FileReport(name, fmt, "refused", f"{name} is larger than {MAX_IMPORT_BYTES} bytes")
+        fmt = detect(data, name) if fmt == "auto" else fmt
+        try:
+            if fmt == "card":
+                return self.card(data, name)
+            if fmt == "lorebook":
+                return self.lorebook(data, name, progress=progress)
+            if fmt == "st-chat":
+                return self.st_chat(data, name, persona=persona, progress=progress, mine=mine)
+            if fmt == "hearth":
+                from .export import import_user
+
+                counts = import_user(self.store, self.user_id, data)
+                return FileReport(name, fmt, counts=dict(counts))
+            return self.archive(data, name, fmt=fmt, persona=persona, collection=collection,
+                                document_date=document_date, progress=progress, mine=mine)
+        except HearthError as exc:
+            return FileReport(name, fmt, "refused", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+    # -- sources: what an import created, so the same source is not imported twice ---------------
+    def _seen(self, conn: Any, kind: str, key: str) -> int | None:
+        row = conn.execute("SELECT target_id FROM import_sources WHERE user_id = ? AND kind = ? AND source_key = ?",
+                           (self.user_id, kind, key)).fetchone()
+        return None if row is None else (row[0] if row[0] is not None else 0)
+
+    def _record(self, conn: Any, kind: str, key: str, target_id: int | None) -> None:
+        conn.execute("INSERT INTO import_sources (user_id, kind, source_key, target_id, created_at)"
+                     " VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, kind, source_key)"
+                     " DO UPDATE SET target_id = excluded.target_id", (self.user_id, kind, key, target_id, utcnow()))
+
+    # -- character cards (X3) ---------------------------------------------------------------------
+    def card(self, data: bytes, name: str = "card") -> FileReport:
+        from .importers import cards
+        from .importers.lorebook import parse_character_book
+
+        card = cards.read(data, name)
+        book = parse_character_book(card.book, card.name) if card.book else None
+        key = digest(card.canonical())
+        report = FileReport(name, "card")
+        personas = self.scope.personas
+        fragments = self.scope.layers.fragments
+        with self.store.write() as conn:
+            existing = self._seen(conn, "card", key)
+            if existing:
+                try:
+                    personas.get(existing)
+                    report.status = "duplicate"
+                    report.ids["personas"] = [existing]
+                    return report
+                except NotFound:
+                    pass  # the persona was removed since; import it again
+            taken = {p.name for p in personas.list()}
+            base = _slug(card.name)
+            slug, n = base, 2
+            while slug in taken:
+                slug, n = f"{base}-{n}", n + 1
+            fields = card.fields
+            persona = personas.create(
+                slug, card.name, identity=identity_from_card(card.name, fields),
+                custom_instructions=_macros(fields.get("system_prompt", ""), card.name), card=fields)
+            if card.avatar:
+                personas.set_avatar(persona.id, card.avatar, "image/png")
+            report.ids["personas"] = [persona.id]
+            report.add("personas")
+            if book:
+                for entry in book.entries:
+                    f = fragments.add(entry.keys, entry.content, book.name, enabled=entry.enabled,
+                                      controls=entry.controls, import_key=f"card:{persona.id}:{entry.uid}")
+                    report.ids.setdefault("fragments", []).append(f.id)
+                    report.add("fragments")
+            self._record(conn, "card", key, persona.id)
+        return report
+
+    def card_png(self, persona_id: int) -> bytes:
+        """A persona as a V3 character card PNG (``chara`` and ``ccv3`` chunks)."""
+        from .importers import cards
+
+        return cards.write_png(self.card_json(persona_id), self._avatar(persona_id))
+
+    def card_json(self, persona_id: int) -> dict[str, Any]:
+        from .importers import cards
+        from .importers.lorebook import character_book
+
+        persona = self.scope.personas.get(persona_id)
+        fields = dict(persona.card)
+        if not fields.get("description") and persona.identity:
+            fields["description"] = persona.identity
+        if not fields.get("system_prompt") and persona.custom_instructions:
+            fields["system_prompt"] = persona.custom_instructions
+        book = character_book(self._card_fragments(persona_id))
+        return cards.v3_json(persona.display_name, fields, book)
+
+    def _avatar(self, persona_id: int) -> bytes | None:
+        found = self.scope.personas.avatar(persona_id)
+        return found[0] if found else None
+
+    def _card_fragments(self, persona_id: int) -> list["Fragment"]:
+        prefix = f"card:{persona_id}:"
+        return [f for f in self.scope.layers.fragments.list() if (f.import_key or "").startswith(prefix)]
+
+    # -- lorebooks (X3) -----------------------------------------------------------------------------
+    def lorebook(self, data: bytes, name: str = "lorebook", *, progress: Progress | None = None) -> FileReport:
+        from .importers.lorebook import parse_world_info
+
+        stem = re.sub(r"\.json$", "", name.rsplit("/", 1)[-1], flags=re.I) or "lorebook"
+        book = parse_world_info(_json(data, name), stem)
+        report = FileReport(name, "lorebook")
+        fragments = self.scope.layers.fragments
+        total = len(book.entries)
+        if progress:
+            progress(0, total)
+        with self.store.write():
+            current = {f.import_key: f for f in fragments.list() if f.import_key}
+            if book.entries and book.extra:
+                # The book's own settings travel with its first entry, for export.
+                book.entries[0].controls["extra"]["book_meta"] = book.extra
+            for i, entry in enumerate(book.entries, start=1):
+                key = f"lorebook:{book.name}:{entry.uid}"
+                have = current.get(key)
+                if have is None:
+                    f = fragments.add(entry.keys, entry.content, book.name, enabled=entry.enabled,
+                                      controls=entry.controls, import_key=key)
+                    report.add("imported")
+                    report.ids.setdefault("fragments", []).append(f.id)
+                else:
+                    from .activation import check_controls
+
+                    same = (list(have.triggers) == entry.keys and have.definition == entry.content.strip()
+                            and have.enabled == entry.enabled and have.controls == check_controls(entry.controls))
+                    if same:
+                        report.add("duplicates")
+                    else:
+                        fragments.edit(have.id, triggers=entry.keys, definition=entry.content, enabled=entry.enabled,
+                                       controls=entry.controls)
+                        report.add("updated")
+                if progress and (i % 200 == 0 or i == total):
+                    progress(i, total)
+        if not report.counts.get("imported") and not report.counts.get("updated"):
+            report.status = "duplicate" if total else "imported"
+        elif not report.counts.get("imported"):
+            report.status = "updated"
+        return report
+
+    def lorebook_json(self, book: str | None = None) -> dict[str, Any]:
+        """Fragments as a SillyTavern World Info file: one book's (by category), or all of them."""
+        from .importers.lorebook import world_info
+
+        chosen = [f for f in self.scope.layers.fragments.list() if book is None or f.category == book]
+        if book is not None and not chosen:
+            raise NotFound(f"no fragments in lorebook {book!r}")
+        return world_info(chosen, book or "Hearth fragments")
+
+    # -- chats and archives: filled in by later steps ---------------------------------------------
+    def st_chat(self, data: bytes, name: str, *, persona: "Persona | None" = None,
+                progress: Progress | None = None, mine: bool = False) -> FileReport:
+        raise InvalidInput("SillyTavern chat import is not available yet")
+
+    def archive(self, data: bytes, name: str, *, fmt: str, persona: "Persona | None" = None,
+                collection: str = "imports", document_date: str | None = None, progress: Progress | None = None,
+                mine: bool = False) -> FileReport:
+        from .importers import import_bytes
+        from .retrieval.archive import Archive
+
+        result = import_bytes(Archive(self.store, self.user_id), data, fmt=fmt, name=name, collection=collection,
+                              document_date=document_date, persona=persona or self.scope.personas.default(),
+                              progress=progress)
+        report = FileReport(name, fmt, counts={"documents": result.documents_added,
+                                               "duplicates": result.documents_skipped,
+                                               "chunks": result.chunks_added},
+                            ids={"documents": list(result.document_ids)})
+        if not result.documents_added and result.documents_skipped:
+            report.status = "duplicate"
+        return report
