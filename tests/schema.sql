@@ -2,6 +2,10 @@
 CREATE INDEX archive_chunks_user_model ON archive_chunks (user_id, embedding_model);
 -- index archive_documents_user_collection
 CREATE INDEX archive_documents_user_collection ON archive_documents (user_id, collection);
+-- index client_chats_conversation
+CREATE INDEX client_chats_conversation ON client_chats (conversation_id);
+-- index client_chats_key
+CREATE INDEX client_chats_key ON client_chats (user_id, persona_id, key, id);
 -- index conversation_memories_memory
 CREATE INDEX conversation_memories_memory ON conversation_memories (memory_id, conversation_id);
 -- index conversations_user_updated
@@ -128,6 +132,15 @@ CREATE TABLE branch_requests (
             created_at TEXT NOT NULL,
             UNIQUE (user_id, retry_key)
         );
+-- table client_chats
+CREATE TABLE client_chats (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            persona_id INTEGER NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            created_at TEXT NOT NULL
+        );
 -- table conversation_memories
 CREATE TABLE conversation_memories (
             conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
@@ -163,7 +176,7 @@ CREATE TABLE conversations (
             -- existing turn changes or goes, so cached history knows when it is stale.
             turn_count INTEGER NOT NULL DEFAULT 0,
             history_rev INTEGER NOT NULL DEFAULT 0
-        , snapshot_provenance TEXT NOT NULL DEFAULT 'legacy', snapshot_captured_at TEXT, snapshot_refreshed_at TEXT, snapshot_backfilled INTEGER NOT NULL DEFAULT 0);
+        , snapshot_provenance TEXT NOT NULL DEFAULT 'legacy', snapshot_captured_at TEXT, snapshot_refreshed_at TEXT, snapshot_backfilled INTEGER NOT NULL DEFAULT 0, custom_instructions TEXT);
 -- table events
 CREATE TABLE events (
             id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -68,6 +68,8 @@ def test_u2_every_route_but_login_needs_authentication(locked, client, app):
                                       follow_redirects=False)
             if path.startswith("/api/"):
                 assert_error(response, 401, "unauthorized")
+            elif path.startswith("/v1/"):  # OpenAI-compatible routes answer in OpenAI's error shape (X1)
+                assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key", path
             else:
                 assert response.status_code == 303 and response.headers["location"] == "/login", path
             checked += 1

@@ -67,7 +67,8 @@ class SendPath:
         return text
 
     def stream(self, conversation_id: int, text: str, *, channel: str = "web",
-               pin_characters: tuple[str, ...] = (), retry: bool = False) -> Iterator[SendEvent]:
+               pin_characters: tuple[str, ...] = (), retry: bool = False,
+               regenerate: bool = False) -> Iterator[SendEvent]:
         scope = self.scope
         store = scope.store
         with store.write() as conn:
@@ -76,7 +77,9 @@ class SendPath:
                 raise Conflict("this conversation has ended; start a new one")
             if conversation.visibility == "trashed":
                 raise Conflict("this conversation is in the trash; restore it to continue")
-            if retry:
+            if regenerate:
+                user_message = self._last_user(conn, conversation_id)
+            elif retry:
                 user_message = self._unanswered(conn, conversation_id)
             else:
                 ledger.check_channel(channel)
@@ -105,10 +108,11 @@ class SendPath:
 
         provider = self.hearth.provider
         with store.write() as conn:
+            metadata: dict[str, Any] = {"provider": provider.name, "model": provider.model, "tool_rounds": tool_rounds}
+            if regenerate:
+                metadata["regenerated"] = True
             message = scope.conversations.add_message(
-                conversation_id, "assistant", text_out, channel=channel,
-                metadata={"provider": provider.name, "model": provider.model, "tool_rounds": tool_rounds},
-            )
+                conversation_id, "assistant", text_out, channel=channel, metadata=metadata)
             usage_payload = {"input": usage.input_tokens, "output": usage.output_tokens,
                              "total": usage.total_tokens, "cached": usage.cached_tokens}
             ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
@@ -125,6 +129,16 @@ class SendPath:
         ).fetchone()
         if row is None or row["role"] != "user":
             raise Conflict("there is no unanswered message to retry")
+        return Message.from_row(row)
+
+    def _last_user(self, conn, conversation_id: int) -> Message:
+        """The newest user message, answered or not: a client-side regenerate answers it again."""
+        row = conn.execute(
+            "SELECT * FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role = 'user'"
+            " ORDER BY id DESC LIMIT 1", (conversation_id,),
+        ).fetchone()
+        if row is None:
+            raise Conflict("there is no message to answer again")
         return Message.from_row(row)
 
     def assemble(self, conversation: Conversation, user_message: Message, prompt: stored.StoredPrompt,

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
+from . import ledger
 from .chat import Reply, SendEvent, SendPath, collect
 from .conversations import Conversation, Conversations, Folders
+from .errors import InvalidInput
 from .history import HistoryCache
 from .jobs import MemoryLayers
 from .layers.characters import PinnedCharacters
 from .ledger import Message
 from .memories import Memories
+from .personas import MAX_TEXT as MAX_INSTRUCTIONS
 from .personas import Persona, Personas
 from .prompt import stored
 from .prompt.assembly import visible_estimate
@@ -27,6 +30,9 @@ from .settings import Settings
 from .store import Store
 from .tools import Toolbox
 from .users import Users
+
+if TYPE_CHECKING:
+    from .clients import ClientChats
 
 # Called after a reply is saved, inside its transaction: (conn, conversation, user msg, reply).
 AfterReply = Callable[[sqlite3.Connection, Conversation, Message, Message], None]
@@ -180,6 +186,39 @@ class Scope:
 
     def retry(self, conversation_id: int, *, channel: str = "web") -> Reply:
         return collect(self.retry_stream(conversation_id, channel=channel), self.conversations)
+
+    def regenerate_stream(self, conversation_id: int, *, channel: str = "web") -> Iterator[SendEvent]:
+        """Answer the newest user message again, answered or not (a client-side regenerate, X1);
+        the earlier reply stays in the thread."""
+        return SendPath(self).stream(conversation_id, "", channel=channel, regenerate=True)
+
+    @property
+    def clients(self) -> "ClientChats":
+        """Chats of OpenAI-compatible clients pinned to conversations (X1)."""
+        from .clients import ClientChats
+
+        return ClientChats(self)
+
+    def set_custom_instructions(self, conversation_id: int, text: str | None) -> bool:
+        """Give one conversation its own custom instructions (None: the persona's again).
+
+        A change rebuilds that conversation's stored prompt in the same transaction (P5); the same
+        text again changes nothing. Returns whether anything changed."""
+        if text is not None and (not isinstance(text, str) or len(text) > MAX_INSTRUCTIONS):
+            raise InvalidInput(f"custom instructions must be text of at most {MAX_INSTRUCTIONS} characters")
+        with self.store.write() as conn:
+            self.conversations.get(conversation_id)
+            current = conn.execute("SELECT custom_instructions FROM conversations WHERE id = ?",
+                                   (conversation_id,)).fetchone()[0]
+            if current == text:
+                return False
+            conn.execute("UPDATE conversations SET custom_instructions = ? WHERE id = ? AND user_id = ?",
+                         (text, conversation_id, self.user_id))
+            ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id,
+                          kind="conversation.instructions_set",
+                          payload={"chars": None if text is None else len(text)})
+            self.rebuild_prompts(conn, [conversation_id])
+            return True
 
     # -- diagnostics ---------------------------------------------------------------------------
     def request_size(self, conversation_id: int) -> dict[str, Any] | None:

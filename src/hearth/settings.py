@@ -47,6 +47,8 @@ class Settings:
     insecure_no_auth: bool = False
     # The web UI's npm-installed files; "" means build/vendor/ of the source checkout.
     web_vendor_dir: str = ""
+    # OpenAI-compatible endpoint (X1): also list the provider's model name in /v1/models.
+    v1_provider_models: bool = False
     # Seed-given names (no HEARTH_ prefix).
     handoff_per_message_limit: int = DEFAULT_HANDOFF_PER_MESSAGE
     handoff_total_budget: int = DEFAULT_HANDOFF_TOTAL
@@ -124,6 +126,7 @@ _ENV = {
     "HEARTH_MAX_BODY_BYTES": "max_body_bytes",
     "HEARTH_MAX_MESSAGE_CHARS": "max_message_chars",
     "HEARTH_WEB_VENDOR_DIR": "web_vendor_dir",
+    "HEARTH_V1_PROVIDER_MODELS": "v1_provider_models",
 }
 _LENIENT_ENV = {
     "HANDOFF_PER_MESSAGE_CHARACTER_LIMIT": ("handoff_per_message_limit", DEFAULT_HANDOFF_PER_MESSAGE),

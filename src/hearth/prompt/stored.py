@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from .. import ledger
@@ -36,6 +36,9 @@ def _compose(conn: sqlite3.Connection, conversation_id: int, handoff_text: Hando
     row = conn.execute("SELECT p.* FROM conversations c JOIN personas p ON p.id = c.persona_id"
                        " WHERE c.id = ?", (conversation_id,)).fetchone()
     persona = Persona.from_row(row)
+    own = conn.execute("SELECT custom_instructions FROM conversations WHERE id = ?", (conversation_id,)).fetchone()[0]
+    if own is not None:  # the conversation's own instructions (a client's system prompt, X1)
+        persona = replace(persona, custom_instructions=own)
     prompt = build_static_prompt(persona, snapshot_items(conn, conversation_id),
                                  handoff_text(conn, conversation_id))
     # K5: user-authored text quoting the reserved recall heading is relabelled, not rejected.

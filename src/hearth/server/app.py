@@ -22,6 +22,7 @@ from .. import __version__
 from ..engine import Hearth
 from ..settings import Settings
 from . import auth, continuity, conversations, diagnostics, errors, folders, layers, memories, personas, recall, vendor
+from .openai_compat import router as openai_router
 
 HERE = Path(__file__).parent
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class BodyGuard:
 
     @staticmethod
     async def _refuse(scope: AsgiScope, receive: Receive, send: Send, status: int, code: str, detail: str) -> None:
-        await errors.error_response(code, detail, status, {"Connection": "close"})(scope, receive, send)
+        await errors.error_response(code, detail, status, {"Connection": "close"}, scope["path"])(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -> FastAPI:
@@ -117,7 +118,7 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
 
     for router in (auth.router, personas.router, folders.router, continuity.router, conversations.router,
                    memories.snapshots, memories.router, conversations.events_router, layers.router, diagnostics.router,
-                   recall.router):
+                   recall.router, openai_router):
         app.include_router(router)
 
     vendor_dir = vendor.vendor_dir(settings)

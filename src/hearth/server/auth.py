@@ -41,6 +41,7 @@ COOKIE = "hearth_session"
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 PUBLIC_PATHS = frozenset({"/login", "/api/auth/login"})
+CLIENT_PREFIXES = ("/v1/", "/mcp/")
 LOGIN_LIMIT = 5
 LOGIN_WINDOW_SECONDS = 300.0
 
@@ -55,6 +56,11 @@ class Principal:
 
 def is_public(path: str) -> bool:
     return path in PUBLIC_PATHS or path.startswith("/static/")
+
+
+def is_client_path(path: str) -> bool:
+    """The OpenAI-compatible routes and the MCP endpoint (X1, X2): API tokens only, in every mode."""
+    return path.startswith(CLIENT_PREFIXES) or path in ("/v1", "/mcp")
 
 
 def is_loopback(host: str) -> bool:
@@ -146,12 +152,12 @@ class AuthGuard:
             principal = await run_in_threadpool(self.authenticate, request)
         except AuthError as exc:
             wants_page = request.method == "GET" and not request.url.path.startswith("/api/") \
-                and request.url.path != "/openapi.json"
+                and request.url.path != "/openapi.json" and not is_client_path(request.url.path)
             response: Response
             if wants_page and not isinstance(exc, Forbidden):
                 response = RedirectResponse("/login", status_code=303)
             else:
-                response = hearth_error_response(exc)
+                response = hearth_error_response(exc, request.url.path)
             await response(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
@@ -173,6 +179,8 @@ class AuthGuard:
             if user_id is None:
                 raise AuthError("invalid or revoked API token")
             return Principal(user_id, "token")
+        if is_client_path(path):
+            raise AuthError("an API token is required: send 'Authorization: Bearer hth_...'")
         cookie = request.cookies.get(COOKIE)
         session = users.session(cookie) if cookie else None
         if session is not None:

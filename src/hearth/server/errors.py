@@ -67,11 +67,28 @@ def error_body(code: str, detail: str) -> dict[str, str]:
     return {"error": code, "detail": detail}
 
 
-def error_response(code: str, detail: str, status: int, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error_body(code, detail), status_code=status, headers=headers)
+# The OpenAI-compatible routes (X1) answer errors in OpenAI's shape, so their clients can read them.
+OPENAI_PREFIX = "/v1/"
+OPENAI_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
+OPENAI_CODES = {"unauthorized": "invalid_api_key"}
 
 
-def hearth_error_response(error: HearthError) -> JSONResponse:
+def is_openai_path(path: str) -> bool:
+    return path.startswith(OPENAI_PREFIX) or path == OPENAI_PREFIX.rstrip("/")
+
+
+def openai_error_body(code: str, detail: str, status: int, param: str | None = None) -> dict[str, Any]:
+    kind = OPENAI_TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": detail, "type": kind, "param": param, "code": OPENAI_CODES.get(code, code)}}
+
+
+def error_response(code: str, detail: str, status: int, headers: dict[str, str] | None = None,
+                   path: str = "", param: str | None = None) -> JSONResponse:
+    body = openai_error_body(code, detail, status, param) if is_openai_path(path) else error_body(code, detail)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def hearth_error_response(error: HearthError, path: str = "") -> JSONResponse:
     status = status_for(error)
     if status >= 500:
         # The class name only: messages may name files, never conversation text, but stay terse.
@@ -79,7 +96,7 @@ def hearth_error_response(error: HearthError) -> JSONResponse:
     headers = None
     if isinstance(error, RateLimited) and error.retry_after:
         headers = {"Retry-After": str(int(error.retry_after))}
-    return error_response(error.code, str(error) or error.code, status, headers)
+    return error_response(error.code, str(error) or error.code, status, headers, path)
 
 
 def _describe(errors: list[dict[str, Any]]) -> tuple[str, str]:
@@ -102,11 +119,15 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HearthError)
     async def _hearth(request: Request, exc: HearthError) -> JSONResponse:
-        return hearth_error_response(exc)
+        return hearth_error_response(exc, request.url.path)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        code, detail = _describe(list(exc.errors()))
+        errors = list(exc.errors())
+        code, detail = _describe(errors)
+        if is_openai_path(request.url.path):  # OpenAI answers every invalid request with 400
+            param = ".".join(str(p) for p in errors[0].get("loc", ()) if p != "body") if errors else None
+            return error_response(code, detail, 400, path=request.url.path, param=param or None)
         return error_response(code, detail, 400 if code == "invalid_json" else 422)
 
     @app.exception_handler(StarletteHTTPException)
@@ -115,4 +136,4 @@ def install(app: FastAPI) -> None:
         detail = exc.detail if isinstance(exc.detail, str) else code
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no such route: {request.method} {request.url.path}"
-        return error_response(code, detail, exc.status_code, getattr(exc, "headers", None))
+        return error_response(code, detail, exc.status_code, getattr(exc, "headers", None), request.url.path)

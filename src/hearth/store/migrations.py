@@ -702,6 +702,29 @@ def m008_add_interop(conn: sqlite3.Connection) -> None:
     )
 
 
+def m009_create_client_chats(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        -- X1: which Hearth conversation a chat in an OpenAI-compatible client maps to. The key is
+        -- 'header:' or 'first:' and a SHA-256 (of the client's conversation id header, or of the
+        -- first user message), never the text itself.
+        CREATE TABLE client_chats (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            persona_id INTEGER NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX client_chats_key ON client_chats (user_id, persona_id, key, id);
+        CREATE INDEX client_chats_conversation ON client_chats (conversation_id);
+        -- A conversation's own custom instructions (a client's system prompt); NULL: the persona's.
+        ALTER TABLE conversations ADD COLUMN custom_instructions TEXT;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -711,6 +734,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m006_count_vectors,
     m007_add_memory_versions,
     m008_add_interop,
+    m009_create_client_chats,
 ]
 
 
