@@ -1,7 +1,13 @@
+-- index activation_runs_user
+CREATE INDEX activation_runs_user ON activation_runs (user_id, created_at);
+-- index activations_due
+CREATE INDEX activations_due ON activations (user_id, next_run_at) WHERE enabled = 1;
 -- index archive_chunks_user_model
 CREATE INDEX archive_chunks_user_model ON archive_chunks (user_id, embedding_model);
 -- index archive_documents_user_collection
 CREATE INDEX archive_documents_user_collection ON archive_documents (user_id, collection);
+-- index channel_messages_message
+CREATE INDEX channel_messages_message ON channel_messages (message_id);
 -- index client_chats_conversation
 CREATE INDEX client_chats_conversation ON client_chats (conversation_id);
 -- index client_chats_key
@@ -54,6 +60,42 @@ CREATE UNIQUE INDEX status_values_current ON status_values (field_id) WHERE vali
 CREATE INDEX status_values_field_time ON status_values (field_id, valid_from);
 -- index thread_summaries_conversation
 CREATE INDEX thread_summaries_conversation ON thread_summaries (conversation_id, through_message_id);
+-- table activation_prefs
+CREATE TABLE activation_prefs (
+            user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+            timezone TEXT NOT NULL DEFAULT 'UTC',
+            quiet_start TEXT NOT NULL DEFAULT '22:00',
+            quiet_end TEXT NOT NULL DEFAULT '08:00',
+            daily_limit INTEGER NOT NULL DEFAULT 3,
+            stopped INTEGER NOT NULL DEFAULT 0
+        );
+-- table activation_runs
+CREATE TABLE activation_runs (
+            id INTEGER PRIMARY KEY,
+            activation_id INTEGER NOT NULL REFERENCES activations(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            due_at TEXT NOT NULL,
+            status TEXT NOT NULL,
+            conversation_id INTEGER,
+            message_id INTEGER,
+            created_at TEXT NOT NULL,
+            UNIQUE (activation_id, due_at)
+        );
+-- table activations
+CREATE TABLE activations (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            persona_id INTEGER NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL CHECK (kind IN ('morning', 'reflection', 'checkins', 'checkin')),
+            rule TEXT,
+            idle_minutes INTEGER,
+            note TEXT NOT NULL DEFAULT '',
+            channel TEXT NOT NULL,
+            enabled INTEGER NOT NULL DEFAULT 1,
+            next_run_at TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
 -- table api_tokens
 CREATE TABLE api_tokens (
             id INTEGER PRIMARY KEY,
@@ -131,6 +173,31 @@ CREATE TABLE branch_requests (
                 REFERENCES conversations(id) ON DELETE CASCADE,
             created_at TEXT NOT NULL,
             UNIQUE (user_id, retry_key)
+        );
+-- table channel_contacts
+CREATE TABLE channel_contacts (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            channel TEXT NOT NULL,
+            address TEXT NOT NULL,
+            persona_id INTEGER REFERENCES personas(id) ON DELETE SET NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (channel, address)
+        );
+-- table channel_messages
+CREATE TABLE channel_messages (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            channel TEXT NOT NULL,
+            direction TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+            external_id TEXT NOT NULL,
+            conversation_id INTEGER REFERENCES conversations(id) ON DELETE CASCADE,
+            message_id INTEGER,
+            contact_id INTEGER REFERENCES channel_contacts(id) ON DELETE SET NULL,
+            provider_ref TEXT,  -- the provider's id for what was sent (a Twilio SID, a Message-ID)
+            status TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (channel, direction, external_id)
         );
 -- table client_chats
 CREATE TABLE client_chats (
@@ -368,6 +435,13 @@ CREATE TABLE persona_avatars (
             data BLOB NOT NULL,
             updated_at TEXT NOT NULL
         );
+-- table persona_channels
+CREATE TABLE persona_channels (
+            persona_id INTEGER NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
+            channel TEXT NOT NULL,
+            answers INTEGER NOT NULL,
+            PRIMARY KEY (persona_id, channel)
+        ) WITHOUT ROWID;
 -- table personas
 CREATE TABLE personas (
             id INTEGER PRIMARY KEY,
@@ -390,11 +464,10 @@ CREATE TABLE personas (
             UNIQUE (user_id, name)
         );
 -- table proposals
-CREATE TABLE proposals (
+CREATE TABLE "proposals" (
             id INTEGER PRIMARY KEY,
             user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            kind TEXT NOT NULL
-                CHECK (kind IN ('fragment_add', 'fragment_update', 'status_change', 'memory_add')),
+            kind TEXT NOT NULL,
             conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
             payload TEXT NOT NULL CHECK (json_valid(payload)),
             reason TEXT NOT NULL,

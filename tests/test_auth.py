@@ -70,6 +70,8 @@ def test_u2_every_route_but_login_needs_authentication(locked, client, app):
                 assert_error(response, 401, "unauthorized")
             elif path.startswith("/v1/"):  # OpenAI-compatible routes answer in OpenAI's error shape (X1)
                 assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key", path
+            elif path.startswith("/channels/"):  # webhooks: authenticated by the provider's signature
+                assert_error(response, 403, "forbidden")
             else:
                 assert response.status_code == 303 and response.headers["location"] == "/login", path
             checked += 1

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
 
-from . import ledger
+from . import activations, ledger
 from .conversations import Conversation
 from .errors import Conflict, InvalidInput, ProviderError
 from .layers.live_context import MarkerFilter
@@ -85,6 +85,7 @@ class SendPath:
                 ledger.check_channel(channel)
                 user_message = scope.conversations.add_message(
                     conversation_id, "user", self._check_text(text), channel=channel)
+                activations.note_user_message(conn, store, scope.user_id, text, channel)
             prompt = stored.ensure(conn, scope.user_id, conversation_id, scope.handoff_text, channel)
         yield SendEvent("saved", {"message_id": user_message.id})
 
@@ -121,6 +122,38 @@ class SendPath:
                 hook(conn, conversation, user_message, message)
         yield SendEvent("done", {"message_id": message.id, "user_message_id": user_message.id,
                                  "usage": usage_payload, "size": size})
+
+    def inner(self, conversation_id: int, instruction: str, *, metadata: dict[str, Any]) -> Message:
+        """A turn the companion starts itself (E11): ``instruction`` stands where the person's
+        message would in the request but is never saved as one (the person did not say it); the
+        reply is saved with channel ``inner``. A provider error propagates and nothing is saved."""
+        scope = self.scope
+        with scope.store.write() as conn:
+            conversation = scope.conversations.get(conversation_id)
+            if conversation.state == "ended" or conversation.visibility == "trashed":
+                raise Conflict("this conversation cannot take new turns")
+            prompt = stored.ensure(conn, scope.user_id, conversation_id, scope.handoff_text, "inner")
+            last = conn.execute("SELECT coalesce(max(id), 0) FROM messages WHERE conversation_id = ?",
+                                (conversation_id,)).fetchone()[0]
+        cue = Message(id=last + 1, user_id=scope.user_id, conversation_id=conversation_id, role="user",
+                      kind="chat", content=instruction, channel="inner", created_at="")
+        assembled = self.assemble(conversation, cue, prompt)
+        run = self._run_provider(assembled.request, conversation, "inner")
+        while True:
+            try:
+                next(run)
+            except StopIteration as stop:
+                text_out, usage, tool_rounds = stop.value
+                break
+        provider = self.hearth.provider
+        with scope.store.write() as conn:
+            message = scope.conversations.add_message(
+                conversation_id, "assistant", text_out, channel="inner",
+                metadata={**metadata, "provider": provider.name, "model": provider.model, "tool_rounds": tool_rounds})
+            ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id, kind="context.usage",
+                          channel="inner", payload={"input": usage.input_tokens, "output": usage.output_tokens,
+                                                    "total": usage.total_tokens, "cached": usage.cached_tokens})
+        return message
 
     def _unanswered(self, conn, conversation_id: int) -> Message:
         row = conn.execute(

@@ -179,6 +179,14 @@ class Conversations:
             raise NotFound(f"no conversation {conversation_id}")
         return Conversation.from_row(row)
 
+    def current(self, persona_id: int) -> Conversation | None:
+        """The most recently active open, untrashed conversation with a persona: where a message
+        arriving on another channel, or the companion's own, continues (E5, E11)."""
+        row = self.store.connection().execute(
+            _SELECT + " WHERE c.user_id = ? AND c.persona_id = ? AND c.state = 'open' AND c.trashed_at IS NULL"
+            " ORDER BY c.updated_at DESC, c.id DESC LIMIT 1", (self.user_id, persona_id)).fetchone()
+        return Conversation.from_row(row) if row else None
+
     def list(self, *, include_trashed: bool = False, folder_id: int | None = None,
              limit: int = 200, offset: int = 0) -> list[Conversation]:
         sql = _SELECT + " WHERE c.user_id = ?"

@@ -12,6 +12,8 @@ import sqlite3
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from . import ledger
+from .activations import Activations
+from .channels import Contacts, PersonaChannels, deliver_reply
 from .chat import Reply, SendEvent, SendPath, collect
 from .conversations import Conversation, Conversations, Folders
 from .errors import InvalidInput
@@ -106,6 +108,9 @@ class Scope:
         self.folders = Folders(self.store, user_id, self._refresh_sources)
         self.conversations = Conversations(self.store, user_id, self._refresh_sources)
         self.memories = Memories(self.store, user_id, self.rebuild_prompts)
+        self.contacts = Contacts(self.store, user_id)  # who may write in by SMS or email (E10)
+        self.persona_channels = PersonaChannels(self.store, user_id)  # where each persona answers (E5)
+        self.activations = Activations(self.store, user_id)  # the companion reaching out, off by default (E11)
         self.dynamic = DynamicContext([PinnedCharacters()])
         self.toolbox = Toolbox()
         self.after_reply: list[AfterReply] = []
@@ -179,6 +184,14 @@ class Scope:
              pin_characters: tuple[str, ...] = ()) -> Reply:
         return collect(self.send_stream(conversation_id, text, channel=channel, pin_characters=pin_characters),
                        self.conversations)
+
+    def inner_turn(self, conversation_id: int, instruction: str, *, metadata: dict[str, Any]) -> Message:
+        """A turn the companion starts itself (E11); the instruction is never saved as a message."""
+        return SendPath(self).inner(conversation_id, instruction, metadata=metadata)
+
+    def deliver(self, channel: str, persona_id: int, message: Message) -> None:
+        """Send a message on a messaging channel to this user's contact there (E10, E11)."""
+        deliver_reply(self, channel, persona_id, message)
 
     def retry_stream(self, conversation_id: int, *, channel: str = "web") -> Iterator[SendEvent]:
         """Answer the last unanswered user message again (after a provider error, PR5)."""

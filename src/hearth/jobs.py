@@ -60,10 +60,15 @@ def register_handler(kind: str, handler: Handler) -> None:
 
 
 def default_handlers() -> dict[str, Handler]:
-    from . import review
+    from . import activations, review
+    from .channels import inbound, mail
     from .layers import archive_recall, household, live_context, summary
 
     return {
+        activations.TICK_JOB: activations.tick_job,
+        activations.RUN_JOB: activations.run_job,
+        inbound.REPLY_JOB: inbound.reply_job,
+        mail.POLL_JOB: mail.poll_job,
         archive_recall.EMBED_JOB: archive_recall.embed_job,
         summary.JOB_KIND: summary.refresh_job,
         live_context.JOB_KIND: live_context.refresh_job,
@@ -261,7 +266,7 @@ class Worker:
                  helper: "Helper | None" = None, queue: JobQueue | None = None, poll_seconds: float = 2.0,
                  prune_every_seconds: float = 3600.0):
         self.hearth = hearth
-        self.queue = queue or JobQueue(hearth.store)
+        self.queue = queue or JobQueue(hearth.store, lease_seconds=hearth.settings.job_lease_seconds)
         # Jobs of kinds without a handler here stay pending (visible in counts) for a worker that
         # knows them; they are never failed for being unknown.
         self.handlers = handlers if handlers is not None else default_handlers()
@@ -353,6 +358,7 @@ SETTINGS: dict[str, tuple[Any, type, int, int]] = {
     "auto_approve.status_change": (False, bool, 0, 1),
     "auto_approve.fragment": (False, bool, 0, 1),
     "auto_approve.memory": (False, bool, 0, 1),
+    "auto_approve.checkin": (False, bool, 0, 1),
 }
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import ledger
+from .activations import CHECKIN_KIND, parse_when
 from .errors import Conflict, InvalidInput, NotFound
 from .helpers.base import ReviewInput, TurnText, one_line
 from .jobs import cursor, enqueue, set_cursor
@@ -33,15 +34,17 @@ if TYPE_CHECKING:
     from .helpers.base import Helper
 
 JOB_KIND = "review.run"
-KINDS = ("fragment_add", "fragment_update", "status_change", "memory_add")
+KINDS = ("fragment_add", "fragment_update", "status_change", "memory_add", CHECKIN_KIND)
 AUTO_SETTING = {"fragment_add": "auto_approve.fragment", "fragment_update": "auto_approve.fragment",
-                "status_change": "auto_approve.status_change", "memory_add": "auto_approve.memory"}
+                "status_change": "auto_approve.status_change", "memory_add": "auto_approve.memory",
+                CHECKIN_KIND: "auto_approve.checkin"}
 # Fields an approval may edit, per kind.
 EDITABLE = {
     "fragment_add": ("category", "triggers", "definition", "all_of", "any_of", "none_of", "priority"),
     "fragment_update": ("category", "triggers", "definition", "all_of", "any_of", "none_of", "priority"),
     "status_change": ("to",),
     "memory_add": ("text", "category", "importance"),
+    CHECKIN_KIND: ("note", "at", "channel"),
 }
 REVIEW_MESSAGES = 40
 MAX_REASON = 500
@@ -78,6 +81,8 @@ class Proposal:
         elif self.kind in ("fragment_add", "fragment_update"):
             verb = "add" if self.kind == "fragment_add" else f"update #{p.get('fragment_id')}"
             text = f"fragment {verb} [{p.get('category', '')}] {', '.join(p.get('triggers', []))}: {p.get('definition', '')}"
+        elif self.kind == CHECKIN_KIND:
+            text = f"check-in at {p.get('at', '')}: {p.get('note', '')}"
         else:
             text = f"memory: {p.get('text', '')}"
         return f"(offline suggestion) {text}" if self.source == "offline" else text
@@ -108,7 +113,8 @@ def _check_payload(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise InvalidInput("a proposal payload must be an object")
     required = {"status_change": ("field_id", "field", "to"), "fragment_add": ("triggers", "definition"),
-                "fragment_update": ("fragment_id", "definition", "triggers"), "memory_add": ("text",)}[kind]
+                "fragment_update": ("fragment_id", "definition", "triggers"), "memory_add": ("text",),
+                CHECKIN_KIND: ("persona_id", "note", "at")}[kind]
     missing = [k for k in required if payload.get(k) in (None, "", [])]
     if missing:
         raise InvalidInput(f"a {kind} proposal needs {', '.join(missing)}")
@@ -238,6 +244,10 @@ class ReviewQueue:
                                              **fragment_fields).id
             except NotFound:
                 raise Conflict("the fragment this proposal updates no longer exists; dismiss it") from None
+        if proposal.kind == CHECKIN_KIND:
+            return self.scope.activations.add(
+                int(payload["persona_id"]), "checkin", note=str(payload["note"]),
+                channel=str(payload.get("channel", "web")), first_at=parse_when(payload["at"])).id
         memory = self.scope.memories.add(payload["text"], payload.get("category", ""),
                                          int(payload.get("importance", 0)),
                                          actor="auto" if by == "auto" else "suggestion", proposal_id=proposal.id)

@@ -53,6 +53,30 @@ class Settings:
     handoff_per_message_limit: int = DEFAULT_HANDOFF_PER_MESSAGE
     handoff_total_budget: int = DEFAULT_HANDOFF_TOTAL
     timeline_history_event_limit: int = DEFAULT_TIMELINE_LIMIT
+    # Messaging channels (E10). Secrets come from settings only, never from the database.
+    public_url: str = ""  # the address webhooks are signed for, e.g. https://hearth.example.org
+    twilio_account_sid: str = ""
+    twilio_auth_token: str = ""
+    twilio_from_number: str = ""
+    twilio_api_base: str = "https://api.twilio.com"
+    sms_part_chars: int = 1_600
+    email_address: str = ""  # the companion's own address (From of replies)
+    email_user: str = ""  # the Hearth user whose mailbox this is; empty: the owner
+    imap_host: str = ""
+    imap_port: int = 993
+    imap_ssl: bool = True
+    imap_username: str = ""
+    imap_password: str = ""
+    smtp_host: str = ""
+    smtp_port: int = 587
+    smtp_starttls: bool = True
+    smtp_username: str = ""
+    smtp_password: str = ""
+    email_poll_seconds: float = 60.0
+    email_max_bytes: int = 1_000_000
+    activation_tick_seconds: float = 60.0  # how often due activations are looked for (E11)
+    # A job left running by a crashed worker is claimed again after this long.
+    job_lease_seconds: float = 300.0
 
     @property
     def database_path(self) -> Path:
@@ -101,9 +125,19 @@ class Settings:
             raise ConfigError(
                 f"provider must be one of offline, openai, openai-chat, anthropic; got {self.provider!r}"
             )
-        for name in ("max_body_bytes", "max_message_chars", "output_token_reserve"):
+        for name in ("max_body_bytes", "max_message_chars", "output_token_reserve", "sms_part_chars",
+                     "email_max_bytes", "email_poll_seconds", "activation_tick_seconds", "job_lease_seconds"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
+        if self.sms_part_chars < 70:
+            raise ConfigError("sms_part_chars must be at least 70 (one SMS segment)")
+        for name in ("imap_port", "smtp_port"):
+            if not 0 < getattr(self, name) < 65536:
+                raise ConfigError(f"{name} must be between 1 and 65535")
+        for name in ("public_url", "twilio_api_base"):
+            value = getattr(self, name)
+            if value and not value.startswith(("http://", "https://")):
+                raise ConfigError(f"{name} must start with http:// or https://")
         if self.input_token_limit < 0:
             raise ConfigError("input_token_limit must be zero (automatic) or positive")
 
@@ -127,6 +161,28 @@ _ENV = {
     "HEARTH_MAX_MESSAGE_CHARS": "max_message_chars",
     "HEARTH_WEB_VENDOR_DIR": "web_vendor_dir",
     "HEARTH_V1_PROVIDER_MODELS": "v1_provider_models",
+    "HEARTH_PUBLIC_URL": "public_url",
+    "TWILIO_ACCOUNT_SID": "twilio_account_sid",
+    "TWILIO_AUTH_TOKEN": "twilio_auth_token",
+    "HEARTH_TWILIO_FROM": "twilio_from_number",
+    "HEARTH_TWILIO_API_BASE": "twilio_api_base",
+    "HEARTH_SMS_PART_CHARS": "sms_part_chars",
+    "HEARTH_EMAIL_ADDRESS": "email_address",
+    "HEARTH_EMAIL_USER": "email_user",
+    "HEARTH_IMAP_HOST": "imap_host",
+    "HEARTH_IMAP_PORT": "imap_port",
+    "HEARTH_IMAP_SSL": "imap_ssl",
+    "HEARTH_IMAP_USERNAME": "imap_username",
+    "HEARTH_IMAP_PASSWORD": "imap_password",
+    "HEARTH_SMTP_HOST": "smtp_host",
+    "HEARTH_SMTP_PORT": "smtp_port",
+    "HEARTH_SMTP_STARTTLS": "smtp_starttls",
+    "HEARTH_SMTP_USERNAME": "smtp_username",
+    "HEARTH_SMTP_PASSWORD": "smtp_password",
+    "HEARTH_EMAIL_POLL_SECONDS": "email_poll_seconds",
+    "HEARTH_EMAIL_MAX_BYTES": "email_max_bytes",
+    "HEARTH_ACTIVATION_TICK_SECONDS": "activation_tick_seconds",
+    "HEARTH_JOB_LEASE_SECONDS": "job_lease_seconds",
 }
 _LENIENT_ENV = {
     "HANDOFF_PER_MESSAGE_CHARACTER_LIMIT": ("handoff_per_message_limit", DEFAULT_HANDOFF_PER_MESSAGE),

@@ -5,7 +5,18 @@ deployment, acts as one user (the owner unless ``--user`` names another), and pr
 the error tree as one clear line. Invalid settings exit with code 2, other errors with code 1.
 """
 
-from . import health, imports, layers, maintenance, memory, recall, server, threads  # noqa: F401  (registers commands)
+from . import (  # noqa: F401  (registers commands)
+    activations,
+    channels,
+    health,
+    imports,
+    layers,
+    maintenance,
+    memory,
+    recall,
+    server,
+    threads,
+)
 from .base import cli, main
 
 __all__ = ["cli", "main"]

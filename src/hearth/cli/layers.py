@@ -18,9 +18,13 @@ from .base import Context, cli, console, err_console, pass_ctx
 @pass_ctx
 def worker_cmd(obj: Context, once: bool, poll: float) -> None:
     """Run background jobs (summaries, live context, status detection, review) until Ctrl-C."""
+    from .. import activations
+    from ..channels import mail
     from ..jobs import Worker
 
     worker = Worker(obj.hearth, poll_seconds=poll)
+    mail.schedule(obj.hearth)  # the mailbox poll, when email is configured (E10)
+    activations.schedule_all(obj.hearth.store)  # the companion's own schedules (E11)
     if once:
         ran = worker.run_once()
         counts = worker.queue.counts()

@@ -65,9 +65,13 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
                                   "see `hearth doctor`.", markup=False)
             warm(hearth)  # vector indexes: loaded from their saved files or built, off the send path
 
+    from .. import activations
+    from ..channels import mail
     from ..jobs import Worker
 
     worker = Worker(hearth)  # summaries, live context, status detection, review, embeddings
+    mail.schedule(hearth)  # the mailbox poll, when email is configured (E10)
+    activations.schedule_all(hearth.store)  # the companion's own schedules (E11)
     threading.Thread(target=after_start, name="hearth-maintenance", daemon=True).start()
     worker.start()
     err_console.print(f"Hearth is listening on http://{settings.host}:{settings.port}", markup=False)

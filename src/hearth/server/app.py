@@ -21,7 +21,21 @@ from starlette.types import Scope as AsgiScope
 from .. import __version__
 from ..engine import Hearth
 from ..settings import Settings
-from . import auth, continuity, conversations, diagnostics, errors, folders, layers, memories, personas, recall, vendor
+from . import (
+    activations,
+    auth,
+    channels,
+    continuity,
+    conversations,
+    diagnostics,
+    errors,
+    folders,
+    layers,
+    memories,
+    personas,
+    recall,
+    vendor,
+)
 from .openai_compat import router as openai_router
 
 HERE = Path(__file__).parent
@@ -118,7 +132,7 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
 
     for router in (auth.router, personas.router, folders.router, continuity.router, conversations.router,
                    memories.snapshots, memories.router, conversations.events_router, layers.router, diagnostics.router,
-                   recall.router, openai_router):
+                   recall.router, openai_router, channels.router, channels.webhooks, activations.router):
         app.include_router(router)
 
     vendor_dir = vendor.vendor_dir(settings)

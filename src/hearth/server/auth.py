@@ -55,7 +55,8 @@ class Principal:
 
 
 def is_public(path: str) -> bool:
-    return path in PUBLIC_PATHS or path.startswith("/static/")
+    # Channel webhooks authenticate by their provider's signature, not by a session (E10).
+    return path in PUBLIC_PATHS or path.startswith(("/static/", "/channels/"))
 
 
 def is_client_path(path: str) -> bool:

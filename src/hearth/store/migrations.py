@@ -725,6 +725,123 @@ def m009_create_client_chats(conn: sqlite3.Connection) -> None:
     )
 
 
+def m010_create_channels(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        -- Who may reach a user on a messaging channel (E10): an address (a phone number, an email
+        -- address) belongs to one user across the deployment, so inbound routing is one lookup.
+        CREATE TABLE channel_contacts (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            channel TEXT NOT NULL,
+            address TEXT NOT NULL,
+            persona_id INTEGER REFERENCES personas(id) ON DELETE SET NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (channel, address)
+        );
+        -- Every inbound and outbound channel message by its external id (Twilio SID, email
+        -- Message-ID): a replayed webhook or a re-polled mailbox is recognised and never answered
+        -- twice. No text is kept here; the conversation's messages hold it.
+        CREATE TABLE channel_messages (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            channel TEXT NOT NULL,
+            direction TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+            external_id TEXT NOT NULL,
+            conversation_id INTEGER REFERENCES conversations(id) ON DELETE CASCADE,
+            message_id INTEGER,
+            contact_id INTEGER REFERENCES channel_contacts(id) ON DELETE SET NULL,
+            provider_ref TEXT,  -- the provider's id for what was sent (a Twilio SID, a Message-ID)
+            status TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (channel, direction, external_id)
+        );
+        CREATE INDEX channel_messages_message ON channel_messages (message_id);
+        -- Which channels a persona answers on; a persona without a row answers on every channel.
+        CREATE TABLE persona_channels (
+            persona_id INTEGER NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
+            channel TEXT NOT NULL,
+            answers INTEGER NOT NULL,
+            PRIMARY KEY (persona_id, channel)
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
+def m011_create_activations(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        -- Autonomous activations (E11), off unless created: a recurrence rule (RFC 5545) or an
+        -- idle period, the channel the message is delivered on, and when it is next due (UTC).
+        CREATE TABLE activations (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            persona_id INTEGER NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL CHECK (kind IN ('morning', 'reflection', 'checkins', 'checkin')),
+            rule TEXT,
+            idle_minutes INTEGER,
+            note TEXT NOT NULL DEFAULT '',
+            channel TEXT NOT NULL,
+            enabled INTEGER NOT NULL DEFAULT 1,
+            next_run_at TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX activations_due ON activations (user_id, next_run_at) WHERE enabled = 1;
+        -- One row per fired occurrence; the unique key is what makes firing happen once.
+        CREATE TABLE activation_runs (
+            id INTEGER PRIMARY KEY,
+            activation_id INTEGER NOT NULL REFERENCES activations(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            due_at TEXT NOT NULL,
+            status TEXT NOT NULL,
+            conversation_id INTEGER,
+            message_id INTEGER,
+            created_at TEXT NOT NULL,
+            UNIQUE (activation_id, due_at)
+        );
+        CREATE INDEX activation_runs_user ON activation_runs (user_id, created_at);
+        CREATE TABLE activation_prefs (
+            user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+            timezone TEXT NOT NULL DEFAULT 'UTC',
+            quiet_start TEXT NOT NULL DEFAULT '22:00',
+            quiet_end TEXT NOT NULL DEFAULT '08:00',
+            daily_limit INTEGER NOT NULL DEFAULT 3,
+            stopped INTEGER NOT NULL DEFAULT 0
+        );
+
+        -- Review kinds are checked by the review module, so a new kind (here a proposed check-in)
+        -- needs no table rebuild again: the kind list leaves the table.
+        CREATE TABLE proposals_new (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+            payload TEXT NOT NULL CHECK (json_valid(payload)),
+            reason TEXT NOT NULL,
+            evidence TEXT NOT NULL DEFAULT '',
+            source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
+            content_hash TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'approved', 'dismissed')),
+            decided_by TEXT,
+            result_id INTEGER,
+            created_at TEXT NOT NULL,
+            decided_at TEXT
+        );
+        INSERT INTO proposals_new SELECT * FROM proposals;
+        DROP TABLE proposals;
+        ALTER TABLE proposals_new RENAME TO proposals;
+        CREATE INDEX proposals_user_status ON proposals (user_id, status, id);
+        CREATE INDEX proposals_user_hash ON proposals (user_id, content_hash, status);
+        CREATE UNIQUE INDEX proposals_one_pending ON proposals (user_id, content_hash)
+            WHERE status = 'pending';
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -735,6 +852,8 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m007_add_memory_versions,
     m008_add_interop,
     m009_create_client_chats,
+    m010_create_channels,
+    m011_create_activations,
 ]
 
 

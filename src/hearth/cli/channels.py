@@ -1,0 +1,68 @@
+"""Messaging channels: contacts allowed to write in, where each persona answers, the mailbox."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from ..channels.contacts import ANSWERABLE, MESSAGING
+from .base import Context, cli, console, pass_ctx
+
+
+@cli.group()
+def channels() -> None:
+    """SMS and email contacts, and which channels each persona answers on."""
+
+
+@channels.command("add-contact")
+@click.argument("channel", type=click.Choice(MESSAGING))
+@click.argument("address")
+@click.option("--persona", help="The persona this sender talks to (default: the default persona).")
+@pass_ctx
+def add_contact(obj: Context, channel: str, address: str, persona: str | None) -> None:
+    """Allow a phone number or email address to write in."""
+    scope = obj.scope()
+    persona_id = scope.personas.by_name(persona).id if persona else None
+    contact = scope.contacts.add(channel, address, persona_id)
+    console.print(f"Contact {contact.id} added: {contact.channel} {contact.address}", markup=False)
+
+
+@channels.command("contacts")
+@pass_ctx
+def list_contacts(obj: Context) -> None:
+    """List the senders allowed to write in."""
+    table = Table("id", "channel", "address", "persona")
+    for c in obj.scope().contacts.list():
+        table.add_row(str(c.id), c.channel, c.address, str(c.persona_id or "default"))
+    console.print(table)
+
+
+@channels.command("remove-contact")
+@click.argument("contact_id", type=click.IntRange(1))
+@pass_ctx
+def remove_contact(obj: Context, contact_id: int) -> None:
+    obj.scope().contacts.remove(contact_id)
+    console.print(f"Contact {contact_id} removed.", markup=False)
+
+
+@channels.command("answer")
+@click.argument("persona")
+@click.argument("channel", type=click.Choice(ANSWERABLE))
+@click.argument("state", type=click.Choice(["on", "off"]))
+@pass_ctx
+def answer(obj: Context, persona: str, channel: str, state: str) -> None:
+    """Turn a persona's replies on one channel on or off (messages are kept either way)."""
+    scope = obj.scope()
+    scope.persona_channels.set(scope.personas.by_name(persona).id, channel, state == "on")
+    console.print(f"{persona} {'answers' if state == 'on' else 'does not answer'} on {channel}.", markup=False)
+
+
+@channels.command("poll-email")
+@pass_ctx
+def poll_email(obj: Context) -> None:
+    """Read the mailbox once now (the worker also polls it on a schedule)."""
+    from ..channels import mail
+
+    hearth = obj.hearth
+    counts = mail.poll(hearth, mail.mailbox_user(hearth))
+    console.print(", ".join(f"{v} {k}" for k, v in counts.items()), markup=False)

@@ -1,0 +1,93 @@
+"""Channel routes: the Twilio SMS webhook (signed, not session-authenticated), contacts, and which
+channels each persona answers on (E5, E10)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from ..channels import receive, sms
+from ..channels.contacts import ANSWERABLE
+from ..engine import Scope
+from ..errors import Forbidden
+from .auth import current_scope
+from .models import IdPath, RequestModel, plain
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/api/channels", tags=["channels"])
+webhooks = APIRouter(prefix="/channels", tags=["channels"])
+
+MessagingChannel = Literal["sms", "email"]
+
+
+class ContactIn(RequestModel):
+    channel: MessagingChannel
+    address: str = Field(min_length=3, max_length=320)
+    persona_id: int | None = Field(default=None, ge=1, le=2**63 - 1)
+
+
+class ContactOut(BaseModel):
+    id: int
+    channel: str
+    address: str
+    persona_id: int | None
+    created_at: str
+
+
+class AnswersIn(RequestModel):
+    channel: str = Field(min_length=1, max_length=20, description=f"one of {', '.join(ANSWERABLE)}")
+    answers: bool
+
+
+@router.get("/contacts", response_model=list[ContactOut])
+def list_contacts(scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [plain(c) for c in scope.contacts.list()]
+
+
+@router.post("/contacts", response_model=ContactOut, status_code=201)
+def add_contact(body: ContactIn, scope: Scope = Depends(current_scope)) -> dict:
+    return plain(scope.contacts.add(body.channel, body.address, body.persona_id))
+
+
+@router.delete("/contacts/{contact_id}", status_code=204)
+def remove_contact(contact_id: IdPath, scope: Scope = Depends(current_scope)) -> Response:
+    scope.contacts.remove(contact_id)
+    return Response(status_code=204)
+
+
+@router.get("/personas/{persona_id}", response_model=dict[str, bool])
+def persona_channels(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> dict[str, bool]:
+    return scope.persona_channels.get(persona_id)
+
+
+@router.put("/personas/{persona_id}", response_model=dict[str, bool])
+def set_persona_channel(persona_id: IdPath, body: AnswersIn, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.persona_channels.set(persona_id, body.channel, body.answers)
+
+
+@webhooks.post("/sms/twilio", responses={200: {"content": {"application/xml": {}}}},
+               response_class=Response)
+async def twilio_sms(request: Request) -> Response:
+    """Twilio's inbound SMS webhook. The reply is sent later through the REST API, so the answer
+    here is an empty TwiML document."""
+    hearth = request.app.state.hearth
+    settings = hearth.settings
+    signature = request.headers.get("X-Twilio-Signature")
+    if not signature:
+        raise Forbidden("the request signature is missing or wrong")
+    params = sms.parse_form(await request.body())
+    base = settings.public_url.rstrip("/") if settings.public_url else str(request.base_url).rstrip("/")
+    url = base + request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    sms.verify(settings, url, params, signature)
+    try:
+        await run_in_threadpool(receive, hearth, "sms", params.get("From", ""), params.get("MessageSid", ""),
+                                params.get("Body", ""))
+    except Forbidden:
+        log.info("sms from a number that is not a contact refused")  # no number, no text
+        raise
+    return Response('<?xml version="1.0" encoding="UTF-8"?><Response></Response>', media_type="application/xml")

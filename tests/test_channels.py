@@ -1,0 +1,332 @@
+"""Messaging channels (E5, E10): SMS through Twilio's wire format and the official SDK, email through
+a real IMAP server (pymap) and a real SMTP server (aiosmtpd), all on 127.0.0.1."""
+
+from __future__ import annotations
+
+import imaplib
+import logging
+import socket
+import subprocess
+import sys
+import time
+from email import message_from_bytes, policy
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from aiosmtpd.controller import Controller
+from fastapi.testclient import TestClient
+from twilio.request_validator import RequestValidator
+
+from hearth import Hearth, Settings
+from hearth.channels import mail, receive, sms
+from hearth.errors import Forbidden, InvalidInput
+from hearth.jobs import Worker
+from hearth.server import create_app
+from tests.fakes.twilio_server import FakeTwilio
+
+PUBLIC = "https://hearth.example.org"
+WEBHOOK = "/channels/sms/twilio"
+SID, TOKEN, FROM = "AC" + "1" * 32, "twilio-test-token", "+15550001111"
+ROBIN_PHONE, ROBIN_MAIL = "+15557654321", "robin@example.org"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def twilio() -> Iterator[FakeTwilio]:
+    fake = FakeTwilio(SID, TOKEN).start()
+    yield fake
+    fake.stop()
+
+
+class Inbox:
+    """What the SMTP server received."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, list[str], bytes]] = []
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd's hook name)
+        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.original_content))
+        return "250 OK"
+
+
+@pytest.fixture
+def smtp() -> Iterator[tuple[Inbox, int]]:
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    yield inbox, controller.port
+    controller.stop()
+
+
+@pytest.fixture
+def imap() -> Iterator[int]:
+    port = free_port()
+    exe = Path(sys.executable).with_name("pymap")
+    proc = subprocess.Popen([str(exe), "--host", "127.0.0.1", "--port", str(port), "--no-tls", "dict",
+                             "--demo-data", "--demo-user", "elion", "--demo-password", "imap-secret"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("the IMAP server did not start")
+            time.sleep(0.1)
+    yield port
+    proc.terminate()
+    proc.wait(10)
+
+
+def channel_settings(tmp_path, twilio_url: str = "http://127.0.0.1:9", smtp_port: int = 25,
+                     imap_port: int = 143) -> Settings:
+    return Settings.resolve({
+        "home": str(tmp_path / "home"), "input_token_limit": 32_000, "public_url": PUBLIC,
+        "twilio_account_sid": SID, "twilio_auth_token": TOKEN, "twilio_from_number": FROM,
+        "twilio_api_base": twilio_url, "sms_part_chars": 160,
+        "email_address": "elion@example.org", "smtp_host": "127.0.0.1", "smtp_port": smtp_port,
+        "smtp_starttls": False, "imap_host": "127.0.0.1", "imap_port": imap_port, "imap_ssl": False,
+        "imap_username": "elion", "imap_password": "imap-secret",
+    }, environ={})
+
+
+@pytest.fixture
+def channel_hearth(tmp_path, twilio, smtp, provider) -> Iterator[Hearth]:
+    inbox, smtp_port = smtp
+    h = Hearth(channel_settings(tmp_path, twilio.url, smtp_port), provider=provider)
+    me = h.scope()
+    elion = me.personas.create("elion", "Elion")
+    me.contacts.add("sms", "+1 (555) 765-4321", elion.id)
+    me.contacts.add("email", f"Robin <{ROBIN_MAIL}>", elion.id)
+    yield h
+    h.close()
+
+
+def signed_post(client: TestClient, form: dict[str, str], token: str = TOKEN, signature: str | None = None):
+    if signature is None:
+        signature = RequestValidator(token).compute_signature(PUBLIC + WEBHOOK, form)
+    return client.post(WEBHOOK, data=form, headers={"X-Twilio-Signature": signature})
+
+
+def sms_form(body: str, sid: str = "SM" + "a" * 32, sender: str = ROBIN_PHONE) -> dict[str, str]:
+    return {"MessageSid": sid, "AccountSid": SID, "From": sender, "To": FROM, "Body": body, "NumMedia": "0"}
+
+
+def row_count(h: Hearth, table: str) -> int:
+    return h.store.connection().execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+# -- SMS ----------------------------------------------------------------------------------------------
+def test_e10_signed_sms_is_stored_then_answered_through_the_twilio_sdk(channel_hearth, twilio, provider):
+    client = TestClient(create_app(hearth=channel_hearth), base_url="http://127.0.0.1:8765")
+    response = signed_post(client, sms_form("Home safe, the train was late."))
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/xml")
+    assert "<Response>" in response.text
+    me = channel_hearth.scope()
+    [conversation] = me.conversations.list()
+    [saved] = [m for m in me.conversations.messages(conversation.id) if m.role == "user"]
+    assert (saved.content, saved.channel) == ("Home safe, the train was late.", "sms")
+    assert twilio.sent == [] and provider.requests == []  # the webhook answers before any model runs
+
+    assert Worker(channel_hearth).run_once() >= 1
+    reply = [m for m in me.conversations.messages(conversation.id) if m.role == "assistant"][-1]
+    assert reply.channel == "sms"
+    assert twilio.sent == [{"To": ROBIN_PHONE, "From": FROM, "Body": reply.content}]
+    assert provider.requests[-1].messages[-1].content == "Home safe, the train was late."
+
+
+@pytest.mark.parametrize("signature", ["", "bm90IGEgc2lnbmF0dXJl", None])
+def test_e10_unsigned_or_badly_signed_sms_is_403_and_stores_nothing(channel_hearth, signature):
+    client = TestClient(create_app(hearth=channel_hearth), base_url="http://127.0.0.1:8765")
+    before = (row_count(channel_hearth, "messages"), row_count(channel_hearth, "jobs"))
+    form = sms_form("let me in")
+    if signature is None:  # signed with someone else's token
+        response = signed_post(client, form, token="not-the-token")
+    else:
+        response = client.post(WEBHOOK, data=form, headers={"X-Twilio-Signature": signature} if signature else {})
+    assert response.status_code == 403
+    assert response.json()["error"] == "forbidden"
+    assert (row_count(channel_hearth, "messages"), row_count(channel_hearth, "jobs")) == before
+
+
+def test_e10_unknown_sender_is_refused_and_logged_without_content(channel_hearth, caplog):
+    client = TestClient(create_app(hearth=channel_hearth), base_url="http://127.0.0.1:8765")
+    before = row_count(channel_hearth, "messages")
+    with caplog.at_level(logging.DEBUG):
+        response = signed_post(client, sms_form("my secret plan", sender="+15550009999"))
+    assert response.status_code == 403
+    assert row_count(channel_hearth, "messages") == before
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "refused" in logged and "secret" not in logged and "5550009999" not in logged
+
+
+def test_e10_replayed_sms_webhook_is_recognised_and_answered_once(channel_hearth, twilio):
+    client = TestClient(create_app(hearth=channel_hearth), base_url="http://127.0.0.1:8765")
+    form = sms_form("Did you water the sweet peas?")
+    assert signed_post(client, form).status_code == 200
+    assert signed_post(client, form).status_code == 200  # Twilio retries deliver the same SID
+    me = channel_hearth.scope()
+    [conversation] = me.conversations.list()
+    users = [m for m in me.conversations.messages(conversation.id) if m.role == "user"]
+    assert len(users) == 1
+    Worker(channel_hearth).run_once()
+    Worker(channel_hearth).run_once()
+    assert len(twilio.sent) == 1
+
+
+def test_e10_long_reply_is_split_into_sms_parts_and_a_retried_job_skips_sent_parts(channel_hearth, twilio,
+                                                                                 provider):
+    from hearth.providers.base import StreamEvent, Usage
+
+    long_text = " ".join(f"word{i}" for i in range(80))  # about 560 characters
+
+    def reply(request):
+        yield StreamEvent("text", text=long_text)
+        yield StreamEvent("usage", usage=Usage(input_tokens=10, output_tokens=100))
+
+    provider.replies.append(reply)
+    twilio.fail_next = [503]  # wait: the first part fails once, the job retries
+    client = TestClient(create_app(hearth=channel_hearth), base_url="http://127.0.0.1:8765")
+    signed_post(client, sms_form("Tell me everything"))
+    worker = Worker(channel_hearth)
+    worker.queue.backoff_seconds = 0
+    worker.run_once()
+    worker.run_once()
+    parts = [s["Body"] for s in twilio.sent]
+    assert len(parts) == 4 and all(len(p) <= 160 for p in parts)
+    assert " ".join(parts) == long_text
+    assert sms.split("a" * 400, 160) == ["a" * 160, "a" * 160, "a" * 80]
+
+
+def test_e5_switching_channel_continues_the_same_thread_without_a_boundary(channel_hearth):
+    me = channel_hearth.scope()
+    elion = me.personas.by_name("elion")
+    web = me.new_chat(elion.id).conversation
+    me.send(web.id, "Morning! Off to work.")
+    client = TestClient(create_app(hearth=channel_hearth), base_url="http://127.0.0.1:8765")
+    signed_post(client, sms_form("On the train now"))
+    Worker(channel_hearth).run_once()
+    assert [c.id for c in me.conversations.list()] == [web.id]  # no new thread, no handoff artifact
+    turns = [(m.role, m.channel) for m in me.conversations.messages(web.id) if m.kind == "chat"]
+    assert turns == [("user", "web"), ("assistant", "web"), ("user", "sms"), ("assistant", "sms")]
+
+
+def test_e5_a_persona_that_does_not_answer_on_sms_keeps_the_message_without_replying(channel_hearth, twilio):
+    me = channel_hearth.scope()
+    elion = me.personas.by_name("elion")
+    assert me.persona_channels.set(elion.id, "sms", False)["sms"] is False
+    client = TestClient(create_app(hearth=channel_hearth), base_url="http://127.0.0.1:8765")
+    assert signed_post(client, sms_form("Are you there?")).status_code == 200
+    assert row_count(channel_hearth, "jobs") == 0
+    [conversation] = me.conversations.list()
+    assert [m.content for m in me.conversations.messages(conversation.id)] == ["Are you there?"]
+    with pytest.raises(InvalidInput):
+        me.persona_channels.set(elion.id, "pigeon", True)
+
+
+def test_e10_contacts_are_bound_to_their_user(channel_hearth):
+    owner = channel_hearth.scope()
+    other = channel_hearth.scope(channel_hearth.users.create("sam").id)
+    [contact, _] = owner.contacts.list()
+    assert other.contacts.list() == []
+    with pytest.raises(Exception) as caught:
+        other.contacts.remove(contact.id)
+    assert type(caught.value).__name__ == "NotFound"
+    with pytest.raises(Exception) as caught:
+        other.contacts.add("sms", ROBIN_PHONE)  # a number belongs to one user
+    assert type(caught.value).__name__ == "Conflict"
+    with pytest.raises(InvalidInput):
+        owner.contacts.add("sms", "555-1234")
+    with pytest.raises(Forbidden):  # a mailbox only hears its own user's contacts
+        receive(channel_hearth, "email", ROBIN_MAIL, "<x@example.org>", "hi", user_id=other.user_id)
+
+
+# -- email --------------------------------------------------------------------------------------------
+def mail_bytes(body: str, message_id: str, subject: str = "Saturday", sender: str = f"Robin <{ROBIN_MAIL}>",
+               references: str = "") -> bytes:
+    m = EmailMessage()
+    m["From"], m["To"], m["Subject"], m["Message-ID"] = sender, "elion@example.org", subject, message_id
+    if references:
+        m["References"] = references
+    m.set_content(body)
+    return m.as_bytes()
+
+
+def append(port: int, raw: bytes) -> None:
+    box = imaplib.IMAP4("127.0.0.1", port)
+    box.login("elion", "imap-secret")
+    box.append("INBOX", None, imaplib.Time2Internaldate(time.time()), raw)
+    box.logout()
+
+
+def test_e10_email_is_polled_by_imap_and_answered_by_smtp_in_the_same_mail_thread(tmp_path, imap, smtp,
+                                                                                 provider):
+    inbox, smtp_port = smtp
+    h = Hearth(channel_settings(tmp_path, smtp_port=smtp_port, imap_port=imap), provider=provider)
+    me = h.scope()
+    elion = me.personas.create("elion", "Elion")
+    me.contacts.add("email", ROBIN_MAIL, elion.id)
+    quoted = ("Yes, let's go to the market on Saturday.\n\nOn Fri, 27 Nov 2026 at 09:00, Elion "
+              "<elion@example.org> wrote:\n> Shall we go to the market?\n> It opens at eight.\n")
+    append(imap, mail_bytes(quoted, "<first@example.org>", references="<older@example.org>"))
+
+    counts = mail.poll(h, me.user_id)
+    assert counts["accepted"] == 1 and counts["refused"] >= 1  # the mailbox's demo mail is not from a contact
+    [conversation] = me.conversations.list()
+    [saved] = me.conversations.messages(conversation.id)
+    assert (saved.content, saved.channel) == ("Yes, let's go to the market on Saturday.", "email")
+
+    Worker(h).run_once()
+    [(mail_from, rcpt, raw)] = inbox.messages
+    sent = message_from_bytes(raw, policy=policy.default)
+    assert (mail_from, rcpt) == ("elion@example.org", [ROBIN_MAIL])
+    assert sent["Subject"] == "Re: Saturday"
+    assert sent["In-Reply-To"] == "<first@example.org>"
+    assert sent["References"] == "<older@example.org> <first@example.org>"
+    reply = me.conversations.messages(conversation.id)[-1]
+    assert sent.get_content().strip() == reply.content.strip() and reply.channel == "email"
+
+    # A restart (a new process reading the same database) and even a lost cursor never answer twice.
+    h.close()
+    h2 = Hearth(channel_settings(tmp_path, smtp_port=smtp_port, imap_port=imap), provider=provider)
+    assert mail.poll(h2, me.user_id)["accepted"] == 0
+    h2.store.connection().execute("DELETE FROM app_state WHERE key LIKE 'email.imap_cursor.%'")
+    again = mail.poll(h2, me.user_id)
+    assert again["accepted"] == 0 and again["duplicate"] == 1
+    Worker(h2).run_once()
+    assert len(inbox.messages) == 1
+    h2.close()
+
+
+def test_e10_malformed_oversized_and_textless_mail_is_refused_and_stores_nothing(channel_hearth):
+    with pytest.raises(InvalidInput):
+        mail.parse(b"\xff\xfe not a mail at all", 1_000_000)
+    with pytest.raises(InvalidInput, match="larger"):
+        mail.parse(mail_bytes("x" * 5000, "<big@example.org>"), 1000)
+    html_only = EmailMessage()
+    html_only["From"], html_only["Message-ID"] = ROBIN_MAIL, "<h@example.org>"
+    html_only.set_content("<p>hi</p>", subtype="html")
+    with pytest.raises(InvalidInput, match="plain-text"):
+        mail.parse(html_only.as_bytes(), 1_000_000)
+    with pytest.raises(InvalidInput, match="new text"):
+        mail.parse(mail_bytes("> only a quote\n", "<q@example.org>"), 1_000_000)
+    assert row_count(channel_hearth, "messages") == 0
+
+
+def test_e10_quoted_mail_is_stripped_before_it_enters_the_timeline():
+    text = ("Sounds good.\nSee you then.\n\n-- \nRobin\n")
+    assert mail.strip_quoted(text) == "Sounds good.\nSee you then."
+    outlook = "Thanks!\n\n-----Original Message-----\nFrom: Elion\nold text"
+    assert mail.strip_quoted(outlook) == "Thanks!"
+    wrapped = "Ok\nOn Mon, 30 Nov 2026 at 10:00, a very long name\n<elion@example.org> wrote:\n> hi"
+    assert mail.strip_quoted(wrapped) == "Ok"
