@@ -300,6 +300,19 @@ CREATE TABLE import_sources (
             created_at TEXT NOT NULL,
             PRIMARY KEY (user_id, kind, source_key)
         ) WITHOUT ROWID;
+-- table item_versions
+CREATE TABLE item_versions (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            noun TEXT NOT NULL CHECK (noun IN ('fragment', 'persona', 'status_field')),
+            item_id INTEGER NOT NULL,
+            version INTEGER NOT NULL,
+            data TEXT NOT NULL CHECK (json_valid(data)),
+            change TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (noun, item_id, version)
+        );
 -- table jobs
 CREATE TABLE jobs (
             id INTEGER PRIMARY KEY,

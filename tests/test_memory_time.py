@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from hearth import InvalidInput
+from hearth import InvalidInput, NotFound
 from hearth.cli import cli
 from hearth.server.app import create_app
 from hearth.store import Store, migrations, utcnow
@@ -195,3 +195,91 @@ def test_b1_as_of_reads_through_the_api_and_the_cli(hearth, me, tmp_path, monkey
     assert bad.exit_code == 1 and bad.output.startswith("Error:") and "future" in bad.output
     history = runner.invoke(cli, ["memory", "history", str(m.id)])
     assert history.exit_code == 0 and "superseded" in history.output and "corrected" in history.output
+
+
+def test_b2_memory_history_says_who_and_any_version_can_be_restored(me, persona):
+    owned = me.memories.add("Drinks coffee black")
+    imported = me.memories.import_many([{"text": "Was born in Ghent"}], actor="import")[0]
+    proposal = me.layers.review.propose("memory_add", {"text": "Plays the cello"}, "Mentioned it")
+    approved = me.layers.review.approve(proposal.id)
+    suggested = me.memories.get(approved.result_id)
+    assert [v.actor for v in me.memories.history(imported.id)] == ["import"]
+    assert [(v.actor, v.proposal_id) for v in me.memories.history(suggested.id)] == [("suggestion", proposal.id)]
+    thread = me.conversations.create(persona.id, "A")
+    me.send(thread.id, "hello")
+    me.memories.edit(owned.id, text="Drinks coffee with oat milk")
+    restored, rebuilt = me.memories.restore(owned.id, 1)
+    assert restored.text == "Drinks coffee black" and restored.version == 3 and rebuilt == 1
+    assert "Drinks coffee black" in me.stored_prompt(thread.id) and "oat milk" not in me.stored_prompt(thread.id)
+    history = me.memories.history(owned.id)
+    assert [(v.version, v.change, v.actor) for v in history] == [
+        (3, "restored v1", "owner"), (2, "superseded", "owner"), (1, "created", "owner")]
+    with pytest.raises(InvalidInput, match="already the current"):
+        me.memories.restore(owned.id, 3)
+    with pytest.raises(NotFound):
+        me.memories.restore(owned.id, 9)
+    me.memories.delete(owned.id)
+    with pytest.raises(NotFound, match="deleted"):
+        me.memories.restore(owned.id, 1)
+    assert me.store.connection().execute(
+        "SELECT count(*) FROM memory_versions WHERE memory_id = ?", (owned.id,)).fetchone()[0] == 0
+
+
+def test_b2_fragments_personas_and_status_fields_keep_versions_and_restore(me, persona):
+    fragments = me.layers.fragments
+    fragment = fragments.add(["garden"], "Grows tomatoes", "home")
+    fragments.edit(fragment.id, definition="Grows tomatoes and beans")
+    assert [(v.version, v.change, v.actor) for v in fragments.history(fragment.id)] == [
+        (2, "edited", "owner"), (1, "created", "owner")]
+    assert fragments.restore(fragment.id, 1).definition == "Grows tomatoes"
+    assert fragments.history(fragment.id)[0].change == "restored v1"
+    proposal = me.layers.review.propose("fragment_update", {"fragment_id": fragment.id, "triggers": ["garden"],
+                                                            "definition": "Grows squash"}, "Said so")
+    me.layers.review.approve(proposal.id)
+    assert fragments.history(fragment.id)[0].actor == "suggestion"
+    fragments.remove(fragment.id)
+    with pytest.raises(NotFound, match="deleted"):
+        fragments.restore(fragment.id, 1)
+
+    thread = me.conversations.create(persona.id, "A")
+    me.send(thread.id, "hello")
+    me.update_persona(persona.id, identity="I am Elion, and I love the sea.")
+    assert "love the sea" in me.stored_prompt(thread.id)
+    assert [v.version for v in me.personas.history(persona.id)] == [2, 1]
+    restored, rebuilt = me.restore_persona(persona.id, 1)
+    assert restored.identity == "I am Elion, a steady companion." and rebuilt == 1
+    assert "love the sea" not in me.stored_prompt(thread.id)
+    with pytest.raises(InvalidInput):
+        me.restore_persona(persona.id, 3)  # identical to the current settings
+
+    household = me.layers.household
+    household.add_field("Fleur", aliases=["fleur"], value="at the Farm")
+    household.edit_field("Fleur", aliases=["fleur", "my sister"])
+    assert [v.version for v in household.field_history("Fleur")] == [2, 1]
+    assert household.restore_field("Fleur", 1).aliases == ("fleur",)
+    household.set("Fleur", "in town")
+    farm = [v for v in household.history("Fleur") if v.value == "at the Farm"][0]
+    assert household.restore_value("Fleur", farm.id).value == "at the Farm"
+    household.remove_field("Fleur")
+    with pytest.raises(NotFound, match="removed"):
+        household.restore_value("Fleur", farm.id)
+
+
+def test_b2_history_and_restore_over_http(hearth, me, persona):
+    m = me.memories.add("Walks at dawn")
+    me.memories.edit(m.id, text="Walks at dusk")
+    fragment = me.layers.fragments.add(["walk"], "Likes long walks")
+    me.layers.fragments.edit(fragment.id, definition="Likes short walks")
+    with TestClient(create_app(hearth.settings, hearth), base_url="http://127.0.0.1") as client:
+        history = client.get(f"/api/memories/{m.id}/history").json()
+        assert [(h["version"], h["actor"]) for h in history] == [(2, "owner"), (1, "owner")]
+        undo = client.post(f"/api/memories/{m.id}/restore", json={"version": 1})
+        assert undo.status_code == 200 and undo.json()["memory"]["text"] == "Walks at dawn"
+        assert client.post(f"/api/fragments/{fragment.id}/restore", json={"version": 1}).json()["definition"] \
+            == "Likes long walks"
+        assert len(client.get(f"/api/fragments/{fragment.id}/history").json()) == 3
+        assert client.get(f"/api/personas/{persona.id}/history").status_code == 200
+        client.delete(f"/api/memories/{m.id}")
+        gone = client.post(f"/api/memories/{m.id}/restore", json={"version": 1})
+        assert gone.status_code == 404 and "deleted" in gone.json()["detail"]
+        assert client.post("/api/fragments/4242/restore", json={"version": 1}).status_code == 404

@@ -120,6 +120,9 @@ class Scope:
         from .layers.archive_recall import install as install_recall
 
         install_recall(self)  # thread, keyword and archive recall (D2); search and library tools (A4)
+        from .forget import Forgetting
+
+        self.forget = Forgetting(self)  # delete forever with everything derived (B4, B5)
 
     @property
     def imports(self):
@@ -171,6 +174,15 @@ class Scope:
     def update_persona(self, persona_id: int, **values: Any) -> tuple[Persona, int]:
         with self.store.write() as conn:
             persona = self.personas.update(persona_id, **values)
+            ids = [r[0] for r in conn.execute(
+                "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
+            return persona, self.rebuild_prompts(conn, ids)
+
+    def restore_persona(self, persona_id: int, version: int) -> tuple[Persona, int]:
+        """Apply an older version of a persona's settings as a new version (B2); rebuilds its prompts."""
+        with self.store.write() as conn:
+            values = self.personas.version_values(persona_id, version)
+            persona = self.personas.update(persona_id, change=f"restored v{version}", **values)
             ids = [r[0] for r in conn.execute(
                 "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
             return persona, self.rebuild_prompts(conn, ids)

@@ -60,11 +60,12 @@ def register_handler(kind: str, handler: Handler) -> None:
 
 
 def default_handlers() -> dict[str, Handler]:
-    from . import activations, review
+    from . import activations, forget, review
     from .channels import inbound, mail
     from .layers import archive_recall, household, live_context, summary
 
     return {
+        forget.COMPACT_JOB: forget.compact_job,
         activations.TICK_JOB: activations.tick_job,
         activations.RUN_JOB: activations.run_job,
         inbound.REPLY_JOB: inbound.reply_job,
@@ -359,6 +360,8 @@ SETTINGS: dict[str, tuple[Any, type, int, int]] = {
     "auto_approve.fragment": (False, bool, 0, 1),
     "auto_approve.memory": (False, bool, 0, 1),
     "auto_approve.checkin": (False, bool, 0, 1),
+    # Search-log entries older than this many days are removed as new ones are written (B5); 0 keeps all.
+    "search_log.retention_days": (0, int, 0, 36_500),
 }
 
 

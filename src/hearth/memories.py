@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 from . import ledger
 from .errors import Conflict, InvalidInput, NotFound
 from .prompt.static import MemoryItem
-from .store import Store, utcnow
+from .store import Store, inserted_id, utcnow
 from .temporal import check_mode, parse_moment
 
 MAX_MEMORY_TEXT = 10_000
@@ -278,9 +278,8 @@ class Memories:
                     (self.user_id, text, category, importance, top + offset, int(eligible), now, now,
                      valid_from, now),
                 )
-                assert cur.lastrowid is not None
-                ids.append(cur.lastrowid)
-                self._record(conn, cur.lastrowid, "imported" if actor == "import" else "created", actor,
+                ids.append(inserted_id(cur))
+                self._record(conn, ids[-1], "imported" if actor == "import" else "created", actor,
                              proposal_id)
             ledger.append(conn, user_id=self.user_id, kind="memory.added", payload={"count": len(ids)})
             return [self.get(i) for i in ids]
@@ -439,6 +438,11 @@ class Memories:
         with self.store.write() as conn:
             self.get(memory_id)
             affected = conversations_holding(conn, memory_id)
+            # Suggestions that proposed it, or that compare something with it, quote its text (B4).
+            conn.execute("DELETE FROM proposals WHERE user_id = ? AND ((kind = 'memory_add' AND result_id = ?)"
+                         " OR json_extract(payload, '$.conflict.memory_id') = ?)",
+                         (self.user_id, memory_id, memory_id))
+            # Versions go with it (cascade): a deleted memory cannot be restored (B2).
             conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, self.user_id))
             rebuilt = self._rebuild(conn, affected)
             ledger.append(conn, user_id=self.user_id, kind="memory.deleted",

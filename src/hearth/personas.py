@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 import sqlite3
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from . import versions
 from .errors import Conflict, InvalidInput, NotFound
 from .store import Store, inserted_id, utcnow
 
@@ -166,7 +168,9 @@ class Personas:
                 )
             except sqlite3.IntegrityError:
                 raise Conflict(f"a persona named {name!r} already exists") from None
-            return self.get(inserted_id(cur))
+            created = self.get(inserted_id(cur))
+            versions.record(conn, self.user_id, "persona", created.id, created.to_dict(), "created", "owner")
+            return created
 
     def get(self, persona_id: int) -> Persona:
         row = self.store.connection().execute(
@@ -190,17 +194,37 @@ class Personas:
         ).fetchall()
         return [Persona.from_row(r) for r in rows]
 
-    def update(self, persona_id: int, **values: Any) -> Persona:
+    def update(self, persona_id: int, *, actor: str = "owner", change: str = "edited", **values: Any) -> Persona:
         clean = _clean(values)
         with self.store.write() as conn:
-            self.get(persona_id)
+            before = self.get(persona_id)
             if clean:
                 sets = ", ".join(f"{k} = ?" for k in clean)
                 conn.execute(
                     f"UPDATE personas SET {sets}, updated_at = ? WHERE id = ? AND user_id = ?",
                     (*clean.values(), utcnow(), persona_id, self.user_id),
                 )
-            return self.get(persona_id)
+            after = self.get(persona_id)
+            if after.to_dict() | {"updated_at": ""} != before.to_dict() | {"updated_at": ""}:
+                versions.record(conn, self.user_id, "persona", persona_id, after.to_dict(), change, actor)
+            return after
+
+    def history(self, persona_id: int) -> "builtins.list[versions.Version]":
+        """Every version of a persona's settings, newest first (B2)."""
+        self.get(persona_id)
+        return versions.history(self.store.connection(), self.user_id, "persona", persona_id)
+
+    def version_values(self, persona_id: int, version: int) -> dict[str, Any]:
+        """The editable settings of one version, to apply again (restoring is a new version)."""
+        try:
+            current = self.get(persona_id)
+        except NotFound:
+            raise NotFound(f"no persona {persona_id}: a deleted persona and its versions are gone") from None
+        data = versions.get(self.store.connection(), self.user_id, "persona", persona_id, version).data
+        values = {k: data[k] for k in EDITABLE if k in data}
+        if all(getattr(current, k) == v for k, v in values.items()):
+            raise InvalidInput(f"version {version} is the same as the current persona")
+        return values
 
     # -- avatars: one image per persona, shared with the web client -----------------------------
     def set_avatar(self, persona_id: int, data: bytes, mime: str) -> None:

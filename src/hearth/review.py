@@ -236,12 +236,12 @@ class ReviewQueue:
                                         proposal_id=proposal.id).id
         if proposal.kind == "fragment_add":
             return layers.fragments.add(payload["triggers"], payload["definition"], payload.get("category", ""),
-                                        **fragment_fields).id
+                                        **fragment_fields, actor="auto" if by == "auto" else "suggestion").id
         if proposal.kind == "fragment_update":
             try:
                 return layers.fragments.edit(int(payload["fragment_id"]), triggers=payload["triggers"],
                                              definition=payload["definition"], category=payload.get("category"),
-                                             **fragment_fields).id
+                                             **fragment_fields, actor="auto" if by == "auto" else "suggestion").id
             except NotFound:
                 raise Conflict("the fragment this proposal updates no longer exists; dismiss it") from None
         if proposal.kind == CHECKIN_KIND:

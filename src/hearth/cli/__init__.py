@@ -8,6 +8,7 @@ the error tree as one clear line. Invalid settings exit with code 2, other error
 from . import (  # noqa: F401  (registers commands)
     activations,
     channels,
+    forget,  # noqa: F401  (registers `hearth forget`)
     health,
     imports,
     layers,

@@ -123,7 +123,7 @@ def memory_import(obj: Context, path) -> None:
         items = json.loads(path.read().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidInput(f"cannot read {path.name}: {exc}") from None
-    created = obj.scope().memories.import_many(items)
+    created = obj.scope().memories.import_many(items, actor="import")
     console.print(f"Imported {len(created)} memories; they will be part of new conversations.", markup=False)
 
 

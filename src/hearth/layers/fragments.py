@@ -21,7 +21,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Hashable, Sequence
 
-from .. import ledger
+from .. import ledger, versions
 from ..activation import Activation, Activator, check_controls, check_keys
 from ..errors import InvalidInput, NotFound, TooLarge
 from ..prompt.dynamic import Block, Turn
@@ -181,7 +181,7 @@ class Fragments:
     def add(self, triggers: Sequence[str], definition: str, category: str = "", *, all_of: Sequence[str] = (),
             any_of: Sequence[str] = (), none_of: Sequence[str] = (), priority: int = 0,
             enabled: bool = True, controls: dict[str, Any] | None = None,
-            import_key: str | None = None) -> Fragment:
+            import_key: str | None = None, actor: str = "owner") -> Fragment:
         checked = check_controls(controls)
         if checked:
             keys, text = _lore_fields(triggers, definition, checked)
@@ -202,12 +202,15 @@ class Fragments:
                 (self.user_id, *values, now, now))
             bump_version(conn, self.user_id)
             ledger.append(conn, user_id=self.user_id, kind="fragment.added", payload={"fragment_id": inserted_id(cur)})
-            return self.get(inserted_id(cur))
+            added = self.get(inserted_id(cur))
+            versions.record(conn, self.user_id, "fragment", added.id, added.to_dict(), "created", actor)
+            return added
 
     def edit(self, fragment_id: int, *, triggers: Sequence[str] | None = None, definition: str | None = None,
              category: str | None = None, all_of: Sequence[str] | None = None, any_of: Sequence[str] | None = None,
              none_of: Sequence[str] | None = None, priority: int | None = None,
-             enabled: bool | None = None, controls: dict[str, Any] | None = None) -> Fragment:
+             enabled: bool | None = None, controls: dict[str, Any] | None = None, actor: str = "owner",
+             change: str = "edited") -> Fragment:
         changes: dict[str, Any] = {}
         current = self.get(fragment_id)
         lore = check_controls(controls) if controls is not None else (current.controls or {})
@@ -244,12 +247,39 @@ class Fragments:
                 bump_version(conn, self.user_id)
                 ledger.append(conn, user_id=self.user_id, kind="fragment.edited",
                               payload={"fragment_id": fragment_id, "fields": sorted(changes)})
+                versions.record(conn, self.user_id, "fragment", fragment_id, self.get(fragment_id).to_dict(),
+                                change, actor)
             return self.get(fragment_id)
+
+    def history(self, fragment_id: int) -> builtins.list[versions.Version]:
+        """Every version of a fragment, newest first, with what changed and who changed it (B2)."""
+        self.get(fragment_id)
+        return versions.history(self.store.connection(), self.user_id, "fragment", fragment_id)
+
+    def restore(self, fragment_id: int, version: int, *, actor: str = "owner") -> Fragment:
+        """Apply an older version again, as a new version (B2 undo)."""
+        with self.store.write() as conn:
+            try:
+                current = self.get(fragment_id)
+            except NotFound:
+                raise NotFound(f"no fragment {fragment_id}: a deleted fragment and its versions are gone,"
+                               " so none of its versions can be restored") from None
+            data = versions.get(conn, self.user_id, "fragment", fragment_id, version).data
+            fields = ("category", "triggers", "definition", "all_of", "any_of", "none_of", "priority", "enabled",
+                      "controls")
+            now = current.to_dict()
+            if all(now.get(k) == data.get(k) for k in fields):
+                raise InvalidInput(f"version {version} is the same as the current fragment")
+            values = {k: data[k] for k in fields if k in data}
+            if "controls" in values and values["controls"] is None:
+                values["controls"] = {}
+            return self.edit(fragment_id, **values, actor=actor, change=f"restored v{version}")
 
     def remove(self, fragment_id: int) -> None:
         with self.store.write() as conn:
             self.get(fragment_id)
             conn.execute("DELETE FROM fragments WHERE id = ? AND user_id = ?", (fragment_id, self.user_id))
+            versions.drop(conn, self.user_id, "fragment", fragment_id)
             bump_version(conn, self.user_id)
             ledger.append(conn, user_id=self.user_id, kind="fragment.removed", payload={"fragment_id": fragment_id})
 

@@ -18,7 +18,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .. import ledger
+from .. import ledger, versions
 from ..errors import Conflict, InvalidInput, NotFound
 from ..helpers.base import StatusField, TurnText
 from ..prompt.dynamic import Block, Turn
@@ -165,12 +165,14 @@ class Household:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (self.user_id, name, json.dumps(options_), json.dumps(aliases_), position, utcnow()))
             ledger.append(conn, user_id=self.user_id, kind="status.field_added", payload={"field_id": inserted_id(cur)})
+            versions.record(conn, self.user_id, "status_field", inserted_id(cur),
+                            {"name": name, "options": list(options_), "aliases": list(aliases_)}, "created")
             if value is not None:
                 self.set(inserted_id(cur), value)
             return self.field(inserted_id(cur))
 
     def edit_field(self, key: int | str, *, name: str | None = None, options: Sequence[str] | None = None,
-                   aliases: Sequence[str] | None = None) -> StatusFieldInfo:
+                   aliases: Sequence[str] | None = None, change: str = "edited") -> StatusFieldInfo:
         with self.store.write() as conn:
             current = self.field(key)
             new_name = _clean(name, "a field name", MAX_NAME) if name is not None else current.name
@@ -182,7 +184,47 @@ class Household:
                 "UPDATE status_fields SET name = ?, options = ?, aliases = ? WHERE id = ?",
                 (new_name, json.dumps(_clean_list(options, "options") if options is not None else current.options),
                  json.dumps(_clean_list(aliases, "aliases") if aliases is not None else current.aliases), current.id))
-            return self.field(current.id)
+            after = self.field(current.id)
+            if (after.name, after.options, after.aliases) != (current.name, current.options, current.aliases):
+                versions.record(conn, self.user_id, "status_field", current.id,
+                                {"name": after.name, "options": list(after.options), "aliases": list(after.aliases)},
+                                change)
+            return after
+
+    def field_history(self, key: int | str) -> list[versions.Version]:
+        """Versions of a field's definition (name, options, aliases), newest first (B2). Its values
+        have their own history (``history``)."""
+        field_id = self.field(key).id
+        return versions.history(self.store.connection(), self.user_id, "status_field", field_id)
+
+    def _live(self, key: int | str) -> StatusFieldInfo:
+        try:
+            return self.field(key)
+        except NotFound:
+            raise NotFound(f"no status field {key}: a removed field's versions cannot be restored") from None
+
+    def restore_field(self, key: int | str, version: int) -> StatusFieldInfo:
+        """Apply an older definition of a field again, as a new version (B2)."""
+        with self.store.write() as conn:
+            current = self._live(key)
+            data = versions.get(conn, self.user_id, "status_field", current.id, version).data
+            if (data["name"], tuple(data["options"]), tuple(data["aliases"])) == (
+                    current.name, current.options, current.aliases):
+                raise InvalidInput(f"version {version} is the same as the current field")
+            return self.edit_field(current.id, name=data["name"], options=data["options"], aliases=data["aliases"],
+                                   change=f"restored v{version}")
+
+    def restore_value(self, key: int | str, value_id: int) -> StatusFieldInfo:
+        """Make an earlier value of a field current again, as a new value from now (B2 undo)."""
+        with self.store.write() as conn:
+            current = self._live(key)
+            row = conn.execute("SELECT value FROM status_values WHERE id = ? AND field_id = ? AND user_id = ?",
+                               (value_id, current.id, self.user_id)).fetchone()
+            if row is None:
+                raise NotFound(f"status field {current.name} has no value {value_id}")
+            if row[0] == current.value:
+                raise InvalidInput(f"{current.name} is already {row[0]!r}")
+            return self.set(current.id, row[0])
 
     def remove_field(self, key: int | str) -> None:
         """Retire a field: it leaves the prompt, its history stays."""

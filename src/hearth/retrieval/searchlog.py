@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
 
 from ..errors import NotFound
@@ -98,6 +99,7 @@ def record(
     records = [result_record(r) for r in results]
     if judgement is None:
         judgement = reliability([float(r.get("scores", {}).get("fused", r.get("score", 0.0))) for r in records])
+    prune(conn, user_id)
     cur = conn.execute(
         "INSERT INTO search_log (user_id, conversation_id, origin, query, variants, filters, results,"
         " candidate_count, result_count, reliability, duration_ms, created_at)"
@@ -109,6 +111,22 @@ def record(
          int(duration_ms), utcnow()),
     )
     return inserted_id(cur)
+
+
+def prune(conn: sqlite3.Connection, user_id: int) -> int:
+    """Apply the owner's retention setting (B5): drop entries older than it; 0 or unset keeps all."""
+    row = conn.execute("SELECT value FROM layer_settings WHERE user_id = ? AND key = 'search_log.retention_days'",
+                       (user_id,)).fetchone()
+    days = json.loads(row[0]) if row else 0
+    if not days:
+        return 0
+    cutoff = (datetime.now(timezone.utc) - timedelta(days=int(days))).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return conn.execute("DELETE FROM search_log WHERE user_id = ? AND created_at < ?", (user_id, cutoff)).rowcount
+
+
+def clear(conn: sqlite3.Connection, user_id: int) -> int:
+    """Remove every entry of one user's search log (B5)."""
+    return conn.execute("DELETE FROM search_log WHERE user_id = ?", (user_id,)).rowcount
 
 
 def write(store: Any, **values: Any) -> int:

@@ -296,6 +296,47 @@ class IndexCache:
         with self._lock:
             self._indexes.clear()
 
+    def discard(self, db_key: str, user_id: int, message_ids: Iterable[int], chunk_ids: Iterable[int]) -> int:
+        """Take forgotten vectors out of this user's cached indexes (B4) instead of rebuilding them.
+
+        The cached signature moves to the table's current one only when the removal explains the
+        difference exactly; otherwise the next search rebuilds from the table as usual."""
+        by_source = {"messages": list(message_ids), "chunks": list(chunk_ids)}
+        removed_total = 0
+        conn = sqlite3.connect(f"file:{db_key}?mode=ro", uri=True)
+        try:
+            with self._lock:
+                items = [(k, v) for k, v in self._indexes.items() if k[0] == db_key and k[2] == user_id]
+            for key, (signature, index) in items:
+                ids = by_source.get(key[1], [])
+                if not ids:
+                    continue
+                removed = index.remove(ids)
+                removed_total += removed
+                current = self._signature(conn, key[1], user_id, key[3])
+                if current[0] == signature[0] - removed and current[1] == signature[1]:
+                    with self._lock:
+                        if self._indexes.get(key, (None,))[0] == signature:
+                            self._indexes[key] = (current, index)
+        finally:
+            conn.close()
+        return removed_total
+
+    def drop_saved(self, db_key: str, user_id: int | None = None) -> int:
+        """Delete saved index files (of one user, or all): a saved graph may still hold forgotten
+        vectors. The next cold start rebuilds it from the table."""
+        folder = Path(db_key + ".vectors")
+        if not folder.is_dir():
+            return 0
+        dropped = 0
+        for path in folder.iterdir():
+            parts = path.name.split("-")
+            if user_id is not None and (len(parts) < 3 or parts[1] != str(user_id)):
+                continue
+            path.unlink(missing_ok=True)
+            dropped += 1
+        return dropped
+
 
 def _saved_signature(path: Path) -> tuple[int, int] | None:
     """(count, highest id) a saved index was made from, read from its sidecar."""

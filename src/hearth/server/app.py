@@ -36,6 +36,8 @@ from . import (
     recall,
     vendor,
 )
+from . import forget as forget_routes
+from . import versions as version_routes
 from .openai_compat import router as openai_router
 
 HERE = Path(__file__).parent
@@ -134,6 +136,8 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
                    memories.snapshots, memories.router, conversations.events_router, layers.router, diagnostics.router,
                    recall.router, openai_router, channels.router, channels.webhooks, activations.router):
         app.include_router(router)
+    app.include_router(forget_routes.router)  # delete forever and retention (B4, B5)
+    app.include_router(version_routes.router)  # history and undo (B2)
 
     vendor_dir = vendor.vendor_dir(settings)
     if vendor.missing(vendor_dir):

@@ -116,7 +116,7 @@ def add_memory(body: MemoryIn, scope: Scope = Depends(current_scope)) -> dict:
 @router.post("/import", response_model=list[MemoryOut], status_code=201)
 def import_memories(body: ImportIn, scope: Scope = Depends(current_scope)) -> list[dict]:
     """Add a batch in one transaction: all or nothing (M1)."""
-    return [plain(m) for m in scope.memories.import_many([item.model_dump() for item in body.items])]
+    return [plain(m) for m in scope.memories.import_many([item.model_dump() for item in body.items], actor="import")]
 
 
 @router.get("/as-of", response_model=list[VersionOut])

@@ -75,6 +75,8 @@ class Store:
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA synchronous=NORMAL")
+        # Deleted content is overwritten with zeros, not left in free pages (B4, verifiable forgetting).
+        conn.execute("PRAGMA secure_delete=ON")
         return conn
 
     def close(self) -> None:

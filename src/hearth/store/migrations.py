@@ -842,6 +842,49 @@ def m011_create_activations(conn: sqlite3.Connection) -> None:
     )
 
 
+
+def m012_add_item_versions(conn: sqlite3.Connection) -> None:
+    """Version history of fragments, personas and status fields (B2); existing ones become version 1."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE item_versions (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            noun TEXT NOT NULL CHECK (noun IN ('fragment', 'persona', 'status_field')),
+            item_id INTEGER NOT NULL,
+            version INTEGER NOT NULL,
+            data TEXT NOT NULL CHECK (json_valid(data)),
+            change TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (noun, item_id, version)
+        );
+        INSERT INTO item_versions (user_id, noun, item_id, version, data, change, actor, created_at)
+            SELECT user_id, 'fragment', id, 1,
+                   json_object('category', category, 'triggers', json(triggers), 'definition', definition,
+                               'all_of', json(all_of), 'any_of', json(any_of), 'none_of', json(none_of),
+                               'priority', priority, 'enabled', json(CASE enabled WHEN 1 THEN 'true' ELSE 'false' END)),
+                   'created', 'unknown', created_at FROM fragments;
+        INSERT INTO item_versions (user_id, noun, item_id, version, data, change, actor, created_at)
+            SELECT user_id, 'persona', id, 1,
+                   json_object('name', name, 'display_name', display_name, 'identity', identity,
+                               'user_label', user_label, 'assistant_label', assistant_label,
+                               'legacy_labels', json(legacy_labels), 'tone', tone,
+                               'custom_instructions', custom_instructions, 'sections', json(sections),
+                               'characters', json(characters),
+                               'auto_continuity', json(CASE auto_continuity WHEN 1 THEN 'true' ELSE 'false' END),
+                               'archive_access', json(CASE archive_access WHEN 1 THEN 'true' ELSE 'false' END),
+                               'web_search', json(CASE web_search WHEN 1 THEN 'true' ELSE 'false' END)),
+                   'created', 'unknown', created_at FROM personas;
+        INSERT INTO item_versions (user_id, noun, item_id, version, data, change, actor, created_at)
+            SELECT user_id, 'status_field', id, 1,
+                   json_object('name', name, 'options', json(options), 'aliases', json(aliases)),
+                   'created', 'unknown', created_at FROM status_fields;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -854,6 +897,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m009_create_client_chats,
     m010_create_channels,
     m011_create_activations,
+    m012_add_item_versions,
 ]
 
 

@@ -1,5 +1,7 @@
 // Memory panel: the long-term list in its manual global order. Reorder by drag and drop or with the
 // move up / move down buttons (keyboard); add, edit, delete; category, importance, visible/hidden.
+// Every memory keeps its versions (B1, B2): History lists them (what, when, by whom) with Restore,
+// Undo brings back the previous version, and an edit is a new meaning unless marked as a typo fix.
 
 import { $, apiJson, button, confirmButton, el, field, say } from "./api.js";
 
@@ -16,6 +18,7 @@ const ui = {
 let memories = [];
 let editing = null;
 let dragId = null;
+const histories = new Map(); // memory id -> versions, for the memories whose history is open
 
 const short = (text) => (text.length > 40 ? `${text.slice(0, 40)}…` : text);
 
@@ -56,7 +59,10 @@ function viewItem(m, index) {
   if (m.category) meta.append(el("span", "chip", m.category));
   meta.append(el("span", "", `Importance ${m.importance}`));
   meta.append(el("span", m.eligible ? "" : "badge hidden-badge", m.eligible ? "Visible" : "Hidden"));
+  if (m.valid_until) meta.append(el("span", "badge ended-badge", `Ended ${m.valid_until.slice(0, 10)}`));
+  if (m.version > 1) meta.append(el("span", "version", `Version ${m.version}`));
   main.append(meta);
+  if (histories.has(m.id)) main.append(historyList(m));
   item.append(main);
 
   const actions = el("div", "memory-actions");
@@ -70,7 +76,14 @@ function viewItem(m, index) {
     render({ id: m.id, cls: "memory-edit-text" });
   }, "quiet edit", `Edit: ${short(m.text)}`);
   const remove = confirmButton("Delete", "Confirm delete", () => removeMemory(m), `Delete: ${short(m.text)}`);
-  actions.append(up, down, edit, remove);
+  const history = button(histories.has(m.id) ? "Hide history" : "History", () => toggleHistory(m), "quiet history",
+    `History: ${short(m.text)}`);
+  history.setAttribute("aria-expanded", String(histories.has(m.id)));
+  actions.append(up, down, edit, history);
+  if (m.version > 1) {
+    actions.append(button("Undo", () => undo(m), "quiet undo", `Undo the last change: ${short(m.text)}`));
+  }
+  actions.append(remove);
   item.append(actions);
 
   item.addEventListener("dragstart", (event) => {
@@ -110,8 +123,11 @@ function editItem(m) {
   const category = field("Category", "text", { value: m.category, maxLength: 100 });
   const importance = field("Importance (0–10)", "number", { value: m.importance, min: 0, max: 10, className: "narrow" });
   const visible = field("Visible to companions", "checkbox", { value: m.eligible });
+  const correction = field("Typo fix (corrects this version instead of recording a change)", "checkbox",
+    { value: false });
+  correction.input.classList.add("memory-correction");
   const row = el("div", "form-row");
-  row.append(category.wrap, importance.wrap, visible.wrap);
+  row.append(category.wrap, importance.wrap, visible.wrap, correction.wrap);
   const actions = el("div", "inline-row");
   const save = el("button", "primary", "Save");
   save.type = "submit";
@@ -123,11 +139,14 @@ function editItem(m) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
-      const saved = await apiJson("PATCH", `/api/memories/${m.id}`, {
-        text: text.input.value, category: category.input.value,
-        importance: Number(importance.input.value), eligible: visible.input.checked,
-      });
+      const body = {
+        category: category.input.value, importance: Number(importance.input.value), eligible: visible.input.checked,
+        correction: correction.input.checked,
+      };
+      if (text.input.value.trim() !== m.text) body.text = text.input.value;
+      const saved = await apiJson("PATCH", `/api/memories/${m.id}`, body);
       editing = null;
+      histories.delete(m.id);
       memories = memories.map((x) => (x.id === m.id ? saved.memory : x));
       render({ id: m.id, cls: "edit" });
       say(ui.status, `Memory saved.${rebuiltNote(saved.prompts_rebuilt)}`, "success");
@@ -137,6 +156,63 @@ function editItem(m) {
   });
   item.append(form);
   return item;
+}
+
+function historyList(m) {
+  const list = el("ol", "memory-history");
+  list.setAttribute("aria-label", `Versions of: ${short(m.text)}`);
+  for (const v of histories.get(m.id)) {
+    const row = el("li", "memory-version");
+    const until = v.valid_until ? v.valid_until.slice(0, 10) : "now";
+    const who = { owner: "you", suggestion: "an approved suggestion", auto: "an auto-approved suggestion",
+      import: "an import" }[v.actor] || "unknown";
+    row.append(el("span", "version-label", `v${v.version} · ${v.change} by ${who} · ${v.recorded_at.slice(0, 10)}`));
+    row.append(el("span", "muted small", ` true ${v.valid_from.slice(0, 10)} – ${until}${v.retired_at ? " · corrected" : ""}`));
+    row.append(el("p", "version-text", v.text));
+    if (v.version !== m.version) {
+      row.append(button("Restore", () => restore(m, v.version), "quiet small restore",
+        `Restore version ${v.version} of: ${short(m.text)}`));
+    }
+    list.append(row);
+  }
+  return list;
+}
+
+async function toggleHistory(m) {
+  if (histories.has(m.id)) {
+    histories.delete(m.id);
+    render({ id: m.id, cls: "history" });
+    return;
+  }
+  try {
+    histories.set(m.id, await apiJson("GET", `/api/memories/${m.id}/history`));
+    render({ id: m.id, cls: "history" });
+  } catch (error) {
+    say(ui.status, error.message, "error");
+  }
+}
+
+async function restore(m, version) {
+  try {
+    const saved = await apiJson("POST", `/api/memories/${m.id}/restore`, { version });
+    memories = memories.map((x) => (x.id === m.id ? saved.memory : x));
+    if (histories.has(m.id)) histories.set(m.id, await apiJson("GET", `/api/memories/${m.id}/history`));
+    render({ id: m.id, cls: "history" });
+    say(ui.status, `Version ${version} restored as version ${saved.memory.version}.${rebuiltNote(saved.prompts_rebuilt)}`,
+      "success");
+  } catch (error) {
+    say(ui.status, error.message, "error");
+  }
+}
+
+async function undo(m) {
+  try {
+    const versions = await apiJson("GET", `/api/memories/${m.id}/history`);
+    const previous = versions.find((v) => v.version < m.version);
+    if (previous) await restore(m, previous.version);
+  } catch (error) {
+    say(ui.status, error.message, "error");
+  }
 }
 
 async function move(id, position, focusClass) {

@@ -2,6 +2,7 @@
 // show, the trash with Restore, and the New Chat and New folder forms.
 
 import { $, apiJson, button, el, formatDate } from "./api.js";
+import { forgetControl } from "./forget.js";
 import { conversationTitle, openConversation, setStatus, shared } from "./shared.js";
 
 const ui = {
@@ -75,6 +76,8 @@ export function renderList() {
     const flip = button(folder.hidden ? "Show" : "Hide", () => setFolderHidden(folder, !folder.hidden), "quiet small",
       `${folder.hidden ? "Show" : "Hide"} folder ${folder.name}`);
     head.append(flip);
+    head.append(forgetControl("Delete forever", { target: "folder", id: folder.id }, `Delete folder ${folder.name} forever`,
+      loadConversations, setStatus));
     group.append(head);
     if (open) {
       const list = el("ul", "conversation-list");
@@ -94,7 +97,14 @@ export function renderList() {
     item.classList.add("trashed");
     item.append(button("Restore", () => restoreConversation(c.id), "quiet small",
       `Restore ${conversationTitle(c)}`));
+    item.append(forgetControl("Delete forever", { target: "conversation", id: c.id },
+      `Delete ${conversationTitle(c)} forever`, loadConversations, setStatus));
     ui.trashList.append(item);
+  }
+  if (trashed.length) {
+    const empty = el("li", "trash-empty");
+    empty.append(forgetControl("Empty trash", { target: "trash" }, "Empty the trash forever", loadConversations, setStatus));
+    ui.trashList.append(empty);
   }
   chat.afterListRender();
 }

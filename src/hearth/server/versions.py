@@ -1,0 +1,73 @@
+"""Version history and undo (B2) for fragments, personas and household status fields.
+
+Memories have theirs under /api/memories/{id}/history and /restore. Restoring applies an older
+version again as a new version; a deleted item's versions are gone, so restoring one is 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from ..engine import Scope
+from .auth import current_scope
+from .models import MAX_ID, IdPath, RequestModel
+
+router = APIRouter(tags=["versions"])
+
+
+class VersionIn(RequestModel):
+    version: int = Field(ge=1, le=MAX_ID)
+
+
+class ValueRestoreIn(RequestModel):
+    value_id: int = Field(ge=1, le=MAX_ID, description="An id from /api/status/history")
+
+
+class VersionOut(BaseModel):
+    noun: str
+    item_id: int
+    version: int
+    data: dict[str, Any]
+    change: str
+    actor: str
+    created_at: str
+
+
+@router.get("/api/fragments/{fragment_id}/history", response_model=list[VersionOut])
+def fragment_history(fragment_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [v.to_dict() for v in scope.layers.fragments.history(fragment_id)]
+
+
+@router.post("/api/fragments/{fragment_id}/restore", response_model=dict[str, Any])
+def fragment_restore(fragment_id: IdPath, body: VersionIn, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.fragments.restore(fragment_id, body.version).to_dict()
+
+
+@router.get("/api/personas/{persona_id}/history", response_model=list[VersionOut])
+def persona_history(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [v.to_dict() for v in scope.personas.history(persona_id)]
+
+
+@router.post("/api/personas/{persona_id}/restore", response_model=dict[str, Any])
+def persona_restore(persona_id: IdPath, body: VersionIn, scope: Scope = Depends(current_scope)) -> dict:
+    """Apply an older version of the settings; the persona's stored prompts are rebuilt (P5)."""
+    persona, rebuilt = scope.restore_persona(persona_id, body.version)
+    return {"persona": persona.to_dict(), "prompts_rebuilt": rebuilt}
+
+
+@router.get("/api/status/{field_id}/versions", response_model=list[VersionOut])
+def status_field_history(field_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [v.to_dict() for v in scope.layers.household.field_history(field_id)]
+
+
+@router.post("/api/status/{field_id}/restore", response_model=dict[str, Any])
+def status_field_restore(field_id: IdPath, body: VersionIn, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.household.restore_field(field_id, body.version).to_dict()
+
+
+@router.post("/api/status/{field_id}/restore-value", response_model=dict[str, Any])
+def status_value_restore(field_id: IdPath, body: ValueRestoreIn, scope: Scope = Depends(current_scope)) -> dict:
+    return scope.layers.household.restore_value(field_id, body.value_id).to_dict()

@@ -1,0 +1,57 @@
+"""Memory history and undo (B2) and delete forever (B4, B5) in the web UI, in headless Chromium."""
+
+from __future__ import annotations
+
+import pytest
+
+from hearth import NotFound
+from tests.test_ui import base, browser, chat_with_messages, expect, goto, me, page, site  # noqa: F401  (shared fixtures)  # noqa: F401
+
+pytestmark = pytest.mark.ui
+
+
+def test_b1_b2_memory_editor_shows_history_undo_and_typo_fixes(page, base, me):  # noqa: F811
+    for memory in me.memories.list():
+        me.memories.delete(memory.id)
+    memory = me.memories.add("Lives in Lyon", "home")
+    me.memories.edit(memory.id, text="Lives in Paris")
+    goto(page, base + "/#memory")
+    row = page.locator("#memory-list .memory-item", has_text="Lives in Paris")
+    expect(row.locator(".version")).to_have_text("Version 2")
+    row.get_by_role("button", name="History: Lives in Paris").click()
+    versions = page.locator(".memory-history .memory-version")
+    expect(versions).to_have_count(2)
+    expect(versions.nth(0)).to_contain_text("v2 · superseded by you")
+    expect(versions.nth(1)).to_contain_text("Lives in Lyon")
+    # Undo brings the previous version back, as a new version.
+    page.get_by_role("button", name="Undo the last change: Lives in Paris").click()
+    expect(page.locator("#memory-status")).to_contain_text("Version 1 restored as version 3")
+    expect(page.locator("#memory-list .memory-text")).to_have_text(["Lives in Lyon"])
+    assert me.memories.get(memory.id).text == "Lives in Lyon"
+    expect(page.locator(".memory-history .memory-version")).to_have_count(3)
+    # A typo fix is recorded as a correction of the same version.
+    page.get_by_role("button", name="Edit: Lives in Lyon").click()
+    page.locator(".memory-edit-text").fill("Lives in Lyon, France")
+    page.locator(".memory-correction").check()
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#memory-list .memory-text")).to_have_text(["Lives in Lyon, France"])
+    assert me.memories.history(memory.id)[0].change == "corrected"
+
+
+def test_b4_b5_trash_delete_forever_needs_the_phrase(page, base, me):  # noqa: F811
+    doomed = chat_with_messages(me, "Old diary")
+    me.conversations.trash(doomed.id)
+    goto(page, base + "/")
+    page.locator("#trash summary").click()
+    item = page.locator("#trash-list li", has_text="Old diary")
+    item.get_by_role("button", name="Delete Old diary forever").click()
+    expect(item.locator(".forget-confirm")).to_contain_text("1 conversation, 2 messages")
+    item.get_by_role("textbox", name="Type FORGET FOREVER to confirm").fill("forget")
+    item.get_by_role("button", name="Delete forever").click()
+    expect(page.locator("#status")).to_contain_text("FORGET FOREVER")
+    assert me.conversations.get(doomed.id).visibility == "trashed"  # a wrong phrase removes nothing
+    item.get_by_role("textbox", name="Type FORGET FOREVER to confirm").fill("FORGET FOREVER")
+    item.get_by_role("button", name="Delete forever").click()
+    expect(page.locator("#trash-list li", has_text="Old diary")).to_have_count(0)
+    with pytest.raises(NotFound):
+        me.conversations.get(doomed.id)
