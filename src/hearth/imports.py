@@ -287,24 +287,131 @@ class Imports:
             raise NotFound(f"no fragments in lorebook {book!r}")
         return world_info(chosen, book or "Hearth fragments")
 
-    # -- chats and archives: filled in by later steps ---------------------------------------------
+    # -- SillyTavern chats (X3) -------------------------------------------------------------------
+    def _persona_for(self, character: str) -> "Persona":
+        wanted = character.casefold()
+        for persona in self.scope.personas.list():
+            if wanted in (persona.display_name.casefold(), persona.name.casefold(), _slug(character).casefold()):
+                return persona
+        raise InvalidInput(f"no persona is called {character[:60]!r}: import its character card first, "
+                           "or name the persona to use")
+
     def st_chat(self, data: bytes, name: str, *, persona: "Persona | None" = None,
                 progress: Progress | None = None, mine: bool = False) -> FileReport:
-        raise InvalidInput("SillyTavern chat import is not available yet")
+        from .importers import st_chat
+        from .mining import Source
 
+        chat = st_chat.parse(data, name)
+        target = persona or self._persona_for(chat.character_name)
+        key = digest(json.dumps([chat.character_name, [(m.role, m.text, m.created_at) for m in chat.messages]],
+                                ensure_ascii=False))
+        report = FileReport(name, "st-chat")
+        conversations = self.scope.conversations
+        total = len(chat.messages)
+        if progress:
+            progress(0, total)
+        with self.store.write() as conn:
+            existing = self._seen(conn, "st-chat", key)
+            if existing and conn.execute("SELECT 1 FROM conversations WHERE id = ? AND user_id = ?",
+                                         (existing, self.user_id)).fetchone():
+                report.status = "duplicate"
+                report.ids["conversations"] = [existing]
+                return report
+            started = chat.created_at or chat.messages[0].created_at
+            title = f"{chat.character_name} ({(started or '')[:10]})" if started else chat.character_name
+            conversation = conversations.create(target.id, title=title[:200], channel="import", created_at=started)
+            for i, m in enumerate(chat.messages, start=1):
+                conversations.add_message(conversation.id, m.role, m.text, channel="import", metadata=m.metadata,
+                                          created_at=m.created_at)
+                if progress and (i % 100 == 0 or i == total):
+                    progress(i, total)
+            self._record(conn, "st-chat", key, conversation.id)
+            self._queue_embedding(conn)
+        report.counts = {"conversations": 1, "messages": total}
+        if chat.skipped_system:
+            report.counts["system_skipped"] = chat.skipped_system
+        report.ids["conversations"] = [conversation.id]
+        if mine:
+            from .helpers.base import TurnText
+
+            turns = tuple(TurnText(m.role, m.text) for m in chat.messages)
+            self._mine(report, [Source("conversation", conversation.id, title, started, turns)])
+        return report
+
+    # -- archives: ChatGPT (.zip or conversations.json), Claude, labelled text (A5, X4) --------------
     def archive(self, data: bytes, name: str, *, fmt: str, persona: "Persona | None" = None,
                 collection: str = "imports", document_date: str | None = None, progress: Progress | None = None,
                 mine: bool = False) -> FileReport:
-        from .importers import import_bytes
+        from .importers import chatgpt, claude, decode, labelled, zips
+        from .mining import Source
         from .retrieval.archive import Archive
 
-        result = import_bytes(Archive(self.store, self.user_id), data, fmt=fmt, name=name, collection=collection,
-                              document_date=document_date, persona=persona or self.scope.personas.default(),
-                              progress=progress)
-        report = FileReport(name, fmt, counts={"documents": result.documents_added,
-                                               "duplicates": result.documents_skipped,
-                                               "chunks": result.chunks_added},
-                            ids={"documents": list(result.document_ids)})
-        if not result.documents_added and result.documents_skipped:
+        speaker = persona or self.scope.personas.default()
+        labels = {"user": speaker.user_label, "assistant": speaker.assistant_label}
+        if zips.is_zip(data):
+            data = zips.read_member(data, "conversations.json", name)
+            head = data[:200_000].decode("utf-8", "ignore")
+            fmt = "claude" if '"chat_messages"' in head else "chatgpt"
+        archive = Archive(self.store, self.user_id)
+        if fmt in ("chatgpt", "claude"):
+            payload = _json(data, name)
+            try:
+                documents = (chatgpt.parse(payload, labels) if fmt == "chatgpt" else claude.parse(payload, labels))
+            except (TypeError, AttributeError, KeyError, ValueError, RecursionError) as exc:
+                # A shape the parser did not foresee: refuse the file rather than guess.
+                raise InvalidInput(f"{name} is not a {fmt} export this version can read ({type(exc).__name__})") \
+                    from None
+        else:
+            text = decode(data, name)
+            if not text.strip():
+                raise InvalidInput(f"{name} is empty")
+            documents = labelled.parse(text, archive.labels(), title=name, document_date=document_date)
+        report = FileReport(name, fmt, counts={"documents": 0, "duplicates": 0, "chunks": 0})
+        total = len(documents)
+        if progress:
+            progress(0, total)
+        sources = []
+        with self.store.write() as conn:
+            for i, doc in enumerate(documents, start=1):
+                result = archive.add_turns(doc.title, doc.turns, collection=collection, source=fmt,
+                                           document_date=doc.date, metadata=doc.metadata, hash_text=doc.hash_text)
+                if result.created:
+                    report.add("documents")
+                    report.ids.setdefault("documents", []).append(result.document.id)
+                    sources.append(Source("document", result.document.id, doc.title, doc.date,
+                                          tuple(_turn_text(t) for t in doc.turns)))
+                else:
+                    report.add("duplicates")
+                report.add("chunks", result.chunks_added)
+                if progress:
+                    progress(i, total)
+            if report.counts["documents"]:
+                self._queue_embedding(conn)
+        if not report.counts["documents"] and report.counts["duplicates"]:
             report.status = "duplicate"
+        if mine and sources:
+            self._mine(report, sources)
         return report
+
+    # -- after an import ----------------------------------------------------------------------------
+    def _queue_embedding(self, conn: Any) -> None:
+        """Embedding starts at once in the background, so search ranks the new text semantically."""
+        from .jobs import enqueue
+        from .layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE
+
+        enqueue(conn, self.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
+
+    def _mine(self, report: FileReport, sources: list[Any]) -> None:
+        from .helpers import helper_for
+        from .mining import mine
+
+        mined = mine(self.scope, sources, helper_for(self.scope.hearth))
+        report.counts["proposals"] = mined.proposals
+        if mined.failed:
+            report.counts["mining_failed"] = mined.failed
+
+
+def _turn_text(turn: Any) -> Any:
+    from .helpers.base import TurnText
+
+    return TurnText(turn.role if turn.role in ("user", "assistant") else "assistant", turn.text)

@@ -43,6 +43,7 @@ class Settings:
     output_token_reserve: int = 4_096
     # Server limits (U3).
     max_body_bytes: int = 1_000_000
+    max_import_bytes: int = 200_000_000  # uploads to /api/imports (exports, cards) may be larger
     max_message_chars: int = 100_000
     insecure_no_auth: bool = False
     # The web UI's npm-installed files; "" means build/vendor/ of the source checkout.
@@ -125,7 +126,8 @@ class Settings:
             raise ConfigError(
                 f"provider must be one of offline, openai, openai-chat, anthropic; got {self.provider!r}"
             )
-        for name in ("max_body_bytes", "max_message_chars", "output_token_reserve", "sms_part_chars",
+        for name in ("max_body_bytes", "max_import_bytes", "max_message_chars", "output_token_reserve",
+                     "sms_part_chars",
                      "email_max_bytes", "email_poll_seconds", "activation_tick_seconds", "job_lease_seconds"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
@@ -158,6 +160,7 @@ _ENV = {
     "HEARTH_INPUT_TOKEN_LIMIT": "input_token_limit",
     "HEARTH_OUTPUT_TOKEN_RESERVE": "output_token_reserve",
     "HEARTH_MAX_BODY_BYTES": "max_body_bytes",
+    "HEARTH_MAX_IMPORT_BYTES": "max_import_bytes",
     "HEARTH_MAX_MESSAGE_CHARS": "max_message_chars",
     "HEARTH_WEB_VENDOR_DIR": "web_vendor_dir",
     "HEARTH_V1_PROVIDER_MODELS": "v1_provider_models",

@@ -65,7 +65,7 @@ def import_cmd(obj: Context, args: tuple[str, ...], fmt: str, collection: str, p
             report = scope.imports.file(data, name, fmt=kind, persona=persona, collection=collection,
                                         document_date=document_date, mine=mine, progress=progress)
         reports.append(report)
-        console.print(_line(report), markup=False)
+        click.echo(_line(report))
     refused = [r for r in reports if r.status == "refused"]
     if refused and len(reports) == 1:
         raise InvalidInput(refused[0].reason)

@@ -15,6 +15,7 @@ from .base import (
     Helper,
     HelperOutputError,
     LiveContextResult,
+    MemorySuggestion,
     ReviewInput,
     StateChange,
     StatusField,
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SUMMARY_MAX_WORDS", "FragmentSuggestion", "Helper", "HelperOutputError", "LiveContextResult",
-    "ModelHelper", "OfflineHelper", "ReviewInput", "StateChange", "StatusField", "SummaryResult",
+    "MemorySuggestion", "ModelHelper", "OfflineHelper", "ReviewInput", "StateChange", "StatusField", "SummaryResult",
     "TurnText", "helper_for",
 ]
 

@@ -83,6 +83,17 @@ class FragmentSuggestion:
 
 
 @dataclass(frozen=True)
+class MemorySuggestion:
+    """A durable memory mined from an archive (X4): proposed for review, never applied by itself."""
+
+    text: str
+    category: str  # facts | preferences | people | dates
+    evidence: str  # the person's own words it came from
+    reason: str
+    source: str = "offline"
+
+
+@dataclass(frozen=True)
 class ReviewInput:
     messages: Sequence[TurnText]
     summary: str = ""
@@ -101,6 +112,8 @@ class Helper(Protocol):
     def detect_state_change(self, fields: Sequence[StatusField], messages: Sequence[TurnText]) -> list[StateChange]: ...
 
     def propose_fragments(self, review: ReviewInput) -> list[FragmentSuggestion]: ...
+
+    def extract_memories(self, turns: Sequence[TurnText]) -> list[MemorySuggestion]: ...
 
 
 # -- small text tools shared by both helpers -------------------------------------------------------

@@ -22,6 +22,7 @@ from .base import (
     FragmentSuggestion,
     HelperOutputError,
     LiveContextResult,
+    MemorySuggestion,
     ReviewInput,
     StateChange,
     StatusField,
@@ -68,6 +69,18 @@ FRAGMENT_TASK = (
     '"triggers": ["..."], "definition": "...", "reason": "...", "evidence": "..."}]}. '
     'Answer {"proposals": []} when there is nothing durable.'
 )
+
+
+MINING_TASK = (
+    "You read part of an old conversation between a person and an assistant and pick out durable "
+    "memories about the person worth keeping: facts, preferences, people in their life (with names) and "
+    "dates that matter. Write each memory as one short sentence about 'the person'. Only what the person "
+    "said about themselves; nothing passing, nothing guessed. Answer with JSON only, exactly: "
+    '{"memories": [{"text": "...", "category": "facts" or "preferences" or "people" or "dates", '
+    '"evidence": "an exact quote of the person\'s words", "reason": "..."}]}. '
+    'Answer {"memories": []} when there is nothing durable.'
+)
+MINING_CATEGORIES = ("facts", "preferences", "people", "dates")
 
 
 def transcript(turns: Sequence[TurnText], limit: int = TRANSCRIPT_CHARS) -> str:
@@ -232,4 +245,24 @@ class ModelHelper:
                 definition=definition, reason=_text(item.get("reason"), 300) or "Suggested by the review model.",
                 fragment_id=fragment_id if item["action"] == "update" else None,
                 evidence=_text(item.get("evidence"), 500), source="model"))
+        return out
+
+    # -- memories mined from an archive (X4) -----------------------------------------------------------
+    def extract_memories(self, turns: Sequence[TurnText]) -> list[MemorySuggestion]:
+        answer = self.ask(MINING_TASK, f"Conversation:\n{transcript(turns)}")
+        items = answer.get("memories")
+        if not isinstance(items, list):
+            raise HelperOutputError("the mining answer has no list of memories", "shape")
+        said = " ".join(one_line(t.text) for t in turns if t.role == "user").casefold()
+        out: list[MemorySuggestion] = []
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            text, evidence = _text(item.get("text"), 500), _text(item.get("evidence"), 500)
+            category = item.get("category")
+            # A memory must rest on the person's own words: a quote that is not there is dropped.
+            if not text or not evidence or one_line(evidence).casefold() not in said:
+                continue
+            out.append(MemorySuggestion(text, category if category in MINING_CATEGORIES else "facts", evidence,
+                                        _text(item.get("reason"), 300) or "Mined by the model.", "model"))
         return out

@@ -20,6 +20,7 @@ from .base import (
     SUMMARY_MAX_WORDS,
     FragmentSuggestion,
     LiveContextResult,
+    MemorySuggestion,
     ReviewInput,
     StateChange,
     StatusField,
@@ -75,6 +76,14 @@ _ALLERGY_RE = re.compile(r"\bI(?:'m| am) allergic to ([A-Za-z][\w -]{1,40}?)(?:[
                          re.IGNORECASE)
 _FAVOURITE_RE = re.compile(r"\bmy favou?rite (\w+) is ([A-Za-z][\w' -]{1,40}?)(?:[.,!?;]|$| and | but )",
                            re.IGNORECASE)
+_PREFERENCE_RE = re.compile(
+    r"\bI (?:really |truly |absolutely )?(love|like|enjoy|adore|prefer|hate|dislike|can't stand|cannot stand)"
+    r" ([^.!?;]{3,80})", re.IGNORECASE)
+_PLACE_RE = re.compile(r"\bI (live|work|grew up|was born) (in|at|for) ([A-Z][^.!?;,]{1,60})")
+_MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|December|"
+           "Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec")
+_DATE_RE = re.compile(rf"\b(\d{{1,2}}(?:st|nd|rd|th)? (?:{_MONTHS})(?: \d{{4}})?|(?:{_MONTHS}) \d{{1,2}}"
+                      rf"(?:st|nd|rd|th)?(?:,? \d{{4}})?|\d{{4}}-\d{{2}}-\d{{2}})\b")
 _REMEMBER_RE = re.compile(r"\b(?:please )?remember (?:that )?(.{8,200}?)(?:[.!?]|$)", re.IGNORECASE)
 
 
@@ -148,6 +157,23 @@ class OfflineHelper:
         return [c for c in found.values()
                 if not any(f.name == c.field and (f.value or "").casefold() == c.value.casefold() for f in fields)]
 
+    # -- memories mined from an archive (X4) -----------------------------------------------------------
+    def extract_memories(self, turns: Sequence[TurnText]) -> list[MemorySuggestion]:
+        out: list[MemorySuggestion] = []
+        seen: set[str] = set()
+        for turn in turns:
+            if turn.role != "user":
+                continue
+            for sentence in sentences(turn.text):
+                for category, text, why in mine_sentence(sentence):
+                    key = text.casefold()
+                    if key in seen or len(text) < 12:
+                        continue
+                    seen.add(key)
+                    out.append(MemorySuggestion(text, category, sentence, f"The person's own words: {why}.",
+                                                "offline"))
+        return out
+
     # -- fragment suggestions (F3) ----------------------------------------------------------------
     def propose_fragments(self, review: ReviewInput) -> list[FragmentSuggestion]:
         existing: dict[str, dict] = {}
@@ -181,6 +207,42 @@ class OfflineHelper:
                             merged, reason + " It adds to an existing fragment.", fragment_id=holder["id"],
                             evidence=sentence, source="offline"))
         return out
+
+
+def third_person(sentence: str) -> str:
+    """The person's own sentence told about them: "I" -> "The person", "my" -> "the person's"."""
+    out = re.sub(r"\bI(?:'m| am)\b", "the person is", sentence)
+    out = re.sub(r"\bI've\b", "the person has", out)
+    out = re.sub(r"\bI\b", "the person", out)
+    out = re.sub(r"\b[Mm]y\b", "the person's", out)
+    out = re.sub(r"\b[Mm]e\b", "the person", out)
+    out = one_line(out).rstrip(" .!?;,")
+    return (out[:1].upper() + out[1:] + ".") if out else ""
+
+
+def mine_sentence(sentence: str) -> list[tuple[str, str, str]]:
+    """(category, memory text, reason) found in one sentence of the person's own words."""
+    found: list[tuple[str, str, str]] = []
+    for m in _RELATION_RE.finditer(sentence):
+        relation, name = m.group(1).lower(), m.group(2)
+        found.append(("people", f"The person's {relation} is called {name}.", f"names their {relation}"))
+    allergy = _ALLERGY_RE.search(sentence)
+    if allergy:
+        found.append(("facts", f"The person is allergic to {allergy.group(1).strip()}.", "an allergy"))
+    favourite = _FAVOURITE_RE.search(sentence)
+    if favourite:
+        found.append(("preferences", f"The person's favourite {favourite.group(1).lower()} is "
+                      f"{favourite.group(2).strip()}.", "a favourite"))
+    preference = _PREFERENCE_RE.search(sentence)
+    if preference:
+        verb = preference.group(1).lower()
+        verb = {"can't stand": "can't stand", "cannot stand": "can't stand"}.get(verb, verb + "s")
+        found.append(("preferences", f"The person {verb} {preference.group(2).strip()}.", "a preference"))
+    if _PLACE_RE.search(sentence):
+        found.append(("facts", third_person(sentence), "where they live or work"))
+    if _DATE_RE.search(sentence) and not any(c == "facts" and t == third_person(sentence) for c, t, _ in found):
+        found.append(("dates", third_person(sentence), "a date that matters"))
+    return found
 
 
 def _salient_sentence(section: Sequence[TurnText], scores: Counter[str]) -> str:

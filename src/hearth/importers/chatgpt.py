@@ -4,7 +4,9 @@ An export is a list of conversations; each holds a ``mapping`` of nodes (id -> {
 children}) that forms a tree, because every edit or regeneration starts a new branch. The branch
 the person last saw ends at ``current_node``: walking parent links from there to the root and
 reversing gives the conversation as it stood. Without ``current_node`` the newest leaf is used.
-System, tool and hidden messages are left out; text parts are joined.
+System, tool and hidden messages are left out, and so is whatever is not speech: an assistant
+message addressed to a tool (``recipient`` other than ``all``: the code it ran), and content that
+is code, execution output, reasoning or the person's custom instructions. Text parts are joined.
 """
 
 from __future__ import annotations
@@ -25,8 +27,13 @@ def _stamp(value: Any) -> str | None:
     return None
 
 
+SPEECH = ("text", "multimodal_text")
+
+
 def _text(message: dict[str, Any]) -> str:
     content = message.get("content") or {}
+    if not isinstance(content, dict) or content.get("content_type", "text") not in SPEECH:
+        return ""
     parts = content.get("parts")
     if isinstance(parts, list):
         return "\n".join(p for p in parts if isinstance(p, str)).strip()
@@ -72,8 +79,11 @@ def parse(payload: Any, role_labels: dict[str, str] | None = None) -> list[Parse
                 continue
             role = (message.get("author") or {}).get("role")
             metadata = message.get("metadata") or {}
-            if role not in ROLE_LABELS or metadata.get("is_visually_hidden_from_conversation"):
+            if role not in ROLE_LABELS or not isinstance(metadata, dict) \
+                    or metadata.get("is_visually_hidden_from_conversation"):
                 continue
+            if message.get("recipient") not in (None, "all"):
+                continue  # a call to a tool: code, not speech
             text = _text(message)
             if text:
                 turns.append(Turn(labels[role], role, text, _stamp(message.get("create_time"))))

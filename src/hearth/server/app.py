@@ -30,6 +30,7 @@ from . import (
     diagnostics,
     errors,
     folders,
+    imports,
     layers,
     memories,
     personas,
@@ -50,25 +51,29 @@ class BodyGuard:
 
     Bodies over ``max_bytes`` (by Content-Length or by what actually arrives) answer 413; API
     bodies that are not UTF-8 answer 400. The checked body is then replayed to the app, so no
-    route ever sees more than the limit.
+    route ever sees more than the limit. Uploads to ``/api/imports`` (card PNGs, export zips) are
+    binary and have their own limit, ``import_bytes``.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int):
+    def __init__(self, app: ASGIApp, max_bytes: int, import_bytes: int | None = None):
         self.app = app
-        self.max_bytes = max_bytes
+        self.max_bytes = self.default_max = max_bytes
+        self.import_bytes = import_bytes or max_bytes
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        binary = scope["path"] == "/api/imports"
+        limit = self.import_bytes if binary else self.default_max
         headers = Headers(scope=scope)
         declared = headers.get("content-length")
         if declared is not None:
             if not declared.isdigit():
                 await self._refuse(scope, receive, send, 400, "bad_request", "invalid Content-Length header")
                 return
-            if int(declared) > self.max_bytes:
-                await self._too_large(scope, receive, send)
+            if int(declared) > limit:
+                await self._too_large(scope, receive, send, limit)
                 return
         chunks: list[bytes] = []
         size = 0
@@ -79,13 +84,13 @@ class BodyGuard:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
-                await self._too_large(scope, receive, send)
+            if size > limit:
+                await self._too_large(scope, receive, send, limit)
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        if body and scope["path"].startswith("/api/"):
+        if body and scope["path"].startswith("/api/") and not binary:
             try:
                 body.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -103,9 +108,8 @@ class BodyGuard:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
-        await self._refuse(scope, receive, send, 413, "too_large",
-                           f"request body is larger than {self.max_bytes} bytes")
+    async def _too_large(self, scope: AsgiScope, receive: Receive, send: Send, limit: int) -> None:
+        await self._refuse(scope, receive, send, 413, "too_large", f"request body is larger than {limit} bytes")
 
     @staticmethod
     async def _refuse(scope: AsgiScope, receive: Receive, send: Send, status: int, code: str, detail: str) -> None:
@@ -130,11 +134,13 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
 
     errors.install(app)
     app.add_middleware(auth.AuthGuard, hearth=hearth)
-    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)  # outermost: runs first
+    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes,  # outermost: runs first
+                       import_bytes=settings.max_import_bytes)
 
     for router in (auth.router, personas.router, folders.router, continuity.router, conversations.router,
                    memories.snapshots, memories.router, conversations.events_router, layers.router, diagnostics.router,
-                   recall.router, openai_router, channels.router, channels.webhooks, activations.router):
+                   recall.router, openai_router, channels.router, channels.webhooks, activations.router,
+                   imports.router):
         app.include_router(router)
     app.include_router(forget_routes.router)  # delete forever and retention (B4, B5)
     app.include_router(version_routes.router)  # history and undo (B2)

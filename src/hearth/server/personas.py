@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
@@ -57,6 +59,7 @@ class PersonaOut(BaseModel):
     auto_continuity: bool
     archive_access: bool
     web_search: bool
+    card: dict[str, Any] = {}  # character card fields (X3); see docs/import.md
     created_at: str
     updated_at: str
 
