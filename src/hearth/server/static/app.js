@@ -15,11 +15,13 @@ import { showLayers } from "./layers.js";
 import { showRecall } from "./recall.js";
 import { showTimeline } from "./timeline.js";
 import { showTools } from "./tools.js";
+import { showImports } from "./imports.js";
 
 const state = shared;
 
 const VIEWS = {
-  chat: null, memory: showMemory, layers: showLayers, recall: showRecall, timeline: showTimeline, tools: showTools,
+  chat: null, memory: showMemory, layers: showLayers, recall: showRecall, timeline: showTimeline,
+  tools: () => Promise.all([showTools(), showImports()]),
 };
 
 function viewFromHash() {

@@ -1,0 +1,109 @@
+// Tools panel: Import. Each chosen file is sent on its own to /api/imports with streamed progress,
+// and gets one row in the report: imported, updated, skipped as duplicate, or refused and why.
+// Nothing from the files is shown; only names, counts and reasons.
+
+import { $, apiJson, el, formatNumber, say } from "./api.js";
+
+const csrfMeta = document.querySelector('meta[name="csrf-token"]');
+const csrfToken = csrfMeta ? csrfMeta.content : "";
+
+const ui = {
+  form: $("import-form"),
+  files: $("import-files"),
+  persona: $("import-persona"),
+  mine: $("import-mine"),
+  run: $("import-run"),
+  progress: $("import-progress"),
+  report: $("import-report"),
+  status: $("import-status"),
+};
+
+export async function showImports() {
+  if (!ui.form) return;
+  try {
+    const personas = await apiJson("GET", "/api/personas");
+    const keep = ui.persona.value;
+    ui.persona.replaceChildren(new Option("First persona", ""));
+    for (const p of personas) ui.persona.append(new Option(p.display_name, String(p.id)));
+    ui.persona.value = keep;
+  } catch (error) {
+    say(ui.status, error.message, "error");
+  }
+}
+
+function describe(report) {
+  if (report.status === "refused") return report.reason;
+  const parts = Object.entries(report.counts || {}).map(([k, v]) => `${formatNumber(v)} ${k.replace(/_/g, " ")}`);
+  return parts.join(", ") || "nothing new";
+}
+
+function addRow(name, report) {
+  const row = el("tr");
+  row.dataset.status = report.status;
+  row.append(el("td", "", name), el("td", "", report.format || ""), el("td", `import-${report.status}`,
+    report.status === "duplicate" ? "skipped (duplicate)" : report.status), el("td", "", describe(report)));
+  ui.report.querySelector("tbody").append(row);
+}
+
+async function upload(file) {
+  const params = new URLSearchParams({ name: file.name });
+  if (ui.persona.value) params.set("persona_id", ui.persona.value);
+  if (ui.mine.checked) params.set("mine", "true");
+  const response = await fetch(`/api/imports?${params}`, {
+    method: "POST", body: file, credentials: "same-origin",
+    headers: { "X-CSRF-Token": csrfToken, Accept: "application/x-ndjson" },
+  });
+  if (!response.ok) {
+    let detail = `Upload failed (${response.status})`;
+    try { detail = (await response.json()).detail || detail; } catch (_) { /* keep the status line */ }
+    return { status: "refused", reason: detail, format: "" };
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffered = "";
+  let last = { status: "refused", reason: "The server closed the upload without a report.", format: "" };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffered += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffered.indexOf("\n")) >= 0) {
+      const event = JSON.parse(buffered.slice(0, cut));
+      buffered = buffered.slice(cut + 1);
+      if (event.type === "progress") {
+        ui.progress.max = Math.max(event.total, 1);
+        ui.progress.value = event.done;
+      } else if (event.type === "report") {
+        last = event;
+      } else if (event.type === "error") {
+        last = { status: "refused", reason: event.detail, format: "" };
+      }
+    }
+  }
+  return last;
+}
+
+if (ui.form) {
+  ui.form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const files = [...ui.files.files];
+    if (!files.length) {
+      say(ui.status, "Choose one or more files first.", "error");
+      return;
+    }
+    ui.run.disabled = true;
+    ui.report.hidden = false;
+    ui.progress.hidden = false;
+    let refused = 0;
+    for (const [i, file] of files.entries()) {
+      say(ui.status, `Importing ${file.name} (${i + 1} of ${files.length})…`);
+      ui.progress.removeAttribute("value");
+      const report = await upload(file);
+      if (report.status === "refused") refused += 1;
+      addRow(file.name, report);
+    }
+    ui.progress.hidden = true;
+    ui.run.disabled = false;
+    say(ui.status, refused ? `Done; ${refused} file(s) refused.` : "Done.", refused ? "error" : "info");
+  });
+}

@@ -1,0 +1,42 @@
+"""The Tools panel's import report (X3, X4) in headless Chromium: several files, streamed
+progress, one row per file (imported, skipped as duplicate, refused and why)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests import samples
+from tests.test_ui import browser, expect, goto, page, site  # noqa: F401  (shared fixtures)
+
+pytestmark = pytest.mark.ui
+
+
+def test_x3_x4_tools_panel_imports_files_and_reports_each(site, page, tmp_path):  # noqa: F811
+    base, hearth, _ = site
+    card = tmp_path / "mira.png"
+    card.write_bytes(samples.card_png(samples.card_v3()))
+    lore = tmp_path / "gull.json"
+    lore.write_text(json.dumps(samples.lorebook()))
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    again = tmp_path / "mira-again.png"
+    again.write_bytes(card.read_bytes())
+    goto(page, base + "/#tools")
+    expect(page.locator("#import-persona option")).to_have_count(3)
+    page.set_input_files("#import-files", [str(card), str(lore), str(broken), str(again)])
+    page.check("#import-mine")
+    page.click("#import-run")
+    expect(page.locator("#import-status")).to_have_text("Done; 1 file(s) refused.")
+    rows = page.locator("#import-report tbody tr")
+    expect(rows).to_have_count(4)
+    expect(rows.nth(0)).to_contain_text("mira.png")
+    expect(rows.nth(0)).to_contain_text("imported")
+    expect(rows.nth(0)).to_contain_text("1 personas, 3 fragments")
+    expect(rows.nth(1)).to_contain_text("12 imported")
+    expect(rows.nth(2)).to_contain_text("refused")
+    expect(rows.nth(2)).to_contain_text("broken.png is not a readable PNG")
+    expect(rows.nth(3)).to_contain_text("skipped (duplicate)")
+    me = hearth.scope()
+    assert any(p.display_name == "Mira Vale" for p in me.personas.list())
