@@ -64,7 +64,7 @@ def test_x3_sillytavern_chat_needs_a_persona(me, persona):
     assert me.conversations.get(chosen.ids["conversations"][0]).persona_id == persona.id
 
 
-def test_x4_chatgpt_zip_and_json_label_turns_with_the_chosen_persona_and_leave_out_code(me, persona, mira):
+def test_x4_a1_a5_chatgpt_zip_and_json_label_turns_with_the_chosen_persona_and_leave_out_code(me, persona, mira):
     report = me.imports.file(samples.chatgpt_zip(), "chatgpt-export.zip", persona=persona)
     assert report.status == "imported" and report.format == "chatgpt" and report.counts["documents"] == 1
     [chunk] = Archive(me.store, me.user_id).chunks(report.ids["documents"][0])
@@ -78,7 +78,7 @@ def test_x4_chatgpt_zip_and_json_label_turns_with_the_chosen_persona_and_leave_o
     assert again.status == "duplicate" and again.counts["duplicates"] == 1
 
 
-def test_x4_claude_export_json_and_zip(me, persona):
+def test_x4_a1_claude_export_json_and_zip(me, persona):
     report = me.imports.file(json.dumps(samples.claude_conversations()).encode(), "conversations.json",
                              persona=persona)
     assert report.format == "claude" and report.counts["documents"] == 1
@@ -96,7 +96,7 @@ def test_x4_claude_export_json_and_zip(me, persona):
     assert zipped.format == "claude" and zipped.status == "duplicate"
 
 
-def test_x4_imports_queue_embedding_so_search_is_semantic_without_reindex(me, hearth, persona):
+def test_x4_s8_imports_queue_embedding_so_search_is_semantic_without_reindex(me, hearth, persona):
     from hearth.retrieval.hybrid import Filters, search
     from hearth.retrieval.semantic import pending_count, shared_embedder
 

@@ -71,7 +71,7 @@ def test_x3_lorebook_export_gives_the_file_back(me, book):
             assert (out[field] or 0) == (entry[field] or 0), (uid, field)
 
 
-def test_x3_reimport_is_idempotent_and_updates_changed_entries(me, book):
+def test_x3_s8_reimport_is_idempotent_and_updates_changed_entries(me, book):
     data = samples.lorebook()
     again = me.imports.file(json.dumps(data).encode(), "gull-rock.json")
     assert again.status == "duplicate" and again.counts == {"duplicates": 12}
@@ -82,7 +82,7 @@ def test_x3_reimport_is_idempotent_and_updates_changed_entries(me, book):
     assert me.layers.fragments.get(book["Jonah"].id).definition == "Jonah Pike retired last spring."
 
 
-def test_x3_selective_logic_and_any_and_all_not_any_not_all():
+def test_x3_f1_selective_logic_and_any_and_all_not_any_not_all():
     index = Activator.build([
         lore(1, ["boat"], secondary=["red", "blue"], logic="and_any"),
         lore(2, ["boat"], secondary=["red", "blue"], logic="and_all"),
@@ -185,7 +185,7 @@ def test_x3_sticky_cooldown_and_delay_count_turns_per_conversation(me, book, cha
     assert "Mira's letters" in sent("letters!", other)
 
 
-def test_x3_imported_lorebook_drives_the_prompt(me, book, chat, provider):
+def test_x3_f1_imported_lorebook_drives_the_prompt(me, book, chat, provider):
     me.layers.settings.set("fragments.max", 20)
     me.send(chat.id, "Mr Pike and the harbourmaster found sea glass at the festival with a lantern and boats")
     block = context_message(provider.requests[-1])
@@ -242,3 +242,30 @@ def test_x3_fuzzed_lorebooks_never_crash_nor_import_partially(me, field, value, 
         if report.status == "refused":
             assert report.reason and "\n" not in report.reason
             assert table_counts(me) == before
+
+
+def test_x3_f2_lorebook_edits_are_live_and_compiled_once_per_library_version(me, book, chat, provider):
+    from hearth.layers import fragments as fragments_mod
+
+    me.send(chat.id, "Tell me about the dice")
+    assert "Never shows" not in context_message(provider.requests[-1])
+    builds = fragments_mod.builds["count"]
+    me.send(chat.id, "dice again")
+    assert fragments_mod.builds["count"] == builds  # unchanged library: no recompiling
+    controls = dict(book["p0"].controls, probability=100)
+    me.layers.fragments.edit(book["p0"].id, controls=controls)
+    me.send(chat.id, "and the dice?")
+    assert "Never shows" in context_message(provider.requests[-1])
+    assert fragments_mod.builds["count"] == builds + 1
+    me.layers.fragments.edit(book["p0"].id, triggers=["/d[i1]ce/i"])
+    me.send(chat.id, "D1CE")
+    assert "Never shows" in context_message(provider.requests[-1])
+
+
+def test_x3_s8_imports_report_progress(me, persona):
+    seen: list[tuple[int, int]] = []
+    me.imports.file(json.dumps(samples.lorebook()).encode(), "gull.json", progress=lambda d, t: seen.append((d, t)))
+    assert seen[0] == (0, 12) and seen[-1] == (12, 12)
+    seen.clear()
+    me.imports.file(samples.st_chat("Elion"), "chat.jsonl", progress=lambda d, t: seen.append((d, t)))
+    assert seen[0] == (0, 4) and seen[-1] == (4, 4)

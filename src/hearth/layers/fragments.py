@@ -34,6 +34,7 @@ MAX_DEFINITION = 4_000
 MAX_LORE_DEFINITION = 100_000  # lorebook entries are often longer than a fragment
 MAX_CATEGORY = 60
 MAX_FRAGMENTS = 20_000
+MAX_PENDING = 1_000  # lorebook timers waiting for their turn's reply, per scope
 
 LABEL = "MEMORY FRAGMENTS"
 TRUST = ("Stable profile context written or approved by the person, brought in because the latest message "
@@ -311,25 +312,32 @@ class FragmentLayer:
             return []
         settings = LayerSettings(self.store, turn.user_id)
         conversation_id = turn.conversation.id
-        number = turn_number(turn.conn, conversation_id)
         messages = [turn.text]
-        if index.lore_count:
+        number, lore_timers = 1, None
+        if index.lore_count:  # turn numbers and timers matter only to lorebook entries
+            number = turn_number(turn.conn, conversation_id)
+            lore_timers = timers(turn.conn, conversation_id)
             depth = index.scan_depth
             if depth > 1:
                 earlier = [h.content for h in turn.history if h.kind == "chat" and h.role in ("user", "assistant")]
                 messages = [*earlier[-(depth - 1):], turn.text]
         found = index.activate(
-            messages, turn=number, seed=conversation_id * 1_000_003 + number, timers=timers(turn.conn, conversation_id)
-            if index.lore_count else None, budget_chars=settings.get("fragments.budget_chars"),
-            max_fragments=settings.get("fragments.max"), budget_tokens=settings.get("fragments.budget_tokens") or None,
+            messages, turn=number, seed=conversation_id * 1_000_003 + number, timers=lore_timers,
+            budget_chars=settings.get("fragments.budget_chars"), max_fragments=settings.get("fragments.max"),
+            budget_tokens=settings.get("fragments.budget_tokens") or None,
             recursion_depth=settings.get("fragments.recursion_depth"))
         if found.timers:
             with self._lock:
+                if len(self._pending) >= MAX_PENDING:  # turns whose reply never came (provider errors)
+                    self._pending.pop(next(iter(self._pending)))
                 self._pending[(conversation_id, number)] = dict(found.timers)
         return render(found, by_id)
 
     def record_timers(self, conn: sqlite3.Connection, conversation_id: int, user_message_id: int) -> int:
         """After the reply: start the sticky / cooldown timers of the entries this turn brought in."""
+        with self._lock:
+            if not any(key[0] == conversation_id for key in self._pending):
+                return 0
         number = turn_number(conn, conversation_id, user_message_id)
         with self._lock:
             started = self._pending.pop((conversation_id, number), None)
