@@ -213,6 +213,24 @@ def test_x3_x4_cli_imports_several_files_with_a_persona_flag(tmp_path, hearth, p
                        "double quotes)"
 
 
+def test_x4_cli_asks_once_whose_the_assistant_turns_are(tmp_path, hearth, persona, monkeypatch):
+    from hearth.cli import imports as cli_imports
+
+    me = hearth.scope()
+    me.personas.create("sage", "Sage", user_label="Robin said:", assistant_label="Sage said:")
+    monkeypatch.setattr(cli_imports, "interactive", lambda: True)
+    export = tmp_path / "export.zip"
+    export.write_bytes(samples.chatgpt_zip())
+    claude = tmp_path / "claude.json"
+    claude.write_text(json.dumps(samples.claude_conversations()))
+    result = CliRunner().invoke(cli, ["--home", str(hearth.settings.home), "import", str(export), str(claude)],
+                                input="sage\n")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("Which persona spoke the assistant turns?") == 1
+    texts = [c["text"] for d in Archive(me.store, me.user_id).list() for c in Archive(me.store, me.user_id).chunks(d.id)]
+    assert len(texts) == 2 and all("Sage said:" in t and "Robin said:" in t for t in texts)
+
+
 jsonl_lines = st.lists(st.one_of(
     st.fixed_dictionaries({"name": st.text(max_size=5), "is_user": st.one_of(st.booleans(), st.integers()),
                            "mes": st.one_of(st.text(max_size=30), st.none(), st.integers()),

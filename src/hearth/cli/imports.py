@@ -90,10 +90,14 @@ def _line(report) -> str:
     return f"{report.file} ({report.format}): {report.status}; {counts}"
 
 
+def interactive() -> bool:
+    return sys.stdin.isatty()
+
+
 def _ask_persona(scope, kind: str):
     """Asked once per run: whose words the imported assistant turns are."""
     personas = scope.personas.list()
-    if kind == "st-chat" or len(personas) <= 1 or not sys.stdin.isatty():
+    if kind == "st-chat" or len(personas) <= 1 or not interactive():
         return None  # st-chat matches its character by name; otherwise the default persona
     names = [p.name for p in personas]
     choice = click.prompt("Which persona spoke the assistant turns?", type=click.Choice(names), default=names[0])
