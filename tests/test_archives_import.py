@@ -278,3 +278,45 @@ def test_x4_fuzzed_exports_never_crash_nor_import_partially(me, persona, payload
     if report.status == "refused":
         assert report.reason and "\n" not in report.reason
         assert counts(me) == before
+
+
+member_names = st.one_of(
+    st.sampled_from(["conversations.json", "export/conversations.json", "../conversations.json",
+                     "/abs/conversations.json", "a\\..\\conversations.json", "C:/conversations.json",
+                     "x/../../conversations.json", "a/b/c/conversations.json"]),
+    st.text(alphabet="./\\ab:", min_size=1, max_size=12).map(lambda s: s + "/conversations.json"))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.lists(member_names, min_size=1, max_size=3), padding=st.integers(0, 3_000_000))
+def test_x4_fuzzed_zip_names_and_sizes_never_escape_nor_import_partially(me, persona, names, padding):
+    body = json.dumps(samples.chatgpt_conversations()).encode() + b" " * padding
+    members = {name: body for name in names}
+    before = counts(me)
+    report = me.imports.file(zip_of(members), "fuzz.zip", persona=persona)
+    assert report.status in ("imported", "duplicate", "refused")
+    if report.status == "refused":
+        assert report.reason and "\n" not in report.reason
+        assert counts(me) == before
+    unsafe = any(".." in n.replace("\\", "/").split("/") or n.startswith("/") or "\\" in n or n[1:2] == ":"
+                 for n in names)
+    if unsafe:
+        assert report.status == "refused"
+
+
+def test_x3_x4_five_megabyte_fields_are_refused_whole(me, persona):
+    huge = "x" * 5_000_000
+    book = samples.lorebook()
+    book["entries"]["3"]["content"] = huge
+    chat = samples.st_chat("Elion").decode().splitlines()
+    line = json.loads(chat[2])
+    line["mes"] = huge
+    chat[2] = json.dumps(line)
+    card = samples.card_v3()
+    card["data"]["character_book"]["entries"][0]["content"] = huge
+    for data, name in ((json.dumps(book).encode(), "lore.json"), ("\n".join(chat).encode(), "chat.jsonl"),
+                       (samples.card_png(card), "card.png")):
+        before = counts(me)
+        report = me.imports.file(data, name)
+        assert report.status == "refused" and ("at most" in report.reason or "longer than" in report.reason), report
+        assert counts(me) == before
