@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import httpx
+
 import pytest
 
 from tests import samples
@@ -39,4 +41,15 @@ def test_x3_x4_tools_panel_imports_files_and_reports_each(site, page, tmp_path):
     expect(rows.nth(2)).to_contain_text("broken.png is not a readable PNG")
     expect(rows.nth(3)).to_contain_text("skipped (duplicate)")
     me = hearth.scope()
-    assert any(p.display_name == "Mira Vale" for p in me.personas.list())
+    mira = next(p for p in me.personas.list() if p.display_name == "Mira Vale")
+    # Export: the persona list refreshes when the panel opens again; the card link follows the choice.
+    goto(page, base + "/#chat")
+    goto(page, base + "/#tools")
+    expect(page.locator("#export-persona option")).to_have_count(3)
+    page.select_option("#export-persona", str(mira.id))
+    href = page.get_attribute("#export-card", "href")
+    assert href == f"/api/exports/personas/{mira.id}/card"
+    card = httpx.get(base + href)
+    assert card.status_code == 200 and samples.png_chunks(card.content)["ccv3"]["data"]["name"] == "Mira Vale"
+    lorebook = httpx.get(base + page.get_attribute("#export-lorebook", "href")).json()
+    assert len(lorebook["entries"]) == 15

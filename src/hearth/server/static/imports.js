@@ -16,7 +16,15 @@ const ui = {
   progress: $("import-progress"),
   report: $("import-report"),
   status: $("import-status"),
+  exportPersona: $("export-persona"),
+  exportCard: $("export-card"),
 };
+
+function updateCardLink() {
+  const id = ui.exportPersona.value;
+  if (id) ui.exportCard.href = `/api/exports/personas/${encodeURIComponent(id)}/card`;
+  else ui.exportCard.removeAttribute("href");
+}
 
 export async function showImports() {
   if (!ui.form) return;
@@ -26,6 +34,10 @@ export async function showImports() {
     ui.persona.replaceChildren(new Option("First persona", ""));
     for (const p of personas) ui.persona.append(new Option(p.display_name, String(p.id)));
     ui.persona.value = keep;
+    const chosen = ui.exportPersona.value;
+    ui.exportPersona.replaceChildren(...personas.map((p) => new Option(p.display_name, String(p.id))));
+    if (chosen) ui.exportPersona.value = chosen;
+    updateCardLink();
   } catch (error) {
     say(ui.status, error.message, "error");
   }
@@ -84,6 +96,7 @@ async function upload(file) {
 }
 
 if (ui.form) {
+  ui.exportPersona.addEventListener("change", updateCardLink);
   ui.form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const files = [...ui.files.files];
