@@ -76,6 +76,12 @@ class Settings:
     email_poll_seconds: float = 60.0
     email_max_bytes: int = 1_000_000
     activation_tick_seconds: float = 60.0  # how often due activations are looked for (E11)
+    # Voice (E9): a realtime speech model over WebSocket; the key stays on the server.
+    voice_model: str = "gpt-realtime"
+    voice_name: str = "marin"
+    voice_transcription_model: str = "gpt-4o-mini-transcribe"
+    voice_retention_ratio: float = 0.8
+    realtime_url: str = ""  # the realtime WebSocket base (default: the OpenAI SDK's), e.g. wss://host/v1
     # A job left running by a crashed worker is claimed again after this long.
     job_lease_seconds: float = 300.0
 
@@ -131,6 +137,10 @@ class Settings:
                      "email_max_bytes", "email_poll_seconds", "activation_tick_seconds", "job_lease_seconds"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
+        if not 0.05 <= self.voice_retention_ratio <= 1.0:
+            raise ConfigError("voice_retention_ratio must be between 0.05 and 1.0")
+        if self.realtime_url and not self.realtime_url.startswith(("ws://", "wss://")):
+            raise ConfigError("realtime_url must start with ws:// or wss://")
         if self.sms_part_chars < 70:
             raise ConfigError("sms_part_chars must be at least 70 (one SMS segment)")
         for name in ("imap_port", "smtp_port"):
@@ -186,6 +196,11 @@ _ENV = {
     "HEARTH_EMAIL_MAX_BYTES": "email_max_bytes",
     "HEARTH_ACTIVATION_TICK_SECONDS": "activation_tick_seconds",
     "HEARTH_JOB_LEASE_SECONDS": "job_lease_seconds",
+    "HEARTH_VOICE_MODEL": "voice_model",
+    "HEARTH_VOICE_NAME": "voice_name",
+    "HEARTH_VOICE_TRANSCRIPTION_MODEL": "voice_transcription_model",
+    "HEARTH_VOICE_RETENTION_RATIO": "voice_retention_ratio",
+    "HEARTH_REALTIME_URL": "realtime_url",
 }
 _LENIENT_ENV = {
     "HANDOFF_PER_MESSAGE_CHARACTER_LIMIT": ("handoff_per_message_limit", DEFAULT_HANDOFF_PER_MESSAGE),

@@ -26,6 +26,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.security import APIKeyCookie, HTTPBearer
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import HTTPConnection
 from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as AsgiScope
@@ -145,7 +146,19 @@ class AuthGuard:
         self.hearth = hearth
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            # A WebSocket is authenticated like a request; a refusal closes it before the handshake
+            # completes (the client sees HTTP 403).
+            connection = HTTPConnection(scope)
+            try:
+                principal = await run_in_threadpool(self.authenticate, connection)
+            except AuthError:
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            scope.setdefault("state", {})["principal"] = principal
             await self.app(scope, receive, send)
             return
         request = Request(scope)
@@ -164,10 +177,13 @@ class AuthGuard:
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
 
-    def authenticate(self, request: Request) -> Principal | None:
+    def authenticate(self, request: HTTPConnection) -> Principal | None:
         users = self.hearth.users
         path = request.url.path
-        unsafe = request.method not in SAFE_METHODS
+        websocket = request.scope["type"] == "websocket"
+        # A browser cannot put a CSRF header on a WebSocket, but always names its Origin: that check
+        # is what keeps another site's page from opening one with the person's cookie.
+        unsafe = websocket or request.scope["method"] not in SAFE_METHODS
         if unsafe:
             _check_origin(request)
         header = request.headers.get("authorization")
@@ -185,7 +201,7 @@ class AuthGuard:
         cookie = request.cookies.get(COOKIE)
         session = users.session(cookie) if cookie else None
         if session is not None:
-            if unsafe and not is_public(path):
+            if unsafe and not websocket and not is_public(path):
                 sent = request.headers.get(CSRF_HEADER, "")
                 if not secrets.compare_digest(sent.encode(), session.csrf_token.encode()):
                     raise Forbidden(f"missing or wrong {CSRF_HEADER} header")
@@ -200,7 +216,7 @@ class AuthGuard:
         return Principal(users.owner().id, "open")
 
 
-def _check_origin(request: Request) -> None:
+def _check_origin(request: HTTPConnection) -> None:
     """Browsers name the page that sent a POST; another site's page may not change anything."""
     origin = request.headers.get("origin")
     if origin is None:
@@ -219,11 +235,16 @@ def get_hearth(request: Request) -> Hearth:
     return request.app.state.hearth
 
 
-def principal_of(request: Request) -> Principal:
-    principal = getattr(request.state, "principal", None)
+def principal_of_connection(connection: HTTPConnection) -> Principal:
+    """The principal AuthGuard found for a request or WebSocket."""
+    principal = getattr(connection.state, "principal", None)
     if principal is None:
         raise AuthError("log in first")
     return principal
+
+
+def principal_of(request: Request) -> Principal:
+    return principal_of_connection(request)
 
 
 def current_scope(request: Request, _b: object = Depends(_bearer), _c: object = Depends(_cookie)) -> Scope:

@@ -1,0 +1,98 @@
+"""Voice sessions (E9): browser and phone speech through a realtime speech API, in the same thread.
+
+A voice session is another channel of the same relationship, never a new chat: it continues the
+persona's current conversation. At the start it is given the conversation's stored prompt as its
+instructions and the recent turns (from every channel) as conversation items, and it is configured
+with retention-ratio truncation, so the realtime model drops its oldest context at the session
+limit and keeps a recent fraction instead of failing. Both sides' transcripts join the thread with
+channel ``voice`` as they complete; if the socket drops, what was said so far is kept and the
+session is closed in the ledger.
+
+This module is the synchronous core (what to send at the start, what to keep); the relay itself,
+browser <-> server <-> realtime API, lives at the server edge (``hearth.server.voice``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import ledger
+from .errors import InvalidInput
+from .prompt import stored
+
+if TYPE_CHECKING:
+    from .engine import Scope
+    from .ledger import Message
+
+RECENT_TURNS = 12
+MAX_TRANSCRIPT = 20_000
+FORMATS = {"browser": "audio/pcm", "phone": "audio/pcmu"}  # 24 kHz PCM16; G.711 mu-law for telephony
+
+
+@dataclass(frozen=True)
+class VoiceSetup:
+    """What a voice session starts with: ids, and the events that prime the realtime session."""
+
+    conversation_id: int
+    persona_id: int
+    session: dict[str, Any]
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+
+def start(scope: "Scope", persona_id: int | None = None, *, source: str = "browser") -> VoiceSetup:
+    """Open a voice session on the persona's current conversation (a new one only if it has none)."""
+    if source not in FORMATS:
+        raise InvalidInput(f"voice source must be one of {', '.join(FORMATS)}")
+    settings = scope.hearth.settings
+    persona = scope.personas.get(persona_id) if persona_id else scope.personas.default()
+    current = scope.conversations.current(persona.id)
+    conversation_id = current.id if current else scope.new_chat(persona.id, channel="voice").conversation.id
+    with scope.store.write() as conn:
+        prompt = stored.ensure(conn, scope.user_id, conversation_id, scope.handoff_text, "voice")
+        rows = conn.execute(
+            "SELECT role, content FROM messages WHERE conversation_id = ? AND kind = 'chat'"
+            " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?", (conversation_id, RECENT_TURNS),
+        ).fetchall()
+        ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id, kind="voice.started",
+                      channel="voice", payload={"source": source, "recent_turns": len(rows)})
+    audio_format = {"type": FORMATS[source]}
+    session = {
+        "type": "realtime",
+        "model": settings.voice_model,
+        "instructions": prompt.text,
+        "audio": {
+            "input": {"format": audio_format, "transcription": {"model": settings.voice_transcription_model},
+                      "turn_detection": {"type": "server_vad"}},
+            "output": {"format": audio_format, "voice": settings.voice_name},
+        },
+        "truncation": {"type": "retention_ratio", "retention_ratio": settings.voice_retention_ratio},
+    }
+    items = [{
+        "type": "message", "role": role,
+        "content": [{"type": "input_text" if role == "user" else "output_text", "text": content}],
+    } for role, content in reversed(rows)]
+    return VoiceSetup(conversation_id, persona.id, session, items)
+
+
+def transcript(scope: "Scope", conversation_id: int, role: str, text: str) -> "Message | None":
+    """Keep one side's finished utterance in the thread (empty transcripts are not kept)."""
+    if role not in ("user", "assistant"):
+        raise InvalidInput("a transcript is the user's or the assistant's")
+    text = (text or "").replace("\x00", "").strip()[:MAX_TRANSCRIPT]
+    if not text:
+        return None
+    return scope.conversations.add_message(conversation_id, role, text, channel="voice", metadata={"voice": True})
+
+
+def end(scope: "Scope", conversation_id: int, reason: str) -> None:
+    """Close the session in the ledger: numbers and a fixed reason only."""
+    if reason not in ("ended", "dropped", "error"):
+        reason = "error"
+    with scope.store.write() as conn:
+        turns = conn.execute(
+            "SELECT count(*) FROM messages WHERE conversation_id = ? AND channel = 'voice' AND id > coalesce("
+            "(SELECT max(id) FROM events WHERE conversation_id = ? AND kind = 'voice.started'), 0)",
+            (conversation_id, conversation_id)).fetchone()[0]
+        ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id, kind="voice.ended",
+                      channel="voice", payload={"reason": reason, "turns": turns})

@@ -1,0 +1,198 @@
+"""Voice (E9, E10): the browser's microphone and Twilio phone calls relayed through the official
+``openai`` SDK to a realtime speech server on 127.0.0.1 that speaks the real event format."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+from typing import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+from twilio.request_validator import RequestValidator
+
+from hearth import Hearth, Settings
+from hearth.server import create_app
+from hearth.server.voice import stream_token
+from tests.fakes.realtime_server import FakeRealtime
+
+BASE = "http://127.0.0.1:8765"
+WS = "ws://127.0.0.1:8765"  # the test client takes the host of WebSocket URLs from the URL itself
+PUBLIC = "https://hearth.example.org"
+SID, TOKEN = "AC" + "3" * 32, "twilio-voice-token"
+ROBIN = "+15557654321"
+
+
+@pytest.fixture
+def realtime() -> Iterator[FakeRealtime]:
+    fake = FakeRealtime().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def voice_hearth(tmp_path, realtime, provider) -> Iterator[Hearth]:
+    settings = Settings.resolve({
+        "home": str(tmp_path / "home"), "input_token_limit": 32_000, "openai_api_key": "sk-server-only",
+        "provider": "offline", "realtime_url": realtime.url, "public_url": PUBLIC,
+        "twilio_account_sid": SID, "twilio_auth_token": TOKEN,
+    }, environ={})
+    h = Hearth(settings, provider=provider)
+    me = h.scope()
+    elion = me.personas.create("elion", "Elion")
+    me.contacts.add("sms", ROBIN, elion.id)
+    yield h
+    h.close()
+
+
+def pcm_frames(count: int = 2, size: int = 4_800) -> list[str]:
+    return [base64.b64encode(bytes(size)).decode() for _ in range(count)]
+
+
+def events_until(ws, kind: str, role: str | None = None) -> list[dict]:
+    seen = []
+    while True:
+        event = ws.receive_json()
+        seen.append(event)
+        if event["type"] == kind and (role is None or event.get("role") == role):
+            return seen
+
+
+def voice_events(h: Hearth) -> list[tuple[str, str]]:
+    rows = h.store.connection().execute(
+        "SELECT kind, payload FROM events WHERE kind LIKE 'voice.%' ORDER BY id").fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+def test_e9_browser_voice_relays_audio_and_keeps_both_transcripts_in_the_same_thread(voice_hearth, realtime):
+    me = voice_hearth.scope()
+    elion = me.personas.by_name("elion")
+    chat = me.new_chat(elion.id).conversation
+    me.send(chat.id, "I'll call you on my walk home.")
+    client = TestClient(create_app(hearth=voice_hearth), base_url=BASE)
+    with client.websocket_connect(f"{WS}/api/voice?persona_id={elion.id}") as ws:
+        assert ws.receive_json() == {"type": "ready", "conversation_id": chat.id}
+        for frame in pcm_frames():
+            ws.send_json({"type": "audio", "audio": frame})
+        seen = events_until(ws, "transcript", "assistant")
+        assert {"type": "transcript", "role": "user", "text": "I'm walking home now"} in seen
+        assert any(e["type"] == "audio" and e["audio"] for e in seen)  # the companion's voice came back
+        ws.send_json({"type": "end"})
+        assert ws.receive_json() == {"type": "ended", "reason": "ended"}
+
+    [update] = realtime.of("session.update")
+    assert update["session"]["truncation"] == {"type": "retention_ratio", "retention_ratio": 0.8}
+    assert update["session"]["instructions"] == me.stored_prompt(chat.id)
+    assert update["session"]["audio"]["input"]["format"] == {"type": "audio/pcm"}
+    primed = [i["item"]["content"][0]["text"] for i in realtime.of("conversation.item.create")]
+    assert primed[0] == "I'll call you on my walk home."  # the recent turns from other channels
+    assert realtime.authorization == ["Bearer sk-server-only"] and realtime.paths[0].startswith("/v1/realtime")
+
+    assert [c.id for c in me.conversations.list()] == [chat.id]  # no new-chat boundary
+    turns = [(m.role, m.channel, m.content) for m in me.conversations.messages(chat.id) if m.kind == "chat"]
+    assert turns[2:] == [("user", "voice", "I'm walking home now"), ("assistant", "voice", "Walk safe, I'm here.")]
+    assert [k for k, _ in voice_events(voice_hearth)] == ["voice.started", "voice.ended"]
+    assert json.loads(voice_events(voice_hearth)[-1][1]) == {"reason": "ended", "turns": 2}
+
+
+def test_e9_a_dropped_voice_session_keeps_the_transcript_so_far_and_closes(voice_hearth, realtime):
+    realtime.drop_after_user = True
+    me = voice_hearth.scope()
+    client = TestClient(create_app(hearth=voice_hearth), base_url=BASE)
+    with client.websocket_connect(f"{WS}/api/voice") as ws:
+        ws.receive_json()
+        for frame in pcm_frames():
+            ws.send_json({"type": "audio", "audio": frame})
+        events_until(ws, "transcript", "user")
+        assert events_until(ws, "ended")[-1] == {"type": "ended", "reason": "dropped"}
+    [conversation] = me.conversations.list()
+    kept = [(m.role, m.content) for m in me.conversations.messages(conversation.id) if m.channel == "voice"]
+    assert kept == [("user", "I'm walking home now")]
+    kind, payload = voice_events(voice_hearth)[-1]
+    assert kind == "voice.ended" and json.loads(payload) == {"reason": "dropped", "turns": 1}
+
+
+def test_e9_voice_needs_a_login_and_refuses_other_sites(voice_hearth):
+    voice_hearth.users.set_password(voice_hearth.users.owner().id, "correct horse battery")
+    client = TestClient(create_app(hearth=voice_hearth), base_url=BASE)
+    with pytest.raises(WebSocketDisconnect) as refused:
+        with client.websocket_connect(f"{WS}/api/voice"):
+            pass
+    assert refused.value.code == 1008
+    login = client.post("/api/auth/login", json={"name": "owner", "password": "correct horse battery"})
+    assert login.status_code == 200
+    with pytest.raises(WebSocketDisconnect):
+        with client.websocket_connect(f"{WS}/api/voice", headers={"Origin": "https://evil.example"}):
+            pass
+    with client.websocket_connect(f"{WS}/api/voice", headers={"Origin": BASE}) as ws:
+        assert ws.receive_json()["type"] == "ready"
+        ws.send_json({"type": "end"})
+        assert ws.receive_json()["type"] == "ended"
+
+
+def mulaw_tone(samples: int = 800, hz: float = 440.0) -> bytes:
+    """A tone as 8 kHz G.711 mu-law, the audio Twilio Media Streams carry."""
+    out = bytearray()
+    for n in range(samples):
+        s = int(8000 * math.sin(2 * math.pi * hz * n / 8000))
+        sign = 0x80 if s < 0 else 0
+        s = min(abs(s), 32635) + 0x84
+        exponent, mask = 7, 0x4000
+        while not s & mask and exponent > 0:
+            exponent, mask = exponent - 1, mask >> 1
+        out.append(~(sign | exponent << 4 | (s >> (exponent + 3)) & 0x0F) & 0xFF)
+    return bytes(out)
+
+
+def signed_call(client: TestClient, form: dict[str, str]):
+    signature = RequestValidator(TOKEN).compute_signature(PUBLIC + "/channels/voice/twilio", form)
+    return client.post("/channels/voice/twilio", data=form, headers={"X-Twilio-Signature": signature})
+
+
+def test_e10_phone_call_is_signature_checked_and_bridged_over_media_streams(voice_hearth, realtime):
+    me = voice_hearth.scope()
+    client = TestClient(create_app(hearth=voice_hearth), base_url=BASE)
+    call = {"CallSid": "CA" + "9" * 32, "AccountSid": SID, "From": ROBIN, "To": "+15550001111",
+            "Direction": "inbound", "CallStatus": "ringing"}
+    assert client.post("/channels/voice/twilio", data=call).status_code == 403  # unsigned
+    stranger = signed_call(client, {**call, "From": "+15550009999"})
+    assert stranger.status_code == 200 and "<Reject/>" in stranger.text
+    answered = signed_call(client, call)
+    assert answered.status_code == 200
+    assert '<Stream url="wss://hearth.example.org/channels/voice/twilio/stream">' in answered.text
+    params = dict(re.findall(r'<Parameter name="(\w+)" value="([^"]+)"/>', answered.text))
+    assert params["token"] == stream_token(TOKEN, call["CallSid"], int(params["contact"]))
+
+    with client.websocket_connect(f"{WS}/channels/voice/twilio/stream") as ws:
+        ws.send_json({"event": "connected", "protocol": "Call", "version": "1.0.0"})
+        ws.send_json({"event": "start", "sequenceNumber": "1", "streamSid": "MZ1",
+                      "start": {"streamSid": "MZ1", "callSid": call["CallSid"], "accountSid": SID,
+                                "tracks": ["inbound"], "customParameters": params,
+                                "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}}})
+        tone = base64.b64encode(mulaw_tone()).decode()
+        for n in range(8):  # 8 x 100 ms of audio
+            ws.send_json({"event": "media", "sequenceNumber": str(n + 2), "streamSid": "MZ1",
+                          "media": {"track": "inbound", "chunk": str(n + 1), "timestamp": str(n * 100),
+                                    "payload": tone}})
+        heard = [ws.receive_json()]
+        while heard[-1].get("mark", {}).get("name") != "assistant-transcript":
+            heard.append(ws.receive_json())
+        assert [m["mark"]["name"] for m in heard if m["event"] == "mark"] == ["user-transcript", "assistant-transcript"]
+        assert any(m["event"] == "media" and m["streamSid"] == "MZ1" and m["media"]["payload"] for m in heard)
+        ws.send_json({"event": "stop", "streamSid": "MZ1", "stop": {"callSid": call["CallSid"]}})
+    [update] = realtime.of("session.update")
+    assert update["session"]["audio"]["output"]["format"] == {"type": "audio/pcmu"}
+    assert update["session"]["truncation"]["type"] == "retention_ratio"
+    [conversation] = me.conversations.list()
+    kept = [(m.role, m.channel) for m in me.conversations.messages(conversation.id) if m.kind == "chat"]
+    assert kept == [("user", "voice"), ("assistant", "voice")]
+
+    with client.websocket_connect(f"{WS}/channels/voice/twilio/stream") as ws:  # a forged token
+        ws.send_json({"event": "start", "start": {"streamSid": "MZ2", "callSid": "CA1",
+                                                  "customParameters": {"contact": params["contact"], "token": "0" * 64}}})
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert closed.value.code == 1008
