@@ -196,3 +196,29 @@ def test_e10_phone_call_is_signature_checked_and_bridged_over_media_streams(voic
         with pytest.raises(WebSocketDisconnect) as closed:
             ws.receive_json()
         assert closed.value.code == 1008
+
+
+def test_e10_an_outbound_call_is_placed_through_the_twilio_sdk_and_answered_by_the_same_webhook(tmp_path, realtime):
+    from hearth.voice import call
+    from tests.fakes.twilio_server import FakeTwilio
+
+    twilio = FakeTwilio(SID, TOKEN).start()
+    try:
+        settings = Settings.resolve({"home": str(tmp_path), "public_url": PUBLIC, "twilio_account_sid": SID,
+                                     "twilio_auth_token": TOKEN, "twilio_from_number": "+15550001111",
+                                     "twilio_api_base": twilio.url, "openai_api_key": "sk",
+                                     "realtime_url": realtime.url}, environ={})
+        with Hearth(settings) as h:
+            me = h.scope()
+            contact = me.contacts.add("sms", ROBIN, me.personas.create("elion", "Elion").id)
+            assert call(me, contact.id).startswith("CA")
+            assert twilio.calls == [{"To": ROBIN, "From": "+15550001111", "Url": PUBLIC + "/channels/voice/twilio"}]
+            answered = signed_call(TestClient(create_app(hearth=h), base_url=BASE),
+                                   {"CallSid": "CA" + "1" * 32, "From": "+15550001111", "To": ROBIN,
+                                    "Direction": "outbound-api"})
+            assert "<Stream" in answered.text  # the callee is identified by the number that was called
+            mail = me.contacts.add("email", "robin@example.org")
+            with pytest.raises(Exception, match="phone contact"):
+                call(me, mail.id)
+    finally:
+        twilio.stop()

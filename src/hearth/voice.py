@@ -75,6 +75,31 @@ def start(scope: "Scope", persona_id: int | None = None, *, source: str = "brows
     return VoiceSetup(conversation_id, persona.id, session, items)
 
 
+def call(scope: "Scope", contact_id: int) -> str:
+    """Ring a contact (E10): Twilio calls the number and, once answered, asks the voice webhook,
+    which connects the call to a voice session like an incoming one. Returns the call's SID."""
+    from twilio.base.exceptions import TwilioException
+
+    from .channels.sms import client
+    from .errors import Conflict, ProviderError
+
+    settings = scope.hearth.settings
+    contact = scope.contacts.get(contact_id)
+    if contact.channel != "sms":
+        raise InvalidInput("calls go to a phone contact")
+    if not settings.public_url:
+        raise Conflict("calls need HEARTH_PUBLIC_URL (where Twilio reaches the voice webhook)")
+    try:
+        placed = client(settings).calls.create(to=contact.address, from_=settings.twilio_from_number,
+                                               url=settings.public_url.rstrip("/") + "/channels/voice/twilio")
+    except TwilioException:
+        raise ProviderError("Twilio did not place the call", "server", True) from None
+    with scope.store.write() as conn:
+        ledger.append(conn, user_id=scope.user_id, kind="voice.call_placed", channel="voice",
+                      payload={"contact_id": contact.id})
+    return placed.sid or ""
+
+
 def transcript(scope: "Scope", conversation_id: int, role: str, text: str) -> "Message | None":
     """Keep one side's finished utterance in the thread (empty transcripts are not kept)."""
     if role not in ("user", "assistant"):

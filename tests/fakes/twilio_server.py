@@ -1,7 +1,8 @@
-"""A local stand-in for Twilio's REST API, speaking its wire format for sending messages.
+"""A local stand-in for Twilio's REST API, speaking its wire format for messages and calls.
 
 ``POST /2010-04-01/Accounts/{AccountSid}/Messages.json`` with a form body (To, From, Body) and
-HTTP basic auth answers 201 with a Message resource in JSON, as Twilio does. It records every
+HTTP basic auth answers 201 with a Message resource in JSON, as Twilio does; ``Calls.json`` (To,
+From, Url) answers with a Call resource. It records every
 request and can be told to fail the next requests with a status, to exercise retries.
 """
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
-_MESSAGES = re.compile(r"^/2010-04-01/Accounts/(AC[0-9a-zA-Z]+)/Messages\.json$")
+_RESOURCE = re.compile(r"^/2010-04-01/Accounts/(AC[0-9a-zA-Z]+)/(Messages|Calls)\.json$")
 
 
 @dataclass
@@ -23,6 +24,7 @@ class FakeTwilio:
     account_sid: str
     auth_token: str
     sent: list[dict[str, str]] = field(default_factory=list)
+    calls: list[dict[str, str]] = field(default_factory=list)
     fail_next: list[int] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
 
@@ -48,7 +50,7 @@ class FakeTwilio:
                 self.wfile.write(data)
 
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                match = _MESSAGES.match(self.path)
+                match = _RESOURCE.match(self.path)
                 expected = "Basic " + base64.b64encode(f"{fake.account_sid}:{fake.auth_token}".encode()).decode()
                 if match is None:
                     return self._answer(404, {"code": 20404, "message": "Not found", "status": 404})
@@ -60,6 +62,11 @@ class FakeTwilio:
                                                  "message": "Try again", "status": status})
                 length = int(self.headers.get("Content-Length", "0"))
                 form = {k: v[-1] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+                if match.group(2) == "Calls":
+                    fake.calls.append(form)
+                    return self._answer(201, {"sid": f"CA{len(fake.calls):032d}", "account_sid": fake.account_sid,
+                                              "to": form.get("To"), "from": form.get("From"), "status": "queued",
+                                              "direction": "outbound-api", "api_version": "2010-04-01"})
                 sid = f"SM{len(fake.sent) + 1:032d}"
                 fake.sent.append(form)
                 self._answer(201, {

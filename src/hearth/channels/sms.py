@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Mapping
 from urllib.parse import parse_qsl
 
-from ..errors import ConfigError, Forbidden, InvalidInput, ProviderError
+from ..errors import Conflict, Forbidden, InvalidInput, ProviderError
 from ..settings import Settings
 from .contacts import Contact
 from .inbound import record_sent, sent_parts
@@ -63,12 +63,12 @@ def split(text: str, limit: int) -> list[str]:
     return parts
 
 
-def _client(settings: Settings):
+def client(settings: Settings):
     from twilio.http.http_client import TwilioHttpClient
     from twilio.rest import Client
 
     if not (settings.twilio_account_sid and settings.twilio_auth_token and settings.twilio_from_number):
-        raise ConfigError("SMS replies need TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN and HEARTH_TWILIO_FROM")
+        raise Conflict("SMS and calls are not set up: set TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN and HEARTH_TWILIO_FROM")
     base = settings.twilio_api_base.rstrip("/")
 
     class _ApiBase(TwilioHttpClient):
@@ -90,13 +90,13 @@ def deliver(scope: "Scope", contact: Contact, reply: "Message", thread: dict[str
     settings = scope.hearth.settings
     parts = split(reply.content, settings.sms_part_chars)[:MAX_PARTS]
     done = sent_parts(scope.store.connection(), "sms", reply.id)
-    client = _client(settings)
+    twilio = client(settings)
     for number, part in enumerate(parts, 1):
         key = f"{reply.id}:{number}/{len(parts)}"
         if key in done:
             continue
         try:
-            sent = client.messages.create(to=contact.address, from_=settings.twilio_from_number, body=part)
+            sent = twilio.messages.create(to=contact.address, from_=settings.twilio_from_number, body=part)
         except TwilioRestException as exc:
             retryable = exc.status in (429,) or exc.status >= 500
             raise ProviderError(f"Twilio refused the SMS (HTTP {exc.status})",

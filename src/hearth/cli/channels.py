@@ -66,3 +66,13 @@ def poll_email(obj: Context) -> None:
     hearth = obj.hearth
     counts = mail.poll(hearth, mail.mailbox_user(hearth))
     console.print(", ".join(f"{v} {k}" for k, v in counts.items()), markup=False)
+
+
+@channels.command("call")
+@click.argument("contact_id", type=click.IntRange(1))
+@pass_ctx
+def call(obj: Context, contact_id: int) -> None:
+    """Ring a phone contact; the answered call is a voice session in the same thread."""
+    from ..voice import call as place_call
+
+    console.print(f"Calling; Twilio call {place_call(obj.scope(), contact_id)}.", markup=False)

@@ -60,6 +60,18 @@ def remove_contact(contact_id: IdPath, scope: Scope = Depends(current_scope)) ->
     return Response(status_code=204)
 
 
+class CallOut(BaseModel):
+    call_sid: str
+
+
+@router.post("/contacts/{contact_id}/call", response_model=CallOut, status_code=201)
+def call_contact(contact_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    """Ring a phone contact (E10); the answered call becomes a voice session in the same thread."""
+    from ..voice import call
+
+    return {"call_sid": call(scope, contact_id)}
+
+
 @router.get("/personas/{persona_id}", response_model=dict[str, bool])
 def persona_channels(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> dict[str, bool]:
     return scope.persona_channels.get(persona_id)
