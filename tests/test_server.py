@@ -396,8 +396,8 @@ def test_u4_openapi_lists_every_route_with_method_and_request_model(client, app)
             assert path in ("/api/voice", "/channels/voice/twilio/stream"), path
             continue
         if not isinstance(route, APIRoute):
-            # Only the document itself and the static files are served outside the API routes.
-            assert path in ("/openapi.json", "/static", "/static/{path}", "/vendor", "/vendor/{path}"), path
+            # Only the document itself, the static files and the MCP endpoint are served outside the API routes.
+            assert path in ("/openapi.json", "/static", "/static/{path}", "/vendor", "/vendor/{path}", "/mcp"), path
             continue
         assert path in paths, path
         for method in methods:

@@ -83,6 +83,9 @@ class Proposal:
             text = f"fragment {verb} [{p.get('category', '')}] {', '.join(p.get('triggers', []))}: {p.get('definition', '')}"
         elif self.kind == CHECKIN_KIND:
             text = f"check-in at {p.get('at', '')}: {p.get('note', '')}"
+        elif p.get("memory_id"):
+            verb = "update" if p.get("fact_changed") else "correction"
+            text = f"memory {verb} #{p['memory_id']}: {p.get('text', '')}"
         else:
             text = f"memory: {p.get('text', '')}"
         return f"(offline suggestion) {text}" if self.source == "offline" else text
@@ -248,6 +251,17 @@ class ReviewQueue:
             return self.scope.activations.add(
                 int(payload["persona_id"]), "checkin", note=str(payload["note"]),
                 channel=str(payload.get("channel", "web")), first_at=parse_when(payload["at"])).id
+        actor = "auto" if by == "auto" else "suggestion"
+        if payload.get("memory_id"):
+            # A proposed change to an existing memory: a correction (it was never true as written),
+            # or with fact_changed a new version superseding the old one (B1).
+            try:
+                memory, _rebuilt = self.scope.memories.edit(
+                    int(payload["memory_id"]), text=payload["text"], correction=not payload.get("fact_changed"),
+                    actor=actor, proposal_id=proposal.id)
+            except NotFound:
+                raise Conflict("the memory this proposal changes no longer exists; dismiss it") from None
+            return memory.id
         memory = self.scope.memories.add(payload["text"], payload.get("category", ""),
                                          int(payload.get("importance", 0)),
                                          actor="auto" if by == "auto" else "suggestion", proposal_id=proposal.id)

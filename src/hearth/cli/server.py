@@ -79,3 +79,27 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
         server.run()
     finally:
         worker.stop()
+
+
+# -- MCP over stdio (X2) ----------------------------------------------------------------------------
+@cli.command("mcp")
+@click.option("--token", envvar="HEARTH_TOKEN", help="Act as this API token's user (instead of --user).")
+@pass_ctx
+def mcp(obj: Context, token: str | None) -> None:
+    """Serve Hearth's memory to an MCP client (Claude Desktop, an IDE agent) over stdio."""
+    import anyio
+
+    from ..errors import AuthError, ConfigError
+    from ..mcp_tools import build, fixed_user
+
+    hearth = obj.hearth
+    if token:
+        if obj.user:
+            raise ConfigError("choose --user or --token, not both")
+        user_id = hearth.users.token_user(token.strip())
+        if user_id is None:
+            raise AuthError("invalid or revoked API token")
+    else:
+        user_id = obj.scope().user_id
+    server = build(hearth, fixed_user(hearth, user_id))
+    anyio.run(server.run_stdio_async)

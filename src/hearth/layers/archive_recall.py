@@ -273,7 +273,7 @@ def install(scope: Any) -> None:
 
 def owner_search(scope: Any, query: str, *, include_shielded: bool = False, archive: bool = True,
                  messages: bool = True, date_from: str | None = None, date_to: str | None = None,
-                 collections: tuple[str, ...] = (), limit: int = 10, embed: bool = True):
+                 collections: tuple[str, ...] = (), limit: int = 10, embed: bool = True, origin: str = "owner"):
     """The owner's deliberate search (U1, V2): every conversation of every persona that is not
     hidden or trashed, shielded ones only with ``include_shielded`` (off by default), and the archive.
     Logged like every search (A3)."""
@@ -294,4 +294,4 @@ def owner_search(scope: Any, query: str, *, include_shielded: bool = False, arch
         embedder = shared_embedder(scope.hearth)
     with scope.store.read() as conn:
         return search(conn, scope.user_id, query.strip()[:1_000], filters=filters, limit=int(limit),
-                      embedder=embedder, db_key=str(scope.store.path), origin="owner", store=scope.store)
+                      embedder=embedder, db_key=str(scope.store.path), origin=origin, store=scope.store)

@@ -19,6 +19,7 @@ from ..store import inserted_id, utcnow
 ORIGINS = frozenset({
     "keyword_recall", "thread_recall", "archive_recall",
     "tool:search_past_conversations", "tool:search_archive", "owner", "benchmark",
+    "mcp:search_conversations", "mcp:search_archive",
 })
 PREVIEW_CHARS = 160
 

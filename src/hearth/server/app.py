@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import html
 import logging
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.datastructures import Headers
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
@@ -40,6 +43,8 @@ from . import (
 )
 from . import forget as forget_routes
 from . import versions as version_routes
+from .mcp_http import PATH as MCP_PATH
+from .mcp_http import McpEndpoint
 from .openai_compat import router as openai_router
 
 HERE = Path(__file__).parent
@@ -122,12 +127,20 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
     if hearth is None:
         hearth = Hearth(settings)
     settings = hearth.settings
+    mcp_endpoint = McpEndpoint(hearth)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with mcp_endpoint.run():  # the MCP server at /mcp (X2)
+            yield
+
     app = FastAPI(
         title="Hearth",
         version=__version__,
         summary="Memory and continuity engine for AI companions",
         docs_url=None,  # the interactive docs pages load third-party scripts; the JSON is enough
         redoc_url=None,
+        lifespan=lifespan,
     )
     app.state.hearth = hearth
     app.state.login_limiter = auth.LoginLimiter()
@@ -172,6 +185,7 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
             return RedirectResponse("/", status_code=303)
         return templates.TemplateResponse(request, "login.html", {}, headers=_page_headers())
 
+    app.router.routes.append(Route(MCP_PATH, endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]))
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     app.mount("/vendor", StaticFiles(directory=str(vendor_dir), check_dir=False), name="vendor")
     return app

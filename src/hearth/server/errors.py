@@ -84,7 +84,11 @@ def openai_error_body(code: str, detail: str, status: int, param: str | None = N
 
 def error_response(code: str, detail: str, status: int, headers: dict[str, str] | None = None,
                    path: str = "", param: str | None = None) -> JSONResponse:
-    body = openai_error_body(code, detail, status, param) if is_openai_path(path) else error_body(code, detail)
+    if is_openai_path(path):
+        status = 400 if status == 422 else status  # OpenAI answers every invalid request with 400
+        body: dict[str, Any] = openai_error_body(code, detail, status, param)
+    else:
+        body = error_body(code, detail)
     return JSONResponse(body, status_code=status, headers=headers)
 
 
