@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from hearth import Hearth, Settings
 from hearth.errors import InvalidInput, ProviderError
-from hearth.jobs import JobQueue, Worker, _registered, register_handler
+from hearth.jobs import JobQueue, Worker
+from hearth.registry import _registered, register_handler
 
 
 class Clock:
@@ -162,12 +163,12 @@ def test_g3_send_path_only_enqueues_and_the_worker_does_the_work(me, persona, he
     me.layers.settings.set("summary.every", 2)
     conversation = me.conversations.create(persona.id)
     me.send(conversation.id, "We planned the garden for spring.")
-    pending = [j for j in me.layers.jobs.list(user_id=me.user_id) if j.kind == "summary.refresh"]
+    pending = [j for j in me.jobs.list() if j.kind == "summary.refresh"]
     assert [j.status for j in pending] == ["pending"]
     assert me.layers.summaries.current(conversation.id) is None  # nothing ran on the send path
     assert Worker(hearth).run_once() >= 1
     assert me.layers.summaries.current(conversation.id) is not None
-    assert me.layers.jobs.get(pending[0].id).status == "done"
+    assert me.jobs.get(pending[0].id).status == "done"
 
 
 def test_g3_cli_worker_once_and_doctor_show_jobs(tmp_path, monkeypatch):

@@ -185,7 +185,7 @@ def test_lc1_manual_edit_and_stale_refresh_on_open(me, chat, provider, hearth):
     assert not queued  # fresh, even though two messages arrived since
     _, queued = live.open(chat.id, stale_minutes=0)
     assert queued
-    assert [j.kind for j in me.layers.jobs.list(user_id=me.user_id, status="pending")].count("live_context.refresh") == 1
+    assert [j.kind for j in me.jobs.list(status="pending")].count("live_context.refresh") == 1
     Worker(hearth, helper=OfflineHelper()).run_once()
     assert live.get(chat.id).source == "offline"
     with pytest.raises(InvalidInput):

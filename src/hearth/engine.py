@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from . import ledger
 from .activations import Activations
@@ -18,8 +18,7 @@ from .chat import Reply, SendEvent, SendPath, collect
 from .conversations import Conversation, Conversations, Folders
 from .errors import InvalidInput
 from .history import HistoryCache
-from .jobs import MemoryLayers
-from .layers.characters import PinnedCharacters
+from .jobs import Handler, UserJobs
 from .ledger import Message
 from .memories import Memories
 from .personas import MAX_TEXT as MAX_INSTRUCTIONS
@@ -28,6 +27,7 @@ from .prompt import stored
 from .prompt.assembly import visible_estimate
 from .prompt.dynamic import DynamicContext
 from .providers.base import Provider
+from .registry import job_handlers, wire
 from .settings import Settings
 from .store import Store
 from .tools import Toolbox
@@ -35,9 +35,7 @@ from .users import Users
 
 if TYPE_CHECKING:
     from .clients import ClientChats
-
-# Called after a reply is saved, inside its transaction: (conn, conversation, user msg, reply).
-AfterReply = Callable[[sqlite3.Connection, Conversation, Message, Message], None]
+    from .registry import MemoryLayers
 
 
 class Hearth:
@@ -71,6 +69,10 @@ class Hearth:
 
             self._embedder = embedder_from_settings(self.settings)
         return self._embedder
+
+    def job_handlers(self) -> dict[str, Handler]:
+        """The job kinds a default worker runs (``registry.job_handlers``)."""
+        return job_handlers()
 
     def input_token_limit(self) -> int:
         """Model-specific input safety limit (R1): configured, or derived from the model name."""
@@ -111,15 +113,14 @@ class Scope:
         self.contacts = Contacts(self.store, user_id)  # who may write in by SMS or email (E10)
         self.persona_channels = PersonaChannels(self.store, user_id)  # where each persona answers (E5)
         self.activations = Activations(self.store, user_id)  # the companion reaching out, off by default (E11)
-        self.dynamic = DynamicContext([PinnedCharacters()])
-        self.toolbox = Toolbox()
-        self.after_reply: list[AfterReply] = []
-        # Household status, live context, rolling summary, fragments, review queue and jobs:
-        # registers their dynamic layers and the after-reply hook that queues background work.
-        self.layers = MemoryLayers(self)
-        from .layers.archive_recall import install as install_recall
-
-        install_recall(self)  # thread, keyword and archive recall (D2); search and library tools (A4)
+        self.jobs = UserJobs(self.store, user_id)
+        # Household status, live context, rolling summary, fragments and the review queue; the
+        # dynamic layers in D2 order, the model's tools and the after-reply hooks (registry.py).
+        wiring = wire(self)
+        self.layers: MemoryLayers = wiring.layers
+        self.dynamic = DynamicContext(wiring.dynamic)
+        self.toolbox = Toolbox(wiring.tools)
+        self.after_reply = list(wiring.after_reply)
         from .forget import Forgetting
 
         self.forget = Forgetting(self)  # delete forever with everything derived (B4, B5)

@@ -1,10 +1,9 @@
-"""Background jobs: a small durable queue in the database, the worker that runs it, and the wiring
-of the thread-local and durable memory layers into a user's scope.
+"""Background jobs: a small durable queue in the database and the worker that runs it.
 
 Model-written work (rolling summary, live context refresh, state-change detection, review) never
 runs on the send path. After a reply is saved, a hook decides in the same transaction what is due
 and enqueues it; a ``Worker`` claims jobs one at a time in a write transaction and runs the handler
-registered for their kind.
+for their kind. The queue knows no kinds: the handlers come from ``registry.job_handlers()``.
 
 A job is ``pending`` -> ``running`` -> ``done``; a failure goes back to ``pending`` with exponential
 backoff and becomes ``dead`` after ``max_attempts``. A job left ``running`` by a crash is claimed
@@ -27,10 +26,8 @@ from .errors import HearthError, InvalidInput, NotFound, ProviderError
 from .store import Store, inserted_id
 
 if TYPE_CHECKING:
-    from .conversations import Conversation
     from .engine import Hearth, Scope
     from .helpers.base import Helper
-    from .ledger import Message
 
 log = logging.getLogger(__name__)
 
@@ -40,43 +37,13 @@ BACKOFF_CAP_SECONDS = 3600.0
 LEASE_SECONDS = 300.0
 STATUSES = ("pending", "running", "done", "dead")
 
-# kind -> handler(scope, payload, helper). Filled on first use so importing stays free of work.
+# What runs a job of one kind: handler(the job owner's scope, payload, helper).
 Handler = Callable[["Scope", dict[str, Any], "Helper"], None]
 
 
 def _stamp(epoch: float) -> str:
     """The sortable UTC form every timestamp column uses (see ``store.utcnow``)."""
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-_registered: dict[str, Handler] = {}
-
-
-def register_handler(kind: str, handler: Handler) -> None:
-    """Add a job kind that every default ``Worker`` runs (other modules' background work)."""
-    if not kind or not callable(handler):
-        raise InvalidInput("register_handler needs a kind and a callable")
-    _registered[kind] = handler
-
-
-def default_handlers() -> dict[str, Handler]:
-    from . import activations, forget, review
-    from .channels import inbound, mail
-    from .layers import archive_recall, household, live_context, summary
-
-    return {
-        forget.COMPACT_JOB: forget.compact_job,
-        activations.TICK_JOB: activations.tick_job,
-        activations.RUN_JOB: activations.run_job,
-        inbound.REPLY_JOB: inbound.reply_job,
-        mail.POLL_JOB: mail.poll_job,
-        archive_recall.EMBED_JOB: archive_recall.embed_job,
-        summary.JOB_KIND: summary.refresh_job,
-        live_context.JOB_KIND: live_context.refresh_job,
-        household.JOB_KIND: household.detect_job,
-        review.JOB_KIND: review.review_job,
-        **_registered,
-    }
 
 
 @dataclass(frozen=True)
@@ -248,6 +215,31 @@ class JobQueue:
             return cur.rowcount
 
 
+class UserJobs:
+    """One user's view of the queue (``scope.jobs``): every read and retry carries the user id, so
+    another user's job answers exactly like an unknown one (G2)."""
+
+    def __init__(self, store: Store, user_id: int):
+        self._queue = JobQueue(store)
+        self.user_id = user_id
+
+    def get(self, job_id: int) -> Job:
+        return self._queue.get(job_id, self.user_id)
+
+    def list(self, *, status: str | None = None, limit: int = 50) -> list[Job]:
+        return self._queue.list(user_id=self.user_id, status=status, limit=limit)
+
+    def counts(self) -> dict[str, int]:
+        return self._queue.counts(self.user_id)
+
+    def retry(self, job_id: int) -> Job:
+        return self._queue.retry(job_id, self.user_id)
+
+    def enqueue(self, kind: str, payload: dict[str, Any] | None = None, *, dedupe_key: str | None = None,
+                delay: float = 0.0) -> int:
+        return self._queue.enqueue(self.user_id, kind, payload, dedupe_key=dedupe_key, delay=delay)
+
+
 def _error_kind(exc: BaseException) -> tuple[str, bool]:
     """A content-free description of a failure, and whether trying again may help."""
     if isinstance(exc, ProviderError):
@@ -270,7 +262,7 @@ class Worker:
         self.queue = queue or JobQueue(hearth.store, lease_seconds=hearth.settings.job_lease_seconds)
         # Jobs of kinds without a handler here stay pending (visible in counts) for a worker that
         # knows them; they are never failed for being unknown.
-        self.handlers = handlers if handlers is not None else default_handlers()
+        self.handlers = handlers if handlers is not None else hearth.job_handlers()
         self._helper = helper
         self.poll_seconds = poll_seconds
         self.prune_every_seconds = prune_every_seconds
@@ -345,73 +337,6 @@ class Worker:
                 self._stop.wait(self.poll_seconds)
 
 
-# -- per-user settings of the memory layers ------------------------------------------------------
-# key -> (default, type, minimum, maximum). Cadences count chat messages (user and assistant).
-SETTINGS: dict[str, tuple[Any, type, int, int]] = {
-    "summary.every": (30, int, 2, 10_000),
-    "live_context.every": (6, int, 1, 10_000),
-    "live_context.stale_minutes": (60, int, 0, 1_000_000),
-    "review.every": (20, int, 1, 10_000),
-    "fragments.max": (6, int, 0, 100),
-    "fragments.budget_chars": (3_000, int, 0, 100_000),
-    "fragments.budget_tokens": (0, int, 0, 1_000_000),  # 0: no token budget beyond budget_chars
-    "fragments.recursion_depth": (2, int, 0, 10),  # lorebook recursion passes (X3)
-    "auto_approve.status_change": (False, bool, 0, 1),
-    "auto_approve.fragment": (False, bool, 0, 1),
-    "auto_approve.memory": (False, bool, 0, 1),
-    "auto_approve.checkin": (False, bool, 0, 1),
-    # Search-log entries older than this many days are removed as new ones are written (B5); 0 keeps all.
-    "search_log.retention_days": (0, int, 0, 36_500),
-}
-
-
-class LayerSettings:
-    """Owner settings of the memory layers, stored per user; auto-approve is off by default (G4)."""
-
-    def __init__(self, store: Store, user_id: int):
-        self.store = store
-        self.user_id = user_id
-
-    def get(self, key: str) -> Any:
-        if key not in SETTINGS:
-            raise InvalidInput(f"unknown layer setting {key!r}")
-        row = self.store.connection().execute(
-            "SELECT value FROM layer_settings WHERE user_id = ? AND key = ?", (self.user_id, key)).fetchone()
-        return json.loads(row[0]) if row else SETTINGS[key][0]
-
-    def all(self) -> dict[str, Any]:
-        stored = dict(self.store.connection().execute(
-            "SELECT key, value FROM layer_settings WHERE user_id = ?", (self.user_id,)).fetchall())
-        return {k: json.loads(stored[k]) if k in stored else spec[0] for k, spec in SETTINGS.items()}
-
-    def set(self, key: str, value: Any) -> Any:
-        value = self.coerce(key, value)
-        with self.store.write() as conn:
-            conn.execute(
-                "INSERT INTO layer_settings (user_id, key, value) VALUES (?, ?, ?)"
-                " ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value",
-                (self.user_id, key, json.dumps(value)),
-            )
-        return value
-
-    @staticmethod
-    def coerce(key: str, value: Any) -> Any:
-        if key not in SETTINGS:
-            raise InvalidInput(f"unknown layer setting {key!r}; known: {', '.join(SETTINGS)}")
-        _default, kind, low, high = SETTINGS[key]
-        if kind is bool:
-            if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-                return value.strip().lower() in ("1", "true", "yes", "on")
-            if not isinstance(value, bool):
-                raise InvalidInput(f"{key} must be true or false")
-            return value
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            raise InvalidInput(f"{key} must be a whole number from {low} to {high}")
-        return value
-
-
 # -- cursors: how far a background layer has read a conversation ------------------------------------
 def cursor(conn: sqlite3.Connection, conversation_id: int, layer: str) -> int:
     row = conn.execute("SELECT message_id FROM layer_cursors WHERE conversation_id = ? AND layer = ?",
@@ -435,65 +360,3 @@ def chat_messages_after(conn: sqlite3.Connection, conversation_id: int, after_id
         "SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
         " AND role IN ('user', 'assistant')", (conversation_id, after_id),
     ).fetchone()[0]
-
-
-# -- wiring into a scope ----------------------------------------------------------------------------
-class MemoryLayers:
-    """The thread-local and durable memory layers of one user's scope (``scope.layers``).
-
-    Registers the dynamic-context layers (household, live context, rolling summary, fragments)
-    and the after-reply hook that marks used nudges and enqueues the background work that is due.
-    """
-
-    def __init__(self, scope: "Scope"):
-        from . import review
-        from .layers import fragments, household, live_context, summary
-
-        self.scope = scope
-        store, user_id = scope.store, scope.user_id
-        self.settings = LayerSettings(store, user_id)
-        self.jobs = JobQueue(store)
-        self.household = household.Household(store, user_id, scope.conversations)
-        self.live_context = live_context.LiveContext(store, user_id, scope.conversations)
-        self.summaries = summary.Summaries(store, user_id, scope.conversations)
-        self.fragments = fragments.Fragments(store, user_id)
-        self.review = review.ReviewQueue(scope)
-        self.fragment_layer = fragments.FragmentLayer(store)
-        for layer in (household.HouseholdLayer(), live_context.LiveContextLayer(), summary.SummaryLayer(),
-                      self.fragment_layer):
-            scope.dynamic.register(layer)
-        scope.after_reply.append(self.after_reply)
-
-    def after_reply(self, conn: sqlite3.Connection, conversation: "Conversation", user_message: "Message",
-                    assistant_message: "Message") -> None:
-        """Inside the reply's transaction: mark used nudges, then queue what is due. No model calls."""
-        self.live_context.mark_used(conn, conversation.id, assistant_message)
-        self.fragment_layer.record_timers(conn, conversation.id, user_message.id)
-        schedule_due(conn, self.scope.user_id, conversation.id, self.settings)
-
-    def job_counts(self) -> dict[str, int]:
-        return self.jobs.counts(self.scope.user_id)
-
-
-def schedule_due(conn: sqlite3.Connection, user_id: int, conversation_id: int, settings: LayerSettings) -> list[str]:
-    """Queue the background work a conversation is due for; returns the kinds queued."""
-    from . import review
-    from .layers import household, live_context, summary
-
-    queued = []
-    payload = {"conversation_id": conversation_id}
-    key = f"conversation:{conversation_id}"
-    if summary.is_due(conn, conversation_id, settings.get("summary.every")):
-        enqueue(conn, user_id, summary.JOB_KIND, payload, dedupe_key=key)
-        queued.append(summary.JOB_KIND)
-    if live_context.is_due(conn, conversation_id, settings.get("live_context.every")):
-        enqueue(conn, user_id, live_context.JOB_KIND, payload, dedupe_key=key)
-        queued.append(live_context.JOB_KIND)
-    if household.has_fields(conn, user_id):
-        enqueue(conn, user_id, household.JOB_KIND, payload, dedupe_key=key)
-        queued.append(household.JOB_KIND)
-    if chat_messages_after(conn, conversation_id, cursor(conn, conversation_id, review.JOB_KIND)) >= \
-            settings.get("review.every"):
-        enqueue(conn, user_id, review.JOB_KIND, payload, dedupe_key=key)
-        queued.append(review.JOB_KIND)
-    return queued

@@ -42,8 +42,8 @@ class Tool:
 
 
 class Toolbox:
-    """The tools of one scope; the recall layer adds past-conversation search, archive search and
-    library reading (``layers.archive_recall.install``)."""
+    """The tools of one scope: past-conversation search, archive search and library reading
+    (``layers.archive_recall.RecallTools``), as ``registry.wire`` lists them."""
 
     def __init__(self, tools: list[Tool] | None = None):
         self.tools: dict[str, Tool] = {}

@@ -2,13 +2,14 @@
 
 Each adapter does three things and nothing else: authenticate what arrives (a Twilio signature, a
 known mailbox), hand the text to ``inbound.receive`` which stores it on the user's current thread
-with its channel, and deliver the reply that a background job produces. No adapter logs message
+with its channel, and deliver the reply that a background job produces (``outbound``). No adapter logs message
 text, and every secret comes from settings.
 """
 
 from __future__ import annotations
 
 from .contacts import Contacts, PersonaChannels
-from .inbound import Inbound, deliver_reply, receive
+from .inbound import Inbound, receive
+from .outbound import deliver_reply
 
 __all__ = ["Contacts", "Inbound", "PersonaChannels", "deliver_reply", "receive"]

@@ -48,8 +48,8 @@ def jobs() -> None:
 @pass_ctx
 def jobs_list(obj: Context, status: str | None) -> None:
     scope = obj.scope()
-    console.print("  ".join(f"{k} {v}" for k, v in scope.layers.jobs.counts(scope.user_id).items()), markup=False)
-    for job in scope.layers.jobs.list(user_id=scope.user_id, status=status, limit=30):
+    console.print("  ".join(f"{k} {v}" for k, v in scope.jobs.counts().items()), markup=False)
+    for job in scope.jobs.list(status=status, limit=30):
         console.print(f"{job.id}\t{job.kind}\t{job.status}\tattempts {job.attempts}\t{job.last_error or ''}",
                       markup=False)
 
@@ -59,7 +59,7 @@ def jobs_list(obj: Context, status: str | None) -> None:
 @pass_ctx
 def jobs_retry(obj: Context, job_id: int) -> None:
     scope = obj.scope()
-    job = scope.layers.jobs.retry(job_id, scope.user_id)
+    job = scope.jobs.retry(job_id)
     console.print(f"Job {job.id} ({job.kind}) is pending again.", markup=False)
 
 

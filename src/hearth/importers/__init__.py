@@ -89,12 +89,3 @@ def import_bytes(archive: Any, data: bytes, *, fmt: str = "auto", name: str = "i
         if progress:
             progress(i, total)
     return report
-
-
-@dataclass(frozen=True)
-class ParsedDocument:
-    title: str
-    turns: list
-    date: str | None
-    metadata: dict[str, Any]
-    hash_text: str

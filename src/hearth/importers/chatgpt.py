@@ -15,8 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import InvalidInput
-from ..retrieval.archive import Turn
-from . import ParsedDocument
+from ..retrieval.archive import ParsedDocument, Turn
 
 ROLE_LABELS = {"user": "User said:", "assistant": "Assistant said:"}
 

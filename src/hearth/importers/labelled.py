@@ -12,8 +12,7 @@ from __future__ import annotations
 import re
 
 from ..errors import InvalidInput
-from ..retrieval.archive import Labels, Turn, normalise, parse_turns
-from . import ParsedDocument
+from ..retrieval.archive import Labels, ParsedDocument, Turn, normalise, parse_turns
 
 SEPARATOR = re.compile(r"^={3,}\s*(.*?)\s*={0,}\s*$")
 DATED = re.compile(r"^(.*?)\s*\((\d{4}-\d{2}-\d{2})\)\s*$")

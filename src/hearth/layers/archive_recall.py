@@ -11,11 +11,15 @@ instruction to use the supplied dates exactly. Every search is logged (A3).
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, TypedDict
+from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 from ..prompt.dynamic import Block, Turn, quote_reserved_headings
 from ..retrieval.hybrid import Filters, context_block, date_hint, has_recall_cue, search
 from .keyword_recall import OVERLAP_LIMIT, overlap, persona_names, shingles
+
+if TYPE_CHECKING:
+    from ..engine import Scope
+    from ..helpers.base import Helper
 
 LABEL = "RETRIEVED ARCHIVE MEMORY"
 TRUST = (
@@ -91,7 +95,7 @@ def _speakers(persona: Any) -> dict[str, str]:
     return out
 
 
-# -- deliberate tools for the model (A4) and the wiring of the recall family into a scope ----------
+# -- deliberate tools for the model (A4) and the background embedding job ---------------------------
 from ..errors import InvalidInput, NotFound  # noqa: E402  (kept with the tools that raise it)
 from ..library import Library  # noqa: E402
 from ..providers.base import ToolSpec  # noqa: E402
@@ -141,7 +145,7 @@ def _cite(results: list) -> str:
 class RecallTools:
     """The model's deliberate search and read tools, bound to one scope's store and embedder."""
 
-    def __init__(self, scope: Any, embedder: Callable[[], Any] | None):
+    def __init__(self, scope: Scope, embedder: Callable[[], Any] | None):
         self.scope = scope
         self.store = scope.store
         self.embedder = embedder
@@ -231,7 +235,7 @@ class RecallTools:
         ]
 
 
-def embed_job(scope: Any, payload: dict[str, Any], helper: Any = None) -> None:
+def embed_job(scope: Scope, payload: dict[str, Any], helper: Helper | None = None) -> None:
     """Background job: embed one slice of this user's new chat turns and archive chunks (S7).
 
     Queues itself again while work remains, so a large import is embedded in bounded slices.
@@ -247,31 +251,7 @@ def embed_job(scope: Any, payload: dict[str, Any], helper: Any = None) -> None:
             enqueue(conn, scope.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
 
 
-def install(scope: Any) -> None:
-    """Register thread, keyword and archive recall (D2 order) and the deliberate tools in a scope."""
-    from .keyword_recall import KeywordRecall
-    from .thread_recall import ThreadRecall
-
-    def embedder() -> Any:
-        from ..retrieval.semantic import shared_embedder
-
-        return shared_embedder(scope.hearth)
-
-    scope.dynamic.register(ThreadRecall(scope.store))
-    scope.dynamic.register(KeywordRecall(scope.store))
-    scope.dynamic.register(ArchiveRecall(scope.store, embedder))
-    for tool in RecallTools(scope, embedder).tools():
-        scope.toolbox.add(tool)
-
-    def queue_embedding(conn, conversation, user_message, reply) -> None:
-        from ..jobs import enqueue
-
-        enqueue(conn, scope.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
-
-    scope.after_reply.append(queue_embedding)
-
-
-def owner_search(scope: Any, query: str, *, include_shielded: bool = False, archive: bool = True,
+def owner_search(scope: Scope, query: str, *, include_shielded: bool = False, archive: bool = True,
                  messages: bool = True, date_from: str | None = None, date_to: str | None = None,
                  collections: tuple[str, ...] = (), limit: int = 10, embed: bool = True, origin: str = "owner"):
     """The owner's deliberate search (U1, V2): every conversation of every persona that is not

@@ -27,6 +27,7 @@ from ..errors import InvalidInput, NotFound, TooLarge
 from ..prompt.dynamic import Block, Turn
 from ..store import Store, inserted_id, utcnow
 from ..triggers import Match, normalise_trigger
+from .settings import LayerSettings
 
 MAX_TRIGGERS = 50
 MAX_FILTER_TERMS = 50
@@ -305,8 +306,6 @@ class FragmentLayer:
         self._lock = threading.Lock()
 
     def blocks(self, turn: Turn) -> list[Block]:
-        from ..jobs import LayerSettings
-
         index, by_id = compiled(self.store, turn.conn, turn.user_id)
         if not len(index):
             return []

@@ -43,6 +43,17 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class ParsedDocument:
+    """One document an importer read from an outside file, before it is added to the archive."""
+
+    title: str
+    turns: list[Turn]
+    date: str | None
+    metadata: dict[str, Any]
+    hash_text: str
+
+
+@dataclass(frozen=True)
 class Chunk:
     position: int
     text: str

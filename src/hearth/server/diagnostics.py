@@ -8,7 +8,6 @@ from fastapi import APIRouter, Depends, Request
 
 from .. import reconcile
 from ..engine import Scope
-from ..jobs import JobQueue
 from .auth import current_scope
 
 router = APIRouter(tags=["diagnostics"])
@@ -26,5 +25,5 @@ def diagnostics(request: Request, scope: Scope = Depends(current_scope)) -> dict
             "remaining_failures": state.get("remaining_failures", 0),
             "policy_version": state.get("policy_version"),
         },
-        "jobs": JobQueue(hearth.store).counts(scope.user_id),
+        "jobs": scope.jobs.counts(),
     }

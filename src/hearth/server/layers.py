@@ -11,9 +11,9 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field, create_model
 
 from ..engine import Scope
-from ..jobs import SETTINGS, LayerSettings
 from ..layers.fragments import MAX_CATEGORY, MAX_DEFINITION
 from ..layers.household import MAX_NAME, MAX_VALUE
+from ..layers.settings import SETTINGS, LayerSettings
 from .auth import current_scope
 from .models import IdPath, RequestModel
 
@@ -396,4 +396,4 @@ def set_layer_settings(body: LayerSettingsIn, scope: Scope = Depends(current_sco
 @router.get("/api/jobs/counts", response_model=JobCounts)
 def job_counts(scope: Scope = Depends(current_scope)) -> dict:
     """The caller's background jobs by status."""
-    return scope.layers.job_counts()
+    return scope.jobs.counts()

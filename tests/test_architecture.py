@@ -1,0 +1,130 @@
+"""Rules about the shape of the code: the import graph of src/hearth has no cycles.
+
+The graph is read with ``ast``, so imports inside functions count (a lazy import still ties two
+modules together); imports under ``if TYPE_CHECKING:`` do not, since they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = "hearth"
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    """Dotted module name -> (file, is a package)."""
+    found = {}
+    for path in (SRC / PACKAGE).rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts.pop()
+        found[".".join(parts)] = (path, is_package)
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(name: str, path: Path, is_package: bool, modules: dict) -> set[str]:
+    """The modules of this package that ``name`` imports at run time."""
+    package = name if is_package else name.rpartition(".")[0]
+    out: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.orelse:
+                    visit_node(other)
+                continue
+            visit_node(child)
+
+    def visit_node(node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                # `from pkg import module` depends on the module; `from pkg import name` on pkg.
+                sub = f"{source}.{alias.name}"
+                out.add(sub if sub in modules else source)
+        else:
+            visit(node)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    return {m for m in out if m in modules and m != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, is_package, modules) for name, (path, is_package) in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_graph_reader_sees_lazy_imports_and_skips_type_checking_blocks():
+    graph = import_graph()
+    assert "hearth.engine" in graph["hearth"]
+    # A cycle made through an import inside a function is still a cycle.
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_in_src():
+    graph = import_graph()
+    found = cycles(graph)
+    detail = "\n".join(
+        " <-> ".join(c) + "\n" + "\n".join(f"    {m} -> {sorted(graph[m] & set(c))}" for m in c) for c in found)
+    assert not found, f"import cycles in src/{PACKAGE}:\n{detail}"
