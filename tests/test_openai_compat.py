@@ -99,6 +99,16 @@ def chat_rows(served: Served, conversation_id: int) -> list[tuple[str, str]]:
 
 
 def table_counts(served: Served) -> dict[str, int]:
+    """Rows per table once the server's worker is idle (it embeds earlier tests' turns meanwhile)."""
+    deadline = time.monotonic() + 30
+    while True:
+        with served.hearth() as hearth:
+            busy = hearth.store.connection().execute(
+                "SELECT count(*) FROM jobs WHERE status IN ('pending', 'running') AND run_after <= ?",
+                (time.strftime("%Y-%m-%dT%H:%M:%S.999999Z", time.gmtime()),)).fetchone()[0]
+        if not busy or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     with served.hearth() as hearth:
         conn = hearth.store.connection()
         names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
