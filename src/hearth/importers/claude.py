@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidInput
-from ..retrieval.archive import Turn
-from . import ParsedDocument
+from ..retrieval.archive import ParsedDocument, Turn
 
 ROLES = {"human": "user", "user": "user", "assistant": "assistant"}
 
