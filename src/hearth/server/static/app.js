@@ -10,6 +10,7 @@ import { loadConversations, loadPersonas } from "./threads.js";
 import { renderHeader, selectConversation } from "./chat.js";
 import "./composer.js";
 import "./branch.js";
+import "./voice.js";
 import { showMemory } from "./memory.js";
 import { showLayers } from "./layers.js";
 import { showRecall } from "./recall.js";
