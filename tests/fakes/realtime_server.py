@@ -80,7 +80,7 @@ class FakeRealtime:
         async def up() -> Any:
             return await serve(self._handle, "127.0.0.1", 0)
 
-        self._server = asyncio.run_coroutine_threadsafe(up(), self._loop).result(10)
+        self._server = asyncio.run_coroutine_threadsafe(up(), self._loop).result(60)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -91,5 +91,5 @@ class FakeRealtime:
             self._server.close()
             await self._server.wait_closed()
 
-        asyncio.run_coroutine_threadsafe(down(), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(down(), self._loop).result(60)
         self._loop.call_soon_threadsafe(self._loop.stop)
