@@ -262,6 +262,14 @@ def test_x3_f2_lorebook_edits_are_live_and_compiled_once_per_library_version(me,
     assert "Never shows" in context_message(provider.requests[-1])
 
 
+def test_x3_entries_without_keys_import_and_fire_only_when_constant(me):
+    data = {"entries": {"0": {"uid": 0, "key": [], "content": "A draft with no keys."},
+                        "1": {"uid": 1, "key": [], "content": "Always on.", "constant": True}}}
+    report = me.imports.file(json.dumps(data).encode(), "drafts.json")
+    assert report.status == "imported" and report.counts == {"imported": 2}
+    assert [f.definition for f, _ in me.layers.fragments.match("anything at all")] == ["Always on."]
+
+
 def test_x3_s8_imports_report_progress(me, persona):
     seen: list[tuple[int, int]] = []
     me.imports.file(json.dumps(samples.lorebook()).encode(), "gull.json", progress=lambda d, t: seen.append((d, t)))

@@ -44,7 +44,8 @@ LOGICS = ("and_any", "not_all", "not_any", "and_all")  # SillyTavern's selective
 MAX_SCAN_DEPTH = 20
 MAX_KEY_CHARS = 1_000
 REGEX_KEY_RE = re.compile(r"^/(.+)/([a-z]*)$", re.S)
-REGEX_BUDGET_SECONDS = 0.02  # all regex keys of one turn together
+REGEX_BUDGET_SECONDS = 0.02  # all regex keys of one turn together (CPU time)
+MIN_SEARCH_SECONDS = 0.01
 _WORD = r"[\w\u0300-\u036f]"
 # Controls and their defaults; anything else an entry carried lives in ``extra`` (for export).
 DEFAULTS: dict[str, Any] = {
@@ -205,19 +206,25 @@ class _KeySet:
 
 
 class _Clock:
-    """The regex time budget of one turn, shared by all regex keys."""
+    """The regex time budget of one turn, shared by all regex keys.
+
+    The budget is counted in this thread's CPU time, so a busy machine that pauses the process does
+    not use it up; each search still gets a wall-clock limit (what the regex engine checks), never
+    less than MIN_SEARCH_SECONDS, so a pause cannot starve an innocent pattern either.
+    """
 
     def __init__(self, seconds: float):
-        self.deadline = time.perf_counter() + seconds
+        self.budget = seconds
+        self.start = time.thread_time()
         self.timeouts = 0
 
     def search(self, pattern: Any, text: str) -> Any:
-        left = self.deadline - time.perf_counter()
+        left = self.budget - (time.thread_time() - self.start)
         if left <= 0:
             self.timeouts += 1
             return None
         try:
-            return pattern.search(text, timeout=left)
+            return pattern.search(text, timeout=max(left, MIN_SEARCH_SECONDS))
         except TimeoutError:
             self.timeouts += 1
             return None

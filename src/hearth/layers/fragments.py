@@ -100,9 +100,7 @@ def _definition(text: Any, limit: int = MAX_DEFINITION, allow_empty: bool = Fals
 
 def _lore_fields(triggers: Any, definition: Any, controls: dict[str, Any]) -> tuple[str, str]:
     """Triggers and definition of a fragment with lorebook controls: any key text, regex keys checked."""
-    keys = check_keys(triggers)
-    if not keys and not controls.get("constant"):
-        raise InvalidInput("a lorebook fragment needs at least one key, or to be constant")
+    keys = check_keys(triggers)  # no keys is allowed: like SillyTavern, it then fires only if constant
     return json.dumps(keys, ensure_ascii=False), _definition(definition, MAX_LORE_DEFINITION, allow_empty=True)
 
 
