@@ -55,3 +55,20 @@ def test_b4_b5_trash_delete_forever_needs_the_phrase(page, base, me):  # noqa: F
     expect(page.locator("#trash-list li", has_text="Old diary")).to_have_count(0)
     with pytest.raises(NotFound):
         me.conversations.get(doomed.id)
+
+
+def test_b3_review_queue_shows_both_texts_and_supersedes(page, base, me):  # noqa: F811
+    for memory in me.memories.list():
+        me.memories.delete(memory.id)
+    kept = me.memories.add("Nora works at Saint-Luc hospital")
+    _, [waiting] = me.layers.review.remember([{"text": "Nora works at the Pasteur clinic"}])
+    goto(page, base + "/#layers")
+    card = page.locator(f'#review-list [data-proposal-id="{waiting.id}"]')
+    expect(card.locator(".conflict-text")).to_have_text(["Nora works at the Pasteur clinic",
+                                                         "Nora works at Saint-Luc hospital"])
+    expect(card).to_contain_text("These disagree")
+    expect(card.get_by_role("button", name="Approve", exact=True)).to_be_hidden()
+    card.get_by_role("button", name=f"Supersede memory #{kept.id}").click()
+    expect(page.locator(f'#review-list [data-proposal-id="{waiting.id}"]')).to_have_count(0)
+    assert me.memories.get(kept.id).text == "Nora works at the Pasteur clinic"
+    assert me.memories.history(kept.id)[1].text == "Nora works at Saint-Luc hospital"

@@ -22,9 +22,9 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import ledger
+from . import duplicates, ledger
 from .activations import CHECKIN_KIND, parse_when
-from .errors import Conflict, InvalidInput, NotFound
+from .errors import Conflict, HearthError, InvalidInput, NotFound
 from .helpers.base import ReviewInput, TurnText, one_line
 from .jobs import cursor, enqueue, set_cursor
 from .store import inserted_id, utcnow
@@ -32,6 +32,7 @@ from .store import inserted_id, utcnow
 if TYPE_CHECKING:
     from .engine import Scope
     from .helpers.base import Helper
+    from .memories import Memory
 
 JOB_KIND = "review.run"
 KINDS = ("fragment_add", "fragment_update", "status_change", "memory_add", CHECKIN_KIND)
@@ -43,7 +44,7 @@ EDITABLE = {
     "fragment_add": ("category", "triggers", "definition", "all_of", "any_of", "none_of", "priority"),
     "fragment_update": ("category", "triggers", "definition", "all_of", "any_of", "none_of", "priority"),
     "status_change": ("to",),
-    "memory_add": ("text", "category", "importance"),
+    "memory_add": ("text", "category", "importance", "resolution"),
     CHECKIN_KIND: ("note", "at", "channel"),
 }
 REVIEW_MESSAGES = 40
@@ -88,6 +89,10 @@ class Proposal:
             text = f"memory {verb} #{p['memory_id']}: {p.get('text', '')}"
         else:
             text = f"memory: {p.get('text', '')}"
+            conflict = p.get("conflict")
+            if isinstance(conflict, dict):
+                verb = "contradicts" if conflict.get("relation") == "contradiction" else "repeats"
+                text += f" ({verb} memory #{conflict.get('memory_id')}: {conflict.get('existing_text', '')})"
         return f"(offline suggestion) {text}" if self.source == "offline" else text
 
     def to_dict(self) -> dict[str, Any]:
@@ -162,17 +167,26 @@ class ReviewQueue:
 
     # -- proposing -------------------------------------------------------------------------------
     def propose(self, kind: str, payload: dict[str, Any], reason: str, *, evidence: str = "",
-                source: str = "offline", conversation_id: int | None = None) -> Proposal | None:
+                source: str = "offline", conversation_id: int | None = None,
+                repeat_dismissed: bool = False) -> Proposal | None:
         """Queue a suggestion. Returns None when the same content is already pending or was
         dismissed before. With auto-approve on for its kind, it is applied at once."""
         payload = _check_payload(kind, dict(payload))
         if source not in ("offline", "model"):
             raise InvalidInput("source must be offline or model")
         reason = one_line(reason)[:MAX_REASON] or "No reason given."
-        digest = content_hash(kind, payload)
+        digest = content_hash(kind, {k: v for k, v in payload.items() if k != "conflict"})
+        if kind == "memory_add" and "conflict" not in payload and not payload.get("memory_id"):
+            # B3: a suggested memory that repeats or contradicts one already kept waits with both
+            # texts side by side, as merge / supersede / keep both; it is never applied unseen.
+            findings = duplicates.find(self.store.connection(), self.user_id, str(payload["text"]),
+                                       embedder=duplicate_embedder(self.scope))
+            if findings:
+                payload["conflict"] = findings[0].to_dict()
         with self.store.write() as conn:
-            if conn.execute("SELECT 1 FROM proposals WHERE user_id = ? AND content_hash = ?"
-                            " AND status IN ('pending', 'dismissed') LIMIT 1", (self.user_id, digest)).fetchone():
+            statuses = "('pending')" if repeat_dismissed else "('pending', 'dismissed')"
+            if conn.execute(f"SELECT 1 FROM proposals WHERE user_id = ? AND content_hash = ?"
+                            f" AND status IN {statuses} LIMIT 1", (self.user_id, digest)).fetchone():
                 return None
             cur = conn.execute(
                 "INSERT INTO proposals (user_id, kind, conversation_id, payload, reason, evidence, source,"
@@ -181,7 +195,7 @@ class ReviewQueue:
                  (evidence or "")[:MAX_EVIDENCE], source, digest, utcnow()))
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="review.proposed",
                           channel="inner", payload={"proposal_id": inserted_id(cur), "kind": kind, "source": source})
-            if self.scope.layers.settings.get(AUTO_SETTING[kind]):
+            if self.scope.layers.settings.get(AUTO_SETTING[kind]) and "conflict" not in payload:
                 # A suggestion that cannot be applied as it stands stays pending for the owner.
                 conn.execute("SAVEPOINT auto_approve")
                 try:
@@ -193,6 +207,45 @@ class ReviewQueue:
                 if decided is not None:
                     return decided
             return self.get(inserted_id(cur))
+
+    def remember(self, items: builtins.list[dict[str, Any]], *, actor: str = "owner") -> tuple[
+            builtins.list[Memory], builtins.list[Proposal]]:
+        """Add memories (the owner's, or imported facts), except any that repeats or contradicts a
+        memory already kept, or an earlier item of the same batch: it waits in the review queue
+        with both texts, to merge, supersede or keep both (B3). One transaction."""
+        if not isinstance(items, list) or not items:
+            raise InvalidInput("a memory import needs a non-empty list")
+        memories = self.scope.memories
+        embedder = duplicate_embedder(self.scope)
+        added: builtins.list[Memory] = []
+        queued: builtins.list[Proposal] = []
+        with self.store.write() as conn:
+            for i, item in enumerate(items):
+                if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+                    raise InvalidInput(f"item {i}: memory text must not be empty")
+                findings = duplicates.find(conn, self.user_id, item["text"], embedder=embedder)
+                if not findings:
+                    try:
+                        added.append(memories.import_many([item], actor=actor)[0])
+                    except InvalidInput as exc:
+                        raise InvalidInput(str(exc).replace("item 0", f"item {i}", 1)) from None
+                    continue
+                top = findings[0]
+                payload = {"text": item["text"].strip(), "category": str(item.get("category", "") or ""),
+                           "importance": int(item.get("importance", 0) or 0), "conflict": top.to_dict()}
+                what = "contradicts" if top.relation == "contradiction" else "repeats"
+                proposal = self.propose("memory_add", payload, f"It {what} memory #{top.memory_id} ({top.reason}).",
+                                        repeat_dismissed=True)
+                if proposal is None:  # the same suggestion is already waiting
+                    digest = content_hash("memory_add", {k: v for k, v in payload.items() if k != "conflict"})
+                    proposal = self._pending_by_hash(conn, digest)
+                queued.append(proposal)
+        return added, queued
+
+    def _pending_by_hash(self, conn: sqlite3.Connection, digest: str) -> Proposal:
+        row = conn.execute("SELECT id FROM proposals WHERE user_id = ? AND content_hash = ? AND status = 'pending'",
+                           (self.user_id, digest)).fetchone()
+        return self.get(row[0])
 
     # -- deciding --------------------------------------------------------------------------------
     def approve(self, proposal_id: int, edits: dict[str, Any] | None = None) -> Proposal:
@@ -262,10 +315,37 @@ class ReviewQueue:
             except NotFound:
                 raise Conflict("the memory this proposal changes no longer exists; dismiss it") from None
             return memory.id
+        conflict = payload.get("conflict")
+        resolution = payload.get("resolution")
+        if isinstance(conflict, dict) and resolution != "keep_both":
+            return self._resolve(proposal, payload, conflict, resolution, actor)
+        if resolution is not None and resolution not in duplicates.RESOLUTIONS:
+            raise InvalidInput(f"resolution must be one of {', '.join(duplicates.RESOLUTIONS)}")
         memory = self.scope.memories.add(payload["text"], payload.get("category", ""),
-                                         int(payload.get("importance", 0)),
-                                         actor="auto" if by == "auto" else "suggestion", proposal_id=proposal.id)
+                                         int(payload.get("importance", 0)), actor=actor, proposal_id=proposal.id)
         return memory.id
+
+    def _resolve(self, proposal: Proposal, payload: dict[str, Any], conflict: dict[str, Any], resolution: Any,
+                 actor: str) -> int:
+        """Merge into, or supersede, the memory a suggestion repeats or contradicts (B3)."""
+        if resolution not in duplicates.RESOLUTIONS:
+            raise InvalidInput("this suggestion repeats or contradicts a memory: choose a resolution, "
+                               f"one of {', '.join(duplicates.RESOLUTIONS)}")
+        memories = self.scope.memories
+        try:
+            existing = memories.get(int(conflict["memory_id"]))
+        except NotFound:
+            raise Conflict("the memory this suggestion compares with no longer exists; keep both or dismiss") from None
+        text = str(payload["text"]).strip()
+        importance = max(existing.importance, int(payload.get("importance", 0)))
+        if resolution == "supersede":
+            # The old meaning is retired and kept in history (B1).
+            memories.edit(existing.id, text=text, importance=importance, actor=actor, proposal_id=proposal.id)
+        elif text != existing.text or importance != existing.importance:
+            # Merge: one memory stays, worded as approved; a rewording, so a correction of it.
+            memories.edit(existing.id, text=text, importance=importance, correction=True, actor=actor,
+                          proposal_id=proposal.id)
+        return existing.id
 
     # -- running the review ----------------------------------------------------------------------
     def request(self, conversation_id: int) -> int:
@@ -307,6 +387,19 @@ class ReviewQueue:
                     made.append(proposal)
             set_cursor(conn, self.user_id, conversation_id, JOB_KIND, turns[-1].message_id)
         return made
+
+
+def duplicate_embedder(scope: "Scope") -> Any:
+    """The deployment's embedder for duplicate checks (B3), or None when it cannot load: the
+    lexical and rule checks still run."""
+    if not scope.hearth.settings.duplicate_embeddings:
+        return None
+    try:
+        from .retrieval.semantic import shared_embedder
+
+        return shared_embedder(scope.hearth)
+    except (HearthError, OSError, ImportError):
+        return None
 
 
 def review_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:

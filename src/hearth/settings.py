@@ -38,6 +38,8 @@ class Settings:
     # Embeddings (S7): the local model by default; "openai" for any OpenAI-compatible server.
     embedder: str = "local"
     embedding_model: str = ""
+    # Duplicate checks of new memories (B3) also compare embeddings; off: word overlap and rules only.
+    duplicate_embeddings: bool = True
     # Budget (R1): input limit in estimated tokens, room kept for the reply.
     input_token_limit: int = 0  # 0: derived from the model name
     output_token_reserve: int = 4_096
@@ -167,6 +169,7 @@ _ENV = {
     "HEARTH_PROVIDER_TIMEOUT": "provider_timeout",
     "HEARTH_EMBEDDER": "embedder",
     "HEARTH_EMBEDDING_MODEL": "embedding_model",
+    "HEARTH_DUPLICATE_EMBEDDINGS": "duplicate_embeddings",
     "HEARTH_INPUT_TOKEN_LIMIT": "input_token_limit",
     "HEARTH_OUTPUT_TOKEN_RESERVE": "output_token_reserve",
     "HEARTH_MAX_BODY_BYTES": "max_body_bytes",

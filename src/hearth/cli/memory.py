@@ -22,8 +22,14 @@ def memory() -> None:
 @click.option("--importance", type=click.IntRange(0, 10), default=0)
 @pass_ctx
 def memory_add(obj: Context, text: str, category: str, importance: int) -> None:
-    m = obj.scope().memories.add(text, category, importance)
-    console.print(f"Memory {m.id} added; it will be part of new conversations.", markup=False)
+    added, queued = obj.scope().layers.review.remember([{"text": text, "category": category,
+                                                          "importance": importance}])
+    if queued:
+        console.print(f"Not added: {queued[0].label}. It waits in the review queue as suggestion"
+                      f" {queued[0].id}: approve it with a resolution (merge, supersede or keep_both) or dismiss it.",
+                      markup=False)
+        return
+    console.print(f"Memory {added[0].id} added; it will be part of new conversations.", markup=False)
 
 
 @memory.command("edit")
@@ -123,8 +129,12 @@ def memory_import(obj: Context, path) -> None:
         items = json.loads(path.read().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidInput(f"cannot read {path.name}: {exc}") from None
-    created = obj.scope().memories.import_many(items, actor="import")
-    console.print(f"Imported {len(created)} memories; they will be part of new conversations.", markup=False)
+    if not isinstance(items, list):
+        raise InvalidInput(f"{path.name} must hold a JSON list of memories")
+    created, queued = obj.scope().layers.review.remember(items, actor="import")
+    console.print(f"Imported {len(created)} memories; they will be part of new conversations."
+                  + (f" {len(queued)} repeat or contradict a memory and wait in the review queue." if queued else ""),
+                  markup=False)
 
 
 @memory.command("refresh")

@@ -6,9 +6,10 @@ them (M2). Snapshot routes report provenance and timestamps (M5) and refresh one
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from ..engine import Scope
@@ -107,16 +108,33 @@ def list_memories(scope: Scope = Depends(current_scope)) -> list[dict]:
     return [plain(m) for m in scope.memories.list()]
 
 
-@router.post("", response_model=MemoryOut, status_code=201)
-def add_memory(body: MemoryIn, scope: Scope = Depends(current_scope)) -> dict:
-    """A new memory reaches threads created from now on (M2)."""
-    return plain(scope.memories.add(body.text, body.category, body.importance, body.eligible))
+class QueuedOut(BaseModel):
+    """A new memory that repeats or contradicts one already kept waits in the review queue (B3)."""
+
+    queued_for_review: dict[str, Any]
 
 
-@router.post("/import", response_model=list[MemoryOut], status_code=201)
-def import_memories(body: ImportIn, scope: Scope = Depends(current_scope)) -> list[dict]:
-    """Add a batch in one transaction: all or nothing (M1)."""
-    return [plain(m) for m in scope.memories.import_many([item.model_dump() for item in body.items], actor="import")]
+class ImportOut(BaseModel):
+    added: list[MemoryOut]
+    queued_for_review: list[dict[str, Any]]
+
+
+@router.post("", response_model=MemoryOut, status_code=201,
+             responses={202: {"model": QueuedOut, "description": "It repeats or contradicts a memory: in review"}})
+def add_memory(body: MemoryIn, scope: Scope = Depends(current_scope)) -> Any:
+    """A new memory reaches threads created from now on (M2). One that repeats or contradicts an
+    existing memory is not added: it waits in the review queue as merge / supersede / keep both."""
+    added, queued = scope.layers.review.remember([body.model_dump()])
+    if queued:
+        return JSONResponse(status_code=202, content={"queued_for_review": queued[0].to_dict()})
+    return plain(added[0])
+
+
+@router.post("/import", response_model=ImportOut, status_code=201)
+def import_memories(body: ImportIn, scope: Scope = Depends(current_scope)) -> dict:
+    """Add a batch in one transaction: all or nothing (M1); repeats and contradictions go to review (B3)."""
+    added, queued = scope.layers.review.remember([item.model_dump() for item in body.items], actor="import")
+    return {"added": [plain(m) for m in added], "queued_for_review": [p.to_dict() for p in queued]}
 
 
 @router.get("/as-of", response_model=list[VersionOut])

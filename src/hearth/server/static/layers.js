@@ -2,6 +2,7 @@
 // conversation, the fragment editor and the review queue. Suggestions change nothing until approved.
 
 import { $, apiJson, button, confirmButton, el, field, formatDate, say, splitList } from "./api.js";
+import { conflictView } from "./memory.js";
 import { shared } from "./shared.js";
 
 const ui = {
@@ -201,6 +202,10 @@ function proposalCard(p) {
     event.preventDefault();
     decide(p, "approve", edits());
   });
+  if (p.kind === "memory_add" && p.payload.conflict) {
+    approve.hidden = true; // settled by merge / supersede / keep both instead (B3)
+    form.prepend(conflictView(p, (resolution) => decide(p, "approve", { ...edits(), resolution })));
+  }
   item.append(form);
   return item;
 }

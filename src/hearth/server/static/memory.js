@@ -215,6 +215,30 @@ async function undo(m) {
   }
 }
 
+// The review queue's view of a suggestion that repeats or contradicts a memory (B3): both texts side
+// by side and the three ways to settle it. decide(resolution) approves with that resolution.
+export function conflictView(p, decide) {
+  const c = p.payload.conflict;
+  const box = el("div", "memory-conflict");
+  const pair = el("div", "conflict-pair");
+  const mine = el("figure", "conflict-side");
+  mine.append(el("figcaption", "small muted", "New"), el("p", "conflict-text", p.payload.text));
+  const theirs = el("figure", "conflict-side");
+  theirs.append(el("figcaption", "small muted", `Kept now (memory #${c.memory_id})`),
+    el("p", "conflict-text", c.existing_text));
+  pair.append(mine, theirs);
+  const verdict = c.relation === "contradiction" ? "These disagree" : "These look like the same fact";
+  box.append(el("p", "small", `${verdict} (${c.reason}).`), pair);
+  const actions = el("div", "inline-row");
+  actions.append(
+    button("Merge", () => decide("merge"), "primary", `Merge into memory #${c.memory_id}`),
+    button("Supersede", () => decide("supersede"), "", `Supersede memory #${c.memory_id}`),
+    button("Keep both", () => decide("keep_both"), "quiet", "Keep both memories"),
+  );
+  box.append(actions);
+  return box;
+}
+
 async function move(id, position, focusClass) {
   if (position < 1 || position > memories.length) return;
   try {
@@ -241,14 +265,20 @@ async function removeMemory(m) {
 ui.form.addEventListener("submit", async (event) => {
   event.preventDefault();
   try {
-    await apiJson("POST", "/api/memories", {
+    const result = await apiJson("POST", "/api/memories", {
       text: ui.text.value, category: ui.category.value,
       importance: Number(ui.importance.value || 0), eligible: ui.visible.checked,
     });
     ui.text.value = "";
     memories = await apiJson("GET", "/api/memories");
     render();
-    say(ui.status, "Memory added. New threads will include it; use Refresh memory for an open one.", "success");
+    if (result && result.queued_for_review) {
+      const c = result.queued_for_review.payload.conflict;
+      say(ui.status, `Not added yet: it ${c.relation === "contradiction" ? "contradicts" : "repeats"} “${short(c.existing_text)}”.`
+        + " It waits in the review queue: merge, supersede or keep both.", "info");
+    } else {
+      say(ui.status, "Memory added. New threads will include it; use Refresh memory for an open one.", "success");
+    }
     ui.text.focus();
   } catch (error) {
     say(ui.status, error.message, "error");
