@@ -39,10 +39,17 @@ from hearth.prompt import stored  # noqa: E402
 CANARY = "zephyrquokkacanary"
 
 
-def timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return (time.perf_counter() - start) * 1000
+class Stopwatch:
+    """``with Stopwatch(samples):`` appends the block's wall time in milliseconds."""
+
+    def __init__(self, samples: list[float]):
+        self.samples = samples
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.samples.append((time.perf_counter() - self.start) * 1000)
 
 
 def supersede_part(prompts: int, repeat: int) -> None:
@@ -62,15 +69,15 @@ def supersede_part(prompts: int, repeat: int) -> None:
         holders = [r[0] for r in me.store.connection().execute(
             "SELECT conversation_id FROM conversation_memories WHERE memory_id = ?", (memory.id,))]
         for i in range(repeat):
-            def rebuild_only() -> None:
-                with me.store.write() as conn:
-                    me.rebuild_prompts(conn, holders)
-            floor.append(timed(rebuild_only))
-            correction.append(timed(lambda: me.memories.edit(memory.id, text=f"Nora lives in Lyon with her two kids ({i})",
-                                                              correction=True)))
-            supersede.append(timed(lambda: me.memories.edit(memory.id, text=f"Nora lives in Marseille ({i})")))
+            with Stopwatch(floor), me.store.write() as conn:
+                me.rebuild_prompts(conn, holders)
+            with Stopwatch(correction):
+                me.memories.edit(memory.id, text=f"Nora lives in Lyon with her two kids ({i})", correction=True)
+            with Stopwatch(supersede):
+                me.memories.edit(memory.id, text=f"Nora lives in Marseille ({i})")
             version = me.memories.get(memory.id).version
-            restore.append(timed(lambda: me.memories.restore(memory.id, version - 1)))
+            with Stopwatch(restore):
+                me.memories.restore(memory.id, version - 1)
         rows = [("floor: rebuild the same prompts, nothing changed", floor),
                 ("correction (the in-place edit, as memory_edits.py)", correction),
                 ("supersede (new version, old one kept)", supersede),
@@ -114,20 +121,18 @@ def forget_part(home: str, messages: int, repeat: int) -> None:
     trash, plain, forget, compaction = [], [], [], []
     for i in range(repeat):
         conversation_id = make_thread(f"forget me {i}")
-
-        def plain_delete() -> None:
-            c = me.store.connection()
+        c = me.store.connection()
+        with Stopwatch(plain):
             c.execute("BEGIN IMMEDIATE")
             c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
             c.execute("ROLLBACK")
-        plain.append(timed(plain_delete))
-        trash.append(timed(lambda: me.conversations.trash(conversation_id)))
-
-        def forget_it() -> None:
+        with Stopwatch(trash):
+            me.conversations.trash(conversation_id)
+        with Stopwatch(forget):
             preview = me.forget.preview("conversation", conversation_id)
             me.forget.apply("conversation", conversation_id, token=preview.token, phrase=CONFIRMATION_PHRASE)
-        forget.append(timed(forget_it))
-        compaction.append(timed(lambda: compact(me.store, me.user_id)))
+        with Stopwatch(compaction):
+            compact(me.store, me.user_id)
     rows = [("peer: move it to the trash", trash),
             ("peer: plain cascading DELETE (rolled back)", plain),
             ("forget: preview + confirmed transaction", forget),
@@ -150,7 +155,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print(machine())
-    supersede_part(args.prompts, max(5, args.repeat))
+    supersede_part(args.prompts, max(9, args.repeat))
     if args.home:
         forget_part(args.home, args.messages, args.repeat)
 

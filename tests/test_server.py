@@ -356,7 +356,7 @@ def test_m1_m2_m4_memory_routes_and_snapshots(client, chat, hearth):
     assert first.status_code == 201
     mid = first.json()["id"]
     imported = client.post("/api/memories/import", json={"items": [{"text": "Has a cat"}, {"text": "Lives by the sea"}]})
-    assert [m["text"] for m in imported.json()] == ["Has a cat", "Lives by the sea"]
+    assert [m["text"] for m in imported.json()["added"]] == ["Has a cat", "Lives by the sea"]
     # The chat was created before these memories: its snapshot is empty until refreshed (M2, M4).
     snap = client.get(f"/api/conversations/{chat['id']}/snapshot").json()
     assert snap["memories"] == [] and snap["info"]["provenance"] == "captured"
@@ -369,7 +369,7 @@ def test_m1_m2_m4_memory_routes_and_snapshots(client, chat, hearth):
     assert [m["id"] for m in order][-1] == mid
     assert client.delete(f"/api/memories/{mid}").json() == {"prompts_rebuilt": 0}
     assert [m["text"] for m in client.get("/api/memories").json()] == ["Has a cat", "Lives by the sea"]
-    assert_error(client.post(f"/api/memories/{imported.json()[0]['id']}/move", json={"position": 9}), 400)
+    assert_error(client.post(f"/api/memories/{imported.json()['added'][0]['id']}/move", json={"position": 9}), 400)
 
 
 def test_s2_events_routes_list_the_callers_ledger_without_text(client, chat):

@@ -244,7 +244,9 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
         f"SELECT id, conversation_id, content, kind FROM messages WHERE user_id = ? AND kind != 'static_prompt'"
         f" AND (conversation_id IN ({_in(whole)}) OR id IN ({_in(single)}))", (u, *whole, *single)).fetchall()
     gone_ids = {r[0] for r in rows}
-    texts = [r[2] for r in rows if r[3] == "chat" and r[2].strip()]
+    # Quotes are looked for only for single messages: what came from a whole forgotten thread is
+    # found by its conversation and message ids, which stays fast at any size.
+    texts = [r[2] for r in rows if r[0] in set(single) and r[3] == "chat" and r[2].strip()]
     touched = sorted({r[1] for r in rows if r[0] in set(single)} - set(whole))
 
     counts["handoffs_rewritten"], rebuild = _rewrite_handoffs(scope, conn, gone_ids, set(whole))
@@ -367,22 +369,36 @@ def _quotes(text: str, texts: list[str]) -> bool:
 
 def _forget_searches(conn: sqlite3.Connection, user_id: int, gone: set[int], whole: list[int],
                      documents: list[int], texts: list[str], dated: list[int]) -> int:
+    """Search-log entries made from a forgotten thread, citing a forgotten message, chunk or
+    document, or whose query quotes a forgotten single message. Candidates are found in SQL (the
+    log's results are JSON written by ``searchlog.record``) and confirmed by reading them."""
     doomed = set(dated)
     if whole:
         doomed.update(_ids(conn.execute(
             f"SELECT id FROM search_log WHERE user_id = ? AND conversation_id IN ({_in(whole)})", (user_id, *whole))))
-    if gone or documents or texts:
-        for row in conn.execute("SELECT id, query, variants, results FROM search_log WHERE user_id = ?", (user_id,)):
-            if row[0] in doomed:
-                continue
-            cited = False
-            for result in json.loads(row[3]):
+    single = sorted(gone - set(_ids(conn.execute(
+        f"SELECT id FROM messages WHERE conversation_id IN ({_in(whole)})", whole)))) if whole else sorted(gone)
+    patterns = ([f'%"source_id": {c},%' for c in whole] + [f'%"source_id": {d},%' for d in documents]
+                + [f'%"id": {m},%' for m in single])
+    for i in range(0, len(patterns), 200):
+        some = patterns[i:i + 200]
+        where = " OR ".join("results LIKE ?" for _ in some)
+        for row in conn.execute(f"SELECT id, results FROM search_log WHERE user_id = ? AND ({where})",
+                                (user_id, *some)):
+            for result in json.loads(row[1]):
                 kind, rid, source = result.get("kind"), result.get("id"), result.get("source_id")
-                if (kind == "message" and (rid in gone or source in whole)) or (kind == "chunk" and source in documents):
-                    cited = True
+                if (kind == "message" and (rid in gone or source in whole)) or (
+                        kind == "chunk" and source in documents):
+                    doomed.add(row[0])
                     break
-            if cited or (texts and (_quotes(row[1], texts) or any(_quotes(v, texts) for v in json.loads(row[2])))):
-                doomed.add(row[0])
+    for text in texts[:200]:
+        folded = text.casefold()
+        doomed.update(_ids(conn.execute(
+            "SELECT id FROM search_log WHERE user_id = ? AND query != '' AND (instr(lower(query), ?) > 0"
+            " OR (length(query) >= 12 AND instr(?, lower(query)) > 0))",
+            (user_id, folded if len(folded) >= 12 else "\x00" + folded, folded))))
+        doomed.update(_ids(conn.execute(
+            "SELECT id FROM search_log WHERE user_id = ? AND lower(query) = ?", (user_id, folded))))
     ids = sorted(doomed)
     for i in range(0, len(ids), 500):
         part = ids[i:i + 500]
