@@ -6,6 +6,8 @@ CREATE INDEX activations_due ON activations (user_id, next_run_at) WHERE enabled
 CREATE INDEX archive_chunks_user_model ON archive_chunks (user_id, embedding_model);
 -- index archive_documents_user_collection
 CREATE INDEX archive_documents_user_collection ON archive_documents (user_id, collection);
+-- index capsules_conversation
+CREATE INDEX capsules_conversation ON capsules (conversation_id, id);
 -- index channel_messages_message
 CREATE INDEX channel_messages_message ON channel_messages (message_id);
 -- index client_chats_conversation
@@ -51,6 +53,10 @@ CREATE INDEX proposals_user_hash ON proposals (user_id, content_hash, status);
 CREATE INDEX proposals_user_status ON proposals (user_id, status, id);
 -- index search_log_user_time
 CREATE INDEX search_log_user_time ON search_log (user_id, created_at, id);
+-- index spans_one_open
+CREATE UNIQUE INDEX spans_one_open ON spans (user_id, persona_id) WHERE closed_at IS NULL;
+-- index spans_user_start
+CREATE INDEX spans_user_start ON spans (user_id, started_at, start_event_id);
 -- index status_fields_active_name
 CREATE UNIQUE INDEX status_fields_active_name ON status_fields (user_id, name COLLATE NOCASE)
             WHERE retired_at IS NULL;
@@ -174,6 +180,16 @@ CREATE TABLE branch_requests (
             created_at TEXT NOT NULL,
             UNIQUE (user_id, retry_key)
         );
+-- table capsules
+CREATE TABLE capsules (
+            id INTEGER PRIMARY KEY REFERENCES events(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            text TEXT NOT NULL,
+            source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
+            through_message_id INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        );
 -- table channel_contacts
 CREATE TABLE channel_contacts (
             id INTEGER PRIMARY KEY,
@@ -253,7 +269,7 @@ CREATE TABLE events (
             channel TEXT NOT NULL DEFAULT 'web',
             created_at TEXT NOT NULL,
             payload TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(payload))
-        );
+        , span_id INTEGER);
 -- table folders
 CREATE TABLE folders (
             id INTEGER PRIMARY KEY,
@@ -494,6 +510,15 @@ CREATE TABLE "proposals" (
             created_at TEXT NOT NULL,
             decided_at TEXT
         );
+-- table response_chains
+CREATE TABLE response_chains (
+            conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            response_id TEXT,
+            replacement_input TEXT CHECK (replacement_input IS NULL OR json_valid(replacement_input)),
+            compacted_at TEXT,
+            updated_at TEXT NOT NULL
+        );
 -- table schema_migrations
 CREATE TABLE schema_migrations ( version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL);
 -- table search_log
@@ -511,6 +536,20 @@ CREATE TABLE search_log (
             reliability TEXT NOT NULL CHECK (reliability IN ('high', 'medium', 'low', 'none')),
             duration_ms INTEGER NOT NULL DEFAULT 0,
             created_at TEXT NOT NULL
+        );
+-- table spans
+CREATE TABLE spans (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            persona_id INTEGER REFERENCES personas(id) ON DELETE SET NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('text', 'voice', 'inner', 'import')),
+            channel TEXT NOT NULL,
+            start_event_id INTEGER NOT NULL,
+            started_at TEXT NOT NULL,
+            last_at TEXT NOT NULL,
+            closed_at TEXT,
+            close_reason TEXT,
+            checkpoint_event_id INTEGER
         );
 -- table status_fields
 CREATE TABLE status_fields (

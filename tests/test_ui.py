@@ -455,15 +455,107 @@ def test_u1_v2_a3_search_with_include_shielded_and_the_search_log(page, site, me
 def test_u1_e_timeline_lists_inner_plane_events_with_numbers_only(page, base, me):
     chat_with_messages(me, "Timeline thread", ["A private sentence about the timeline"])
     goto(page, base + "/#timeline")
-    usage = page.locator('#timeline-list .event[data-kind="context.usage"]').first
+    usage = page.locator('#timeline-list .event[data-kind="context.usage"]').last
+    usage.locator("summary").click()  # Inner Plane entries expand to their numbers
     expect(usage.locator(".pair-key")).to_contain_text(["input", "output", "total"])
     expect(usage.locator(".event-conversation")).to_have_text("Timeline thread")
-    assert page.locator('#timeline-list .event[data-kind="message"]').count() == 0
+    page.check("#timeline-inner")
+    expect(page.locator('#timeline-list .event[data-kind="message"]')).to_have_count(0)
+    inner_text = page.locator("#timeline-list").text_content()
+    assert "private sentence" not in inner_text  # the Inner Plane shows kinds and numbers only
     page.uncheck("#timeline-inner")
     expect(page.locator('#timeline-list .event[data-kind="message"]').first).to_be_visible()
-    text = page.locator("#timeline-list").text_content()
-    assert "private sentence" not in text
     page.screenshot(path=os.path.join(tempfile.gettempdir(), "hearth-ui-timeline.png"))
+
+
+def test_e8_e1_web_timeline_folds_spans_shows_channels_and_loads_older_pages(browser, tmp_path):
+    settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000,
+                                 "timeline_history_event_limit": 6}, environ={})
+    hearth = Hearth(settings, provider=RecordingProvider())
+    me = hearth.scope()
+    chat = me.conversations.create(me.personas.create("elion", "Elion").id, title="Span thread")
+    me.send(chat.id, "Typed on the web")
+    base_clock = hearth.clock()
+    hearth.clock = lambda: base_clock + 3600  # an idle hour later: a new span, same conversation
+    me.send(chat.id, "Typed in the terminal", channel="cli")
+    me.send(chat.id, "Spoken aloud", channel="voice")
+    context = browser.new_context(viewport={"width": 1360, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        with serve_in_thread(create_app(hearth.settings, hearth)) as base:
+            goto(page, base + "/#timeline")
+            voice = page.locator('.span-group:has(.span-kind:text("Voice session"))')
+            expect(voice).to_have_count(1)
+            spoken = voice.locator('.event.message[data-role="user"]')
+            expect(spoken.locator(".message-text")).to_have_text("Spoken aloud")
+            expect(spoken.locator(".channel")).to_have_text("voice")
+            older = page.locator("#timeline-older")
+            expect(older).to_be_visible()
+            older.click()  # prepends the page before the oldest event shown
+            expect(page.locator(".span-group")).to_have_count(3)
+            cli_turn = page.locator('.event.message[data-role="user"]', has_text="Typed in the terminal")
+            expect(cli_turn.locator(".channel")).to_have_text("cli")
+            while older.is_visible():
+                older.click()
+                page.wait_for_timeout(100)
+            texts = page.locator('.event.message[data-role="user"] .message-text').all_text_contents()
+            assert texts == ["Typed on the web", "Typed in the terminal", "Spoken aloud"]  # one order, no repeats
+            first_span = page.locator(".span-group details").first
+            first_span.locator("summary").click()  # fold a span away
+            expect(first_span.locator(".event").first).to_be_hidden()
+            expect(page.locator(".span-state.closed").first).to_contain_text("closed")
+            page.screenshot(path=os.path.join(tempfile.gettempdir(), "hearth-ui-timeline-spans.png"))
+    finally:
+        context.close()
+        hearth.close()
+    assert errors == []
+
+
+def test_e7_chat_header_shows_usage_capsule_and_compaction_and_compacts_now(browser, tmp_path,
+                                                                            fake_provider_server):
+    settings = Settings.resolve({"home": str(tmp_path / "home"), "provider": "openai", "model": "gpt-4.1",
+                                 "base_url": fake_provider_server.openai_base_url, "openai_api_key": "sk-test",
+                                 "input_token_limit": 32_000, "compaction_threshold": 0.5,
+                                 "capsule_recent_turns": 2}, environ={})
+    hearth = Hearth(settings)
+    me = hearth.scope()
+    chat = me.conversations.create(me.personas.create("elion", "Elion").id, title="Long thread")
+    for n in range(3):
+        fake_provider_server.script(response_id=f"resp_{n}", input_tokens=4_000)
+        me.send(chat.id, f"I like rain, part {n}.")
+    context = browser.new_context(viewport={"width": 1360, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        with serve_in_thread(create_app(hearth.settings, hearth)) as base:
+            goto(page, base + f"/#conversation-{chat.id}")
+            expect(page.locator("#context-usage")).to_have_text("Input 25% of the compaction threshold")
+            expect(page.locator("#context-capsule")).to_have_text("No capsule")
+            expect(page.locator("#context-compacted")).to_have_text("Not compacted")
+            fake_provider_server.script()  # the compaction endpoint
+            fake_provider_server.script(text=[json.dumps({
+                "facts": ["The person likes rain."], "commitments": [], "unresolved": [], "corrections": [],
+                "preferences": [], "cross_channel": []})])  # the capsule, model-written
+            page.click("#compact-now")
+            expect(page.locator("#context-status")).to_have_text("Compacted; the capsule was refreshed.")
+            expect(page.locator("#context-capsule")).to_have_text("Capsule active (model-written)")
+            expect(page.locator("#context-compacted")).to_contain_text("Compacted ")
+            assert [r.path for r in fake_provider_server.requests][-2:] == ["/v1/responses/compact", "/v1/responses"]
+            me.send(chat.id, "After the compaction")  # the capsule travels as its own request section
+            page.reload()
+            page.wait_for_selector("body[data-ready=true]")
+            capsule_row = page.locator('.size-row[data-key="capsule_tokens"] dd')
+            expect(capsule_row).not_to_have_text("0")
+            page.screenshot(path=os.path.join(tempfile.gettempdir(), "hearth-ui-context-meter.png"))
+    finally:
+        context.close()
+        hearth.close()
+    assert errors == []
 
 
 # -- tools and login (password set) -------------------------------------------------------------------

@@ -15,7 +15,7 @@ with ``retry()``, which resends the last unanswered user message without saving 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterator
 
 from . import activations, ledger
@@ -27,6 +27,8 @@ from .prompt import stored
 from .prompt.assembly import AssembledRequest, assemble, estimate_tokens
 from .prompt.dynamic import Turn, quote_reserved_headings
 from .providers.base import ChatMessage, ProviderRequest, Usage
+from .store import utcnow
+from .timeline import capsules, chains, spans
 from .tools import ToolContext, arguments_json
 
 if TYPE_CHECKING:
@@ -58,6 +60,8 @@ class SendPath:
         self.scope = scope
         self.hearth = scope.hearth
         self.settings = scope.hearth.settings
+        self.span_id: int | None = None  # the activity span of this send (E1)
+        self.regenerate = False  # answering the newest user message again: the chain is not continued
 
     def _check_text(self, text: Any) -> str:
         if not isinstance(text, str) or not text.strip():
@@ -69,43 +73,62 @@ class SendPath:
     def stream(self, conversation_id: int, text: str, *, channel: str = "web",
                pin_characters: tuple[str, ...] = (), retry: bool = False,
                regenerate: bool = False) -> Iterator[SendEvent]:
+        activity = self.hearth.activity
+        activity.begin_reply(conversation_id)  # refused (409) while "Compact now" runs (E7)
+        try:
+            yield from self._stream(conversation_id, text, channel, pin_characters, retry, regenerate)
+        finally:
+            activity.end_reply(conversation_id)
+
+    def _stream(self, conversation_id: int, text: str, channel: str, pin_characters: tuple[str, ...],
+                retry: bool, regenerate: bool) -> Iterator[SendEvent]:
+        self.regenerate = regenerate
         scope = self.scope
         store = scope.store
+        settings = self.settings
+        idle = settings.idle_checkpoint_minutes * 60
         with store.write() as conn:
             conversation = scope.conversations.get(conversation_id)
             if conversation.state == "ended":
                 raise Conflict("this conversation has ended; start a new one")
             if conversation.visibility == "trashed":
                 raise Conflict("this conversation is in the trash; restore it to continue")
+            ledger.check_channel(channel)
+            now = utcnow()
+            # E1: one indexed upsert in this same transaction (opens a span only after idle).
+            self.span_id = spans.touch(conn, scope.user_id, conversation.persona_id, channel, now=now,
+                                       idle_cutoff=spans.stamp(self.hearth.clock() - idle), idle_seconds=idle,
+                                       conversation_id=conversation_id)
             if regenerate:
                 user_message = self._last_user(conn, conversation_id)
             elif retry:
                 user_message = self._unanswered(conn, conversation_id)
             else:
-                ledger.check_channel(channel)
                 user_message = scope.conversations.add_message(
-                    conversation_id, "user", self._check_text(text), channel=channel)
+                    conversation_id, "user", self._check_text(text), channel=channel, created_at=now,
+                    span_id=self.span_id)
                 activations.note_user_message(conn, store, scope.user_id, text, channel)
             prompt = stored.ensure(conn, scope.user_id, conversation_id, scope.handoff_text, channel)
-        yield SendEvent("saved", {"message_id": user_message.id})
+        yield SendEvent("saved", {"message_id": user_message.id, "span_id": self.span_id})
 
         assembled = self.assemble(conversation, user_message, prompt, pin_characters)
         size = assembled.size.to_dict()
         with store.write() as conn:
             ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
-                          kind="context.request_size", channel=channel, payload=size)
+                          kind="context.request_size", channel=channel, payload=size, span_id=self.span_id)
         yield SendEvent("diagnostics", size)
 
         try:
-            text_out, usage, tool_rounds = yield from self._run_provider(assembled.request, conversation, channel)
+            outcome = yield from self._run_provider(assembled.request, conversation, channel)
         except ProviderError as exc:
             with store.write() as conn:
                 ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
-                              kind="provider.error", channel=channel,
+                              kind="provider.error", channel=channel, span_id=self.span_id,
                               payload={"kind": exc.kind, "retryable": exc.retryable})
             yield SendEvent("error", {"error": exc.code, "kind": exc.kind, "detail": str(exc),
                                       "retryable": exc.retryable, "user_message_id": user_message.id})
             return
+        text_out, usage, tool_rounds, response_id, compacted = outcome
 
         provider = self.hearth.provider
         with store.write() as conn:
@@ -113,11 +136,12 @@ class SendPath:
             if regenerate:
                 metadata["regenerated"] = True
             message = scope.conversations.add_message(
-                conversation_id, "assistant", text_out, channel=channel, metadata=metadata)
+                conversation_id, "assistant", text_out, channel=channel, metadata=metadata, span_id=self.span_id)
             usage_payload = {"input": usage.input_tokens, "output": usage.output_tokens,
                              "total": usage.total_tokens, "cached": usage.cached_tokens}
             ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
-                          kind="context.usage", channel=channel, payload=usage_payload)
+                          kind="context.usage", channel=channel, payload=usage_payload, span_id=self.span_id)
+            self._after_usage(conn, conversation, channel, usage, response_id, compacted)
             for hook in scope.after_reply:
                 hook(conn, conversation, user_message, message)
         yield SendEvent("done", {"message_id": message.id, "user_message_id": user_message.id,
@@ -143,7 +167,7 @@ class SendPath:
             try:
                 next(run)
             except StopIteration as stop:
-                text_out, usage, tool_rounds = stop.value
+                text_out, usage, tool_rounds, _response_id, _compacted = stop.value
                 break
         provider = self.hearth.provider
         with scope.store.write() as conn:
@@ -154,6 +178,20 @@ class SendPath:
                           channel="inner", payload={"input": usage.input_tokens, "output": usage.output_tokens,
                                                     "total": usage.total_tokens, "cached": usage.cached_tokens})
         return message
+
+    def _after_usage(self, conn, conversation: Conversation, channel: str, usage: Usage, response_id: str,
+                     compacted: bool) -> None:
+        """E3, E6, E7 in the reply's transaction: continue the chain, record a server-side
+        compaction, and queue a capsule refresh when compaction happened or usage crossed the threshold."""
+        user_id = self.scope.user_id
+        if response_id and getattr(self.hearth.provider, "chains", False):
+            chains.after_turn(conn, user_id, conversation.id, response_id)
+        if compacted:
+            ledger.append(conn, user_id=user_id, conversation_id=conversation.id, kind="context.compacted",
+                          channel=channel, span_id=self.span_id, payload={"mode": "auto"})
+            capsules.schedule(conn, user_id, conversation.id, "compaction")
+        elif capsules.crossed(usage.input_tokens, self.hearth.input_token_limit(), self.settings.capsule_threshold):
+            capsules.schedule(conn, user_id, conversation.id, "threshold")
 
     def _unanswered(self, conn, conversation_id: int) -> Message:
         row = conn.execute(
@@ -180,8 +218,15 @@ class SendPath:
         limit = self.hearth.input_token_limit()
         reserve = min(self.settings.output_token_reserve, limit // 4)
         room_chars = max(0, (limit - reserve) * 4 - len(prompt.text) - len(user_message.content))
+        chaining = bool(getattr(self.hearth.provider, "chains", False))
         with scope.store.read() as conn:
-            history, older = self.hearth.history.read(conn, conversation.id, user_message.id, room_chars)
+            # E3: the latest capsule travels with the turns it does not cover.
+            capsule = capsules.latest(conn, conversation.id)
+            capsule_text = capsule.render() if capsule else ""
+            history, older = self.hearth.history.read(conn, conversation.id, user_message.id,
+                                                      max(0, room_chars - len(capsule_text)),
+                                                      after_id=capsule.through_message_id if capsule else 0)
+            chain = chains.get(conn, conversation.id) if chaining and not self.regenerate else None
             persona = scope.personas.get(conversation.persona_id)
             has_reply = bool(conn.execute(
                 "SELECT 1 FROM messages WHERE conversation_id = ? AND role = 'assistant' AND kind = 'chat' LIMIT 1",
@@ -197,23 +242,36 @@ class SendPath:
             static_prompt=prompt.text, handoff_chars=prompt.handoff_chars, history=history, context=context,
             user_text=quote_reserved_headings(user_message.content), tools=scope.toolbox.specs(),
             input_limit_tokens=limit, output_reserve_tokens=reserve, birth_period=not has_reply,
-            trimmed_before=older,
+            trimmed_before=older, capsule=capsule_text,
         )
+        if chaining:
+            # E7: continue the Responses chain (or start from a compaction's replacement input).
+            request = replace(assembled.request,
+                              previous_response_id=chain.response_id if chain else None,
+                              replacement_input=chain.replacement_input if chain else (),
+                              compact_threshold=chains.compaction_threshold_tokens(scope))
+            assembled = replace(assembled, request=request)
         return assembled
 
     def _run_provider(self, request: ProviderRequest, conversation: Conversation, channel: str):
-        """Stream the reply, running tool calls between rounds. Returns (text, usage, rounds)."""
+        """Stream the reply, running tool calls between rounds.
+
+        Returns (text, usage, rounds, the last response id, whether the server compacted)."""
         provider = self.hearth.provider
+        chaining = bool(getattr(provider, "chains", False))
         messages = list(request.messages)
         parts: list[str] = []
         usage = Usage()
+        response_id = ""
+        compacted = False
         ctx = ToolContext(self.scope.store, self.scope.user_id, conversation.id, conversation.persona_id)
+        round_request = request
         for round_ in range(MAX_TOOL_ROUNDS + 1):
             calls = []
             round_text: list[str] = []
             tools = request.tools if round_ < MAX_TOOL_ROUNDS else []
             shown = MarkerFilter()  # echoed nudge markers never reach the screen (LC2)
-            for event in provider.stream(ProviderRequest(messages, tools, request.max_output_tokens)):
+            for event in provider.stream(replace(round_request, messages=messages, tools=tools)):
                 if event.type == "text" and event.text:
                     round_text.append(event.text)
                     visible = shown.feed(event.text)
@@ -223,23 +281,29 @@ class SendPath:
                     calls.append(event.tool_call)
                 elif event.type == "usage" and event.usage:
                     usage = _add(usage, event.usage)
+                    response_id = event.response_id or response_id
+                elif event.type == "compacted":
+                    compacted = True
             parts.extend(round_text)
             if tail := shown.flush():
                 yield SendEvent("delta", {"text": tail})
             if not calls:
-                return "".join(parts), usage, round_
+                return "".join(parts), usage, round_, response_id, compacted
+            if chaining and response_id:
+                # A tool continuation chains from the round that asked for the tools (E7).
+                round_request = replace(round_request, previous_response_id=response_id, replacement_input=())
             messages.append(ChatMessage("assistant", "".join(round_text), tool_calls=tuple(calls)))
             for call in calls:
                 yield SendEvent("tool", {"name": call.name, "status": "running"})
                 result = self.scope.toolbox.run(ctx, call)
                 with self.scope.store.write() as conn:
                     ledger.append(conn, user_id=self.scope.user_id, conversation_id=conversation.id,
-                                  kind="tool.call", channel=channel,
+                                  kind="tool.call", channel=channel, span_id=self.span_id,
                                   payload={"name": call.name, "argument_chars": len(arguments_json(call.arguments)),
                                            "result_chars": len(result)})
                 messages.append(ChatMessage("tool", result, tool_call_id=call.id))
                 yield SendEvent("tool", {"name": call.name, "status": "done", "result_tokens": estimate_tokens(len(result))})
-        return "".join(parts), usage, MAX_TOOL_ROUNDS
+        return "".join(parts), usage, MAX_TOOL_ROUNDS, response_id, compacted
 
 
 def _add(a: Usage, b: Usage) -> Usage:

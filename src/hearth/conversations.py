@@ -248,7 +248,7 @@ class Conversations:
 
     def add_message(self, conversation_id: int, role: str, content: str, *, kind: str = "chat",
                     channel: str = "web", metadata: dict[str, Any] | None = None,
-                    created_at: str | None = None) -> Message:
+                    created_at: str | None = None, span_id: int | None = None) -> Message:
         if not isinstance(content, str):
             raise InvalidInput("message content must be text")
         with self.store.write() as conn:
@@ -257,7 +257,7 @@ class Conversations:
                 raise Conflict("this conversation has ended; start a new one")
             message_id = ledger.append_message(
                 conn, user_id=self.user_id, conversation_id=conversation_id, role=role, content=content,
-                kind=kind, channel=channel, metadata=metadata, created_at=created_at,
+                kind=kind, channel=channel, metadata=metadata, created_at=created_at, span_id=span_id,
             )
             return self.message(message_id)
 

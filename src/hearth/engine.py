@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from . import ledger
 from .activations import Activations
@@ -48,6 +49,14 @@ class Hearth:
         self.history = HistoryCache()
         self._provider = provider
         self._embedder = None
+        # The relationship timeline's process state: the clock idle checkpoints are judged by,
+        # live-only notices (E6), and what runs in each conversation now (E7).
+        from .timeline.activity import Activity
+        from .timeline.live import LiveBus
+
+        self.clock: Callable[[], float] = time.time
+        self.live = LiveBus()
+        self.activity = Activity()
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> "Hearth":
@@ -89,6 +98,13 @@ class Hearth:
             self.users.get(user_id)
         return Scope(self, user_id)
 
+    def resume(self, user_id: int | None = None):
+        """Startup (E4): the most recently active open conversation, rebuilt from the ledger, with
+        its latest capsule and any open span."""
+        from .timeline import resume
+
+        return resume(self, user_id)
+
     def close(self) -> None:
         self.store.close()
 
@@ -124,6 +140,9 @@ class Scope:
         from .forget import Forgetting
 
         self.forget = Forgetting(self)  # delete forever with everything derived (B4, B5)
+        from .timeline import Timeline
+
+        self.timeline = Timeline(self)  # spans, checkpoints, capsules, chains, the timeline (E1-E8)
 
     @property
     def imports(self):

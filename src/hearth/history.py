@@ -44,9 +44,21 @@ class HistoryCache:
         self._lock = threading.Lock()
 
     def read(self, conn: sqlite3.Connection, conversation_id: int, before_id: int,
-             budget_chars: int) -> tuple[list[HistoryTurn], int]:
+             budget_chars: int, after_id: int = 0) -> tuple[list[HistoryTurn], int]:
         """Turns before ``before_id`` that fit ``budget_chars`` (oldest first), and how many older
-        turns were left out because they did not fit."""
+        turns were left out because they did not fit.
+
+        With ``after_id`` (a continuity capsule covers everything up to it), only later turns are
+        read; the cache is not used for that narrower window."""
+        if after_id:
+            turns, chars, complete = self._read_newest(conn, conversation_id, before_id, budget_chars, after_id)
+            left_out = 0
+            if not complete and turns:
+                left_out = conn.execute(
+                    "SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ? AND id < ?"
+                    " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact')",
+                    (conversation_id, after_id, turns[0].id)).fetchone()[0]
+            return turns, left_out
         rev, total = conn.execute("SELECT history_rev, turn_count FROM conversations WHERE id = ?",
                                   (conversation_id,)).fetchone()
         with self._lock:
@@ -81,8 +93,9 @@ class HistoryCache:
         left_out = 0 if complete else max(0, total - older_in_thread - len(turns))
         return list(turns), left_out
 
-    def _read_newest(self, conn, conversation_id, before_id, budget_chars) -> tuple[list[HistoryTurn], int, bool]:
-        cursor = conn.execute(_TURNS + " ORDER BY id DESC", (conversation_id, 0, before_id))
+    def _read_newest(self, conn, conversation_id, before_id, budget_chars,
+                     after_id: int = 0) -> tuple[list[HistoryTurn], int, bool]:
+        cursor = conn.execute(_TURNS + " ORDER BY id DESC", (conversation_id, after_id, before_id))
         turns: list[HistoryTurn] = []
         chars = 0
         complete = True

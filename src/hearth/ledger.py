@@ -31,6 +31,7 @@ class Event:
     channel: str
     created_at: str
     payload: dict[str, Any]
+    span_id: int | None = None  # the activity span it happened in (E1)
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Event":
@@ -42,6 +43,7 @@ class Event:
             channel=row["channel"],
             created_at=row["created_at"],
             payload=json.loads(row["payload"]),
+            span_id=row["span_id"],
         )
 
 
@@ -92,13 +94,14 @@ def append(
     channel: str = "web",
     payload: dict[str, Any] | None = None,
     created_at: str | None = None,
+    span_id: int | None = None,
 ) -> int:
     """Append one event; the caller holds the write transaction."""
     cur = conn.execute(
-        "INSERT INTO events (user_id, conversation_id, kind, channel, created_at, payload)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO events (user_id, conversation_id, kind, channel, created_at, payload, span_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
         (user_id, conversation_id, kind, check_channel(channel), created_at or utcnow(),
-         json.dumps(payload or {}, separators=(",", ":"))),
+         json.dumps(payload or {}, separators=(",", ":")), span_id),
     )
     return inserted_id(cur)
 
@@ -114,6 +117,7 @@ def append_message(
     channel: str = "web",
     metadata: dict[str, Any] | None = None,
     created_at: str | None = None,
+    span_id: int | None = None,
 ) -> int:
     """Append a message and its event in the caller's transaction; return the message id."""
     if role not in MESSAGE_ROLES:
@@ -129,6 +133,7 @@ def append_message(
         channel=channel,
         payload={"role": role, "kind": kind, "chars": len(content)},
         created_at=created_at,
+        span_id=span_id,
     )
     conn.execute(
         "INSERT INTO messages (id, user_id, conversation_id, role, kind, content, channel, created_at, metadata)"

@@ -22,6 +22,7 @@ from .layers.keyword_recall import KeywordRecall
 from .layers.settings import LayerSettings
 from .layers.thread_recall import ThreadRecall
 from .prompt.dynamic import Layer
+from .timeline import capsules, checkpoints, spans
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ def job_handlers() -> dict[str, Handler]:
         live_context.JOB_KIND: live_context.refresh_job,
         household.JOB_KIND: household.detect_job,
         review.JOB_KIND: review.review_job,
+        spans.CHECKPOINT_JOB: checkpoints.checkpoint_job,
+        capsules.JOB_KIND: capsules.capsule_job,
         **_registered,
     }
 

@@ -168,7 +168,7 @@ class ReviewQueue:
     # -- proposing -------------------------------------------------------------------------------
     def propose(self, kind: str, payload: dict[str, Any], reason: str, *, evidence: str = "",
                 source: str = "offline", conversation_id: int | None = None,
-                repeat_dismissed: bool = False) -> Proposal | None:
+                repeat_dismissed: bool = False, span_id: int | None = None) -> Proposal | None:
         """Queue a suggestion. Returns None when the same content is already pending or was
         dismissed before. With auto-approve on for its kind, it is applied at once."""
         payload = _check_payload(kind, dict(payload))
@@ -194,7 +194,8 @@ class ReviewQueue:
                 (self.user_id, kind, conversation_id, json.dumps(payload, ensure_ascii=False), reason,
                  (evidence or "")[:MAX_EVIDENCE], source, digest, utcnow()))
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="review.proposed",
-                          channel="inner", payload={"proposal_id": inserted_id(cur), "kind": kind, "source": source})
+                          channel="inner", payload={"proposal_id": inserted_id(cur), "kind": kind, "source": source},
+                          span_id=span_id)
             if self.scope.layers.settings.get(AUTO_SETTING[kind]) and "conflict" not in payload:
                 # A suggestion that cannot be applied as it stands stays pending for the owner.
                 conn.execute("SAVEPOINT auto_approve")

@@ -86,6 +86,11 @@ class Settings:
     realtime_url: str = ""  # the realtime WebSocket base (default: the OpenAI SDK's), e.g. wss://host/v1
     # A job left running by a crashed worker is claimed again after this long.
     job_lease_seconds: float = 300.0
+    # Relationship timeline (E2, E3, E7).
+    idle_checkpoint_minutes: float = 30.0  # idle time that closes an activity span
+    capsule_threshold: float = 0.6  # fraction of the input limit whose use refreshes the capsule
+    capsule_recent_turns: int = 8  # verbatim turns a new capsule leaves uncovered
+    compaction_threshold: float = 0.0  # fraction of the input limit; 0: no server-side compaction
 
     @property
     def database_path(self) -> Path:
@@ -154,6 +159,16 @@ class Settings:
                 raise ConfigError(f"{name} must start with http:// or https://")
         if self.input_token_limit < 0:
             raise ConfigError("input_token_limit must be zero (automatic) or positive")
+        if not 1 <= self.timeline_history_event_limit <= 10_000:
+            raise ConfigError("timeline_history_event_limit must be between 1 and 10000")
+        if not 0 < self.idle_checkpoint_minutes <= 10_080:
+            raise ConfigError("idle_checkpoint_minutes must be more than 0 and at most 10080 (a week)")
+        if not 0 < self.capsule_threshold <= 1:
+            raise ConfigError("capsule_threshold must be a fraction of the input limit, more than 0 and at most 1")
+        if not 0 <= self.compaction_threshold <= 1:
+            raise ConfigError("compaction_threshold must be 0 (off) or a fraction of the input limit up to 1")
+        if not 1 <= self.capsule_recent_turns <= 200:
+            raise ConfigError("capsule_recent_turns must be between 1 and 200")
 
 
 # Environment names. Seed-given names keep their original spelling; invalid values of those fall
@@ -204,6 +219,10 @@ _ENV = {
     "HEARTH_VOICE_TRANSCRIPTION_MODEL": "voice_transcription_model",
     "HEARTH_VOICE_RETENTION_RATIO": "voice_retention_ratio",
     "HEARTH_REALTIME_URL": "realtime_url",
+    "HEARTH_IDLE_CHECKPOINT_MINUTES": "idle_checkpoint_minutes",
+    "HEARTH_CAPSULE_THRESHOLD": "capsule_threshold",
+    "HEARTH_CAPSULE_RECENT_TURNS": "capsule_recent_turns",
+    "HEARTH_COMPACTION_THRESHOLD": "compaction_threshold",
 }
 _LENIENT_ENV = {
     "HANDOFF_PER_MESSAGE_CHARACTER_LIMIT": ("handoff_per_message_limit", DEFAULT_HANDOFF_PER_MESSAGE),

@@ -5,6 +5,7 @@ One Starlette app serves three endpoints, each in its provider's own server-sent
     POST /v1/responses          OpenAI Responses API (response.created ... response.completed)
     POST /v1/chat/completions   OpenAI-compatible Chat Completions (chunks, usage chunk, [DONE])
     POST /v1/messages           Anthropic Messages (message_start ... message_stop)
+    POST /v1/responses/compact  OpenAI Responses compaction (a JSON ``response.compaction`` object)
 
 Tests queue what the next request gets with ``script(...)``: text chunks, tool calls, usage, an
 error status, a delay before answering, or a stream that ends early / drops its connection. Every
@@ -48,6 +49,9 @@ class Scripted:
     abort_after: int | None = None  # drop the connection after this many events
     error_event: bool = False  # send an in-stream error event after the first events
     response_id: str = "resp_fake_1"
+    # Responses API: the server compacted its chain during this response (an output item of type
+    # "compaction", as with context_management enabled).
+    compaction: bool = False
 
 
 @dataclass
@@ -141,11 +145,25 @@ class FakeProviderServer:
     def _app(self) -> Starlette:
         return Starlette(
             routes=[
+                Route("/v1/responses/compact", self._compact_endpoint(), methods=["POST"]),
                 Route("/v1/responses", self._endpoint(_responses_events, _openai_error), methods=["POST"]),
                 Route("/v1/chat/completions", self._endpoint(_chat_events, _openai_error), methods=["POST"]),
                 Route("/v1/messages", self._endpoint(_anthropic_events, _anthropic_error), methods=["POST"]),
             ]
         )
+
+    def _compact_endpoint(self) -> Any:
+        async def handle(request: Request) -> Response:
+            body = json.loads(await request.body() or b"{}")
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            plan = self._next(RecordedRequest(request.url.path, headers, body))
+            if plan.delay:
+                await asyncio.sleep(plan.delay)
+            if plan.status is not None:
+                return JSONResponse(_openai_error(plan.status), status_code=plan.status)
+            return JSONResponse(_compacted(plan, body))
+
+        return handle
 
     def _endpoint(self, events_for: Any, error_body: Any) -> Any:
         async def handle(request: Request) -> Response:
@@ -273,8 +291,38 @@ def _responses_events(plan: Scripted, body: dict[str, Any]) -> Iterator[tuple[st
                 "arguments": arguments, "status": "completed"}
         emit("response.output_item.done", output_index=index, item=item)
         output.append(item)
+    if plan.compaction:
+        index = len(output)
+        item = {"id": "cmp_auto_1", "type": "compaction", "encrypted_content": "gAAAA-fake-auto-compacted"}
+        emit("response.output_item.added", output_index=index, item=item)
+        emit("response.output_item.done", output_index=index, item=item)
+        output.append(item)
     emit("response.completed", response=_response_object(plan, body, "completed", output))
     return iter(out)
+
+
+def _compacted(plan: Scripted, body: dict[str, Any]) -> dict[str, Any]:
+    """The compaction endpoint's answer: every user message of the input, then one opaque
+    compaction item standing for everything else (the real API's ``response.compaction``)."""
+    items = body.get("input") or []
+    users = [i for i in items if isinstance(i, dict) and i.get("role") == "user"]
+    output = [{"id": f"msg_user_{n}", "type": "message", "role": "user", "status": "completed",
+               "content": [{"type": "input_text", "text": u["content"] if isinstance(u.get("content"), str)
+                            else json.dumps(u.get("content"))}]} for n, u in enumerate(users)]
+    output.append({"id": "cmp_fake_1", "type": "compaction", "encrypted_content": "gAAAA-fake-compacted-state"})
+    return {
+        "id": plan.response_id.replace("resp_", "cmp_resp_"),
+        "object": "response.compaction",
+        "created_at": 1_700_000_100,
+        "output": output,
+        "usage": {
+            "input_tokens": plan.input_tokens,
+            "input_tokens_details": {"cached_tokens": plan.cached_tokens},
+            "output_tokens": plan.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": plan.input_tokens + plan.output_tokens,
+        },
+    }
 
 
 # --- OpenAI Chat Completions ----------------------------------------------------------------

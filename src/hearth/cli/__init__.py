@@ -17,6 +17,7 @@ from . import (  # noqa: F401  (registers commands)
     recall,
     server,
     threads,
+    timeline,  # noqa: F401  (registers commands)
 )
 from .base import cli, main
 

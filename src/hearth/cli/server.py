@@ -74,6 +74,10 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
     activations.schedule_all(hearth.store)  # the companion's own schedules (E11)
     threading.Thread(target=after_start, name="hearth-maintenance", daemon=True).start()
     worker.start()
+    from .timeline import describe
+
+    # E4: pick up the most recently active open conversation, its capsule and open span.
+    err_console.print(describe(hearth.resume()), markup=False)
     err_console.print(f"Hearth is listening on http://{settings.host}:{settings.port}", markup=False)
     try:
         server.run()

@@ -94,6 +94,19 @@ class MemorySuggestion:
 
 
 @dataclass(frozen=True)
+class CapsuleResult:
+    """A continuity capsule (E3): a compact account of the relationship, by section."""
+
+    text: str
+    source: str  # offline | model
+
+
+CAPSULE_SECTIONS = ("Established facts", "Commitments", "Unresolved work", "Corrections", "Preferences",
+                    "Cross-channel context")
+CAPSULE_MAX_CHARS = 4_000
+
+
+@dataclass(frozen=True)
 class ReviewInput:
     messages: Sequence[TurnText]
     summary: str = ""
@@ -114,6 +127,9 @@ class Helper(Protocol):
     def propose_fragments(self, review: ReviewInput) -> list[FragmentSuggestion]: ...
 
     def extract_memories(self, turns: Sequence[TurnText]) -> list[MemorySuggestion]: ...
+
+    def write_capsule(self, previous: str, turns: Sequence[TurnText],
+                      channels: Sequence[str] = ()) -> CapsuleResult: ...
 
 
 # -- small text tools shared by both helpers -------------------------------------------------------

@@ -19,6 +19,7 @@ from ..providers.base import ChatMessage, Provider, ProviderRequest
 from ..triggers import normalise_trigger
 from .base import (
     SUMMARY_MAX_WORDS,
+    CapsuleResult,
     FragmentSuggestion,
     HelperOutputError,
     LiveContextResult,
@@ -81,6 +82,17 @@ MINING_TASK = (
     'Answer {"memories": []} when there is nothing durable.'
 )
 MINING_CATEGORIES = ("facts", "preferences", "people", "dates")
+CAPSULE_TASK = (
+    "You keep the continuity capsule of a relationship between a person and their companion: a compact "
+    "account a fresh model session reads before the most recent turns. Merge the previous capsule with "
+    "the newest turns. Keep established facts, commitments, unresolved work, corrections, preferences and "
+    "cross-channel context (which channel recent things happened on); drop what no longer matters; never "
+    "invent. Short items, at most six per list. Answer with JSON only, exactly: "
+    '{"facts": ["..."], "commitments": ["..."], "unresolved": ["..."], "corrections": ["..."], '
+    '"preferences": ["..."], "cross_channel": ["..."]}'
+)
+_CAPSULE_KEYS = {"facts": "Established facts", "commitments": "Commitments", "unresolved": "Unresolved work",
+                 "corrections": "Corrections", "preferences": "Preferences", "cross_channel": "Cross-channel context"}
 
 
 def transcript(turns: Sequence[TurnText], limit: int = TRANSCRIPT_CHARS) -> str:
@@ -266,3 +278,20 @@ class ModelHelper:
             out.append(MemorySuggestion(text, category if category in MINING_CATEGORIES else "facts", evidence,
                                         _text(item.get("reason"), 300) or "Mined by the model.", "model"))
         return out
+
+    def write_capsule(self, previous: str, turns: Sequence[TurnText],
+                      channels: Sequence[str] = ()) -> CapsuleResult:
+        from .offline import render_capsule
+
+        material = (f"Previous capsule:\n{previous or '(none yet)'}\n\nChannels of the newest turns: "
+                    f"{', '.join(sorted(set(channels))) or 'unknown'}\n\nNewest turns:\n{transcript(turns)}")
+        answer = self.ask(CAPSULE_TASK, material)
+        sections: dict[str, list[str]] = {}
+        for key, name in _CAPSULE_KEYS.items():
+            value = answer.get(key, [])
+            if not isinstance(value, list):
+                raise HelperOutputError(f"the capsule answer's {key} is not a list", "shape")
+            sections[name] = [clip(v, 240) for v in value if isinstance(v, str) and v.strip()][:6]
+        if not any(sections.values()):
+            raise HelperOutputError("the capsule answer is empty", "shape")
+        return CapsuleResult(render_capsule(sections), "model")

@@ -17,7 +17,10 @@ from typing import Sequence
 from ..errors import InvalidInput
 from ..triggers import fold, normalise_trigger
 from .base import (
+    CAPSULE_MAX_CHARS,
+    CAPSULE_SECTIONS,
     SUMMARY_MAX_WORDS,
+    CapsuleResult,
     FragmentSuggestion,
     LiveContextResult,
     MemorySuggestion,
@@ -142,6 +145,11 @@ class OfflineHelper:
             clip(events[0], 60) if events else "no events noted")
         return LiveContextResult(mood=mood, events=events_text, needs=needs_text, summary=summary,
                                  nudges=nudges, source="offline")
+
+    # -- continuity capsules (E3) ------------------------------------------------------------------
+    def write_capsule(self, previous: str, turns: Sequence[TurnText],
+                      channels: Sequence[str] = ()) -> CapsuleResult:
+        return write_capsule(previous, turns, channels)
 
     # -- state-change detection (HS2) -------------------------------------------------------------
     def detect_state_change(self, fields: Sequence[StatusField], messages: Sequence[TurnText]) -> list[StateChange]:
@@ -331,6 +339,89 @@ def _patterns(sentence: str):
         if keys:
             yield ("notes", keys, clip(clause[0].upper() + clause[1:], 300).rstrip(".") + ".",
                    "The person asked for this to be remembered.")
+
+
+_CORRECTION_CUE = re.compile(r"\b(actually|i meant|correction|to be clear|that's wrong|that is wrong|not \w+ but)\b",
+                             re.IGNORECASE)
+_PREFERENCE_CUE = re.compile(r"\b(i prefer|i(?:'d| would) rather|i (?:really )?(?:like|love|enjoy|hate|dislike)|"
+                             r"i don't like|i do not like|my favou?rite)\b", re.IGNORECASE)
+_PROMISE_CUE = re.compile(r"\b(i will|i'll|we will|we'll|going to|promise|remind|plan to|next time)\b",
+                          re.IGNORECASE)
+CAPSULE_ITEMS = 6  # per section, newest kept
+
+
+def _stated_facts(turns: Sequence[TurnText]) -> list[str]:
+    """Durable facts the person stated, by the same plain patterns as fragment suggestions."""
+    out: list[str] = []
+    for turn in turns:
+        if turn.role != "user":
+            continue
+        for sentence in sentences(turn.text):
+            for _category, _triggers, definition, _reason in _patterns(sentence):
+                if definition.casefold() not in (o.casefold() for o in out):
+                    out.append(definition)
+    return out
+
+
+def parse_capsule(text: str) -> dict[str, list[str]]:
+    """The bullet items of each section of a capsule rendered by ``render_capsule``."""
+    found: dict[str, list[str]] = {name: [] for name in CAPSULE_SECTIONS}
+    current = None
+    for line in (text or "").splitlines():
+        heading = line.rstrip(":").strip()
+        if heading in found:
+            current = heading
+        elif current and line.startswith("- "):
+            found[current].append(line[2:].strip())
+    return found
+
+
+def render_capsule(sections: dict[str, list[str]], label: str = "") -> str:
+    lines = [label] if label else []
+    for name in CAPSULE_SECTIONS:
+        items = [i for i in sections.get(name, []) if i]
+        if items:
+            lines.append(f"{name}:")
+            lines.extend(f"- {item}" for item in items)
+    text = "\n".join(lines)
+    if len(text) > CAPSULE_MAX_CHARS and "\n- " in text:
+        # Drop the oldest item of the largest section until it fits.
+        largest = max(sections, key=lambda k: len(sections[k]))
+        return render_capsule({**sections, largest: sections[largest][1:]}, label)
+    return text
+
+
+OFFLINE_CAPSULE_LABEL = "(offline extractive capsule: sentences taken from the conversation, not a model summary)"
+
+
+def write_capsule(previous: str, turns: Sequence[TurnText], channels: Sequence[str] = ()) -> CapsuleResult:
+    """An extractive capsule: the previous capsule's items merged with what the newest turns state."""
+    sections = parse_capsule(previous)
+
+    def add(section: str, item: str) -> None:
+        item = clip(item, 240)
+        items = [i for i in sections[section] if i.casefold() != item.casefold()]
+        sections[section] = (items + [item])[-CAPSULE_ITEMS:]
+
+    for fact in _stated_facts(turns):
+        add("Established facts", fact)
+    for turn in turns:
+        for sentence in sentences(turn.text):
+            if _CORRECTION_CUE.search(sentence):
+                add("Corrections", sentence)
+            if turn.role == "user" and _PREFERENCE_CUE.search(sentence):
+                add("Preferences", sentence)
+            if _PROMISE_CUE.search(sentence):
+                add("Commitments", ("The companion said: " if turn.role == "assistant" else "The person said: ")
+                    + sentence)
+    last_user = [t for t in turns if t.role == "user"][-3:]
+    open_items = [s for t in last_user for s in sentences(t.text) if s.endswith("?") or _NEED_CUE.search(s)]
+    if open_items:
+        sections["Unresolved work"] = [clip(s, 240) for s in open_items][-CAPSULE_ITEMS:]
+    used = sorted(set(channels))
+    if len(used) > 1:
+        sections["Cross-channel context"] = [f"Recent turns came through {', '.join(used)}."]
+    return CapsuleResult(render_capsule(sections, OFFLINE_CAPSULE_LABEL), "offline")
 
 
 def _covers(existing: str, new: str) -> bool:

@@ -49,6 +49,9 @@ class SizeReport:
     input_limit_tokens: int
     remaining_tokens: int
     estimate_method: str = ESTIMATE_METHOD
+    # The continuity capsule (E3): its own system message, paired with the turns it does not cover.
+    capsule_tokens: int = 0
+    capsule_active: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -78,13 +81,14 @@ def assemble(
     output_reserve_tokens: int,
     birth_period: bool,
     trimmed_before: int = 0,
+    capsule: str = "",
 ) -> AssembledRequest:
     """Build the provider request; trim history oldest-first only when the budget requires (T1).
 
     ``trimmed_before`` counts older turns the caller already left unread because they could not fit.
     """
     turns = history_messages(history)
-    fixed_chars = len(static_prompt) + len(context.summary_message) + len(context.context_message)
+    fixed_chars = len(static_prompt) + len(capsule) + len(context.summary_message) + len(context.context_message)
     fixed_chars += len(user_text) + tool_chars(tools)
     room = input_limit_tokens - output_reserve_tokens
     sizes = [estimate_tokens(len(t.content)) for t in turns]
@@ -96,6 +100,9 @@ def assemble(
     kept = turns[dropped:]
 
     messages = [ChatMessage("system", static_prompt)] if static_prompt else []
+    if capsule:
+        # Before the verbatim turns it does not cover; never a user or assistant message (E3).
+        messages.append(ChatMessage("system", capsule))
     messages += kept
     if context.summary_message:
         messages.append(ChatMessage("system", context.summary_message))
@@ -127,6 +134,8 @@ def assemble(
         total_tokens=total,
         input_limit_tokens=input_limit_tokens,
         remaining_tokens=input_limit_tokens - total,
+        capsule_tokens=estimate_tokens(len(capsule)),
+        capsule_active=bool(capsule),
     )
     return AssembledRequest(ProviderRequest(messages=messages, tools=list(tools),
                                             max_output_tokens=output_reserve_tokens), size)

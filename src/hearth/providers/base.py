@@ -49,7 +49,7 @@ class Usage:
 
 @dataclass(frozen=True)
 class StreamEvent:
-    type: str  # "text" | "tool_call" | "usage"
+    type: str  # "text" | "tool_call" | "usage" | "compacted" (Responses API: the server compacted the chain)
     text: str = ""
     tool_call: ToolCall | None = None
     usage: Usage | None = None
@@ -67,6 +67,18 @@ class ProviderRequest:
     previous_response_id: str | None = None
     # Responses API only (E7): enable server-side compaction at this many input tokens.
     compact_threshold: int | None = None
+    # Responses API only (E7): the replacement input of a "Compact now", sent in place of the
+    # earlier chain (no previous response id) until the next successful turn.
+    replacement_input: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class CompactResult:
+    """What the Responses compaction endpoint returned: the replacement input items (E7)."""
+
+    output: list[dict[str, Any]]
+    usage: Usage
+    id: str = ""
 
 
 class Provider(Protocol):

@@ -20,6 +20,7 @@ import openai
 from ..errors import ProviderError
 from .base import (
     ChatMessage,
+    CompactResult,
     ProviderRequest,
     StreamEvent,
     ToolCall,
@@ -101,6 +102,7 @@ def to_function_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
 
 class OpenAIResponsesProvider:
     name = "openai"
+    chains = True  # continues with previous_response_id and can compact (E7)
 
     def __init__(self, model: str = DEFAULT_MODEL, api_key: str = "", base_url: str = "",
                  timeout: float = 60.0) -> None:
@@ -111,9 +113,12 @@ class OpenAIResponsesProvider:
 
     def build_params(self, request: ProviderRequest) -> dict[str, Any]:
         messages = request.messages
-        if request.previous_response_id:
+        if request.previous_response_id or request.replacement_input:
             messages = after_last_assistant(messages)
         instructions, items = to_responses_input(messages)
+        if request.replacement_input:
+            # A compaction's output stands for the whole earlier chain (E7).
+            items = [*request.replacement_input, *items]
         params: dict[str, Any] = {
             "model": self.model,
             "input": items,
@@ -124,7 +129,7 @@ class OpenAIResponsesProvider:
             params["instructions"] = instructions
         if request.tools:
             params["tools"] = to_function_tools(request.tools)
-        if request.previous_response_id:
+        if request.previous_response_id and not request.replacement_input:
             params["previous_response_id"] = request.previous_response_id
         if request.compact_threshold:
             params["context_management"] = [{"type": "compaction", "compact_threshold": request.compact_threshold}]
@@ -147,6 +152,8 @@ class OpenAIResponsesProvider:
                         if getattr(item, "type", "") == "function_call":
                             yield StreamEvent("tool_call", tool_call=ToolCall(
                                 id=item.call_id, name=item.name, arguments=parse_tool_arguments(item.arguments)))
+                        elif getattr(item, "type", "") == "compaction":
+                            yield StreamEvent("compacted")
                     elif kind == "response.completed":
                         completed = True
                         yield StreamEvent("usage", usage=_usage(event.response.usage),
@@ -161,6 +168,28 @@ class OpenAIResponsesProvider:
             raise map_transport_error(exc, started=started, timeout=self.timeout, base_url=self.base_url) from None
         if not completed:
             raise stream_error()
+
+
+    def compact(self, *, instructions: str, items: list[dict[str, Any]],
+                previous_response_id: str | None) -> CompactResult:
+        """Call the Responses compaction endpoint; its output replaces the chain's input (E7)."""
+        params: dict[str, Any] = {"model": self.model}
+        if items:
+            params["input"] = items
+        if instructions:
+            params["instructions"] = instructions
+        if previous_response_id:
+            params["previous_response_id"] = previous_response_id
+        try:
+            result = self._client.responses.compact(**params)
+        except openai.OpenAIError as exc:
+            log.info("openai responses compaction failed (%s)", type(exc).__name__)
+            raise map_openai_error(exc, started=False, timeout=self.timeout, base_url=self.base_url) from None
+        except transport_errors() as exc:
+            raise map_transport_error(exc, started=False, timeout=self.timeout, base_url=self.base_url) from None
+        # Exactly what the server sent (the SDK types user items as output messages; keep them raw).
+        output = [item.to_dict(mode="json", warnings=False) for item in result.output]
+        return CompactResult(output=output, usage=_usage(result.usage), id=result.id or "")
 
 
 def _ended_badly(event: Any) -> ProviderError:

@@ -38,6 +38,7 @@ from . import (
     memories,
     personas,
     recall,
+    timeline,
     vendor,
     voice,
 )
@@ -154,7 +155,7 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
     for router in (auth.router, personas.router, folders.router, continuity.router, conversations.router,
                    memories.snapshots, memories.router, conversations.events_router, layers.router, diagnostics.router,
                    recall.router, openai_router, channels.router, channels.webhooks, activations.router,
-                   imports.router, voice.router, voice.webhooks):
+                   imports.router, voice.router, voice.webhooks, timeline.router):
         app.include_router(router)
     app.include_router(forget_routes.router)  # delete forever and retention (B4, B5)
     app.include_router(version_routes.router)  # history and undo (B2)

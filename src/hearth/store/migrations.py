@@ -885,6 +885,59 @@ def m012_add_item_versions(conn: sqlite3.Connection) -> None:
     )
 
 
+def m013_create_timeline(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        -- Activity spans (E1): containers in the relationship timeline, never chats. At most one
+        -- open span per user and companion; its start is the (created_at, id) of its span.opened
+        -- event, so a timeline page can reach back to it.
+        CREATE TABLE spans (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            persona_id INTEGER REFERENCES personas(id) ON DELETE SET NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('text', 'voice', 'inner', 'import')),
+            channel TEXT NOT NULL,
+            start_event_id INTEGER NOT NULL,
+            started_at TEXT NOT NULL,
+            last_at TEXT NOT NULL,
+            closed_at TEXT,
+            close_reason TEXT,
+            checkpoint_event_id INTEGER
+        );
+        CREATE UNIQUE INDEX spans_one_open ON spans (user_id, persona_id) WHERE closed_at IS NULL;
+        CREATE INDEX spans_user_start ON spans (user_id, started_at, start_event_id);
+
+        -- The span an event happened in (NULL for events outside any burst of activity).
+        ALTER TABLE events ADD COLUMN span_id INTEGER;
+
+        -- Continuity capsules (E3): the text lives here, its context.capsule event in the ledger;
+        -- the row id is the event id, as with messages.
+        CREATE TABLE capsules (
+            id INTEGER PRIMARY KEY REFERENCES events(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            text TEXT NOT NULL,
+            source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
+            through_message_id INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX capsules_conversation ON capsules (conversation_id, id);
+
+        -- The Responses API working chain of a conversation (E7): the last response id, and the
+        -- replacement input of a compaction, kept until the next successful turn.
+        CREATE TABLE response_chains (
+            conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            response_id TEXT,
+            replacement_input TEXT CHECK (replacement_input IS NULL OR json_valid(replacement_input)),
+            compacted_at TEXT,
+            updated_at TEXT NOT NULL
+        );
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -898,6 +951,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m010_create_channels,
     m011_create_activations,
     m012_add_item_versions,
+    m013_create_timeline,
 ]
 
 

@@ -27,6 +27,7 @@ const SIZE_ROWS = [
   ["input_limit_tokens", "Input limit"],
   ["remaining_tokens", "Remaining"],
   ["static_prompt_tokens", "Static prompt"],
+  ["capsule_tokens", "Continuity capsule"],
   ["history_tokens", "History"],
   ["history_messages", "History messages"],
   ["history_trimmed_messages", "Trimmed messages"],

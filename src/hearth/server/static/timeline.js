@@ -1,41 +1,162 @@
-// Timeline panel: the newest ledger events across conversations as a compact activity list. The
-// "Inner Plane" filter keeps the events behind the replies (context use, memory, prompts, tools).
-// Events carry kinds, ids and numbers only; nothing here shows conversation text.
+// Timeline panel: the relationship timeline (E8). One globally ordered list of a person's activity
+// across every conversation, grouped into collapsible activity spans; each message shows the
+// channel it came through; Inner Plane entries (retrieval, context, memory, tools, checkpoints)
+// expand to their numbers. "Load older" asks for the page before the oldest event shown, with the
+// server's compound cursor, and prepends only that page. Inner Plane payloads hold kinds, ids and
+// numbers only; message text is placed with textContent, never parsed.
 
 import { $, apiJson, el, formatDate, formatNumber, say } from "./api.js";
-import { shared } from "./shared.js";
+import { shared, personaName } from "./shared.js";
+import "./context.js"; // the chat header's context meter belongs to this layer (E7)
 
 const ui = {
   inner: $("timeline-inner"),
   refresh: $("timeline-refresh"),
+  older: $("timeline-older"),
   status: $("timeline-status"),
   list: $("timeline-list"),
 };
 
 const INNER = ["context.", "memory.", "prompt.", "tool.", "review.", "status.", "live_context.", "summary.",
-  "fragment.", "continuity.", "nudge.", "provider.", "maintenance."];
+  "fragment.", "continuity.", "nudge.", "provider.", "maintenance.", "checkpoint.", "search.", "retrieval."];
+const SPAN_KINDS = { text: "Text exchange", voice: "Voice session", inner: "Autonomous activation", import: "Import" };
 // Fixed names (tool names, roles, error kinds) may show; anything longer or freer is left out.
 const NAME = /^[A-Za-z0-9_.:-]{1,48}$/;
 
+const state = { events: [], spans: new Map(), before: null, loading: false };
+
 export async function showTimeline() {
-  const events = await apiJson("GET", "/api/events?limit=300");
-  const shown = (ui.inner.checked ? events.filter((e) => INNER.some((p) => e.kind.startsWith(p))) : events)
-    .slice().reverse();
-  ui.list.replaceChildren();
-  say(ui.status, `${shown.length} ${shown.length === 1 ? "event" : "events"}${ui.inner.checked ? " on the Inner Plane" : ""}.`);
-  if (!shown.length) ui.list.append(el("li", "muted empty", "Nothing yet."));
-  for (const event of shown) ui.list.append(eventItem(event));
+  const page = await apiJson("GET", "/api/timeline");
+  state.events = page.events;
+  state.spans = new Map(page.spans.map((s) => [s.id, s]));
+  state.before = page.before;
+  render();
 }
 
-function eventItem(event) {
-  const item = el("li", "event");
+async function loadOlder() {
+  if (!state.before || state.loading) return;
+  state.loading = true;
+  ui.older.disabled = true;
+  try {
+    const page = await apiJson("GET", `/api/timeline?before=${encodeURIComponent(state.before)}`);
+    // Only the older page is prepended; what is already on screen stays as it is.
+    state.events = page.events.concat(state.events);
+    for (const span of page.spans) state.spans.set(span.id, span);
+    state.before = page.before;
+    render();
+  } finally {
+    state.loading = false;
+  }
+}
+
+function isInner(event) {
+  return !(event.message && "content" in event.message) && INNER.some((p) => event.kind.startsWith(p));
+}
+
+function render() {
+  const shown = ui.inner.checked ? state.events.filter(isInner) : state.events;
+  ui.list.replaceChildren();
+  ui.older.hidden = !state.before;
+  ui.older.disabled = !state.before;
+  const noun = shown.length === 1 ? "event" : "events";
+  say(ui.status, `${shown.length} ${noun}${ui.inner.checked ? " on the Inner Plane" : ""}${state.before ? "; older activity can be loaded" : ""}.`);
+  if (!shown.length) {
+    ui.list.append(el("li", "muted empty", "Nothing yet."));
+    return;
+  }
+  let group = null;
+  let groupSpan;
+  for (const event of shown) {
+    let spanId = event.span_id;
+    // An event outside any span that happened while the current span ran stays inside its fold.
+    if (spanId === null && group !== null && groupSpan !== null && within(state.spans.get(groupSpan), event)) {
+      spanId = groupSpan;
+    }
+    if (group === null || spanId !== groupSpan) {
+      groupSpan = spanId;
+      group = spanId !== null && state.spans.has(spanId) ? spanGroup(state.spans.get(spanId)) : looseGroup();
+      ui.list.append(group.item);
+    }
+    group.list.append(entry(event));
+    group.count += 1;
+    group.counter.textContent = `${group.count} ${group.count === 1 ? "event" : "events"}`;
+  }
+}
+
+function within(span, event) {
+  return Boolean(span) && (span.closed_at === null || event.created_at <= span.closed_at);
+}
+
+function spanGroup(span) {
+  const item = el("li", "span-group");
+  item.dataset.spanId = String(span.id);
+  const details = el("details", "span");
+  details.open = true;
+  const summary = el("summary", "span-summary");
+  summary.append(el("span", "span-kind", SPAN_KINDS[span.kind] || span.kind));
+  const when = el("time", "span-time", formatDate(span.started_at));
+  when.dateTime = span.started_at;
+  summary.append(when);
+  summary.append(el("span", "channel", span.channel));
+  const counter = el("span", "span-count", "");
+  summary.append(counter);
+  summary.append(el("span", `span-state ${span.open ? "open" : "closed"}`, span.open ? "open" : closedLabel(span)));
+  const list = el("ol", "timeline");
+  details.append(summary, list);
+  item.append(details);
+  return { item, list, counter, count: 0 };
+}
+
+function closedLabel(span) {
+  if (span.close_reason === "idle") return span.checkpoint_event_id ? "closed after idle · checkpoint" : "closed after idle";
+  return span.close_reason === "switched" ? "closed · switched activity" : "closed";
+}
+
+function looseGroup() {
+  const item = el("li", "span-group loose");
+  const list = el("ol", "timeline");
+  const counter = el("span", "span-count", "");
+  const label = el("p", "span-summary muted");
+  label.append(el("span", "span-kind", "Outside any activity span"), counter);
+  item.append(label, list);
+  return { item, list, counter, count: 0 };
+}
+
+function entry(event) {
+  if (event.message && "content" in event.message) return messageEntry(event);
+  return innerEntry(event);
+}
+
+function messageEntry(event) {
+  const item = el("li", `event message role-${event.message.role}`);
   item.dataset.kind = event.kind;
-  const time = el("time", "event-time", formatDate(event.created_at));
-  time.dateTime = event.created_at;
-  item.append(time);
+  item.dataset.role = event.message.role;
+  item.append(timeOf(event));
+  const who = event.message.role === "user" ? "You" : companionOf(event);
+  const head = el("span", "message-head");
+  head.append(el("span", "message-who", who), el("span", "channel", event.channel));
+  item.append(head);
+  item.append(el("p", "message-text", event.message.content));
+  item.append(conversationLink(event));
+  return item;
+}
+
+function companionOf(event) {
+  const known = shared.conversations.find((c) => c.id === event.conversation_id);
+  return known ? personaName(known.persona_id) : "Companion";
+}
+
+function innerEntry(event) {
+  const item = el("li", "event inner");
+  item.dataset.kind = event.kind;
+  item.append(timeOf(event));
+  const details = el("details", "inner-entry");
   const family = event.kind.split(".")[0];
-  item.append(el("span", `event-kind kind-${family}`, event.kind));
-  const details = el("span", "event-details");
+  const summary = el("summary", "");
+  summary.append(el("span", `event-kind kind-${family}`, event.kind));
+  summary.append(el("span", "channel", event.channel));
+  details.append(summary);
+  const pairs = el("span", "event-details");
   for (const [key, value] of Object.entries(event.payload || {})) {
     let shown = null;
     if (typeof value === "number") shown = formatNumber(value);
@@ -45,17 +166,33 @@ function eventItem(event) {
     if (shown === null) continue;
     const pair = el("span", "pair");
     pair.append(el("span", "pair-key", key), el("span", "pair-value", shown));
-    details.append(pair);
+    pairs.append(pair);
   }
+  if (!pairs.childElementCount) pairs.append(el("span", "muted", "No figures."));
+  details.append(pairs);
   item.append(details);
-  if (event.conversation_id) {
-    const known = shared.conversations.find((c) => c.id === event.conversation_id);
-    const link = el("a", "event-conversation", known ? (known.title || "Untitled conversation") : `#${event.conversation_id}`);
-    link.href = `#conversation-${event.conversation_id}`;
-    item.append(link);
-  }
+  item.append(conversationLink(event));
   return item;
 }
 
-ui.inner.addEventListener("change", () => showTimeline().catch((e) => say(ui.status, e.message, "error")));
-ui.refresh.addEventListener("click", () => showTimeline().catch((e) => say(ui.status, e.message, "error")));
+function timeOf(event) {
+  const time = el("time", "event-time", formatDate(event.created_at));
+  time.dateTime = event.created_at;
+  return time;
+}
+
+function conversationLink(event) {
+  if (!event.conversation_id) return el("span", "event-conversation muted", "");
+  const known = shared.conversations.find((c) => c.id === event.conversation_id);
+  const link = el("a", "event-conversation", known ? (known.title || "Untitled conversation") : `#${event.conversation_id}`);
+  link.href = `#conversation-${event.conversation_id}`;
+  return link;
+}
+
+function failed(error) {
+  say(ui.status, error.message, "error");
+}
+
+ui.inner.addEventListener("change", render);
+ui.refresh.addEventListener("click", () => showTimeline().catch(failed));
+ui.older.addEventListener("click", () => loadOlder().catch(failed));
