@@ -5,8 +5,11 @@
 1. ``POST /v1/chat/completions`` (non-streaming and streaming, the client resending its whole
    history each time, pinned by header) against a direct library send (``Scope.send``) and
    Hearth's own SSE send route, all through the same in-process ASGI client, with an instant fixed
-   provider so only Hearth's work is timed. The sends are interleaved, each kind in its own
-   conversation, so every kind sees the same history length. Overhead = median(v1) - median(direct).
+   provider so only Hearth's work is timed. Every kind sends in turn into the same conversation
+   (pinned by header) on the same channel, so each sees the same history. ``library_v1`` is the X1
+   layer without HTTP (``scope.clients.send_stream``); ``x1_pin_only`` its own work before the send
+   path (model, pin, custom instructions), no send; ``http_floor`` is ``GET /v1/models``, the
+   cost of any request through the in-process client. Overhead = median(kind) - median(direct).
 2. The MCP ``search_conversations`` tool round trip over stdio (the SDK's own client spawning
    ``hearth mcp``) on LoCoMo conversations (embedded, so the search is the full hybrid one), with
    the LoCoMo questions as queries, beside the same search called in-process (the floor) and a
@@ -41,46 +44,73 @@ def log(message: str) -> None:
 def v1_overhead(sends: int) -> dict[str, Any]:
     from fastapi.testclient import TestClient
 
+    from hearth.clients import ClientMessage
     from hearth.server import create_app
 
     with tempfile.TemporaryDirectory() as home:
         settings = Settings.resolve({"home": home, "input_token_limit": 200_000}, environ={})
         with Hearth(settings, provider=StopwatchProvider()) as hearth:
             me = hearth.scope()
-            persona = me.personas.create("elion", "Elion")
-            direct = me.new_conversation(persona.id)
-            native = me.new_conversation(persona.id)
+            me.personas.create("elion", "Elion")
             token = hearth.users.create_token(me.user_id, "bench")
-            auth = {"Authorization": f"Bearer {token}"}
-            times: dict[str, list[float]] = {"direct": [], "native_sse": [], "v1": [], "v1_stream": []}
-            histories: dict[str, list[dict[str, str]]] = {"v1": [], "v1_stream": []}
+            auth = {"Authorization": f"Bearer {token}", "X-Hearth-Conversation": "bench"}
+            system = {"role": "system", "content": "Be brief."}
+            kinds = ("direct", "library_v1", "x1_pin_only", "http_native_sse", "http_v1", "http_v1_stream",
+                     "http_floor")
+            times: dict[str, list[float]] = {k: [] for k in kinds}
+            history: list[dict[str, str]] = []  # what a client resends: every turn so far
             with TestClient(create_app(hearth=hearth), base_url="http://127.0.0.1") as client:
+                first = client.post("/v1/chat/completions", headers=auth, json={
+                    "model": "elion", "messages": [system, {"role": "user", "content": "hello"}]})
+                conversation_id = int(first.headers["x-hearth-conversation-id"])
+
+                def http_v1(text: str, stream: bool) -> None:
+                    turn = {"role": "user", "content": text}
+                    response = client.post("/v1/chat/completions", headers=auth, json={
+                        "model": "elion", "stream": stream, "messages": [system, *history, turn]})
+                    assert response.status_code == 200, response.text
+                    history.extend([turn, {"role": "assistant", "content": "ok"}])
+
+                def library_v1(text: str) -> None:
+                    _pinned, events = me.clients.send_stream(
+                        "elion", [ClientMessage("system", "Be brief."), ClientMessage("user", text)], chat_id="bench")
+                    for _event in events:
+                        pass
+
+                def pin_only(text: str) -> None:
+                    # The X1 layer's own work before the send path: model, pin, custom instructions.
+                    messages = [ClientMessage("system", "Be brief."), ClientMessage("user", text)]
+                    with hearth.store.write():
+                        persona = me.clients.persona_for("elion")
+                        pinned = me.clients.pin(persona, messages, "bench")
+                        me.set_custom_instructions(pinned.conversation.id, "Be brief.")
+
+                def native(text: str) -> None:
+                    response = client.post(f"/api/conversations/{conversation_id}/messages", json={"text": text, "channel": "api"},
+                                           headers=auth)
+                    assert "event: done" in response.text
+
+                steps = {
+                    # Same channel as the client routes: a change of channel has its own cost on the send path.
+                    "direct": lambda text: me.send(conversation_id, text, channel="api"),
+                    "library_v1": library_v1,
+                    "x1_pin_only": pin_only,
+                    "http_native_sse": native,
+                    "http_v1": lambda text: http_v1(text, False),
+                    "http_v1_stream": lambda text: http_v1(text, True),
+                    "http_floor": lambda text: client.get("/v1/models", headers=auth),
+                }
+                # Every kind sends into the same conversation in turn, so each sees the same history.
                 for i in range(sends + 5):
-                    text = f"Message number {i}: how was the walk by the harbour today?"
-                    t0 = time.perf_counter()
-                    me.send(direct.id, text)
-                    t1 = time.perf_counter()
-                    response = client.post(f"/api/conversations/{native.id}/messages", json={"text": text}, headers=auth)
-                    t2 = time.perf_counter()
-                    assert response.status_code == 200 and "event: done" in response.text
-                    for kind in ("v1", "v1_stream"):
-                        history = histories[kind] + [{"role": "user", "content": text}]
-                        t3 = time.perf_counter()
-                        response = client.post("/v1/chat/completions", headers={**auth, "X-Hearth-Conversation": kind},
-                                               json={"model": "elion", "stream": kind == "v1_stream",
-                                                     "messages": [{"role": "system", "content": "Be brief."}, *history]})
-                        t4 = time.perf_counter()
-                        assert response.status_code == 200, response.text
-                        reply = "ok"
-                        histories[kind] = history + [{"role": "assistant", "content": reply}]
-                        if i >= 5:
-                            times[kind].append((t4 - t3) * 1000)
-                    if i >= 5:  # the first sends build prompts and warm caches
-                        times["direct"].append((t1 - t0) * 1000)
-                        times["native_sse"].append((t2 - t1) * 1000)
-    out = {k: summary(v) for k, v in times.items()}
+                    for k, kind in enumerate(kinds):
+                        text = f"Message {i}.{k}: how was the walk by the harbour today?"  # the same shape for all
+                        t0 = time.perf_counter()
+                        steps[kind](text)
+                        if i >= 5:  # the first rounds warm caches
+                            times[kind].append((time.perf_counter() - t0) * 1000)
+    out: dict[str, Any] = {k: summary(v) for k, v in times.items()}
     base = out["direct"]["median_ms"]
-    out["overhead_ms"] = {k: round(out[k]["median_ms"] - base, 3) for k in ("native_sse", "v1", "v1_stream")}
+    out["overhead_ms"] = {k: round(out[k]["median_ms"] - base, 3) for k in kinds if k != "direct"}
     return out
 
 
@@ -146,15 +176,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--queries", type=int, default=150)
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--skip-mcp", action="store_true")
     args = parser.parse_args(argv)
     log(f"machine: {machine()}")
-    result = {"v1": v1_overhead(args.sends), "mcp": mcp_round_trip(Path(args.data), args.samples, args.queries)}
-    v1, mcp = result["v1"], result["mcp"]
+    result: dict[str, Any] = {"v1": v1_overhead(args.sends)}
+    if not args.skip_mcp:
+        result["mcp"] = mcp_round_trip(Path(args.data), args.samples, args.queries)
+    v1, mcp = result["v1"], result.get("mcp")
     print(f"{'kind':<28}{'median ms':>10}{'p99 ms':>10}")
-    for name in ("direct", "native_sse", "v1", "v1_stream"):
-        print(f"send: {name:<22}{v1[name]['median_ms']:>10.3f}{v1[name]['p99_ms']:>10.3f}")
+    for name in ("direct", "library_v1", "x1_pin_only", "http_native_sse", "http_v1", "http_v1_stream",
+                 "http_floor"):
+        print(f"{name:<28}{v1[name]['median_ms']:>10.3f}{v1[name]['p99_ms']:>10.3f}")
     print(f"overhead over a direct send (median ms): {v1['overhead_ms']}")
-    for name in ("library_search", "mcp_search_stdio", "mcp_trivial_tool_stdio"):
+    for name in ("library_search", "mcp_search_stdio", "mcp_trivial_tool_stdio") if mcp else ():
         print(f"{name:<28}{mcp[name]['median_ms']:>10.3f}{mcp[name]['p99_ms']:>10.3f}")
     if args.json:
         print(json.dumps(result))
