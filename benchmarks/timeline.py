@@ -106,9 +106,14 @@ def flush(conn, events: list, messages: list, spans: list) -> None:
     spans.clear()
 
 
-def timed(fn) -> tuple[float, Any]:
-    start = time.perf_counter()
+CPU: dict[str, list[float]] = {}  # process CPU time per label: steadier than wall time on a shared machine
+
+
+def timed(fn, label: str = "") -> tuple[float, Any]:
+    start, cpu = time.perf_counter(), time.process_time()
     value = fn()
+    if label:
+        CPU.setdefault(label, []).append((time.process_time() - cpu) * 1000)
     return (time.perf_counter() - start) * 1000, value
 
 
@@ -126,18 +131,19 @@ def run_pages(args: argparse.Namespace, home: str) -> dict[str, Any]:
     newest = conn.execute("SELECT created_at, id FROM events WHERE user_id = ? ORDER BY created_at DESC, id DESC"
                           " LIMIT 1", (user_id,)).fetchone()
     for _ in range(args.repeat):
-        ms, page = timed(lambda: pages.page(conn, user_id, limit=500))
+        ms, page = timed(lambda: pages.page(conn, user_id, limit=500), "first")
         first.append(ms)
-        first_floor.append(timed(lambda: conn.execute(floor_sql, (user_id, newest[0], newest[1] + 1)).fetchall())[0])
+        first_floor.append(timed(lambda: conn.execute(floor_sql, (user_id, newest[0], newest[1] + 1)).fetchall(),
+                                 "first_floor")[0])
 
     walk, walk_floor, sizes = [], [], []
     cursor = pages.Cursor.parse(page.before)
     for _ in range(args.pages):
-        ms, older = timed(lambda c=cursor: pages.page(conn, user_id, before=c, limit=500))
+        ms, older = timed(lambda c=cursor: pages.page(conn, user_id, before=c, limit=500), "walk")
         walk.append(ms)
         sizes.append(len(older.events))
         walk_floor.append(timed(lambda c=cursor: conn.execute(floor_sql, (user_id, c.created_at, c.event_id)
-                                                      ).fetchall())[0])
+                                                      ).fetchall(), "walk_floor")[0])
         if older.before is None:
             break
         cursor = pages.Cursor.parse(older.before)
@@ -148,8 +154,9 @@ def run_pages(args: argparse.Namespace, home: str) -> dict[str, Any]:
     for event_id in rng.sample(ids, min(args.pages, len(ids))):
         at = conn.execute("SELECT created_at FROM events WHERE id = ?", (event_id,)).fetchone()[0]
         c = pages.Cursor(at, event_id)
-        deep.append(timed(lambda c=c: pages.page(conn, user_id, before=c, limit=500))[0])
-        deep_floor.append(timed(lambda c=c: conn.execute(floor_sql, (user_id, c.created_at, c.event_id)).fetchall())[0])
+        deep.append(timed(lambda c=c: pages.page(conn, user_id, before=c, limit=500), "random")[0])
+        deep_floor.append(timed(lambda c=c: conn.execute(floor_sql, (user_id, c.created_at, c.event_id)).fetchall(),
+                                "random_floor")[0])
     hearth.close()
 
     def ratio(a, b):
@@ -161,6 +168,7 @@ def run_pages(args: argparse.Namespace, home: str) -> dict[str, Any]:
         "older_walk": summary(walk), "older_walk_floor": summary(walk_floor), "walk_ratio": ratio(walk, walk_floor),
         "older_random": summary(deep), "older_random_floor": summary(deep_floor), "random_ratio": ratio(deep, deep_floor),
         "mean_page_events": round(sum(sizes) / max(1, len(sizes)), 1),
+        "cpu": {label: summary(values) for label, values in CPU.items()},
     }
 
 
@@ -194,14 +202,17 @@ def run_send(args: argparse.Namespace, home: str) -> dict[str, Any]:
             for mode in ((True, False) if n % 2 == 0 else (False, True)):
                 if not mode:
                     without()
-                ms, _ = timed(lambda text=text: me.send(chat.id, text))
+                ms, _ = timed(lambda text=text: me.send(chat.id, text), "send_with" if mode else "send_without")
                 restore()
                 (with_ms if mode else without_ms).append(ms)
     finally:
         restore()
         hearth.close()
+    cpu_with, cpu_without = summary(CPU["send_with"]), summary(CPU["send_without"])
     return {"with": summary(with_ms), "without": summary(without_ms),
-            "added_median_ms": round(summary(with_ms)["median_ms"] - summary(without_ms)["median_ms"], 3)}
+            "added_median_ms": round(summary(with_ms)["median_ms"] - summary(without_ms)["median_ms"], 3),
+            "cpu_with": cpu_with, "cpu_without": cpu_without,
+            "cpu_added_median_ms": round(cpu_with["median_ms"] - cpu_without["median_ms"], 3)}
 
 
 def main() -> None:
@@ -228,7 +239,10 @@ def main() -> None:
               f"{p[floor]['median_ms']:6.2f} ms  p99 {p[floor]['p99_ms']:6.2f} ms   ratio {p[r]}")
     print(f"send, with timeline     median {s['with']['median_ms']:8.2f} ms  p99 {s['with']['p99_ms']:8.2f} ms")
     print(f"send, without           median {s['without']['median_ms']:8.2f} ms  p99 {s['without']['p99_ms']:8.2f} ms")
-    print(f"added by spans + capsule lookup: {s['added_median_ms']} ms median")
+    print(f"added by spans + capsule lookup: {s['added_median_ms']} ms median wall, "
+          f"{s['cpu_added_median_ms']} ms median CPU ({s['cpu_with']['median_ms']} vs {s['cpu_without']['median_ms']})")
+    cpu = p["cpu"]
+    print("CPU time medians (ms): " + ", ".join(f"{k} {v['median_ms']}" for k, v in cpu.items()))
 
 
 if __name__ == "__main__":

@@ -80,6 +80,7 @@ def test_e3_capsule_is_an_event_and_travels_with_the_verbatim_turns_it_does_not_
 
 
 def test_e3_usage_over_the_threshold_queues_a_refresh_that_the_worker_runs(me, hearth, persona, provider):
+    hearth.settings = hearth.settings.with_(capsule_recent_turns=4)
     chat = me.conversations.create(persona.id)
     me.send(chat.id, "My brother is called Tom.")
     provider.replies.append(usage_reply(10_000))  # 31% of 32,000: under the 0.6 threshold
@@ -93,6 +94,16 @@ def test_e3_usage_over_the_threshold_queues_a_refresh_that_the_worker_runs(me, h
     capsule = me.timeline.capsule(chat.id)
     assert capsule is not None and "Tom is the person's brother." in capsule.text
     assert capsule_events(hearth)[0]["reason"] == "threshold"
+    # Usage stays over the threshold, but one new exchange (two turns) is not worth a new capsule:
+    # at most one refresh per `capsule_recent_turns` (4) new turns.
+    provider.replies.append(usage_reply(20_000))
+    me.send(chat.id, "Still talking.")
+    worker.run_once()
+    assert len(capsule_events(hearth)) == 1
+    provider.replies.append(usage_reply(20_000))
+    me.send(chat.id, "And talking.")
+    worker.run_once()
+    assert len(capsule_events(hearth)) == 2
 
 
 def test_e3_a_configured_model_writes_the_capsule_through_the_helper_interface(me, hearth, persona, provider):

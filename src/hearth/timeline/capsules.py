@@ -96,6 +96,8 @@ def refresh(scope: "Scope", conversation_id: int, helper: "Helper", *, reason: s
             "SELECT id, role, content, channel FROM messages WHERE conversation_id = ? AND id > ? AND id <= ?"
             " AND kind = 'chat' AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?",
             (conversation.id, since, through, MAX_INPUT_TURNS)).fetchall()
+    if reason == "threshold" and previous is not None and len(rows) < recent:
+        return None  # usage stays high between refreshes: at most one per `recent` new turns
     turns = [TurnText(r["role"], r["content"], r["id"]) for r in reversed(rows)]
     channels = sorted({r["channel"] for r in rows})
     live.publish(scope.user_id, {"kind": "context.capsule", "status": "started", "conversation_id": conversation.id,
