@@ -306,3 +306,20 @@ def test_e8_older_pages_never_shift_duplicate_or_skip_under_concurrent_inserts(p
         ids = {e.id for e in page.events}
         for span_id in {e.span_id for e in page.events if e.span_id is not None}:
             assert starts[span_id] in ids
+
+
+def test_e1_other_live_activity_joins_spans_through_the_timeline(me, hearth, persona):
+    chat = me.conversations.create(persona.id)
+    me.send(chat.id, "Typed first")
+    from hearth.store import utcnow
+
+    with hearth.store.write() as conn:  # e.g. a voice transcript written by its own module
+        now = utcnow()
+        span_id = me.timeline.touch(conn, chat.id, "voice", now=now)
+        me.conversations.add_message(chat.id, "user", "Said aloud", channel="voice", created_at=now,
+                                     span_id=span_id)
+    with hearth.store.write() as conn:
+        again = me.timeline.touch(conn, chat.id, "voice", now=utcnow())
+    assert again == span_id and me.timeline.span(span_id).kind == "voice"
+    [open_span] = me.timeline.open_spans()
+    assert open_span.id == span_id

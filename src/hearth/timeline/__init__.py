@@ -54,6 +54,17 @@ class Timeline:
         with self.store.read() as conn:
             return spans.get(conn, self.user_id, span_id)
 
+    def touch(self, conn, conversation_id: int, channel: str, *, now: str) -> int:
+        """The span a live activity in a conversation belongs to, opened when needed; for other
+        activity than the send path (a voice session, an autonomous activation). Runs in the
+        caller's write transaction; ``now`` is the activity's own timestamp."""
+        conversation = self.scope.conversations.get(conversation_id)
+        hearth = self.scope.hearth
+        idle = hearth.settings.idle_checkpoint_minutes * 60
+        return spans.touch(conn, self.user_id, conversation.persona_id, channel, now=now,
+                           idle_cutoff=spans.stamp(hearth.clock() - idle), idle_seconds=idle,
+                           conversation_id=conversation.id)
+
     def open_spans(self) -> list[spans.Span]:
         with self.store.read() as conn:
             return spans.open_spans(conn, self.user_id)

@@ -113,7 +113,7 @@ def refresh(scope: "Scope", conversation_id: int, helper: "Helper", *, reason: s
         raise
     with scope.store.write() as conn:
         now = utcnow()
-        span_id = _open_span_of(conn, scope.user_id, conversation.persona_id)
+        span_id = open_span_of(conn, scope.user_id, conversation.persona_id)
         event_id = ledger.append(conn, user_id=scope.user_id, conversation_id=conversation.id, kind="context.capsule",
                                  channel="inner", created_at=now, span_id=span_id,
                                  payload={"status": "completed", "source": result.source,
@@ -129,7 +129,7 @@ def refresh(scope: "Scope", conversation_id: int, helper: "Helper", *, reason: s
     return capsule
 
 
-def _open_span_of(conn: sqlite3.Connection, user_id: int, persona_id: int) -> int | None:
+def open_span_of(conn: sqlite3.Connection, user_id: int, persona_id: int) -> int | None:
     """Capsule refreshes belong to the span whose activity caused them, when it is still open."""
     row = conn.execute("SELECT id FROM spans WHERE user_id = ? AND persona_id = ? AND closed_at IS NULL",
                        (user_id, persona_id)).fetchone()

@@ -98,7 +98,7 @@ def compact(scope: "Scope", conversation_id: int, *, channel: str = "web") -> di
                 " response_id = NULL, replacement_input = excluded.replacement_input,"
                 " compacted_at = excluded.compacted_at, updated_at = excluded.updated_at",
                 (conversation.id, scope.user_id, json.dumps(result.output, separators=(",", ":")), now, now))
-            span_id = capsules._open_span_of(conn, scope.user_id, conversation.persona_id)
+            span_id = capsules.open_span_of(conn, scope.user_id, conversation.persona_id)
             ledger.append(conn, user_id=scope.user_id, conversation_id=conversation.id, kind="context.compacted",
                           channel=channel, created_at=now, span_id=span_id,
                           payload={"mode": "manual", "items": len(result.output),
