@@ -355,8 +355,11 @@ def set_cursor(conn: sqlite3.Connection, user_id: int, conversation_id: int, lay
     )
 
 
-def chat_messages_after(conn: sqlite3.Connection, conversation_id: int, after_id: int) -> int:
+def chat_messages_after(conn: sqlite3.Connection, conversation_id: int, after_id: int, cap: int = -1) -> int:
+    """Chat turns after ``after_id``, counted up to ``cap`` (-1: all). A due check needs only to know
+    whether the count reached its threshold; counting a 100k thread in the reply's write
+    transaction would hold the lock for 100 ms."""
     return conn.execute(
-        "SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
-        " AND role IN ('user', 'assistant')", (conversation_id, after_id),
+        "SELECT count(*) FROM (SELECT 1 FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
+        " AND role IN ('user', 'assistant') LIMIT ?)", (conversation_id, after_id, cap),
     ).fetchone()[0]

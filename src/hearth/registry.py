@@ -90,8 +90,8 @@ def schedule_due(conn: sqlite3.Connection, user_id: int, conversation_id: int, s
     if household.has_fields(conn, user_id):
         enqueue(conn, user_id, household.JOB_KIND, payload, dedupe_key=key)
         queued.append(household.JOB_KIND)
-    if chat_messages_after(conn, conversation_id, cursor(conn, conversation_id, review.JOB_KIND)) >= \
-            settings.get("review.every"):
+    every = settings.get("review.every")
+    if chat_messages_after(conn, conversation_id, cursor(conn, conversation_id, review.JOB_KIND), every) >= every:
         enqueue(conn, user_id, review.JOB_KIND, payload, dedupe_key=key)
         queued.append(review.JOB_KIND)
     return queued

@@ -43,6 +43,9 @@ class Settings:
     # Budget (R1): input limit in estimated tokens, room kept for the reply.
     input_token_limit: int = 0  # 0: derived from the model name
     output_token_reserve: int = 4_096
+    # Recall on the send path (K1, A2): milliseconds the automatic archive search may take; optional
+    # steps (the feedback list) run only while they fit. The owner's search is not bounded.
+    recall_budget_ms: int = 40
     # Server limits (U3).
     max_body_bytes: int = 1_000_000
     max_import_bytes: int = 200_000_000  # uploads to /api/imports (exports, cards) may be larger
@@ -141,7 +144,7 @@ class Settings:
             )
         for name in ("max_body_bytes", "max_import_bytes", "max_message_chars", "output_token_reserve",
                      "sms_part_chars",
-                     "email_max_bytes", "email_poll_seconds", "activation_tick_seconds", "job_lease_seconds"):
+                     "email_max_bytes", "email_poll_seconds", "activation_tick_seconds", "job_lease_seconds", "recall_budget_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
         if not 0.05 <= self.voice_retention_ratio <= 1.0:
@@ -223,6 +226,7 @@ _ENV = {
     "HEARTH_CAPSULE_THRESHOLD": "capsule_threshold",
     "HEARTH_CAPSULE_RECENT_TURNS": "capsule_recent_turns",
     "HEARTH_COMPACTION_THRESHOLD": "compaction_threshold",
+    "HEARTH_RECALL_BUDGET_MS": "recall_budget_ms",
 }
 _LENIENT_ENV = {
     "HANDOFF_PER_MESSAGE_CHARACTER_LIMIT": ("handoff_per_message_limit", DEFAULT_HANDOFF_PER_MESSAGE),

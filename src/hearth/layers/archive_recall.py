@@ -14,7 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 from ..prompt.dynamic import Block, Turn, quote_reserved_headings
-from ..retrieval.hybrid import Filters, context_block, date_hint, has_recall_cue, search
+from ..retrieval.hybrid import SEND_PATH, Filters, context_block, date_hint, has_recall_cue, search
 from .keyword_recall import OVERLAP_LIMIT, overlap, persona_names, shingles
 
 if TYPE_CHECKING:
@@ -68,7 +68,8 @@ class ArchiveRecall:
             turn.conn, turn.user_id, turn.text, context="\n".join(recent), filters=filters, limit=MAX_RESULTS * 2,
             embedder=embedder, db_key=self.db_key, origin="archive_recall", store=self.store,
             conversation_id=turn.conversation.id, ignore_names=names,
-            speaker_names=_speakers(turn.persona))
+            speaker_names=_speakers(turn.persona), tuning=SEND_PATH,
+            budget_ms=turn.settings.recall_budget_ms)
         assembled: set = set()
         for text in turn.assembled_text:
             assembled |= shingles(text)
@@ -242,8 +243,9 @@ def embed_job(scope: Scope, payload: dict[str, Any], helper: Helper | None = Non
     """
     from ..retrieval.semantic import embed_pending, shared_embedder
 
+    # Follows the cursor: a reply's job reads only the rows that arrived since the last one.
     report = embed_pending(scope.store, shared_embedder(scope.hearth), user_id=scope.user_id,
-                           limit=int(payload.get("limit", EMBED_JOB_SLICE)))
+                           limit=int(payload.get("limit", EMBED_JOB_SLICE)), follow=True)
     if report.remaining:
         from ..jobs import enqueue
 

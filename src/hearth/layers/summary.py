@@ -65,14 +65,16 @@ def latest_valid(conn: sqlite3.Connection, conversation_id: int) -> ThreadSummar
     return ThreadSummary(*row) if row else None
 
 
-def _chat_after(conn: sqlite3.Connection, conversation_id: int, after_id: int) -> int:
-    return conn.execute("SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
-                        " AND role IN ('user', 'assistant')", (conversation_id, after_id)).fetchone()[0]
+def _chat_after(conn: sqlite3.Connection, conversation_id: int, after_id: int, cap: int = -1) -> int:
+    # Counted up to ``cap`` (-1: all): the due check runs inside the reply's write transaction.
+    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM messages WHERE conversation_id = ? AND id > ?"
+                        " AND kind = 'chat' AND role IN ('user', 'assistant') LIMIT ?)",
+                        (conversation_id, after_id, cap)).fetchone()[0]
 
 
 def is_due(conn: sqlite3.Connection, conversation_id: int, every: int) -> bool:
     previous = latest_valid(conn, conversation_id)
-    return _chat_after(conn, conversation_id, previous.through_message_id if previous else 0) >= every
+    return _chat_after(conn, conversation_id, previous.through_message_id if previous else 0, every) >= every
 
 
 def _fingerprint(rows: list[sqlite3.Row]) -> str:

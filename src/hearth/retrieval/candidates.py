@@ -199,12 +199,13 @@ def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters
     lists: dict[str, Ranked] = {}
     weights: dict[str, float] = {}
     # Meaning is in the sentence: keyword-only and name-only variants go to FTS, not to vectors.
-    texts = [v.text for v in variants if v.name in ("query", "with_context")]
+    chosen = [v for v in variants if v.name in tuning.vector_variants] or variants[:1]
+    texts = [_vector_text(v, variants[0], tuning) for v in chosen]
     if speaker_names and texts:
         # The turns are embedded with their speaker's label; a name in the query pulls toward
         # every turn that mentions or addresses that person. The speaker lift handles the speaker.
         texts[0] = without_names(texts[0], speaker_names) or texts[0]
-    names = [v.name for v in variants if v.name in ("query", "with_context")]
+    names = [v.name for v in chosen]
     vectors = embed_queries(embedder, texts)
     for source in filters.sources:
         kind = "message" if source == "messages" else "chunk"
@@ -216,3 +217,12 @@ def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters
                 weights[f"vector:{name}:{source}"] = (tuning.variant_weights.get(name, 1.0)
                                                       * tuning.signal_weights["vector"])
     return lists, weights
+
+
+def _vector_text(variant: Any, query: Any, tuning: Tuning) -> str:
+    """The text embedded for a sentence variant: the message with context keeps only the newest
+    ``vector_context_chars`` of that context."""
+    if variant.name != "with_context" or len(variant.text) - len(query.text) <= tuning.vector_context_chars:
+        return str(variant.text)
+    context = variant.text[len(query.text):].strip()
+    return f"{query.text}\n{context[-tuning.vector_context_chars:]}"

@@ -19,7 +19,9 @@ Every measured constant is on a ``Tuning`` object passed in (``tuning.DEFAULT`` 
 
 from __future__ import annotations
 
+import math
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Iterable
@@ -51,7 +53,37 @@ from .query import (
     without_names,
 )
 from .terms import rare_terms, select_terms
-from .tuning import DEFAULT, Tuning
+from .tuning import DEFAULT, SEND_PATH, Tuning
+
+
+class Budget:
+    """The milliseconds one search may take. The required steps (keyword and vector lists, fusion)
+    always run; an optional step (the feedback list) runs only while its expected cost, learned
+    from its last runs, fits in what is left."""
+
+    ALPHA = 0.2  # weight of the newest measurement in a step's expected cost
+    _expected: dict[str, float] = {}  # step -> expected milliseconds, shared by every search
+    _lock = threading.Lock()
+
+    def __init__(self, ms: float | None, started: float | None = None):
+        self.ms = ms
+        self.started = time.monotonic() if started is None else started
+
+    def left(self) -> float:
+        if self.ms is None:
+            return math.inf
+        return self.ms - (time.monotonic() - self.started) * 1000
+
+    def allows(self, step: str) -> bool:
+        return self.ms is None or self.expected(step) <= self.left()
+
+    def expected(self, step: str) -> float:
+        return self._expected.get(step, 0.0)
+
+    def record(self, step: str, ms: float) -> None:
+        with self._lock:
+            old = self._expected.get(step)
+            self._expected[step] = ms if old is None else (1 - self.ALPHA) * old + self.ALPHA * ms
 
 
 @dataclass
@@ -64,6 +96,7 @@ class SearchOutcome:
     reliability: str
     log_id: int | None = None
     duration_ms: int = 0
+    skipped: tuple[str, ...] = ()  # optional steps the latency budget left out
 
 
 def search(
@@ -83,14 +116,18 @@ def search(
     ignore_names: Iterable[str] = (),
     log: bool = True,
     tuning: Tuning = DEFAULT,
+    budget_ms: float | None = None,
 ) -> SearchOutcome:
     """Search one user's chat turns and/or archive chunks; see the module docstring.
 
     ``embedder`` None means keyword only (the vector signal is simply absent from the breakdown).
     ``speaker_names`` maps a name to the role that speaks under it ({"Elion": "assistant"}): a query
     that names a speaker lifts that speaker's turns. ``store`` is needed to write the log row.
+    ``tuning`` holds every measured constant; ``budget_ms`` bounds the optional steps (``Budget``).
     """
     started = time.monotonic()
+    budget = Budget(budget_ms, started)
+    skipped: list[str] = []
     variants = build_variants(query, context, ignore_names=ignore_names)
     # Speaker names go to the speaker lift, not to FTS: as words they match every greeting
     # addressed to that person ("Hey Caroline!") rather than what the person said.
@@ -104,8 +141,12 @@ def search(
         weights.update(more_weights)
 
     fused = fuse(lists, tuning=tuning, weights=weights)
-    if tuning.feedback_docs > 0:
+    if tuning.feedback_docs > 0 and query_words and not budget.allows("feedback"):
+        skipped.append("feedback")
+    elif tuning.feedback_docs > 0:
+        step = time.monotonic()
         extra = feedback_list(conn, user_id, filters, fused, query_words, name_words, tuning)
+        budget.record("feedback", (time.monotonic() - step) * 1000)
         if extra:
             lists["keyword:feedback:messages"] = extra
             weights["keyword:feedback:messages"] = tuning.feedback_weight
@@ -130,7 +171,7 @@ def search(
         agreement = None  # one signal cannot agree with another; judge by the score gap alone
     judgement = searchlog.reliability([r.scores["fused"] for r in results], agreement)
     duration = int((time.monotonic() - started) * 1000)
-    outcome = SearchOutcome(query, variants, filters, results, candidates, judgement, None, duration)
+    outcome = SearchOutcome(query, variants, filters, results, candidates, judgement, None, duration, tuple(skipped))
     if log and store is not None:
         log_filters = filters.to_log()
         if hint:
@@ -174,7 +215,7 @@ def with_filters(filters: Filters, **changes: Any) -> Filters:
 
 
 # The names callers and tests import from here, whichever part now defines them.
-__all__ = ["DEFAULT", "Filters", "Result", "SearchOutcome", "Tuning", "Variant", "WORD_RE", "build_variants",
+__all__ = ["Budget", "DEFAULT", "SEND_PATH", "Filters", "Result", "SearchOutcome", "Tuning", "Variant", "WORD_RE", "build_variants",
            "context_block", "date_hint", "display_date", "entities", "fts_match", "fuse", "has_recall_cue",
            "keyword_chunks", "keyword_messages", "load_chunks", "load_messages", "match_terms", "rare_terms",
            "search", "select_terms", "stem", "with_filters", "without_names"]

@@ -20,6 +20,7 @@ import json
 import logging
 import sqlite3
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
@@ -68,51 +69,68 @@ def message_text(label: str, content: str, previous: str = "") -> str:
     return text
 
 
-def _pending_messages(conn: sqlite3.Connection, model: str, user_id: int | None, limit: int) -> list[tuple[int, int, str]]:
+def _pending_messages(conn: sqlite3.Connection, model: str, user_id: int | None, limit: int,
+                     after: int = 0) -> list[tuple[int, int, str]]:
     where = "" if user_id is None else " AND m.user_id = ?"
-    args: list[Any] = [model] + ([] if user_id is None else [user_id]) + [limit]
+    args: list[Any] = [model, after] + ([] if user_id is None else [user_id]) + [limit]
     rows = conn.execute(
-        "SELECT m.id, m.user_id, m.role, m.content, m.conversation_id, p.user_label, p.assistant_label"
+        "SELECT m.id, m.user_id, m.role, m.content, m.conversation_id, p.user_label, p.assistant_label,"
+        " (SELECT b.content FROM messages b WHERE b.conversation_id = m.conversation_id AND b.id < m.id"
+        "  AND b.kind = 'chat' AND b.role IN ('user', 'assistant') ORDER BY b.id DESC LIMIT 1) AS previous"
         " FROM messages m JOIN conversations c ON c.id = m.conversation_id"
         " JOIN personas p ON p.id = c.persona_id"
         " LEFT JOIN message_embeddings e ON e.message_id = m.id AND e.model = ?"
-        " WHERE e.message_id IS NULL AND m.kind = 'chat' AND m.role IN ('user', 'assistant')"
+        " WHERE m.id > ? AND e.message_id IS NULL AND m.kind = 'chat' AND m.role IN ('user', 'assistant')"
         f"{where} ORDER BY m.id LIMIT ?", args,
     ).fetchall()
     out = []
     for r in rows:
-        prev = conn.execute(
-            "SELECT content FROM messages WHERE conversation_id = ? AND id < ? AND kind = 'chat'"
-            " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1", (r["conversation_id"], r["id"]),
-        ).fetchone()
         label = r["user_label"] if r["role"] == "user" else r["assistant_label"]
-        out.append((r["id"], r["user_id"], message_text(label, r["content"], prev[0] if prev else "")))
+        out.append((r["id"], r["user_id"], message_text(label, r["content"], r["previous"] or "")))
     return out
 
 
-def _pending_chunks(conn: sqlite3.Connection, model: str, user_id: int | None, limit: int) -> list[tuple[int, int, str]]:
+def _pending_chunks(conn: sqlite3.Connection, model: str, user_id: int | None, limit: int,
+                    after: int = 0) -> list[tuple[int, int, str]]:
     where = "" if user_id is None else " AND k.user_id = ?"
-    args: list[Any] = [model] + ([] if user_id is None else [user_id]) + [limit]
+    args: list[Any] = [after, model] + ([] if user_id is None else [user_id]) + [limit]
     rows = conn.execute(
         "SELECT k.id, k.user_id, k.text, d.title FROM archive_chunks k JOIN archive_documents d ON d.id = k.document_id"
-        " WHERE (k.embedding IS NULL OR k.embedding_model IS NOT ?)"
+        " WHERE k.id > ? AND (k.embedding IS NULL OR k.embedding_model IS NOT ?)"
         f"{where} ORDER BY k.id LIMIT ?", args,
     ).fetchall()
     return [(r["id"], r["user_id"], f"{r['title']}\n{r['text']}") for r in rows]
 
 
-def pending_count(conn: sqlite3.Connection, model: str, user_id: int | None = None) -> dict[str, int]:
-    args: list[Any] = [model] + ([] if user_id is None else [user_id])
+def pending_count(conn: sqlite3.Connection, model: str, user_id: int | None = None,
+                  after: dict[str, int] | None = None) -> dict[str, int]:
+    """Rows without a vector for ``model``; with ``after``, only rows past those cursors (a range
+    read on the primary key instead of a scan of every row)."""
+    after = after or {}
+    user = [] if user_id is None else [user_id]
     messages = conn.execute(
         "SELECT count(*) FROM messages m LEFT JOIN message_embeddings e ON e.message_id = m.id AND e.model = ?"
-        " WHERE e.message_id IS NULL AND m.kind = 'chat' AND m.role IN ('user', 'assistant')"
-        + ("" if user_id is None else " AND m.user_id = ?"), args,
+        " WHERE m.id > ? AND e.message_id IS NULL AND m.kind = 'chat' AND m.role IN ('user', 'assistant')"
+        + ("" if user_id is None else " AND m.user_id = ?"), [model, after.get("messages", 0), *user],
     ).fetchone()[0]
     chunks = conn.execute(
-        "SELECT count(*) FROM archive_chunks WHERE (embedding IS NULL OR embedding_model IS NOT ?)"
-        + ("" if user_id is None else " AND user_id = ?"), args,
+        "SELECT count(*) FROM archive_chunks WHERE id > ? AND (embedding IS NULL OR embedding_model IS NOT ?)"
+        + ("" if user_id is None else " AND user_id = ?"), [after.get("chunks", 0), model, *user],
     ).fetchone()[0]
     return {"messages": messages, "chunks": chunks}
+
+
+def embedded_through(conn: sqlite3.Connection, model: str, user_id: int) -> dict[str, int]:
+    """Per source, the highest id embedded for this user and model (the trigger-kept counter).
+
+    Rows are embedded in id order and ids only grow, so every row at or below it has its vector:
+    the background job starts there instead of scanning the table for rows without one.
+    """
+    out = {"messages": 0, "chunks": 0}
+    for source, max_id in conn.execute("SELECT source, max_id FROM vector_counts WHERE user_id = ? AND model = ?",
+                                       (user_id, model)).fetchall():
+        out[source] = int(max_id)
+    return out
 
 
 @dataclass(frozen=True)
@@ -123,16 +141,24 @@ class EmbedReport:
 
 
 def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limit: int | None = None,
-                  batch: int = EMBED_BATCH, progress: Progress | None = None) -> EmbedReport:
+                  batch: int = EMBED_BATCH, progress: Progress | None = None,
+                  follow: bool = False) -> EmbedReport:
     """Embed every chat turn and archive chunk that has no vector for this model yet.
 
     Each batch is read, embedded and written in its own transaction; an interruption loses at most
     the batch in flight, and the next run starts after the last written row (S8). ``limit`` bounds
     the work of one call (a background job's slice, or the catch-up a search allows itself).
+
+    The read follows a cursor: each batch starts after the last row of the one before, so a pass
+    reads the table once instead of rescanning every embedded row per batch. ``follow`` (the
+    background job, one user) starts the cursor at the highest id already embedded, so the work of
+    a reply is proportional to what arrived since, not to the size of the deployment; without it
+    (``hearth reindex``) the pass starts at the beginning and also finds any row left behind.
     """
     model = model_id(embedder)
     conn = store.connection()
-    total = sum(pending_count(conn, model, user_id).values())
+    cursors = embedded_through(conn, model, user_id) if follow and user_id is not None else {"messages": 0, "chunks": 0}
+    total = sum(pending_count(conn, model, user_id, cursors).values())
     if limit is not None:
         total = min(total, limit)
     done = {"messages": 0, "chunks": 0}
@@ -141,7 +167,7 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
     for kind, fetch in (("messages", _pending_messages), ("chunks", _pending_chunks)):
         while sum(done.values()) < total:
             size = min(batch, total - sum(done.values()))
-            rows = fetch(conn, model, user_id, size)
+            rows = fetch(conn, model, user_id, size, cursors[kind])
             if not rows:
                 break
             vectors = embed_texts(embedder, [text for _, _, text in rows])
@@ -160,10 +186,11 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
                     else:
                         wconn.execute("UPDATE archive_chunks SET embedding = ?, embedding_model = ? WHERE id = ?",
                                       (to_blob(vector), model, row_id))
+            cursors[kind] = rows[-1][0]
             done[kind] += len(rows)
             if progress:
                 progress(sum(done.values()), total)
-    remaining = sum(pending_count(conn, model, user_id).values())
+    remaining = sum(pending_count(conn, model, user_id, cursors).values())
     return EmbedReport(done["messages"], done["chunks"], remaining)
 
 
@@ -372,5 +399,30 @@ def vector_search(conn: sqlite3.Connection, db_key: str, source: str, user_id: i
     return [[(int(i), float(s)) for i, s in index.search(vector, k)] for vector in query_vectors]
 
 
+QUERY_CACHE_SIZE = 256
+_QUERY_CACHE: "OrderedDict[tuple[str, str], np.ndarray]" = OrderedDict()
+_QUERY_LOCK = threading.Lock()
+
+
 def embed_queries(embedder: Any, texts: Iterable[str]) -> np.ndarray:
-    return embed_texts(embedder, list(texts))
+    """Unit query vectors, cached by model and normalised text (a repeated or retried message, the
+    same search asked again, is not embedded twice); only the texts not cached reach the model."""
+    texts = list(texts)
+    model = model_id(embedder)
+    keys = [(model, " ".join(t.split())) for t in texts]
+    with _QUERY_LOCK:
+        found = {k: _QUERY_CACHE[k] for k in keys if k in _QUERY_CACHE}
+        for k in found:
+            _QUERY_CACHE.move_to_end(k)
+    missing = [i for i, k in enumerate(keys) if k not in found]
+    if missing:
+        fresh = embed_texts(embedder, [texts[i] for i in missing])
+        with _QUERY_LOCK:
+            for i, vector in zip(missing, fresh):
+                found[keys[i]] = vector
+                _QUERY_CACHE[keys[i]] = vector
+            while len(_QUERY_CACHE) > QUERY_CACHE_SIZE:
+                _QUERY_CACHE.popitem(last=False)
+    if not texts:
+        return embed_texts(embedder, [])
+    return np.stack([found[k] for k in keys])

@@ -8,30 +8,94 @@ Those choices need each word's document frequency from the FTS5 vocabulary table
 from __future__ import annotations
 
 import sqlite3
-import time
+import threading
 
 from .tuning import DEFAULT, Tuning
 
 SOURCES = {"messages": ("messages_fts", "messages_fts_vocab"), "chunks": ("archive_chunks_fts", "archive_chunks_fts_vocab")}
 
-_SIZE_CACHE: dict[tuple[int, str, str], tuple[float, int]] = {}
-SIZE_TTL = 60.0
+# -- term statistics, cached per index generation ----------------------------------------------------
+# Reading a word's document frequency from fts5vocab walks its whole posting list: 57 ms for "the"
+# at a million messages, once per word per send. So frequencies are cached per database and index,
+# for the words where it matters: a common word's (STABLE_DF rows or more) is kept while the index
+# stays within DRIFT of the size it had when the word was read (the index's generation: its row
+# count, one lookup in FTS5's own totals record), since a few new rows barely move it and the
+# choice it feeds ranks rare words against common ones. A rare word's is read every time: its
+# postings are short, and 0 against 1 decides whether a new or edited message can be found at all.
+STABLE_DF = 1_000
+DRIFT = 0.01
+MAX_CACHED = 50_000
+
+
+def _varint(blob: bytes) -> int:
+    """SQLite's variable-length integer at the start of ``blob`` (big-endian, 7 bits a byte)."""
+    value = 0
+    for n, byte in enumerate(blob[:9]):
+        if n == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value
+    raise ValueError("truncated varint")
 
 
 def indexed_rows(conn: sqlite3.Connection, fts: str) -> int:
-    """Rows in an FTS5 index, cached briefly per connection (a count is cheap, not free, at 1M)."""
-    # id() alone can be reused by a later connection; the file name tells databases apart.
-    key = (id(conn), conn.execute("PRAGMA database_list").fetchone()[2], fts)
-    now = time.monotonic()
-    cached = _SIZE_CACHE.get(key)
-    if cached and now - cached[0] < SIZE_TTL:
-        return cached[1]
-    count = conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0]
-    _SIZE_CACHE[key] = (now, count)
-    return count
+    """Rows in an FTS5 index: the first number of its totals record (row id 1 of ``<fts>_data``),
+    which FTS5 keeps current on every write; a count of the docsize table if it cannot be read."""
+    row = conn.execute(f"SELECT block FROM {fts}_data WHERE id = 1").fetchone()
+    if row and row[0]:
+        try:
+            return _varint(bytes(row[0]))
+        except ValueError:
+            pass
+    return int(conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0])
 
 
-def doc_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) -> dict[str, int]:
+class TermStats:
+    """Document frequencies per (database file, index), kept per index generation (see above)."""
+
+    def __init__(self, stable_df: int = STABLE_DF, drift: float = DRIFT) -> None:
+        self.stable_df = stable_df
+        self.drift = drift
+        self._lock = threading.Lock()
+        # (database file, vocab table) -> common term -> (document frequency, rows in the index when read)
+        self._cache: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
+        self.lookups = 0  # vocabulary queries run: what the cache saves is visible to a test
+
+    def frequencies(self, conn: sqlite3.Connection, fts: str, vocab: str, words: list[str]) -> tuple[int, dict[str, int]]:
+        """(rows in the index, each word's document frequency)."""
+        total = indexed_rows(conn, fts)
+        database = conn.execute("PRAGMA database_list").fetchone()[2] or f"memory:{id(conn)}"
+        with self._lock:
+            cached = self._cache.setdefault((database, vocab), {})
+            if len(cached) > MAX_CACHED:
+                cached.clear()
+            known = dict(cached)
+        out: dict[str, int] = {}
+        missing: list[str] = []
+        for word in words:
+            hit = known.get(word)
+            if hit is not None and hit[0] >= self.stable_df and abs(total - hit[1]) <= self.drift * total:
+                out[word] = hit[0]
+            else:
+                missing.append(word)
+        if missing:
+            read = _read_frequencies(conn, vocab, missing)
+            self.lookups += len(missing)
+            out.update(read)
+            with self._lock:
+                cached.update({w: (df, total) for w, df in read.items() if df >= self.stable_df})
+        return total, out
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+
+STATS = TermStats()
+
+
+def _read_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for word in words:
         if word.endswith("*"):
@@ -45,6 +109,12 @@ def doc_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) -> d
     return out
 
 
+def doc_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) -> dict[str, int]:
+    """Each word's document frequency in one index (``messages_fts_vocab``...), through the cache."""
+    fts = vocab.removesuffix("_vocab")
+    return STATS.frequencies(conn, fts, vocab, words)[1]
+
+
 def select_terms(conn: sqlite3.Connection, words: list[str], source: str = "messages",
                  max_terms: int | None = None, *, tuning: Tuning = DEFAULT) -> list[str]:
     """Rarest terms first, very common ones dropped, at most ``max_terms`` (K1 at scale)."""
@@ -52,8 +122,7 @@ def select_terms(conn: sqlite3.Connection, words: list[str], source: str = "mess
         return []
     max_terms = tuning.max_query_terms if max_terms is None else max_terms
     fts, vocab = SOURCES[source]
-    total = indexed_rows(conn, fts)
-    df = doc_frequencies(conn, vocab, words)
+    total, df = STATS.frequencies(conn, fts, vocab, words)
     kept = [w for w in words if df[w] > 0]
     if total >= tuning.common_min_rows:
         kept = [w for w in kept if df[w] <= tuning.common_share * total]
@@ -75,7 +144,6 @@ def rare_terms(conn: sqlite3.Connection, words: list[str], source: str = "messag
     if not words:
         return []
     fts, vocab = SOURCES[source]
-    total = indexed_rows(conn, fts)
-    df = doc_frequencies(conn, vocab, words)
+    total, df = STATS.frequencies(conn, fts, vocab, words)
     limit = max(3, int(0.002 * total))
     return [w for w in words if 0 < df[w] <= limit and len(w) >= 4]

@@ -44,9 +44,18 @@ class Tuning:
     common_share: float = 0.08
     common_min_rows: int = 2_000
     postings_budget: int = 20_000  # rows the chosen terms may match together (the rarest term always stays)
+    # The sentence variants embedded for the vector lists, in order of preference; variants the
+    # query does not have are skipped, and the plain query stands in when none is left.
+    vector_variants: tuple[str, ...] = ("query", "with_context")
+    # Characters of recent context embedded with the message (the newest end of it): the cost of
+    # an embedding grows with its length, and the last words carry most of the thread's topic.
+    vector_context_chars: int = 10_000
 
     def with_changes(self, **changes: Any) -> "Tuning":
         return replace(self, **changes)
 
 
 DEFAULT = Tuning()
+# Automatic recall on the send path: one query embedding (the message with a short context window),
+# and the feedback list only when the latency budget allows it (``Budget`` in hybrid.py).
+SEND_PATH = DEFAULT.with_changes(vector_variants=("with_context",), vector_context_chars=300)

@@ -1,0 +1,151 @@
+"""Recall at speed (K1, A2, S7): the latency budget, the term-statistics cache, one query embedding
+per send, the cursor-following embedding job and bounded after-reply counters."""
+
+from __future__ import annotations
+
+import pytest
+
+from hearth.jobs import chat_messages_after
+from hearth.layers.archive_recall import owner_search
+from hearth.retrieval import semantic
+from hearth.retrieval.archive import Archive
+from hearth.retrieval.hybrid import Budget, Filters, Tuning, search
+from hearth.retrieval.semantic import embed_pending, embedded_through, pending_count, shared_embedder
+from hearth.retrieval.terms import TermStats, indexed_rows
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return shared_embedder()
+
+
+@pytest.fixture
+def archive_persona(me):
+    return me.personas.create("voice", "Elion", user_label="AUMA said:", assistant_label="Elion Voicefire said:",
+                              archive_access=True)
+
+
+def _thread(me, persona, title, turns):
+    c = me.conversations.create(persona.id, title)
+    with me.store.write():
+        for role, text in turns:
+            me.conversations.add_message(c.id, role, text)
+    return c
+
+
+def test_k1_index_size_is_read_from_the_fts_totals_record(me, persona):
+    _thread(me, persona, "Count", [("user", f"line {i}") for i in range(37)])
+    conn = me.store.connection()
+    assert indexed_rows(conn, "messages_fts") == conn.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0] == 37
+
+
+def test_k1_term_statistics_keep_common_words_per_generation_and_reread_rare_ones(me, persona):
+    stats = TermStats(stable_df=20, drift=0.1)
+    _thread(me, persona, "Weather", [("user", f"weather talk number {i}") for i in range(40)])
+    conn = me.store.connection()
+    total, df = stats.frequencies(conn, "messages_fts", "messages_fts_vocab", ["weather", "zephyr"])
+    assert (total, df) == (40, {"weather": 40, "zephyr": 0}) and stats.lookups == 2
+    # Same generation: the common word comes from the cache, the rare one is read again (cheap).
+    stats.frequencies(conn, "messages_fts", "messages_fts_vocab", ["weather", "zephyr"])
+    assert stats.lookups == 3
+    # A new message with the rare word is seen at once, so it can be found by the next search.
+    _thread(me, persona, "Wind", [("user", "a zephyr and more weather")])
+    total, df = stats.frequencies(conn, "messages_fts", "messages_fts_vocab", ["weather", "zephyr"])
+    assert total == 41 and df == {"weather": 40, "zephyr": 1} and stats.lookups == 4  # weather kept: 2.5% drift
+    # Once the index has moved by more than the drift, the common word is read again.
+    _thread(me, persona, "More", [("user", f"weather again {i}") for i in range(5)])
+    total, df = stats.frequencies(conn, "messages_fts", "messages_fts_vocab", ["weather"])
+    assert total == 46 and df == {"weather": 46} and stats.lookups == 5
+
+
+def test_a2_k1_budget_leaves_out_the_feedback_list_when_it_cannot_fit(me, persona, monkeypatch):
+    _thread(me, persona, "Music", [("user", "I practised the saxophone for my conservatory audition.")])
+    _thread(me, persona, "Later", [("user", "The conservatory audition went well, they liked my scales."),
+                                   ("user", "My conservatory friends came too.")])
+    conn = me.store.connection()
+    query = "How is the saxophone going?"
+    unbounded = search(conn, me.user_id, query, filters=Filters(sources=("messages",)), log=False)
+    assert unbounded.skipped == ()
+    assert "The conservatory audition went well, they liked my scales." in [r.text for r in unbounded.results]
+    # The feedback step is expected to cost more than the whole budget: it is left out.
+    monkeypatch.setitem(Budget._expected, "feedback", 1_000.0)
+    bounded = search(conn, me.user_id, query, filters=Filters(sources=("messages",)), log=False, budget_ms=40)
+    assert bounded.skipped == ("feedback",)
+    assert [r.text for r in bounded.results] == ["I practised the saxophone for my conservatory audition."]
+    # Without a budget (the owner's search) it runs whatever it is expected to cost.
+    again = search(conn, me.user_id, query, filters=Filters(sources=("messages",)), log=False)
+    assert again.skipped == () and len(again.results) == len(unbounded.results)
+
+
+def test_a2_budget_learns_a_steps_cost():
+    budget = Budget(40)
+    budget.record("probe-step", 30.0)
+    budget.record("probe-step", 80.0)
+    assert budget.expected("probe-step") == pytest.approx(0.8 * 30 + 0.2 * 80)
+    assert not Budget(5).allows("probe-step") and Budget(None).allows("probe-step")
+
+
+def test_a2_send_path_embeds_one_query_and_repeats_come_from_the_cache(me, archive_persona, embedder, monkeypatch):
+    Archive(me.store, me.user_id).add_text("Orchard", "AUMA said:\nThe quince tree was planted in 2017.\n",
+                                           document_date="2017-05-01")
+    embed_pending(me.store, embedder, user_id=me.user_id)
+    c = me.conversations.create(archive_persona.id, "Now")
+    me.send(c.id, "hello there, the garden looks lovely today")
+    embedded: list[list[str]] = []
+    inner = semantic.embed_texts
+    monkeypatch.setattr(semantic, "embed_texts", lambda model, texts: embedded.append(list(texts)) or inner(model, texts))
+    me.send(c.id, "When did we plant the quince tree?")
+    # One text for the whole search: the message with its recent context, not one per variant.
+    assert len(embedded) == 1 and len(embedded[0]) == 1
+    assert embedded[0][0].startswith("When did we plant the quince tree?") and "garden looks lovely" in embedded[0][0]
+    # The owner's search embeds the plain query; asking it twice reaches the model once.
+    embedded.clear()
+    for _ in range(2):
+        owner_search(me, "quince tree planting")
+    assert embedded == [["quince tree planting"]]
+
+
+def test_a2_tuning_shortens_the_context_embedded_with_the_message():
+    from hearth.retrieval.candidates import _vector_text
+    from hearth.retrieval.query import build_variants
+
+    variants = build_variants("Where is the key?", "x" * 50 + " the brass key is under the mat")
+    text = _vector_text(variants[1], variants[0], Tuning(vector_context_chars=30))
+    assert text == "Where is the key?\n" + "the brass key is under the mat"[-30:]
+
+
+def test_s7_embedding_job_follows_a_cursor_instead_of_scanning(me, archive_persona, embedder):
+    from hearth.layers.archive_recall import embed_job
+
+    c = _thread(me, archive_persona, "Chat", [("user", f"line {i}") for i in range(4)])
+    embed_job(me, {"limit": 100})
+    conn = me.store.connection()
+    through = embedded_through(conn, embedder.name, me.user_id)
+    assert through["messages"] == conn.execute("SELECT max(id) FROM messages").fetchone()[0]
+    # The pending read is a range on the primary key from the cursor, not a scan of every row.
+    plan = " ".join(r[3] for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT m.id FROM messages m LEFT JOIN message_embeddings e ON e.message_id = m.id"
+        " AND e.model = ? WHERE m.id > ? AND e.message_id IS NULL AND m.kind = 'chat'"
+        " AND m.role IN ('user', 'assistant') AND m.user_id = ? ORDER BY m.id LIMIT 10",
+        (embedder.name, through["messages"], me.user_id)))
+    assert "INTEGER PRIMARY KEY (rowid>?)" in plan
+    # A row below the cursor that lost its vector is not the job's business: reindex finds it.
+    first = conn.execute("SELECT min(message_id) FROM message_embeddings").fetchone()[0]
+    with me.store.write() as w:
+        w.execute("DELETE FROM message_embeddings WHERE message_id = ?", (first,))
+    me.conversations.add_message(c.id, "user", "a new line after the cursor")
+    embed_job(me, {"limit": 100})
+    assert pending_count(conn, embedder.name, me.user_id)["messages"] == 1  # only the old gap is left
+    report = embed_pending(me.store, embedder, user_id=me.user_id)
+    assert report.messages == 1 and report.remaining == 0
+
+
+def test_k1_after_reply_counters_stop_at_their_threshold(me, persona):
+    c = _thread(me, persona, "Long", [("user" if i % 2 else "assistant", f"turn {i}") for i in range(50)])
+    conn = me.store.connection()
+    assert chat_messages_after(conn, c.id, 0) == 50
+    assert chat_messages_after(conn, c.id, 0, 12) == 12
+    plan = " ".join(r[3] for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT count(*) FROM (SELECT 1 FROM messages WHERE conversation_id = ? AND id > ?"
+        " AND kind = 'chat' AND role IN ('user', 'assistant') LIMIT ?)", (c.id, 0, 12)))
+    assert "messages_conversation" in plan
