@@ -8,6 +8,7 @@ import importlib
 import os
 import re
 import statistics
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -27,16 +28,27 @@ def summary(samples_ms: list[float]) -> dict[str, float]:
 
 @dataclass
 class StopwatchProvider:
-    """Answers instantly and records when each request arrived (perf_counter seconds)."""
+    """Answers instantly and records when each request arrived (perf_counter seconds), per thread
+    (a background worker may call it too). ``replies`` gives reply text of a realistic length (a
+    reply is embedded and indexed like any turn); without it the answer is "ok"."""
 
     name: str = "stopwatch"
     model: str = "stopwatch"
     arrivals: list[float] = field(default_factory=list)
+    replies: Any = None  # a callable returning the next reply text
+    _by_thread: dict[int, float] = field(default_factory=dict)
 
     def stream(self, request):
-        self.arrivals.append(time.perf_counter())
-        yield StreamEvent("text", text="ok")
+        now = time.perf_counter()
+        self._by_thread[threading.get_ident()] = now
+        if threading.current_thread() is threading.main_thread():
+            self.arrivals.append(now)
+        yield StreamEvent("text", text=self.replies() if self.replies else "ok")
         yield StreamEvent("usage", usage=Usage(1, 1))
+
+    def arrival(self) -> float:
+        """When the calling thread's last request arrived."""
+        return self._by_thread[threading.get_ident()]
 
 
 # -- the machine ---------------------------------------------------------------------------------------

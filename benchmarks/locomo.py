@@ -1,6 +1,7 @@
 """LoCoMo turn-level evidence recall through Hearth's own retrieval.
 
     python benchmarks/locomo.py [--data FILE] [--k 5 10 25 50] [--json] [--no-vectors] [--limit N] [--store DIR]
+                                [--config send|owner|both] [--folds]
 
 Loads LoCoMo-format data into a fresh store through the public API: each sample becomes a user
 with a persona whose labels are the two speakers' names, each session a conversation created at
@@ -11,7 +12,13 @@ found in the top k, per category (1 multi-hop, 2 temporal, 3 open-domain, 4 sing
 5 adversarial), for 1-4 together and for all, beside a plain BM25 baseline from the same run.
 Each search gets the persona's speaker names and ignored names exactly as archive recall and the
 search tools pass them. ``--store DIR`` keeps the loaded and embedded store for quicker reruns.
-With ``--json`` the last line is one JSON object: {"recall": {...}, "bm25": {...}, "questions": n}.
+
+Two configurations are measured through the same ``search``: ``send`` is archive recall on the send
+path (``tuning.SEND_PATH`` and the ``recall_budget_ms`` setting), ``owner`` the owner's search and
+the tools (``tuning.DEFAULT``, no budget). ``--folds`` adds leave-one-conversation-out
+cross-validation: for each conversation, the setting of a small grid that does best on the other
+conversations is chosen and the held-out conversation is scored with it.
+With ``--json`` the last line is one JSON object: {"configurations": {...}, "bm25": {...}, "questions": n}.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from hearth import Hearth, Settings  # noqa: E402
 from hearth.errors import NotFound  # noqa: E402
 from hearth.layers.keyword_recall import persona_names  # noqa: E402
-from hearth.retrieval.hybrid import Filters, search  # noqa: E402
+from hearth.retrieval.hybrid import DEFAULT, SEND_PATH, Filters, Tuning, search  # noqa: E402
 from hearth.retrieval.keyword import search_messages, terms  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "locomo" / "locomo-dev.json"
@@ -103,6 +110,107 @@ def summarise(scores: dict[str, dict[int, list[float]]], ks: list[int]) -> dict[
     return out
 
 
+CONFIGURATIONS = ("send", "owner")
+
+
+def configuration(name: str, settings: Settings) -> tuple[Tuning, float | None]:
+    """(tuning, budget) of a configuration: ``send`` is archive recall's, ``owner`` the owner's search."""
+    if name == "send":
+        return SEND_PATH, settings.recall_budget_ms
+    return DEFAULT, None
+
+
+# Candidate settings for cross-validation: each fold picks the one that does best on the other
+# conversations, and is scored on its own (held-out) conversation with it.
+GRID: dict[str, dict] = {
+    "as shipped": {},
+    "rrf k 5": {"rrf_k": 5},
+    "rrf k 20": {"rrf_k": 20},
+    "no time lift": {"time_boost": 1.0},
+    "time lift x2": {"time_boost": 2.0},
+    "conversation lift 0.3": {"session_weight": 0.3},
+    "conversation lift 1.0": {"session_weight": 1.0},
+    "neighbour 0.2": {"neighbour_weight": 0.2},
+    "neighbour 0.6": {"neighbour_weight": 0.6},
+}
+
+Scores = dict[str, dict[str, dict[int, list[float]]]]  # sample -> category -> k -> recall per question
+
+
+def evaluate(hearth: Hearth, loaded: list, embedder, tuning: Tuning, budget_ms: float | None,
+             ks: list[int], timings: list[float] | None = None) -> Scores:
+    conn = hearth.store.connection()
+    top = max(ks)
+    out: Scores = {}
+    for sample, user_id, dia in loaded:
+        scope = hearth.scope(user_id)
+        persona = scope.personas.default()
+        speakers = {persona.user_label[:-6]: "user", persona.assistant_label[:-6]: "assistant"}
+        mine = out.setdefault(sample["sample_id"], {})
+        for qa in sample["qa"]:
+            gold = evidence_ids(qa.get("evidence"))
+            if not gold:
+                continue
+            started = time.perf_counter()
+            outcome = search(conn, user_id, str(qa["question"]), filters=Filters(sources=("messages",)),
+                             limit=top, embedder=embedder, db_key=str(hearth.store.path),
+                             speaker_names=speakers, ignore_names=persona_names(persona), log=False,
+                             tuning=tuning, budget_ms=budget_ms)
+            if timings is not None:
+                timings.append((time.perf_counter() - started) * 1000)
+            found = [dia.get(r.id, "") for r in outcome.results]
+            for k in ks:
+                mine.setdefault(str(qa["category"]), {}).setdefault(k, []).append(recall_at(found, gold, k))
+    return out
+
+
+def bm25_scores(hearth: Hearth, loaded: list, ks: list[int]) -> Scores:
+    conn = hearth.store.connection()
+    out: Scores = {}
+    for sample, user_id, dia in loaded:
+        mine = out.setdefault(sample["sample_id"], {})
+        for qa in sample["qa"]:
+            gold = evidence_ids(qa.get("evidence"))
+            if not gold:
+                continue
+            plain = search_messages(conn, user_id, terms(str(qa["question"])), limit=max(ks))
+            base = [dia.get(h.message_id, "") for h in plain]
+            for k in ks:
+                mine.setdefault(str(qa["category"]), {}).setdefault(k, []).append(recall_at(base, gold, k))
+    return out
+
+
+def merged(scores: Scores, samples: list[str] | None = None) -> dict[str, dict[int, list[float]]]:
+    out: dict[str, dict[int, list[float]]] = {}
+    for sample, cats in scores.items():
+        if samples is not None and sample not in samples:
+            continue
+        for cat, by_k in cats.items():
+            for k, values in by_k.items():
+                out.setdefault(cat, {}).setdefault(k, []).extend(values)
+    return out
+
+
+def r10(scores: Scores, samples: list[str], group: str = "1-4") -> float:
+    return summarise(merged(scores, samples), [10])[group]["10"]
+
+
+def cross_validate(grid_scores: dict[str, Scores], samples: list[str]) -> list[dict]:
+    """Leave one conversation out: choose the grid setting best on the others (R@10, 1-4), report
+    the held-out conversation with it."""
+    folds = []
+    for held in samples:
+        rest = [s for s in samples if s != held]
+        chosen = max(grid_scores, key=lambda name: (r10(grid_scores[name], rest), name == "as shipped"))
+        shipped = grid_scores["as shipped"]
+        folds.append({"held_out": held, "chosen": chosen, "train_r10_1_4": r10(grid_scores[chosen], rest),
+                      "held_r10_1_4": r10(grid_scores[chosen], [held]),
+                      "held_r10_all": r10(grid_scores[chosen], [held], "all"),
+                      "shipped_held_r10_1_4": r10(shipped, [held]), "shipped_held_r10_all": r10(shipped, [held], "all"),
+                      "questions": sum(len(v[10]) for v in merged(shipped, [held]).values())})
+    return folds
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(DEFAULT_DATA))
@@ -111,15 +219,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--no-vectors", action="store_true", help="keyword signals only (no embedding model)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N samples")
     parser.add_argument("--store", default="", help="keep the loaded store in this folder and reuse it on later runs")
+    parser.add_argument("--config", choices=(*CONFIGURATIONS, "both"), default="both",
+                        help="send: archive recall's tuning and latency budget; owner: the owner's search")
+    parser.add_argument("--folds", action="store_true",
+                        help="leave-one-conversation-out cross-validation over a small grid of settings")
     args = parser.parse_args(argv)
-    ks = sorted(set(args.k))
+    ks = sorted(set(args.k) | {10})
     samples = json.loads(Path(args.data).read_text(encoding="utf-8"))
     if args.limit:
         samples = samples[:args.limit]
-    ours: dict[str, dict[int, list[float]]] = {}
-    bm25: dict[str, dict[int, list[float]]] = {}
-    questions = 0
     started = time.monotonic()
+    configs = CONFIGURATIONS if args.config == "both" else (args.config,)
+    result: dict = {"configurations": {}}
     with tempfile.TemporaryDirectory() as scratch:
         home = args.store or scratch
         settings = Settings.resolve({"home": home}, environ={})
@@ -127,43 +238,65 @@ def main(argv: list[str] | None = None) -> dict:
             loaded = [(s, *(reuse(hearth, s) or load(hearth, s))) for s in samples]
             embedder = None
             if not args.no_vectors:
-                from hearth.retrieval.semantic import embed_pending, shared_embedder
+                from hearth.retrieval import semantic
 
-                embedder = shared_embedder(hearth)
-                embed_pending(hearth.store, embedder)
+                embedder = semantic.shared_embedder(hearth)
+                semantic.embed_pending(hearth.store, embedder)
+                semantic.QUERY_CACHE_SIZE = 20_000  # the grid asks every question again
             log(f"loaded {sum(len(d) for _, _, d in loaded)} turns in {time.monotonic() - started:.1f}s")
-            conn = hearth.store.connection()
-            top = max(ks)
-            for sample, user_id, dia in loaded:
-                scope = hearth.scope(user_id)
-                persona = scope.personas.default()
-                speakers = {persona.user_label[:-6]: "user", persona.assistant_label[:-6]: "assistant"}
-                for qa in sample["qa"]:
-                    gold = evidence_ids(qa.get("evidence"))
-                    if not gold:
-                        continue
-                    cat = str(qa["category"])
-                    questions += 1
-                    outcome = search(conn, user_id, str(qa["question"]), filters=Filters(sources=("messages",)),
-                                     limit=top, embedder=embedder, db_key=str(hearth.store.path),
-                                     speaker_names=speakers, ignore_names=persona_names(persona), log=False)
-                    found = [dia.get(r.id, "") for r in outcome.results]
-                    plain = search_messages(conn, user_id, terms(str(qa["question"])), limit=top)
-                    base = [dia.get(h.message_id, "") for h in plain]
-                    for k in ks:
-                        ours.setdefault(cat, {}).setdefault(k, []).append(recall_at(found, gold, k))
-                        bm25.setdefault(cat, {}).setdefault(k, []).append(recall_at(base, gold, k))
-    result = {"recall": summarise(ours, ks), "bm25": summarise(bm25, ks), "questions": questions}
-    log(f"{questions} questions in {time.monotonic() - started:.1f}s")
-    header = "category  " + "  ".join(f"R@{k:<5}" for k in ks) + "   | BM25 " + "  ".join(f"R@{k:<5}" for k in ks)
-    print(header)
-    for name in (*CATEGORIES, "1-4", "all"):
-        row = "  ".join(f"{result['recall'][name][str(k)]:<7.3f}" for k in ks)
-        base = "  ".join(f"{result['bm25'][name][str(k)]:<7.3f}" for k in ks)
-        print(f"{name:<9} {row}   |      {base}")
+            names = [s["sample_id"] for s in samples]
+            bm25 = bm25_scores(hearth, loaded, ks)
+            result["bm25"] = summarise(merged(bm25), ks)
+            for config in configs:
+                tuning, budget_ms = configuration(config, settings)
+                timings: list[float] = []
+                scores = evaluate(hearth, loaded, embedder, tuning, budget_ms, ks, timings)
+                entry = {"recall": summarise(merged(scores), ks),
+                         "per_conversation": {n: summarise(merged(scores, [n]), [10]) for n in names},
+                         "search_ms": summary_ms(timings)}
+                if args.folds:
+                    grid = {"as shipped": scores}
+                    for label, changes in GRID.items():
+                        if changes:
+                            grid[label] = evaluate(hearth, loaded, embedder, tuning.with_changes(**changes),
+                                                   budget_ms, [10])
+                    entry["folds"] = cross_validate(grid, names)
+                    entry["grid"] = {label: r10(g, names) for label, g in grid.items()}
+                result["configurations"][config] = entry
+    result["questions"] = sum(len(v[10]) for v in merged(bm25).values())
+    log(f"{result['questions']} questions in {time.monotonic() - started:.1f}s")
+    print_result(result, ks)
     if args.json:
         print(json.dumps(result))
     return result
+
+
+def summary_ms(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    if not ordered:
+        return {"n": 0}
+    return {"n": len(ordered), "median_ms": round(ordered[len(ordered) // 2], 2),
+            "p99_ms": round(ordered[round(0.99 * (len(ordered) - 1))], 2)}
+
+
+def print_result(result: dict, ks: list[int]) -> None:
+    for config, entry in result["configurations"].items():
+        print(f"configuration: {config} (search median {entry['search_ms'].get('median_ms')} ms,"
+              f" p99 {entry['search_ms'].get('p99_ms')} ms)")
+        print("category  " + "  ".join(f"R@{k:<5}" for k in ks) + "   | BM25 " + "  ".join(f"R@{k:<5}" for k in ks))
+        for name in (*CATEGORIES, "1-4", "all"):
+            row = "  ".join(f"{entry['recall'][name][str(k)]:<7.3f}" for k in ks)
+            base = "  ".join(f"{result['bm25'][name][str(k)]:<7.3f}" for k in ks)
+            print(f"{name:<9} {row}   |      {base}")
+        for n, per in entry["per_conversation"].items():
+            print(f"  {n}: R@10 1-4 {per['1-4']['10']:.3f}, all {per['all']['10']:.3f}")
+        if "folds" in entry:
+            print("  leave one conversation out (setting chosen on the others; held-out R@10):")
+            for f in entry["folds"]:
+                print(f"  {f['held_out']:<10} chose {f['chosen']!r:<24} train {f['train_r10_1_4']:.3f}"
+                      f"  held-out 1-4 {f['held_r10_1_4']:.3f} all {f['held_r10_all']:.3f}"
+                      f"  (as shipped {f['shipped_held_r10_1_4']:.3f} / {f['shipped_held_r10_all']:.3f},"
+                      f" {f['questions']} questions)")
 
 
 def log(message: str) -> None:

@@ -1,70 +1,158 @@
-"""A quick version of every scale benchmark (small N), for ``make bench``: a couple of minutes.
+"""Every benchmark in one run, for ``make bench``, ending in a one-screen table of the goals.
 
-    python benchmarks/run_quick.py [--keep DIR]
+    python benchmarks/run_quick.py [--deployment DIR] [--keep DIR] [--no-locomo] [--verbose]
 
-Generates a small deployment (20,000 archived messages) in a temporary directory, then runs the
-send path on it and on short threads, ingestion, the server footprint, memory edits and trigger
-matching, each as its own process, and prints their output with the time each took. The figures
-are for checking that everything runs; docs/benchmarks.md holds the full-size ones and the
-commands that produced them. Exits non-zero if any benchmark failed.
+Without ``--deployment`` it generates a small deployment (20,000 archived messages) in a temporary
+directory and runs the send path on it (every message kind in turn), ingestion, the server
+footprint, memory edits, trigger matching and LoCoMo recall through the send-path configuration
+with leave-one-conversation-out folds, each as its own process. The goals are stated for a
+deployment of a million messages: a small one only checks that everything runs, so its lines say
+at which size they were measured. ``--deployment DIR`` (a home made by ``generate.py``) measures the
+send path, ingestion and footprint there instead. Each step's own output is shown with
+``--verbose``; docs/benchmarks.md holds the full-size figures and the commands behind them.
+Exits non-zero if any benchmark failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
+LOCOMO_DATA = HERE.parent.parent / "shared" / "locomo" / "locomo-dev.json"
 
 
-def steps(deployment: str) -> list[tuple[str, list[str]]]:
-    return [
-        ("generate a small deployment", ["generate.py", "--messages", "20000", "--conversations", "100",
-                                         "--active", "1000", "--fragments", "500", "--memories", "200",
-                                         "--documents", "50", "--home", deployment, "--force"]),
-        ("send path on the deployment", ["send_path.py", "--deployment", deployment, "--sends", "60"]),
-        ("send path by thread length", ["send_path.py", "--sizes", "1000", "5000", "--sends", "20"]),
-        ("ingestion", ["ingest.py", "--messages", "5000", "--embed-messages", "300"]),
-        ("server footprint", ["footprint.py", "--deployment", deployment, "--sends", "3", "--settle", "1"]),
-        ("memory edits", ["memory_edits.py", "--conversations", "500", "--memories", "100", "--sent", "50"]),
-        ("trigger matching", ["triggers.py"]),
+def steps(deployment: str, generate: bool, locomo: bool) -> list[tuple[str, str, list[str]]]:
+    out = []
+    if generate:
+        out.append(("generate", "generate a small deployment", [
+            "generate.py", "--messages", "20000", "--conversations", "100", "--active", "1000", "--fragments", "500",
+            "--memories", "200", "--documents", "50", "--home", deployment, "--force"]))
+    out += [
+        ("send", "send path on the deployment", ["send_path.py", "--deployment", deployment, "--per-class", "40", "--json"]),
+        ("threads", "send path by thread length", ["send_path.py", "--sizes", "1000", "5000", "--sends", "20", "--json"]),
+        ("ingest", "ingestion", ["ingest.py", "--messages", "5000", "--embed-messages", "300", "--json"]
+         + (["--deployment", deployment] if not generate else [])),
+        ("footprint", "server footprint", ["footprint.py", "--deployment", deployment, "--sends", "3", "--settle", "1", "--json"]),
+        ("memory", "memory edits", ["memory_edits.py", "--conversations", "500", "--memories", "100", "--sent", "50"]),
+        ("triggers", "trigger matching", ["triggers.py"]),
     ]
+    if locomo:
+        store = Path(tempfile.gettempdir()) / "hearth-bench-locomo"
+        out.append(("locomo", "LoCoMo recall (send path, folds)", [
+            "locomo.py", "--data", str(LOCOMO_DATA), "--store", str(store), "--config", "send", "--folds", "--json"]))
+    return out
+
+
+def last_json(text: str) -> dict[str, Any] | None:
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+def goals(results: dict[str, Any], size: str) -> list[tuple[str, str, bool | None]]:
+    """(goal, measured, met) rows; met is None where the figure is missing."""
+    rows: list[tuple[str, str, bool | None]] = []
+    send = results.get("send")
+    if send:
+        kinds = send["by_kind"]
+        worst50 = max(kinds, key=lambda k: kinds[k]["median_ms"])
+        worst99 = max(kinds, key=lambda k: kinds[k]["p99_ms"])
+        worst_ratio = max(kinds, key=lambda k: kinds[k]["ratio_median"])
+        rows.append((f"send path p50 <= 15 ms, every kind ({size})",
+                     f"worst {worst50} {kinds[worst50]['median_ms']:.1f} ms", kinds[worst50]["median_ms"] <= 15))
+        rows.append((f"send path p99 <= 50 ms, every kind ({size})",
+                     f"worst {worst99} {kinds[worst99]['p99_ms']:.1f} ms", kinds[worst99]["p99_ms"] <= 50))
+        rows.append((f"assembly <= 2x floor at the median, every kind ({size})",
+                     f"worst {worst_ratio} {kinds[worst_ratio]['ratio_median']:.2f}x of "
+                     f"{kinds[worst_ratio]['floor_median_ms']:.1f} ms", kinds[worst_ratio]["ratio_median"] <= 2))
+    else:
+        rows.append(("send path goals", "not measured", None))
+    ingest = results.get("ingest")
+    if ingest:
+        rate = ingest["keyword"]["msgs_per_s"]
+        where = f"into {ingest['deployment_rows']:,}" if "deployment_rows" in ingest else "fresh database"
+        rows.append((f"ingest >= 4,000 messages/s keyword-indexed ({where})", f"{rate:,}/s", rate >= 4_000))
+        model = ingest.get("model")
+        if isinstance(model, dict):
+            rows.append(("embedding pipeline <= 1.2x the raw model", f"{model['pipeline_over_raw']}x",
+                         model["pipeline_over_raw"] <= 1.2))
+        else:
+            rows.append(("embedding pipeline <= 1.2x the raw model", str(model), None))
+    footprint = results.get("footprint")
+    if footprint:
+        peak = footprint.get("peak_mib") or footprint.get("VmHWM") or footprint.get("rss_mib")
+        if isinstance(peak, (int, float)):
+            rows.append((f"server footprint <= 2 GB ({size})", f"{peak:,.0f} MiB peak", peak <= 2048))
+    locomo = results.get("locomo")
+    if locomo:
+        entry = locomo["configurations"]["send"]
+        ms = entry["search_ms"]
+        rows.append(("hybrid search per LoCoMo conversation p50 < 20 ms", f"{ms['median_ms']:.1f} ms", ms["median_ms"] < 20))
+        rows.append(("hybrid search per LoCoMo conversation p99 < 30 ms", f"{ms['p99_ms']:.1f} ms", ms["p99_ms"] < 30))
+        folds = entry.get("folds", [])
+        if folds:
+            low = min(f["held_r10_1_4"] for f in folds)
+            low_all = min(f["held_r10_all"] for f in folds)
+            rows.append(("LoCoMo R@10 cat. 1-4 >= 0.82, every held-out fold (send path)",
+                         f"lowest fold {low:.3f}", low >= 0.82))
+            rows.append(("LoCoMo R@10 all categories >= 0.75, every held-out fold", f"lowest fold {low_all:.3f}",
+                         low_all >= 0.75))
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", help="build the quick deployment here and keep it")
+    parser.add_argument("--deployment", help="measure on this deployment (made by generate.py) instead")
+    parser.add_argument("--no-locomo", action="store_true", help="leave out the LoCoMo recall run")
+    parser.add_argument("--verbose", action="store_true", help="print each benchmark's own output")
     args = parser.parse_args()
     failed = []
+    results: dict[str, Any] = {}
     started = time.perf_counter()
+    locomo = not args.no_locomo and LOCOMO_DATA.is_file()
     with tempfile.TemporaryDirectory() as tmp:
-        deployment = args.keep or str(Path(tmp) / "deployment")
-        for title, command in steps(deployment):
-            script = HERE / command[0]
-            if not script.exists():
-                print(f"== {title}: {command[0]} not available yet\n")
-                continue
+        deployment = args.deployment or args.keep or str(Path(tmp) / "deployment")
+        for key, title, command in steps(deployment, not args.deployment, locomo):
             print(f"== {title}: python benchmarks/{' '.join(command)}", flush=True)
             t = time.perf_counter()
-            proc = subprocess.run([sys.executable, str(script), *command[1:]], capture_output=True, text=True)
+            proc = subprocess.run([sys.executable, str(HERE / command[0]), *command[1:]], capture_output=True, text=True)
             elapsed = time.perf_counter() - t
-            output = proc.stdout.strip()
-            if title.startswith("generate"):
-                output = "(manifest written to bench.json)"
-            print(output)
+            if args.verbose and key != "generate":
+                print(proc.stdout.strip())
+            parsed = last_json(proc.stdout)
+            if parsed is not None:
+                results[key] = parsed
             if proc.returncode:
                 failed.append(title)
                 print(proc.stderr.strip()[-3_000:])
-                print(f"-- FAILED (exit {proc.returncode}) after {elapsed:.1f} s\n", flush=True)
-                if title.startswith("generate"):
+                print(f"-- FAILED (exit {proc.returncode}) after {elapsed:.1f} s", flush=True)
+                if key == "generate":
                     break  # the deployment benchmarks need it
             else:
-                print(f"-- {elapsed:.1f} s\n", flush=True)
-    print(f"all quick benchmarks: {time.perf_counter() - started:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))
+                print(f"-- {elapsed:.1f} s", flush=True)
+    size = "given deployment" if args.deployment else "20k quick deployment"
+    if "send" in results and "deployment" in results["send"]:
+        size = f"{results['send']['deployment'].get('messages') or 0:,} messages"
+    print()
+    print(f"{'goal':<66} {'measured':<34} result")
+    for goal, measured, met in goals(results, size):
+        verdict = "not measured" if met is None else ("met" if met else "NOT MET")
+        print(f"{goal:<66} {measured:<34} {verdict}")
+    if not locomo and not args.no_locomo:
+        print(f"LoCoMo data not found at {LOCOMO_DATA}: recall goals not measured")
+    print(f"all benchmarks: {time.perf_counter() - started:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))
     sys.exit(1 if failed else 0)
 
 

@@ -124,3 +124,13 @@ def test_serve_says_plainly_that_the_port_is_in_use(run):
         result = CliRunner().invoke(cli, ["serve", "--port", str(port)])
     assert result.exit_code == 1
     assert result.output.strip() == f"Error: port {port} is in use (another Hearth?) - use --port"
+
+
+def test_s7_reindex_reports_what_it_embedded_and_its_rate(run):
+    assert run("init").exit_code == 0
+    assert run("chat", "-m", "The lighthouse keeper painted the door blue").exit_code == 0
+    first = run("reindex")
+    assert first.exit_code == 0
+    assert "Embedded 2 message(s) and 0 archive chunk(s) in " in first.output and "per second); 0 left." in first.output
+    again = run("reindex")
+    assert "Embedded 0 message(s)" in again.output  # nothing embedded twice (S8)

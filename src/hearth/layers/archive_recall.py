@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 from ..prompt.dynamic import Block, Turn, quote_reserved_headings
 from ..retrieval.hybrid import SEND_PATH, Filters, context_block, date_hint, has_recall_cue, search
-from .keyword_recall import OVERLAP_LIMIT, overlap, persona_names, shingles
+from .keyword_recall import OVERLAP_LIMIT, persona_names, shingles
 
 if TYPE_CHECKING:
     from ..engine import Scope
@@ -70,11 +70,11 @@ class ArchiveRecall:
             conversation_id=turn.conversation.id, ignore_names=names,
             speaker_names=_speakers(turn.persona), tuning=SEND_PATH,
             budget_ms=turn.settings.recall_budget_ms)
-        assembled: set = set()
-        for text in turn.assembled_text:
-            assembled |= shingles(text)
+        # The stored prompt's shingles are cached (the same text every send); checking each excerpt
+        # against the cached sets, rather than copying them into one union, keeps this step small.
+        assembled = [shingles(text) for text in turn.assembled_text]
         results = [r for r in outcome.results
-                   if r.scores.get("fused", 0) > 0 and overlap(r.text[:600], assembled) < OVERLAP_LIMIT][:MAX_RESULTS]
+                   if r.scores.get("fused", 0) > 0 and _overlap(r.text[:600], assembled) < OVERLAP_LIMIT][:MAX_RESULTS]
         if not results:
             return []
         for r in results:
@@ -85,6 +85,15 @@ class ArchiveRecall:
                       source_ids=tuple(r.id for r in results),
                       numbers={"results": len(results), "chunks": sum(r.kind == "chunk" for r in results),
                                "messages": sum(r.kind == "message" for r in results)})]
+
+
+def _overlap(piece: str, assembled: list[frozenset]) -> float:
+    """``keyword_recall.overlap`` against several shingle sets. The excerpt's own shingles are not
+    put in the shared cache, where they would push out the stored prompt's."""
+    own = shingles.__wrapped__(piece)
+    if not own:
+        return 0.0
+    return sum(1 for s in own if any(s in a for a in assembled)) / len(own)
 
 
 def _speakers(persona: Any) -> dict[str, str]:
