@@ -113,11 +113,25 @@ def summarise(scores: dict[str, dict[int, list[float]]], ks: list[int]) -> dict[
 CONFIGURATIONS = ("send", "owner")
 
 
-def configuration(name: str, settings: Settings) -> tuple[Tuning, float | None]:
-    """(tuning, budget) of a configuration: ``send`` is archive recall's, ``owner`` the owner's search."""
-    if name == "send":
-        return SEND_PATH, settings.recall_budget_ms
-    return DEFAULT, None
+def configuration(name: str, settings: Settings, porter: bool = False) -> tuple[Tuning, float | None]:
+    """(tuning, budget) of a configuration: ``send`` is archive recall's, ``owner`` the owner's search.
+    With ``porter`` the index stems, so the query's words are asked as they are (no prefix terms)."""
+    tuning, budget = (SEND_PATH, float(settings.recall_budget_ms)) if name == "send" else (DEFAULT, None)
+    return (tuning.with_changes(stem_prefixes=False) if porter else tuning), budget
+
+
+def use_porter(conn) -> None:
+    """Rebuild the chat-turn keyword index with FTS5's porter tokenizer (the experiment beside the
+    light prefix stemming the product ships); the triggers keep their names and carry on."""
+    conn.executescript("""
+        DROP TABLE messages_fts_vocab;
+        DROP TABLE messages_fts;
+        CREATE VIRTUAL TABLE messages_fts USING fts5(content, content='messages', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2');
+        CREATE VIRTUAL TABLE messages_fts_vocab USING fts5vocab(messages_fts, 'row');
+        INSERT INTO messages_fts (rowid, content) SELECT id, content FROM messages
+            WHERE kind = 'chat' AND role IN ('user', 'assistant');
+    """)
 
 
 # Candidate settings for cross-validation: each fold picks the one that does best on the other
@@ -132,6 +146,9 @@ GRID: dict[str, dict] = {
     "conversation lift 1.0": {"session_weight": 1.0},
     "neighbour 0.2": {"neighbour_weight": 0.2},
     "neighbour 0.6": {"neighbour_weight": 0.6},
+    "keyword query per variant": {"keyword_one_pass": False},
+    "one keyword query": {"keyword_one_pass": True},
+    "load every candidate": {"load_limit": 0},
 }
 
 Scores = dict[str, dict[str, dict[int, list[float]]]]  # sample -> category -> k -> recall per question
@@ -221,6 +238,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--store", default="", help="keep the loaded store in this folder and reuse it on later runs")
     parser.add_argument("--config", choices=(*CONFIGURATIONS, "both"), default="both",
                         help="send: archive recall's tuning and latency budget; owner: the owner's search")
+    parser.add_argument("--porter", action="store_true",
+                        help="run on a copy of --store whose keyword index uses FTS5's porter tokenizer")
     parser.add_argument("--folds", action="store_true",
                         help="leave-one-conversation-out cross-validation over a small grid of settings")
     args = parser.parse_args(argv)
@@ -230,9 +249,23 @@ def main(argv: list[str] | None = None) -> dict:
         samples = samples[:args.limit]
     started = time.monotonic()
     configs = CONFIGURATIONS if args.config == "both" else (args.config,)
-    result: dict = {"configurations": {}}
+    result: dict = {"configurations": {}, "tokenizer": "porter" if args.porter else "unicode61 with prefix stems"}
     with tempfile.TemporaryDirectory() as scratch:
         home = args.store or scratch
+        if args.porter:
+            import sqlite3
+
+            if not args.store:
+                parser.error("--porter needs a loaded --store to copy")
+            home = str(Path(scratch) / "porter")
+            Path(home).mkdir()
+            source = sqlite3.connect(str(Path(args.store) / "hearth.db"))
+            target = sqlite3.connect(str(Path(home) / "hearth.db"))
+            source.backup(target)
+            source.close()
+            use_porter(target)
+            target.commit()
+            target.close()
         settings = Settings.resolve({"home": home}, environ={})
         with Hearth(settings) as hearth:
             loaded = [(s, *(reuse(hearth, s) or load(hearth, s))) for s in samples]
@@ -248,7 +281,7 @@ def main(argv: list[str] | None = None) -> dict:
             bm25 = bm25_scores(hearth, loaded, ks)
             result["bm25"] = summarise(merged(bm25), ks)
             for config in configs:
-                tuning, budget_ms = configuration(config, settings)
+                tuning, budget_ms = configuration(config, settings, args.porter)
                 timings: list[float] = []
                 scores = evaluate(hearth, loaded, embedder, tuning, budget_ms, ks, timings)
                 entry = {"recall": summarise(merged(scores), ks),

@@ -149,3 +149,37 @@ def test_k1_after_reply_counters_stop_at_their_threshold(me, persona):
         "EXPLAIN QUERY PLAN SELECT count(*) FROM (SELECT 1 FROM messages WHERE conversation_id = ? AND id > ?"
         " AND kind = 'chat' AND role IN ('user', 'assistant') LIMIT ?)", (c.id, 0, 12)))
     assert "messages_conversation" in plan
+
+
+def test_k1_send_path_asks_each_index_once(me, persona):
+    from hearth.retrieval.candidates import keyword_lists
+    from hearth.retrieval.query import build_variants
+    from hearth.retrieval.tuning import SEND_PATH
+
+    _thread(me, persona, "Boats", [("user", "Mira painted the rowing boat green."),
+                                   ("assistant", "The harbour looked lovely with Mira there.")])
+    conn = me.store.connection()
+    variants = build_variants("Did Mira finish painting the boat?", "we talked about the harbour")
+    filters = Filters(sources=("messages", "chunks"))
+    per_variant, _, _ = keyword_lists(conn, me.user_id, variants, filters, set())
+    assert len(per_variant) > 1  # the owner's search: one list per distinct word set
+    lists, weights, query_words = keyword_lists(conn, me.user_id, variants, filters, set(), SEND_PATH)
+    assert list(lists) == ["keyword:all:messages"] and weights == {"keyword:all:messages": 1.0}
+    assert {key[1] for key, _ in lists["keyword:all:messages"]} == {
+        r[0] for r in conn.execute("SELECT id FROM messages WHERE kind = 'chat'")}
+    assert "harbour" not in query_words and "boat" in query_words
+
+
+def test_a2_send_path_loads_the_best_candidates_first_and_enough_of_them(me, persona):
+    turns = [("user", f"the lantern festival story number {i}") for i in range(30)]
+    _thread(me, persona, "Lanterns", turns)
+    hidden = _thread(me, persona, "Hidden", [("user", f"the lantern festival secret {i}") for i in range(30)])
+    me.conversations.set_shielded(hidden.id, True)
+    conn = me.store.connection()
+    full = search(conn, me.user_id, "lantern festival", filters=Filters(sources=("messages",)), log=False, limit=5)
+    # Slices of 4: shielded turns among the best candidates are filtered out, so more slices are read.
+    sliced = search(conn, me.user_id, "lantern festival", filters=Filters(sources=("messages",)), log=False,
+                    limit=5, tuning=Tuning(load_limit=4))
+    assert len(sliced.results) == 5 and all("secret" not in r.text for r in sliced.results)
+    assert [r.id for r in sliced.results] == [r.id for r in full.results]
+    assert sliced.candidates < full.candidates  # only the slices needed were read

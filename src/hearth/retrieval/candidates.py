@@ -170,11 +170,13 @@ def keyword_lists(conn: sqlite3.Connection, user_id: int, variants: list, filter
     lists: dict[str, Ranked] = {}
     weights: dict[str, float] = {}
     query_words: list[str] = []
+    if tuning.keyword_one_pass:
+        return _one_pass(conn, user_id, variants, filters, name_words, tuning)
     for source in filters.sources:
         kind = "message" if source == "messages" else "chunk"
         asked: set[tuple[str, ...]] = set()
         for variant in variants:
-            vw = match_terms([w for w in variant.words if w not in name_words])
+            vw = match_terms([w for w in variant.words if w not in name_words], tuning.stem_prefixes)
             words = select_terms(conn, vw, source, tuning=tuning)
             if not words or tuple(sorted(words)) in asked:
                 continue
@@ -187,6 +189,34 @@ def keyword_lists(conn: sqlite3.Connection, user_id: int, variants: list, filter
                 name = f"keyword:{variant.name}:{source}"
                 lists[name] = [((kind, i), s) for i, s in hits]
                 weights[name] = tuning.variant_weights.get(variant.name, 1.0) * tuning.signal_weights["keyword"]
+    return lists, weights, query_words
+
+
+def _one_pass(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, name_words: set[str],
+              tuning: Tuning) -> tuple[dict[str, Ranked], dict[str, float], list[str]]:
+    """One FTS query per source over the words of every variant together (the message's first):
+    the terms are chosen once, rarest first within the postings budget, and BM25 ranks them."""
+    words_in_order: dict[str, None] = {}
+    for variant in variants:
+        for term in match_terms([w for w in variant.words if w not in name_words], tuning.stem_prefixes):
+            words_in_order.setdefault(term, None)
+    asked_query = set(match_terms([w for w in variants[0].words if w not in name_words], tuning.stem_prefixes))
+    lists: dict[str, Ranked] = {}
+    weights: dict[str, float] = {}
+    query_words: list[str] = []
+    for source in filters.sources:
+        kind = "message" if source == "messages" else "chunk"
+        words = select_terms(conn, list(words_in_order), source, tuning=tuning)
+        if not words:
+            continue
+        if source == "messages":
+            query_words = [w for w in words if w in asked_query]
+        search_source = keyword_messages if source == "messages" else keyword_chunks
+        hits = search_source(conn, user_id, words, filters, tuning.candidates)
+        if hits:
+            name = f"keyword:all:{source}"
+            lists[name] = [((kind, i), s) for i, s in hits]
+            weights[name] = tuning.signal_weights["keyword"]
     return lists, weights, query_words
 
 

@@ -45,13 +45,15 @@ def fuse(lists: dict[str, Ranked], *, tuning: Tuning = DEFAULT, weights: dict[st
     return fused
 
 
-def neighbours(conn: sqlite3.Connection, fused: Fused) -> dict[tuple[str, int], float]:
-    """For each candidate chat turn, the best RRF score of the turn just before or after it.
+def neighbours(conn: sqlite3.Connection, fused: Fused,
+               keys: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], float]:
+    """For each candidate chat turn (of ``keys``, by default all), the best RRF score of the turn
+    just before or after it.
 
     A short reply ("yes, in May!") is often the evidence for a match on the turn it answers; a
     candidate next to a strong match shares part of that match's score.
     """
-    messages = [key[1] for key in fused if key[0] == "message"]
+    messages = [key[1] for key in (fused if keys is None else keys) if key[0] == "message"]
     if not messages:
         return {}
     # One statement for every candidate: the previous and next turn in its conversation.
@@ -86,7 +88,8 @@ def feedback_list(conn: sqlite3.Connection, user_id: int, f: Filters, fused: Fus
     asked = set(query_words)
     weight_of: dict[str, float] = {}
     for key in top:
-        for term in match_terms([w for w in terms(text.get(key[1], ""), 48) if w not in name_words and not w.isdigit()]):
+        words = [w for w in terms(text.get(key[1], ""), 48) if w not in name_words and not w.isdigit()]
+        for term in match_terms(words, tuning.stem_prefixes):
             if term not in asked:
                 weight_of[term] = weight_of.get(term, 0.0) + fused[key]["rrf"]
     if not weight_of:

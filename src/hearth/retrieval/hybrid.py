@@ -151,12 +151,24 @@ def search(
             lists["keyword:feedback:messages"] = extra
             weights["keyword:feedback:messages"] = tuning.feedback_weight
             fused = fuse(lists, tuning=tuning, weights=weights)
-    neighbour_scores = neighbours(conn, fused)
+    # The rows behind the candidates, best fused first in slices of ``load_limit`` until twice
+    # ``limit`` pass the filters (every candidate at once when there is no limit).
+    keys = list(fused)
+    size = tuning.load_limit or len(keys)
+    if tuning.load_limit:
+        keys.sort(key=lambda key: -fused[key]["rrf"])
     loaded: dict[tuple[str, int], Result] = {}
-    for i, r in load_messages(conn, user_id, [key[1] for key in fused if key[0] == "message"], filters).items():
-        loaded[("message", i)] = r
-    for i, r in load_chunks(conn, user_id, [key[1] for key in fused if key[0] == "chunk"], filters).items():
-        loaded[("chunk", i)] = r
+    asked = 0
+    for start in range(0, len(keys), max(size, 1)):
+        if start and len(loaded) >= 2 * limit:
+            break
+        part = keys[start:start + size]
+        asked = start + size
+        for i, r in load_messages(conn, user_id, [key[1] for key in part if key[0] == "message"], filters).items():
+            loaded[("message", i)] = r
+        for i, r in load_chunks(conn, user_id, [key[1] for key in part if key[0] == "chunk"], filters).items():
+            loaded[("chunk", i)] = r
+    neighbour_scores = neighbours(conn, fused, keys[:asked] if tuning.load_limit else None)
 
     hint = date_hint(query)
     asks_when = tuning.time_boost != 1.0 and bool(WHEN_RE.search(query))

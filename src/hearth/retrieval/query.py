@@ -73,13 +73,16 @@ def stem(word: str) -> str:
     return word
 
 
-def match_terms(words: list[str]) -> list[str]:
+def match_terms(words: list[str], prefixes: bool = True) -> list[str]:
     """Query words as FTS terms: a stripped stem of 4+ letters (or any 5+) becomes a prefix ('paint*').
 
     The index has no stemmer (its tokenizer is fixed by the schema), so the query reaches the
-    other forms of a word through an FTS5 prefix term, which BM25 scores as one term.
+    other forms of a word through an FTS5 prefix term, which BM25 scores as one term. With
+    ``prefixes`` off (an index that stems, such as FTS5's porter tokenizer) the words stay as they are.
     """
     out: dict[str, None] = {}
+    if not prefixes:
+        return list(dict.fromkeys(words))
     for w in words:
         base = stem(w)
         out.setdefault(base + "*" if len(base) >= 5 or (base != w and len(base) >= 4) else w, None)

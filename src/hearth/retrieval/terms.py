@@ -95,10 +95,22 @@ class TermStats:
 STATS = TermStats()
 
 
+def _stemming(conn: sqlite3.Connection, fts: str) -> bool:
+    """Whether an FTS5 index stems its words (the porter tokenizer): its vocabulary then holds
+    stems, so a word's frequency is read by matching it instead."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (fts,)).fetchone()
+    return bool(row and "porter" in (row[0] or "").casefold())
+
+
 def _read_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) -> dict[str, int]:
     out: dict[str, int] = {}
+    fts = vocab.removesuffix("_vocab")
+    stems = _stemming(conn, fts)
     for word in words:
-        if word.endswith("*"):
+        if stems:
+            query = f'"{word[:-1]}"*' if word.endswith("*") else f'"{word}"'
+            row = conn.execute(f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ?", (query,)).fetchone()
+        elif word.endswith("*"):
             # A stem stands for every indexed form that starts with it (an upper bound of its rows).
             prefix = word[:-1]
             row = conn.execute(f"SELECT sum(doc) FROM {vocab} WHERE term >= ? AND term < ?",

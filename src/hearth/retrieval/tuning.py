@@ -44,6 +44,15 @@ class Tuning:
     common_share: float = 0.08
     common_min_rows: int = 2_000
     postings_budget: int = 20_000  # rows the chosen terms may match together (the rarest term always stays)
+    # Rows loaded behind the fused candidates, best first, in slices of this many until enough pass
+    # the filters; 0 loads every candidate (hundreds, where a reply needs six).
+    load_limit: int = 0
+    # Word forms: the query's words as prefix terms of a light stem ("paint*"), for an index that
+    # does not stem; off for an index whose tokenizer stems (FTS5 porter).
+    stem_prefixes: bool = True
+    # One keyword query per source over the words of all variants together, instead of one per
+    # variant: one pass over each index.
+    keyword_one_pass: bool = False
     # The sentence variants embedded for the vector lists, in order of preference; variants the
     # query does not have are skipped, and the plain query stands in when none is left.
     vector_variants: tuple[str, ...] = ("query", "with_context")
@@ -57,5 +66,7 @@ class Tuning:
 
 DEFAULT = Tuning()
 # Automatic recall on the send path: one query embedding (the message with a short context window),
-# and the feedback list only when the latency budget allows it (``Budget`` in hybrid.py).
-SEND_PATH = DEFAULT.with_changes(vector_variants=("with_context",), vector_context_chars=300)
+# one keyword query per index, and the feedback list only when the latency budget allows it
+# (``Budget`` in hybrid.py).
+SEND_PATH = DEFAULT.with_changes(vector_variants=("with_context",), vector_context_chars=300, keyword_one_pass=True,
+                                 load_limit=100)
