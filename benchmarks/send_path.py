@@ -12,8 +12,9 @@ saving the user message, the stored prompt, every dynamic layer, history trimmin
 ``--deployment``: on a deployment made by ``generate.py``, sends varied messages (everyday turns,
 recall cues, date questions, names that trigger fragments, short affectionate turns) to its active
 thread with every layer on, keyword and semantic recall included, and times each the same way. In
-the same run it measures the floor directly: one FTS5 BM25 top-10 query, one vector top-10 query
-and one query embedding, and prints assembly / floor. ``--profile`` adds a cProfile of the sends.
+the same run it measures the floor directly, for each message just before its send: one FTS5 BM25
+top-10 query, one vector top-10 query and one query embedding, and prints assembly / floor per
+kind of message. ``--profile`` adds a cProfile of the sends.
 
 Prints the median and p99 in milliseconds.
 """
@@ -140,51 +141,61 @@ class LayerClock:
             bucket.clear()
 
 
-def floor_queries(hearth: Any, scope: Any, embedder: Any, messages: list[tuple[str, str]]) -> dict[str, Any]:
-    """The same three primitives the send path builds on, each timed directly per message."""
-    from hearth.retrieval.keyword import match_query, terms
-    from hearth.retrieval.terms import select_terms
+class Floor:
+    """The three primitives the send path builds on (FTS5 BM25 top-10 with the terms the product
+    selects, one query embedding straight from the model, one vector top-10), timed directly for a
+    message. Measured just before that message's send, so floor and send see the same moment of a
+    shared, noisy machine."""
 
-    conn = scope.store.connection()
-    fts, vec, emb = [], [], []
-    per_message: list[float] = []
-    index = None
-    if embedder is not None:
-        from hearth.retrieval.semantic import INDEXES, embed_queries, embed_texts, model_id
+    def __init__(self, scope: Any, embedder: Any):
+        self.conn = scope.store.connection()
+        self.embedder = embedder
+        self.fts: list[float] = []
+        self.vec: list[float] = []
+        self.emb: list[float] = []
+        self.index = None
+        if embedder is not None:
+            from hearth.retrieval.semantic import INDEXES, embed_queries, model_id
 
-        probe = embed_queries(embedder, ["probe"])
-        index = INDEXES.get(conn, str(scope.store.path), "messages", scope.user_id, model_id(embedder),
-                            int(probe.shape[1]))
-    for _, text in messages:
+            probe = embed_queries(embedder, ["probe"])
+            self.index = INDEXES.get(self.conn, str(scope.store.path), "messages", scope.user_id,
+                                     model_id(embedder), int(probe.shape[1]))
+
+    def measure(self, text: str) -> float:
+        from hearth.retrieval.keyword import match_query, terms
+        from hearth.retrieval.semantic import embed_texts
+        from hearth.retrieval.terms import select_terms
+
         spent = 0.0
-        words = select_terms(conn, terms(text)) or terms(text)[:3]
+        words = select_terms(self.conn, terms(text)) or terms(text)[:3]
         if words:
             t = time.perf_counter()
-            conn.execute("SELECT rowid, bm25(messages_fts) AS s FROM messages_fts WHERE messages_fts MATCH ?"
-                         " ORDER BY s LIMIT 10", (match_query(words),)).fetchall()
-            fts.append((time.perf_counter() - t) * 1000)
-            spent += fts[-1]
-        if embedder is not None:
+            self.conn.execute("SELECT rowid, bm25(messages_fts) AS s FROM messages_fts WHERE messages_fts MATCH ?"
+                              " ORDER BY s LIMIT 10", (match_query(words),)).fetchall()
+            self.fts.append((time.perf_counter() - t) * 1000)
+            spent += self.fts[-1]
+        if self.embedder is not None:
             t = time.perf_counter()
             # Straight to the model: the product's query cache must not make the floor look cheaper.
-            vector = embed_texts(embedder, [text])
-            emb.append((time.perf_counter() - t) * 1000)
-            spent += emb[-1]
-            if index is not None and len(index):
+            vector = embed_texts(self.embedder, [text])
+            self.emb.append((time.perf_counter() - t) * 1000)
+            spent += self.emb[-1]
+            if self.index is not None and len(self.index):
                 t = time.perf_counter()
-                index.search(vector[0], 10)
-                vec.append((time.perf_counter() - t) * 1000)
-                spent += vec[-1]
-        per_message.append(spent)
-    out: dict[str, Any] = {"fts_top10": summary(fts)}
-    out["vector_top10"] = summary(vec) if vec else "not available yet"
-    out["query_embedding"] = summary(emb) if emb else "not available yet"
-    out["vectors_indexed"] = len(index) if index is not None else 0
-    medians = [v["median_ms"] for v in (out["fts_top10"], out["vector_top10"], out["query_embedding"])
-               if isinstance(v, dict)]
-    out["floor_median_ms"] = round(sum(medians), 3)
-    out["per_message"] = per_message
-    return out
+                self.index.search(vector[0], 10)
+                self.vec.append((time.perf_counter() - t) * 1000)
+                spent += self.vec[-1]
+        return spent
+
+    def report(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"fts_top10": summary(self.fts)}
+        out["vector_top10"] = summary(self.vec) if self.vec else "not available yet"
+        out["query_embedding"] = summary(self.emb) if self.emb else "not available yet"
+        out["vectors_indexed"] = len(self.index) if self.index is not None else 0
+        medians = [v["median_ms"] for v in (out["fts_top10"], out["vector_top10"], out["query_embedding"])
+                   if isinstance(v, dict)]
+        out["floor_median_ms"] = round(sum(medians), 3)
+        return out
 
 
 def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
@@ -234,11 +245,15 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     cold_recall_ms = (provider.arrival() - t) * 1000
     clock.clear()
 
+    floor_meter = Floor(scope, embedder)
+    floor_by_kind: dict[str, list[float]] = {}
+    cold_by_kind: dict[str, list[float]] = {}
     profiler = cProfile.Profile() if args.profile else None
     samples: list[float] = []
     saved: list[float] = []
     by_kind: dict[str, list[float]] = {}
     for kind, text in messages:
+        floor_by_kind.setdefault(kind, []).append(floor_meter.measure(text))
         if profiler:
             profiler.enable()
         t = time.perf_counter()
@@ -249,16 +264,19 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         if profiler:
             profiler.disable()
         elapsed = (provider.arrival() - t) * 1000
+        if len(cold_by_kind.setdefault(kind, [])) < args.cold:
+            # The first sends of each kind in a fresh process: SQLite's page cache, the term cache
+            # and the query cache start empty (the operating system's file cache may not).
+            cold_by_kind[kind].append(elapsed)
+            floor_by_kind[kind].pop()
+            continue
         samples.append(elapsed)
         saved.append(((saved_at or t) - t) * 1000)
         by_kind.setdefault(kind, []).append(elapsed)
 
     if worker is not None:
         worker.stop()
-    floor = floor_queries(hearth, scope, embedder, messages)
-    floor_by_kind: dict[str, list[float]] = {}
-    for (kind, _), spent in zip(messages, floor.pop("per_message")):
-        floor_by_kind.setdefault(kind, []).append(spent)
+    floor = floor_meter.report()
     assembly = summary(samples)
     result = {
         "machine": machine(),
@@ -272,6 +290,7 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
                         "ratio_median": round(summary(v)["median_ms"] / max(summary(floor_by_kind[k])["median_ms"], 1e-9), 2)}
                     for k, v in sorted(by_kind.items())},
         "worker": "running, as in hearth serve" if worker is not None else "off",
+        "cold_by_kind": {k: summary(v) for k, v in sorted(cold_by_kind.items()) if v},
         "layers": {k: summary(v) for k, v in clock.samples.items() if v},
         "floor": floor,
         "ratio_median": round(assembly["median_ms"] / floor["floor_median_ms"], 2) if floor["floor_median_ms"] else None,
@@ -302,6 +321,9 @@ def print_deployment(r: dict[str, Any]) -> None:
     for kind, s in r["by_kind"].items():
         print(f"  {kind:<9} median {s['median_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms  (n={s['n']});"
               f" floor for these messages {s['floor_median_ms']:.2f} ms, ratio {s['ratio_median']:.2f}")
+    for kind, s in r.get("cold_by_kind", {}).items():
+        print(f"  cold: first {s['n']} {kind} sends of the process: median {s['median_ms']:7.2f} ms,"
+              f" p99 {s['p99_ms']:7.2f} ms")
     print("per layer:")
     for name, s in r["layers"].items():
         print(f"  {name:<15} median {s['median_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms")
@@ -326,13 +348,15 @@ def main() -> None:
     parser.add_argument("--deployment", help="a home made by generate.py")
     parser.add_argument("--profile", action="store_true", help="cProfile the deployment sends")
     parser.add_argument("--no-worker", action="store_true", help="do not run the background worker during the sends")
+    parser.add_argument("--cold", type=int, default=0,
+                        help="deployment mode: report the first N sends of each kind apart, as cold")
     parser.add_argument("--per-class", type=int, default=None,
                         help="deployment mode: this many sends of each of the five kinds, in turn")
     parser.add_argument("--profile-lines", type=int, default=40)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.deployment:
-        args.sends = args.per_class * 5 if args.per_class else (args.sends or 200)
+        args.sends = (args.per_class + args.cold) * 5 if args.per_class else (args.sends or 200)
         result = run_deployment(args)
         if args.json:
             print(json.dumps(result))

@@ -39,23 +39,30 @@ def test_k1_index_size_is_read_from_the_fts_totals_record(me, persona):
     assert indexed_rows(conn, "messages_fts") == conn.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0] == 37
 
 
-def test_k1_term_statistics_keep_common_words_per_generation_and_reread_rare_ones(me, persona):
-    stats = TermStats(stable_df=20, drift=0.1)
+def test_k1_term_statistics_are_kept_per_generation_and_unseen_words_read_again(me, persona):
+    stats = TermStats(stable_df=20, drift=0.1, small_index=0)  # behave as a large index would
     _thread(me, persona, "Weather", [("user", f"weather talk number {i}") for i in range(40)])
     conn = me.store.connection()
-    total, df = stats.frequencies(conn, "messages_fts", "messages_fts_vocab", ["weather", "zephyr"])
-    assert (total, df) == (40, {"weather": 40, "zephyr": 0}) and stats.lookups == 2
-    # Same generation: the common word comes from the cache, the rare one is read again (cheap).
-    stats.frequencies(conn, "messages_fts", "messages_fts_vocab", ["weather", "zephyr"])
-    assert stats.lookups == 3
-    # A new message with the rare word is seen at once, so it can be found by the next search.
+
+    def read(*words):
+        return stats.frequencies(conn, "messages_fts", "messages_fts_vocab", list(words))
+
+    assert read("weather", "zephyr") == (40, {"weather": 40, "zephyr": 0}) and stats.lookups == 2
+    assert read("weather", "zephyr") == (40, {"weather": 40, "zephyr": 0}) and stats.lookups == 2  # same generation
+    # A new message with an unseen word: the word is read again at once, so the message can be found.
     _thread(me, persona, "Wind", [("user", "a zephyr and more weather")])
-    total, df = stats.frequencies(conn, "messages_fts", "messages_fts_vocab", ["weather", "zephyr"])
-    assert total == 41 and df == {"weather": 40, "zephyr": 1} and stats.lookups == 4  # weather kept: 2.5% drift
-    # Once the index has moved by more than the drift, the common word is read again.
+    assert read("weather", "zephyr") == (41, {"weather": 40, "zephyr": 1}) and stats.lookups == 3  # weather kept
+    _thread(me, persona, "Calm", [("user", "a calm day")])
+    assert read("weather", "zephyr") == (42, {"weather": 40, "zephyr": 1}) and stats.lookups == 3
+    # Once the index has moved by more than the drift since a word was read, it is read again.
     _thread(me, persona, "More", [("user", f"weather again {i}") for i in range(5)])
-    total, df = stats.frequencies(conn, "messages_fts", "messages_fts_vocab", ["weather"])
-    assert total == 46 and df == {"weather": 46} and stats.lookups == 5
+    assert read("weather", "zephyr") == (47, {"weather": 46, "zephyr": 1}) and stats.lookups == 5
+    # On a small index a rare word is read at every new generation (one row is a large share).
+    small = TermStats(stable_df=20, drift=0.1)
+    small.frequencies(conn, "messages_fts", "messages_fts_vocab", ["zephyr"])
+    _thread(me, persona, "Gust", [("user", "another zephyr")])
+    assert small.frequencies(conn, "messages_fts", "messages_fts_vocab", ["zephyr"]) == (48, {"zephyr": 2})
+    assert small.lookups == 2
 
 
 def test_a2_k1_budget_leaves_out_the_feedback_list_when_it_cannot_fit(me, persona, monkeypatch):
@@ -183,3 +190,28 @@ def test_a2_send_path_loads_the_best_candidates_first_and_enough_of_them(me, per
     assert len(sliced.results) == 5 and all("secret" not in r.text for r in sliced.results)
     assert [r.id for r in sliced.results] == [r.id for r in full.results]
     assert sliced.candidates < full.candidates  # only the slices needed were read
+
+
+def test_s7_small_exact_searches_run_on_one_blas_thread(monkeypatch):
+    import numpy as np
+    from threadpoolctl import threadpool_info
+
+    from hearth.retrieval import vectors
+
+    index = vectors.VectorIndex(8)
+    rng = np.random.default_rng(3)
+    index.add(list(range(1, 51)), rng.standard_normal((50, 8)).astype(np.float32))
+    seen: list[int] = []
+    inner = vectors._top_k
+
+    def spy(keys, scores, k):
+        seen.extend(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+        return inner(keys, scores, k)
+
+    monkeypatch.setattr(vectors, "_top_k", spy)
+    assert index.search(rng.standard_normal(8), 3)[0][0] in range(1, 51)
+    assert seen and set(seen) == {1}
+    seen.clear()
+    monkeypatch.setattr(vectors, "SINGLE_THREAD_ROWS", 10)  # a large exact index keeps every thread
+    index.search(rng.standard_normal(8), 3)
+    assert seen and max(seen) == max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")

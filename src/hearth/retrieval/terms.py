@@ -16,13 +16,16 @@ SOURCES = {"messages": ("messages_fts", "messages_fts_vocab"), "chunks": ("archi
 
 # -- term statistics, cached per index generation ----------------------------------------------------
 # Reading a word's document frequency from fts5vocab walks its whole posting list: 57 ms for "the"
-# at a million messages, once per word per send. So frequencies are cached per database and index,
-# for the words where it matters: a common word's (STABLE_DF rows or more) is kept while the index
-# stays within DRIFT of the size it had when the word was read (the index's generation: its row
-# count, one lookup in FTS5's own totals record), since a few new rows barely move it and the
-# choice it feeds ranks rare words against common ones. A rare word's is read every time: its
-# postings are short, and 0 against 1 decides whether a new or edited message can be found at all.
+# at a million messages, once per word per send, and a stem's prefix range more. So frequencies
+# are cached per database and index. The index's generation is its row count, one lookup in
+# FTS5's own totals record. A frequency read at one generation is kept while the index stays
+# within DRIFT of that size: a few new rows barely move it, and the choice it feeds ranks rare
+# words against common ones. Two exceptions keep new words findable at once: a word found in no
+# row is read again at every new generation (0 against 1 decides whether a new or edited message
+# can be found at all), and so is a rare word (under STABLE_DF rows) while the index is small
+# enough that one row is a large share of it.
 STABLE_DF = 1_000
+SMALL_INDEX = 100_000
 DRIFT = 0.01
 MAX_CACHED = 50_000
 
@@ -54,11 +57,12 @@ def indexed_rows(conn: sqlite3.Connection, fts: str) -> int:
 class TermStats:
     """Document frequencies per (database file, index), kept per index generation (see above)."""
 
-    def __init__(self, stable_df: int = STABLE_DF, drift: float = DRIFT) -> None:
+    def __init__(self, stable_df: int = STABLE_DF, drift: float = DRIFT, small_index: int = SMALL_INDEX) -> None:
         self.stable_df = stable_df
         self.drift = drift
+        self.small_index = small_index
         self._lock = threading.Lock()
-        # (database file, vocab table) -> common term -> (document frequency, rows in the index when read)
+        # (database file, vocab table) -> term -> (document frequency, rows in the index when read)
         self._cache: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
         self.lookups = 0  # vocabulary queries run: what the cache saves is visible to a test
 
@@ -75,7 +79,7 @@ class TermStats:
         missing: list[str] = []
         for word in words:
             hit = known.get(word)
-            if hit is not None and hit[0] >= self.stable_df and abs(total - hit[1]) <= self.drift * total:
+            if hit is not None and self._usable(hit, total):
                 out[word] = hit[0]
             else:
                 missing.append(word)
@@ -84,8 +88,14 @@ class TermStats:
             self.lookups += len(missing)
             out.update(read)
             with self._lock:
-                cached.update({w: (df, total) for w, df in read.items() if df >= self.stable_df})
+                cached.update({w: (df, total) for w, df in read.items()})
         return total, out
+
+    def _usable(self, hit: tuple[int, int], total: int) -> bool:
+        df, read_at = hit
+        if df == 0 or (df < self.stable_df and total < self.small_index):
+            return read_at == total
+        return abs(total - read_at) <= self.drift * total
 
     def clear(self) -> None:
         with self._lock:
