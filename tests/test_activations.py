@@ -55,6 +55,10 @@ def test_e11_morning_message_fires_once_at_its_local_time_through_the_send_path(
     assert users == ["Goodnight, talk tomorrow."]  # the instruction is never saved as the person's words
     [run] = me.activations.runs()
     assert (run["status"], run["message_id"]) == ("delivered", message.id)
+    span = hearth.store.connection().execute(
+        "SELECT s.kind, s.channel, s.close_reason FROM events e JOIN spans s ON s.id = e.span_id WHERE e.id = ?",
+        (message.id,)).fetchone()
+    assert tuple(span) == ("inner", "inner", "activation_done")  # the activation is its own span
     Worker(hearth).run_once()
     assert len(inner_messages(me)) == 1
 

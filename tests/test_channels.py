@@ -137,6 +137,9 @@ def test_e10_signed_sms_is_stored_then_answered_through_the_twilio_sdk(channel_h
     [saved] = [m for m in me.conversations.messages(conversation.id) if m.role == "user"]
     assert (saved.content, saved.channel) == ("Home safe, the train was late.", "sms")
     assert twilio.sent == [] and provider.requests == []  # the webhook answers before any model runs
+    span = channel_hearth.store.connection().execute(
+        "SELECT s.kind, s.channel FROM events e JOIN spans s ON s.id = e.span_id WHERE e.id = ?", (saved.id,)).fetchone()
+    assert tuple(span) == ("text", "sms")  # the text joins the timeline in a span of its own (E1)
 
     assert Worker(channel_hearth).run_once() >= 1
     reply = [m for m in me.conversations.messages(conversation.id) if m.role == "assistant"][-1]
@@ -227,7 +230,8 @@ def test_e5_a_persona_that_does_not_answer_on_sms_keeps_the_message_without_repl
     assert me.persona_channels.set(elion.id, "sms", False)["sms"] is False
     client = TestClient(create_app(hearth=channel_hearth), base_url="http://127.0.0.1:8765")
     assert signed_post(client, sms_form("Are you there?")).status_code == 200
-    assert row_count(channel_hearth, "jobs") == 0
+    assert channel_hearth.store.connection().execute(
+        "SELECT count(*) FROM jobs WHERE kind = 'channel.reply'").fetchone()[0] == 0
     [conversation] = me.conversations.list()
     assert [m.content for m in me.conversations.messages(conversation.id)] == ["Are you there?"]
     with pytest.raises(InvalidInput):

@@ -15,6 +15,7 @@ from starlette.websockets import WebSocketDisconnect
 from twilio.request_validator import RequestValidator
 
 from hearth import Hearth, Settings
+from hearth.helpers import OfflineHelper
 from hearth.server import create_app
 from hearth.server.voice import stream_token
 from tests.fakes.realtime_server import FakeRealtime
@@ -37,7 +38,7 @@ def realtime() -> Iterator[FakeRealtime]:
 def voice_hearth(tmp_path, realtime, provider) -> Iterator[Hearth]:
     settings = Settings.resolve({
         "home": str(tmp_path / "home"), "input_token_limit": 32_000, "openai_api_key": "sk-server-only",
-        "provider": "offline", "realtime_url": realtime.url, "public_url": PUBLIC,
+        "provider": "offline", "realtime_url": realtime.url, "public_url": PUBLIC, "capsule_recent_turns": 2,
         "twilio_account_sid": SID, "twilio_auth_token": TOKEN,
     }, environ={})
     h = Hearth(settings, provider=provider)
@@ -71,7 +72,14 @@ def test_e9_browser_voice_relays_audio_and_keeps_both_transcripts_in_the_same_th
     me = voice_hearth.scope()
     elion = me.personas.by_name("elion")
     chat = me.new_chat(elion.id).conversation
-    me.send(chat.id, "I'll call you on my walk home.")
+    for text in ("My sister visits on Sunday.", "I promised to bake for her.", "I'll call you on my walk home."):
+        me.send(chat.id, text)
+    capsule = me.timeline.refresh_capsule(chat.id, OfflineHelper())
+    assert capsule is not None
+    me.send(chat.id, "Leaving the office now.")
+    conn = voice_hearth.store.connection()
+    conn.execute("INSERT INTO response_chains (conversation_id, user_id, response_id, updated_at)"
+                 " VALUES (?, ?, 'resp_earlier', '2026-12-01T00:00:00.000000Z')", (chat.id, me.user_id))
     client = TestClient(create_app(hearth=voice_hearth), base_url=BASE)
     with client.websocket_connect(f"{WS}/api/voice?persona_id={elion.id}") as ws:
         assert ws.receive_json() == {"type": "ready", "conversation_id": chat.id}
@@ -85,17 +93,25 @@ def test_e9_browser_voice_relays_audio_and_keeps_both_transcripts_in_the_same_th
 
     [update] = realtime.of("session.update")
     assert update["session"]["truncation"] == {"type": "retention_ratio", "retention_ratio": 0.8}
-    assert update["session"]["instructions"] == me.stored_prompt(chat.id)
+    # The stored prompt and the latest capsule, then only the verbatim turns the capsule does not cover.
+    assert update["session"]["instructions"] == me.stored_prompt(chat.id) + "\n\n" + capsule.render()
     assert update["session"]["audio"]["input"]["format"] == {"type": "audio/pcm"}
     primed = [i["item"]["content"][0]["text"] for i in realtime.of("conversation.item.create")]
-    assert primed[0] == "I'll call you on my walk home."  # the recent turns from other channels
+    assert primed[0] == "I'll call you on my walk home." and "My sister visits on Sunday." not in primed
+    # A different protocol, not a new relationship: the Responses chain is cleared, nothing visible changes.
+    assert conn.execute("SELECT count(*) FROM response_chains WHERE conversation_id = ?", (chat.id,)).fetchone()[0] == 0
+    spans = conn.execute("SELECT kind, channel, close_reason FROM spans WHERE id IN"
+                         " (SELECT span_id FROM events WHERE kind LIKE 'voice.%')").fetchall()
+    assert [tuple(r) for r in spans] == [("voice", "voice", "voice_ended")]  # its own span, closed at the end
     assert realtime.authorization == ["Bearer sk-server-only"] and realtime.paths[0].startswith("/v1/realtime")
 
     assert [c.id for c in me.conversations.list()] == [chat.id]  # no new-chat boundary
     turns = [(m.role, m.channel, m.content) for m in me.conversations.messages(chat.id) if m.kind == "chat"]
-    assert turns[2:] == [("user", "voice", "I'm walking home now"), ("assistant", "voice", "Walk safe, I'm here.")]
+    assert turns[8:] == [("user", "voice", "I'm walking home now"), ("assistant", "voice", "Walk safe, I'm here.")]
     assert [k for k, _ in voice_events(voice_hearth)] == ["voice.started", "voice.ended"]
     assert json.loads(voice_events(voice_hearth)[-1][1]) == {"reason": "ended", "turns": 2}
+    voice_spans = {r[0] for r in conn.execute("SELECT span_id FROM events WHERE channel = 'voice' AND kind = 'message'")}
+    assert len(voice_spans) == 1 and None not in voice_spans  # both transcripts in the session's span
 
 
 def test_e9_a_dropped_voice_session_keeps_the_transcript_so_far_and_closes(voice_hearth, realtime):

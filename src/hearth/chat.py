@@ -159,6 +159,9 @@ class SendPath:
             prompt = stored.ensure(conn, scope.user_id, conversation_id, scope.handoff_text, "inner")
             last = conn.execute("SELECT coalesce(max(id), 0) FROM messages WHERE conversation_id = ?",
                                 (conversation_id,)).fetchone()[0]
+            # Each activation is its own span with channel inner (E1, E11).
+            self.span_id, _now = spans.touch_now(conn, self.hearth, scope.user_id, conversation.persona_id, "inner",
+                                                 conversation_id=conversation_id)
         cue = Message(id=last + 1, user_id=scope.user_id, conversation_id=conversation_id, role="user",
                       kind="chat", content=instruction, channel="inner", created_at="")
         assembled = self.assemble(conversation, cue, prompt)
@@ -172,11 +175,15 @@ class SendPath:
         provider = self.hearth.provider
         with scope.store.write() as conn:
             message = scope.conversations.add_message(
-                conversation_id, "assistant", text_out, channel="inner",
+                conversation_id, "assistant", text_out, channel="inner", span_id=self.span_id,
                 metadata={**metadata, "provider": provider.name, "model": provider.model, "tool_rounds": tool_rounds})
             ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id, kind="context.usage",
-                          channel="inner", payload={"input": usage.input_tokens, "output": usage.output_tokens,
-                                                    "total": usage.total_tokens, "cached": usage.cached_tokens})
+                          channel="inner", span_id=self.span_id,
+                          payload={"input": usage.input_tokens, "output": usage.output_tokens,
+                                   "total": usage.total_tokens, "cached": usage.cached_tokens})
+            span = spans.get(conn, scope.user_id, self.span_id)
+            if span.open:
+                spans.close(conn, scope.user_id, span, "activation_done", at=utcnow())
         return message
 
     def _after_usage(self, conn, conversation: Conversation, channel: str, usage: Usage, response_id: str,

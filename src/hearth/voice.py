@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from . import ledger
 from .errors import InvalidInput
 from .prompt import stored
+from .store import utcnow
+from .timeline import capsules, chains, spans
 
 if TYPE_CHECKING:
     from .engine import Scope
@@ -36,6 +38,7 @@ class VoiceSetup:
 
     conversation_id: int
     persona_id: int
+    span_id: int
     session: dict[str, Any]
     items: list[dict[str, Any]] = field(default_factory=list)
 
@@ -50,17 +53,25 @@ def start(scope: "Scope", persona_id: int | None = None, *, source: str = "brows
     conversation_id = current.id if current else scope.new_chat(persona.id, channel="voice").conversation.id
     with scope.store.write() as conn:
         prompt = stored.ensure(conn, scope.user_id, conversation_id, scope.handoff_text, "voice")
+        # The session gets the latest capsule and only the verbatim turns it does not cover (E3).
+        capsule = capsules.latest(conn, conversation_id)
+        after = capsule.through_message_id if capsule else 0
         rows = conn.execute(
-            "SELECT role, content FROM messages WHERE conversation_id = ? AND kind = 'chat'"
-            " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?", (conversation_id, RECENT_TURNS),
+            "SELECT role, content FROM messages WHERE conversation_id = ? AND kind = 'chat' AND id > ?"
+            " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?", (conversation_id, after, RECENT_TURNS),
         ).fetchall()
+        # A different protocol, not a new relationship: the Responses chain starts again after it.
+        chains.reset(conn, conversation_id)
+        span_id, _now = spans.touch_now(conn, scope.hearth, scope.user_id, persona.id, "voice",
+                                        conversation_id=conversation_id)
         ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id, kind="voice.started",
-                      channel="voice", payload={"source": source, "recent_turns": len(rows)})
+                      channel="voice", span_id=span_id,
+                      payload={"source": source, "recent_turns": len(rows), "capsule": capsule is not None})
     audio_format = {"type": FORMATS[source]}
     session = {
         "type": "realtime",
         "model": settings.voice_model,
-        "instructions": prompt.text,
+        "instructions": prompt.text + (f"\n\n{capsule.render()}" if capsule else ""),
         "audio": {
             "input": {"format": audio_format, "transcription": {"model": settings.voice_transcription_model},
                       "turn_detection": {"type": "server_vad"}},
@@ -72,7 +83,7 @@ def start(scope: "Scope", persona_id: int | None = None, *, source: str = "brows
         "type": "message", "role": role,
         "content": [{"type": "input_text" if role == "user" else "output_text", "text": content}],
     } for role, content in reversed(rows)]
-    return VoiceSetup(conversation_id, persona.id, session, items)
+    return VoiceSetup(conversation_id, persona.id, span_id, session, items)
 
 
 def call(scope: "Scope", contact_id: int) -> str:
@@ -100,24 +111,32 @@ def call(scope: "Scope", contact_id: int) -> str:
     return placed.sid or ""
 
 
-def transcript(scope: "Scope", conversation_id: int, role: str, text: str) -> "Message | None":
+def transcript(scope: "Scope", setup: VoiceSetup, role: str, text: str) -> "Message | None":
     """Keep one side's finished utterance in the thread (empty transcripts are not kept)."""
     if role not in ("user", "assistant"):
         raise InvalidInput("a transcript is the user's or the assistant's")
     text = (text or "").replace("\x00", "").strip()[:MAX_TRANSCRIPT]
     if not text:
         return None
-    return scope.conversations.add_message(conversation_id, role, text, channel="voice", metadata={"voice": True})
+    with scope.store.write() as conn:
+        span_id, now = spans.touch_now(conn, scope.hearth, scope.user_id, setup.persona_id, "voice",
+                                       conversation_id=setup.conversation_id)
+        return scope.conversations.add_message(setup.conversation_id, role, text, channel="voice",
+                                               metadata={"voice": True}, created_at=now, span_id=span_id)
 
 
-def end(scope: "Scope", conversation_id: int, reason: str) -> None:
-    """Close the session in the ledger: numbers and a fixed reason only."""
+def end(scope: "Scope", setup: VoiceSetup, reason: str) -> None:
+    """Close the session and its span in the ledger: numbers and a fixed reason only."""
     if reason not in ("ended", "dropped", "error"):
         reason = "error"
+    cid = setup.conversation_id
     with scope.store.write() as conn:
         turns = conn.execute(
             "SELECT count(*) FROM messages WHERE conversation_id = ? AND channel = 'voice' AND id > coalesce("
             "(SELECT max(id) FROM events WHERE conversation_id = ? AND kind = 'voice.started'), 0)",
-            (conversation_id, conversation_id)).fetchone()[0]
-        ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id, kind="voice.ended",
-                      channel="voice", payload={"reason": reason, "turns": turns})
+            (cid, cid)).fetchone()[0]
+        ledger.append(conn, user_id=scope.user_id, conversation_id=cid, kind="voice.ended", channel="voice",
+                      span_id=setup.span_id, payload={"reason": reason, "turns": turns})
+        span = spans.get(conn, scope.user_id, setup.span_id)
+        if span.open:  # the next interaction opens a new span in the same timeline (E1)
+            spans.close(conn, scope.user_id, span, f"voice_{reason}", at=utcnow())

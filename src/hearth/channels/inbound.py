@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .. import activations, jobs
 from ..errors import Forbidden, InvalidInput
 from ..store import utcnow
+from ..timeline import spans
 from .contacts import Contact, answers, find
 
 if TYPE_CHECKING:
@@ -65,8 +66,10 @@ def receive(hearth: "Hearth", channel: str, address: str, external_id: str, text
         persona_id = contact.persona_id or scope.personas.default().id
         current = scope.conversations.current(persona_id)
         conversation_id = current.id if current else scope.new_chat(persona_id, channel=channel).conversation.id
+        span_id, now = spans.touch_now(conn, hearth, contact.user_id, persona_id, channel,
+                                       conversation_id=conversation_id)
         message = scope.conversations.add_message(conversation_id, "user", text, channel=channel,
-                                                  metadata=metadata)
+                                                  metadata=metadata, created_at=now, span_id=span_id)
         activations.note_user_message(conn, hearth.store, contact.user_id, text, channel)
         conn.execute(
             "INSERT INTO channel_messages (user_id, channel, direction, external_id, conversation_id,"

@@ -59,7 +59,7 @@ async def bridge(scope: Scope, setup: voice.VoiceSetup, client_in: ClientIn, sen
     cid = setup.conversation_id
 
     async def keep(role: str, text: str) -> None:
-        if await run_in_threadpool(voice.transcript, scope, cid, role, text):
+        if await run_in_threadpool(voice.transcript, scope, setup, role, text):
             await send_event({"type": "transcript", "role": role, "text": text})
 
     reason = "ended"
@@ -98,7 +98,7 @@ async def bridge(scope: Scope, setup: voice.VoiceSetup, client_in: ClientIn, sen
         log.warning("voice session failed: %s", type(exc).__name__)
         reason = "error"
     finally:
-        await run_in_threadpool(voice.end, scope, cid, reason)
+        await run_in_threadpool(voice.end, scope, setup, reason)
     return reason
 
 

@@ -18,12 +18,15 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import ledger
 from ..errors import NotFound
 from ..jobs import enqueue
-from ..store import inserted_id
+from ..store import inserted_id, utcnow
+
+if TYPE_CHECKING:
+    from ..engine import Hearth
 
 CHECKPOINT_JOB = "timeline.checkpoint"
 KIND_OF_CHANNEL = {"voice": "voice", "inner": "inner", "import": "import"}  # every other channel: text
@@ -92,6 +95,17 @@ def touch(conn: sqlite3.Connection, user_id: int, persona_id: int | None, channe
         enqueue(conn, user_id, CHECKPOINT_JOB, {"span_id": stale["id"]}, dedupe_key=f"span:{stale['id']}")
     return open_span(conn, user_id, persona_id, channel, now=now, idle_seconds=idle_seconds,
                      conversation_id=conversation_id)
+
+
+def touch_now(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, persona_id: int | None, channel: str, *,
+              conversation_id: int | None = None) -> tuple[int, str]:
+    """``touch`` for activity happening now, judged by the deployment's clock and idle setting;
+    returns the span id and the timestamp used."""
+    idle = hearth.settings.idle_checkpoint_minutes * 60
+    now = utcnow()
+    span_id = touch(conn, user_id, persona_id, channel, now=now, idle_cutoff=stamp(hearth.clock() - idle),
+                    idle_seconds=idle, conversation_id=conversation_id)
+    return span_id, now
 
 
 def open_span(conn: sqlite3.Connection, user_id: int, persona_id: int | None, channel: str, *, now: str,
