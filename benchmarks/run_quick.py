@@ -146,10 +146,10 @@ def main() -> None:
     if "send" in results and "deployment" in results["send"]:
         size = f"{results['send']['deployment'].get('messages') or 0:,} messages"
     print()
-    print(f"{'goal':<66} {'measured':<34} result")
+    print(f"{'goal':<70} {'measured':<34} result")
     for goal, measured, met in goals(results, size):
         verdict = "not measured" if met is None else ("met" if met else "NOT MET")
-        print(f"{goal:<66} {measured:<34} {verdict}")
+        print(f"{goal:<70} {measured:<34} {verdict}")
     if not locomo and not args.no_locomo:
         print(f"LoCoMo data not found at {LOCOMO_DATA}: recall goals not measured")
     print(f"all benchmarks: {time.perf_counter() - started:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))
