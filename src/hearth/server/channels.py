@@ -82,20 +82,30 @@ def set_persona_channel(persona_id: IdPath, body: AnswersIn, scope: Scope = Depe
     return scope.persona_channels.set(persona_id, body.channel, body.answers)
 
 
+def public_base(request: Request) -> str:
+    """The address Twilio reaches this server by (``public_url``; else the one the server sees)."""
+    settings = request.app.state.hearth.settings
+    return settings.public_url.rstrip("/") if settings.public_url else str(request.base_url).rstrip("/")
+
+
+async def signed_form(request: Request) -> dict[str, str]:
+    """A Twilio webhook's form, once its signature checks out for the public URL (else 403)."""
+    signature = request.headers.get("X-Twilio-Signature")
+    if not signature:
+        raise Forbidden("the request signature is missing or wrong")
+    params = sms.parse_form(await request.body())
+    url = public_base(request) + request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    sms.verify(request.app.state.hearth.settings, url, params, signature)
+    return params
+
+
 @webhooks.post("/sms/twilio", responses={200: {"content": {"application/xml": {}}}},
                response_class=Response)
 async def twilio_sms(request: Request) -> Response:
     """Twilio's inbound SMS webhook. The reply is sent later through the REST API, so the answer
     here is an empty TwiML document."""
     hearth = request.app.state.hearth
-    settings = hearth.settings
-    signature = request.headers.get("X-Twilio-Signature")
-    if not signature:
-        raise Forbidden("the request signature is missing or wrong")
-    params = sms.parse_form(await request.body())
-    base = settings.public_url.rstrip("/") if settings.public_url else str(request.base_url).rstrip("/")
-    url = base + request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    sms.verify(settings, url, params, signature)
+    params = await signed_form(request)
     try:
         await run_in_threadpool(receive, hearth, "sms", params.get("From", ""), params.get("MessageSid", ""),
                                 params.get("Body", ""))

@@ -26,11 +26,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocketState
 
 from .. import voice
-from ..channels import sms
 from ..channels.contacts import Contact, find
 from ..engine import Scope
-from ..errors import ConfigError, Forbidden, HearthError
+from ..errors import ConfigError, HearthError
 from .auth import principal_of_connection
+from .channels import public_base, signed_form
 
 log = logging.getLogger(__name__)
 
@@ -143,13 +143,8 @@ async def twilio_call(request: Request) -> Response:
     to a Media Stream; anyone else is rejected."""
     hearth = request.app.state.hearth
     settings = hearth.settings
-    signature = request.headers.get("X-Twilio-Signature")
-    if not signature:
-        raise Forbidden("the request signature is missing or wrong")
-    params = sms.parse_form(await request.body())
-    base = settings.public_url.rstrip("/") if settings.public_url else str(request.base_url).rstrip("/")
-    url = base + request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    sms.verify(settings, url, params, signature)
+    params = await signed_form(request)
+    base = public_base(request)
     caller = params.get("To" if params.get("Direction", "").startswith("outbound") else "From", "")
     contact = await run_in_threadpool(lambda: find(hearth.store.connection(), "sms", caller))
     if contact is None:
