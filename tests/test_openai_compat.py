@@ -418,3 +418,38 @@ def test_x1_provider_failure_mid_stream_is_an_error_event_and_the_message_stays(
     done = client.post("/v1/chat/completions", headers=headers, json={**body, "stream": False})
     assert done.status_code == 200
     assert [m.role for m in me.conversations.messages(conversation_id)] == ["user", "assistant"]
+
+
+# -- no input answers a server error ------------------------------------------------------------------
+def test_x1_arbitrary_request_bodies_answer_openai_errors_never_5xx(hearth, me, persona):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    token = hearth.users.create_token(me.user_id, "fuzz")
+    client = TestClient(create_app(hearth=hearth), base_url="http://127.0.0.1")
+    scalar = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) \
+        | st.text(max_size=20)
+    anything = st.recursive(scalar, lambda inner: st.lists(inner, max_size=4)
+                            | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=12)
+    part = st.fixed_dictionaries({"type": st.sampled_from(["text", "image_url", "x"])},
+                                 optional={"text": anything | st.text()})
+    message = st.fixed_dictionaries(
+        {"role": st.sampled_from(["system", "developer", "user", "assistant", "tool", "function", "x"]) | anything},
+        optional={"content": st.text() | st.lists(part, max_size=3) | anything, "name": anything})
+    body = st.fixed_dictionaries(
+        {"model": st.sampled_from(["elion", "nobody", ""]) | anything,
+         "messages": st.lists(message, max_size=4) | anything},
+        optional={"stream": st.booleans() | anything, "n": anything, "temperature": anything,
+                  "stream_options": anything | st.fixed_dictionaries({"include_usage": anything})})
+    chat_id = st.none() | st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(body, chat_id)
+    def check(payload, chat):
+        headers = {"Authorization": f"Bearer {token}"} | ({"X-Hearth-Conversation": chat} if chat is not None else {})
+        response = client.post("/v1/chat/completions", json=payload, headers=headers)
+        assert response.status_code < 500, response.text
+        if response.status_code >= 400:
+            assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+
+    check()
