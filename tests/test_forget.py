@@ -223,3 +223,20 @@ def test_b5_api_delete_forever_search_log_retention_and_clearing(hearth, me, per
         assert client.get("/api/search-log").json() == []
         drain(hearth)
         assert client.post("/api/forget/verify", json={"canary": "filed words"}).json()["clean"] is True
+
+
+def test_b4_the_archive_delete_route_takes_search_log_citations_with_it(hearth, me):
+    from fastapi.testclient import TestClient
+
+    from hearth.server.app import create_app
+
+    added = Archive(me.store, me.user_id).add_text("Letters", f"AUMA said: the {CANARY} letter\n")
+    owner_search(me, CANARY, embed=False)
+    cited = me.store.connection().execute("SELECT count(*) FROM search_log").fetchone()[0]
+    assert cited == 1
+    with TestClient(create_app(hearth.settings, hearth), base_url="http://127.0.0.1") as client:
+        assert client.delete(f"/api/archive/documents/{added.document.id}").status_code == 204
+        assert client.delete(f"/api/archive/documents/{added.document.id}").status_code == 404
+    assert me.store.connection().execute("SELECT count(*) FROM search_log").fetchone()[0] == 0
+    drain(hearth)
+    assert verify(hearth.store, CANARY).clean

@@ -218,6 +218,15 @@ class Forgetting:
     def empty_trash(self, *, token: str, phrase: str) -> ForgetReceipt:
         return self.apply("trash", token=token, phrase=phrase)
 
+    def delete_document(self, document_id: int) -> ForgetReceipt:
+        """Remove one archive document the way its delete button always has (no confirmation
+        phrase: it can be imported again), with everything derived from it (B4)."""
+        with self.store.write() as conn:
+            s = self._resolve(conn, "document", document_id, None, None)
+            counts = purge(self.scope, conn, s)
+            ledger.append(conn, user_id=self.user_id, kind="forget.receipt", payload={"target": "document", **counts})
+        return ForgetReceipt("document", counts)
+
     def clear_search_log(self, *, phrase: str) -> ForgetReceipt:
         """Remove every entry of this user's search log (B5)."""
         from .retrieval import searchlog

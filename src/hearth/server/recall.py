@@ -137,7 +137,8 @@ def chunks_route(document_id: IdPath, scope: Scope = Depends(current_scope)) -> 
 
 @router.delete("/api/archive/documents/{document_id}", status_code=204)
 def delete_document_route(document_id: IdPath, scope: Scope = Depends(current_scope)) -> None:
-    Archive(scope.store, scope.user_id).delete(document_id)
+    """The document, its chunks, their index rows and vectors, and search-log entries citing it (B4)."""
+    scope.forget.delete_document(document_id)
 
 
 @router.post("/api/archive/import", response_model=ImportOut, status_code=201)
