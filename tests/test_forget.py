@@ -240,3 +240,24 @@ def test_b4_the_archive_delete_route_takes_search_log_citations_with_it(hearth, 
     assert me.store.connection().execute("SELECT count(*) FROM search_log").fetchone()[0] == 0
     drain(hearth)
     assert verify(hearth.store, CANARY).clean
+
+
+def test_b4_a_capsule_written_from_a_forgotten_turn_goes_too(tmp_path):
+    from hearth import Hearth, Settings
+    from tests.conftest import RecordingProvider
+
+    settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000,
+                                 "capsule_recent_turns": 2}, environ={})
+    with Hearth(settings, provider=RecordingProvider()) as h:
+        me = h.scope()
+        persona = me.personas.create("elion", "Elion")
+        thread = me.conversations.create(persona.id, "Capsule")
+        secret = me.send(thread.id, f"My sister is called {CANARY.title()}.")
+        me.send(thread.id, "I prefer tea to coffee.")
+        me.send(thread.id, "Remind me about the dentist tomorrow.")
+        capsule = me.timeline.refresh_capsule(thread.id)
+        assert capsule is not None and CANARY in capsule.text.lower()
+        forget(me, "message", secret.user_message.id)
+        assert me.store.connection().execute("SELECT count(*) FROM capsules").fetchone()[0] == 0
+        drain(h)
+        assert verify(h.store, CANARY).clean

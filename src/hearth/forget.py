@@ -6,7 +6,8 @@ Trash keeps a conversation; *forgetting* removes it and every place its words tr
 - verbatim handoffs that quoted them: the stored handoff record and the visible handoff bubble
   in the destination thread are rendered again from what remains (or removed), and the
   destination's stored prompt is rebuilt;
-- rolling summaries, live context and open nudges built from them (rebuilt later by durable jobs);
+- rolling summaries, live context, open nudges and continuity capsules built from them (rebuilt
+  later by durable jobs), and a Responses API chain or compaction input that may carry them;
 - search-log entries whose query came from them or whose results cite them;
 - suggestions (pending or decided) whose evidence quotes them or that came from a forgotten thread;
 - for a memory: its versions, snapshots and stored prompts (M2), and suggestions that proposed it;
@@ -276,6 +277,12 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
             "UPDATE live_context SET mood = '', events = '', needs = '', summary = '', through_message_id = 0"
             " WHERE conversation_id = ? AND through_message_id >= ?", (conversation_id, first_id)).rowcount
         derived += conn.execute("DELETE FROM nudges WHERE conversation_id = ?", (conversation_id,)).rowcount
+        # Continuity capsules written from these turns (E3): the capsule goes with its ledger event.
+        derived += conn.execute(
+            "DELETE FROM events WHERE id IN (SELECT id FROM capsules WHERE conversation_id = ?"
+            " AND through_message_id >= ?)", (conversation_id, first_id)).rowcount
+        # A Responses API chain (E7) and a compaction's replacement input may carry the turn: start over.
+        derived += conn.execute("DELETE FROM response_chains WHERE conversation_id = ?", (conversation_id,)).rowcount
         for kind in _REBUILD_KINDS:
             enqueue(conn, u, kind, {"conversation_id": conversation_id, "force": True},
                     dedupe_key=f"forget:{conversation_id}")
