@@ -309,7 +309,7 @@ def test_h9_deleted_and_ineligible_source_messages_drop_out(me, persona, provide
     with me.store.write() as conn:
         conn.execute("DELETE FROM messages WHERE id = ?", (ids[-8],))  # "books question 2"
         conn.execute("UPDATE messages SET kind = 'tool_result' WHERE id = ?", (ids[-1],))
-        me.rebuild_prompts(conn, [result.conversation.id])
+        me._rebuild_prompts(conn, [result.conversation.id])
     prompt = me.stored_prompt(result.conversation.id)
     assert "books question 2" not in prompt and "books answer 5" not in prompt
     assert "books question 5" in prompt
@@ -320,7 +320,7 @@ def test_h5_h9_boundary_is_fresh_for_every_prompt(me, persona, source):
     me.send(result.conversation.id, "hello")
     first = BOUNDARY_RE.findall(me.stored_prompt(result.conversation.id))
     with me.store.write() as conn:
-        me.rebuild_prompts(conn, [result.conversation.id])
+        me._rebuild_prompts(conn, [result.conversation.id])
     second = BOUNDARY_RE.findall(me.stored_prompt(result.conversation.id))
     assert first and second and set(first) != set(second)
 
@@ -339,7 +339,7 @@ def test_h10_generated_summary_never_injected(me, persona, provider, source):
     me.send(legacy.id, "hello")
     prompt = system_prompt(provider)
     assert "GENERATED SUMMARY" not in prompt and "RAW TAIL" not in prompt and "VERBATIM_EXCHANGE_" not in prompt
-    assert me.handoff_info(me.store.connection(), legacy.id) is None
+    assert me.handoff(legacy.id) is None
     me.send(with_handoff.id, "hello")
     prompt = system_prompt(provider)
     assert "SUMMARY BESIDE HANDOFF" not in prompt and "books answer 5" in prompt

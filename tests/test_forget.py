@@ -9,7 +9,6 @@ from hearth.errors import Conflict
 from hearth.forget import CONFIRMATION_PHRASE, verify
 from hearth.helpers import OfflineHelper
 from hearth.jobs import Worker
-from hearth.layers.archive_recall import owner_search
 from hearth.retrieval.archive import Archive
 
 CANARY = "quokkazephyr"
@@ -34,7 +33,7 @@ def spread_canary(me, hearth, persona):
     me.send(source.id, f"Please remember {CANARY} is only between us")
     me.layers.summaries.refresh(source.id, OfflineHelper(), force=True)
     me.layers.live_context.refresh(source.id, OfflineHelper())
-    owner_search(me, CANARY, embed=False)
+    me.search(CANARY, embed=False)
     me.layers.review.propose("memory_add", {"text": f"Password was {CANARY}"}, "It was said",
                              evidence=f"My childhood password was {CANARY}", conversation_id=source.id)
     result = me.branch(source.id, "retry-key-0001")
@@ -74,7 +73,7 @@ def test_b4_forgetting_one_message_rebuilds_what_was_derived_from_it(hearth, me,
     secret = me.send(thread.id, f"Between us, the safe code is {CANARY}")
     me.send(thread.id, "Anyway, what should we cook tonight?")
     me.layers.summaries.refresh(thread.id, OfflineHelper(), force=True)
-    owner_search(me, CANARY, embed=False)
+    me.search(CANARY, embed=False)
     message_id = secret.user_message.id
     receipt = forget(me, "message", message_id)
     assert receipt.counts["messages"] == 1 and receipt.counts["search_log_entries"] >= 1
@@ -196,7 +195,7 @@ def test_b5_api_delete_forever_search_log_retention_and_clearing(hearth, me, per
     folder = me.folders.create("Old things")
     thread = me.conversations.create(persona.id, "Filed", folder_id=folder.id)
     me.send(thread.id, "filed words")
-    owner_search(me, "garden tomatoes", embed=False)
+    me.search("garden tomatoes", embed=False)
     old = (datetime.now(timezone.utc) - timedelta(days=40)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     with me.store.write() as conn:
         conn.execute("UPDATE search_log SET created_at = ?", (old,))
@@ -216,7 +215,7 @@ def test_b5_api_delete_forever_search_log_retention_and_clearing(hearth, me, per
         assert client.patch("/api/layers/settings", json={"search_log.retention_days": 30}).status_code == 200
         before = len(client.get("/api/search-log").json())
         assert before >= 1
-        owner_search(me, "anything new", embed=False)
+        me.search("anything new", embed=False)
         assert len(client.get("/api/search-log").json()) == 1
         cleared = client.post("/api/forget/search-log", json={"phrase": CONFIRMATION_PHRASE})
         assert cleared.status_code == 200 and cleared.json()["counts"]["search_log_entries"] == 1

@@ -536,7 +536,7 @@ def test_g3_hs2_f1_full_conversation_with_the_offline_provider(tmp_path):
     hearth = Hearth(Settings.resolve({"home": str(tmp_path / "home")}, environ={}))
     me = hearth.scope()
     persona = me.personas.default()
-    chat = me.new_conversation(persona.id)
+    chat = me.conversations.create(persona.id)
     me.layers.household.add_field("Fleur", options=["at home", "at the Farm"], value="at home")
     me.layers.fragments.add(["Fleur"], "Fleur is the person's dog, a shy lurcher.", "pets")
     reply = me.send(chat.id, "Fleur is going to the farm for a week while I travel.")

@@ -38,7 +38,7 @@ def book(me):
 
 @pytest.fixture
 def chat(me, persona):
-    return me.new_conversation(persona.id)
+    return me.conversations.create(persona.id)
 
 
 def test_x3_lorebook_import_keeps_every_control(book):
@@ -178,7 +178,7 @@ def test_x3_sticky_cooldown_and_delay_count_turns_per_conversation(me, book, cha
         "SELECT sticky_until, cooldown_until FROM fragment_timers WHERE fragment_id = ?", (book["sticky"].id,)
     ).fetchall()
     assert [tuple(r) for r in timers] == [(8, 10)]
-    other = me.new_conversation(persona.id)
+    other = me.conversations.create(persona.id)
     assert "keeper's ghost" not in sent("calm", other)                 # timers are per conversation
     # Delay 3: "letters" only from the third user turn of a conversation on.
     assert "tin box" not in sent("letters?", other)

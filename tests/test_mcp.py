@@ -51,9 +51,9 @@ def deployment(tmp_path_factory) -> Deployment:
     with d.hearth() as hearth:
         me = hearth.scope()
         elion = me.personas.create("elion", "Elion")
-        lighthouse = me.new_conversation(elion.id, title="The lighthouse walk")
+        lighthouse = me.conversations.create(elion.id, title="The lighthouse walk")
         me.send(lighthouse.id, "We walked to the lighthouse at Saltcombe and counted the gulls")
-        secret = me.new_conversation(elion.id, title="Private evening")
+        secret = me.conversations.create(elion.id, title="Private evening")
         me.send(secret.id, "The lighthouse keeper Marwick told me about his debts")
         me.conversations.set_shielded(secret.id, True)  # V2: kept out of every automatic and tool search
         me.memories.add("Robin takes her tea without sugar", "habits", 3)
@@ -65,7 +65,7 @@ def deployment(tmp_path_factory) -> Deployment:
         guest = hearth.users.create("guest")
         g = hearth.scope(guest.id)
         gp = g.personas.create("guestbot", "Guest bot")
-        gc = g.new_conversation(gp.id, title="Guest garden chat")
+        gc = g.conversations.create(gp.id, title="Guest garden chat")
         g.send(gc.id, "My lighthouse is made of marmalade")
         g.memories.add("Guest likes marmalade")
         d.ids.update(guest_token=hearth.users.create_token(guest.id, "guest"), guest_conversation=gc.id)

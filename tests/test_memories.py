@@ -282,7 +282,7 @@ def test_p7_failures_are_retried_and_completion_is_not_recorded_falsely(hearth, 
         if conversation_id == broken_id or (conversation_id == flaky_id and attempts[conversation_id] == 1):
             raise sqlite3.OperationalError("simulated failure")
         from hearth.prompt import stored
-        stored.rebuild(conn, user_id, [conversation_id], real.handoff_text)
+        stored.rebuild(conn, user_id, [conversation_id], real._handoff_text)
 
     result = reconcile.reconcile(hearth, rebuild_one=rebuild_one, max_attempts=3)
     assert attempts[flaky_id] == 2 and attempts[broken_id] == 3

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
+from hearth import NotFound
 from hearth.cli import cli
-from hearth.layers.archive_recall import owner_search
 from hearth.retrieval import searchlog
 from hearth.retrieval.archive import Archive
 from hearth.server import create_app
@@ -30,17 +30,17 @@ def seeded(me, persona):
 
 
 def test_v2_owner_search_includes_shielded_only_when_asked(me, seeded):
-    default = owner_search(me, "picnic", embed=False)
+    default = me.search("picnic", embed=False)
     titles = {r.title for r in default.results}
     assert titles == {"Picnic", "Summer letters"}
-    wider = owner_search(me, "picnic", include_shielded=True, embed=False)
+    wider = me.search("picnic", include_shielded=True, embed=False)
     assert {r.title for r in wider.results} == {"Picnic", "Summer letters", "Quiet"}
     assert me.conversations.get(seeded[1].id).continuity_shielded  # the option releases nothing
 
 
 def test_a3_g5_each_search_is_logged_with_everything_needed_to_judge_it(me, seeded):
-    outcome = owner_search(me, "picnic blanket in July 2019", embed=False)
-    entry = searchlog.entry(me.store.connection(), me.user_id, outcome.log_id)
+    outcome = me.search("picnic blanket in July 2019", embed=False)
+    entry = me.search_log_entry(outcome.log_id)
     assert entry.origin == "owner" and entry.query == "picnic blanket in July 2019"
     assert entry.variants and entry.variants[0].startswith("keywords:")
     assert entry.filters["sources"] == ["messages", "chunks"] and entry.filters["date_hint"] == ["2019-07-01", "2019-07-31"]
@@ -59,12 +59,11 @@ def test_a3_reliability_reads_gaps_and_agreement():
 
 
 def test_g2_a3_search_log_is_per_user(hearth, me, seeded):
-    owner_search(me, "picnic", embed=False)
+    me.search("picnic", embed=False)
     other = hearth.scope(hearth.users.create("guest").id)
-    assert searchlog.entries(other.store.connection(), other.user_id) == []
-    with pytest.raises(Exception, match="no search log entry"):
-        searchlog.entry(other.store.connection(), other.user_id,
-                        searchlog.entries(me.store.connection(), me.user_id)[0].id)
+    assert other.search_log() == []
+    with pytest.raises(NotFound, match="no search log entry"):
+        other.search_log_entry(me.search_log()[0].id)
 
 
 def test_a3_cli_search_and_search_log(hearth, me, seeded):
@@ -99,7 +98,7 @@ def test_a3_u3_api_search_search_log_and_import(hearth, me, seeded):
         assert client.get("/api/search", params={"q": "x", "date_from": "May 2020"}).status_code == 422
         imported = client.post("/api/archive/import", params={"format": "labelled", "name": "notes.txt"},
                                content="AUMA said:\nThe kite got stuck in the oak.\n".encode())
-        assert imported.status_code == 201 and imported.json()["documents_added"] == 1
+        assert imported.status_code == 201 and imported.json()["counts"]["documents"] == 1
         broken = client.post("/api/archive/import", params={"format": "chatgpt"}, content=b'[{"mapping": ')
         assert broken.status_code == 400
         assert len(client.get("/api/archive/documents").json()) == 2

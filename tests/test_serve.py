@@ -26,7 +26,7 @@ def test_p7_serve_reconciles_legacy_prompts_after_opening_its_port(tmp_path):
     with Hearth(Settings.resolve({"home": str(home)}, environ={})) as hearth:
         me = hearth.scope()
         persona = me.personas.create("p")
-        conversation = me.new_conversation(persona.id)
+        conversation = me.conversations.create(persona.id)
         me.send(conversation.id, "hello")
         with me.store.write() as conn:
             row = conn.execute("SELECT id, metadata FROM messages WHERE kind = 'static_prompt'").fetchone()

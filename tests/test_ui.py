@@ -182,7 +182,7 @@ def test_u1_h6_new_chat_continues_the_last_eligible_thread(page, base, me):
     expect(page.locator("#chat-title")).to_have_text("Later that day")
     expect(page.locator("#status")).to_have_text("Continuing from “Morning walk”.")
     created = next(c for c in me.conversations.list() if c.title == "Later that day")
-    assert me.handoff_info(me.store.connection(), created.id)["source_conversation_id"] == source.id
+    assert me.handoff(created.id)["source_conversation_id"] == source.id
 
 
 # -- threads: folders, trash, shield ---------------------------------------------------------------

@@ -11,7 +11,7 @@ def test_g1_fresh_install_runs_with_no_key_and_no_server(tmp_path):
     settings = Settings.resolve({"home": str(tmp_path / "fresh")}, environ={})
     with Hearth(settings) as hearth:
         me = hearth.scope()
-        conversation = me.new_conversation()
+        conversation = me.conversations.create()
         reply = me.send(conversation.id, "Good morning")
         assert hearth.provider.name == "offline"
         assert reply.assistant_message.content.startswith("[offline")

@@ -3,7 +3,7 @@
     from hearth import Hearth
     hearth = Hearth.open("~/companion")
     me = hearth.scope()
-    chat = me.new_conversation()
+    chat = me.new_chat().conversation
     reply = me.send(chat.id, "Good morning")
 """
 

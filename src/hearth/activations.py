@@ -207,7 +207,7 @@ class Activations:
             " daily_limit = excluded.daily_limit, stopped = excluded.stopped",
             (self.user_id, prefs.timezone, prefs.quiet_start, prefs.quiet_end, prefs.daily_limit, int(prefs.stopped)))
 
-    def set_stopped(self, conn: sqlite3.Connection, stopped: bool, channel: str) -> None:
+    def _set_stopped(self, conn: sqlite3.Connection, stopped: bool, channel: str) -> None:
         prefs = self.prefs(conn)
         if prefs.stopped != stopped:
             self._save_prefs(conn, Prefs(prefs.timezone, prefs.quiet_start, prefs.quiet_end, prefs.daily_limit, stopped))
@@ -377,9 +377,9 @@ class Activations:
 def note_user_message(conn: sqlite3.Connection, store: Store, user_id: int, text: str, channel: str) -> None:
     """"stop check-ins" / "start check-ins" as a whole message, in any channel."""
     if _STOP.match(text):
-        Activations(store, user_id).set_stopped(conn, True, channel)
+        Activations(store, user_id)._set_stopped(conn, True, channel)
     elif _START.match(text):
-        Activations(store, user_id).set_stopped(conn, False, channel)
+        Activations(store, user_id)._set_stopped(conn, False, channel)
 
 
 # -- noticing dates and promises (offline, rule-based; proposals follow G4) -------------------------

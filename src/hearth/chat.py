@@ -108,7 +108,7 @@ class SendPath:
                     conversation_id, "user", self._check_text(text), channel=channel, created_at=now,
                     span_id=self.span_id)
                 activations.note_user_message(conn, store, scope.user_id, text, channel)
-            prompt = stored.ensure(conn, scope.user_id, conversation_id, scope.handoff_text, channel)
+            prompt = stored.ensure(conn, scope.user_id, conversation_id, scope._handoff_text, channel)
         yield SendEvent("saved", {"message_id": user_message.id, "span_id": self.span_id})
 
         assembled = self.assemble(conversation, user_message, prompt, pin_characters)
@@ -142,7 +142,7 @@ class SendPath:
             ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
                           kind="context.usage", channel=channel, payload=usage_payload, span_id=self.span_id)
             self._after_usage(conn, conversation, channel, usage, response_id, compacted)
-            for hook in scope.after_reply:
+            for hook in scope._after_reply:
                 hook(conn, conversation, user_message, message)
         yield SendEvent("done", {"message_id": message.id, "user_message_id": user_message.id,
                                  "usage": usage_payload, "size": size})
@@ -156,7 +156,7 @@ class SendPath:
             conversation = scope.conversations.get(conversation_id)
             if conversation.state == "ended" or conversation.visibility == "trashed":
                 raise Conflict("this conversation cannot take new turns")
-            prompt = stored.ensure(conn, scope.user_id, conversation_id, scope.handoff_text, "inner")
+            prompt = stored.ensure(conn, scope.user_id, conversation_id, scope._handoff_text, "inner")
             last = conn.execute("SELECT coalesce(max(id), 0) FROM messages WHERE conversation_id = ?",
                                 (conversation_id,)).fetchone()[0]
             # Each activation is its own span with channel inner (E1, E11).
@@ -241,7 +241,7 @@ class SendPath:
             ).fetchone())
             turn = Turn(conn=conn, user_id=scope.user_id, conversation=conversation, persona=persona,
                         text=user_message.content, history=history, settings=self.settings,
-                        pinned_characters=tuple(pin_characters), handoff=scope.handoff_info(conn, conversation.id),
+                        pinned_characters=tuple(pin_characters), handoff=scope._handoff_info(conn, conversation.id),
                         assembled_text=[prompt.text, *(m.content for m in history[-8:])],
                         has_assistant_reply=has_reply)
             context = scope.dynamic.render(scope.dynamic.collect(turn))

@@ -224,10 +224,16 @@ class Conversations:
         return Message.from_row(row)
 
     # -- writing ---------------------------------------------------------------------------
-    def create(self, persona_id: int, title: str = "", folder_id: int | None = None,
+    def create(self, persona_id: int | None = None, title: str = "", folder_id: int | None = None,
                channel: str = "web", created_at: str | None = None) -> Conversation:
+        """A bare conversation (no handoff; ``Scope.new_chat`` is the one with continuity), with
+        the default persona when none is given."""
         title = _check_title(title)
         with self.store.write() as conn:
+            if persona_id is None:
+                from .personas import Personas
+
+                persona_id = Personas(self.store, self.user_id).default().id
             if not conn.execute("SELECT 1 FROM personas WHERE id = ? AND user_id = ?",
                                 (persona_id, self.user_id)).fetchone():
                 raise NotFound(f"no persona {persona_id}")

@@ -16,7 +16,7 @@ from . import ledger
 from .activations import Activations
 from .channels import Contacts, PersonaChannels, deliver_reply
 from .chat import Reply, SendEvent, SendPath, collect
-from .conversations import Conversation, Conversations, Folders
+from .conversations import Conversations, Folders
 from .errors import InvalidInput
 from .history import HistoryCache
 from .jobs import Handler, UserJobs
@@ -29,6 +29,8 @@ from .prompt.assembly import visible_estimate
 from .prompt.dynamic import DynamicContext
 from .providers.base import Provider
 from .registry import job_handlers, wire
+from .retrieval import searchlog
+from .retrieval.archive import Archive
 from .settings import Settings
 from .store import Store
 from .tools import Toolbox
@@ -37,6 +39,7 @@ from .users import Users
 if TYPE_CHECKING:
     from .clients import ClientChats
     from .registry import MemoryLayers
+    from .retrieval.hybrid import SearchOutcome
 
 
 class Hearth:
@@ -125,18 +128,19 @@ class Scope:
         self.personas = Personas(self.store, user_id)
         self.folders = Folders(self.store, user_id, self._refresh_sources)
         self.conversations = Conversations(self.store, user_id, self._refresh_sources)
-        self.memories = Memories(self.store, user_id, self.rebuild_prompts)
+        self.memories = Memories(self.store, user_id, self._rebuild_prompts)
         self.contacts = Contacts(self.store, user_id)  # who may write in by SMS or email (E10)
         self.persona_channels = PersonaChannels(self.store, user_id)  # where each persona answers (E5)
         self.activations = Activations(self.store, user_id)  # the companion reaching out, off by default (E11)
-        self.jobs = UserJobs(self.store, user_id)
+        self.jobs = UserJobs(self.store, user_id)  # this user's background jobs (G2)
+        self.archive = Archive(self.store, user_id)  # imported documents and their chunks (A1)
         # Household status, live context, rolling summary, fragments and the review queue; the
         # dynamic layers in D2 order, the model's tools and the after-reply hooks (registry.py).
         wiring = wire(self)
         self.layers: MemoryLayers = wiring.layers
-        self.dynamic = DynamicContext(wiring.dynamic)
-        self.toolbox = Toolbox(wiring.tools)
-        self.after_reply = list(wiring.after_reply)
+        self.dynamic = DynamicContext(user_id, wiring.dynamic)
+        self.toolbox = Toolbox(user_id, wiring.tools)
+        self._after_reply = list(wiring.after_reply)
         from .forget import Forgetting
 
         self.forget = Forgetting(self)  # delete forever with everything derived (B4, B5)
@@ -151,24 +155,29 @@ class Scope:
 
         return Imports(self)
 
-    # -- stored prompts ----------------------------------------------------------------------
-    def handoff_text(self, conn: sqlite3.Connection, conversation_id: int) -> str:
+    # -- stored prompts: the connection-taking parts run inside the caller's transaction --------
+    def _handoff_text(self, conn: sqlite3.Connection, conversation_id: int) -> str:
         """Model-facing handoff for a conversation's prompt: re-rendered while its source is eligible."""
         from .branch import handoff_text
 
         return handoff_text(conn, self.user_id, conversation_id, self.hearth.settings)
 
-    def handoff_info(self, conn: sqlite3.Connection, conversation_id: int) -> dict | None:
+    def _handoff_info(self, conn: sqlite3.Connection, conversation_id: int) -> dict | None:
         row = conn.execute(
             "SELECT source_conversation_id, source_message_ids FROM conversation_summaries"
-            " WHERE conversation_id = ? AND handoff != ''", (conversation_id,),
+            " WHERE conversation_id = ? AND user_id = ? AND handoff != ''", (conversation_id, self.user_id),
         ).fetchone()
         if row is None:
             return None
         return {"source_conversation_id": row[0], "source_message_ids": json.loads(row[1])}
 
-    def rebuild_prompts(self, conn: sqlite3.Connection, conversation_ids: Iterable[int]) -> int:
-        return stored.rebuild(conn, self.user_id, conversation_ids, self.handoff_text)
+    def handoff(self, conversation_id: int) -> dict | None:
+        """Where a conversation's handoff came from (source conversation and message ids), or None."""
+        self.conversations.get(conversation_id)
+        return self._handoff_info(self.store.connection(), conversation_id)
+
+    def _rebuild_prompts(self, conn: sqlite3.Connection, conversation_ids: Iterable[int]) -> int:
+        return stored.rebuild(conn, self.user_id, conversation_ids, self._handoff_text)
 
     def stored_prompt(self, conversation_id: int) -> str | None:
         """The stored static prompt text, or None before the first send."""
@@ -188,7 +197,7 @@ class Scope:
         holders = [r[0] for r in conn.execute(
             f"SELECT conversation_id FROM conversation_summaries WHERE user_id = ?"
             f" AND source_conversation_id IN ({','.join('?' * len(ids))})", (self.user_id, *ids))]
-        return self.rebuild_prompts(conn, holders)
+        return self._rebuild_prompts(conn, holders)
 
     # -- personas: a settings save rebuilds that persona's existing prompts (P5) -----------------
     def update_persona(self, persona_id: int, **values: Any) -> tuple[Persona, int]:
@@ -196,7 +205,7 @@ class Scope:
             persona = self.personas.update(persona_id, **values)
             ids = [r[0] for r in conn.execute(
                 "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
-            return persona, self.rebuild_prompts(conn, ids)
+            return persona, self._rebuild_prompts(conn, ids)
 
     def restore_persona(self, persona_id: int, version: int) -> tuple[Persona, int]:
         """Apply an older version of a persona's settings as a new version (B2); rebuilds its prompts."""
@@ -205,7 +214,7 @@ class Scope:
             persona = self.personas.update(persona_id, change=f"restored v{version}", **values)
             ids = [r[0] for r in conn.execute(
                 "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
-            return persona, self.rebuild_prompts(conn, ids)
+            return persona, self._rebuild_prompts(conn, ids)
 
     # -- sending -----------------------------------------------------------------------------
     def send_stream(self, conversation_id: int, text: str, *, channel: str = "web",
@@ -262,7 +271,7 @@ class Scope:
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id,
                           kind="conversation.instructions_set",
                           payload={"chars": None if text is None else len(text)})
-            self.rebuild_prompts(conn, [conversation_id])
+            self._rebuild_prompts(conn, [conversation_id])
             return True
 
     # -- diagnostics ---------------------------------------------------------------------------
@@ -279,15 +288,35 @@ class Scope:
         """The chat header's compact estimate: visible current-thread messages only (R4)."""
         return visible_estimate(self.conversations.messages(conversation_id))
 
-    def new_conversation(self, persona_id: int | None = None, title: str = "",
-                         folder_id: int | None = None, channel: str = "web") -> Conversation:
-        persona = self.personas.get(persona_id) if persona_id else self.personas.default()
-        return self.conversations.create(persona.id, title=title, folder_id=folder_id, channel=channel)
+    # -- search and the search log (U1, V2, A3) --------------------------------------------------
+    def search(self, query: str, *, include_shielded: bool = False, archive: bool = True,
+               messages: bool = True, date_from: str | None = None, date_to: str | None = None,
+               collections: tuple[str, ...] = (), limit: int = 10, embed: bool = True) -> SearchOutcome:
+        """The owner's deliberate search over conversations and the archive; shielded conversations
+        only with ``include_shielded``. Logged like every search (A3)."""
+        from .layers.archive_recall import owner_search
 
-    # -- cross-thread continuity (H6-H8) -----------------------------------------------------------
+        return owner_search(self, query, include_shielded=include_shielded, archive=archive, messages=messages,
+                            date_from=date_from, date_to=date_to, collections=collections, limit=limit,
+                            embed=embed)
+
+    def search_log(self, *, limit: int = 50, before_id: int | None = None,
+                   origin: str | None = None) -> list[searchlog.LogEntry]:
+        """This user's searches, newest first; page with ``before_id``."""
+        return searchlog.entries(self.store.connection(), self.user_id, limit=limit, before_id=before_id,
+                                 origin=origin)
+
+    def search_log_entry(self, entry_id: int) -> searchlog.LogEntry:
+        return searchlog.entry(self.store.connection(), self.user_id, entry_id)
+
+    # -- new conversations: two ways, named for what they carry ------------------------------------
+    # ``conversations.create(persona_id)`` makes a bare conversation. ``new_chat()`` is the New Chat
+    # button: it also carries the most recent eligible thread's final eight when the persona has
+    # automatic continuity (H6).
     def new_chat(self, persona_id: int | None = None, *, title: str = "", folder_id: int | None = None,
                  channel: str = "web", continue_: bool = True):
-        """New conversation that carries the most recent eligible thread's final eight (H6)."""
+        """New conversation that carries the most recent eligible thread's final eight (H6); the
+        default persona when none is given, no handoff with ``continue_=False``."""
         from .branch import new_chat
 
         return new_chat(self, persona_id, title=title, folder_id=folder_id, channel=channel, continue_=continue_)

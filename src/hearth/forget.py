@@ -314,7 +314,7 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
     for memory_id in s.memories:
         prompts += scope.memories.delete(memory_id)
     counts["memories"] = len(s.memories)
-    counts["prompts_rebuilt"] = prompts + scope.rebuild_prompts(conn, sorted(rebuild - set(whole)))
+    counts["prompts_rebuilt"] = prompts + scope._rebuild_prompts(conn, sorted(rebuild - set(whole)))
 
     enqueue(conn, u, COMPACT_JOB, {"messages": sorted(gone_ids)[:50_000], "chunks": chunk_ids[:50_000]},
             dedupe_key=None)

@@ -131,7 +131,10 @@ class Imports:
     def file(self, data: bytes, name: str = "upload", *, fmt: str = "auto", persona: "Persona | None" = None,
              collection: str = "imports", document_date: str | None = None, progress: Progress | None = None,
              mine: bool = False) -> FileReport:
-        """Import one file whole or not at all; refusals come back as a report, not an exception."""
+        """Import one file whole or not at all; refusals come back as a report, not an exception.
+
+        The CLI and the server both call this, so a file imports the same way from either; what it
+        added is embedded by the background worker (S7)."""
         if fmt not in FORMATS:
             raise InvalidInput(f"unknown import format {fmt!r}; expected one of {', '.join(FORMATS)}")
         if len(data) > MAX_IMPORT_BYTES:
@@ -148,6 +151,8 @@ class Imports:
                 from .export import import_user
 
                 counts = import_user(self.store, self.user_id, data)
+                with self.store.write() as conn:
+                    self._queue_embedding(conn)
                 return FileReport(name, fmt, counts=dict(counts))
             return self.archive(data, name, fmt=fmt, persona=persona, collection=collection,
                                 document_date=document_date, progress=progress, mine=mine)

@@ -81,7 +81,7 @@ def reconcile(hearth: "Hearth", *, batch_size: int = BATCH_SIZE, max_attempts: i
 
         def rebuild_one(c: sqlite3.Connection, user_id: int, conversation_id: int) -> None:
             scope = scopes.setdefault(user_id, hearth.scope(user_id))
-            stored.rebuild(c, user_id, [conversation_id], scope.handoff_text)
+            stored.rebuild(c, user_id, [conversation_id], scope._handoff_text)
 
     pending = candidates(conn)
     total, rebuilt = len(pending), 0

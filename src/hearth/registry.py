@@ -124,7 +124,7 @@ def wire(scope: Scope) -> Wiring:
                     reply: Message) -> None:
         """Inside the reply's transaction: mark used nudges, record lorebook timers, then queue
         what is due. No model calls."""
-        layers.live_context.mark_used(conn, conversation.id, reply)
+        live_context.mark_used(conn, user_id, conversation.id, reply)
         fragment_layer.record_timers(conn, conversation.id, user_message.id)
         schedule_due(conn, user_id, conversation.id, layers.settings)
 

@@ -12,7 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import InvalidInput
+from .errors import InvalidInput, NotFound
 from .providers.base import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
@@ -45,7 +45,8 @@ class Toolbox:
     """The tools of one scope: past-conversation search, archive search and library reading
     (``layers.archive_recall.RecallTools``), as ``registry.wire`` lists them."""
 
-    def __init__(self, tools: list[Tool] | None = None):
+    def __init__(self, user_id: int, tools: list[Tool] | None = None):
+        self.user_id = user_id
         self.tools: dict[str, Tool] = {}
         for tool in tools or []:
             self.add(tool)
@@ -58,6 +59,8 @@ class Toolbox:
 
     def run(self, ctx: ToolContext, call: ToolCall) -> str:
         """Run one call; a bad call becomes a plain error result the model can read, not a crash."""
+        if ctx.user_id != self.user_id:
+            raise NotFound(f"no conversation {ctx.conversation_id}")  # another user's turn (G2)
         tool = self.tools.get(call.name)
         if tool is None:
             return f"Error: there is no tool named {call.name!r}."

@@ -52,7 +52,7 @@ def start(scope: "Scope", persona_id: int | None = None, *, source: str = "brows
     current = scope.conversations.current(persona.id)
     conversation_id = current.id if current else scope.new_chat(persona.id, channel="voice").conversation.id
     with scope.store.write() as conn:
-        prompt = stored.ensure(conn, scope.user_id, conversation_id, scope.handoff_text, "voice")
+        prompt = stored.ensure(conn, scope.user_id, conversation_id, scope._handoff_text, "voice")
         # The session gets the latest capsule and only the verbatim turns it does not cover (E3).
         capsule = capsules.latest(conn, conversation_id)
         after = capsule.through_message_id if capsule else 0

@@ -25,9 +25,7 @@ from .base import Context, _json, cli, console, err_console, pass_ctx
 @pass_ctx
 def search_cmd(obj: Context, query: str, as_json: bool, collections: tuple[str, ...], **options: Any) -> None:
     """Search your conversations and archive (keyword + meaning); logged in the search log."""
-    from ..layers.archive_recall import owner_search
-
-    outcome = owner_search(obj.scope(), query, collections=collections, **options)
+    outcome = obj.scope().search(query, collections=collections, **options)
     if as_json:
         _json({"reliability": outcome.reliability, "log_id": outcome.log_id,
                "results": [r.log_record() for r in outcome.results]})
@@ -50,14 +48,11 @@ def search_cmd(obj: Context, query: str, as_json: bool, collections: tuple[str, 
 @pass_ctx
 def search_log_cmd(obj: Context, limit: int, origin: str | None, entry_id: int | None, as_json: bool) -> None:
     """What every search looked for, what came back, and how reliable it looked."""
-    from ..retrieval import searchlog
-
     scope = obj.scope()
-    conn = scope.store.connection()
     if entry_id is not None:
-        _json(searchlog.entry(conn, scope.user_id, entry_id).to_dict())
+        _json(scope.search_log_entry(entry_id).to_dict())
         return
-    entries = searchlog.entries(conn, scope.user_id, limit=limit, origin=origin)
+    entries = scope.search_log(limit=limit, origin=origin)
     if as_json:
         _json([e.to_dict() for e in entries])
         return

@@ -169,7 +169,7 @@ class RecallTools:
         persona = self._persona(ctx)
         filters = Filters(sources=("messages",), exclude_conversation_ids=(ctx.conversation_id,),
                           persona_id=ctx.persona_id, eligible_only=True, include_shielded=False, **_date_args(args))
-        outcome = search(ctx.conn, ctx.user_id, query, filters=filters, limit=TOOL_RESULTS,
+        outcome = search(ctx.conn, self.scope.user_id, query, filters=filters, limit=TOOL_RESULTS,
                          embedder=self.embedder() if self.embedder else None, db_key=str(self.store.path),
                          origin="tool:search_past_conversations", store=self.store,
                          conversation_id=ctx.conversation_id, ignore_names=persona_names(persona),
@@ -189,7 +189,7 @@ class RecallTools:
         if not isinstance(collections, (list, tuple)) or not all(isinstance(c, str) for c in collections):
             raise InvalidInput("collections must be a list of collection names")
         filters = Filters(sources=("chunks",), collections=tuple(collections)[:20], **_date_args(args))
-        outcome = search(ctx.conn, ctx.user_id, query, filters=filters, limit=TOOL_RESULTS,
+        outcome = search(ctx.conn, self.scope.user_id, query, filters=filters, limit=TOOL_RESULTS,
                          embedder=self.embedder() if self.embedder else None, db_key=str(self.store.path),
                          origin="tool:search_archive", store=self.store, conversation_id=ctx.conversation_id)
         if not outcome.results:
@@ -198,7 +198,7 @@ class RecallTools:
                 f"and use the dates exactly as given:\n" + _cite(outcome.results))
 
     def read_library_file(self, ctx: ToolContext, args: dict[str, Any]) -> str:
-        library = Library(self.scope.hearth.settings.home, ctx.user_id)
+        library = Library(self.scope.hearth.settings.home, self.scope.user_id)
         path = args.get("path") or ""
         if not path:
             files = library.list()

@@ -321,20 +321,21 @@ class LiveContext:
             (conversation_id, self.user_id, values["mood"], values["events"], values["needs"], values["summary"],
              source, through, utcnow()))
 
-    def mark_used(self, conn: sqlite3.Connection, conversation_id: int, reply: "Message") -> list[int]:
-        """After a reply (inside its transaction): mark the nudges it used, strip echoed markers."""
-        markers = set(MARKER_RE.findall(reply.content))
-        used = [n for n in _nudges(conn, conversation_id) if _used_by(n, reply.content, markers)]
-        now = utcnow()
-        for nudge in used:
-            conn.execute("UPDATE nudges SET status = 'used', used_at = ?, used_message_id = ? WHERE id = ?",
-                         (now, reply.id, nudge.id))
-            ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="nudge.used",
-                          channel=reply.channel, payload={"nudge_id": nudge.id, "message_id": reply.id})
-        if markers:
-            conn.execute("UPDATE messages SET content = ?, metadata = json_set(metadata, '$.nudges_used', json(?))"
-                         " WHERE id = ?", (strip_markers(reply.content), json.dumps([n.id for n in used]), reply.id))
-        return [n.id for n in used]
+
+def mark_used(conn: sqlite3.Connection, user_id: int, conversation_id: int, reply: "Message") -> list[int]:
+    """After a reply (inside its transaction): mark the nudges it used, strip echoed markers."""
+    markers = set(MARKER_RE.findall(reply.content))
+    used = [n for n in _nudges(conn, conversation_id) if _used_by(n, reply.content, markers)]
+    now = utcnow()
+    for nudge in used:
+        conn.execute("UPDATE nudges SET status = 'used', used_at = ?, used_message_id = ? WHERE id = ?",
+                     (now, reply.id, nudge.id))
+        ledger.append(conn, user_id=user_id, conversation_id=conversation_id, kind="nudge.used",
+                      channel=reply.channel, payload={"nudge_id": nudge.id, "message_id": reply.id})
+    if markers:
+        conn.execute("UPDATE messages SET content = ?, metadata = json_set(metadata, '$.nudges_used', json(?))"
+                     " WHERE id = ?", (strip_markers(reply.content), json.dumps([n.id for n in used]), reply.id))
+    return [n.id for n in used]
 
 
 class LiveContextLayer:

@@ -14,6 +14,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..errors import NotFound
+
 if TYPE_CHECKING:
     from ..conversations import Conversation
     from ..history import HistoryTurn
@@ -100,13 +102,19 @@ class RenderedContext:
 
 
 class DynamicContext:
-    def __init__(self, layers: list[Layer] | None = None):
+    """One user's dynamic layers (``scope.dynamic``), asked in order for blocks on every send."""
+
+    def __init__(self, user_id: int, layers: list[Layer] | None = None):
+        self.user_id = user_id
         self.layers: list[Layer] = list(layers or [])
 
     def register(self, layer: Layer) -> None:
         self.layers.append(layer)
 
     def collect(self, turn: Turn) -> list[Block]:
+        if turn.user_id != self.user_id:
+            # A turn of another user's conversation reads like an unknown one (G2).
+            raise NotFound(f"no conversation {turn.conversation.id}")
         blocks: list[Block] = []
         for layer in self.layers:
             for block in layer.blocks(turn):

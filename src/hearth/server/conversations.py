@@ -129,7 +129,7 @@ def list_conversations(
 @router.post("", response_model=ConversationOut, status_code=201)
 def create_conversation(body: ConversationCreate, scope: Scope = Depends(current_scope)) -> dict:
     """Start a thread; its memory snapshot is captured now (P1)."""
-    return plain(scope.new_conversation(body.persona_id, title=body.title, folder_id=body.folder_id))
+    return plain(scope.conversations.create(body.persona_id, title=body.title, folder_id=body.folder_id))
 
 
 @router.get("/{conversation_id}", response_model=ConversationOut)

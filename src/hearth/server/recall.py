@@ -14,10 +14,9 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
 from ..engine import Scope
-from ..importers import import_bytes
-from ..layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE, owner_search
-from ..retrieval import searchlog
-from ..retrieval.archive import Archive
+from ..errors import InvalidInput
+from ..imports import FORMATS
+from ..layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE
 from ..retrieval.semantic import model_id, pending_count, shared_embedder
 from .auth import current_scope
 from .models import MAX_ID, IdPath, plain
@@ -71,12 +70,12 @@ class DocumentOut(BaseModel):
 
 
 class ImportOut(BaseModel):
+    file: str
     format: str
-    documents_added: int
-    documents_skipped: int
-    chunks_added: int
-    chunks_skipped: int
-    document_ids: list[int]
+    status: str  # imported, updated or duplicate (a refused file answers 400)
+    reason: str
+    counts: dict[str, int]
+    ids: dict[str, list[int]]
 
 
 class ReindexOut(BaseModel):
@@ -98,7 +97,7 @@ def search_route(
     scope: Scope = Depends(current_scope),
 ) -> dict:
     """Search conversations and the archive; shielded conversations only when asked (V2)."""
-    outcome = owner_search(scope, q, include_shielded=include_shielded, archive=archive, messages=conversations,
+    outcome = scope.search(q, include_shielded=include_shielded, archive=archive, messages=conversations,
                            date_from=date_from, date_to=date_to, collections=tuple(collection or ()), limit=limit)
     return {"query": outcome.query, "reliability": outcome.reliability, "log_id": outcome.log_id,
             "candidates": outcome.candidates, "results": [r.log_record() for r in outcome.results]}
@@ -112,14 +111,12 @@ def search_log_route(
     scope: Scope = Depends(current_scope),
 ) -> list[dict]:
     """Newest first; page with ``before_id``."""
-    entries = searchlog.entries(scope.store.connection(), scope.user_id, limit=limit, before_id=before_id,
-                                origin=origin)
-    return [e.to_dict() for e in entries]
+    return [e.to_dict() for e in scope.search_log(limit=limit, before_id=before_id, origin=origin)]
 
 
 @router.get("/api/search-log/{entry_id}", response_model=LogEntryOut)
 def search_log_entry_route(entry_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
-    return searchlog.entry(scope.store.connection(), scope.user_id, entry_id).to_dict()
+    return scope.search_log_entry(entry_id).to_dict()
 
 
 @router.get("/api/archive/documents", response_model=list[DocumentOut])
@@ -127,12 +124,12 @@ def documents_route(collection: Annotated[str | None, Query(max_length=100)] = N
                     limit: Annotated[int, Query(ge=1, le=500)] = 200,
                     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
                     scope: Scope = Depends(current_scope)) -> list[dict]:
-    return [plain(d) for d in Archive(scope.store, scope.user_id).list(collection, limit, offset)]
+    return [plain(d) for d in scope.archive.list(collection, limit, offset)]
 
 
 @router.get("/api/archive/documents/{document_id}/chunks")
 def chunks_route(document_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
-    return Archive(scope.store, scope.user_id).chunks(document_id)
+    return scope.archive.chunks(document_id)
 
 
 @router.delete("/api/archive/documents/{document_id}", status_code=204)
@@ -144,21 +141,20 @@ def delete_document_route(document_id: IdPath, scope: Scope = Depends(current_sc
 @router.post("/api/archive/import", response_model=ImportOut, status_code=201)
 async def import_route(
     request: Request,
-    format: Annotated[str, Query(pattern="^(auto|chatgpt|labelled)$")] = "auto",
+    format: Annotated[str, Query(pattern=f"^({'|'.join(FORMATS)})$")] = "auto",
     collection: Annotated[str, Query(min_length=1, max_length=100)] = "imports",
     name: Annotated[str, Query(min_length=1, max_length=300)] = "upload",
     document_date: DateQuery = None,
     scope: Scope = Depends(current_scope),
 ) -> dict:
-    """The file is the request body: a ChatGPT ``conversations.json`` or a labelled text archive."""
+    """The file is the request body: any format ``hearth import`` reads (a ChatGPT or Claude
+    export, labelled text, a Hearth export, ...), imported exactly as the CLI imports it."""
     data = await request.body()
 
     def run() -> dict:
-        report = import_bytes(Archive(scope.store, scope.user_id), data, fmt=format, name=name,
-                              collection=collection, document_date=document_date,
-                              persona=scope.personas.default())
-        if report.documents_added:
-            _queue_embedding(scope)
+        report = scope.imports.file(data, name, fmt=format, collection=collection, document_date=document_date)
+        if report.status == "refused":
+            raise InvalidInput(report.reason)
         return report.to_dict()
 
     return await run_in_threadpool(run)
@@ -173,8 +169,5 @@ def reindex_route(scope: Scope = Depends(current_scope)) -> dict:
 
 
 def _queue_embedding(scope: Scope) -> bool:
-    from ..jobs import enqueue
-
-    with scope.store.write() as conn:
-        enqueue(conn, scope.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
+    scope.jobs.enqueue(EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
     return True
