@@ -4,6 +4,7 @@ query, variants, filters, per-signal scores, counts and a reliability judgement;
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 from click.testing import CliRunner
@@ -102,3 +103,41 @@ def test_a3_u3_api_search_search_log_and_import(hearth, me, seeded):
         broken = client.post("/api/archive/import", params={"format": "chatgpt"}, content=b'[{"mapping": ')
         assert broken.status_code == 400
         assert len(client.get("/api/archive/documents").json()) == 2
+
+
+def test_d2_a3_layers_read_one_snapshot_and_the_send_path_logs_their_searches(me, monkeypatch):
+    """While the dynamic layers collect, nothing is written on their connection (no search-log row,
+    no commit that would split the read snapshot); their searches are logged right after."""
+    persona = me.personas.create("keeper", "Keeper", archive_access=True)
+    old = me.conversations.create(persona.id, "Lighthouse")
+    me.conversations.add_message(old.id, "user", "the lighthouse keeper painted the spiral stairs blue")
+    me.archive.add_text("Letters", "AUMA said:\nThe lighthouse stairs were painted blue in 2019.\n",
+                        document_date="2019-07-01")
+    now = me.conversations.create(persona.id, "Today")
+    me.send(now.id, "Good morning")
+    denied: list[tuple] = []
+    collect = me.dynamic.collect
+
+    def read_only_collect(turn):
+        writes = (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE, sqlite3.SQLITE_TRANSACTION)
+
+        def authorizer(action, *args):
+            # (SQLite itself checks sqlite_master while it builds the FTS vocabulary tables: not ours.)
+            if action in writes and not (args[0] or "").startswith("sqlite_"):
+                denied.append((action, *args))
+                return sqlite3.SQLITE_DENY
+            return sqlite3.SQLITE_OK
+
+        turn.conn.set_authorizer(authorizer)
+        try:
+            return collect(turn)
+        finally:
+            turn.conn.set_authorizer(None)
+
+    monkeypatch.setattr(me.dynamic, "collect", read_only_collect)
+    before = {e.id for e in me.search_log(limit=500)}
+    me.send(now.id, "Do you remember the lighthouse stairs we painted? When did we paint them blue?")
+    assert denied == []
+    logged = [e for e in me.search_log(limit=500) if e.id not in before]
+    assert {"keyword_recall", "archive_recall"} <= {e.origin for e in logged}
+    assert all(e.conversation_id == now.id for e in logged)

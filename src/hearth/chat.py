@@ -27,6 +27,7 @@ from .prompt import stored
 from .prompt.assembly import AssembledRequest, assemble, estimate_tokens
 from .prompt.dynamic import Turn, quote_reserved_headings
 from .providers.base import ChatMessage, ProviderRequest, Usage
+from .retrieval import searchlog
 from .store import utcnow
 from .timeline import capsules, chains, spans
 from .tools import ToolContext, arguments_json
@@ -245,6 +246,11 @@ class SendPath:
                         assembled_text=[prompt.text, *(m.content for m in history[-8:])],
                         has_assistant_reply=has_reply)
             context = scope.dynamic.render(scope.dynamic.collect(turn))
+        if turn.search_log:
+            # The layers read one snapshot; what they searched is written after it (A3).
+            with scope.store.write() as conn:
+                for entry in turn.search_log:
+                    searchlog.record(conn, **entry)
         assembled = assemble(
             static_prompt=prompt.text, handoff_chars=prompt.handoff_chars, history=history, context=context,
             user_text=quote_reserved_headings(user_message.content), tools=scope.toolbox.specs(),

@@ -69,7 +69,16 @@ class ArchiveRecall:
             embedder=embedder, db_key=self.db_key, origin="archive_recall", store=self.store,
             conversation_id=turn.conversation.id, ignore_names=names,
             speaker_names=_speakers(turn.persona), tuning=SEND_PATH,
-            budget_ms=turn.settings.recall_budget_ms)
+            budget_ms=turn.settings.recall_budget_ms, log=False)
+        log_filters = filters.to_log()
+        hint = date_hint(turn.text)
+        if hint:
+            log_filters["date_hint"] = list(hint)
+        turn.search_log.append(dict(  # written by the send path after collection (A3)
+            user_id=turn.user_id, origin="archive_recall", query=outcome.query, results=outcome.results,
+            variants=[f"{v.name}: {v.text}" for v in outcome.variants[1:]], filters=log_filters,
+            candidate_count=outcome.candidates, judgement=outcome.reliability,
+            conversation_id=turn.conversation.id, duration_ms=outcome.duration_ms))
         # The stored prompt's shingles are cached (the same text every send); checking each excerpt
         # against the cached sets, rather than copying them into one union, keeps this step small.
         assembled = [shingles(text) for text in turn.assembled_text]

@@ -114,7 +114,7 @@ class KeywordRecall:
     name = "keyword_recall"
 
     def __init__(self, store: Any = None):
-        self.store = store  # for the search log; the layer itself only reads
+        self.store = store  # with a store the layer's searches are logged (by the send path); it only reads
 
     def blocks(self, turn: Turn) -> list[Block]:
         if skip_reason(turn) is not None:
@@ -186,10 +186,10 @@ class KeywordRecall:
                     "scores": {"keyword": float(f"{h.score:.6g}"), "keyword_rank": rank,
                                "fused": round(h.score / top, 4) if top else 0.0, "signals": ["keyword"]}}
                    for rank, (h, piece) in enumerate(kept, start=1)]
-        searchlog.write(
-            self.store, user_id=turn.user_id, origin="keyword_recall", query=turn.text,
+        turn.search_log.append(dict(
+            user_id=turn.user_id, origin="keyword_recall", query=turn.text,
             variants=[" ".join(words)], results=results, candidate_count=len(hits),
             filters={"exclude_conversation_ids": exclude, "persona_id": turn.persona.id,
                      "eligible_only": True, "dropped_overlap": dropped},
             judgement=searchlog.reliability([r["scores"]["fused"] for r in results]) if results else "none",
-            conversation_id=turn.conversation.id, duration_ms=int((time.monotonic() - started) * 1000))
+            conversation_id=turn.conversation.id, duration_ms=int((time.monotonic() - started) * 1000)))

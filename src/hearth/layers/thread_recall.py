@@ -19,7 +19,6 @@ from typing import Any
 
 from ..ledger import Message
 from ..prompt.dynamic import Block, Turn, quote_reserved_headings
-from ..retrieval import searchlog
 from ..retrieval.keyword import search_messages, terms
 from ..retrieval.terms import select_terms
 
@@ -176,10 +175,10 @@ class ThreadRecall:
         results = [{"kind": "message", "id": m.id, "source_id": m.conversation_id, "date": m.created_at,
                     "text": m.content, "scores": {"position": i, "fused": 1.0, "signals": ["thread"]}}
                    for i, m in enumerate(chosen, start=1)]
-        searchlog.write(
-            self.store, user_id=turn.user_id, origin="thread_recall", query=turn.text,
+        turn.search_log.append(dict(
+            user_id=turn.user_id, origin="thread_recall", query=turn.text,
             variants=[" ".join(words)] if words else [], results=results,
             filters={"tier": level, "conversation_id": turn.conversation.id,
                      "cap_chars": T2_CHARS if level == 2 else T3_CHARS},
             candidate_count=hits, judgement="high" if chosen else "none",
-            conversation_id=turn.conversation.id, duration_ms=int((time.monotonic() - started) * 1000))
+            conversation_id=turn.conversation.id, duration_ms=int((time.monotonic() - started) * 1000)))

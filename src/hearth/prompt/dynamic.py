@@ -77,6 +77,9 @@ class Turn:
     handoff: dict[str, Any] | None = None  # {"source_conversation_id", "text"} when the prompt holds one
     assembled_text: list[str] = field(default_factory=list)  # text already in the request (K4 overlap)
     has_assistant_reply: bool = False  # false during the birth period (K3)
+    # Searches the recall layers ran, as ``searchlog.record`` arguments: layers only read, so the
+    # send path writes these after collection, outside the read snapshot (A3).
+    search_log: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Layer(Protocol):
