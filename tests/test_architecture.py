@@ -1,4 +1,5 @@
-"""Rules about the shape of the code: the import graph of src/hearth has no cycles.
+"""Rules about the shape of the code: the import graph of src/hearth has no cycles, and the core
+works without any optional extra installed.
 
 The graph is read with ``ast``, so imports inside functions count (a lazy import still ties two
 modules together); imports under ``if TYPE_CHECKING:`` do not, since they never run.
@@ -7,7 +8,13 @@ modules together); imports under ``if TYPE_CHECKING:`` do not, since they never 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = "hearth"
@@ -128,3 +135,54 @@ def test_no_import_cycles_in_src():
     detail = "\n".join(
         " <-> ".join(c) + "\n" + "\n".join(f"    {m} -> {sorted(graph[m] & set(c))}" for m in c) for c in found)
     assert not found, f"import cycles in src/{PACKAGE}:\n{detail}"
+
+
+# -- a bare install: the core needs none of the extras ---------------------------------------------
+OPTIONAL = ("fastapi", "uvicorn", "starlette", "jinja2", "openai", "anthropic", "onnxruntime", "tokenizers",
+            "mcp", "twilio", "websockets")
+
+
+def _run(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env={**os.environ, "HEARTH_HOME": str(tmp_path / "home")})
+
+
+def test_g1_the_library_and_cli_import_and_chat_offline_without_any_extra(tmp_path):
+    """hearth/__init__, the engine, every layer and the CLI load, and an offline chat runs, without
+    importing the server, a provider SDK or the local model's runtime."""
+    result = _run(f"""
+        import sys
+        import hearth, hearth.cli, hearth.registry, hearth.engine
+        from hearth import Hearth, Settings
+        with Hearth(Settings.resolve({{"provider": "offline"}})) as h:
+            me = h.scope()
+            chat = me.conversations.create()
+            me.send(chat.id, "Good morning")
+            me.search("morning", embed=False)
+        print(sorted(m for m in {OPTIONAL!r} if m in sys.modules))
+    """, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("blocked, action, extra", [
+    ("openai", "provider_from_settings(Settings.resolve({'provider': 'openai', 'openai_api_key': 'k'}))", "openai"),
+    ("anthropic", "provider_from_settings(Settings.resolve({'provider': 'anthropic', 'anthropic_api_key': 'k'}))",
+     "anthropic"),
+    ("fastapi", "import hearth.server", "server"),
+    ("onnxruntime", "LocalEmbedder().load()", "local"),
+])
+def test_g1_a_missing_extra_is_one_config_error_naming_it(tmp_path, blocked, action, extra):
+    result = _run(f"""
+        import sys
+        sys.modules[{blocked!r}] = None  # as if the package were not installed
+        from hearth import ConfigError, Settings
+        from hearth.providers import provider_from_settings
+        from hearth.retrieval.embedder import LocalEmbedder
+        try:
+            {action}
+        except ConfigError as exc:
+            print(exc)
+    """, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"pip install 'hearth[{extra}]'" in result.stdout

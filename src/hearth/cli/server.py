@@ -37,7 +37,7 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
     """Start the HTTP API and web UI."""
     import threading
 
-    import uvicorn
+    import uvicorn  # present once the server package imported (it checks for the extra)
 
     from ..reconcile import reconcile
     from ..retrieval.semantic import warm
@@ -91,9 +91,12 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
 @pass_ctx
 def mcp(obj: Context, token: str | None) -> None:
     """Serve Hearth's memory to an MCP client (Claude Desktop, an IDE agent) over stdio."""
+    from ..errors import AuthError, ConfigError
+    from ..extras import require
+
+    require("mcp", "server", "hearth mcp")
     import anyio
 
-    from ..errors import AuthError, ConfigError
     from ..mcp_tools import build, fixed_user
 
     hearth = obj.hearth

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
+from ..extras import require
 from .base import Provider
 
 DEFAULT_MODELS = {
@@ -55,6 +56,7 @@ def provider_from_settings(settings: Any) -> Provider:
     if name == "anthropic":
         if not settings.anthropic_api_key:
             raise ConfigError("provider anthropic needs ANTHROPIC_API_KEY")
+        require("anthropic", "anthropic", "provider anthropic")
         from .anthropic_messages import AnthropicProvider
 
         return AnthropicProvider(model=model, api_key=settings.anthropic_api_key,
@@ -62,6 +64,7 @@ def provider_from_settings(settings: Any) -> Provider:
     if name == "openai":
         if not settings.openai_api_key:
             raise ConfigError("provider openai needs OPENAI_API_KEY")
+        require("openai", "openai", "provider openai")
         from .openai_responses import OpenAIResponsesProvider
 
         return OpenAIResponsesProvider(model=model, api_key=settings.openai_api_key,
@@ -72,6 +75,7 @@ def provider_from_settings(settings: Any) -> Provider:
         if not settings.model and settings.base_url:
             # A local server's model names are the user's own; guessing one would just fail later.
             raise ConfigError("provider openai-chat needs HEARTH_MODEL (the model name your server serves)")
+        require("openai", "openai", "provider openai-chat")
         from .openai_chat import OpenAIChatProvider
 
         return OpenAIChatProvider(model=model, api_key=settings.openai_api_key,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from ..errors import ConfigError, InvalidInput, ProviderError
+from ..extras import require
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -163,14 +164,8 @@ class LocalEmbedder:
             model_path, tokenizer_path = self.files()
             verify_file(model_path, MODEL_SHA256, "embedding model", MODEL_DISTRIBUTION)
             verify_file(tokenizer_path, TOKENIZER_SHA256, "embedding tokenizer", TOKENIZER_DISTRIBUTION)
-            try:
-                import onnxruntime
-                from tokenizers import Tokenizer
-            except ImportError as exc:
-                raise ConfigError(
-                    f"The local embedding model needs onnxruntime and tokenizers ({exc.name} is "
-                    "missing): pip install onnxruntime tokenizers"
-                ) from None
+            onnxruntime = require("onnxruntime", "local", "the local embedding model")
+            Tokenizer = require("tokenizers", "local", "the local embedding model").Tokenizer
             tokenizer = Tokenizer.from_file(str(tokenizer_path))
             # The shipped file pads every input to 128; padding per batch is cheaper and truncation
             # follows the model's real limit.
@@ -255,8 +250,7 @@ class OpenAIEmbedder:
     def _get_client(self) -> Any:
         with self._lock:
             if self._client is None:
-                import openai
-
+                openai = require("openai", "openai", "the OpenAI embedder")
                 api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
                 if not api_key:
                     raise ConfigError("The OpenAI embedder needs an API key (OPENAI_API_KEY)")

@@ -7,7 +7,12 @@
 listen on a non-loopback address; ``hearth serve`` calls it before binding.
 """
 
-from .app import create_app
-from .auth import check_bind, current_scope, require_owner_with_password
+from ..extras import require
+
+require("fastapi", "server", "the HTTP server")
+require("uvicorn", "server", "the HTTP server")
+
+from .app import create_app  # noqa: E402  (after the clear error for a missing extra)
+from .auth import check_bind, current_scope, require_owner_with_password  # noqa: E402
 
 __all__ = ["check_bind", "create_app", "current_scope", "require_owner_with_password"]
