@@ -50,7 +50,7 @@ def start_server(home: Path, extra_env: dict[str, str] | None = None) -> tuple[s
     env |= {"HEARTH_HOME": str(home), **(extra_env or {})}
     process = subprocess.Popen([sys.executable, "-m", "hearth", "serve", "--port", str(port)], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a cold start on a loaded machine takes tens of seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(process.stderr.read().decode() if process.stderr else "server exited")
@@ -100,7 +100,7 @@ def chat_rows(served: Served, conversation_id: int) -> list[tuple[str, str]]:
 
 def table_counts(served: Served) -> dict[str, int]:
     """Rows per table once the server's worker is idle (it embeds earlier tests' turns meanwhile)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a cold start on a loaded machine takes tens of seconds
     while True:
         with served.hearth() as hearth:
             busy = hearth.store.connection().execute(
