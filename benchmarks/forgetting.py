@@ -70,7 +70,7 @@ def supersede_part(prompts: int, repeat: int) -> None:
             "SELECT conversation_id FROM conversation_memories WHERE memory_id = ?", (memory.id,))]
         for i in range(repeat):
             with Stopwatch(floor), me.store.write() as conn:
-                me.rebuild_prompts(conn, holders)
+                me._rebuild_prompts(conn, holders)
             with Stopwatch(correction):
                 me.memories.edit(memory.id, text=f"Nora lives in Lyon with her two kids ({i})", correction=True)
             with Stopwatch(supersede):

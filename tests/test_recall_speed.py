@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from hearth.jobs import chat_messages_after
-from hearth.layers.archive_recall import owner_search
 from hearth.retrieval import semantic
 from hearth.retrieval.archive import Archive
 from hearth.retrieval.hybrid import Budget, Filters, Tuning, search
@@ -108,7 +107,7 @@ def test_a2_send_path_embeds_one_query_and_repeats_come_from_the_cache(me, archi
     # The owner's search embeds the plain query; asking it twice reaches the model once.
     embedded.clear()
     for _ in range(2):
-        owner_search(me, "quince tree planting")
+        me.search("quince tree planting")
     assert embedded == [["quince tree planting"]]
 
 
