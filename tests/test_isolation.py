@@ -76,7 +76,7 @@ def owner_data(hearth, me):
         "persona_id": persona.id, "folder_id": folder.id, "memory_id": memory.id,
         "fragment_id": fragment.id, "proposal_id": proposal.id if proposal else 1, "job_id": job_id,
         "nudge_id": nudge.id, "message_id": message.id, "key": field.id, "document_id": document.id,
-        "value_id": me.layers.household.history(field.id)[0].id, "contact_id": contact.id, "activation_id": activation.id, "entry_id": entry_id, "ident": conversation.id,
+        "value_id": me.layers.household.history(field.id)[0].id, "span_id": me.timeline.open_spans()[0].id, "contact_id": contact.id, "activation_id": activation.id, "entry_id": entry_id, "ident": conversation.id,
         # Objects of the first user's, handed over whole: they must be refused by their id.
         "persona": persona, "message": message,
     }

@@ -315,11 +315,11 @@ def test_e1_other_live_activity_joins_spans_through_the_timeline(me, hearth, per
 
     with hearth.store.write() as conn:  # e.g. a voice transcript written by its own module
         now = utcnow()
-        span_id = me.timeline.touch(conn, chat.id, "voice", now=now)
+        span_id = me.timeline._touch(conn, chat.id, "voice", now=now)
         me.conversations.add_message(chat.id, "user", "Said aloud", channel="voice", created_at=now,
                                      span_id=span_id)
     with hearth.store.write() as conn:
-        again = me.timeline.touch(conn, chat.id, "voice", now=utcnow())
+        again = me.timeline._touch(conn, chat.id, "voice", now=utcnow())
     assert again == span_id and me.timeline.span(span_id).kind == "voice"
     [open_span] = me.timeline.open_spans()
     assert open_span.id == span_id

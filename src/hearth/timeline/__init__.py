@@ -54,7 +54,7 @@ class Timeline:
         with self.store.read() as conn:
             return spans.get(conn, self.user_id, span_id)
 
-    def touch(self, conn, conversation_id: int, channel: str, *, now: str) -> int:
+    def _touch(self, conn, conversation_id: int, channel: str, *, now: str) -> int:
         """The span a live activity in a conversation belongs to, opened when needed; for other
         activity than the send path (a voice session, an autonomous activation). Runs in the
         caller's write transaction; ``now`` is the activity's own timestamp."""
