@@ -230,7 +230,7 @@ def test_b4_the_archive_delete_route_takes_search_log_citations_with_it(hearth, 
     from hearth.server.app import create_app
 
     added = Archive(me.store, me.user_id).add_text("Letters", f"AUMA said: the {CANARY} letter\n")
-    owner_search(me, CANARY, embed=False)
+    me.search(CANARY, embed=False)
     cited = me.store.connection().execute("SELECT count(*) FROM search_log").fetchone()[0]
     assert cited == 1
     with TestClient(create_app(hearth.settings, hearth), base_url="http://127.0.0.1") as client:
