@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hearth.retrieval import embedder as emb  # noqa: E402
 from hearth.retrieval.vectors import VectorIndex  # noqa: E402
+from hearth.text import unit_rows  # noqa: E402
 
 DIM = 384
 
@@ -168,7 +169,7 @@ def reference_embed(texts: list[str]) -> np.ndarray:
             h = 0.5 * h * (1 + _erf(h / np.sqrt(2)))
             x = norm(lin(h, "output.dense") + x, p + "output.LayerNorm")
         out.append(x.mean(0))
-    return emb.normalise(np.vstack(out))
+    return unit_rows(np.vstack(out))
 
 
 def bench_reference(n: int) -> None:

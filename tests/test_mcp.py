@@ -187,6 +187,7 @@ def test_x2_unknown_tool_and_invalid_arguments_are_protocol_correct_errors(deplo
     assert no_conversation.code == -32602
 
 
+@pytest.mark.slow
 def test_x2_stdio_token_chooses_the_user(deployment, tmp_path):
     async def go(*args: str) -> str:
         async with deployment.stdio(*args) as client:

@@ -359,6 +359,7 @@ PROP = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCh
 
 @PROP
 @given(library_and_text())
+@pytest.mark.slow
 def test_f1_matching_agrees_with_regex_reference(case):
     fragments, text = case
     index = TriggerIndex.build(fragments)
@@ -367,6 +368,7 @@ def test_f1_matching_agrees_with_regex_reference(case):
 
 @PROP
 @given(library_and_text(), st.one_of(st.none(), st.integers(0, 120)), st.one_of(st.none(), st.integers(0, 5)))
+@pytest.mark.slow
 def test_f1_budget_agrees_with_reference(case, budget_chars, max_fragments):
     fragments, text = case
     index = TriggerIndex.build(fragments)
@@ -380,6 +382,7 @@ def test_f1_budget_agrees_with_reference(case, budget_chars, max_fragments):
 
 @PROP
 @given(library_and_text())
+@pytest.mark.slow
 def test_f1_matches_respect_word_boundaries(case):
     fragments, text = case
     index = TriggerIndex.build(fragments)
@@ -401,6 +404,7 @@ def _swap_case_keep_length(text: str) -> str:
 
 @PROP
 @given(library_and_text())
+@pytest.mark.slow
 def test_f1_case_insensitive_property(case):
     fragments, text = case
     index = TriggerIndex.build(fragments)
@@ -455,6 +459,7 @@ def _library(n: int, seed: int = 7) -> list[TriggerFragment]:
     return out
 
 
+@pytest.mark.slow
 def test_f2_ten_thousand_fragments_build_once_and_match_fast(monkeypatch):
     fragments = _library(10_000)
     index = TriggerIndex.build(fragments)

@@ -132,6 +132,7 @@ def recall_at_10(index: VectorIndex, data: np.ndarray, ids: np.ndarray, queries:
     return hits / (10 * len(queries))
 
 
+@pytest.mark.slow
 def test_s7_ann_recall_at_10_on_50k_vectors(ann_50k) -> None:
     index, data, ids = ann_50k
     assert index.mode == "ann"

@@ -38,6 +38,7 @@ import ahocorasick_rs
 import regex
 
 from .errors import InvalidInput, TooLarge
+from .text import estimate_tokens
 from .triggers import _TOKEN_RE, Match, TriggerFragment, TriggerIndex, normalise_trigger
 
 LOGICS = ("and_any", "not_all", "not_any", "and_all")  # SillyTavern's selectiveLogic numbers 0-3
@@ -506,7 +507,7 @@ def _budget(ranked: list[tuple[int, int, int, Match, bool]], budget_chars: int |
             kept.append(item)
             continue
         size = m.definition_chars
-        cost = -(-size // 4)
+        cost = estimate_tokens(size)
         if max_fragments is not None and count >= max_fragments:
             continue
         if budget_chars is not None and chars + size > budget_chars:

@@ -24,11 +24,12 @@ from .errors import Conflict, InvalidInput, ProviderError
 from .layers.live_context import MarkerFilter
 from .ledger import Message
 from .prompt import stored
-from .prompt.assembly import AssembledRequest, assemble, estimate_tokens
+from .prompt.assembly import AssembledRequest, assemble
 from .prompt.dynamic import Turn, quote_reserved_headings
 from .providers.base import ChatMessage, ProviderRequest, Usage
 from .retrieval import searchlog
 from .store import utcnow
+from .text import estimate_tokens
 from .timeline import capsules, chains, spans
 from .tools import ToolContext, arguments_json
 

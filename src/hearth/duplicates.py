@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from .errors import HearthError
+from .text import WORD_RE
 
 LEXICAL_THRESHOLD = 0.70
 EMBEDDING_THRESHOLD = 0.84
@@ -40,7 +41,7 @@ may might must about into over under up down out off again once all any both eac
 some such only own same s t don now
 """.split())
 
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
+_WORD = WORD_RE
 
 # Relations the contradiction rules read, most specific first. Each maps phrasings to one key.
 _RELATIONS: tuple[tuple[str, str], ...] = (

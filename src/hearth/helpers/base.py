@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
+from .. import text
 from ..errors import HearthError
 
 SUMMARY_MAX_WORDS = 45
@@ -137,17 +138,8 @@ _SPACE = re.compile(r"\s+")
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)")
 _WORD = re.compile(r"[A-Za-z\u00C0-\u024F][A-Za-z\u00C0-\u024F'\u2019-]*")
 
-STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being below
-between both but by can could did do does doing down during each few for from further had has have
-having he her here hers herself him himself his how i if in into is it its itself just me more most
-my myself no nor not now of off on once only or other our ours ourselves out over own same she
-should so some such than that the their theirs them themselves then there these they this those
-through to too under until up very was we were what when where which while who whom why will with
-would you your yours yourself yourselves im i'm it's that's dont don't can't cant won't really
-also get got go going gonna just like know think want yeah yes okay ok oh well much many thing
-things something anything one still even maybe lot today said say see tell let us way back make
-""".split())
+# What the extractive helpers skip: search's stopwords and more conversational filler.
+STOPWORDS = text.STOPWORDS | text.CHAT_FILLER
 
 
 def one_line(text: str) -> str:

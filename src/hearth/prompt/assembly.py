@@ -9,20 +9,13 @@ at about four characters a token: no tokenizer, no second retrieval.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass
 
 from ..errors import DispatchRefused
 from ..ledger import Message
 from ..providers.base import ChatMessage, ProviderRequest, ToolSpec
+from ..text import ESTIMATE_METHOD, estimate_tokens
 from .dynamic import RECALL_HEADING, RenderedContext
-
-CHARS_PER_TOKEN = 4
-ESTIMATE_METHOD = "chars/4"
-
-
-def estimate_tokens(chars: int) -> int:
-    return math.ceil(chars / CHARS_PER_TOKEN)
 
 
 def tool_chars(tools: list[ToolSpec]) -> int:

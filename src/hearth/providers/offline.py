@@ -17,6 +17,7 @@ import json
 import re
 from typing import Iterator
 
+from ..text import estimate_tokens
 from .base import ChatMessage, ProviderRequest, StreamEvent, ToolCall, Usage
 
 LABEL = "[offline reply: no model is configured]"
@@ -26,11 +27,6 @@ QUOTE_CHARS = 80
 _HEADING = re.compile(r"^##\s+(.+?)\s*$", re.MULTILINE)
 _BLOCK = re.compile(r"^===\s*(.+?)\s*===\s*$")
 _TOOL_COMMAND = re.compile(r"/tool\s+([A-Za-z0-9_.\-]+)(?:[ \t]+(.*))?", re.DOTALL)
-
-
-def estimate_tokens(chars: int) -> int:
-    """Character-based token estimate (about four characters a token), rounded up."""
-    return (chars + 3) // 4
 
 
 def request_chars(request: ProviderRequest) -> int:

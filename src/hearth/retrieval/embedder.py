@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import ConfigError, InvalidInput, ProviderError
 from ..extras import require
+from ..text import unit_rows
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -75,13 +76,6 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
     if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
         raise InvalidInput("embed() takes a list of strings")
     return list(texts)
-
-
-def normalise(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length, as float32; an all-zero row stays zero."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
 def sha256_file(path: Path) -> str:
@@ -210,7 +204,7 @@ class LocalEmbedder:
             )
             weights = mask[:, :, None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-            out[rows] = normalise(pooled)
+            out[rows] = unit_rows(pooled)
         return out
 
 
@@ -269,7 +263,7 @@ class OpenAIEmbedder:
         client = self._get_client()
         parts = [self._embed_batch(client, texts[i : i + self.batch_size])
                  for i in range(0, len(texts), self.batch_size)]
-        return normalise(np.vstack(parts))
+        return unit_rows(np.vstack(parts))
 
     def _embed_batch(self, client: Any, batch: list[str]) -> np.ndarray:
         import openai

@@ -7,24 +7,11 @@ allows: visibility rules are applied in SQL, not after the fact.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from dataclasses import dataclass
 
 from ..conversations import ELIGIBLE_SQL, VISIBLE_SQL
-
-WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further had
-    has have having he her here hers herself him himself his how i if in into is it its itself just
-    me more most my myself no nor not now of off on once only or other our ours ourselves out over
-    own same she should so some such than that the their theirs them themselves then there these
-    they this those through to too under until up very was we were what when where which while who
-    whom why will with would you your yours yourself yourselves i'm i've i'd i'll you're it's
-    that's don't didn't can't won't isn't wasn't let's also yes yeah ok okay oh hi hey hello please
-    thanks thank really much well know think like want get got go going just still even ever""".split()
-)
+from ..text import STOPWORDS, WORD_RE
 
 
 def terms(text: str, limit: int = 24) -> list[str]:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import numpy as np
 
 from ..errors import HearthError
+from ..text import unit_rows
 
 if TYPE_CHECKING:
     from .vectors import VectorIndex
@@ -55,10 +56,7 @@ def model_id(embedder: Any) -> str:
 
 
 def embed_texts(embedder: Any, texts: list[str]) -> np.ndarray:
-    vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return vectors / norms
+    return unit_rows(embedder.embed(texts))
 
 
 # -- what a vector stands for ---------------------------------------------------------------------

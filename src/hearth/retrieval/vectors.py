@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from ..errors import InvalidInput, StoreError
+from ..text import unit_rows
 
 ProgressCallback = Callable[[int, "int | None"], None]
 
@@ -102,8 +103,7 @@ def _unit_rows(vectors: Any, dim: int) -> np.ndarray:
         raise InvalidInput(f"vectors must have {dim} columns, got shape {arr.shape}")
     if not np.isfinite(arr).all():
         raise InvalidInput("vectors must be finite")
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    return (arr / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    return unit_rows(arr)
 
 
 def _top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:

@@ -24,7 +24,7 @@ from ..chat import SendEvent
 from ..clients import ClientMessage, chat_id_from, unknown_model
 from ..engine import Scope
 from ..errors import HearthError, InvalidInput, ProviderError
-from ..prompt.assembly import estimate_tokens
+from ..text import estimate_tokens
 from .auth import current_scope, get_hearth
 
 log = logging.getLogger(__name__)
