@@ -35,6 +35,8 @@ CREATE UNIQUE INDEX jobs_one_pending ON jobs (user_id, kind, dedupe_key)
 CREATE INDEX memories_user_position ON memories (user_id, position);
 -- index memory_versions_user_time
 CREATE INDEX memory_versions_user_time ON memory_versions (user_id, valid_from);
+-- index message_alternatives_user
+CREATE INDEX message_alternatives_user ON message_alternatives (user_id);
 -- index message_embeddings_user_model
 CREATE INDEX message_embeddings_user_model ON message_embeddings (user_id, model, message_id);
 -- index messages_conversation
@@ -407,6 +409,17 @@ CREATE TABLE memory_versions (
             proposal_id INTEGER,
             UNIQUE (memory_id, version)
         );
+-- table message_alternatives
+CREATE TABLE message_alternatives (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL CHECK (position >= 0),
+            content TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+            created_at TEXT NOT NULL,
+            UNIQUE (message_id, position)
+        );
 -- table message_embeddings
 CREATE TABLE message_embeddings (
             message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
@@ -489,7 +502,7 @@ CREATE TABLE personas (
             archive_access INTEGER NOT NULL DEFAULT 0,
             web_search INTEGER NOT NULL DEFAULT 0,
             created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL, card TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(card)),
+            updated_at TEXT NOT NULL, card TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(card)), archived_at TEXT,
             UNIQUE (user_id, name)
         );
 -- table proposals

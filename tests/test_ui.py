@@ -764,3 +764,54 @@ def test_w1_markdown_renders_and_a_hostile_corpus_never_runs(browser, site, me):
         assert dialogs == []
     finally:
         context.close()
+
+
+# -- W2: stop, regenerate, swipe, edit --------------------------------------------------------------------
+def test_w2_stop_keep_partial_regenerate_swipe_and_edit_in_the_browser(page, site, me):
+    base, _hearth, provider = site
+    chat = me.conversations.create(elion(me).id, title="Versions")
+    first = me.send(chat.id, "Tell me something")
+    goto(page, base + f"/#conversation-{chat.id}")
+    reply = page.locator(".message.role-assistant").last
+    expect(reply.locator(".body")).to_have_text(first.assistant_message.content)
+
+    # Regenerate: a second version streams into the same turn; swipe back to the first.
+    provider.replies.append(scripted("A **second** ", "version."))
+    reply.get_by_role("button", name="Regenerate").click()
+    expect(reply.locator(".swipe-count")).to_have_text("2 / 2")
+    expect(reply.locator(".body strong")).to_have_text("second")
+    reply.get_by_role("button", name="Previous version").click()
+    expect(reply.locator(".swipe-count")).to_have_text("1 / 2")
+    expect(reply.locator(".body")).to_have_text(first.assistant_message.content)
+    expect(reply.get_by_role("button", name="Next version")).to_be_focused()
+    assert me.conversations.message(first.assistant_message.id).content == first.assistant_message.content
+    assert [a.content for a in me.alternatives(first.assistant_message.id)] == [
+        first.assistant_message.content, "A **second** version."]
+
+    # Edit the last message: the thread continues from the edit, the original stays as a version.
+    provider.replies.append(scripted("Answer to the edit."))
+    page.get_by_role("button", name="Edit your last message").click()
+    page.get_by_label("Edit your message").fill("Tell me something *new*")
+    page.get_by_role("button", name="Save and resend").click()
+    expect(page.locator(".message.role-user .body em").last).to_have_text("new")
+    expect(reply.locator(".body")).to_have_text("Answer to the edit.")
+    expect(reply.locator(".swipe-count")).to_have_text("3 / 3")
+    assert [m.content for m in me.conversations.messages(chat.id)] == ["Tell me something *new*", "Answer to the edit."]
+    assert [a.content for a in me.alternatives(first.user_message.id)] == ["Tell me something", "Tell me something *new*"]
+
+    # Stop a streaming reply: nothing is saved unless the partial text is kept.
+    provider.replies.append(scripted("Once upon a time, ", "there was ", "a very long ", "story.", pause=0.6))
+    page.fill("#composer-text", "Tell me a long story")
+    page.click("#send")
+    expect(page.locator(".message.streaming .body")).to_contain_text("Once upon")
+    page.get_by_role("button", name="Stop").click()
+    keep = page.get_by_role("button", name="Keep partial reply")
+    expect(keep).to_be_focused()
+    page.wait_for_timeout(2_500)  # long enough for the stopped stream to have finished, had it gone on
+    assert [m.content for m in me.conversations.messages(chat.id)][-1] == "Tell me a long story"
+    kept_text = page.locator(".message.role-assistant").last.locator(".body").text_content()
+    keep.click()
+    expect(page.locator(".message.role-assistant.partial")).to_have_count(1)
+    saved = me.conversations.messages(chat.id)[-1]
+    assert saved.role == "assistant" and saved.metadata["partial"] is True
+    assert saved.content.startswith("Once upon") and saved.content.strip() == kept_text.strip()

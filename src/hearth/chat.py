@@ -18,9 +18,9 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterator
 
-from . import activations, ledger
+from . import activations, alternatives, ledger
 from .conversations import Conversation
-from .errors import Conflict, InvalidInput, ProviderError
+from .errors import Conflict, InvalidInput, NotFound, ProviderError
 from .layers.live_context import MarkerFilter
 from .ledger import Message
 from .prompt import stored
@@ -73,38 +73,46 @@ class SendPath:
         return text
 
     def stream(self, conversation_id: int, text: str, *, channel: str = "web",
-               pin_characters: tuple[str, ...] = (), retry: bool = False,
-               regenerate: bool = False) -> Iterator[SendEvent]:
+               pin_characters: tuple[str, ...] = (), retry: bool = False, regenerate: bool = False,
+               edit_message_id: int | None = None) -> Iterator[SendEvent]:
+        """Send ``text``; or answer the last unanswered message again (``retry``); or write another
+        version of the last reply (``regenerate``); or replace the last message the person sent with
+        ``text`` and answer it again (``edit_message_id``). Replaced versions stay as alternatives."""
         activity = self.hearth.activity
         activity.begin_reply(conversation_id)  # refused (409) while "Compact now" runs (E7)
         try:
-            yield from self._stream(conversation_id, text, channel, pin_characters, retry, regenerate)
+            yield from self._stream(conversation_id, text, channel, pin_characters, retry, regenerate,
+                                    edit_message_id)
         finally:
             activity.end_reply(conversation_id)
 
     def _stream(self, conversation_id: int, text: str, channel: str, pin_characters: tuple[str, ...],
-                retry: bool, regenerate: bool) -> Iterator[SendEvent]:
-        self.regenerate = regenerate
+                retry: bool, regenerate: bool, edit_message_id: int | None) -> Iterator[SendEvent]:
+        self.regenerate = regenerate or edit_message_id is not None
         scope = self.scope
         store = scope.store
         settings = self.settings
         idle = settings.idle_checkpoint_minutes * 60
+        replacing: Message | None = None  # the reply that gets a new version instead of a new row
         with store.write() as conn:
             conversation = scope.conversations.get(conversation_id)
-            if conversation.state == "ended":
-                raise Conflict("this conversation has ended; start a new one")
-            if conversation.visibility == "trashed":
-                raise Conflict("this conversation is in the trash; restore it to continue")
+            check_open(conversation)
             ledger.check_channel(channel)
             now = utcnow()
             # E1: one indexed upsert in this same transaction (opens a span only after idle).
             self.span_id = spans.touch(conn, scope.user_id, conversation.persona_id, channel, now=now,
                                        idle_cutoff=spans.stamp(self.hearth.clock() - idle), idle_seconds=idle,
                                        conversation_id=conversation_id)
-            if regenerate:
-                user_message = self._last_user(conn, conversation_id)
-            elif retry:
+            if retry:
                 user_message = self._unanswered(conn, conversation_id)
+            elif regenerate:
+                # An unanswered newest message (replacing is None) is simply answered.
+                user_message, replacing = self._last_exchange(conn, conversation_id)
+            elif edit_message_id is not None:
+                user_message, replacing = self._editable(conn, conversation_id, edit_message_id)
+                alternatives.add(conn, scope.user_id, user_message.id, self._check_text(text), channel=channel,
+                                 reason="edited")
+                user_message = scope.conversations.message(user_message.id)
             else:
                 user_message = scope.conversations.add_message(
                     conversation_id, "user", self._check_text(text), channel=channel, created_at=now,
@@ -137,8 +145,12 @@ class SendPath:
             metadata: dict[str, Any] = {"provider": provider.name, "model": provider.model, "tool_rounds": tool_rounds}
             if regenerate:
                 metadata["regenerated"] = True
-            message = scope.conversations.add_message(
-                conversation_id, "assistant", text_out, channel=channel, metadata=metadata, span_id=self.span_id)
+            if replacing is not None:
+                alternatives.add(conn, scope.user_id, replacing.id, text_out, metadata=metadata, channel=channel)
+                message = scope.conversations.message(replacing.id)
+            else:
+                message = scope.conversations.add_message(
+                    conversation_id, "assistant", text_out, channel=channel, metadata=metadata, span_id=self.span_id)
             usage_payload = {"input": usage.input_tokens, "output": usage.output_tokens,
                              "total": usage.total_tokens, "cached": usage.cached_tokens}
             ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
@@ -203,23 +215,39 @@ class SendPath:
             capsules.schedule(conn, user_id, conversation.id, "threshold")
 
     def _unanswered(self, conn, conversation_id: int) -> Message:
-        row = conn.execute(
-            "SELECT * FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role IN ('user', 'assistant')"
-            " ORDER BY id DESC LIMIT 1", (conversation_id,),
-        ).fetchone()
-        if row is None or row["role"] != "user":
+        last = last_turn(conn, conversation_id)
+        if last is None or last.role != "user":
             raise Conflict("there is no unanswered message to retry")
-        return Message.from_row(row)
+        return last
 
-    def _last_user(self, conn, conversation_id: int) -> Message:
-        """The newest user message, answered or not: a client-side regenerate answers it again."""
+    def _last_exchange(self, conn, conversation_id: int) -> tuple[Message, Message | None]:
+        """The last reply and the message it answers; or the newest message and None when it is
+        still unanswered (a client that regenerates after a failed reply, X1)."""
+        reply = last_turn(conn, conversation_id)
+        if reply is None:
+            raise Conflict("there is no reply to regenerate; send a message first")
+        if reply.role == "user":
+            return reply, None
+        row = conn.execute(
+            "SELECT * FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role = 'user' AND id < ?"
+            " ORDER BY id DESC LIMIT 1", (conversation_id, reply.id)).fetchone()
+        if row is None:
+            raise Conflict("this reply answers no message of yours, so it cannot be regenerated")
+        return Message.from_row(row), reply
+
+    def _editable(self, conn, conversation_id: int, message_id: int) -> tuple[Message, Message | None]:
+        """The person's last message (only that one can be edited) and the reply to it, if any."""
         row = conn.execute(
             "SELECT * FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role = 'user'"
-            " ORDER BY id DESC LIMIT 1", (conversation_id,),
-        ).fetchone()
-        if row is None:
-            raise Conflict("there is no message to answer again")
-        return Message.from_row(row)
+            " ORDER BY id DESC LIMIT 1", (conversation_id,)).fetchone()
+        if row is None or row["id"] != message_id:
+            if not conn.execute("SELECT 1 FROM messages WHERE id = ? AND conversation_id = ? AND role = 'user'"
+                                " AND kind = 'chat'", (message_id, conversation_id)).fetchone():
+                raise NotFound(f"no message {message_id} of yours in this conversation")
+            raise Conflict("only your last message can be edited")
+        last = last_turn(conn, conversation_id)
+        reply = last if last is not None and last.role == "assistant" else None
+        return Message.from_row(row), reply
 
     def assemble(self, conversation: Conversation, user_message: Message, prompt: stored.StoredPrompt,
                  pin_characters: tuple[str, ...] = ()) -> AssembledRequest:
@@ -318,6 +346,48 @@ class SendPath:
                 messages.append(ChatMessage("tool", result, tool_call_id=call.id))
                 yield SendEvent("tool", {"name": call.name, "status": "done", "result_tokens": estimate_tokens(len(result))})
         return "".join(parts), usage, MAX_TOOL_ROUNDS, response_id, compacted
+
+
+def check_open(conversation: Conversation) -> None:
+    if conversation.state == "ended":
+        raise Conflict("this conversation has ended; start a new one")
+    if conversation.visibility == "trashed":
+        raise Conflict("this conversation is in the trash; restore it to continue")
+
+
+def last_turn(conn, conversation_id: int) -> Message | None:
+    row = conn.execute(
+        "SELECT * FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role IN ('user', 'assistant')"
+        " ORDER BY id DESC LIMIT 1", (conversation_id,),
+    ).fetchone()
+    return Message.from_row(row) if row is not None else None
+
+
+def keep_partial(scope: "Scope", conversation_id: int, text: str, *, channel: str = "web") -> Message:
+    """Keep what arrived of a reply the person stopped (W2), only when they choose to.
+
+    It answers the unanswered message, or becomes another version of the last reply when a
+    regeneration was stopped. It is marked ``partial`` in its metadata.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("a partial reply must not be empty")
+    if len(text) > scope.hearth.settings.max_message_chars:
+        raise InvalidInput(f"a partial reply is longer than {scope.hearth.settings.max_message_chars} characters")
+    with scope.store.write() as conn:
+        conversation = scope.conversations.get(conversation_id)
+        check_open(conversation)
+        last = last_turn(conn, conversation_id)
+        if last is None:
+            raise Conflict("there is nothing this reply could answer")
+        metadata = {"partial": True}
+        if last.role == "assistant":
+            alternatives.add(conn, scope.user_id, last.id, text, metadata=metadata, channel=channel)
+            return scope.conversations.message(last.id)
+        message = scope.conversations.add_message(conversation_id, "assistant", text, channel=channel,
+                                                  metadata=metadata)
+        for hook in scope.after_reply:
+            hook(conn, conversation, last, message)
+        return message
 
 
 def _add(a: Usage, b: Usage) -> Usage:

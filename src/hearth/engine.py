@@ -12,10 +12,11 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from . import ledger
+from . import alternatives, ledger
 from .activations import Activations
+from .alternatives import Alternative
 from .channels import Contacts, PersonaChannels, deliver_reply
-from .chat import Reply, SendEvent, SendPath, collect
+from .chat import Reply, SendEvent, SendPath, check_open, collect, keep_partial
 from .conversations import Conversations, Folders
 from .errors import InvalidInput
 from .history import HistoryCache
@@ -241,10 +242,38 @@ class Scope:
     def retry(self, conversation_id: int, *, channel: str = "web") -> Reply:
         return collect(self.retry_stream(conversation_id, channel=channel), self.conversations)
 
+    # -- alternatives: stop, regenerate, swipe, edit (W2) ---------------------------------------------
     def regenerate_stream(self, conversation_id: int, *, channel: str = "web") -> Iterator[SendEvent]:
-        """Answer the newest user message again, answered or not (a client-side regenerate, X1);
-        the earlier reply stays in the thread."""
+        """Write another version of the last reply; it becomes the chosen one when it completes. An
+        unanswered newest message (a client regenerating after a failed reply, X1) is answered."""
         return SendPath(self).stream(conversation_id, "", channel=channel, regenerate=True)
+
+    def regenerate(self, conversation_id: int, *, channel: str = "web") -> Reply:
+        return collect(self.regenerate_stream(conversation_id, channel=channel), self.conversations)
+
+    def edit_stream(self, conversation_id: int, message_id: int, text: str, *,
+                    channel: str = "web") -> Iterator[SendEvent]:
+        """Replace the person's last message with ``text`` and answer it again (the original is kept)."""
+        return SendPath(self).stream(conversation_id, text, channel=channel, edit_message_id=message_id)
+
+    def edit(self, conversation_id: int, message_id: int, text: str, *, channel: str = "web") -> Reply:
+        return collect(self.edit_stream(conversation_id, message_id, text, channel=channel), self.conversations)
+
+    def keep_partial_reply(self, conversation_id: int, text: str, *, channel: str = "web") -> Message:
+        """Keep what arrived of a stopped reply, marked partial (only when the person chooses to)."""
+        return keep_partial(self, conversation_id, text, channel=channel)
+
+    def alternatives(self, message_id: int) -> list[Alternative]:
+        """Every version of a message, the chosen one marked."""
+        with self.store.read() as conn:
+            return alternatives.listing(conn, self.user_id, message_id)
+
+    def choose_alternative(self, message_id: int, position: int, *, channel: str = "web") -> Message:
+        """Swipe: the version at ``position`` becomes what the thread shows and later requests read."""
+        with self.store.write() as conn:
+            message = self.conversations.message(message_id)
+            check_open(self.conversations.get(message.conversation_id))
+            return alternatives.choose(conn, self.user_id, message_id, position, channel=channel)
 
     @property
     def clients(self) -> "ClientChats":

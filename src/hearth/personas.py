@@ -39,6 +39,7 @@ class Persona:
     card: dict[str, Any] = field(default_factory=dict)  # character card fields (X3), see CARD_FIELDS
     created_at: str = ""
     updated_at: str = ""
+    archived_at: str | None = None  # archived personas keep their threads but leave pickers (W3)
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Persona":
@@ -188,11 +189,23 @@ class Personas:
             raise NotFound(f"no persona named {name!r}")
         return Persona.from_row(row)
 
-    def list(self) -> list[Persona]:
+    def list(self, *, include_archived: bool = False) -> list[Persona]:
+        archived = "" if include_archived else " AND archived_at IS NULL"
         rows = self.store.connection().execute(
-            "SELECT * FROM personas WHERE user_id = ? ORDER BY id", (self.user_id,)
+            f"SELECT * FROM personas WHERE user_id = ?{archived} ORDER BY id", (self.user_id,)
         ).fetchall()
         return [Persona.from_row(r) for r in rows]
+
+    def archive(self, persona_id: int, archived: bool = True) -> Persona:
+        """Archive (or bring back) a persona: its threads stay, it leaves the pickers and New Chat."""
+        with self.store.write() as conn:
+            persona = self.get(persona_id)
+            if archived and persona.archived_at is None and [p.id for p in self.list()] == [persona_id]:
+                raise Conflict("this is the only persona that is not archived; create or restore another first")
+            if archived != (persona.archived_at is not None):
+                conn.execute("UPDATE personas SET archived_at = ?, updated_at = ? WHERE id = ? AND user_id = ?",
+                             (utcnow() if archived else None, utcnow(), persona_id, self.user_id))
+            return self.get(persona_id)
 
     def update(self, persona_id: int, *, actor: str = "owner", change: str = "edited", **values: Any) -> Persona:
         clean = _clean(values)

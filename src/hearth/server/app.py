@@ -26,6 +26,7 @@ from ..engine import Hearth
 from ..settings import Settings
 from . import (
     activations,
+    alternatives,
     auth,
     channels,
     continuity,
@@ -155,7 +156,7 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
     for router in (auth.router, personas.router, folders.router, continuity.router, conversations.router,
                    memories.snapshots, memories.router, conversations.events_router, layers.router, diagnostics.router,
                    recall.router, openai_router, channels.router, channels.webhooks, activations.router,
-                   imports.router, voice.router, voice.webhooks, timeline.router):
+                   imports.router, voice.router, voice.webhooks, timeline.router, alternatives.router):
         app.include_router(router)
     app.include_router(forget_routes.router)  # delete forever and retention (B4, B5)
     app.include_router(version_routes.router)  # history and undo (B2)

@@ -62,6 +62,7 @@ class PersonaOut(BaseModel):
     card: dict[str, Any] = {}  # character card fields (X3); see docs/import.md
     created_at: str
     updated_at: str
+    archived_at: str | None = None
 
 
 class PersonaSaved(BaseModel):
@@ -69,9 +70,13 @@ class PersonaSaved(BaseModel):
     prompts_rebuilt: int
 
 
+class Archive(RequestModel):
+    archived: bool = Field(default=True, description="false brings an archived persona back")
+
+
 @router.get("", response_model=list[PersonaOut])
-def list_personas(scope: Scope = Depends(current_scope)) -> list[dict]:
-    return [plain(p) for p in scope.personas.list()]
+def list_personas(scope: Scope = Depends(current_scope), include_archived: bool = False) -> list[dict]:
+    return [plain(p) for p in scope.personas.list(include_archived=include_archived)]
 
 
 @router.post("", response_model=PersonaOut, status_code=201)
@@ -90,3 +95,9 @@ def get_persona(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> di
 def update_persona(persona_id: IdPath, body: PersonaFields, scope: Scope = Depends(current_scope)) -> dict:
     persona, rebuilt = scope.update_persona(persona_id, **body.values())
     return {"persona": plain(persona), "prompts_rebuilt": rebuilt}
+
+
+@router.post("/{persona_id}/archive", response_model=PersonaOut)
+def archive_persona(persona_id: IdPath, body: Archive | None = None, scope: Scope = Depends(current_scope)) -> dict:
+    """Archive a persona (W3): its threads stay readable; it leaves the pickers and New Chat."""
+    return plain(scope.personas.archive(persona_id, body.archived if body else True))

@@ -938,6 +938,27 @@ def m013_create_timeline(conn: sqlite3.Connection) -> None:
     )
 
 
+def m014_add_message_alternatives_and_persona_archive(conn: sqlite3.Connection) -> None:
+    """Every version of a regenerated reply or an edited message (W2); archived personas (W3)."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE message_alternatives (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL CHECK (position >= 0),
+            content TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+            created_at TEXT NOT NULL,
+            UNIQUE (message_id, position)
+        );
+        CREATE INDEX message_alternatives_user ON message_alternatives (user_id);
+        ALTER TABLE personas ADD COLUMN archived_at TEXT;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -952,6 +973,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m011_create_activations,
     m012_add_item_versions,
     m013_create_timeline,
+    m014_add_message_alternatives_and_persona_archive,
 ]
 
 

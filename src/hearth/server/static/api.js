@@ -12,9 +12,9 @@ export class ApiError extends Error {
   }
 }
 
-export async function api(method, path, body) {
+export async function api(method, path, body, { signal } = {}) {
   const headers = { "X-CSRF-Token": csrfToken, Accept: "application/json" };
-  const init = { method, headers, credentials: "same-origin" };
+  const init = { method, headers, credentials: "same-origin", signal };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -22,7 +22,8 @@ export async function api(method, path, body) {
   let response;
   try {
     response = await fetch(path, init);
-  } catch (_) {
+  } catch (error) {
+    if (error.name === "AbortError") throw error; // stopped on purpose
     throw new ApiError(0, "network", "The server could not be reached.");
   }
   if (response.status === 401) {

@@ -1,9 +1,11 @@
 // The composer and streamed replies: sending a message, reading the server-sent events of the reply
-// as they arrive, and Try again after a failed reply (PR5).
+// as they arrive (Markdown rendered while it streams), Try again after a failed reply (PR5), and the
+// turn actions of W2: Stop (what arrived is kept only if the person chooses), Regenerate, swiping
+// between versions and editing the last message.
 
-import { $, api, button, el } from "./api.js";
+import { $, api, apiJson, button, el } from "./api.js";
 import { setStatus, shared } from "./shared.js";
-import { addMessage } from "./messages.js";
+import { addMessage, connectActions, refreshActions, setMessageData, updateMessage } from "./messages.js";
 import { renderSize } from "./sidepanel.js";
 import { renderMarkdown } from "./markdown.js";
 import { refreshCurrent, renderHeader } from "./chat.js";
@@ -11,9 +13,11 @@ import { refreshCurrent, renderHeader } from "./chat.js";
 const ui = {
   composer: $("composer"),
   text: $("composer-text"),
+  stop: $("stop"),
 };
 
 const state = shared;
+let controller = null; // aborts the streaming reply (Stop)
 
 // Reads server-sent events from a fetch response and calls onEvent(type, data) for each frame.
 async function readEvents(response, onEvent) {
@@ -38,17 +42,24 @@ async function readEvents(response, onEvent) {
   }
 }
 
-async function streamReply(path, body, userBubble) {
+// Streams a reply into a new bubble, or into `into` (a reply being regenerated), whose previous
+// text comes back if the new one is stopped and not kept.
+async function streamReply(path, body, { userBubble = null, into = null } = {}) {
   const conversation = state.current;
-  const reply = addMessage({ role: "assistant", kind: "chat", content: "" }, conversation.persona_id);
+  const reply = into || addMessage({ role: "assistant", kind: "chat", content: "" }, conversation.persona_id);
+  const replyBody = reply.querySelector(".body");
+  const before = into ? [...replyBody.childNodes] : null;
+  if (into) replyBody.replaceChildren();
+  for (const node of reply.querySelectorAll(".turn-actions, .stopped")) node.remove();
   reply.classList.add("streaming");
   reply.setAttribute("aria-busy", "true");
-  const replyBody = reply.querySelector(".body");
+  controller = new AbortController();
   let response;
   try {
-    response = await api("POST", path, body);
+    response = await api("POST", path, body, { signal: controller.signal });
   } catch (error) {
-    reply.remove();
+    if (into) replyBody.replaceChildren(...before);
+    else reply.remove();
     throw error;
   }
   let failed = false;
@@ -62,30 +73,88 @@ async function streamReply(path, body, userBubble) {
     renderMarkdown(replyBody, text);
     reply.scrollIntoView({ block: "end" });
   };
-  await readEvents(response, (type, data) => {
-    if (type === "saved" && userBubble) {
-      userBubble.classList.remove("pending");
-    } else if (type === "diagnostics") {
-      renderSize(data);
-    } else if (type === "delta") {
-      text += data.text;
-      if (!frame) frame = requestAnimationFrame(paint);
-    } else if (type === "tool") {
-      setStatus(data.status === "running" ? `Using ${data.name}…` : `${data.name} finished.`);
-    } else if (type === "done") {
-      setStatus("");
-    } else if (type === "error") {
-      failed = true;
-      showReplyError(reply, data);
-    }
-  });
+  let stopped = false;
+  try {
+    await readEvents(response, (type, data) => {
+      if (type === "saved") {
+        if (userBubble) {
+          userBubble.classList.remove("pending");
+          userBubble.dataset.messageId = String(data.message_id);
+        }
+      } else if (type === "diagnostics") {
+        renderSize(data);
+      } else if (type === "delta") {
+        text += data.text;
+        if (!frame) frame = requestAnimationFrame(paint);
+      } else if (type === "tool") {
+        setStatus(data.status === "running" ? `Using ${data.name}…` : `${data.name} finished.`);
+      } else if (type === "done") {
+        setStatus("");
+        reply.dataset.messageId = String(data.message_id);
+        if (userBubble) userBubble.dataset.messageId = String(data.user_message_id);
+      } else if (type === "error") {
+        failed = true;
+        showReplyError(reply, data);
+      }
+    });
+  } catch (error) {
+    if (error.name !== "AbortError") throw error;
+    stopped = true;
+  }
   if (frame) cancelAnimationFrame(frame);
+  reply.classList.remove("streaming");
+  reply.removeAttribute("aria-busy");
+  controller = null;
+  if (stopped) {
+    offerPartial(reply, text, before);
+    return;
+  }
   if (!failed) {
     if (text) paint();
     else replyBody.textContent = "(empty reply)";
+    if (into) await reloadMessage(reply);
   }
-  reply.classList.remove("streaming");
-  reply.removeAttribute("aria-busy");
+}
+
+// Stopped: nothing was saved. The person chooses to keep what arrived (as a partial reply) or not.
+function offerPartial(reply, text, before) {
+  const replyBody = reply.querySelector(".body");
+  const box = el("div", "stopped");
+  box.append(el("p", "small", text ? "Stopped. Keep what arrived?" : "Stopped before anything arrived."));
+  const restore = () => {
+    box.remove();
+    if (before) replyBody.replaceChildren(...before);
+    else reply.remove();
+    refreshActions();
+  };
+  if (text) {
+    box.append(button("Keep partial reply", async () => {
+      try {
+        const saved = await apiJson("POST", `/api/conversations/${state.current.id}/partial`, { text });
+        box.remove();
+        updateMessage(reply, saved);
+        if (before) await reloadMessage(reply);
+        setStatus("The partial reply was kept.");
+        refreshActions();
+      } catch (error) {
+        setStatus(error.message, "error");
+      }
+    }, "quiet small keep-partial"));
+  }
+  box.append(button(text ? "Discard" : "Close", () => {
+    restore();
+    setStatus(before ? "The earlier reply stays." : "Nothing was kept. Your message is saved.");
+  }, "quiet small discard-partial"));
+  reply.append(box);
+  box.querySelector("button").focus();
+}
+
+async function reloadMessage(item) {
+  const id = Number(item.dataset.messageId);
+  if (!id) return;
+  const versions = await apiJson("GET", `/api/conversations/${state.current.id}/messages/${id}/alternatives`);
+  const chosen = versions.find((v) => v.chosen) || versions[versions.length - 1];
+  setMessageData(item, { id, kind: "chat", metadata: { alternatives: versions.length, chosen: chosen.position } });
 }
 
 function showReplyError(reply, data) {
@@ -97,21 +166,25 @@ function showReplyError(reply, data) {
   if (data.retryable !== false) {
     reply.append(button("Try again", () => {
       reply.remove();
-      runSend(() => streamReply(`/api/conversations/${state.current.id}/retry`, {}, null));
+      runSend(() => streamReply(`/api/conversations/${state.current.id}/retry`, {}));
     }));
   }
 }
 
 async function runSend(work) {
   state.sending = true;
+  ui.stop.hidden = false;
   renderHeader();
+  refreshActions();
   try {
     await work();
   } catch (error) {
     setStatus(error.message, "error");
   } finally {
     state.sending = false;
+    ui.stop.hidden = true;
     renderHeader();
+    refreshActions();
     if (state.current) {
       try {
         await refreshCurrent();
@@ -119,7 +192,9 @@ async function runSend(work) {
         setStatus(error.message, "error");
       }
     }
-    if (!ui.text.disabled) ui.text.focus();
+    // Back to the message box, unless the person has moved on to another control meanwhile.
+    const active = document.activeElement;
+    if (!ui.text.disabled && (!active || active === document.body || active === ui.stop)) ui.text.focus();
   }
 }
 
@@ -131,14 +206,52 @@ async function sendMessage() {
   userBubble.classList.add("pending");
   await runSend(async () => {
     try {
-      await streamReply(`/api/conversations/${state.current.id}/messages`, { text }, userBubble);
+      await streamReply(`/api/conversations/${state.current.id}/messages`, { text }, { userBubble });
       ui.text.value = "";
+      ui.text.dispatchEvent(new Event("input")); // the saved draft goes too
     } catch (error) {
       userBubble.remove(); // nothing was saved: keep the text in the box
       throw error;
     }
   });
 }
+
+connectActions({
+  busy: () => state.sending,
+  regenerate: (item) => runSend(() => streamReply(`/api/conversations/${state.current.id}/regenerate`, {},
+    { into: item })),
+  edit: (userItem, text) => runSend(async () => {
+    const id = userItem.dataset.messageId;
+    const turns = [...document.querySelectorAll('#messages .message[data-kind="chat"]')];
+    const last = turns[turns.length - 1];
+    const into = last && last.classList.contains("role-assistant") && last !== userItem ? last : null;
+    const before = userItem.querySelector(".body").cloneNode(true);
+    updateMessage(userItem, { id: Number(id), kind: "chat", content: text, metadata: {} });
+    try {
+      await streamReply(`/api/conversations/${state.current.id}/messages/${id}/edit`, { text }, { into });
+    } catch (error) {
+      userItem.querySelector(".body").replaceWith(before);
+      throw error;
+    }
+    await reloadMessage(userItem);
+  }),
+  choose: async (item, id, position) => {
+    const forward = position > Number(item.dataset.chosen);
+    try {
+      const saved = await apiJson("POST",
+        `/api/conversations/${state.current.id}/messages/${id}/alternatives/${position}/choose`);
+      updateMessage(item, saved);
+      refreshActions();
+      // Keep the keyboard on the swipe control, on the side that can still move.
+      const [prev, next] = item.querySelectorAll(".swipe button");
+      const target = forward ? (next.disabled ? prev : next) : (prev.disabled ? next : prev);
+      if (target) target.focus();
+      setStatus(`Version ${position + 1} of ${saved.metadata.alternatives} is the one the conversation continues from.`);
+    } catch (error) {
+      setStatus(error.message, "error");
+    }
+  },
+});
 
 ui.composer.addEventListener("submit", (event) => {
   event.preventDefault();
@@ -150,4 +263,9 @@ ui.text.addEventListener("keydown", (event) => {
     event.preventDefault();
     sendMessage();
   }
+});
+
+ui.stop.addEventListener("click", () => controller?.abort());
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && controller) controller.abort();
 });

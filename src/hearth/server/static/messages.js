@@ -1,20 +1,38 @@
 // The message list of the open conversation: one bubble per message (Markdown through markdown.js),
-// and the handoff artifact laid out as elements with textContent.
+// the handoff artifact laid out as elements with textContent, and the turn actions of W2: Regenerate
+// and swiping between versions on the last reply, Edit on the person's last message.
 
-import { $, el } from "./api.js";
+import { $, button, el } from "./api.js";
 import { personaName } from "./shared.js";
 import { renderMarkdown } from "./markdown.js";
 
 const list = $("messages");
 
+// What the turn actions do, given by composer.js (so the two do not import each other).
+let actions = { regenerate: () => {}, edit: () => {}, choose: () => {}, busy: () => false };
+
+export function connectActions(handlers) {
+  actions = handlers;
+}
+
 export function clearMessages() {
   list.replaceChildren();
 }
 
+// The Markdown source of each bubble (for Edit), without doubling it in the DOM.
+const sources = new WeakMap();
+
 export function addMessage(message, personaId) {
+  const item = buildMessage(message, personaId);
+  list.append(item);
+  item.scrollIntoView({ block: "end" });
+  return item;
+}
+
+function buildMessage(message, personaId) {
   const role = message.role;
   const item = el("li", `message role-${role}`);
-  item.dataset.messageId = message.id ? String(message.id) : "";
+  setMessageData(item, message);
   if (message.kind === "handoff_artifact") {
     item.classList.add("handoff");
     item.append(el("div", "who", "Handoff from an earlier conversation"));
@@ -30,17 +48,138 @@ export function addMessage(message, personaId) {
     const body = el("div", "body markdown");
     renderMarkdown(body, message.content);
     item.append(body);
+    sources.set(item, message.content);
   }
-  list.append(item);
-  item.scrollIntoView({ block: "end" });
   return item;
+}
+
+// Keeps a bubble's data in step with a saved message (id, version count, chosen version).
+export function setMessageData(item, message) {
+  const meta = message.metadata || {};
+  item.dataset.messageId = message.id ? String(message.id) : "";
+  item.dataset.kind = message.kind || "chat";
+  item.dataset.alternatives = String(meta.alternatives || 1);
+  item.dataset.chosen = String(meta.chosen || 0);
+  item.classList.toggle("partial", Boolean(meta.partial));
+}
+
+export function updateMessage(item, message) {
+  setMessageData(item, message);
+  sources.set(item, message.content);
+  renderMarkdown(item.querySelector(".body"), message.content);
 }
 
 export function showMessages(messages, personaId) {
   list.replaceChildren();
-  for (const m of messages) addMessage(m, personaId);
+  // One fragment and one layout for the whole thread, however long it is.
+  const fragment = document.createDocumentFragment();
+  for (const m of messages) fragment.append(buildMessage(m, personaId));
+  list.append(fragment);
+  refreshActions();
   // A fresh branch starts at its handoff: show it from the top.
   if (messages.length && messages.every((m) => m.kind === "handoff_artifact")) list.scrollTop = 0;
+  else list.scrollTop = list.scrollHeight;
+}
+
+const chatTurns = () => [...list.querySelectorAll('.message[data-kind="chat"][data-message-id]:not([data-message-id=""])')];
+
+// Turn actions live on the last reply and on the person's last message only.
+export function refreshActions() {
+  for (const node of list.querySelectorAll(".turn-actions")) node.remove();
+  if (actions.busy()) return;
+  const turns = chatTurns();
+  const last = turns[turns.length - 1];
+  const lastUser = [...turns].reverse().find((n) => n.classList.contains("role-user"));
+  if (last && last.classList.contains("role-assistant")) last.append(replyActions(last));
+  if (lastUser) lastUser.append(userActions(lastUser));
+  // Earlier replies that have versions can still be swiped.
+  for (const node of turns) {
+    if (node !== last && node.classList.contains("role-assistant") && Number(node.dataset.alternatives) > 1) {
+      node.append(replyActions(node, false));
+    }
+  }
+}
+
+function replyActions(item, canRegenerate = true) {
+  const bar = el("div", "turn-actions");
+  const count = Number(item.dataset.alternatives);
+  const chosen = Number(item.dataset.chosen);
+  const id = Number(item.dataset.messageId);
+  if (count > 1) {
+    const swipe = el("div", "swipe");
+    swipe.setAttribute("role", "group");
+    swipe.setAttribute("aria-label", "Versions of this reply");
+    const prev = button("‹", () => actions.choose(item, id, chosen - 1), "quiet small icon", "Previous version");
+    prev.disabled = chosen <= 0;
+    const next = button("›", () => actions.choose(item, id, chosen + 1), "quiet small icon", "Next version");
+    next.disabled = chosen >= count - 1;
+    swipe.append(prev, el("span", "swipe-count", `${chosen + 1} / ${count}`), next);
+    bar.append(swipe);
+    enableSwipe(item, id);
+  }
+  if (canRegenerate) bar.append(button("Regenerate", () => actions.regenerate(item), "quiet small regenerate"));
+  return bar;
+}
+
+function userActions(item) {
+  const bar = el("div", "turn-actions");
+  bar.append(button("Edit", () => startEdit(item), "quiet small edit-message", "Edit your last message"));
+  return bar;
+}
+
+// Touch: a horizontal swipe on a reply with versions moves to the neighbouring version.
+function enableSwipe(item, id) {
+  if (item.dataset.swipe) return;
+  item.dataset.swipe = "on";
+  let start = null;
+  item.addEventListener("pointerdown", (event) => {
+    if (event.pointerType === "touch") start = event.clientX;
+  });
+  item.addEventListener("pointerup", (event) => {
+    if (start === null) return;
+    const dx = event.clientX - start;
+    start = null;
+    const now = Number(item.dataset.chosen);
+    const total = Number(item.dataset.alternatives);
+    if (dx < -60 && now < total - 1) actions.choose(item, id, now + 1);
+    else if (dx > 60 && now > 0) actions.choose(item, id, now - 1);
+  });
+}
+
+function startEdit(item) {
+  const body = item.querySelector(".body");
+  const original = sources.get(item) ?? body.textContent;
+  const form = el("form", "edit-form");
+  const label = el("label", "visually-hidden", "Edit your message");
+  const area = el("textarea");
+  area.id = `edit-${item.dataset.messageId}`;
+  label.htmlFor = area.id;
+  area.rows = 3;
+  area.value = original;
+  const save = el("button", "primary small", "Save and resend");
+  save.type = "submit";
+  const cancel = button("Cancel", () => {
+    form.remove();
+    body.hidden = false;
+    refreshActions();
+  }, "quiet small");
+  const row = el("div", "inline-row");
+  row.append(save, cancel);
+  form.append(label, area, row);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (!area.value.trim()) return;
+    form.remove();
+    body.hidden = false;
+    actions.edit(item, area.value);
+  });
+  area.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") cancel.click();
+  });
+  for (const node of item.querySelectorAll(".turn-actions")) node.remove();
+  body.hidden = true;
+  item.append(form);
+  area.focus();
 }
 
 // The handoff artifact is Markdown of a fixed shape: "## Branch from: <escaped title>", an italic
