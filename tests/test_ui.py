@@ -815,3 +815,77 @@ def test_w2_stop_keep_partial_regenerate_swipe_and_edit_in_the_browser(page, sit
     saved = me.conversations.messages(chat.id)[-1]
     assert saved.role == "assistant" and saved.metadata["partial"] is True
     assert saved.content.startswith("Once upon") and saved.content.strip() == kept_text.strip()
+
+
+# -- W7: the small things a daily client needs ----------------------------------------------------------
+def test_w7_new_chat_follows_the_thread_persona_branch_says_why_it_is_off_and_layers_keep_the_thread(page, base, me):
+    sage = next(p for p in me.personas.list() if p.name == "sage")
+    sage_chat = me.conversations.create(sage.id, title="Sage talk")
+    me.send(sage_chat.id, "Hello Sage")
+    goto(page, base + f"/#conversation-{sage_chat.id}")
+    expect(page.locator("#persona-select")).to_have_value(str(sage.id))
+    page.fill("#new-title", "Sage again")
+    page.uncheck("#new-continue")
+    page.get_by_role("button", name="New Chat").click()
+    expect(page.locator("#chat-title")).to_have_text("Sage again")
+    created = next(c for c in me.conversations.list() if c.title == "Sage again")
+    assert created.persona_id == sage.id
+
+    # An empty thread cannot be branched, and the page says why.
+    expect(page.locator("#branch-conversation")).to_be_disabled()
+    expect(page.locator("#branch-reason")).to_have_text("Nothing to branch from yet: send a message first.")
+    page.fill("#composer-text", "First words")
+    page.click("#send")
+    expect(page.locator(".message.role-assistant")).to_have_count(1)
+    expect(page.locator("#branch-conversation")).to_be_enabled()
+    expect(page.locator("#branch-reason")).to_be_hidden()
+
+    # The Layers page keeps its conversation over a reload.
+    page.get_by_role("link", name="Layers").click()
+    expect(page.locator("#live-context")).to_contain_text("Sage again")
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]")
+    expect(page.locator("#live-context")).to_contain_text("Sage again")
+    page.get_by_role("link", name="Chat").click()
+    expect(page.locator("#messages .message")).to_have_count(2)
+
+
+def test_w7_a_draft_survives_an_expired_session_and_returns_with_the_thread(browser, tmp_path):
+    hearth, _ = open_hearth(tmp_path)
+    hearth.users.set_password(hearth.users.owner().id, PASSWORD)
+    me = hearth.scope()
+    chat = me.conversations.create(me.personas.default().id, title="Evening")
+    me.send(chat.id, "Hi")
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    try:
+        with serve_in_thread(create_app(hearth.settings, hearth)) as base:
+            page.goto(base + "/login")
+            page.fill("#login-password", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(base + "/")
+            goto(page, base + f"/#conversation-{chat.id}")
+            draft = "A long thought I do not want to lose,\nwith a second line."
+            page.locator("#composer-text").fill(draft)
+            page.wait_for_timeout(400)
+            context.clear_cookies()  # the session expires
+            page.click("#send")
+            page.wait_for_url(base + "/login")
+            page.fill("#login-password", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(base + f"/#conversation-{chat.id}")
+            page.wait_for_selector("body[data-ready=true]")
+            expect(page.locator("#chat-title")).to_have_text("Evening")
+            expect(page.locator("#composer-text")).to_have_value(draft)
+            assert [m.content for m in me.conversations.messages(chat.id)] == ["Hi", "Reply 1"]  # nothing was sent
+            # Sending it clears the kept draft.
+            page.click("#send")
+            expect(page.locator(".message.role-assistant .body").last).to_have_text("Reply 2")
+            expect(page.locator("#composer-text")).to_have_value("")
+            page.reload()
+            page.wait_for_selector("body[data-ready=true]")
+            expect(page.locator("#composer-text")).to_have_value("")
+    finally:
+        context.close()
+        hearth.close()

@@ -27,6 +27,7 @@ export async function api(method, path, body, { signal } = {}) {
     throw new ApiError(0, "network", "The server could not be reached.");
   }
   if (response.status === 401) {
+    window.dispatchEvent(new Event("hearth:login-needed")); // the draft and the open thread are kept
     window.location.assign("/login");
   }
   if (!response.ok) {

@@ -11,6 +11,7 @@ import { renderHeader, selectConversation } from "./chat.js";
 import "./composer.js";
 import "./branch.js";
 import "./voice.js";
+import "./drafts.js";
 import { showMemory } from "./memory.js";
 import { showLayers } from "./layers.js";
 import { showRecall } from "./recall.js";
@@ -42,8 +43,10 @@ async function route() {
   }
   try {
     if (view === "chat") {
-      if (conversation && (!state.current || state.current.id !== conversation)) {
+      if (conversation && (!state.current || state.current.id !== conversation || state.shown !== conversation)) {
         await selectConversation(conversation);
+      } else if (state.current && state.shown !== state.current.id) {
+        await selectConversation(state.current.id); // kept from another panel, not shown yet
       } else if (state.current) {
         history.replaceState(null, "", `#conversation-${state.current.id}`);
       }
@@ -74,6 +77,11 @@ async function start() {
     await loadPersonas();
     await loadConversations();
     const { view, conversation } = viewFromHash();
+    const remembered = Number(sessionStorage.getItem("hearth.open"));
+    if (view !== "chat" && remembered) {
+      // Panels about the open conversation (Layers) keep it over a reload.
+      state.current = await apiJson("GET", `/api/conversations/${remembered}`).catch(() => null);
+    }
     if (view === "chat" && !conversation) {
       const first = state.conversations.find((c) => c.visibility !== "trashed");
       if (first) await selectConversation(first.id);

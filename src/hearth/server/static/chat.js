@@ -5,7 +5,8 @@ import { $, apiJson, el } from "./api.js";
 import { conversationTitle, personaName, setStatus, shared } from "./shared.js";
 import { clearMessages, showMessages } from "./messages.js";
 import { clearSnapshotStatus, renderEstimate, renderSize, renderSnapshot, setRefreshEnabled } from "./sidepanel.js";
-import { connectChat, loadConversations, renderList, restoreConversation } from "./threads.js";
+import { connectChat, followPersona, loadConversations, renderList, restoreConversation } from "./threads.js";
+import { restoreDraft } from "./drafts.js";
 
 const ui = {
   title: $("chat-title"),
@@ -13,6 +14,8 @@ const ui = {
   text: $("composer-text"),
   send: $("send"),
   branch: $("branch-conversation"),
+  branchReason: $("branch-reason"),
+  messages: $("messages"),
   moveFolder: $("move-folder"),
   shield: $("shield-toggle"),
   restore: $("restore-conversation"),
@@ -58,7 +61,10 @@ export function renderHeader() {
   ui.trashButton.hidden = trashed;
   ui.trashButton.disabled = !c || busy;
   ui.restore.hidden = !trashed;
-  ui.branch.disabled = !c || busy || state.branching;
+  // Branch needs a turn to carry: on an empty thread it is off, and says why.
+  const empty = Boolean(c) && !ui.messages.querySelector('.message[data-kind="chat"]');
+  ui.branch.disabled = !c || busy || state.branching || empty;
+  ui.branchReason.hidden = !empty;
   ui.moveFolder.disabled = !c || busy || trashed;
   setRefreshEnabled(Boolean(c) && !busy);
   ui.shield.hidden = !c;
@@ -75,6 +81,8 @@ export function renderHeader() {
 
 export function clearChat() {
   state.current = null;
+  state.shown = null;
+  sessionStorage.removeItem("hearth.open");
   clearMessages();
   renderEstimate(null);
   renderSize(null);
@@ -93,6 +101,7 @@ export async function selectConversation(id) {
     apiJson("GET", `/api/conversations/${id}/snapshot`),
   ]);
   state.current = conversation;
+  state.shown = id;
   showMessages(messages.messages, conversation.persona_id);
   renderEstimate(messages.estimate);
   renderSize(size.size);
@@ -100,6 +109,9 @@ export async function selectConversation(id) {
   renderHeader();
   renderList();
   history.replaceState(null, "", `#conversation-${id}`);
+  sessionStorage.setItem("hearth.open", String(id)); // other panels (Layers) keep it over a reload
+  followPersona(conversation.persona_id);
+  restoreDraft(id);
   // Opening a thread may queue a live-context refresh when its state is stale (LC1).
   apiJson("GET", `/api/conversations/${id}/live-context?opened=true`).catch(() => {});
   if (!ui.text.disabled) ui.text.focus();

@@ -18,7 +18,10 @@ form.addEventListener("submit", async (event) => {
       credentials: "same-origin",
     });
     if (response.ok) {
-      window.location.assign("/");
+      // Back to where an expired session left off (the thread, whose draft is kept locally).
+      const back = localStorage.getItem("hearth.return") || "";
+      localStorage.removeItem("hearth.return");
+      window.location.assign(`/${/^#[a-z0-9-]*$/.test(back) ? back : ""}`);
       return;
     }
     let detail = `Login failed (${response.status})`;

@@ -6,6 +6,7 @@ import { $, say } from "./api.js";
 export const shared = {
   conversations: [], folders: [], personas: [], current: null,
   view: "", // the panel on screen
+  shown: null, // id of the conversation whose messages are on screen
   sending: false, // a reply is streaming
   branching: false, // a Branch request is running
 };

@@ -130,6 +130,11 @@ export async function loadPersonas() {
   ui.personaField.hidden = state.personas.length < 2;
 }
 
+// New Chat starts with the open thread's persona (the picker follows the thread).
+export function followPersona(personaId) {
+  if (state.personas.some((p) => p.id === personaId)) ui.personaSelect.value = String(personaId);
+}
+
 async function setFolderHidden(folder, hidden) {
   try {
     await apiJson("PATCH", `/api/folders/${folder.id}`, { hidden });
@@ -157,6 +162,7 @@ ui.newForm.addEventListener("submit", async (event) => {
   event.preventDefault();
   const body = { title: ui.newTitle.value, continue: ui.newContinue.checked };
   if (state.personas.length > 1) body.persona_id = Number(ui.personaSelect.value);
+  else if (state.current) body.persona_id = state.current.persona_id;
   const submit = ui.newForm.querySelector("button[type=submit]");
   submit.disabled = true;
   try {
