@@ -34,7 +34,7 @@ def test_g1_init_doctor_and_offline_chat_work_with_nothing_configured(run):
     assert chat.exit_code == 0
     assert "[offline" in chat.output
     listing = run("conversations", "list")
-    assert "Untitled" in listing.output
+    assert "Hello there" in listing.output  # titled after its first exchange (W4)
 
 
 def test_c1_g6_persona_commands(run):

@@ -889,3 +889,58 @@ def test_w7_a_draft_survives_an_expired_session_and_returns_with_the_thread(brow
     finally:
         context.close()
         hearth.close()
+
+
+# -- W4: titles, rename, paging, filters, folders ---------------------------------------------------------
+def test_w4_titles_rename_paged_filtered_list_and_folder_rename_and_delete(page, base, me):
+    wren = me.personas.create("wren", "Wren")
+    for i in range(60):
+        me.conversations.create(wren.id, title=f"Wren thread {i:02d}")
+    goto(page, base + "/")
+    page.select_option("#filter-persona", label="Wren")
+    expect(page.locator("#conversation-list-heading")).to_have_text("Matching conversations")
+    expect(page.locator("#conversation-list .conversation")).to_have_count(50)
+    page.get_by_role("button", name="Show more conversations").click()
+    expect(page.locator("#conversation-list .conversation")).to_have_count(60)
+    expect(page.get_by_role("button", name="Show more conversations")).to_be_hidden()
+    page.fill("#filter-text", "thread 07")
+    expect(page.locator("#conversation-list .conversation-title")).to_have_text(["Wren thread 07"])
+
+    # Rename the open thread from its header.
+    page.locator("#conversation-list .conversation").first.click()
+    expect(page.locator("#chat-title")).to_have_text("Wren thread 07")
+    page.get_by_role("button", name="Rename").click()
+    page.get_by_label("Conversation title").fill("Wren, renamed")
+    page.get_by_label("Conversation title").press("Enter")
+    expect(page.locator("#chat-title")).to_have_text("Wren, renamed")
+    page.fill("#filter-text", "")
+    page.select_option("#filter-persona", label="All personas")
+    expect(page.locator("#conversation-list-heading")).to_have_text("Conversations")
+
+    # An untitled thread takes its title from the first exchange.
+    page.uncheck("#new-continue")
+    page.get_by_role("button", name="New Chat").click()
+    expect(page.locator("#chat-title")).to_have_text("Untitled conversation")
+    page.fill("#composer-text", "Where shall we walk on *Sunday*?")
+    page.click("#send")
+    expect(page.locator("#chat-title")).to_have_text("Where shall we walk on Sunday?")
+
+    # Folders: rename, then delete asking what happens to the threads.
+    page.fill("#new-folder-name", "Walks")
+    page.get_by_role("button", name="Create").click()
+    page.select_option("#move-folder", label="Walks")
+    group = page.locator(".folder", has_text="Walks")
+    expect(group.locator(".conversation-title")).to_have_text(["Where shall we walk on Sunday?"])
+    group.get_by_role("button", name="Rename folder Walks").click()
+    page.get_by_label("New name for Walks").fill("Sunday walks")
+    page.get_by_role("button", name="Save name").click()
+    group = page.locator(".folder", has_text="Sunday walks")
+    expect(group).to_have_count(1)
+    group.get_by_role("button", name="Delete folder Sunday walks").click()
+    expect(group.get_by_role("button", name="Keep them (move out)")).to_be_focused()
+    group.get_by_role("button", name="Move them to the trash").click()
+    expect(page.locator(".folder", has_text="Sunday walks")).to_have_count(0)
+    expect(page.locator("#status")).to_have_text("Folder deleted; 1 conversation moved to the trash.")
+    trashed = next(c for c in me.conversations.list(include_trashed=True) if c.title.startswith("Where shall"))
+    assert trashed.visibility == "trashed" and trashed.folder_id is None
+    assert not [f for f in me.folders.list() if f.name == "Sunday walks"]

@@ -135,3 +135,84 @@ def test_w2_http_routes_refuse_messages_of_other_threads_and_bad_positions(heart
         assert chosen.json()["content"] == "Reply 1"
         empty = httpx.post(f"{base}/api/conversations/{other.id}/regenerate", json={})
         assert empty.status_code == 409
+
+
+# -- W4: titles, rename, a paged and filtered thread list, folders renamed and deleted ---------------
+from hearth.providers.base import StreamEvent  # noqa: E402
+from hearth.titles import offline_title  # noqa: E402
+
+
+def test_w4_threads_are_titled_from_the_first_exchange_and_a_given_title_is_kept(me, persona):
+    chat = me.new_conversation(persona.id)
+    me.send(chat.id, "**Plans** for the garden this spring, with tomatoes and beans and a small pond by the fence")
+    title = me.conversations.get(chat.id).title
+    assert title == "Plans for the garden this spring, with tomatoes and beans…"
+    assert len(title) <= 61 and title == offline_title("Plans for the garden this spring, with tomatoes and beans "
+                                                       "and a small pond by the fence")
+    me.send(chat.id, "Another message")
+    assert me.conversations.get(chat.id).title == title  # only the first exchange names it
+    named = me.new_conversation(persona.id, title="My own title")
+    me.send(named.id, "Hello")
+    assert me.conversations.get(named.id).title == "My own title"
+    with me.store.read() as conn:
+        payloads = [r[0] for r in conn.execute("SELECT payload FROM events WHERE kind = 'conversation.titled'")]
+    assert len(payloads) == 1 and "garden" not in payloads[0]  # numbers only
+
+
+def test_w4_model_title_job_replaces_the_offline_title_unless_renamed(me, persona, provider):
+    from hearth import titles
+    from hearth.helpers import ModelHelper
+
+    chat = me.new_conversation(persona.id)
+    reply = me.send(chat.id, "What should we cook tonight")
+    payload = {"conversation_id": chat.id, "user_message_id": reply.user_message.id,
+               "reply_id": reply.assistant_message.id}
+    provider.replies.append(lambda request: iter([StreamEvent("text", text='{"title": "Dinner ideas"}')]))
+    titles.title_job(me, payload, ModelHelper(provider))
+    assert me.conversations.get(chat.id).title == "Dinner ideas"
+    assert "What should we cook tonight" in provider.requests[-1].messages[1].content
+    me.conversations.rename(chat.id, "Mine")
+    titles.title_job(me, payload, ModelHelper(provider))
+    assert me.conversations.get(chat.id).title == "Mine"
+
+
+def test_w4_thread_list_pages_by_cursor_and_filters_by_text_persona_and_folder(me, persona):
+    other = me.personas.create("sage", "Sage")
+    folder = me.folders.create("Trips")
+    made = []
+    for i in range(7):
+        made.append(me.conversations.create(persona.id if i % 2 else other.id, title=f"Walk {i} 100%_done",
+                                            folder_id=folder.id if i == 3 else None))
+    pages, before = [], None
+    while True:
+        page = me.conversations.list(limit=3, before=before)
+        if not page:
+            break
+        pages.append([c.id for c in page])
+        before = (page[-1].updated_at, page[-1].id)
+    flat = [i for p in pages for i in p]
+    assert flat == [c.id for c in me.conversations.list()] and len(set(flat)) == 7  # no gaps, no repeats
+    assert [c.title for c in me.conversations.list(text="Walk 4")] == ["Walk 4 100%_done"]
+    assert len(me.conversations.list(text="100%_")) == 7 and me.conversations.list(text="0%x") == []
+    assert {c.persona_id for c in me.conversations.list(persona_id=other.id)} == {other.id}
+    assert [c.title for c in me.conversations.list(folder_id=folder.id)] == ["Walk 3 100%_done"]
+    assert len(me.conversations.list(loose=True)) == 6
+
+
+def test_w4_folders_are_renamed_and_deleted_with_their_threads_kept_or_trashed(me, persona):
+    keep = me.folders.create("Keep")
+    gone = me.folders.create("Gone", hidden=True)
+    a = me.conversations.create(persona.id, title="A", folder_id=keep.id)
+    b = me.conversations.create(persona.id, title="B", folder_id=gone.id)
+    assert me.folders.rename(keep.id, "  Kept  ").name == "Kept"
+    with pytest.raises(Conflict):
+        me.folders.rename(keep.id, "Gone")
+    with pytest.raises(InvalidInput):
+        me.folders.delete(keep.id, threads="burn")
+    assert me.folders.delete(keep.id, threads="keep") == 1
+    assert me.conversations.get(a.id).folder_id is None and me.conversations.get(a.id).visibility == "visible"
+    assert me.folders.delete(gone.id, threads="trash") == 1
+    assert me.conversations.get(b.id).visibility == "trashed"
+    assert [f.name for f in me.folders.list()] == []
+    with pytest.raises(NotFound):
+        me.folders.delete(gone.id, threads="keep")

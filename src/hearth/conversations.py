@@ -127,6 +127,44 @@ class Folders:
                 raise Conflict(f"a folder named {name!r} already exists") from None
             return self.get(inserted_id(cur))
 
+    def rename(self, folder_id: int, name: str) -> Folder:
+        name = (name or "").strip() if isinstance(name, str) else ""
+        if not name or len(name) > MAX_FOLDER_NAME:
+            raise InvalidInput(f"folder name must be 1-{MAX_FOLDER_NAME} characters")
+        with self.store.write() as conn:
+            self.get(folder_id)
+            try:
+                conn.execute("UPDATE folders SET name = ? WHERE id = ? AND user_id = ?", (name, folder_id, self.user_id))
+            except sqlite3.IntegrityError:
+                raise Conflict(f"a folder named {name!r} already exists") from None
+            ledger.append(conn, user_id=self.user_id, kind="folder.renamed", payload={"folder_id": folder_id})
+            return self.get(folder_id)
+
+    def delete(self, folder_id: int, *, threads: str) -> int:
+        """Delete a folder (W4). Its threads either leave it (``threads="keep"``; threads of a hidden
+        folder stay shielded, as when moved out, V2) or go to the trash with it (``"trash"``).
+        Returns how many threads it held."""
+        if threads not in ("keep", "trash"):
+            raise InvalidInput("threads must be 'keep' or 'trash'")
+        with self.store.write() as conn:
+            folder = self.get(folder_id)
+            members = [r[0] for r in conn.execute(
+                "SELECT id FROM conversations WHERE folder_id = ? AND user_id = ?", (folder_id, self.user_id))]
+            marks = ",".join("?" * len(members))
+            if members and threads == "trash":
+                conn.execute(f"UPDATE conversations SET trashed_at = coalesce(trashed_at, ?) WHERE id IN ({marks})",
+                             (utcnow(), *members))
+            elif members and folder.hidden:
+                conn.execute(f"UPDATE conversations SET continuity_shielded = 1 WHERE id IN ({marks})", members)
+            conn.execute("UPDATE conversations SET folder_id = NULL WHERE folder_id = ? AND user_id = ?",
+                         (folder_id, self.user_id))
+            conn.execute("DELETE FROM folders WHERE id = ? AND user_id = ?", (folder_id, self.user_id))
+            ledger.append(conn, user_id=self.user_id, kind="folder.deleted",
+                          payload={"folder_id": folder_id, "conversations": len(members), "trashed": threads == "trash"})
+            if self._on_visibility and members:
+                self._on_visibility(conn, members)
+            return len(members)
+
     def get(self, folder_id: int) -> Folder:
         row = self.store.connection().execute(
             "SELECT * FROM folders WHERE id = ? AND user_id = ?", (folder_id, self.user_id)
@@ -188,14 +226,32 @@ class Conversations:
         return Conversation.from_row(row) if row else None
 
     def list(self, *, include_trashed: bool = False, folder_id: int | None = None,
-             limit: int = 200, offset: int = 0) -> list[Conversation]:
+             limit: int = 200, offset: int = 0, text: str = "", persona_id: int | None = None,
+             loose: bool = False, trashed_only: bool = False,
+             before: tuple[str, int] | None = None) -> list[Conversation]:
+        """Newest first. ``text`` filters by title; ``loose`` keeps threads outside folders;
+        ``before`` is a cursor, the (updated_at, id) of the last thread of the previous page, so
+        pages stay stable and cheap however many threads there are (W4)."""
         sql = _SELECT + " WHERE c.user_id = ?"
         args: list[Any] = [self.user_id]
-        if not include_trashed:
+        if trashed_only:
+            sql += " AND c.trashed_at IS NOT NULL"
+        elif not include_trashed:
             sql += " AND c.trashed_at IS NULL"
         if folder_id is not None:
             sql += " AND c.folder_id = ?"
             args.append(folder_id)
+        elif loose:
+            sql += " AND c.folder_id IS NULL"
+        if persona_id is not None:
+            sql += " AND c.persona_id = ?"
+            args.append(persona_id)
+        if text:
+            sql += " AND c.title LIKE ? ESCAPE '\\'"
+            args.append("%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
+        if before is not None:
+            sql += " AND (c.updated_at < ? OR (c.updated_at = ? AND c.id < ?))"
+            args.extend([before[0], before[0], before[1]])
         sql += " ORDER BY c.updated_at DESC, c.id DESC LIMIT ? OFFSET ?"
         rows = self.store.connection().execute(sql, (*args, limit, offset)).fetchall()
         return [Conversation.from_row(r) for r in rows]

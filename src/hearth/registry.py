@@ -12,7 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import activations, forget, review
+from . import activations, forget, review, titles
 from .channels import inbound, mail, outbound
 from .errors import InvalidInput
 from .jobs import Handler, chat_messages_after, cursor, enqueue
@@ -58,6 +58,7 @@ def job_handlers() -> dict[str, Handler]:
         review.JOB_KIND: review.review_job,
         spans.CHECKPOINT_JOB: checkpoints.checkpoint_job,
         capsules.JOB_KIND: capsules.capsule_job,
+        titles.JOB_KIND: titles.title_job,
         **_registered,
     }
 
@@ -144,5 +145,11 @@ def wire(scope: Scope) -> Wiring:
         KeywordRecall(store),
         archive_recall.ArchiveRecall(store, embedder),
     ]
+    def title(conn: sqlite3.Connection, conversation: Conversation, user_message: Message, reply: Message) -> None:
+        from .providers import choose_provider_name  # W4: a model-written title only with a model
+
+        titles.after_reply(conn, conversation, user_message, reply,
+                           model_titles=choose_provider_name(scope.hearth.settings) != "offline")
+
     return Wiring(layers, dynamic, archive_recall.RecallTools(scope, embedder).tools(),
-                  [after_reply, queue_embedding])
+                  [title, after_reply, queue_embedding])

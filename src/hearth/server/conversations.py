@@ -121,9 +121,19 @@ def list_conversations(
     folder_id: OptionalIdQuery = None,
     limit: int = Query(default=200, ge=1, le=1000),
     offset: int = Query(default=0, ge=0, le=MAX_ID),
+    q: str = Query(default="", max_length=MAX_TITLE, description="Only threads whose title contains this"),
+    persona_id: OptionalIdQuery = None,
+    loose: bool = Query(default=False, description="Only threads outside folders"),
+    trashed: bool = Query(default=False, description="Only threads in the trash"),
+    before_updated_at: str | None = Query(default=None, max_length=40, description=(
+        "Cursor: updated_at of the last thread of the previous page (with before_id)")),
+    before_id: OptionalIdQuery = None,
 ) -> list[dict]:
+    """Threads, newest first; page with the cursor (the last thread's updated_at and id)."""
+    before = (before_updated_at, before_id) if before_updated_at is not None and before_id is not None else None
     return [plain(c) for c in scope.conversations.list(
-        include_trashed=include_trashed, folder_id=folder_id, limit=limit, offset=offset)]
+        include_trashed=include_trashed, folder_id=folder_id, limit=limit, offset=offset, text=q.strip(),
+        persona_id=persona_id, loose=loose, trashed_only=trashed, before=before)]
 
 
 @router.post("", response_model=ConversationOut, status_code=201)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
 from ..conversations import MAX_FOLDER_NAME
@@ -19,7 +21,12 @@ class FolderCreate(RequestModel):
 
 
 class FolderUpdate(RequestModel):
-    hidden: bool
+    hidden: bool | None = None
+    name: str | None = Field(default=None, min_length=1, max_length=MAX_FOLDER_NAME)
+
+
+class FolderDeleted(BaseModel):
+    conversations: int = Field(description="How many threads the folder held")
 
 
 class FolderOut(BaseModel):
@@ -46,5 +53,18 @@ def get_folder(folder_id: IdPath, scope: Scope = Depends(current_scope)) -> dict
 
 @router.patch("/{folder_id}", response_model=FolderOut)
 def update_folder(folder_id: IdPath, body: FolderUpdate, scope: Scope = Depends(current_scope)) -> dict:
-    """Hide or show a folder; conversations in a hidden folder leave automatic continuity (V1)."""
-    return plain(scope.folders.set_hidden(folder_id, body.hidden))
+    """Rename, hide or show a folder; conversations in a hidden folder leave automatic continuity (V1)."""
+    with scope.store.write():
+        if body.name is not None:
+            scope.folders.rename(folder_id, body.name)
+        if body.hidden is not None:
+            scope.folders.set_hidden(folder_id, body.hidden)
+        return plain(scope.folders.get(folder_id))
+
+
+@router.delete("/{folder_id}", response_model=FolderDeleted)
+def delete_folder(folder_id: IdPath, scope: Scope = Depends(current_scope),
+                  threads: Literal["keep", "trash"] = Query(description=(
+                      "keep: its threads leave the folder; trash: they go to the trash"))) -> dict:
+    """Delete a folder (W4); the caller says what happens to its threads."""
+    return {"conversations": scope.folders.delete(folder_id, threads=threads)}

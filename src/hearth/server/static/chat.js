@@ -21,6 +21,10 @@ const ui = {
   restore: $("restore-conversation"),
   end: $("end-conversation"),
   trashButton: $("trash-conversation"),
+  rename: $("rename-conversation"),
+  renameForm: $("rename-form"),
+  renameTitle: $("rename-title"),
+  renameCancel: $("rename-cancel"),
 };
 
 const state = shared;
@@ -66,6 +70,7 @@ export function renderHeader() {
   ui.branch.disabled = !c || busy || state.branching || empty;
   ui.branchReason.hidden = !empty;
   ui.moveFolder.disabled = !c || busy || trashed;
+  ui.rename.disabled = !c;
   setRefreshEnabled(Boolean(c) && !busy);
   ui.shield.hidden = !c;
   ui.shield.disabled = !c || busy;
@@ -185,6 +190,42 @@ ui.trashButton.addEventListener("click", async () => {
     history.replaceState(null, "", "#chat");
     await loadConversations();
     setStatus("Moved to the trash. Restore it from the Trash list.");
+  } catch (error) {
+    setStatus(error.message, "error");
+  }
+});
+
+// Rename (W4): the title turns into a field; Enter saves, Escape cancels.
+function closeRename() {
+  ui.renameForm.hidden = true;
+  ui.title.hidden = false;
+}
+
+ui.rename.addEventListener("click", () => {
+  if (!state.current) return;
+  ui.renameTitle.value = state.current.title;
+  ui.title.hidden = true;
+  ui.renameForm.hidden = false;
+  ui.renameTitle.select();
+});
+
+ui.renameCancel.addEventListener("click", () => {
+  closeRename();
+  ui.rename.focus();
+});
+
+ui.renameTitle.addEventListener("keydown", (event) => {
+  if (event.key === "Escape") ui.renameCancel.click();
+});
+
+ui.renameForm.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  try {
+    await apiJson("POST", `/api/conversations/${state.current.id}/rename`, { title: ui.renameTitle.value });
+    closeRename();
+    await refreshCurrent();
+    setStatus("Conversation renamed.");
+    ui.rename.focus();
   } catch (error) {
     setStatus(error.message, "error");
   }

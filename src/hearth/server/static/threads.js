@@ -1,5 +1,7 @@
-// The thread list (the chat's sidebar): conversations outside folders, folder groups with hide and
-// show, the trash with Restore, and the New Chat and New folder forms.
+// The thread list (the chat's sidebar): conversations outside folders, folder groups (hide and
+// show, rename, delete), the trash with Restore, a filter by title, persona and folder, and the New
+// Chat and New folder forms. Every list is paged with a cursor (W4): the page loads one page of
+// threads per list, "Show more" the next, so the list works the same with ten threads or 100,000.
 
 import { $, apiJson, button, el, formatDate } from "./api.js";
 import { forgetControl } from "./forget.js";
@@ -7,20 +9,33 @@ import { conversationTitle, openConversation, setStatus, shared } from "./shared
 
 const ui = {
   list: $("conversation-list"),
+  listHeading: $("conversation-list-heading"),
+  more: $("conversation-more"),
+  foldersSection: $("folders-section"),
   folderGroups: $("folder-groups"),
   newFolder: $("new-folder"),
   newFolderName: $("new-folder-name"),
+  trash: $("trash"),
   trashList: $("trash-list"),
+  trashMore: $("trash-more"),
   trashCount: $("trash-count"),
   newForm: $("new-conversation"),
   newTitle: $("new-title"),
   newContinue: $("new-continue"),
   personaField: $("persona-field"),
   personaSelect: $("persona-select"),
+  filter: $("thread-filter"),
+  filterText: $("filter-text"),
+  filterPersona: $("filter-persona"),
+  filterFolder: $("filter-folder"),
 };
 
+const PAGE = 50;
 const state = shared;
 const collapsed = new Set(JSON.parse(sessionStorage.getItem("hearth.collapsed") || "[]"));
+
+// One paged list per place in the sidebar: key -> {params, items, more, wanted}.
+const lists = new Map();
 
 // What the list needs from the open conversation, given by the chat module (so the two do not import
 // each other): selectConversation(id), refreshCurrent(), afterListRender().
@@ -28,6 +43,54 @@ let chat = { selectConversation: async () => {}, refreshCurrent: async () => {},
 
 export function connectChat(handlers) {
   chat = handlers;
+}
+
+function filtering() {
+  return Boolean(ui.filterText.value.trim() || ui.filterPersona.value || ui.filterFolder.value);
+}
+
+function mainParams() {
+  if (!filtering()) return { loose: "true" };
+  const params = {};
+  if (ui.filterText.value.trim()) params.q = ui.filterText.value.trim();
+  if (ui.filterPersona.value) params.persona_id = ui.filterPersona.value;
+  if (ui.filterFolder.value === "none") params.loose = "true";
+  else if (ui.filterFolder.value) params.folder_id = ui.filterFolder.value;
+  return params;
+}
+
+async function fetchPage(params, after, limit) {
+  const query = new URLSearchParams({ ...params, limit: String(limit) });
+  if (after) {
+    query.set("before_updated_at", after.updated_at);
+    query.set("before_id", String(after.id));
+  }
+  return apiJson("GET", `/api/conversations?${query}`);
+}
+
+// (Re)loads a list with as many threads as it showed before, so an action never shrinks the view.
+async function loadList(key, params) {
+  const old = lists.get(key);
+  const wanted = old && JSON.stringify(old.params) === JSON.stringify(params) ? old.wanted : PAGE;
+  const items = await fetchPage(params, null, Math.min(wanted, 1000));
+  lists.set(key, { params, items, more: items.length >= wanted, wanted });
+}
+
+async function loadMore(key) {
+  const list = lists.get(key);
+  const page = await fetchPage(list.params, list.items[list.items.length - 1], PAGE);
+  list.items = list.items.concat(page);
+  list.wanted += PAGE;
+  list.more = page.length >= PAGE;
+  remember();
+  renderList();
+}
+
+function remember() {
+  const known = new Map();
+  for (const list of lists.values()) for (const c of list.items) known.set(c.id, c);
+  if (state.current && !known.has(state.current.id)) known.set(state.current.id, state.current);
+  state.conversations = [...known.values()];
 }
 
 function conversationButton(c) {
@@ -42,57 +105,40 @@ function conversationButton(c) {
   node.append(top);
   const when = formatDate(c.updated_at);
   node.append(el("span", "conversation-meta", c.state === "ended" ? `Ended · ${when}` : when));
-  node.addEventListener("click", () => openConversation(c.id));
+  node.addEventListener("click", () => {
+    openConversation(c.id);
+    document.body.classList.remove("drawer-open"); // on a phone the drawer closes on a choice
+  });
   item.append(node);
   return item;
 }
 
+function moreButton(key, label) {
+  return button(label, () => loadMore(key).catch((error) => setStatus(error.message, "error")), "quiet small more");
+}
+
 export function renderList() {
-  const live = state.conversations.filter((c) => c.visibility !== "trashed");
-  const trashed = state.conversations.filter((c) => c.visibility === "trashed");
+  const main = lists.get("main") || { items: [], more: false };
+  const searching = filtering();
+  ui.listHeading.textContent = searching ? "Matching conversations" : "Conversations";
+  ui.foldersSection.hidden = searching;
   ui.list.replaceChildren();
-  const loose = live.filter((c) => c.folder_id === null);
-  if (!loose.length) ui.list.append(el("li", "muted empty", live.length ? "Every conversation is in a folder." : "No conversations yet."));
-  for (const c of loose) ui.list.append(conversationButton(c));
+  if (!main.items.length) {
+    ui.list.append(el("li", "muted empty", searching ? "No conversation matches."
+      : state.folders.length ? "No conversations outside folders." : "No conversations yet."));
+  }
+  for (const c of main.items) ui.list.append(conversationButton(c));
+  ui.more.hidden = !main.more;
 
   ui.folderGroups.replaceChildren();
-  for (const folder of state.folders) {
-    const members = live.filter((c) => c.folder_id === folder.id);
-    const group = el("section", "folder");
-    group.dataset.folderId = String(folder.id);
-    const head = el("div", "folder-head");
-    const open = !collapsed.has(folder.id);
-    const toggle = button(`${folder.name}`, () => {
-      if (collapsed.has(folder.id)) collapsed.delete(folder.id);
-      else collapsed.add(folder.id);
-      sessionStorage.setItem("hearth.collapsed", JSON.stringify([...collapsed]));
-      renderList();
-    }, "folder-toggle");
-    toggle.setAttribute("aria-expanded", String(open));
-    toggle.prepend(el("span", "chevron", open ? "▾" : "▸"));
-    toggle.append(el("span", "count", String(members.length)));
-    head.append(toggle);
-    if (folder.hidden) head.append(el("span", "badge hidden-badge", "Hidden"));
-    const flip = button(folder.hidden ? "Show" : "Hide", () => setFolderHidden(folder, !folder.hidden), "quiet small",
-      `${folder.hidden ? "Show" : "Hide"} folder ${folder.name}`);
-    head.append(flip);
-    head.append(forgetControl("Delete forever", { target: "folder", id: folder.id }, `Delete folder ${folder.name} forever`,
-      loadConversations, setStatus));
-    group.append(head);
-    if (open) {
-      const list = el("ul", "conversation-list");
-      if (!members.length) list.append(el("li", "muted empty", "Empty."));
-      for (const c of members) list.append(conversationButton(c));
-      group.append(list);
-    }
-    ui.folderGroups.append(group);
-  }
+  for (const folder of state.folders) ui.folderGroups.append(folderGroup(folder));
   if (!state.folders.length) ui.folderGroups.append(el("p", "muted empty", "No folders yet."));
 
+  const trash = lists.get("trash") || { items: [], more: false };
   ui.trashList.replaceChildren();
-  ui.trashCount.textContent = trashed.length ? String(trashed.length) : "";
-  if (!trashed.length) ui.trashList.append(el("li", "muted empty", "The trash is empty."));
-  for (const c of trashed) {
+  ui.trashCount.textContent = trash.items.length ? `${trash.items.length}${trash.more ? "+" : ""}` : "";
+  if (!trash.items.length) ui.trashList.append(el("li", "muted empty", "The trash is empty."));
+  for (const c of trash.items) {
     const item = conversationButton(c);
     item.classList.add("trashed");
     item.append(button("Restore", () => restoreConversation(c.id), "quiet small",
@@ -101,38 +147,158 @@ export function renderList() {
       `Delete ${conversationTitle(c)} forever`, loadConversations, setStatus));
     ui.trashList.append(item);
   }
-  if (trashed.length) {
+  if (trash.items.length) {
     const empty = el("li", "trash-empty");
     empty.append(forgetControl("Empty trash", { target: "trash" }, "Empty the trash forever", loadConversations, setStatus));
     ui.trashList.append(empty);
   }
+  ui.trashMore.hidden = !trash.more;
+  renderFilterChoices();
   chat.afterListRender();
 }
 
+function folderGroup(folder) {
+  const key = `folder-${folder.id}`;
+  const members = lists.get(key) || { items: [], more: false };
+  const group = el("section", "folder");
+  group.dataset.folderId = String(folder.id);
+  const head = el("div", "folder-head");
+  const open = !collapsed.has(folder.id);
+  const toggle = button(`${folder.name}`, async () => {
+    if (collapsed.has(folder.id)) collapsed.delete(folder.id);
+    else collapsed.add(folder.id);
+    sessionStorage.setItem("hearth.collapsed", JSON.stringify([...collapsed]));
+    if (!collapsed.has(folder.id)) await loadList(key, { folder_id: String(folder.id) }).catch(() => {});
+    remember();
+    renderList();
+    ui.folderGroups.querySelector(`[data-folder-id="${folder.id}"] .folder-toggle`)?.focus();
+  }, "folder-toggle");
+  toggle.setAttribute("aria-expanded", String(open));
+  toggle.prepend(el("span", "chevron", open ? "▾" : "▸"));
+  if (open) toggle.append(el("span", "count", `${members.items.length}${members.more ? "+" : ""}`));
+  head.append(toggle);
+  if (folder.hidden) head.append(el("span", "badge hidden-badge", "Hidden"));
+  head.append(button(folder.hidden ? "Show" : "Hide", () => setFolderHidden(folder, !folder.hidden), "quiet small",
+    `${folder.hidden ? "Show" : "Hide"} folder ${folder.name}`));
+  head.append(forgetControl("Delete forever", { target: "folder", id: folder.id }, `Delete folder ${folder.name} forever`,
+    loadConversations, setStatus));
+  const tools = el("div", "folder-tools");
+  tools.append(button("Rename", () => renameFolder(group, folder), "quiet small", `Rename folder ${folder.name}`));
+  tools.append(button("Delete", () => askDeleteFolder(group, folder), "quiet small danger",
+    `Delete folder ${folder.name}`));
+  group.append(head, tools);
+  if (open) {
+    const list = el("ul", "conversation-list");
+    if (!members.items.length) list.append(el("li", "muted empty", "Empty."));
+    for (const c of members.items) list.append(conversationButton(c));
+    group.append(list);
+    if (members.more) group.append(moreButton(key, `Show more in ${folder.name}`));
+  }
+  return group;
+}
+
+function renameFolder(group, folder) {
+  const form = el("form", "inline-form folder-rename");
+  const label = el("label", "visually-hidden", `New name for ${folder.name}`);
+  const input = el("input");
+  input.id = `folder-name-${folder.id}`;
+  label.htmlFor = input.id;
+  input.value = folder.name;
+  input.maxLength = 200;
+  input.required = true;
+  const save = el("button", "small", "Save name");
+  save.type = "submit";
+  const row = el("div", "inline-row");
+  row.append(input, save, button("Cancel", () => renderList(), "quiet small"));
+  form.append(label, row);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      await apiJson("PATCH", `/api/folders/${folder.id}`, { name: input.value });
+      await loadConversations();
+      setStatus(`Folder renamed to “${input.value.trim()}”.`);
+    } catch (error) {
+      setStatus(error.message, "error");
+    }
+  });
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") renderList();
+  });
+  group.querySelector(".folder-tools").replaceChildren(form);
+  input.select();
+}
+
+// Deleting asks what happens to the folder's threads: they leave the folder, or go to the trash.
+function askDeleteFolder(group, folder) {
+  const box = el("div", "folder-delete");
+  box.setAttribute("role", "group");
+  box.setAttribute("aria-label", `Delete folder ${folder.name}`);
+  box.append(el("p", "small", `Delete “${folder.name}”? Its conversations:`));
+  const row = el("div", "inline-row");
+  row.append(
+    button("Keep them (move out)", () => deleteFolder(folder, "keep"), "quiet small"),
+    button("Move them to the trash", () => deleteFolder(folder, "trash"), "quiet small danger"),
+    button("Cancel", () => renderList(), "quiet small"),
+  );
+  box.append(row);
+  group.querySelector(".folder-tools").replaceChildren(box);
+  row.querySelector("button").focus();
+}
+
+async function deleteFolder(folder, threads) {
+  try {
+    const result = await apiJson("DELETE", `/api/folders/${folder.id}?threads=${threads}`);
+    lists.delete(`folder-${folder.id}`);
+    await loadConversations();
+    if (state.current && state.current.folder_id === folder.id) await chat.refreshCurrent();
+    const n = result.conversations;
+    const noun = n === 1 ? "conversation" : "conversations";
+    setStatus(threads === "trash" ? `Folder deleted; ${n} ${noun} moved to the trash.`
+      : `Folder deleted; ${n} ${noun} kept outside folders.`);
+  } catch (error) {
+    setStatus(error.message, "error");
+  }
+}
+
+function renderFilterChoices() {
+  const persona = ui.filterPersona.value;
+  ui.filterPersona.replaceChildren(new Option("All personas", ""));
+  for (const p of state.personas) ui.filterPersona.append(new Option(p.display_name, String(p.id)));
+  ui.filterPersona.value = persona;
+  ui.filterPersona.hidden = state.personas.length < 2;
+  const folder = ui.filterFolder.value;
+  ui.filterFolder.replaceChildren(new Option("All folders", ""), new Option("No folder", "none"));
+  for (const f of state.folders) ui.filterFolder.append(new Option(f.name, String(f.id)));
+  ui.filterFolder.value = [...ui.filterFolder.options].some((o) => o.value === folder) ? folder : "";
+}
+
 export async function loadConversations() {
-  const [conversations, folders] = await Promise.all([
-    apiJson("GET", "/api/conversations?include_trashed=true"),
-    apiJson("GET", "/api/folders"),
-  ]);
-  state.conversations = conversations;
-  state.folders = folders;
+  state.folders = await apiJson("GET", "/api/folders");
+  const loads = [loadList("main", mainParams()), loadList("trash", { trashed: "true" })];
+  for (const folder of state.folders) {
+    if (!collapsed.has(folder.id)) loads.push(loadList(`folder-${folder.id}`, { folder_id: String(folder.id) }));
+  }
+  await Promise.all(loads);
+  remember();
   renderList();
 }
 
 export async function loadPersonas() {
-  state.personas = await apiJson("GET", "/api/personas");
+  state.personas = await apiJson("GET", "/api/personas?include_archived=true");
   ui.personaSelect.replaceChildren();
-  for (const p of state.personas) {
+  for (const p of state.personas.filter((x) => !x.archived_at)) {
     const option = el("option", "", p.display_name);
     option.value = String(p.id);
     ui.personaSelect.append(option);
   }
-  ui.personaField.hidden = state.personas.length < 2;
+  ui.personaField.hidden = ui.personaSelect.options.length < 2;
 }
 
 // New Chat starts with the open thread's persona (the picker follows the thread).
 export function followPersona(personaId) {
-  if (state.personas.some((p) => p.id === personaId)) ui.personaSelect.value = String(personaId);
+  if ([...ui.personaSelect.options].some((o) => o.value === String(personaId))) {
+    ui.personaSelect.value = String(personaId);
+  }
 }
 
 async function setFolderHidden(folder, hidden) {
@@ -161,7 +327,7 @@ export async function restoreConversation(id) {
 ui.newForm.addEventListener("submit", async (event) => {
   event.preventDefault();
   const body = { title: ui.newTitle.value, continue: ui.newContinue.checked };
-  if (state.personas.length > 1) body.persona_id = Number(ui.personaSelect.value);
+  if (ui.personaSelect.options.length > 1) body.persona_id = Number(ui.personaSelect.value);
   else if (state.current) body.persona_id = state.current.persona_id;
   const submit = ui.newForm.querySelector("button[type=submit]");
   submit.disabled = true;
@@ -170,8 +336,10 @@ ui.newForm.addEventListener("submit", async (event) => {
     ui.newTitle.value = "";
     await loadConversations();
     await chat.selectConversation(result.conversation.id);
+    document.body.classList.remove("drawer-open");
     if (result.source_conversation_id) {
-      const source = state.conversations.find((c) => c.id === result.source_conversation_id);
+      const source = state.conversations.find((c) => c.id === result.source_conversation_id)
+        || await apiJson("GET", `/api/conversations/${result.source_conversation_id}`).catch(() => null);
       setStatus(`Continuing from “${source ? conversationTitle(source) : "the last conversation"}”.`);
     }
   } catch (error) {
@@ -192,3 +360,23 @@ ui.newFolder.addEventListener("submit", async (event) => {
     setStatus(error.message, "error");
   }
 });
+
+ui.more.addEventListener("click", () => loadMore("main").catch((error) => setStatus(error.message, "error")));
+ui.trashMore.addEventListener("click", () => loadMore("trash").catch((error) => setStatus(error.message, "error")));
+
+// The filter reloads the main list a moment after typing stops.
+let filterTimer = 0;
+const refilter = () => {
+  clearTimeout(filterTimer);
+  filterTimer = setTimeout(() => loadList("main", mainParams()).then(() => {
+    remember();
+    renderList();
+  }).catch((error) => setStatus(error.message, "error")), 200);
+};
+ui.filter.addEventListener("submit", (event) => {
+  event.preventDefault();
+  refilter();
+});
+ui.filterText.addEventListener("input", refilter);
+ui.filterPersona.addEventListener("change", refilter);
+ui.filterFolder.addEventListener("change", refilter);
