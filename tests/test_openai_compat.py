@@ -245,14 +245,20 @@ def test_x1_client_regenerate_answers_the_same_turn_again_without_a_second_user_
     again = client.chat.completions.create(model="elion", messages=history, extra_headers=headers)
     assert again.choices[0].message.content
     rows = chat_rows(served, conversation_id)
-    assert [r for r, _ in rows] == ["user", "assistant", "assistant"]
+    # The regenerated reply is another version of the same turn (W2): the thread keeps one reply,
+    # the new one, which is what later requests read; the first stays as a version.
+    assert [r for r, _ in rows] == ["user", "assistant"]
+    assert rows[-1][1] == again.choices[0].message.content
     # Repeating the same words as a new turn (the client holds Hearth's reply) is a new message.
     client.chat.completions.create(model="elion", extra_headers=headers, messages=history + [
-        {"role": "assistant", "content": reply}, {"role": "user", "content": "Regenerate me please"}])
-    assert [r for r, _ in chat_rows(served, conversation_id)] == ["user", "assistant", "assistant", "user", "assistant"]
+        {"role": "assistant", "content": again.choices[0].message.content},
+        {"role": "user", "content": "Regenerate me please"}])
+    assert [r for r, _ in chat_rows(served, conversation_id)] == ["user", "assistant", "user", "assistant"]
     with served.hearth() as hearth:
-        messages = hearth.scope().conversations.messages(conversation_id)
-        assert [m.metadata.get("regenerated", False) for m in messages if m.role == "assistant"] == [False, True, False]
+        me = hearth.scope()
+        messages = me.conversations.messages(conversation_id)
+        assert [m.metadata.get("regenerated", False) for m in messages if m.role == "assistant"] == [True, False]
+        assert [a.content for a in me.alternatives(messages[1].id)] == [reply, again.choices[0].message.content]
 
 
 def test_x1_changing_the_client_system_prompt_rebuilds_that_conversations_stored_prompt(served):

@@ -944,3 +944,58 @@ def test_w4_titles_rename_paged_filtered_list_and_folder_rename_and_delete(page,
     trashed = next(c for c in me.conversations.list(include_trashed=True) if c.title.startswith("Where shall"))
     assert trashed.visibility == "trashed" and trashed.folder_id is None
     assert not [f for f in me.folders.list() if f.name == "Sunday walks"]
+
+
+# -- W3: the persona editor ---------------------------------------------------------------------------------
+def test_w3_persona_editor_edits_every_field_uploads_an_avatar_and_archives(page, base, me, tmp_path):
+    import io
+
+    from PIL import Image
+
+    picture = io.BytesIO()
+    Image.new("RGB", (16, 16), (90, 140, 200)).save(picture, "PNG")
+    goto(page, base + "/#personas")
+    expect(page.locator("#personas-heading")).to_be_focused()
+    page.get_by_role("button", name="New persona").click()
+    page.get_by_label("Short name (letters, digits, . _ -)").fill("robin")
+    page.get_by_label("Display name").fill("Robin")
+    page.get_by_label("Identity").fill("I am Robin, a *cheerful* friend.")
+    page.get_by_label("Your label").fill("Sam said:")
+    page.get_by_label("Companion label").fill("Robin said:")
+    page.get_by_label("Legacy labels in old archives (one per line)").fill("Robin 1.0 said:\nRobbie said:")
+    page.get_by_label("Personality and tone").fill("Playful")
+    page.get_by_label("Custom instructions").fill("Keep answers short.")
+    page.get_by_label("Continue automatically from the last conversation (New Chat)").uncheck()
+    page.get_by_label("Search the imported archive").check()
+    page.get_by_label("Search the web").check()
+    page.get_by_label("Avatar image (PNG, JPEG, WebP or GIF, at most 900 kB)").set_input_files(
+        files=[{"name": "robin.png", "mimeType": "image/png", "buffer": picture.getvalue()}])
+    page.get_by_role("button", name="Save persona").click()
+    expect(page.locator("#personas-status")).to_have_text("Saved Robin.")
+    expect(page.locator("#persona-avatar")).to_be_visible()
+    robin = me.personas.by_name("robin")
+    assert (robin.display_name, robin.identity, robin.user_label, robin.assistant_label, robin.legacy_labels,
+            robin.tone, robin.custom_instructions, robin.auto_continuity, robin.archive_access, robin.web_search) == (
+        "Robin", "I am Robin, a *cheerful* friend.", "Sam said:", "Robin said:", ["Robin 1.0 said:", "Robbie said:"],
+        "Playful", "Keep answers short.", False, True, True)
+    assert me.personas.avatar(robin.id) == (picture.getvalue(), "image/png")
+
+    # Edit one field; the rest stay.
+    page.get_by_label("Personality and tone").fill("Calm")
+    page.get_by_role("button", name="Save persona").click()
+    expect(page.locator("#personas-status")).to_contain_text("Saved Robin.")
+    assert me.personas.by_name("robin").tone == "Calm" and me.personas.by_name("robin").web_search
+
+    # A file that is not an image is refused and nothing changes.
+    page.get_by_label("Avatar image (PNG, JPEG, WebP or GIF, at most 900 kB)").set_input_files(
+        files=[{"name": "evil.png", "mimeType": "image/png", "buffer": b"<svg onload=alert(1)>"}])
+    page.get_by_role("button", name="Save persona").click()
+    expect(page.locator("#personas-status")).to_contain_text("The avatar was not saved")
+    assert me.personas.avatar(robin.id) == (picture.getvalue(), "image/png")
+
+    # Archive: it leaves the New Chat picker, its threads stay.
+    page.get_by_role("button", name="Archive").click()
+    expect(page.locator("#personas-status")).to_contain_text("Robin is archived")
+    assert me.personas.by_name("robin").archived_at
+    goto(page, base + "/#chat")
+    assert "Robin" not in page.locator("#persona-select option").all_text_contents()

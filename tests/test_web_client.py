@@ -216,3 +216,73 @@ def test_w4_folders_are_renamed_and_deleted_with_their_threads_kept_or_trashed(m
     assert [f.name for f in me.folders.list()] == []
     with pytest.raises(NotFound):
         me.folders.delete(gone.id, threads="keep")
+
+
+# -- W3: persona editing, archiving and avatars -------------------------------------------------------
+import io  # noqa: E402
+
+from click.testing import CliRunner  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from hearth.cli import cli  # noqa: E402
+
+
+def png(size=(8, 8), kind="PNG") -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, (200, 90, 40)).save(out, kind)
+    return out.getvalue()
+
+
+def test_w3_cli_persona_edit_and_archive_change_only_what_is_given(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEARTH_HOME", str(tmp_path / "home"))
+    runner = CliRunner()
+
+    def run(*args):
+        return runner.invoke(cli, list(args), catch_exceptions=False)
+
+    assert run("persona", "add", "elion", "--display-name", "Elion", "--user-label", "AUMA said:").exit_code == 0
+    assert run("persona", "add", "sage").exit_code == 0
+    picture = tmp_path / "me.png"
+    picture.write_bytes(png())
+    edited = run("persona", "edit", "elion", "--archive-access", "--tone", "Playful", "--legacy-label",
+                 "Voicefire 5.1 said:", "--web-search", "--identity", "I am Elion.", "--avatar", str(picture))
+    assert edited.exit_code == 0, edited.output
+    with Hearth(Settings.resolve({"home": str(tmp_path / "home")}, environ={})) as hearth:
+        me = hearth.scope()
+        p = me.personas.by_name("elion")
+        assert (p.archive_access, p.web_search, p.tone, p.legacy_labels, p.identity) == (
+            True, True, "Playful", ["Voicefire 5.1 said:"], "I am Elion.")
+        assert p.user_label == "AUMA said:" and p.display_name == "Elion"  # untouched
+        assert me.personas.avatar(p.id) == (png(), "image/png")
+    bad = tmp_path / "fake.png"
+    bad.write_bytes(b"<svg onload=alert(1)>")
+    refused = runner.invoke(cli, ["persona", "edit", "elion", "--tone", "Dry", "--avatar", str(bad)])
+    assert refused.exit_code == 1 and refused.output.startswith("Error: the avatar is not a readable")
+    assert "Dry" not in run("persona", "show", "elion").output  # nothing changed
+    assert run("persona", "archive", "elion").exit_code == 0
+    assert "elion" not in run("persona", "list").output and "(archived)" in run("persona", "list", "--all").output
+    last = runner.invoke(cli, ["persona", "archive", "sage"])
+    assert last.exit_code == 1 and "only persona that is not archived" in last.output
+    assert run("persona", "archive", "elion", "--restore").exit_code == 0
+    assert "elion" in run("persona", "list").output
+
+
+def test_w3_avatar_upload_checks_type_and_size_by_opening_the_image(hearth, me, persona):
+    with serve_in_thread(create_app(hearth.settings, hearth)) as base:
+        url = f"{base}/api/personas/{persona.id}/avatar"
+        assert httpx.get(url).status_code == 404
+        for body, kind in ((b"GIF89a not really", "image/gif"), (b"<svg/>", "image/png"),
+                           (png(kind="JPEG"), "image/png"), (png((5000, 2)), "image/png"), (b"", "image/png")):
+            refused = httpx.put(url, content=body, headers={"Content-Type": kind})
+            assert refused.status_code == 400, (kind, refused.text)
+            assert refused.json()["error"]
+        assert httpx.put(url, content=b"x" * 1_200_000, headers={"Content-Type": "image/png"}).status_code == 413
+        assert me.personas.avatar(persona.id) is None  # nothing stored by a refusal
+        assert httpx.put(url, content=png(kind="JPEG"), headers={"Content-Type": "image/jpeg"}).status_code == 204
+        got = httpx.get(url)
+        assert got.headers["content-type"] == "image/jpeg" and got.content == png(kind="JPEG")
+        me.personas.create("sage")
+        archived = httpx.post(f"{base}/api/personas/{persona.id}/archive", json={"archived": True})
+        assert archived.status_code == 200 and archived.json()["archived_at"]
+        assert persona.id not in [p["id"] for p in httpx.get(f"{base}/api/personas").json()]
+        assert persona.id in [p["id"] for p in httpx.get(f"{base}/api/personas?include_archived=true").json()]

@@ -37,10 +37,11 @@ def persona_add(obj: Context, name: str, display_name: str | None, legacy_labels
 
 
 @persona.command("list")
+@click.option("--all", "include_archived", is_flag=True, help="Include archived personas.")
 @pass_ctx
-def persona_list(obj: Context) -> None:
-    for p in obj.scope().personas.list():
-        console.print(f"{p.id}\t{p.name}\t{p.display_name}", markup=False)
+def persona_list(obj: Context, include_archived: bool) -> None:
+    for p in obj.scope().personas.list(include_archived=include_archived):
+        console.print(f"{p.id}\t{p.name}\t{p.display_name}{'  (archived)' if p.archived_at else ''}", markup=False)
 
 
 @persona.command("show")
@@ -48,6 +49,57 @@ def persona_list(obj: Context) -> None:
 @pass_ctx
 def persona_show(obj: Context, name: str) -> None:
     _json(obj.scope().personas.by_name(name).to_dict())
+
+
+@persona.command("edit")
+@click.argument("name")
+@click.option("--display-name")
+@click.option("--identity")
+@click.option("--user-label")
+@click.option("--assistant-label")
+@click.option("--legacy-label", "legacy_labels", multiple=True,
+              help="Replaces the legacy labels (repeatable); --no-legacy-labels clears them.")
+@click.option("--no-legacy-labels", is_flag=True, help="Remove every legacy label.")
+@click.option("--tone")
+@click.option("--instructions", "custom_instructions")
+@click.option("--auto-continuity/--no-auto-continuity", default=None)
+@click.option("--archive-access/--no-archive-access", default=None)
+@click.option("--web-search/--no-web-search", default=None)
+@click.option("--avatar", type=click.Path(exists=True, dir_okay=False), help="A PNG, JPEG, WebP or GIF image.")
+@pass_ctx
+def persona_edit(obj: Context, name: str, legacy_labels: tuple[str, ...], no_legacy_labels: bool,
+                 avatar: str | None, **values: Any) -> None:
+    """Change a persona's fields (C1, G6); only the options given change. Stored prompts are rebuilt."""
+    from pathlib import Path
+
+    from ..avatars import checked_image
+
+    scope = obj.scope()
+    persona_ = scope.personas.by_name(name)
+    changes = {k: v for k, v in values.items() if v is not None}
+    if legacy_labels or no_legacy_labels:
+        changes["legacy_labels"] = [] if no_legacy_labels else list(legacy_labels)
+    image = Path(avatar).read_bytes() if avatar else None
+    mime = checked_image(image) if image is not None else None  # refused before anything changes
+    if not changes and image is None:
+        raise InvalidInput("nothing to change: give at least one option (see --help)")
+    with scope.store.write():
+        rebuilt = scope.update_persona(persona_.id, **changes)[1] if changes else 0
+        if image is not None and mime is not None:
+            scope.personas.set_avatar(persona_.id, image, mime)
+    note = f"; {rebuilt} stored prompt(s) rebuilt" if rebuilt else ""
+    console.print(f"Persona {persona_.name} saved{note}.", markup=False)
+
+
+@persona.command("archive")
+@click.argument("name")
+@click.option("--restore", is_flag=True, help="Bring an archived persona back.")
+@pass_ctx
+def persona_archive(obj: Context, name: str, restore: bool) -> None:
+    """Archive a persona: its threads stay readable; it leaves the pickers and New Chat (W3)."""
+    scope = obj.scope()
+    changed = scope.personas.archive(scope.personas.by_name(name).id, not restore)
+    console.print(f"Persona {changed.name} {'restored' if restore else 'archived'}.", markup=False)
 
 
 # -- folders and conversations ----------------------------------------------------------------------

@@ -98,7 +98,9 @@ class BodyGuard:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        if body and scope["path"].startswith("/api/") and not binary:
+        # Imports and images (avatars) are the binary bodies; everything else in the API is text.
+        image = headers.get("content-type", "").startswith("image/")
+        if body and scope["path"].startswith("/api/") and not binary and not image:
             try:
                 body.decode("utf-8")
             except UnicodeDecodeError as exc:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from .. import avatars
 from ..engine import Scope
+from ..errors import NotFound
 from ..personas import MAX_TEXT
 from .auth import current_scope
 from .models import IdPath, RequestModel, plain
@@ -101,3 +104,25 @@ def update_persona(persona_id: IdPath, body: PersonaFields, scope: Scope = Depen
 def archive_persona(persona_id: IdPath, body: Archive | None = None, scope: Scope = Depends(current_scope)) -> dict:
     """Archive a persona (W3): its threads stay readable; it leaves the pickers and New Chat."""
     return plain(scope.personas.archive(persona_id, body.archived if body else True))
+
+
+@router.put("/{persona_id}/avatar", status_code=204, openapi_extra={"requestBody": {
+    "required": True, "content": {m: {"schema": {"type": "string", "format": "binary"}}
+                                  for m in avatars.FORMATS.values()}}})
+async def put_avatar(persona_id: IdPath, request: Request, scope: Scope = Depends(current_scope)) -> Response:
+    """Upload an avatar as the raw image body (PNG, JPEG, WebP or GIF; checked by opening it)."""
+    data = await request.body()
+    mime = avatars.checked_image(data, request.headers.get("content-type"))
+    scope.personas.set_avatar(persona_id, data, mime)
+    return Response(status_code=204)
+
+
+@router.get("/{persona_id}/avatar", response_class=Response,
+            responses={200: {"content": {"image/png": {}}, "description": "The avatar image"}})
+def get_avatar(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> Response:
+    found = scope.personas.avatar(persona_id)
+    if found is None:
+        raise NotFound(f"persona {persona_id} has no avatar")
+    data, mime = found
+    return Response(data, media_type=mime, headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+                                                     "Content-Security-Policy": "default-src 'none'"})

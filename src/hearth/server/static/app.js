@@ -13,6 +13,7 @@ import "./branch.js";
 import "./voice.js";
 import "./drafts.js";
 import { showMemory } from "./memory.js";
+import { showPersonas } from "./personas.js";
 import { showLayers } from "./layers.js";
 import { showRecall } from "./recall.js";
 import { showTimeline } from "./timeline.js";
@@ -22,7 +23,7 @@ import { showImports } from "./imports.js";
 const state = shared;
 
 const VIEWS = {
-  chat: null, memory: showMemory, layers: showLayers, recall: showRecall, timeline: showTimeline,
+  chat: null, memory: showMemory, personas: showPersonas, layers: showLayers, recall: showRecall, timeline: showTimeline,
   tools: () => Promise.all([showTools(), showImports()]),
 };
 
