@@ -973,6 +973,7 @@ def test_w3_persona_editor_edits_every_field_uploads_an_avatar_and_archives(page
     page.get_by_role("button", name="Save persona").click()
     expect(page.locator("#personas-status")).to_have_text("Saved Robin.")
     expect(page.locator("#persona-avatar")).to_be_visible()
+    assert page.evaluate("document.querySelector('#persona-avatar').naturalWidth") == 16
     robin = me.personas.by_name("robin")
     assert (robin.display_name, robin.identity, robin.user_label, robin.assistant_label, robin.legacy_labels,
             robin.tone, robin.custom_instructions, robin.auto_continuity, robin.archive_access, robin.web_search) == (
@@ -983,7 +984,7 @@ def test_w3_persona_editor_edits_every_field_uploads_an_avatar_and_archives(page
     # Edit one field; the rest stay.
     page.get_by_label("Personality and tone").fill("Calm")
     page.get_by_role("button", name="Save persona").click()
-    expect(page.locator("#personas-status")).to_contain_text("Saved Robin.")
+    expect(page.locator("#personas-status")).to_have_text(re.compile(r"^Saved Robin\."))
     assert me.personas.by_name("robin").tone == "Calm" and me.personas.by_name("robin").web_search
 
     # A file that is not an image is refused and nothing changes.
@@ -999,3 +1000,159 @@ def test_w3_persona_editor_edits_every_field_uploads_an_avatar_and_archives(page
     assert me.personas.by_name("robin").archived_at
     goto(page, base + "/#chat")
     assert "Robin" not in page.locator("#persona-select option").all_text_contents()
+
+
+# -- W5: phone layout; W6: accessibility ---------------------------------------------------------------------
+PAGES = ["chat", "memory", "personas", "layers", "recall", "timeline", "tools"]
+AXE = Path(__file__).resolve().parents[1] / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def shot(page, name):
+    page.wait_for_timeout(250)  # drawers and sheets slide in
+    path = os.path.join(tempfile.gettempdir(), f"hearth-{name}.png")
+    page.screenshot(path=path)
+    return path
+
+
+def open_page(page, base, view, conversation_id):
+    goto(page, base + (f"/#conversation-{conversation_id}" if view == "chat" else f"/#{view}"))
+    page.wait_for_timeout(150)  # the panel's data has arrived and rendered
+
+
+def no_sideways_scroll(page):
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+
+
+def test_w5_phone_layout_drawer_sheet_and_composer_at_the_bottom(browser, base, me):
+    chat = chat_with_messages(me, "Phone check", [f"Message number {i} with a little *more* text" for i in range(6)])
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    try:
+        open_page(page, base, "chat", chat.id)
+        composer = page.locator("#composer").bounding_box()
+        assert composer["y"] + composer["height"] <= 844 and composer["y"] > 844 - 200  # at the bottom
+        assert not page.locator("#threads").is_visible() and not page.locator("#details").is_visible()
+        assert no_sideways_scroll(page)
+        shot(page, "w5-390-chat")
+
+        # The thread list is a drawer: open, choose a thread, it closes.
+        page.get_by_role("button", name="Threads").click()
+        expect(page.locator("#threads")).to_be_visible()
+        expect(page.get_by_role("button", name="Threads")).to_have_attribute("aria-expanded", "true")
+        shot(page, "w5-390-drawer")
+        page.keyboard.press("Escape")
+        expect(page.locator("#threads")).to_be_hidden()
+        expect(page.get_by_role("button", name="Threads")).to_be_focused()
+        page.get_by_role("button", name="Threads").click()
+        page.locator("#threads .conversation", has_text="Phone check").first.click()
+        expect(page.locator("#threads")).to_be_hidden()
+        expect(page.locator("#chat-title")).to_have_text("Phone check")
+
+        # The side panel is a sheet.
+        page.get_by_role("button", name="Details").click()
+        expect(page.locator("#details")).to_be_visible()
+        expect(page.get_by_role("button", name="Refresh memory")).to_be_visible()
+        shot(page, "w5-390-sheet")
+        page.get_by_role("button", name="Close details").click()
+        expect(page.locator("#details")).to_be_hidden()
+
+        # Sending works from the bottom composer, and every page fits the width.
+        page.fill("#composer-text", "From the phone")
+        page.click("#send")
+        expect(page.locator(".message.role-user .body").last).to_have_text("From the phone")
+        for view in PAGES:
+            open_page(page, base, view, chat.id)
+            assert no_sideways_scroll(page), view
+            shot(page, f"w5-390-{view}")
+    finally:
+        context.close()
+    wide = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = wide.new_page()
+    try:
+        for view in PAGES:
+            open_page(page, base, view, chat.id)
+            assert no_sideways_scroll(page), view
+            if view == "chat":
+                assert page.locator("#threads").is_visible() and page.locator("#details").is_visible()
+            shot(page, f"w5-1280-{view}")
+    finally:
+        wide.close()
+
+
+def axe_violations(page):
+    page.add_script_tag(path=str(AXE))
+    result = page.evaluate("""async () => {
+        const r = await axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}});
+        return r.violations.map((v) => ({id: v.id, nodes: v.nodes.slice(0, 3).map((n) => n.target.join(" ") + " " + (n.failureSummary || ""))}));
+    }""")
+    return result
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_w6_axe_finds_no_wcag_21_aa_violation_on_any_page(browser, base, me, scheme):
+    if not AXE.exists():
+        pytest.skip("axe-core is not installed (make dev runs npm ci)")
+    chat = chat_with_messages(me, "Axe check", ["Hello with **bold** and a [link](https://example.invalid)"])
+    me.layers.household.add_field(f"Mood {scheme}", ["calm", "busy"], value="calm")
+    found = {}
+    for width, height in ((1280, 800), (390, 844)):
+        context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme, bypass_csp=True)
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        try:
+            for view in PAGES:
+                open_page(page, base, view, chat.id)
+                violations = axe_violations(page)
+                if violations:
+                    found[f"{view} {width}"] = violations
+            if width == 390:  # the open drawer and sheet too
+                open_page(page, base, "chat", chat.id)
+                page.get_by_role("button", name="Threads").click()
+                found.update({"drawer": v for v in [axe_violations(page)] if v})
+        finally:
+            context.close()
+    assert found == {}, json.dumps(found, indent=1)
+
+
+def test_w6_keyboard_alone_starts_a_chat_sends_regenerates_and_moves_between_panels(page, base, me):
+    goto(page, base + "/#chat")
+    page.evaluate("document.activeElement.blur()")
+    page.keyboard.press("Tab")
+    expect(page.locator(".skip")).to_be_focused()
+    # Tab on from the top of the page to New Chat, by keys only.
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "new-title":
+            break
+    expect(page.locator("#new-title")).to_be_focused()
+    page.keyboard.type("Keyboard only")
+    for _ in range(6):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.textContent") == "New Chat":
+            break
+    page.keyboard.press("Enter")
+    expect(page.locator("#chat-title")).to_have_text("Keyboard only")
+    expect(page.locator("#composer-text")).to_be_focused()
+    page.keyboard.type("Typed and sent with Enter")
+    page.keyboard.press("Enter")
+    expect(page.locator(".message.role-assistant .body").last).not_to_have_text("")
+    expect(page.locator(".message.streaming")).to_have_count(0)
+    expect(page.locator("#composer-text")).to_be_focused()
+    # Shift+Tab back to the reply's Regenerate button.
+    for _ in range(10):
+        page.keyboard.press("Shift+Tab")
+        if page.evaluate("document.activeElement.textContent") == "Regenerate":
+            break
+    page.keyboard.press("Enter")
+    expect(page.locator(".message.role-assistant .swipe-count")).to_have_text("2 / 2")
+    # The main navigation by keyboard; each panel's heading takes the focus.
+    page.locator("#composer-text").focus()
+    for _ in range(60):
+        page.keyboard.press("Shift+Tab")
+        if page.evaluate("document.activeElement.dataset.view") == "memory":
+            break
+    page.keyboard.press("Enter")
+    expect(page.locator("#memory-heading")).to_be_focused()
+    outline = page.evaluate("getComputedStyle(document.querySelector('.main-nav a[data-view=memory]')).outlineStyle")
+    assert outline != "", outline

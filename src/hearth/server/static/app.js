@@ -12,6 +12,7 @@ import "./composer.js";
 import "./branch.js";
 import "./voice.js";
 import "./drafts.js";
+import "./layout.js";
 import { showMemory } from "./memory.js";
 import { showPersonas } from "./personas.js";
 import { showLayers } from "./layers.js";

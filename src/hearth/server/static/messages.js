@@ -31,7 +31,7 @@ export function addMessage(message, personaId) {
 
 function buildMessage(message, personaId) {
   const role = message.role;
-  const item = el("li", `message role-${role}`);
+  const item = el("div", `message role-${role}`);
   setMessageData(item, message);
   if (message.kind === "handoff_artifact") {
     item.classList.add("handoff");

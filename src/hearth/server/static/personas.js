@@ -11,7 +11,7 @@ const ui = {
   create: $("persona-new"),
   form: $("persona-form"),
   heading: $("persona-form-heading"),
-  avatar: $("persona-avatar"),
+  avatarSlot: $("persona-avatar-slot"),
   avatarFile: $("persona-avatar-file"),
   name: $("persona-name"),
   display: $("persona-display"),
@@ -75,15 +75,19 @@ function edit(p, focus) {
   if (focus) (p ? ui.display : ui.name).focus();
 }
 
+// The avatar is an image element only while there is one to show.
 function showAvatar(p) {
-  ui.avatar.hidden = true;
+  ui.avatarSlot.replaceChildren();
   if (!p) return;
-  ui.avatar.alt = `Avatar of ${p.display_name}`;
-  ui.avatar.src = `/api/personas/${p.id}/avatar?v=${Date.now()}`;
+  const image = el("img", "avatar");
+  image.id = "persona-avatar";
+  image.width = 72;
+  image.height = 72;
+  image.alt = `Avatar of ${p.display_name}`;
+  image.addEventListener("error", () => image.remove()); // no avatar yet
+  image.src = `/api/personas/${p.id}/avatar?v=${Date.now()}`;
+  ui.avatarSlot.append(image);
 }
-
-ui.avatar.addEventListener("load", () => { ui.avatar.hidden = false; });
-ui.avatar.addEventListener("error", () => { ui.avatar.hidden = true; });
 
 function values() {
   return {
@@ -117,6 +121,7 @@ async function uploadAvatar(id) {
 
 ui.form.addEventListener("submit", async (event) => {
   event.preventDefault();
+  say(ui.status, "Saving…");
   try {
     let saved;
     let note = "";

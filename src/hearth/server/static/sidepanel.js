@@ -11,6 +11,7 @@ const ui = {
   snapshotStatus: $("snapshot-status"),
   sizePanel: $("size-panel"),
   sizeEmpty: $("size-empty"),
+  sizeMeter: $("size-meter"),
 };
 
 export function renderEstimate(estimate) {
@@ -42,12 +43,15 @@ const SIZE_ROWS = [
 export function renderSize(size) {
   ui.sizePanel.replaceChildren();
   if (!size) {
+    ui.sizeMeter.hidden = true;
     ui.sizePanel.hidden = true;
     ui.sizeEmpty.hidden = false;
     return;
   }
   ui.sizeEmpty.hidden = true;
   ui.sizePanel.hidden = false;
+  ui.sizeMeter.replaceChildren();
+  ui.sizeMeter.hidden = !size.input_limit_tokens;
   if (size.input_limit_tokens) {
     const meter = el("meter", "size-meter");
     meter.min = 0;
@@ -55,9 +59,7 @@ export function renderSize(size) {
     meter.value = size.total_tokens || 0;
     meter.high = size.input_limit_tokens * 0.85;
     meter.setAttribute("aria-label", "Share of the input limit used");
-    const wrap = el("div", "size-meter-row");
-    wrap.append(meter);
-    ui.sizePanel.append(wrap);
+    ui.sizeMeter.append(meter);
   }
   for (const [key, label] of SIZE_ROWS) {
     if (!(key in size)) continue;

@@ -6,6 +6,7 @@
 import { $, apiJson, button, el, formatDate } from "./api.js";
 import { forgetControl } from "./forget.js";
 import { conversationTitle, openConversation, setStatus, shared } from "./shared.js";
+import { closePanels } from "./layout.js";
 
 const ui = {
   list: $("conversation-list"),
@@ -107,7 +108,7 @@ function conversationButton(c) {
   node.append(el("span", "conversation-meta", c.state === "ended" ? `Ended · ${when}` : when));
   node.addEventListener("click", () => {
     openConversation(c.id);
-    document.body.classList.remove("drawer-open"); // on a phone the drawer closes on a choice
+    closePanels(); // on a phone the drawer closes on a choice
   });
   item.append(node);
   return item;
@@ -336,7 +337,7 @@ ui.newForm.addEventListener("submit", async (event) => {
     ui.newTitle.value = "";
     await loadConversations();
     await chat.selectConversation(result.conversation.id);
-    document.body.classList.remove("drawer-open");
+    closePanels();
     if (result.source_conversation_id) {
       const source = state.conversations.find((c) => c.id === result.source_conversation_id)
         || await apiJson("GET", `/api/conversations/${result.source_conversation_id}`).catch(() => null);
