@@ -886,6 +886,17 @@ def test_w7_a_draft_survives_an_expired_session_and_returns_with_the_thread(brow
             page.reload()
             page.wait_for_selector("body[data-ready=true]")
             expect(page.locator("#composer-text")).to_have_value("")
+
+            # Tools: export with progress, and a verified backup.
+            page.get_by_role("link", name="Tools").click()
+            with page.expect_download() as download:
+                page.get_by_role("button", name="Download my data").click()
+            exported = json.loads(open(download.value.path(), encoding="utf-8").read())
+            assert "messages" in exported["tables"] and download.value.suggested_filename.startswith("hearth-export-")
+            expect(page.locator("#backup-status")).to_contain_text("Downloaded hearth-export-")
+            page.get_by_role("button", name="Back up now").click()
+            expect(page.locator("#backup-status")).to_contain_text("written and verified")
+            assert list((hearth.settings.home / "backups").glob("hearth-*.db"))
     finally:
         context.close()
         hearth.close()

@@ -257,18 +257,26 @@ class Conversations:
         return [Conversation.from_row(r) for r in rows]
 
     def messages(self, conversation_id: int, *, visible_only: bool = True,
-                 after_id: int = 0, limit: int | None = None) -> builtins.list[Message]:
-        """Messages in stored order; by default only what a person sees as bubbles (P6)."""
+                 after_id: int = 0, limit: int | None = None, before_id: int | None = None,
+                 newest: int | None = None) -> builtins.list[Message]:
+        """Messages in stored order; by default only what a person sees as bubbles (P6).
+        ``newest`` keeps only the last that many (before ``before_id``), so a long thread opens at
+        its end without reading all of it."""
         self.get(conversation_id)
         sql = "SELECT * FROM messages WHERE conversation_id = ? AND user_id = ? AND id > ?"
+        args: list[Any] = [conversation_id, self.user_id, after_id]
+        if before_id is not None:
+            sql += " AND id < ?"
+            args.append(before_id)
         if visible_only:
             sql += " AND kind IN ('chat', 'handoff_artifact')"
-        sql += " ORDER BY id"
-        args: list[Any] = [conversation_id, self.user_id, after_id]
-        if limit is not None:
+        sql += " ORDER BY id DESC" if newest is not None else " ORDER BY id"
+        if newest is not None or limit is not None:
             sql += " LIMIT ?"
-            args.append(limit)
+            args.append(newest if newest is not None else limit)
         rows = self.store.connection().execute(sql, args).fetchall()
+        if newest is not None:
+            rows.reverse()
         return [Message.from_row(r) for r in rows]
 
     def message(self, message_id: int) -> Message:

@@ -26,7 +26,7 @@ from .memories import Memories
 from .personas import MAX_TEXT as MAX_INSTRUCTIONS
 from .personas import Persona, Personas
 from .prompt import stored
-from .prompt.assembly import visible_estimate
+from .prompt.assembly import estimate_tokens
 from .prompt.dynamic import DynamicContext
 from .providers.base import Provider
 from .registry import job_handlers, wire
@@ -315,7 +315,12 @@ class Scope:
 
     def visible_estimate(self, conversation_id: int) -> dict[str, int]:
         """The chat header's compact estimate: visible current-thread messages only (R4)."""
-        return visible_estimate(self.conversations.messages(conversation_id))
+        self.conversations.get(conversation_id)
+        # Counted in SQL, so a long thread's header costs one aggregate, not a read of every message.
+        count, chars = self.store.connection().execute(
+            "SELECT count(*), coalesce(sum(length(content)), 0) FROM messages WHERE conversation_id = ?"
+            " AND user_id = ? AND kind IN ('chat', 'handoff_artifact')", (conversation_id, self.user_id)).fetchone()
+        return {"messages": count, "tokens": estimate_tokens(chars)}
 
     # -- search and the search log (U1, V2, A3) --------------------------------------------------
     def search(self, query: str, *, include_shielded: bool = False, archive: bool = True,

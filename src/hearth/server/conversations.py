@@ -182,9 +182,13 @@ def list_messages(
     scope: Scope = Depends(current_scope),
     after_id: int = Query(default=0, ge=0, le=MAX_ID),
     limit: int | None = Query(default=None, ge=1, le=10_000),
+    before_id: OptionalIdQuery = None,
+    newest: int | None = Query(default=None, ge=1, le=10_000, description=(
+        "Only the last this many (before before_id): how the page opens a long thread at its end")),
 ) -> dict:
     """Visible messages only (never the stored prompt) and the header estimate (R4)."""
-    messages = scope.conversations.messages(conversation_id, after_id=after_id, limit=limit)
+    messages = scope.conversations.messages(conversation_id, after_id=after_id, limit=limit, before_id=before_id,
+                                            newest=newest)
     return {"messages": [plain_message(m) for m in messages],
             "estimate": scope.visible_estimate(conversation_id)}
 

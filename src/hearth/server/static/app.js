@@ -13,6 +13,7 @@ import "./branch.js";
 import "./voice.js";
 import "./drafts.js";
 import "./layout.js";
+import "./backups.js";
 import { showMemory } from "./memory.js";
 import { showPersonas } from "./personas.js";
 import { showLayers } from "./layers.js";
@@ -76,8 +77,7 @@ window.addEventListener("hashchange", route);
 
 async function start() {
   try {
-    await loadPersonas();
-    await loadConversations();
+    await Promise.all([loadPersonas(), loadConversations()]);
     const { view, conversation } = viewFromHash();
     const remembered = Number(sessionStorage.getItem("hearth.open"));
     if (view !== "chat" && remembered) {

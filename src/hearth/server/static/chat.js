@@ -3,7 +3,7 @@
 
 import { $, apiJson, el } from "./api.js";
 import { conversationTitle, personaName, setStatus, shared } from "./shared.js";
-import { clearMessages, showMessages } from "./messages.js";
+import { PAGE, clearMessages, showMessages } from "./messages.js";
 import { clearSnapshotStatus, renderEstimate, renderSize, renderSnapshot, setRefreshEnabled } from "./sidepanel.js";
 import { connectChat, followPersona, loadConversations, renderList, restoreConversation } from "./threads.js";
 import { restoreDraft } from "./drafts.js";
@@ -101,13 +101,13 @@ export async function selectConversation(id) {
   clearSnapshotStatus();
   const [conversation, messages, size, snapshot] = await Promise.all([
     apiJson("GET", `/api/conversations/${id}`),
-    apiJson("GET", `/api/conversations/${id}/messages`),
+    apiJson("GET", `/api/conversations/${id}/messages?newest=${PAGE}`),
     apiJson("GET", `/api/conversations/${id}/request-size`),
     apiJson("GET", `/api/conversations/${id}/snapshot`),
   ]);
   state.current = conversation;
   state.shown = id;
-  showMessages(messages.messages, conversation.persona_id);
+  showMessages(messages.messages, conversation.persona_id, messages.estimate.messages, id);
   renderEstimate(messages.estimate);
   renderSize(size.size);
   renderSnapshot(snapshot);

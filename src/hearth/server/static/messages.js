@@ -2,7 +2,7 @@
 // the handoff artifact laid out as elements with textContent, and the turn actions of W2: Regenerate
 // and swiping between versions on the last reply, Edit on the person's last message.
 
-import { $, button, el } from "./api.js";
+import { $, apiJson, button, el } from "./api.js";
 import { personaName } from "./shared.js";
 import { renderMarkdown } from "./markdown.js";
 
@@ -69,10 +69,40 @@ export function updateMessage(item, message) {
   renderMarkdown(item.querySelector(".body"), message.content);
 }
 
-export function showMessages(messages, personaId) {
+// A long thread opens at its newest page of messages; earlier pages are fetched and rendered on
+// request, so opening a 5,000-message thread costs what opening a short one does.
+export const PAGE = 150;
+let earlier = { count: 0, personaId: null, conversationId: null };
+
+function earlierButton() {
+  const more = button(`Show earlier messages (${earlier.count})`, async () => {
+    const first = list.querySelector(".message[data-message-id]:not([data-message-id=''])");
+    const keep = list.scrollHeight - list.scrollTop;
+    more.disabled = true;
+    try {
+      const page = await apiJson("GET", `/api/conversations/${earlier.conversationId}/messages?newest=${PAGE}`
+        + (first ? `&before_id=${first.dataset.messageId}` : ""));
+      const fragment = document.createDocumentFragment();
+      for (const m of page.messages) fragment.append(buildMessage(m, earlier.personaId));
+      earlier.count = Math.max(0, earlier.count - page.messages.length);
+      more.remove();
+      list.prepend(fragment);
+      if (earlier.count && page.messages.length) list.prepend(earlierButton());
+      list.scrollTop = list.scrollHeight - keep; // the reader stays where they were
+    } catch (error) {
+      more.disabled = false;
+    }
+  }, "quiet small earlier");
+  return more;
+}
+
+// messages: the newest page; total: how many visible messages the thread has.
+export function showMessages(messages, personaId, total = messages.length, conversationId = null) {
   list.replaceChildren();
-  // One fragment and one layout for the whole thread, however long it is.
+  earlier = { count: Math.max(0, total - messages.length), personaId, conversationId };
+  // One fragment and one layout for the page, however long the thread is.
   const fragment = document.createDocumentFragment();
+  if (earlier.count) fragment.append(earlierButton());
   for (const m of messages) fragment.append(buildMessage(m, personaId));
   list.append(fragment);
   refreshActions();

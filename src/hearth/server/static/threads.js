@@ -275,7 +275,9 @@ function renderFilterChoices() {
 
 export async function loadConversations() {
   state.folders = await apiJson("GET", "/api/folders");
-  const loads = [loadList("main", mainParams()), loadList("trash", { trashed: "true" })];
+  // The trash loads once it is opened: most visits never look, and it costs a scan.
+  const loads = [loadList("main", mainParams())];
+  if (ui.trash.open) loads.push(loadList("trash", { trashed: "true" }));
   for (const folder of state.folders) {
     if (!collapsed.has(folder.id)) loads.push(loadList(`folder-${folder.id}`, { folder_id: String(folder.id) }));
   }
@@ -360,6 +362,14 @@ ui.newFolder.addEventListener("submit", async (event) => {
   } catch (error) {
     setStatus(error.message, "error");
   }
+});
+
+ui.trash.addEventListener("toggle", () => {
+  if (!ui.trash.open) return;
+  loadList("trash", { trashed: "true" }).then(() => {
+    remember();
+    renderList();
+  }).catch((error) => setStatus(error.message, "error"));
 });
 
 ui.more.addEventListener("click", () => loadMore("main").catch((error) => setStatus(error.message, "error")));
