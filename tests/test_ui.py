@@ -926,7 +926,8 @@ def test_w4_titles_rename_paged_filtered_list_and_folder_rename_and_delete(page,
     expect(page.locator("#chat-title")).to_have_text("Wren, renamed")
     page.fill("#filter-text", "")
     page.select_option("#filter-persona", label="All personas")
-    expect(page.locator("#conversation-list-heading")).to_have_text("Conversations")
+    expect(page.locator("#filter-persona")).to_have_value("")
+    expect(page.locator("#conversation-list-heading")).to_have_text("Conversations", timeout=15_000)
 
     # An untitled thread takes its title from the first exchange.
     page.uncheck("#new-continue")
@@ -984,7 +985,7 @@ def test_w3_persona_editor_edits_every_field_uploads_an_avatar_and_archives(page
     page.get_by_role("button", name="Save persona").click()
     expect(page.locator("#personas-status")).to_have_text("Saved Robin.")
     expect(page.locator("#persona-avatar")).to_be_visible()
-    assert page.evaluate("document.querySelector('#persona-avatar').naturalWidth") == 16
+    page.wait_for_function("document.querySelector('#persona-avatar')?.naturalWidth === 16")
     robin = me.personas.by_name("robin")
     assert (robin.display_name, robin.identity, robin.user_label, robin.assistant_label, robin.legacy_labels,
             robin.tone, robin.custom_instructions, robin.auto_continuity, robin.archive_access, robin.web_search) == (

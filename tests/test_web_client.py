@@ -13,10 +13,10 @@ def test_w1_missing_front_end_packages_answer_a_clear_503(tmp_path):
     settings = Settings.resolve({"home": str(tmp_path / "home"), "web_vendor_dir": str(tmp_path / "nothing")},
                                 environ={})
     with Hearth(settings) as hearth, serve_in_thread(create_app(settings, hearth)) as base:
-        page = httpx.get(base + "/")
+        page = httpx.get(base + "/", timeout=60)  # the first request opens the store
         assert page.status_code == 503
         assert "front-end packages are missing" in page.text and "npm ci" in page.text
-        assert httpx.get(base + "/api/personas").status_code == 200  # the API still answers
+        assert httpx.get(base + "/api/personas", timeout=60).status_code == 200  # the API still answers
 
 
 # -- W2: stop, regenerate, swipe, edit (the library) ------------------------------------------------
