@@ -985,7 +985,7 @@ def test_w3_persona_editor_edits_every_field_uploads_an_avatar_and_archives(page
     page.get_by_role("button", name="Save persona").click()
     expect(page.locator("#personas-status")).to_have_text("Saved Robin.")
     expect(page.locator("#persona-avatar")).to_be_visible()
-    page.wait_for_function("document.querySelector('#persona-avatar')?.naturalWidth === 16")
+    expect(page.locator("#persona-avatar")).to_have_js_property("naturalWidth", 16)
     robin = me.personas.by_name("robin")
     assert (robin.display_name, robin.identity, robin.user_label, robin.assistant_label, robin.legacy_labels,
             robin.tone, robin.custom_instructions, robin.auto_continuity, robin.archive_access, robin.web_search) == (
