@@ -385,7 +385,7 @@ def keep_partial(scope: "Scope", conversation_id: int, text: str, *, channel: st
             return scope.conversations.message(last.id)
         message = scope.conversations.add_message(conversation_id, "assistant", text, channel=channel,
                                                   metadata=metadata)
-        for hook in scope.after_reply:
+        for hook in scope._after_reply:
             hook(conn, conversation, last, message)
         return message
 
