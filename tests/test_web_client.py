@@ -34,7 +34,7 @@ def visible(me, conversation_id):
 
 
 def test_w2_regenerated_replies_are_kept_and_the_chosen_one_is_what_later_requests_see(me, persona, provider):
-    chat = me.new_conversation(persona.id)
+    chat = me.conversations.create(persona.id)
     first = me.send(chat.id, "Hello there")
     assert first.assistant_message.content == "Reply 1"
     second = me.regenerate(chat.id)
@@ -72,7 +72,7 @@ def test_w2_regenerated_replies_are_kept_and_the_chosen_one_is_what_later_reques
 
 
 def test_w2_editing_the_last_message_keeps_the_original_and_continues_from_the_edit(me, persona, provider):
-    chat = me.new_conversation(persona.id)
+    chat = me.conversations.create(persona.id)
     me.send(chat.id, "I like tea")
     latest = me.send(chat.id, "Tea is best")
     edited = me.edit(chat.id, latest.user_message.id, "Coffee is best")
@@ -94,7 +94,7 @@ def test_w2_editing_the_last_message_keeps_the_original_and_continues_from_the_e
 
 
 def test_w2_a_stopped_reply_saves_nothing_unless_the_partial_text_is_kept(me, persona, provider):
-    chat = me.new_conversation(persona.id)
+    chat = me.conversations.create(persona.id)
     stream = me.send_stream(chat.id, "Tell me a story")
     for event in stream:
         if event.type == "delta":
@@ -119,8 +119,8 @@ def test_w2_a_stopped_reply_saves_nothing_unless_the_partial_text_is_kept(me, pe
 
 
 def test_w2_http_routes_refuse_messages_of_other_threads_and_bad_positions(hearth, me, persona):
-    mine = me.new_conversation(persona.id)
-    other = me.new_conversation(persona.id)
+    mine = me.conversations.create(persona.id)
+    other = me.conversations.create(persona.id)
     reply = me.send(mine.id, "Hello").assistant_message
     with serve_in_thread(create_app(hearth.settings, hearth)) as base:
         path = f"{base}/api/conversations/{other.id}/messages/{reply.id}/alternatives"
@@ -143,7 +143,7 @@ from hearth.titles import offline_title  # noqa: E402
 
 
 def test_w4_threads_are_titled_from_the_first_exchange_and_a_given_title_is_kept(me, persona):
-    chat = me.new_conversation(persona.id)
+    chat = me.conversations.create(persona.id)
     me.send(chat.id, "**Plans** for the garden this spring, with tomatoes and beans and a small pond by the fence")
     title = me.conversations.get(chat.id).title
     assert title == "Plans for the garden this spring, with tomatoes and beans…"
@@ -151,7 +151,7 @@ def test_w4_threads_are_titled_from_the_first_exchange_and_a_given_title_is_kept
                                                        "and a small pond by the fence")
     me.send(chat.id, "Another message")
     assert me.conversations.get(chat.id).title == title  # only the first exchange names it
-    named = me.new_conversation(persona.id, title="My own title")
+    named = me.conversations.create(persona.id, title="My own title")
     me.send(named.id, "Hello")
     assert me.conversations.get(named.id).title == "My own title"
     with me.store.read() as conn:
@@ -163,7 +163,7 @@ def test_w4_model_title_job_replaces_the_offline_title_unless_renamed(me, person
     from hearth import titles
     from hearth.helpers import ModelHelper
 
-    chat = me.new_conversation(persona.id)
+    chat = me.conversations.create(persona.id)
     reply = me.send(chat.id, "What should we cook tonight")
     payload = {"conversation_id": chat.id, "user_message_id": reply.user_message.id,
                "reply_id": reply.assistant_message.id}
