@@ -11,7 +11,7 @@ Playwright:
   time until the page says it is ready (thread list, messages and side panel shown). The floor is
   the same page on a deployment with one conversation of two messages, measured in the same run.
 * typing latency: 60 keys typed into the message box, each timed from the key event to the next
-  frame the page paints, while a reply streams 4,000 small pieces (Markdown re-rendered as it
+  frame the page paints, while a reply streams 6,000 small pieces (Markdown re-rendered as it
   grows); the peer is the same typing with nothing streaming.
 
 Prints one JSON object; the goal is first paint under one second on the large deployment.
@@ -53,11 +53,11 @@ class StreamingProvider:
 
     name = "bench"
     model = "bench"
-    pieces = 4000
+    pieces = 6000
 
     def stream(self, request):
         for i in range(self.pieces):
-            if i % 20 == 0:
+            if i % 10 == 0:
                 time.sleep(0.004)
             yield StreamEvent("text", text=("word " if i % 12 else "**bold** "))
         yield StreamEvent("usage", usage=Usage(10, self.pieces))
