@@ -561,7 +561,7 @@ def test_h11_http_cleanup_is_owner_with_password_only(hearth, me, client, legacy
     scope_token = client.get("/api/maintenance/continuity-cleanup/preview", headers=headers).json()["token"]
     wrong = client.post("/api/maintenance/continuity-cleanup/delete", headers=headers,
                         json={"token": scope_token, "backup_verified": True, "phrase": "delete"})
-    assert wrong.status_code == 400
+    assert wrong.status_code == 422
     done = client.post("/api/maintenance/continuity-cleanup/delete", headers=headers,
                        json={"token": scope_token, "backup_verified": True, "phrase": CONFIRMATION_PHRASE})
     assert done.status_code == 200 and done.json() == {"removed": 2}

@@ -101,4 +101,4 @@ def test_a5_cli_import_and_search(tmp_path, persona, hearth):
     bad = tmp_path / "bad.json"
     bad.write_bytes(b"\xff\xfe")
     failed = runner.invoke(cli, ["--home", home, "import", str(bad)])
-    assert failed.exit_code == 1 and "not valid UTF-8" in failed.output
+    assert failed.exit_code == 2 and "not valid UTF-8" in failed.output

@@ -616,7 +616,7 @@ def test_hs1_hs2_lc1_f1_f3_http_routes(me, persona, hearth, worker):
     field = client.post("/api/status", json={"name": "Fleur", "options": ["at home", "at the Farm"], "value": "at home"})
     assert field.status_code == 201 and field.json()["value"] == "at home"
     fid = field.json()["id"]
-    assert client.put(f"/api/status/{fid}/value", json={"value": "moon"}).status_code == 400
+    assert client.put(f"/api/status/{fid}/value", json={"value": "moon"}).status_code == 422
     assert client.put(f"/api/status/{fid}/value", json={"value": "at the Farm"}).json()["value"] == "at the Farm"
     assert len(client.get("/api/status/history").json()) == 2
     client.put(f"/api/status/{fid}/value", json={"value": "at home"})
@@ -631,7 +631,7 @@ def test_hs1_hs2_lc1_f1_f3_http_routes(me, persona, hearth, worker):
 
     frag = client.post("/api/fragments", json={"triggers": ["Fleur"], "definition": "The dog."})
     assert frag.status_code == 201
-    assert client.post("/api/fragments", json={"triggers": ["C++"], "definition": "x"}).status_code == 400
+    assert client.post("/api/fragments", json={"triggers": ["C++"], "definition": "x"}).status_code == 422
     assert client.patch(f"/api/fragments/{frag.json()['id']}", json={"definition": "The lurcher."}).json()[
         "definition"] == "The lurcher."
     assert [m["trigger"] for m in client.post("/api/fragments/match", json={"text": "fleur!"}).json()] == ["Fleur"]

@@ -101,7 +101,7 @@ def test_a3_u3_api_search_search_log_and_import(hearth, me, seeded):
                                content="AUMA said:\nThe kite got stuck in the oak.\n".encode())
         assert imported.status_code == 201 and imported.json()["counts"]["documents"] == 1
         broken = client.post("/api/archive/import", params={"format": "chatgpt"}, content=b'[{"mapping": ')
-        assert broken.status_code == 400
+        assert broken.status_code == 422
         assert len(client.get("/api/archive/documents").json()) == 2
 
 

@@ -262,10 +262,10 @@ def test_u3_send_validation_errors_are_json_before_the_stream_and_change_nothing
     client.post(f"/api/conversations/{trashed['id']}/trash")
     too_long = "x" * (hearth.settings.max_message_chars + 1)
     cases = [
-        (chat["id"], {"text": ""}, 400, "invalid_input"),
-        (chat["id"], {"text": "   "}, 400, "invalid_input"),
-        (chat["id"], {"text": too_long}, 400, "invalid_input"),
-        (chat["id"], {"text": "hi", "channel": "carrier-pigeon"}, 400, "invalid_input"),
+        (chat["id"], {"text": ""}, 422, "invalid_input"),
+        (chat["id"], {"text": "   "}, 422, "invalid_input"),
+        (chat["id"], {"text": too_long}, 422, "invalid_input"),
+        (chat["id"], {"text": "hi", "channel": "carrier-pigeon"}, 422, "invalid_input"),
         (chat["id"], {"text": 5}, 422, "invalid_input"),
         (chat["id"], {"text": "hi", "extra": 1}, 422, "invalid_input"),
         (chat["id"], {}, 422, "invalid_input"),
@@ -347,7 +347,7 @@ def test_c1_p5_persona_routes_and_settings_save_rebuilds_prompts(client, persona
     created = client.post("/api/personas", json={"name": "sage", "display_name": "Sage",
                                                   "characters": [{"name": "Ada", "description": "a friend"}]})
     assert created.status_code == 201 and created.json()["characters"] == [{"name": "Ada", "description": "a friend"}]
-    assert_error(client.post("/api/personas", json={"name": "bad name!"}), 400, "invalid_input")
+    assert_error(client.post("/api/personas", json={"name": "bad name!"}), 422, "invalid_input")
     assert_error(client.post("/api/personas", json={"name": "sage"}), 409, "conflict")
 
 
@@ -369,7 +369,7 @@ def test_m1_m2_m4_memory_routes_and_snapshots(client, chat, hearth):
     assert [m["id"] for m in order][-1] == mid
     assert client.delete(f"/api/memories/{mid}").json() == {"prompts_rebuilt": 0}
     assert [m["text"] for m in client.get("/api/memories").json()] == ["Has a cat", "Lives by the sea"]
-    assert_error(client.post(f"/api/memories/{imported.json()['added'][0]['id']}/move", json={"position": 9}), 400)
+    assert_error(client.post(f"/api/memories/{imported.json()['added'][0]['id']}/move", json={"position": 9}), 422)
 
 
 def test_s2_events_routes_list_the_callers_ledger_without_text(client, chat):

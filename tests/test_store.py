@@ -72,7 +72,7 @@ def test_s1_a_failing_migration_leaves_no_trace(tmp_path, monkeypatch):
 
     monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, broken])
     monkeypatch.setattr(migrations, "LATEST_VERSION", LATEST_VERSION + 1)
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(StoreError, match="boom"):  # translated at the store seam, never a raw traceback
         Store(tmp_path / "hearth.db")
     conn = sqlite3.connect(tmp_path / "hearth.db")
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'half_done'").fetchone()[0] == 0

@@ -20,6 +20,7 @@ from .errors import (
     ProviderError,
     RateLimited,
     SchemaError,
+    StoreBusy,
     StoreError,
     TooLarge,
 )
@@ -29,6 +30,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Hearth", "Scope", "Settings",
-    "HearthError", "ConfigError", "StoreError", "SchemaError", "InvalidInput", "TooLarge", "NotFound",
+    "HearthError", "ConfigError", "StoreError", "StoreBusy", "SchemaError", "InvalidInput", "TooLarge", "NotFound",
     "Conflict", "AuthError", "Forbidden", "RateLimited", "ProviderError", "DispatchRefused",
 ]

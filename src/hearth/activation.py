@@ -37,7 +37,7 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 import ahocorasick_rs
 import regex
 
-from .errors import InvalidInput, TooLarge
+from .errors import InvalidInput
 from .text import estimate_tokens
 from .triggers import _TOKEN_RE, Match, TriggerFragment, TriggerIndex, normalise_trigger
 
@@ -106,13 +106,13 @@ def check_keys(keys: Any, what: str = "keys") -> list[str]:
         if not key:
             continue
         if len(key) > MAX_KEY_CHARS:
-            raise TooLarge(f"a key may be at most {MAX_KEY_CHARS} characters")
+            raise InvalidInput(f"a key may be at most {MAX_KEY_CHARS} characters")
         if REGEX_KEY_RE.match(key):
             _compile_regex(key)
         if key not in out:
             out.append(key)
     if len(out) > 200:
-        raise TooLarge(f"at most 200 {what}")
+        raise InvalidInput(f"at most 200 {what}")
     return out
 
 
@@ -479,7 +479,7 @@ class Activator:
 def _word_key(key: str) -> bool:
     try:
         normalise_trigger(key)
-    except (InvalidInput, TooLarge):
+    except InvalidInput:
         return False
     return bool(_TOKEN_RE.search(key))
 

@@ -32,6 +32,7 @@ from .store import utcnow
 from .text import estimate_tokens
 from .timeline import capsules, chains, spans
 from .tools import ToolContext, arguments_json
+from .validation import check_text
 
 if TYPE_CHECKING:
     from .engine import Scope
@@ -66,11 +67,7 @@ class SendPath:
         self.regenerate = False  # answering the newest user message again: the chain is not continued
 
     def _check_text(self, text: Any) -> str:
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidInput("message must not be empty")
-        if len(text) > self.settings.max_message_chars:
-            raise InvalidInput(f"message is longer than {self.settings.max_message_chars} characters")
-        return text
+        return check_text(text, "message", max_chars=self.settings.max_message_chars, required=True)
 
     def stream(self, conversation_id: int, text: str, *, channel: str = "web",
                pin_characters: tuple[str, ...] = (), retry: bool = False, regenerate: bool = False,

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from . import ledger
 from .errors import Conflict, InvalidInput, NotFound
+from .validation import check_id, check_text
 from .ledger import Message
 from .memories import capture_snapshot
 from .store import Store, inserted_id, utcnow
@@ -93,12 +94,7 @@ _SELECT = (
 
 
 def _check_title(title: str) -> str:
-    if not isinstance(title, str):
-        raise InvalidInput("title must be text")
-    title = title.strip()
-    if len(title) > MAX_TITLE:
-        raise InvalidInput(f"title is longer than {MAX_TITLE} characters")
-    return title
+    return check_text(title, "title", max_chars=MAX_TITLE, strip=True)
 
 
 # Called inside the transaction of a visibility change with the ids of the conversations whose
@@ -114,7 +110,7 @@ class Folders:
         self._on_visibility = on_visibility
 
     def create(self, name: str, hidden: bool = False) -> Folder:
-        name = (name or "").strip()
+        name = check_text(name or "", "folder name", strip=True)
         if not name or len(name) > MAX_FOLDER_NAME:
             raise InvalidInput(f"folder name must be 1-{MAX_FOLDER_NAME} characters")
         with self.store.write() as conn:
@@ -167,7 +163,7 @@ class Folders:
 
     def get(self, folder_id: int) -> Folder:
         row = self.store.connection().execute(
-            "SELECT * FROM folders WHERE id = ? AND user_id = ?", (folder_id, self.user_id)
+            "SELECT * FROM folders WHERE id = ? AND user_id = ?", (check_id(folder_id, "folder id"), self.user_id)
         ).fetchone()
         if row is None:
             raise NotFound(f"no folder {folder_id}")
@@ -211,7 +207,7 @@ class Conversations:
     # -- reading ---------------------------------------------------------------------------
     def get(self, conversation_id: int) -> Conversation:
         row = self.store.connection().execute(
-            _SELECT + " WHERE c.id = ? AND c.user_id = ?", (conversation_id, self.user_id)
+            _SELECT + " WHERE c.id = ? AND c.user_id = ?", (check_id(conversation_id, "conversation id"), self.user_id)
         ).fetchone()
         if row is None:
             raise NotFound(f"no conversation {conversation_id}")
@@ -281,7 +277,7 @@ class Conversations:
 
     def message(self, message_id: int) -> Message:
         row = self.store.connection().execute(
-            "SELECT * FROM messages WHERE id = ? AND user_id = ?", (message_id, self.user_id)
+            "SELECT * FROM messages WHERE id = ? AND user_id = ?", (check_id(message_id, "message id"), self.user_id)
         ).fetchone()
         if row is None:
             raise NotFound(f"no message {message_id}")
@@ -319,8 +315,7 @@ class Conversations:
     def add_message(self, conversation_id: int, role: str, content: str, *, kind: str = "chat",
                     channel: str = "web", metadata: dict[str, Any] | None = None,
                     created_at: str | None = None, span_id: int | None = None) -> Message:
-        if not isinstance(content, str):
-            raise InvalidInput("message content must be text")
+        check_text(content, "message content")
         with self.store.write() as conn:
             conversation = self.get(conversation_id)
             if conversation.state == "ended" and kind == "chat":

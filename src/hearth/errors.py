@@ -2,10 +2,11 @@
 
     HearthError                      every error Hearth raises on purpose
     ├── ConfigError                  invalid settings (CLI exit 2)
-    ├── StoreError                   the database cannot be used as asked
+    ├── StoreError                   the database cannot be used as asked (HTTP 500)
+    │   ├── StoreBusy                another writer holds the database too long (HTTP 503)
     │   └── SchemaError              the file is from a newer Hearth, or damaged
-    ├── InvalidInput                 a request that is malformed or out of range (HTTP 400/422)
-    │   └── TooLarge                 a body or field over its size limit (HTTP 413)
+    ├── InvalidInput                 a value that is wrongly typed, out of range or too long (HTTP 422)
+    │   └── TooLarge                 a request body or uploaded file over its size limit (HTTP 413)
     ├── NotFound                     unknown id, or an id that belongs to another user (HTTP 404)
     ├── Conflict                     valid request that clashes with current state (HTTP 409)
     ├── AuthError                    not logged in, bad password or token (HTTP 401)
@@ -14,7 +15,9 @@
     ├── ProviderError                a model provider failed (HTTP 502); carries a clear reason
     └── DispatchRefused              final assembly refused to send a request (HTTP 500)
 
-The CLI prints ``str(error)`` as one line; the server maps each class to a status in one table
+HTTP 400 is kept for requests that cannot be parsed at all (malformed JSON, a body that is not
+UTF-8, a bad Content-Length); anything parsed but invalid, a too-long field included, is 422.
+The CLI prints ``str(error)`` as one line (exit code 2 for ``ConfigError`` and ``InvalidInput``); the server maps each class to a status in one table
 (``hearth.server.errors``). A foreign id is reported exactly like an unknown one so that nobody
 can probe for another user's data.
 """
@@ -34,6 +37,10 @@ class ConfigError(HearthError):
 
 class StoreError(HearthError):
     code = "store_error"
+
+
+class StoreBusy(StoreError):
+    code = "store_busy"
 
 
 class SchemaError(StoreError):

@@ -15,13 +15,13 @@ user is refused with a clear error and changes nothing.
 from __future__ import annotations
 
 import base64
-import json
 import sqlite3
 from datetime import datetime, timezone
 from typing import Any
 
 from .errors import Conflict, InvalidInput
 from .store import Store, migrations
+from .validation import check_tree, load_json
 
 FORMAT = "hearth-export"
 FORMAT_VERSION = 1
@@ -102,29 +102,53 @@ def _encode(value: Any) -> Any:
     return {"$base64": base64.b64encode(value).decode("ascii")} if isinstance(value, bytes) else value
 
 
-def _decode(value: Any) -> Any:
+def _decode(value: Any, affinity: str, where: str) -> Any:
+    """One exported value for a column of this affinity, or ``InvalidInput`` saying where."""
+    if value is None:
+        return None
     if isinstance(value, dict):
-        if set(value) != {"$base64"}:
-            raise InvalidInput("the export holds an unexpected object value")
+        if set(value) != {"$base64"} or affinity != "blob" or not isinstance(value["$base64"], str):
+            raise InvalidInput(f"{where} holds an unexpected object value")
         try:
             return base64.b64decode(value["$base64"], validate=True)
         except (ValueError, TypeError):
-            raise InvalidInput("the export holds damaged binary data") from None
-    if isinstance(value, list):
-        raise InvalidInput("the export holds an unexpected list value")
+            raise InvalidInput(f"{where} holds damaged binary data") from None
+    if isinstance(value, (list, bool)):
+        raise InvalidInput(f"{where} holds an unexpected {type(value).__name__} value")
+    if affinity == "integer" and not isinstance(value, int):
+        raise InvalidInput(f"{where} must be a whole number")
+    if affinity == "real" and not isinstance(value, (int, float)):
+        raise InvalidInput(f"{where} must be a number")
+    if affinity == "text" and not isinstance(value, str):
+        raise InvalidInput(f"{where} must be text")
+    if isinstance(value, float) and value != value:
+        raise InvalidInput(f"{where} is not a number")
     return value
+
+
+def _affinity(declared: str) -> str:
+    """SQLite's column affinity rules (section 3.1 of its datatype page), by declared type."""
+    declared = declared.upper()
+    if "INT" in declared:
+        return "integer"
+    if any(word in declared for word in ("CHAR", "CLOB", "TEXT")):
+        return "text"
+    if not declared or "BLOB" in declared:
+        return "blob"
+    if any(word in declared for word in ("REAL", "FLOA", "DOUB")):
+        return "real"
+    return "numeric"
 
 
 def _load(data: bytes | str | dict) -> dict[str, Any]:
     if isinstance(data, dict):
+        check_tree(data, "the export")
         return data
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        return json.loads(text)
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"the export is not valid UTF-8 (byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"the export is not valid JSON (line {exc.lineno}, column {exc.colno})") from None
+    return load_json(text, "the export")
 
 
 def is_export(data: bytes) -> bool:
@@ -133,16 +157,53 @@ def is_export(data: bytes) -> bool:
     return head.startswith('{"format":"hearth-export"')
 
 
+def _checked_tables(conn: sqlite3.Connection, tables: Any) -> list[tuple[str, list[str], list[list[Any]]]]:
+    """The whole export, shape and types, checked before anything is written: (table, columns, rows)."""
+    if not isinstance(tables, dict):
+        raise InvalidInput("the export has no tables")
+    known = _tables(conn)
+    unknown = set(tables) - set(known)
+    if unknown:
+        raise InvalidInput(f"the export has tables this Hearth does not know: {', '.join(sorted(unknown))}")
+    checked = []
+    for table in known:
+        if table not in tables:
+            continue
+        body = tables[table]
+        if not isinstance(body, dict):
+            raise InvalidInput(f"table {table} in the export is not an object")
+        columns, rows = body.get("columns"), body.get("rows")
+        if not isinstance(columns, list) or not isinstance(rows, list):
+            raise InvalidInput(f"table {table} in the export is malformed")
+        if not all(isinstance(c, str) for c in columns):
+            raise InvalidInput(f"table {table} in the export has a column name that is not text")
+        if len(set(columns)) != len(columns):
+            raise InvalidInput(f"table {table} in the export names a column twice")
+        declared = {r["name"]: _affinity(r["type"] or "") for r in conn.execute(f'PRAGMA table_info("{table}")')}
+        if not set(columns) <= set(declared):
+            raise InvalidInput(f"table {table} in the export has unknown columns")
+        affinities = [declared[c] for c in columns]
+        decoded = []
+        for n, row in enumerate(rows, start=1):
+            if not isinstance(row, list) or len(row) != len(columns):
+                raise InvalidInput(f"row {n} of table {table} has the wrong shape")
+            decoded.append([_decode(v, a, f"table {table}, row {n}, column {c}")
+                            for v, a, c in zip(row, affinities, columns)])
+        checked.append((table, columns, decoded))
+    return checked
+
+
 def import_user(store: Store, user_id: int, data: bytes | str | dict) -> dict[str, int]:
-    """Load an export into an empty store for ``user_id``; returns rows imported per table."""
+    """Load an export into an empty store for ``user_id``; returns rows imported per table.
+
+    The whole file is checked (shape, column names, value types) before the first row is written,
+    and the rows go in as one transaction: a file refused half-way leaves the store as it was.
+    """
     doc = _load(data)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise InvalidInput("this file is not a Hearth export")
     if doc.get("format_version") != FORMAT_VERSION:
         raise InvalidInput(f"unsupported export format version {doc.get('format_version')!r}")
-    tables = doc.get("tables")
-    if not isinstance(tables, dict):
-        raise InvalidInput("the export has no tables")
     counts: dict[str, int] = {}
     with store.write() as conn:
         if doc.get("schema_version") != migrations.current_version(conn):
@@ -153,25 +214,12 @@ def import_user(store: Store, user_id: int, data: bytes | str | dict) -> dict[st
         if conn.execute("SELECT 1 FROM conversations LIMIT 1").fetchone() or conn.execute(
                 "SELECT 1 FROM personas LIMIT 1").fetchone():
             raise Conflict("import needs an empty store: this one already holds conversations or personas")
-        known = set(_tables(conn))
-        for table in _tables(conn):
-            if table not in tables:
-                continue
-            body = tables[table]
-            columns, rows = body.get("columns"), body.get("rows")
-            if not isinstance(columns, list) or not isinstance(rows, list):
-                raise InvalidInput(f"table {table} in the export is malformed")
-            existing = set(_columns(conn, table))
-            if not set(columns) <= existing:
-                raise InvalidInput(f"table {table} in the export has unknown columns")
+        for table, columns, rows in _checked_tables(conn, doc.get("tables")):
             user_index = columns.index("user_id") if "user_id" in columns else None
             placeholders = ", ".join("?" * len(columns))
             quoted = ", ".join(f'"{c}"' for c in columns)
             sql = f'INSERT INTO "{table}" ({quoted}) VALUES ({placeholders})'
             for row in rows:
-                if not isinstance(row, list) or len(row) != len(columns):
-                    raise InvalidInput(f"a row of table {table} has the wrong shape")
-                row = [_decode(v) for v in row]
                 if user_index is not None:
                     row[user_index] = user_id
                 try:
@@ -179,9 +227,6 @@ def import_user(store: Store, user_id: int, data: bytes | str | dict) -> dict[st
                 except sqlite3.IntegrityError as exc:
                     raise InvalidInput(f"table {table} in the export breaks a constraint: {exc}") from None
             counts[table] = len(rows)
-        unknown = set(tables) - known
-        if unknown:
-            raise InvalidInput(f"the export has tables this Hearth does not know: {', '.join(sorted(unknown))}")
         # Counters kept by triggers were copied and then counted again as rows arrived.
         conn.execute(
             "UPDATE conversations SET turn_count = (SELECT count(*) FROM messages m WHERE m.conversation_id ="

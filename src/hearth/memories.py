@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable
 
 from . import ledger
 from .errors import Conflict, InvalidInput, NotFound
+from .validation import check_id, check_text
 from .prompt.static import MemoryItem
 from .store import Store, inserted_id, utcnow
 from .temporal import check_mode, parse_moment
@@ -105,10 +106,9 @@ class SnapshotInfo:
 
 
 def _check(text: Any, category: Any, importance: Any) -> tuple[str, str, int]:
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidInput("memory text must not be empty")
-    if len(text) > MAX_MEMORY_TEXT:
-        raise InvalidInput(f"memory text is longer than {MAX_MEMORY_TEXT} characters")
+    check_text(text, "memory text", max_chars=MAX_MEMORY_TEXT, required=True)
+    if isinstance(category, str):
+        check_text(category, "category")
     if not isinstance(category, str) or len(category) > 100:
         raise InvalidInput("category must be text of at most 100 characters")
     if isinstance(importance, bool) or not isinstance(importance, int) or not 0 <= importance <= 10:
@@ -203,7 +203,7 @@ class Memories:
     # -- reading ---------------------------------------------------------------------------
     def get(self, memory_id: int) -> Memory:
         row = self.store.connection().execute(
-            "SELECT * FROM memories WHERE id = ? AND user_id = ?", (memory_id, self.user_id)
+            "SELECT * FROM memories WHERE id = ? AND user_id = ?", (check_id(memory_id, "memory id"), self.user_id)
         ).fetchone()
         if row is None:
             raise NotFound(f"no memory {memory_id}")

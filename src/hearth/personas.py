@@ -12,6 +12,7 @@ from typing import Any
 from . import versions
 from .errors import Conflict, InvalidInput, NotFound
 from .store import Store, inserted_id, utcnow
+from .validation import check_id, check_text, check_tree
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TEXT = 50_000
@@ -79,6 +80,7 @@ def _clean(values: dict[str, Any]) -> dict[str, Any]:
             raise InvalidInput(f"unknown persona field {key!r}")
         if value is None:
             continue
+        check_tree(value, key)  # no NUL or lone surrogate anywhere, nesting bounded
         if key in ("auto_continuity", "archive_access", "web_search"):
             out[key] = int(bool(value))
         elif key == "legacy_labels":
@@ -95,10 +97,7 @@ def _clean(values: dict[str, Any]) -> dict[str, Any]:
         elif key == "card":
             out[key] = json.dumps(check_card(value), ensure_ascii=False)
         else:
-            if not isinstance(value, str):
-                raise InvalidInput(f"{key} must be text")
-            if len(value) > MAX_TEXT:
-                raise InvalidInput(f"{key} is longer than {MAX_TEXT} characters")
+            check_text(value, key, max_chars=MAX_TEXT)
             if key in ("display_name", "user_label", "assistant_label") and not value.strip():
                 raise InvalidInput(f"{key} must not be empty")
             out[key] = value
@@ -175,7 +174,7 @@ class Personas:
 
     def get(self, persona_id: int) -> Persona:
         row = self.store.connection().execute(
-            "SELECT * FROM personas WHERE id = ? AND user_id = ?", (persona_id, self.user_id)
+            "SELECT * FROM personas WHERE id = ? AND user_id = ?", (check_id(persona_id, "persona id"), self.user_id)
         ).fetchone()
         if row is None:
             raise NotFound(f"no persona {persona_id}")

@@ -16,6 +16,7 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable
 
+from .errors import StoreError
 from .memories import backfill
 from .prompt import stored
 from .prompt.static import POLICY_VERSION
@@ -93,7 +94,7 @@ def reconcile(hearth: "Hearth", *, batch_size: int = BATCH_SIZE, max_attempts: i
                     with store.write() as w:
                         rebuild_one(w, user_id, conversation_id)
                     rebuilt += 1
-                except (sqlite3.Error, ValueError, KeyError) as exc:
+                except (StoreError, sqlite3.Error, ValueError, KeyError) as exc:
                     log.warning("prompt reconciliation failed for conversation %d (attempt %d): %s",
                                 conversation_id, attempt, type(exc).__name__)
                     failures.append((user_id, conversation_id))

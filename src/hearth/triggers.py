@@ -53,7 +53,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Hashable, Iterable, Sequence
 
-from .errors import InvalidInput, TooLarge
+from .errors import InvalidInput
+from .validation import check_text
 
 __all__ = [
     "TriggerFragment",
@@ -129,8 +130,9 @@ def normalise_trigger(trigger: str, fold_diacritics: bool = True) -> tuple[str, 
     """The folded words of a trigger or filter term; raises InvalidInput if it cannot be matched."""
     if not isinstance(trigger, str):
         raise InvalidInput("a trigger must be text")
+    check_text(trigger, "a trigger")
     if len(trigger) > MAX_TRIGGER_CHARS:
-        raise TooLarge(f"a trigger may be at most {MAX_TRIGGER_CHARS} characters")
+        raise InvalidInput(f"a trigger may be at most {MAX_TRIGGER_CHARS} characters")
     if not _TRIGGER_OK_RE.fullmatch(trigger):
         raise InvalidInput(
             "a trigger may contain only words, spaces, hyphens and apostrophes"
@@ -142,7 +144,7 @@ def normalise_trigger(trigger: str, fold_diacritics: bool = True) -> tuple[str, 
     if not words:
         raise InvalidInput("a trigger must contain at least one word")
     if len(words) > MAX_TRIGGER_WORDS:
-        raise TooLarge(f"a trigger may have at most {MAX_TRIGGER_WORDS} words")
+        raise InvalidInput(f"a trigger may have at most {MAX_TRIGGER_WORDS} words")
     return words
 
 

@@ -2,7 +2,8 @@
 
 Every command resolves settings once (flags > HEARTH_* env > config file > defaults), opens the
 deployment, acts as one user (the owner unless ``--user`` names another), and prints errors from
-the error tree as one clear line. Invalid settings exit with code 2, other errors with code 1.
+the error tree as one clear line. Invalid settings and invalid input exit with code 2, other
+errors with code 1.
 """
 
 from . import (  # noqa: F401  (registers commands)

@@ -2,12 +2,14 @@
 
 Every command resolves settings once (flags > HEARTH_* env > config file > defaults), opens the
 deployment, acts as one user (the owner unless ``--user`` names another), and prints errors from
-the error tree as one clear line. Invalid settings exit with code 2, other errors with code 1.
+the error tree as one clear line. Invalid settings and invalid input exit with code 2, other
+errors with code 1.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from typing import Any
 
@@ -16,8 +18,9 @@ from rich.console import Console
 
 from .. import __version__
 from ..engine import Hearth, Scope
-from ..errors import ConfigError, HearthError
+from ..errors import ConfigError, HearthError, InvalidInput
 from ..settings import Settings
+from ..store.connection import translate
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -55,12 +58,19 @@ class HearthGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except ConfigError as exc:
+        except (ConfigError, InvalidInput) as exc:
             err_console.print(f"Error: {exc}", markup=False)
             sys.exit(2)
         except HearthError as exc:
             err_console.print(f"Error: {exc}", markup=False)
             sys.exit(1)
+        except (sqlite3.Error, UnicodeEncodeError, OverflowError) as exc:
+            # Outside a store transaction (which translates on its own): the same translation.
+            error = translate(exc)
+            if error is None:
+                raise
+            err_console.print(f"Error: {error}", markup=False)
+            sys.exit(2 if isinstance(error, InvalidInput) else 1)
 
 
 @click.group(cls=HearthGroup)

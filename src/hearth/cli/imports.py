@@ -56,7 +56,7 @@ def import_cmd(obj: Context, args: tuple[str, ...], fmt: str, collection: str, p
         if persona is None and kind in ROLE_ONLY + ("st-chat",):
             persona = _ask_persona(scope, kind)
         columns = (TextColumn(f"Importing {name}"), BarColumn(), MofNCompleteColumn())
-        with Progress(*columns, console=err_console, transient=True) as bar:
+        with Progress(*columns, console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
             task = bar.add_task("import", total=None)
 
             def progress(done: int, total: int, bar=bar, task=task) -> None:
@@ -64,6 +64,8 @@ def import_cmd(obj: Context, args: tuple[str, ...], fmt: str, collection: str, p
 
             report = scope.imports.file(data, name, fmt=kind, persona=persona, collection=collection,
                                         document_date=document_date, mine=mine, progress=progress)
+        if report.status == "refused" and len(paths) == 1:
+            raise InvalidInput(report.reason)  # one file, one line: the reason (exit code 2)
         reports.append(report)
         click.echo(_line(report))
     refused = [r for r in reports if r.status == "refused"]

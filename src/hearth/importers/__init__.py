@@ -8,11 +8,15 @@ document per conversation, each in its own transaction. Re-importing the same fi
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import InvalidInput
+from ..retrieval.archive import check_document
+from ..validation import check_text, load_json
+
+DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 FORMATS = ("auto", "chatgpt", "labelled")
 Progress = Callable[[int, int], None]
@@ -55,6 +59,9 @@ def import_bytes(archive: Any, data: bytes, *, fmt: str = "auto", name: str = "i
     """
     if fmt not in FORMATS:
         raise InvalidInput(f"unknown import format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    name = check_text(name, "the import name", max_chars=300, required=True)
+    if document_date is not None and not (isinstance(document_date, str) and DATE.match(document_date)):
+        raise InvalidInput("document date must be YYYY-MM-DD")
     text = decode(data, name)
     if not text.strip():
         raise InvalidInput(f"{name} is empty")
@@ -62,16 +69,15 @@ def import_bytes(archive: Any, data: bytes, *, fmt: str = "auto", name: str = "i
     if fmt == "chatgpt":
         from .chatgpt import parse as parse_chatgpt
 
-        try:
-            payload = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        payload = load_json(text, name)
         labels = {"user": persona.user_label, "assistant": persona.assistant_label} if persona else None
         documents = parse_chatgpt(payload, labels)
     else:
         from .labelled import parse as parse_labelled
 
         documents = parse_labelled(text, archive.labels(), title=name, document_date=document_date)
+    for doc in documents:  # every document is checked before the first is written
+        check_document(doc.title, collection)
     report = ImportReport(fmt)
     total = len(documents)
     if progress:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 from ..prompt.dynamic import Block, Turn, quote_reserved_headings
 from ..retrieval.hybrid import SEND_PATH, Filters, context_block, date_hint, has_recall_cue, search
+from ..validation import check_text
 from .keyword_recall import OVERLAP_LIMIT, persona_names, shingles
 
 if TYPE_CHECKING:
@@ -279,6 +280,9 @@ def owner_search(scope: Scope, query: str, *, include_shielded: bool = False, ar
     Logged like every search (A3)."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("search needs a non-empty query")
+    check_text(query, "the search query")
+    for collection in collections:
+        check_text(collection, "a collection")
     if not 1 <= int(limit) <= 100:
         raise InvalidInput("limit must be between 1 and 100")
     dates = _date_args({"date_from": date_from, "date_to": date_to})

@@ -23,7 +23,8 @@ from typing import Any, Hashable, Sequence
 
 from .. import ledger, versions
 from ..activation import Activation, Activator, check_controls, check_keys
-from ..errors import InvalidInput, NotFound, TooLarge
+from ..errors import InvalidInput, NotFound
+from ..validation import check_text
 from ..prompt.dynamic import Block, Turn
 from ..store import Store, inserted_id, utcnow
 from ..triggers import Match, normalise_trigger
@@ -85,16 +86,17 @@ def _terms(items: Sequence[str] | None, what: str, *, required: bool = False, li
     if required and not out:
         raise InvalidInput(f"a fragment needs at least one of its {what}")
     if len(out) > limit:
-        raise TooLarge(f"at most {limit} {what}")
+        raise InvalidInput(f"at most {limit} {what}")
     return tuple(out)
 
 
 def _definition(text: Any, limit: int = MAX_DEFINITION, allow_empty: bool = False) -> str:
     if not isinstance(text, str) or not (text.strip() or allow_empty):
         raise InvalidInput("a fragment needs a definition")
+    check_text(text, "a definition")
     text = text.strip()
     if len(text) > limit:
-        raise TooLarge(f"a definition may be at most {limit} characters")
+        raise InvalidInput(f"a definition may be at most {limit} characters")
     return text
 
 
@@ -105,11 +107,10 @@ def _lore_fields(triggers: Any, definition: Any, controls: dict[str, Any]) -> tu
 
 
 def _category(text: Any) -> str:
-    if not isinstance(text, str):
-        raise InvalidInput("category must be text")
+    check_text(text, "category")
     text = " ".join(text.split())
     if len(text) > MAX_CATEGORY:
-        raise TooLarge(f"a category may be at most {MAX_CATEGORY} characters")
+        raise InvalidInput(f"a category may be at most {MAX_CATEGORY} characters")
     return text
 
 
@@ -195,7 +196,7 @@ class Fragments:
         with self.store.write() as conn:
             count = conn.execute("SELECT count(*) FROM fragments WHERE user_id = ?", (self.user_id,)).fetchone()[0]
             if count >= MAX_FRAGMENTS:
-                raise TooLarge(f"at most {MAX_FRAGMENTS} fragments")
+                raise InvalidInput(f"at most {MAX_FRAGMENTS} fragments")
             cur = conn.execute(
                 "INSERT INTO fragments (user_id, category, triggers, definition, all_of, any_of, none_of, priority,"
                 " enabled, controls, import_key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from .. import ledger, versions
 from ..errors import Conflict, InvalidInput, NotFound
+from ..validation import check_text
 from ..helpers.base import StatusField, TurnText
 from ..prompt.dynamic import Block, Turn
 from ..store import Store, inserted_id, utcnow
@@ -84,6 +85,7 @@ class StatusValue:
 def _clean(text: Any, what: str, limit: int) -> str:
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput(f"{what} must be non-empty text")
+    check_text(text, what)
     text = " ".join(text.split())
     if len(text) > limit:
         raise InvalidInput(f"{what} may be at most {limit} characters")

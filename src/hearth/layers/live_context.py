@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import ledger
 from ..errors import InvalidInput, NotFound
+from ..validation import check_text
 from ..helpers.base import LiveContextResult, TurnText, clip, content_words
 from ..prompt.dynamic import Block, Turn
 from ..store import Store, inserted_id, utcnow
@@ -235,6 +236,8 @@ class LiveContext:
         for name, value in values.items():
             if value is not None and (not isinstance(value, str) or len(value) > FIELD_LIMITS[name]):
                 raise InvalidInput(f"{name} must be text of at most {FIELD_LIMITS[name]} characters")
+            if value is not None:
+                check_text(value, name)
         with self.store.write() as conn:
             self.conversations.get(conversation_id)
             before = state(conn, conversation_id)
@@ -252,6 +255,7 @@ class LiveContext:
     def add_nudge(self, conversation_id: int, text: str) -> Nudge:
         if not isinstance(text, str) or not text.strip():
             raise InvalidInput("a nudge needs text")
+        check_text(text, "a nudge")
         with self.store.write() as conn:
             self.conversations.get(conversation_id)
             nudge_id = _add_nudge(conn, self.user_id, conversation_id, text, "manual")

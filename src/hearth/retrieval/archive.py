@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from ..errors import InvalidInput, NotFound
 from ..store import Store, inserted_id, utcnow
+from ..validation import check_text
 
 CHUNK_TARGET = 1_200  # characters: a few turns, enough context for a match to be read alone
 CHUNK_MAX = 2_000
@@ -217,11 +218,14 @@ def chunk_turns(turns: list[Turn], *, target: int = CHUNK_TARGET, maximum: int =
 
 
 # -- the store ----------------------------------------------------------------------------------------
-def _check(title: str, collection: str) -> tuple[str, str]:
+def check_document(title: str, collection: str) -> tuple[str, str]:
+    """A document's title and collection as stored, or ``InvalidInput`` (importers check first)."""
     if not isinstance(title, str) or not title.strip():
         raise InvalidInput("a document needs a title")
+    check_text(title, "the document title")
     if not isinstance(collection, str) or not collection.strip() or len(collection) > MAX_COLLECTION:
         raise InvalidInput(f"collection must be 1-{MAX_COLLECTION} characters")
+    check_text(collection, "the collection")
     return " ".join(title.split())[:MAX_TITLE], collection.strip()
 
 
@@ -252,7 +256,7 @@ class Archive:
                   document_date: str | None = None, metadata: dict[str, Any] | None = None,
                   hash_text: str | None = None) -> AddResult:
         """Store a document made of turns, unless the same content is already there."""
-        title, collection = _check(title, collection)
+        title, collection = check_document(title, collection)
         if not turns:
             raise InvalidInput("the document has no text")
         rendered = hash_text if hash_text is not None else "\n\n".join(f"{t.label}\n{t.text}" for t in turns)

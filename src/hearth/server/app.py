@@ -76,6 +76,11 @@ class BodyGuard:
         binary = scope["path"] == "/api/imports"
         limit = self.import_bytes if binary else self.default_max
         headers = Headers(scope=scope)
+        if b"%00" in scope.get("query_string", b"").lower() or "\x00" in scope["path"]:
+            # The text rule (no NUL characters) holds for query parameters as for bodies.
+            await self._refuse(scope, receive, send, 422, "invalid_input",
+                               "the request's query or path contains a NUL character")
+            return
         declared = headers.get("content-length")
         if declared is not None:
             if not declared.isdigit():

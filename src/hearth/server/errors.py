@@ -8,6 +8,7 @@ A foreign id is a ``NotFound`` like an unknown one (G2): nobody can probe for an
 from __future__ import annotations
 
 import logging
+import sqlite3
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -15,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..store.connection import translate
 from ..errors import (
     AuthError,
     ConfigError,
@@ -27,6 +29,7 @@ from ..errors import (
     ProviderError,
     RateLimited,
     SchemaError,
+    StoreBusy,
     StoreError,
     TooLarge,
 )
@@ -36,7 +39,7 @@ log = logging.getLogger(__name__)
 # Most specific first; the first matching class decides the status.
 STATUS: tuple[tuple[type[HearthError], int], ...] = (
     (TooLarge, 413),
-    (InvalidInput, 400),
+    (InvalidInput, 422),
     (NotFound, 404),
     (Conflict, 409),
     (RateLimited, 429),
@@ -45,6 +48,7 @@ STATUS: tuple[tuple[type[HearthError], int], ...] = (
     (ProviderError, 502),
     (DispatchRefused, 500),
     (SchemaError, 500),
+    (StoreBusy, 503),
     (StoreError, 500),
     (ConfigError, 500),
     (HearthError, 500),
@@ -94,12 +98,16 @@ def error_response(code: str, detail: str, status: int, headers: dict[str, str] 
 
 def hearth_error_response(error: HearthError, path: str = "") -> JSONResponse:
     status = status_for(error)
+    if status == 422 and is_openai_path(path):
+        status = 400  # OpenAI answers every invalid request with 400
     if status >= 500:
         # The class name only: messages may name files, never conversation text, but stay terse.
         log.error("request failed with %s", type(error).__name__)
     headers = None
     if isinstance(error, RateLimited) and error.retry_after:
         headers = {"Retry-After": str(int(error.retry_after))}
+    elif isinstance(error, StoreBusy):
+        headers = {"Retry-After": "1"}
     return error_response(error.code, str(error) or error.code, status, headers, path)
 
 
@@ -112,8 +120,11 @@ def _describe(errors: list[dict[str, Any]]) -> tuple[str, str]:
             return "invalid_json", f"request body is not valid JSON: {reason} at position {pos}"
     parts = []
     for err in errors[:5]:
-        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
-        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if err.get("type") == "string_unicode":  # the same words as the library's text rule
+            message = "contains a lone surrogate or other text that is not valid Unicode"
+        parts.append(f"{loc}: {message}" if loc else message)
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
     return "invalid_input", "; ".join(parts) + more
 
@@ -124,6 +135,16 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(HearthError)
     async def _hearth(request: Request, exc: HearthError) -> JSONResponse:
         return hearth_error_response(exc, request.url.path)
+
+    async def _database(request: Request, exc: Exception) -> JSONResponse:
+        # Raised outside a store transaction (which translates on its own): the same translation.
+        error = translate(exc)
+        if error is None:
+            raise exc
+        return hearth_error_response(error, request.url.path)
+
+    for kind in (sqlite3.Error, UnicodeEncodeError, OverflowError):
+        app.add_exception_handler(kind, _database)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -15,7 +15,7 @@ from ..layers.fragments import MAX_CATEGORY, MAX_DEFINITION
 from ..layers.household import MAX_NAME, MAX_VALUE
 from ..layers.settings import SETTINGS, LayerSettings
 from .auth import current_scope
-from .models import IdPath, RequestModel
+from .models import IdPath, OptionalIdQuery, RequestModel
 
 router = APIRouter(tags=["memory layers"])
 
@@ -121,7 +121,7 @@ def status_as_of(date: str = Query(max_length=40, description="ISO date or date-
 
 
 @router.get("/api/status/history", response_model=list[ValueOut])
-def status_history(field_id: int | None = Query(default=None, ge=1), scope: Scope = Depends(current_scope)) -> list[dict]:
+def status_history(field_id: OptionalIdQuery = None, scope: Scope = Depends(current_scope)) -> list[dict]:
     return [v.to_dict() for v in scope.layers.household.history(field_id)]
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Path, Query
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
-# SQLite integers are signed 64-bit; a larger id would fail in the driver instead of answering 4xx.
-MAX_ID = 2**63 - 1
+from ..errors import InvalidInput
+from ..validation import MAX_ID, check_tree
+
+__all__ = ["MAX_ID", "IdPath", "OptionalIdQuery", "RequestModel", "plain"]
 
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="A numeric id owned by the caller")]
 OptionalIdQuery = Annotated[int | None, Query(ge=1, le=MAX_ID)]
@@ -18,6 +20,17 @@ class RequestModel(BaseModel):
     """Base for request bodies: unknown fields are refused and types are not coerced."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="after")
+    def _storable_text(self) -> "RequestModel":
+        # The library's text rule (no NUL, no lone surrogate) on every string the body carries,
+        # so HTTP answers 422 with the same reason the library and CLI give.
+        for name, value in self:
+            try:
+                check_tree(value, name)
+            except InvalidInput as exc:
+                raise ValueError(str(exc)) from None
+        return self
 
 
 class Count(BaseModel):

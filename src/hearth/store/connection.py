@@ -14,10 +14,38 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import StoreError
+from ..errors import HearthError, InvalidInput, StoreBusy, StoreError
 from . import migrations
 
 BUSY_TIMEOUT_MS = 30_000
+
+
+def translate(exc: BaseException) -> HearthError | None:
+    """The Hearth error for a database failure, or None when ``exc`` is not one (S3, U3).
+
+    Runtime conditions (busy, disk full, read-only, damaged file) become ``StoreError`` with a
+    plain reason; a value SQLite cannot bind (a lone surrogate, an integer past 64 bits) is the
+    caller's ``InvalidInput``. Integrity errors are left to the code that expects them.
+    """
+    if isinstance(exc, UnicodeEncodeError):
+        return InvalidInput("text contains a lone surrogate and cannot be stored")
+    if isinstance(exc, OverflowError):
+        return InvalidInput("a number is outside the 64-bit range the database stores")
+    if isinstance(exc, sqlite3.IntegrityError) or not isinstance(exc, sqlite3.Error):
+        return None
+    message = str(exc)
+    lowered = message.lower()
+    if "locked" in lowered or "busy" in lowered:
+        return StoreBusy("the database is busy; try again")
+    if "full" in lowered:
+        reason = "the disk holding the database is full"
+    elif "readonly" in lowered or "read-only" in lowered:
+        reason = "the database is read-only"
+    elif "malformed" in lowered or "not a database" in lowered or "corrupt" in lowered:
+        reason = "the database file is damaged; run hearth doctor and restore a backup"
+    else:
+        reason = f"the database failed: {message}"
+    return StoreError(reason)
 
 
 def utcnow() -> str:
@@ -98,16 +126,28 @@ class Store:
             finally:
                 self._local.depth -= 1
             return
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise translate(exc) or exc from exc
         self._local.depth = 1
         try:
             yield conn
-        except BaseException:
+        except BaseException as exc:
             self._local.depth = 0
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            error = translate(exc)
+            if error is not None:
+                raise error from exc
             raise
         self._local.depth = 0
-        conn.execute("COMMIT")
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise translate(exc) or exc from exc
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -119,8 +159,13 @@ class Store:
         conn.execute("BEGIN")
         try:
             yield conn
-        finally:
+        except BaseException as exc:
             conn.execute("COMMIT")
+            error = translate(exc)
+            if error is not None:
+                raise error from exc
+            raise
+        conn.execute("COMMIT")
 
     @property
     def in_write(self) -> bool:
