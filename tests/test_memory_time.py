@@ -180,19 +180,19 @@ def test_b1_as_of_reads_through_the_api_and_the_cli(hearth, me, tmp_path, monkey
             response = client.get("/api/memories/as-of", params=bad)
             assert response.status_code in (400, 422) and "error" in response.json()
         same = client.patch(f"/api/memories/{m.id}", json={"text": "Reads Woolf"})
-        assert same.status_code == 400 and "identical" in same.json()["detail"]
+        assert same.status_code == 422 and "identical" in same.json()["detail"]
         fix = client.patch(f"/api/memories/{m.id}", json={"text": "Reads V. Woolf", "correction": True})
         assert fix.status_code == 200 and fix.json()["memory"]["version"] == 3
         client.post("/api/status", json={"name": "Cat", "value": "inside"})
         assert client.get("/api/status/as-of", params={"date": utcnow()}).json() == {"Cat": "inside"}
-        assert client.get("/api/status/as-of", params={"date": "2999-01-01"}).status_code == 400
+        assert client.get("/api/status/as-of", params={"date": "2999-01-01"}).status_code == 422
     hearth.close()
     monkeypatch.setenv("HEARTH_HOME", str(hearth.settings.home))
     runner = CliRunner()
     listed = runner.invoke(cli, ["memory", "list", "--as-of", "2022-06-01"])
     assert listed.exit_code == 0 and "Reads Proust" in listed.output and "Woolf" not in listed.output
     bad = runner.invoke(cli, ["memory", "list", "--as-of", "2999-01-01"])
-    assert bad.exit_code == 1 and bad.output.startswith("Error:") and "future" in bad.output
+    assert bad.exit_code == 2 and bad.output.startswith("Error:") and "future" in bad.output
     history = runner.invoke(cli, ["memory", "history", str(m.id)])
     assert history.exit_code == 0 and "superseded" in history.output and "corrected" in history.output
 
