@@ -11,7 +11,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings as hsettings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
 
 from hearth import Hearth, Settings
 from hearth.export import export_user, import_user

@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 from . import ledger
 from .errors import Conflict, InvalidInput, NotFound
-from .validation import check_id, check_text
 from .ledger import Message
 from .memories import capture_snapshot
 from .store import Store, inserted_id, utcnow
+from .validation import check_id, check_text
 
 MAX_TITLE = 500
 MAX_FOLDER_NAME = 200

@@ -19,10 +19,10 @@ from typing import Any, Callable, Iterable
 
 from . import ledger
 from .errors import Conflict, InvalidInput, NotFound
-from .validation import check_id, check_text
 from .prompt.static import MemoryItem
 from .store import Store, inserted_id, utcnow
 from .temporal import check_mode, parse_moment
+from .validation import check_id, check_text
 
 MAX_MEMORY_TEXT = 10_000
 MAX_IMPORT = 10_000

@@ -24,10 +24,10 @@ from typing import Any, Hashable, Sequence
 from .. import ledger, versions
 from ..activation import Activation, Activator, check_controls, check_keys
 from ..errors import InvalidInput, NotFound
-from ..validation import check_text
 from ..prompt.dynamic import Block, Turn
 from ..store import Store, inserted_id, utcnow
 from ..triggers import Match, normalise_trigger
+from ..validation import check_text
 from .settings import LayerSettings
 
 MAX_TRIGGERS = 50

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from .. import ledger, versions
 from ..errors import Conflict, InvalidInput, NotFound
-from ..validation import check_text
 from ..helpers.base import StatusField, TurnText
 from ..prompt.dynamic import Block, Turn
 from ..store import Store, inserted_id, utcnow
 from ..temporal import check_mode, parse_moment
+from ..validation import check_text
 
 if TYPE_CHECKING:
     from ..conversations import Conversations

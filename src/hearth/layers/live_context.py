@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import ledger
 from ..errors import InvalidInput, NotFound
-from ..validation import check_text
 from ..helpers.base import LiveContextResult, TurnText, clip, content_words
 from ..prompt.dynamic import Block, Turn
 from ..store import Store, inserted_id, utcnow
+from ..validation import check_text
 
 if TYPE_CHECKING:
     from ..conversations import Conversations

@@ -16,7 +16,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..store.connection import translate
 from ..errors import (
     AuthError,
     ConfigError,
@@ -33,6 +32,7 @@ from ..errors import (
     StoreError,
     TooLarge,
 )
+from ..store.connection import translate
 
 log = logging.getLogger(__name__)
 
