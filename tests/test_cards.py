@@ -189,5 +189,5 @@ def test_x3_cli_imports_a_card_and_exports_it_back(tmp_path, hearth):
     bad = tmp_path / "bad.png"
     bad.write_bytes(b"\x89PNG\r\n\x1a\nbroken")
     failed = runner.invoke(cli, ["--home", home, "import", str(bad)])
-    assert failed.exit_code == 1 and failed.output.strip().startswith("bad.png: refused") \
-        and "Error: bad.png is not a readable PNG" in failed.output
+    assert failed.exit_code == 2 and failed.output.strip() == failed.output.strip().splitlines()[0] \
+        and failed.output.startswith("Error: bad.png is not a readable PNG")
