@@ -176,7 +176,7 @@ def test_b4_b5_cli_preview_apply_and_verify(hearth, me, persona, monkeypatch):
     data = json.loads(preview.output)
     assert data["counts"]["conversations"] == 1 and data["counts"]["messages"] == 2
     wrong = runner.invoke(cli, ["forget", "apply", "trash", "--token", data["token"], "--phrase", "yes"])
-    assert wrong.exit_code == 1 and wrong.output.startswith("Error:")
+    assert wrong.exit_code == 2 and wrong.output.startswith("Error:")
     done = runner.invoke(cli, ["forget", "apply", "trash", "--token", data["token"], "--phrase", CONFIRMATION_PHRASE])
     assert done.exit_code == 0 and "1 conversations" in done.output
     clean = runner.invoke(cli, ["forget", "--verify", CANARY])
