@@ -37,7 +37,7 @@ FormatQuery = Annotated[str, Query(pattern="^(" + "|".join(FORMATS) + ")$")]
 
 def _status(report: FileReport) -> int:
     if report.status == "refused":
-        return 413 if "larger than" in report.reason or "more than" in report.reason else 400
+        return 413 if "larger than" in report.reason or "more than" in report.reason else 422
     return 200 if report.status == "duplicate" else 201
 
 
