@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -109,18 +110,49 @@ def _check_copy(path: Path, expected: dict[str, int]) -> int:
     return version
 
 
+# The steps of a backup, in order; ``_checkpoint`` is called after each (a kill test stops there).
+STEPS = ("copied", "verified", "synced", "manifest_written", "manifest_placed", "placed", "dir_synced", "recorded")
+
+
+def _checkpoint(step: str) -> None:
+    """After each step of ``backup``: nothing here; tests replace it to kill the process at a step."""
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _leftovers(dest: Path) -> None:
+    """Remove what an interrupted backup to ``dest`` can leave: temp files, a manifest without its copy."""
+    dest.with_name(dest.name + ".partial").unlink(missing_ok=True)
+    manifest_path(dest).with_name(manifest_path(dest).name + ".partial").unlink(missing_ok=True)
+    if not dest.exists():
+        manifest_path(dest).unlink(missing_ok=True)
+
+
 def backup(store: Store, dest: str | Path) -> BackupReport:
     """Write a consistent, verified copy of the database to ``dest`` (S4).
 
     The source counts and the copy come from one read transaction on a dedicated connection, so
     they describe the same snapshot even while other threads write.
+
+    ``dest`` appears only whole and verified: the copy is written to ``<dest>.partial`` beside it,
+    verified and fsynced, its manifest is written and fsynced, the manifest is renamed into place
+    and then the copy, and the folder is fsynced. A kill at any step leaves either no backup at
+    ``dest`` (a manifest without its copy is a leftover the next backup removes) or a complete,
+    verified one.
     """
     dest = Path(dest).expanduser()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _leftovers(dest)
     if dest.exists() or manifest_path(dest).exists():
         raise Conflict(f"{dest} already exists; choose a new backup file name")
-    dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(dest.name + ".partial")
-    partial.unlink(missing_ok=True)
+    manifest_partial = manifest_path(dest).with_name(manifest_path(dest).name + ".partial")
     source = sqlite3.connect(store.path, isolation_level=None)
     try:
         source.execute("BEGIN")
@@ -141,20 +173,34 @@ def backup(store: Store, dest: str | Path) -> BackupReport:
         raise StoreError(f"backup failed: {exc}") from exc
     finally:
         source.close()
+    _checkpoint("copied")
     try:
         _check_copy(partial, counts)
     except StoreError:
         partial.unlink(missing_ok=True)
         raise
-    partial.replace(dest)
+    _checkpoint("verified")
+    _fsync(partial)
+    _checkpoint("synced")
     created = utcnow()
     report = BackupReport(path=str(dest.resolve()), manifest_path=str(manifest_path(dest).resolve()),
-                          schema_version=version, sha256=_sha256(dest), bytes=dest.stat().st_size,
+                          schema_version=version, sha256=_sha256(partial), bytes=partial.stat().st_size,
                           counts=counts, created_at=created)
     manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "schema_version": version,
                 "sha256": report.sha256, "bytes": report.bytes, "counts": counts, "created_at": created}
-    manifest_path(dest).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    with manifest_partial.open("w", encoding="utf-8") as handle:
+        handle.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    _checkpoint("manifest_written")
+    manifest_partial.replace(manifest_path(dest))
+    _checkpoint("manifest_placed")
+    partial.replace(dest)
+    _checkpoint("placed")
+    _fsync(dest.parent)
+    _checkpoint("dir_synced")
     record_verified(store, report)
+    _checkpoint("recorded")
     return report
 
 
@@ -196,6 +242,8 @@ def verify_backup(path: str | Path) -> BackupReport:
     path = Path(path).expanduser()
     if not path.is_file():
         raise StoreError(f"no backup file at {path}")
+    if path.name.endswith(".partial"):
+        raise StoreError(f"{path.name} is an unfinished backup; make a new one")
     manifest = _read_manifest(path)
     digest = _sha256(path)
     if digest != manifest["sha256"]:

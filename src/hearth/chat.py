@@ -139,7 +139,12 @@ class SendPath:
 
         provider = self.hearth.provider
         with store.write() as conn:
-            metadata: dict[str, Any] = {"provider": provider.name, "model": provider.model, "tool_rounds": tool_rounds}
+            if not regenerate and _answered(conn, conversation_id, user_message.id):
+                # Two retries (or a send and a retry) raced: inside the write lock only the first
+                # reply is stored; the loser is told plainly and nothing is written twice.
+                raise Conflict("this message was answered by another request meanwhile")
+            metadata: dict[str, Any] = {"provider": provider.name, "model": provider.model,
+                                        "tool_rounds": tool_rounds, "reply_to": user_message.id}
             if regenerate:
                 metadata["regenerated"] = True
             if replacing is not None:
@@ -333,15 +338,17 @@ class SendPath:
                 round_request = replace(round_request, previous_response_id=response_id, replacement_input=())
             messages.append(ChatMessage("assistant", "".join(round_text), tool_calls=tuple(calls)))
             for call in calls:
-                yield SendEvent("tool", {"name": call.name, "status": "running"})
+                # R3: frames and payloads carry fixed names only; a name the model invented is "unknown".
+                name = call.name if call.name in self.scope.toolbox.tools else "unknown"
+                yield SendEvent("tool", {"name": name, "status": "running"})
                 result = self.scope.toolbox.run(ctx, call)
                 with self.scope.store.write() as conn:
                     ledger.append(conn, user_id=self.scope.user_id, conversation_id=conversation.id,
                                   kind="tool.call", channel=channel, span_id=self.span_id,
-                                  payload={"name": call.name, "argument_chars": len(arguments_json(call.arguments)),
+                                  payload={"name": name, "argument_chars": len(arguments_json(call.arguments)),
                                            "result_chars": len(result)})
                 messages.append(ChatMessage("tool", result, tool_call_id=call.id))
-                yield SendEvent("tool", {"name": call.name, "status": "done", "result_tokens": estimate_tokens(len(result))})
+                yield SendEvent("tool", {"name": name, "status": "done", "result_tokens": estimate_tokens(len(result))})
         return "".join(parts), usage, MAX_TOOL_ROUNDS, response_id, compacted
 
 
@@ -385,6 +392,14 @@ def keep_partial(scope: "Scope", conversation_id: int, text: str, *, channel: st
         for hook in scope._after_reply:
             hook(conn, conversation, last, message)
         return message
+
+
+def _answered(conn: Any, conversation_id: int, user_message_id: int) -> bool:
+    """Whether a reply to this user message is already stored (read inside the write lock)."""
+    return conn.execute(
+        "SELECT 1 FROM messages WHERE conversation_id = ? AND id > ? AND role = 'assistant' AND kind = 'chat'"
+        " AND json_extract(metadata, '$.reply_to') = ? LIMIT 1",
+        (conversation_id, user_message_id, user_message_id)).fetchone() is not None
 
 
 def _add(a: Usage, b: Usage) -> Usage:

@@ -15,7 +15,7 @@ from ..errors import DispatchRefused
 from ..ledger import Message
 from ..providers.base import ChatMessage, ProviderRequest, ToolSpec
 from ..text import ESTIMATE_METHOD, estimate_tokens
-from .dynamic import RECALL_HEADING, RenderedContext
+from .dynamic import RECALL_HEADING, RenderedContext, quote_reserved_headings
 
 
 def tool_chars(tools: list[ToolSpec]) -> int:
@@ -57,8 +57,12 @@ class AssembledRequest:
 
 
 def history_messages(history: list) -> list[ChatMessage]:
-    """Ordinary turns travel as themselves; a handoff artifact travels as an assistant bubble."""
-    return [ChatMessage(role=m.role, content=m.content) for m in history
+    """Ordinary turns travel as themselves; a handoff artifact travels as an assistant bubble.
+
+    K5 holds for every turn of every request: text quoting the reserved recall heading is
+    rewritten here, at assembly, not only in the request that first carried it.
+    """
+    return [ChatMessage(role=m.role, content=quote_reserved_headings(m.content)) for m in history
             if m.role in ("user", "assistant") and m.kind in ("chat", "handoff_artifact")]
 
 
@@ -81,9 +85,20 @@ def assemble(
     ``trimmed_before`` counts older turns the caller already left unread because they could not fit.
     """
     turns = history_messages(history)
-    fixed_chars = len(static_prompt) + len(capsule) + len(context.summary_message) + len(context.context_message)
-    fixed_chars += len(user_text) + tool_chars(tools)
+    user_text = quote_reserved_headings(user_text)
     room = input_limit_tokens - output_reserve_tokens
+    essential_chars = len(static_prompt) + len(capsule) + len(user_text) + tool_chars(tools)
+    if estimate_tokens(essential_chars) > room:
+        # Even with no history and no context it cannot fit: refuse rather than send a request with
+        # negative room. The user's message stays saved and can be retried once it fits.
+        raise DispatchRefused(
+            f"refused to send: the static prompt, tools and this message need about "
+            f"{estimate_tokens(essential_chars)} tokens, more than the {room} the model's input limit leaves "
+            f"({input_limit_tokens} minus {output_reserve_tokens} for the reply); shorten the persona "
+            f"or memories, or raise input_token_limit")
+    if estimate_tokens(essential_chars + len(context.summary_message) + len(context.context_message)) > room:
+        context = RenderedContext((), "", "")  # summary and recall are low priority (K6): left out first
+    fixed_chars = essential_chars + len(context.summary_message) + len(context.context_message)
     sizes = [estimate_tokens(len(t.content)) for t in turns]
     used = estimate_tokens(fixed_chars) + sum(sizes)
     dropped = 0
