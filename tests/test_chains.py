@@ -175,7 +175,7 @@ def test_e7_compact_now_needs_the_responses_provider_and_answers_clearly(me, per
     runner = CliRunner()
     assert runner.invoke(cli, ["chat", "-m", "Hello"]).exit_code == 0
     offline = runner.invoke(cli, ["compact", "1"])
-    assert offline.exit_code == 1 and offline.output.startswith("Error: Compact now needs")
+    assert offline.exit_code == 2 and offline.output.startswith("Error: Compact now needs")
     monkeypatch.setenv("HEARTH_PROVIDER", "openai")
     monkeypatch.setenv("HEARTH_BASE_URL", fake_provider_server.openai_base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")

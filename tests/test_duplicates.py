@@ -132,7 +132,7 @@ def test_b3_api_and_cli_send_repeats_to_review(lexical, monkeypatch):
         assert [m["text"] for m in batch.json()["added"]] == ["Nora sings in a choir"]
         assert len(batch.json()["queued_for_review"]) == 1
         bad = client.post(f"/api/review/{waiting['id']}/approve", json={"edits": {"resolution": "maybe"}})
-        assert bad.status_code == 400
+        assert bad.status_code == 422
         ok = client.post(f"/api/review/{waiting['id']}/approve", json={"edits": {"resolution": "supersede"}})
         assert ok.status_code == 200
     lexical.close()

@@ -180,7 +180,7 @@ def test_e8_api_walks_pages_and_answers_bad_cursors_with_4xx(hearth, me, persona
                                                (me.user_id,))]
         assert seen == mine
         bad = httpx.get(f"{base}/api/timeline", params={"before": "not-a-cursor"})
-        assert bad.status_code == 400 and bad.json()["error"] == "invalid_input"
+        assert bad.status_code == 422 and bad.json()["error"] == "invalid_input"
         foreign = httpx.get(f"{base}/api/timeline", params={"before": f"{theirs.created_at}~{theirs.id}"})
         unknown = httpx.get(f"{base}/api/timeline", params={"before": f"{theirs.created_at}~987654"})
         assert foreign.status_code == unknown.status_code == 404
@@ -204,7 +204,7 @@ def test_e8_cli_prints_spans_and_the_older_cursor_and_refuses_bad_ones(tmp_path,
     older = runner.invoke(cli, ["timeline", "--before", body["before"]])
     assert older.exit_code == 0 and "conversation.created" in older.output
     bad = runner.invoke(cli, ["timeline", "--before", "garbage"])
-    assert bad.exit_code == 1 and bad.output.startswith("Error: malformed timeline cursor")
+    assert bad.exit_code == 2 and bad.output.startswith("Error: malformed timeline cursor")
     assert bad.output.strip().count("\n") == 0
     unknown = runner.invoke(cli, ["timeline", "--before", "2026-01-01T00:00:00.000000Z~424242"])
     assert unknown.exit_code == 1 and unknown.output.strip() == "Error: unknown timeline cursor; reload the timeline"

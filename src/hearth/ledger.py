@@ -187,46 +187,57 @@ class VerifyReport:
 def verify(conn: sqlite3.Connection) -> VerifyReport:
     """Check the ledger: every message has its event and vice versa, owners agree, indexes agree.
 
-    Problems are described with ids and counts only, never content.
+    Every count and check reads one snapshot (one read transaction), so a writer committing
+    meanwhile cannot produce a false mismatch; each check is one pass over its tables (deleted
+    message ids are collected once, not looked up per event), so the cost grows linearly with the
+    ledger. Problems are described with ids and counts only, never content.
     """
-    report = VerifyReport(
-        events=conn.execute("SELECT count(*) FROM events").fetchone()[0],
-        messages=conn.execute("SELECT count(*) FROM messages").fetchone()[0],
-    )
-    checks = {
-        "message events without a message row": """
-            SELECT e.id FROM events e LEFT JOIN messages m ON m.id = e.id
-            WHERE e.kind = 'message' AND m.id IS NULL
-              AND NOT EXISTS (SELECT 1 FROM events d WHERE d.kind = 'message.deleted'
-                              AND json_extract(d.payload, '$.message_id') = e.id)""",
-        "messages whose event is not a message event": """
-            SELECT m.id FROM messages m JOIN events e ON e.id = m.id WHERE e.kind != 'message'""",
-        "messages whose event has another owner or conversation": """
-            SELECT m.id FROM messages m JOIN events e ON e.id = m.id
-            WHERE e.user_id != m.user_id OR e.conversation_id IS NOT m.conversation_id""",
-        "events whose conversation belongs to another user": """
-            SELECT e.id FROM events e JOIN conversations c ON c.id = e.conversation_id
-            WHERE c.user_id != e.user_id""",
-        "events with an unreadable timestamp": """
-            SELECT id FROM events WHERE created_at NOT GLOB
-              '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]*Z'""",
-    }
-    for label, sql in checks.items():
-        ids = [r[0] for r in conn.execute(sql + " LIMIT 20").fetchall()]
-        if ids:
-            report.problems.append(f"{label}: ids {ids}")
-    fk = conn.execute("PRAGMA foreign_key_check").fetchall()
-    if fk:
-        report.problems.append(f"foreign key violations: {len(fk)}")
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        report = VerifyReport(
+            events=conn.execute("SELECT count(*) FROM events").fetchone()[0],
+            messages=conn.execute("SELECT count(*) FROM messages").fetchone()[0],
+        )
+        checks = {
+            "message events without a message row": """
+                SELECT e.id FROM events e LEFT JOIN messages m ON m.id = e.id
+                WHERE e.kind = 'message' AND m.id IS NULL
+                  AND e.id NOT IN (SELECT json_extract(d.payload, '$.message_id') FROM events d
+                                   WHERE d.kind = 'message.deleted')""",
+            "messages whose event is not a message event": """
+                SELECT m.id FROM messages m JOIN events e ON e.id = m.id WHERE e.kind != 'message'""",
+            "messages whose event has another owner or conversation": """
+                SELECT m.id FROM messages m JOIN events e ON e.id = m.id
+                WHERE e.user_id != m.user_id OR e.conversation_id IS NOT m.conversation_id""",
+            "events whose conversation belongs to another user": """
+                SELECT e.id FROM events e JOIN conversations c ON c.id = e.conversation_id
+                WHERE c.user_id != e.user_id""",
+            "events with an unreadable timestamp": """
+                SELECT id FROM events WHERE created_at NOT GLOB
+                  '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]*Z'""",
+        }
+        for label, sql in checks.items():
+            ids = [r[0] for r in conn.execute(sql + " LIMIT 20").fetchall()]
+            if ids:
+                report.problems.append(f"{label}: ids {ids}")
+        fk = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if fk:
+            report.problems.append(f"foreign key violations: {len(fk)}")
+        # Only chat turns are indexed, so compare the index's document count with those rows.
+        indexed = conn.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0]
+        expected = conn.execute(
+            "SELECT count(*) FROM messages WHERE kind = 'chat' AND role IN ('user', 'assistant')"
+        ).fetchone()[0]
+        if indexed != expected:
+            report.problems.append(f"keyword index holds {indexed} messages, expected {expected}")
+    finally:
+        if own:
+            conn.execute("COMMIT")
+    # FTS5's own check is issued as a write statement, so it runs after the snapshot ends.
     try:
         conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
     except sqlite3.DatabaseError:
         report.problems.append("keyword index is damaged")
-    # Only chat turns are indexed, so compare the index's document count with those rows.
-    indexed = conn.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0]
-    expected = conn.execute(
-        "SELECT count(*) FROM messages WHERE kind = 'chat' AND role IN ('user', 'assistant')"
-    ).fetchone()[0]
-    if indexed != expected:
-        report.problems.append(f"keyword index holds {indexed} messages, expected {expected}")
     return report
