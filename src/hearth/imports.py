@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import HearthError, InvalidInput, NotFound
 from .store import utcnow
+from .validation import load_json
 
 if TYPE_CHECKING:
     from .engine import Scope
@@ -86,14 +87,12 @@ def detect(data: bytes, name: str = "") -> str:
 
 
 def _json(data: bytes, name: str) -> Any:
+    """Parsed JSON whose strings are storable (no NUL, no lone surrogate) and whose nesting is bounded."""
     try:
-        return json.loads(data.decode("utf-8-sig"))
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{name} is not valid UTF-8 (byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except RecursionError:
-        raise InvalidInput(f"{name} nests JSON too deeply") from None
+    return load_json(text, name)
 
 
 def _slug(text: str) -> str:
