@@ -130,7 +130,7 @@ def test_w2_http_routes_refuse_messages_of_other_threads_and_bad_positions(heart
         versions = httpx.get(f"{base}/api/conversations/{mine.id}/messages/{reply.id}/alternatives").json()
         assert [v["chosen"] for v in versions] == [False, True]
         bad = httpx.post(f"{base}/api/conversations/{mine.id}/messages/{reply.id}/alternatives/9/choose")
-        assert bad.status_code == 400 and bad.json()["error"]
+        assert bad.status_code == 422 and bad.json()["error"]
         chosen = httpx.post(f"{base}/api/conversations/{mine.id}/messages/{reply.id}/alternatives/0/choose")
         assert chosen.json()["content"] == "Reply 1"
         empty = httpx.post(f"{base}/api/conversations/{other.id}/regenerate", json={})
@@ -257,7 +257,7 @@ def test_w3_cli_persona_edit_and_archive_change_only_what_is_given(tmp_path, mon
     bad = tmp_path / "fake.png"
     bad.write_bytes(b"<svg onload=alert(1)>")
     refused = runner.invoke(cli, ["persona", "edit", "elion", "--tone", "Dry", "--avatar", str(bad)])
-    assert refused.exit_code == 1 and refused.output.startswith("Error: the avatar is not a readable")
+    assert refused.exit_code == 2 and refused.output.startswith("Error: the avatar is not a readable")
     assert "Dry" not in run("persona", "show", "elion").output  # nothing changed
     assert run("persona", "archive", "elion").exit_code == 0
     assert "elion" not in run("persona", "list").output and "(archived)" in run("persona", "list", "--all").output
@@ -274,7 +274,7 @@ def test_w3_avatar_upload_checks_type_and_size_by_opening_the_image(hearth, me, 
         for body, kind in ((b"GIF89a not really", "image/gif"), (b"<svg/>", "image/png"),
                            (png(kind="JPEG"), "image/png"), (png((5000, 2)), "image/png"), (b"", "image/png")):
             refused = httpx.put(url, content=body, headers={"Content-Type": kind})
-            assert refused.status_code == 400, (kind, refused.text)
+            assert refused.status_code == 422, (kind, refused.text)
             assert refused.json()["error"]
         assert httpx.put(url, content=b"x" * 1_200_000, headers={"Content-Type": "image/png"}).status_code == 413
         assert me.personas.avatar(persona.id) is None  # nothing stored by a refusal

@@ -139,7 +139,7 @@ class SendPath:
 
         provider = self.hearth.provider
         with store.write() as conn:
-            if not regenerate and _answered(conn, conversation_id, user_message.id):
+            if replacing is None and not regenerate and _answered(conn, conversation_id, user_message.id):
                 # Two retries (or a send and a retry) raced: inside the write lock only the first
                 # reply is stored; the loser is told plainly and nothing is written twice.
                 raise Conflict("this message was answered by another request meanwhile")
