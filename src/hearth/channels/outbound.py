@@ -4,9 +4,9 @@ messages, handed to the channel's adapter (``sms.deliver``, ``mail.deliver``).""
 from __future__ import annotations
 
 import logging
-import sqlite3
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..chat import last_turn
 from ..errors import InvalidInput
 from . import mail, sms
 from .contacts import Contact
@@ -27,13 +27,6 @@ def _adapters() -> dict[str, Deliver]:
     return {"sms": sms.deliver, "email": mail.deliver}
 
 
-def _latest_turn(conn: sqlite3.Connection, conversation_id: int) -> sqlite3.Row | None:
-    return conn.execute(
-        "SELECT id, role, channel FROM messages WHERE conversation_id = ? AND kind = 'chat'"
-        " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1", (conversation_id,),
-    ).fetchone()
-
-
 def reply_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
     """Answer the thread's unanswered channel message and deliver the reply on that channel."""
     conversation_id = int(payload["conversation_id"])
@@ -48,13 +41,13 @@ def reply_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None
     ).fetchone()
     if inbound is None:
         return
-    latest = _latest_turn(conn, conversation_id)
+    latest = last_turn(conn, conversation_id)
     if latest is None:
         return
-    if latest["role"] == "user":
+    if latest.role == "user":
         reply = scope.retry(conversation_id, channel=channel).assistant_message
-    elif latest["channel"] == channel:
-        reply = scope.conversations.message(latest["id"])  # answered before a crash: deliver it
+    elif latest.channel == channel:
+        reply = latest  # answered before a crash: deliver it
     else:
         return  # answered on another channel meanwhile; nothing to send here
     contact = conn.execute("SELECT * FROM channel_contacts WHERE id = ? AND user_id = ?",
