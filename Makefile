@@ -12,7 +12,7 @@ NPM ?= npm
 VENDOR := build/vendor
 VENDOR_STAMP := $(VENDOR)/.installed
 
-.PHONY: install dev vendor run lint test test-all bench chromium clean
+.PHONY: install dev vendor run lint test test-all bench requirements chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,7 +58,7 @@ chromium:
 	fi
 
 lint: dev
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/mypy
 
 # Locally `make test` leaves out tests marked slow (the web UI in Chromium, ...); CI sets CI=true
@@ -73,6 +73,9 @@ test-all: dev chromium lint
 
 bench: dev
 	$(BIN)/python benchmarks/run_quick.py
+
+requirements: dev
+	$(BIN)/python scripts/requirements.py
 
 clean:
 	rm -rf $(VENV) build dist node_modules src/*.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache

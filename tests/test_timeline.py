@@ -104,6 +104,32 @@ def test_e1_span_bookkeeping_is_one_indexed_update_inside_the_message_transactio
     assert "spans_one_open" in " ".join(r[3] for r in plan)
 
 
+def test_e1_an_import_is_its_own_span_closed_with_the_import_and_queues_no_checkpoint(me, hearth, persona):
+    from tests import samples
+
+    mira = me.personas.get(me.imports.file(samples.card_png(samples.card_v3(book=False)), "mira.png")
+                           .ids["personas"][0])
+    chat = me.conversations.create(mira.id)
+    me.send(chat.id, "Typed before the import")
+    [text_span] = me.timeline.open_spans()
+    report = me.imports.file(samples.st_chat(), "Mira Vale - 2024-03-02.jsonl")
+    imported = report.ids["conversations"][0]
+    assert me.timeline.open_spans() == []  # the import's span opened and closed in its transaction
+    assert me.timeline.span(text_span.id).close_reason == "switched"
+    [span_id] = {e.span_id for e in events_of(hearth, imported) if e.kind == "message"}
+    span = me.timeline.span(span_id)
+    assert (span.kind, span.channel, span.persona_id, span.close_reason) == ("import", "import", mira.id, "imported")
+    with hearth.store.read() as conn:
+        checkpoints = [json.loads(j[0])["span_id"] for j in conn.execute(
+            "SELECT payload FROM jobs WHERE kind = 'timeline.checkpoint'")]
+    assert span_id not in checkpoints and text_span.id in checkpoints
+    # A refused or duplicate import leaves no span behind.
+    before = len(me.timeline.page().spans)
+    assert me.imports.file(samples.st_chat(), "again.jsonl").status == "duplicate"
+    assert me.imports.file(b"{broken", "chat.jsonl", fmt="st-chat").status == "refused"
+    assert len(me.timeline.page().spans) == before
+
+
 # -- E8 --------------------------------------------------------------------------------------------
 def test_e8_first_page_holds_the_newest_events_across_conversations_with_channels(me, hearth, persona):
     a = me.conversations.create(persona.id, title="A")

@@ -16,11 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import HearthError, InvalidInput, NotFound
 from .store import utcnow
+from .timeline import spans
 from .validation import load_json
 
 if TYPE_CHECKING:
@@ -324,11 +326,12 @@ class Imports:
             started = chat.created_at or chat.messages[0].created_at
             title = f"{chat.character_name} ({(started or '')[:10]})" if started else chat.character_name
             conversation = conversations.create(target.id, title=title[:200], channel="import", created_at=started)
-            for i, m in enumerate(chat.messages, start=1):
-                conversations.add_message(conversation.id, m.role, m.text, channel="import", metadata=m.metadata,
-                                          created_at=m.created_at)
-                if progress and (i % 100 == 0 or i == total):
-                    progress(i, total)
+            with self._span(conn, target.id) as span_id:
+                for i, m in enumerate(chat.messages, start=1):
+                    conversations.add_message(conversation.id, m.role, m.text, channel="import",
+                                              metadata=m.metadata, created_at=m.created_at, span_id=span_id)
+                    if progress and (i % 100 == 0 or i == total):
+                        progress(i, total)
             self._record(conn, "st-chat", key, conversation.id)
             self._queue_embedding(conn)
         report.counts = {"conversations": 1, "messages": total}
@@ -390,6 +393,8 @@ class Imports:
                 if progress:
                     progress(i, total)
             if report.counts["documents"]:
+                with self._span(conn, speaker.id):
+                    pass  # archive documents are not ledger events: the span records that the import happened
                 self._queue_embedding(conn)
         if not report.counts["documents"] and report.counts["duplicates"]:
             report.status = "duplicate"
@@ -398,6 +403,12 @@ class Imports:
         return report
 
     # -- after an import ----------------------------------------------------------------------------
+    def _span(self, conn: Any, persona_id: int | None) -> AbstractContextManager[int]:
+        """An import is a burst of activity (E1): its own span, opened and closed in the import's
+        transaction, with no idle checkpoint (imported turns are history, not a conversation that
+        went quiet; ``mine`` is how they reach memory extraction)."""
+        return spans.burst(conn, self.scope.hearth, self.user_id, persona_id, "import", reason="imported")
+
     def _queue_embedding(self, conn: Any) -> None:
         """Embedding starts at once in the background, so search ranks the new text semantically."""
         from .jobs import enqueue

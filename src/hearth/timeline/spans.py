@@ -16,6 +16,8 @@ and queue its checkpoint.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -94,7 +96,7 @@ def touch(conn: sqlite3.Connection, user_id: int, persona_id: int | None, channe
         # Its turns still go to memory extraction: the checkpoint job runs at once.
         enqueue(conn, user_id, CHECKPOINT_JOB, {"span_id": stale["id"]}, dedupe_key=f"span:{stale['id']}")
     return open_span(conn, user_id, persona_id, channel, now=now, idle_seconds=idle_seconds,
-                     conversation_id=conversation_id)
+                     conversation_id=conversation_id, checkpoint=kind != "import")
 
 
 def touch_now(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, persona_id: int | None, channel: str, *,
@@ -109,7 +111,7 @@ def touch_now(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, persona_
 
 
 def open_span(conn: sqlite3.Connection, user_id: int, persona_id: int | None, channel: str, *, now: str,
-              idle_seconds: float, conversation_id: int | None = None) -> int:
+              idle_seconds: float, conversation_id: int | None = None, checkpoint: bool = True) -> int:
     cur = conn.execute(
         "INSERT INTO spans (user_id, persona_id, kind, channel, start_event_id, started_at, last_at)"
         " VALUES (?, ?, ?, ?, 0, ?, ?)", (user_id, persona_id, span_kind(channel), channel, now, now),
@@ -119,10 +121,22 @@ def open_span(conn: sqlite3.Connection, user_id: int, persona_id: int | None, ch
                              channel=channel, created_at=now, span_id=span_id,
                              payload={"span_id": span_id, "kind": span_kind(channel)})
     conn.execute("UPDATE spans SET start_event_id = ? WHERE id = ?", (event_id, span_id))
+    if not checkpoint:
+        return span_id
     # The idle checkpoint (E2) is a durable job; it reschedules itself while the span stays busy.
     enqueue(conn, user_id, CHECKPOINT_JOB, {"span_id": span_id}, dedupe_key=f"span:{span_id}",
             delay=idle_seconds)
     return span_id
+
+
+@contextmanager
+def burst(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, persona_id: int | None, channel: str, *,
+          reason: str) -> Iterator[int]:
+    """A span that opens and closes inside the caller's transaction: activity that happens all at
+    once (an import). It queues no checkpoint: what it brought is not a conversation that went idle."""
+    span_id, _now = touch_now(conn, hearth, user_id, persona_id, channel)
+    yield span_id
+    close(conn, user_id, get(conn, user_id, span_id), reason, at=utcnow())
 
 
 def close(conn: sqlite3.Connection, user_id: int, span: Span, reason: str, *, at: str,
