@@ -6,6 +6,10 @@ CREATE INDEX activations_due ON activations (user_id, next_run_at) WHERE enabled
 CREATE INDEX archive_chunks_user_model ON archive_chunks (user_id, embedding_model);
 -- index archive_documents_user_collection
 CREATE INDEX archive_documents_user_collection ON archive_documents (user_id, collection);
+-- index branch_messages_branch
+CREATE INDEX branch_messages_branch ON branch_messages (branch_id, id);
+-- index branch_messages_user
+CREATE INDEX branch_messages_user ON branch_messages (user_id);
 -- index capsules_conversation
 CREATE INDEX capsules_conversation ON capsules (conversation_id, id);
 -- index channel_messages_message
@@ -37,6 +41,10 @@ CREATE INDEX memories_user_position ON memories (user_id, position);
 CREATE INDEX memory_versions_user_time ON memory_versions (user_id, valid_from);
 -- index message_alternatives_user
 CREATE INDEX message_alternatives_user ON message_alternatives (user_id);
+-- index message_branches_conversation
+CREATE INDEX message_branches_conversation ON message_branches (conversation_id);
+-- index message_branches_user
+CREATE INDEX message_branches_user ON message_branches (user_id);
 -- index message_embeddings_user_model
 CREATE INDEX message_embeddings_user_model ON message_embeddings (user_id, model, message_id);
 -- index messages_conversation
@@ -170,6 +178,20 @@ CREATE TABLE auth_sessions (
             csrf_token TEXT NOT NULL,
             created_at TEXT NOT NULL,
             expires_at TEXT NOT NULL
+        );
+-- table branch_messages
+CREATE TABLE branch_messages (
+            id INTEGER PRIMARY KEY REFERENCES events(id) ON DELETE CASCADE,
+            branch_id INTEGER NOT NULL REFERENCES message_branches(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            role TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            content TEXT NOT NULL,
+            channel TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+            alternatives TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(alternatives))
         );
 -- table branch_requests
 CREATE TABLE branch_requests (
@@ -417,6 +439,16 @@ CREATE TABLE message_alternatives (
             position INTEGER NOT NULL CHECK (position >= 0),
             content TEXT NOT NULL,
             metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+            created_at TEXT NOT NULL,
+            UNIQUE (message_id, position)
+        );
+-- table message_branches
+CREATE TABLE message_branches (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            message_id INTEGER NOT NULL,
+            position INTEGER NOT NULL CHECK (position >= 0),
             created_at TEXT NOT NULL,
             UNIQUE (message_id, position)
         );

@@ -788,14 +788,17 @@ def test_w2_stop_keep_partial_regenerate_swipe_and_edit_in_the_browser(page, sit
     assert [a.content for a in me.alternatives(first.assistant_message.id)] == [
         first.assistant_message.content, "A **second** version."]
 
-    # Edit the last message: the thread continues from the edit, the original stays as a version.
+    # Edit the last message: the thread continues from the edit, the original stays as a version
+    # (with the reply it had, as the branch of that version).
     provider.replies.append(scripted("Answer to the edit."))
-    page.get_by_role("button", name="Edit your last message").click()
+    user = page.locator(".message.role-user").last
+    user.get_by_role("button", name="Edit this message").click()
     page.get_by_label("Edit your message").fill("Tell me something *new*")
     page.get_by_role("button", name="Save and resend").click()
     expect(page.locator(".message.role-user .body em").last).to_have_text("new")
     expect(reply.locator(".body")).to_have_text("Answer to the edit.")
-    expect(reply.locator(".swipe-count")).to_have_text("3 / 3")
+    expect(user.locator(".swipe-count")).to_have_text("2 / 2")
+    expect(page.locator("#messages .message")).to_have_count(2)
     assert [m.content for m in me.conversations.messages(chat.id)] == ["Tell me something *new*", "Answer to the edit."]
     assert [a.content for a in me.alternatives(first.user_message.id)] == ["Tell me something", "Tell me something *new*"]
 
@@ -815,6 +818,45 @@ def test_w2_stop_keep_partial_regenerate_swipe_and_edit_in_the_browser(page, sit
     saved = me.conversations.messages(chat.id)[-1]
     assert saved.role == "assistant" and saved.metadata["partial"] is True
     assert saved.content.startswith("Once upon") and saved.content.strip() == kept_text.strip()
+
+
+def test_w2_editing_an_earlier_message_in_the_browser_continues_from_it_and_its_versions_bring_the_later_turns_back(
+        page, site, me):
+    base, _hearth, provider = site
+    chat = me.conversations.create(elion(me).id, title="Earlier edit")
+    provider.replies.extend([scripted("About tea."), scripted("More about tea.")])
+    first = me.send(chat.id, "I like tea").user_message
+    me.send(chat.id, "Tell me more")
+    goto(page, base + f"/#conversation-{chat.id}")
+    bodies = page.locator("#messages .message .body")
+    expect(bodies).to_have_text(["I like tea", "About tea.", "Tell me more", "More about tea."])
+    mine = page.locator(f'.message[data-message-id="{first.id}"]')
+
+    # Edit the first message: the later turns leave the screen and the new reply streams below the edit.
+    provider.replies.append(scripted("About ", "*coffee*.", pause=0.2))
+    mine.get_by_role("button", name="Edit this message").click()
+    expect(page.get_by_label("Edit your message")).to_be_focused()
+    page.get_by_label("Edit your message").fill("I like coffee")
+    page.get_by_role("button", name="Save and resend").click()
+    expect(bodies).to_have_text(["I like coffee", "About coffee."])
+    expect(page.locator(".message.role-assistant em")).to_have_text("coffee")
+    expect(mine.locator(".swipe-count")).to_have_text("2 / 2")
+    assert [m.content for m in me.conversations.messages(chat.id)] == ["I like coffee", "About *coffee*."]
+
+    # Version 1 of the first message brings back the turns that followed it; the keyboard stays on the control.
+    mine.get_by_role("button", name="Previous version").click()
+    expect(bodies).to_have_text(["I like tea", "About tea.", "Tell me more", "More about tea."])
+    expect(mine.locator(".swipe-count")).to_have_text("1 / 2")
+    expect(mine.get_by_role("button", name="Next version")).to_be_focused()
+    page.reload()
+    expect(bodies).to_have_text(["I like tea", "About tea.", "Tell me more", "More about tea."])
+    assert [m.content for m in me.conversations.messages(chat.id)] == [
+        "I like tea", "About tea.", "Tell me more", "More about tea."]
+    mine.get_by_role("button", name="Next version").click()
+    expect(bodies).to_have_text(["I like coffee", "About coffee."])
+    # Every message of the person's can be edited, and the last reply regenerated.
+    expect(page.get_by_role("button", name="Edit this message")).to_have_count(1)
+    expect(page.get_by_role("button", name="Regenerate")).to_have_count(1)
 
 
 # -- W7: the small things a daily client needs ----------------------------------------------------------

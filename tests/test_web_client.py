@@ -20,6 +20,8 @@ def test_w1_missing_front_end_packages_answer_a_clear_503(tmp_path):
 
 
 # -- W2: stop, regenerate, swipe, edit (the library) ------------------------------------------------
+import json  # noqa: E402
+
 import pytest  # noqa: E402
 
 from hearth.errors import Conflict, InvalidInput, NotFound  # noqa: E402
@@ -81,16 +83,140 @@ def test_w2_editing_the_last_message_keeps_the_original_and_continues_from_the_e
     assert sent_texts(provider.requests[-1])[-1] == "Coffee is best"
     assert "Tea is best" not in sent_texts(provider.requests[-1]) and "Reply 2" not in sent_texts(provider.requests[-1])
     assert [a.content for a in me.alternatives(latest.user_message.id)] == ["Tea is best", "Coffee is best"]
-    assert [a.content for a in me.alternatives(latest.assistant_message.id)] == ["Reply 2", "Reply 3"]
+    # The reply to the original is the branch of version 0: choosing it brings that reply back.
+    assert edited.assistant_message.id != latest.assistant_message.id
+    me.choose_alternative(latest.user_message.id, 0)
+    assert visible(me, chat.id) == ["I like tea", "Reply 1", "Tea is best", "Reply 2"]
+    me.choose_alternative(latest.user_message.id, 1)
+    assert visible(me, chat.id) == ["I like tea", "Reply 1", "Coffee is best", "Reply 3"]
 
-    first_user = me.conversations.messages(chat.id)[0]
-    with pytest.raises(Conflict, match="only your last message"):
-        me.edit(chat.id, first_user.id, "changed")
     with pytest.raises(NotFound):
         me.edit(chat.id, latest.assistant_message.id, "not mine")
     with pytest.raises(InvalidInput):
         me.edit(chat.id, latest.user_message.id, "   ")
     assert visible(me, chat.id) == ["I like tea", "Reply 1", "Coffee is best", "Reply 3"]
+
+
+def found(me, query, embed=False):
+    return [r.text for r in me.search(query, embed=embed, archive=False).results if r.kind == "message"]
+
+
+def ids(me, conversation_id):
+    return [m.id for m in me.conversations.messages(conversation_id)]
+
+
+def test_w2_editing_an_earlier_message_continues_from_it_and_keeps_the_later_turns_as_a_branch(me, persona, provider):
+    from hearth import ledger
+
+    chat = me.conversations.create(persona.id)
+    a = me.send(chat.id, "I like tea")
+    b = me.send(chat.id, "Tea is best")
+    me.send(chat.id, "Tell me more")
+    original = visible(me, chat.id)
+    original_ids = ids(me, chat.id)
+    assert original == ["I like tea", "Reply 1", "Tea is best", "Reply 2", "Tell me more", "Reply 3"]
+    with me.store.read() as conn:
+        events_before = conn.execute("SELECT count(*) FROM events WHERE conversation_id = ?", (chat.id,)).fetchone()[0]
+
+    # Edit the first message: the thread continues from the edit, and the request sees nothing after it.
+    edited = me.edit(chat.id, a.user_message.id, "I like coffee")
+    assert visible(me, chat.id) == ["I like coffee", "Reply 4"]
+    assert sent_texts(provider.requests[-1]) == ["I like coffee"]
+    assert [(v.content, v.chosen) for v in me.alternatives(a.user_message.id)] == [
+        ("I like tea", False), ("I like coffee", True)]
+    me.send(chat.id, "And now?")
+    assert sent_texts(provider.requests[-1]) == ["I like coffee", "Reply 4", "And now?"]
+    assert not any(w in " ".join(sent_texts(provider.requests[-1])) for w in ("tea", "Tell me more", "Reply 2"))
+    # The later turns were never destroyed: their events stay and the ledger check is clean.
+    with me.store.read() as conn:
+        assert conn.execute("SELECT count(*) FROM events WHERE conversation_id = ? AND id IN (%s)"
+                            % ",".join("?" * 5), (chat.id, *original_ids[1:])).fetchone()[0] == 5
+        assert conn.execute("SELECT count(*) FROM events WHERE conversation_id = ?",
+                            (chat.id,)).fetchone()[0] > events_before
+        edit_event = conn.execute("SELECT payload FROM events WHERE conversation_id = ? AND kind = 'message.edited'",
+                                  (chat.id,)).fetchone()[0]
+        assert json.loads(edit_event) == {"message_id": a.user_message.id, "position": 1, "chars": 13, "branched": 5}
+        assert ledger.verify(conn).ok
+    # Keyword search sees the chosen path only.
+    assert found(me, "coffee") == ["I like coffee"]
+    assert found(me, "Tell me more") == []
+
+    # Version 0 brings its turns back, with their own ids; the edited path waits in turn.
+    me.choose_alternative(a.user_message.id, 0)
+    assert visible(me, chat.id) == original and ids(me, chat.id) == original_ids
+    me.send(chat.id, "Which one?")
+    assert sent_texts(provider.requests[-1])[:6] == original
+    assert "I like coffee" not in sent_texts(provider.requests[-1])
+
+    # A branch inside a branch: edit the second message of the restored path, then move between
+    # versions of the first; each message keeps its own versions and continuation.
+    me.edit(chat.id, b.user_message.id, "Tea is fine")
+    assert visible(me, chat.id) == ["I like tea", "Reply 1", "Tea is fine", "Reply 7"]
+    me.choose_alternative(a.user_message.id, 1)
+    assert visible(me, chat.id) == ["I like coffee", "Reply 4", "And now?", "Reply 5"]
+    me.choose_alternative(a.user_message.id, 0)
+    assert visible(me, chat.id) == ["I like tea", "Reply 1", "Tea is fine", "Reply 7"]
+    me.choose_alternative(b.user_message.id, 0)
+    assert visible(me, chat.id) == original + ["Which one?", "Reply 6"]
+    assert [v.content for v in me.alternatives(b.user_message.id)] == ["Tea is best", "Tea is fine"]
+    with me.store.read() as conn:
+        assert ledger.verify(conn).ok
+        assert conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'coffee'").fetchone()[0] == 0
+
+    # Only the person's own messages of this thread can be edited; another user's ids are unknown.
+    with pytest.raises(NotFound):
+        me.edit(chat.id, edited.assistant_message.id, "not mine")
+    them = me.hearth.scope(me.hearth.users.create("bob").id)
+    with pytest.raises(NotFound):
+        them.edit(chat.id, a.user_message.id, "mine now")
+    with pytest.raises(NotFound):
+        them.choose_alternative(a.user_message.id, 1)
+    assert visible(me, chat.id) == original + ["Which one?", "Reply 6"]
+
+
+def test_w2_s7_switching_versions_embeds_the_chosen_text_again_so_search_finds_only_it(hearth, me, persona, provider):
+    import numpy as np
+
+    from hearth.jobs import Worker
+    from hearth.retrieval.semantic import embed_texts, message_text
+    from hearth.retrieval.vectors import from_blob
+
+    def say(text):
+        return lambda request: iter([StreamEvent("text", text=text)])
+
+    chat = me.conversations.create(persona.id)
+    provider.replies = [say("The sea was calm."), say("The lighthouse keeper polished the brass lamp."),
+                        say("My grandmother baked a chocolate cake with cherries.")]
+    first = me.send(chat.id, "What happened at the coast?")
+    me.send(chat.id, "Anything else?")
+    reply = me.regenerate(chat.id).assistant_message
+    Worker(hearth).run_once()
+    me.choose_alternative(reply.id, 0)
+    with me.store.read() as conn:  # the old vector went with the switch; a job brings the new one
+        assert conn.execute("SELECT count(*) FROM message_embeddings WHERE message_id = ?", (reply.id,)).fetchone()[0] == 0
+    Worker(hearth).run_once()
+
+    chosen, other = "The lighthouse keeper polished the brass lamp.", "My grandmother baked a chocolate cake with cherries."
+    wanted = embed_texts(hearth.embedder, [message_text("Elion Voicefire said:", t, "Anything else?") for t in (chosen, other)])
+    with me.store.read() as conn:
+        blob = conn.execute("SELECT embedding FROM message_embeddings WHERE message_id = ?", (reply.id,)).fetchone()[0]
+    stored = from_blob(blob, wanted.shape[1])
+    assert float(np.dot(stored, wanted[0])) > 0.999 and float(np.dot(stored, wanted[1])) < 0.9
+    assert found(me, "lighthouse keeper brass lamp", embed=True)[0] == chosen
+    assert found(me, "chocolate cake cherries") == []  # keyword: the un-chosen words are nowhere
+
+    # An edit of an earlier message: the turns that come back are embedded again too.
+    me.edit(chat.id, first.user_message.id, "What happened in the mountains?")
+    me.choose_alternative(first.user_message.id, 0)
+    Worker(hearth).run_once()
+    with me.store.read() as conn:
+        turns = conn.execute("SELECT count(*) FROM messages WHERE conversation_id = ? AND kind = 'chat'",
+                             (chat.id,)).fetchone()[0]
+        vectors = conn.execute("SELECT count(*) FROM message_embeddings e JOIN messages m ON m.id = e.message_id"
+                               " WHERE m.conversation_id = ?", (chat.id,)).fetchone()[0]
+    assert turns == vectors == 4
+    assert found(me, "mountains") == []
+    assert found(me, "lighthouse keeper brass lamp", embed=True)[0] == chosen
 
 
 def test_w2_a_stopped_reply_saves_nothing_unless_the_partial_text_is_kept(me, persona, provider):
@@ -135,6 +261,35 @@ def test_w2_http_routes_refuse_messages_of_other_threads_and_bad_positions(heart
         assert chosen.json()["content"] == "Reply 1"
         empty = httpx.post(f"{base}/api/conversations/{other.id}/regenerate", json={})
         assert empty.status_code == 409
+
+
+def test_w2_http_edit_of_an_earlier_message_streams_the_new_reply_and_choosing_brings_the_branch_back(hearth, me, persona):
+    chat = me.conversations.create(persona.id)
+    other = me.conversations.create(persona.id)
+    first = me.send(chat.id, "I like tea").user_message
+    me.send(chat.id, "Tell me more")
+    with serve_in_thread(create_app(hearth.settings, hearth)) as base:
+        api = f"{base}/api/conversations/{chat.id}"
+        edited = httpx.post(f"{api}/messages/{first.id}/edit", json={"text": "I like coffee"}, timeout=60)
+        assert edited.status_code == 200 and "event: saved" in edited.text and "event: done" in edited.text
+        shown = httpx.get(f"{api}/messages").json()["messages"]
+        assert [m["content"] for m in shown] == ["I like coffee", "Reply 3"]
+        assert shown[0]["metadata"]["alternatives"] == 2 and shown[0]["metadata"]["chosen"] == 1
+        versions = httpx.get(f"{api}/messages/{first.id}/alternatives").json()
+        assert [(v["content"], v["chosen"]) for v in versions] == [("I like tea", False), ("I like coffee", True)]
+        back = httpx.post(f"{api}/messages/{first.id}/alternatives/0/choose")
+        assert back.status_code == 200 and back.json()["content"] == "I like tea"
+        assert [m["content"] for m in httpx.get(f"{api}/messages").json()["messages"]] == [
+            "I like tea", "Reply 1", "Tell me more", "Reply 2"]
+        # Another thread's message, a reply and an empty text change nothing.
+        assert httpx.post(f"{base}/api/conversations/{other.id}/messages/{first.id}/edit",
+                          json={"text": "x"}).status_code == 404
+        reply_id = httpx.get(f"{api}/messages").json()["messages"][1]["id"]
+        assert httpx.post(f"{api}/messages/{reply_id}/edit", json={"text": "x"}).json()["error"]
+        empty = httpx.post(f"{api}/messages/{first.id}/edit", json={"text": "  "})
+        assert empty.status_code in (400, 422) and empty.json()["error"]
+        assert [m["content"] for m in httpx.get(f"{api}/messages").json()["messages"]] == [
+            "I like tea", "Reply 1", "Tell me more", "Reply 2"]
 
 
 # -- W4: titles, rename, a paged and filtered thread list, folders renamed and deleted ---------------

@@ -73,8 +73,9 @@ class SendPath:
                pin_characters: tuple[str, ...] = (), retry: bool = False, regenerate: bool = False,
                edit_message_id: int | None = None) -> Iterator[SendEvent]:
         """Send ``text``; or answer the last unanswered message again (``retry``); or write another
-        version of the last reply (``regenerate``); or replace the last message the person sent with
-        ``text`` and answer it again (``edit_message_id``). Replaced versions stay as alternatives."""
+        version of the last reply (``regenerate``); or replace a message the person sent with
+        ``text`` and answer it again (``edit_message_id``). Replaced versions stay as alternatives; the
+        turns after an edited message stay as the branch of its earlier version."""
         activity = self.hearth.activity
         activity.begin_reply(conversation_id)  # refused (409) while "Compact now" runs (E7)
         try:
@@ -106,7 +107,7 @@ class SendPath:
                 # An unanswered newest message (replacing is None) is simply answered.
                 user_message, replacing = self._last_exchange(conn, conversation_id)
             elif edit_message_id is not None:
-                user_message, replacing = self._editable(conn, conversation_id, edit_message_id)
+                user_message = self._editable(conn, conversation_id, edit_message_id)
                 alternatives.add(conn, scope.user_id, user_message.id, self._check_text(text), channel=channel,
                                  reason="edited")
                 user_message = scope.conversations.message(user_message.id)
@@ -237,19 +238,14 @@ class SendPath:
             raise Conflict("this reply answers no message of yours, so it cannot be regenerated")
         return Message.from_row(row), reply
 
-    def _editable(self, conn, conversation_id: int, message_id: int) -> tuple[Message, Message | None]:
-        """The person's last message (only that one can be edited) and the reply to it, if any."""
-        row = conn.execute(
-            "SELECT * FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role = 'user'"
-            " ORDER BY id DESC LIMIT 1", (conversation_id,)).fetchone()
-        if row is None or row["id"] != message_id:
-            if not conn.execute("SELECT 1 FROM messages WHERE id = ? AND conversation_id = ? AND role = 'user'"
-                                " AND kind = 'chat'", (message_id, conversation_id)).fetchone():
-                raise NotFound(f"no message {message_id} of yours in this conversation")
-            raise Conflict("only your last message can be edited")
-        last = last_turn(conn, conversation_id)
-        reply = last if last is not None and last.role == "assistant" else None
-        return Message.from_row(row), reply
+    def _editable(self, conn, conversation_id: int, message_id: int) -> Message:
+        """Any message of the person's in this thread: editing it puts the turns after it away as the
+        branch of the version it replaces (W2), and the thread continues from the edit."""
+        row = conn.execute("SELECT * FROM messages WHERE id = ? AND conversation_id = ? AND role = 'user'"
+                           " AND kind = 'chat'", (message_id, conversation_id)).fetchone()
+        if row is None:
+            raise NotFound(f"no message {message_id} of yours in this conversation")
+        return Message.from_row(row)
 
     def assemble(self, conversation: Conversation, user_message: Message, prompt: stored.StoredPrompt,
                  pin_characters: tuple[str, ...] = ()) -> AssembledRequest:

@@ -253,7 +253,8 @@ class Scope:
 
     def edit_stream(self, conversation_id: int, message_id: int, text: str, *,
                     channel: str = "web") -> Iterator[SendEvent]:
-        """Replace the person's last message with ``text`` and answer it again (the original is kept)."""
+        """Replace one of the person's messages with ``text`` and continue from it (W2): the original
+        stays as version 0 and the turns that followed it as that version's branch."""
         return SendPath(self).stream(conversation_id, text, channel=channel, edit_message_id=message_id)
 
     def edit(self, conversation_id: int, message_id: int, text: str, *, channel: str = "web") -> Reply:
@@ -269,7 +270,8 @@ class Scope:
             return alternatives.listing(conn, self.user_id, message_id)
 
     def choose_alternative(self, message_id: int, position: int, *, channel: str = "web") -> Message:
-        """Swipe: the version at ``position`` becomes what the thread shows and later requests read."""
+        """Swipe: the version at ``position`` becomes what the thread shows and later requests read;
+        for a message of the person's, the turns that followed that version come back with it."""
         with self.store.write() as conn:
             message = self.conversations.message(message_id)
             check_open(self.conversations.get(message.conversation_id))

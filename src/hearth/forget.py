@@ -291,6 +291,18 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
     # The messages themselves: deleting the ledger event removes the message (cascade), its FTS
     # row (trigger) and its embedding (cascade).
     if single:
+        # Turns put away after a forgotten message of the person's (W2 branches) go with it, and
+        # the branches of those turns in turn.
+        parents = list(single)
+        while parents:
+            stashed = _ids(conn.execute(
+                f"SELECT b.id FROM branch_messages b JOIN message_branches r ON r.id = b.branch_id"
+                f" WHERE r.user_id = ? AND r.message_id IN ({_in(parents)})", (u, *parents)))
+            conn.execute(f"DELETE FROM message_branches WHERE user_id = ? AND message_id IN ({_in(parents)})",
+                         (u, *parents))
+            if stashed:
+                conn.execute(f"DELETE FROM events WHERE user_id = ? AND id IN ({_in(stashed)})", (u, *stashed))
+            parents = stashed
         conn.execute(f"DELETE FROM events WHERE user_id = ? AND id IN ({_in(single)})", (u, *single))
     if whole:
         conn.execute(f"DELETE FROM jobs WHERE user_id = ? AND status IN ('pending', 'dead')"

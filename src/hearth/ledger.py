@@ -186,6 +186,7 @@ class VerifyReport:
 
 def verify(conn: sqlite3.Connection) -> VerifyReport:
     """Check the ledger: every message has its event and vice versa, owners agree, indexes agree.
+    A message event may also have its row in ``branch_messages`` (a turn put away by an edit, W2).
 
     Every count and check reads one snapshot (one read transaction), so a writer committing
     meanwhile cannot produce a false mismatch; each check is one pass over its tables (deleted
@@ -205,7 +206,8 @@ def verify(conn: sqlite3.Connection) -> VerifyReport:
                 SELECT e.id FROM events e LEFT JOIN messages m ON m.id = e.id
                 WHERE e.kind = 'message' AND m.id IS NULL
                   AND e.id NOT IN (SELECT json_extract(d.payload, '$.message_id') FROM events d
-                                   WHERE d.kind = 'message.deleted')""",
+                                   WHERE d.kind = 'message.deleted')
+                  AND e.id NOT IN (SELECT id FROM branch_messages)""",
             "messages whose event is not a message event": """
                 SELECT m.id FROM messages m JOIN events e ON e.id = m.id WHERE e.kind != 'message'""",
             "messages whose event has another owner or conversation": """

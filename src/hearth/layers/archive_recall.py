@@ -256,12 +256,18 @@ class RecallTools:
 
 
 def embed_job(scope: Scope, payload: dict[str, Any], helper: Helper | None = None) -> None:
-    """Background job: embed one slice of this user's new chat turns and archive chunks (S7).
+    """Background job: embed one slice of this user's new chat turns and archive chunks (S7), and
+    first the turns named in ``messages`` (their chosen text changed).
 
     Queues itself again while work remains, so a large import is embedded in bounded slices.
     """
-    from ..retrieval.semantic import embed_pending, shared_embedder
+    from ..retrieval.semantic import embed_messages, embed_pending, shared_embedder
 
+    changed = payload.get("messages")
+    if isinstance(changed, list) and changed:
+        # Turns whose chosen version changed (W2) lie behind the cursor: they are named.
+        embed_messages(scope.store, shared_embedder(scope.hearth), scope.user_id,
+                       [int(i) for i in changed[:EMBED_JOB_SLICE]])
     # Follows the cursor: a reply's job reads only the rows that arrived since the last one.
     report = embed_pending(scope.store, shared_embedder(scope.hearth), user_id=scope.user_id,
                            limit=int(payload.get("limit", EMBED_JOB_SLICE)), follow=True)

@@ -68,9 +68,11 @@ def message_text(label: str, content: str, previous: str = "") -> str:
 
 
 def _pending_messages(conn: sqlite3.Connection, model: str, user_id: int | None, limit: int,
-                     after: int = 0) -> list[tuple[int, int, str]]:
+                     after: int = 0, ids: list[int] | None = None) -> list[tuple[int, int, str]]:
     where = "" if user_id is None else " AND m.user_id = ?"
-    args: list[Any] = [model, after] + ([] if user_id is None else [user_id]) + [limit]
+    if ids is not None:  # exactly these rows (turns whose chosen text changed), wherever they are
+        where += f" AND m.id IN ({', '.join('?' * len(ids))})"
+    args: list[Any] = [model, after] + ([] if user_id is None else [user_id]) + list(ids or []) + [limit]
     rows = conn.execute(
         "SELECT m.id, m.user_id, m.role, m.content, m.conversation_id, p.user_label, p.assistant_label,"
         " (SELECT b.content FROM messages b WHERE b.conversation_id = m.conversation_id AND b.id < m.id"
@@ -190,6 +192,27 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
                 progress(sum(done.values()), total)
     remaining = sum(pending_count(conn, model, user_id, cursors).values())
     return EmbedReport(done["messages"], done["chunks"], remaining)
+
+
+def embed_messages(store: Any, embedder: Any, user_id: int, ids: list[int]) -> int:
+    """Embed these turns again (their chosen text changed, W2), whatever the cursor says.
+
+    Rows that left the thread meanwhile are skipped; a row embedded since is left as it is.
+    Returns how many were written."""
+    model = model_id(embedder)
+    rows = _pending_messages(store.connection(), model, user_id, len(ids), 0, ids) if ids else []
+    if not rows:
+        return 0
+    vectors = embed_texts(embedder, [text for _, _, text in rows])
+    from .vectors import to_blob
+
+    with store.write() as wconn:
+        for (row_id, owner, _), vector in zip(rows, vectors):
+            wconn.execute(
+                "INSERT INTO message_embeddings (message_id, user_id, model, embedding) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (message_id) DO UPDATE SET user_id = excluded.user_id, model = excluded.model,"
+                " embedding = excluded.embedding", (row_id, owner, model, to_blob(vector)))
+    return len(rows)
 
 
 # -- the in-process index ---------------------------------------------------------------------------

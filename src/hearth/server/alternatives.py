@@ -1,5 +1,8 @@
 """Stop, regenerate, swipe and edit (W2): routes over the Scope's alternatives.
 
+Any message of yours can be edited; the turns after it are kept as the branch of its earlier
+version and come back when that version is chosen again.
+
 Regenerating and editing answer server-sent events exactly like sending. A reply the person stopped
 is not saved by the server (closing the stream ends it); ``partial`` keeps what arrived, when asked.
 """
@@ -22,7 +25,7 @@ router = APIRouter(prefix="/api/conversations", tags=["conversations"])
 
 
 class EditIn(RequestModel):
-    text: str = Field(description="The new text of your last message; limited by max_message_chars")
+    text: str = Field(description="The new text of one of your messages; limited by max_message_chars")
     channel: str = Field(default="web", max_length=20)
 
 
@@ -55,7 +58,8 @@ def regenerate(conversation_id: IdPath, body: RetryIn | None = None,
              responses=SSE_RESPONSES)
 def edit(conversation_id: IdPath, message_id: IdPath, body: EditIn,
          scope: Scope = Depends(current_scope)) -> StreamingResponse:
-    """Replace your last message and continue from it; the original stays in the ledger."""
+    """Replace one of your messages and continue from it: the original stays as version 0, and the
+    turns that followed it as that version's branch (choosing version 0 brings them back)."""
     _owned_message(scope, conversation_id, message_id)
     return _stream(scope.edit_stream(conversation_id, message_id, body.text, channel=body.channel))
 
@@ -75,6 +79,7 @@ def alternatives(conversation_id: IdPath, message_id: IdPath, scope: Scope = Dep
 @router.post("/{conversation_id}/messages/{message_id}/alternatives/{position}/choose", response_model=MessageOut)
 def choose(conversation_id: IdPath, message_id: IdPath, position: Annotated[int, Path(ge=0, le=MAX_ID)],
            scope: Scope = Depends(current_scope)) -> dict:
-    """Swipe: this version is what the thread shows and what later requests read."""
+    """Swipe: this version is what the thread shows and what later requests read. For a message of
+    yours, the turns that followed that version come back with it (and the present ones wait)."""
     _owned_message(scope, conversation_id, message_id)
     return plain_message(scope.choose_alternative(message_id, position))

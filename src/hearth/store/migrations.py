@@ -959,6 +959,48 @@ def m014_add_message_alternatives_and_persona_archive(conn: sqlite3.Connection) 
     )
 
 
+def m015_create_message_branches(conn: sqlite3.Connection) -> None:
+    """The turns after an edited message, kept when the thread continues from another version (W2).
+
+    A branch is the continuation of one version of one message. Its turns leave ``messages`` (so
+    every reader of the thread, the keyword and vector indexes included, sees only the chosen
+    path) and wait here with their own ids, events and versions until that version is chosen again.
+    ``message_id`` has no foreign key: a branch keeps existing while its message itself waits inside
+    an earlier branch.
+    """
+    run_script(
+        conn,
+        """
+        CREATE TABLE message_branches (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            message_id INTEGER NOT NULL,
+            position INTEGER NOT NULL CHECK (position >= 0),
+            created_at TEXT NOT NULL,
+            UNIQUE (message_id, position)
+        );
+        CREATE INDEX message_branches_user ON message_branches (user_id);
+        CREATE INDEX message_branches_conversation ON message_branches (conversation_id);
+        CREATE TABLE branch_messages (
+            id INTEGER PRIMARY KEY REFERENCES events(id) ON DELETE CASCADE,
+            branch_id INTEGER NOT NULL REFERENCES message_branches(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            role TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            content TEXT NOT NULL,
+            channel TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+            alternatives TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(alternatives))
+        );
+        CREATE INDEX branch_messages_branch ON branch_messages (branch_id, id);
+        CREATE INDEX branch_messages_user ON branch_messages (user_id);
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -974,6 +1016,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m012_add_item_versions,
     m013_create_timeline,
     m014_add_message_alternatives_and_persona_archive,
+    m015_create_message_branches,
 ]
 
 

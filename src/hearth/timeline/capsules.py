@@ -59,8 +59,15 @@ class Capsule:
 
 
 def latest(conn: sqlite3.Connection, conversation_id: int) -> Capsule | None:
-    row = conn.execute("SELECT * FROM capsules WHERE conversation_id = ? ORDER BY id DESC LIMIT 1",
-                       (conversation_id,)).fetchone()
+    """The newest capsule that still describes the thread: its last turn is in the thread and no
+    turn it covers took another version since it was written (W2); an older one serves otherwise."""
+    row = conn.execute(
+        "SELECT * FROM capsules c WHERE c.conversation_id = ?"
+        " AND EXISTS (SELECT 1 FROM messages m WHERE m.id = c.through_message_id)"
+        " AND NOT EXISTS (SELECT 1 FROM events e WHERE e.conversation_id = c.conversation_id AND e.id > c.id"
+        "  AND e.kind IN ('message.edited', 'message.regenerated', 'message.alternative_chosen')"
+        "  AND json_extract(e.payload, '$.message_id') <= c.through_message_id)"
+        " ORDER BY c.id DESC LIMIT 1", (conversation_id,)).fetchone()
     return Capsule.from_row(row) if row else None
 
 

@@ -122,6 +122,22 @@ export async function selectConversation(id) {
   if (!ui.text.disabled) ui.text.focus();
 }
 
+// Shows the open thread's newest page again (its path changed: another version of a message of the
+// person's was chosen) and returns the bubble of message `focusId`, if it is shown.
+export async function reloadMessages(focusId) {
+  const id = state.current.id;
+  const [messages, size] = await Promise.all([
+    apiJson("GET", `/api/conversations/${id}/messages?newest=${PAGE}`),
+    apiJson("GET", `/api/conversations/${id}/request-size`),
+  ]);
+  if (!state.current || state.current.id !== id) return null;
+  showMessages(messages.messages, state.current.persona_id, messages.estimate.messages, id);
+  renderEstimate(messages.estimate);
+  renderSize(size.size);
+  renderHeader();
+  return ui.messages.querySelector(`.message[data-message-id="${Number(focusId)}"]`);
+}
+
 export async function refreshCurrent() {
   const id = state.current.id;
   const [conversation, estimate] = await Promise.all([

@@ -1,14 +1,14 @@
 // The composer and streamed replies: sending a message, reading the server-sent events of the reply
 // as they arrive (Markdown rendered while it streams), Try again after a failed reply (PR5), and the
 // turn actions of W2: Stop (what arrived is kept only if the person chooses), Regenerate, swiping
-// between versions and editing the last message.
+// between versions and editing a sent message.
 
 import { $, api, apiJson, button, el } from "./api.js";
 import { setStatus, shared } from "./shared.js";
 import { addMessage, connectActions, refreshActions, setMessageData, updateMessage } from "./messages.js";
 import { renderSize } from "./sidepanel.js";
 import { renderMarkdown } from "./markdown.js";
-import { refreshCurrent, renderHeader } from "./chat.js";
+import { refreshCurrent, reloadMessages, renderHeader } from "./chat.js";
 
 const ui = {
   composer: $("composer"),
@@ -220,31 +220,37 @@ connectActions({
   busy: () => state.sending,
   regenerate: (item) => runSend(() => streamReply(`/api/conversations/${state.current.id}/regenerate`, {},
     { into: item })),
+  // Editing a message of the person's: the turns after it are put away (the server keeps them as the
+  // branch of the earlier version) and the new reply streams in below the edit.
   edit: (userItem, text) => runSend(async () => {
     const id = userItem.dataset.messageId;
-    const turns = [...document.querySelectorAll('#messages .message[data-kind="chat"]')];
-    const last = turns[turns.length - 1];
-    const into = last && last.classList.contains("role-assistant") && last !== userItem ? last : null;
+    const later = [];
+    for (let node = userItem.nextElementSibling; node; node = node.nextElementSibling) later.push(node);
     const before = userItem.querySelector(".body").cloneNode(true);
     updateMessage(userItem, { id: Number(id), kind: "chat", content: text, metadata: {} });
+    for (const node of later) node.remove();
     try {
-      await streamReply(`/api/conversations/${state.current.id}/messages/${id}/edit`, { text }, { into });
+      await streamReply(`/api/conversations/${state.current.id}/messages/${id}/edit`, { text });
     } catch (error) {
       userItem.querySelector(".body").replaceWith(before);
+      userItem.after(...later);
       throw error;
     }
     await reloadMessage(userItem);
   }),
   choose: async (item, id, position) => {
     const forward = position > Number(item.dataset.chosen);
+    const mine = item.classList.contains("role-user");
     try {
       const saved = await apiJson("POST",
         `/api/conversations/${state.current.id}/messages/${id}/alternatives/${position}/choose`);
-      updateMessage(item, saved);
+      // A message of the person's brings the turns of that version back: the thread is shown again.
+      const shown = mine ? await reloadMessages(id) : item;
+      if (!mine) updateMessage(item, saved);
       refreshActions();
       // Keep the keyboard on the swipe control, on the side that can still move.
-      const [prev, next] = item.querySelectorAll(".swipe button");
-      const target = forward ? (next.disabled ? prev : next) : (prev.disabled ? next : prev);
+      const [prev, next] = shown ? shown.querySelectorAll(".swipe button") : [];
+      const target = forward ? (next && next.disabled ? prev : next) : (prev && prev.disabled ? next : prev);
       if (target) target.focus();
       setStatus(`Version ${position + 1} of ${saved.metadata.alternatives} is the one the conversation continues from.`);
     } catch (error) {

@@ -1,6 +1,6 @@
 // The message list of the open conversation: one bubble per message (Markdown through markdown.js),
 // the handoff artifact laid out as elements with textContent, and the turn actions of W2: Regenerate
-// and swiping between versions on the last reply, Edit on the person's last message.
+// on the last reply, Edit on every message of the person's, and swiping between versions.
 
 import { $, apiJson, button, el } from "./api.js";
 import { personaName } from "./shared.js";
@@ -113,51 +113,52 @@ export function showMessages(messages, personaId, total = messages.length, conve
 
 const chatTurns = () => [...list.querySelectorAll('.message[data-kind="chat"][data-message-id]:not([data-message-id=""])')];
 
-// Turn actions live on the last reply and on the person's last message only.
+// Turn actions: Regenerate on the last reply; Edit on every message of the person's; the versions
+// (‹ n / m ›) of any turn that has more than one. A message of the person's carries the turns that
+// followed each of its versions, so choosing one of its versions reloads the thread.
 export function refreshActions() {
   for (const node of list.querySelectorAll(".turn-actions")) node.remove();
   if (actions.busy()) return;
   const turns = chatTurns();
   const last = turns[turns.length - 1];
-  const lastUser = [...turns].reverse().find((n) => n.classList.contains("role-user"));
-  if (last && last.classList.contains("role-assistant")) last.append(replyActions(last));
-  if (lastUser) lastUser.append(userActions(lastUser));
-  // Earlier replies that have versions can still be swiped.
   for (const node of turns) {
-    if (node !== last && node.classList.contains("role-assistant") && Number(node.dataset.alternatives) > 1) {
-      node.append(replyActions(node, false));
-    }
+    if (node.classList.contains("role-user")) node.append(userActions(node));
+    else if (node === last) node.append(replyActions(node));
+    else if (Number(node.dataset.alternatives) > 1) node.append(replyActions(node, false));
   }
+}
+
+function versions(item, label) {
+  const count = Number(item.dataset.alternatives);
+  const chosen = Number(item.dataset.chosen);
+  const id = Number(item.dataset.messageId);
+  const swipe = el("div", "swipe");
+  swipe.setAttribute("role", "group");
+  swipe.setAttribute("aria-label", label);
+  const prev = button("‹", () => actions.choose(item, id, chosen - 1), "quiet small icon", "Previous version");
+  prev.disabled = chosen <= 0;
+  const next = button("›", () => actions.choose(item, id, chosen + 1), "quiet small icon", "Next version");
+  next.disabled = chosen >= count - 1;
+  swipe.append(prev, el("span", "swipe-count", `${chosen + 1} / ${count}`), next);
+  enableSwipe(item, id);
+  return swipe;
 }
 
 function replyActions(item, canRegenerate = true) {
   const bar = el("div", "turn-actions");
-  const count = Number(item.dataset.alternatives);
-  const chosen = Number(item.dataset.chosen);
-  const id = Number(item.dataset.messageId);
-  if (count > 1) {
-    const swipe = el("div", "swipe");
-    swipe.setAttribute("role", "group");
-    swipe.setAttribute("aria-label", "Versions of this reply");
-    const prev = button("‹", () => actions.choose(item, id, chosen - 1), "quiet small icon", "Previous version");
-    prev.disabled = chosen <= 0;
-    const next = button("›", () => actions.choose(item, id, chosen + 1), "quiet small icon", "Next version");
-    next.disabled = chosen >= count - 1;
-    swipe.append(prev, el("span", "swipe-count", `${chosen + 1} / ${count}`), next);
-    bar.append(swipe);
-    enableSwipe(item, id);
-  }
+  if (Number(item.dataset.alternatives) > 1) bar.append(versions(item, "Versions of this reply"));
   if (canRegenerate) bar.append(button("Regenerate", () => actions.regenerate(item), "quiet small regenerate"));
   return bar;
 }
 
 function userActions(item) {
   const bar = el("div", "turn-actions");
-  bar.append(button("Edit", () => startEdit(item), "quiet small edit-message", "Edit your last message"));
+  if (Number(item.dataset.alternatives) > 1) bar.append(versions(item, "Versions of your message"));
+  bar.append(button("Edit", () => startEdit(item), "quiet small edit-message", "Edit this message"));
   return bar;
 }
 
-// Touch: a horizontal swipe on a reply with versions moves to the neighbouring version.
+// Touch: a horizontal swipe on a turn with versions moves to the neighbouring version.
 function enableSwipe(item, id) {
   if (item.dataset.swipe) return;
   item.dataset.swipe = "on";
