@@ -178,9 +178,10 @@ def search(
     results = results[:limit]
 
     top = results[:5]
-    agreement = (sum(1 for r in top if len(r.scores["signals"]) > 1) / len(top)) if top else 0.0
-    if embedder is None:
-        agreement = None  # one signal cannot agree with another; judge by the score gap alone
+    # One signal cannot agree with another: without an embedder, judge by the score gap alone.
+    agreement: float | None = None
+    if embedder is not None:
+        agreement = (sum(1 for r in top if len(r.scores["signals"]) > 1) / len(top)) if top else 0.0
     judgement = searchlog.reliability([r.scores["fused"] for r in results], agreement)
     duration = int((time.monotonic() - started) * 1000)
     outcome = SearchOutcome(query, variants, filters, results, candidates, judgement, None, duration, tuple(skipped))
