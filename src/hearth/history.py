@@ -13,6 +13,11 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
+
+from .prompt.dynamic import quote_reserved_headings
+from .providers.base import ChatMessage
+from .text import estimate_tokens
 
 _TURNS = ("SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ? AND id > ? AND id < ?"
           " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact')")
@@ -25,6 +30,17 @@ class HistoryTurn:
     kind: str
     content: str
     created_at: str
+
+    # Built once per turn and kept with the cached window: a long thread's ~2,000 turns are
+    # otherwise converted again on every send.
+    @cached_property
+    def chat(self) -> ChatMessage:
+        """The turn as the provider receives it (K5: the reserved recall heading quoted)."""
+        return ChatMessage(self.role, quote_reserved_headings(self.content))
+
+    @cached_property
+    def tokens(self) -> int:
+        return estimate_tokens(len(self.chat.content))
 
 
 @dataclass

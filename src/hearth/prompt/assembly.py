@@ -62,8 +62,25 @@ def history_messages(history: list) -> list[ChatMessage]:
     K5 holds for every turn of every request: text quoting the reserved recall heading is
     rewritten here, at assembly, not only in the request that first carried it.
     """
-    return [ChatMessage(role=m.role, content=quote_reserved_headings(m.content)) for m in history
-            if m.role in ("user", "assistant") and m.kind in ("chat", "handoff_artifact")]
+    return _history_turns(history)[0]
+
+
+def _history_turns(history: list) -> tuple[list[ChatMessage], list[int]]:
+    """The history as provider messages with their token estimates. A cached history turn
+    (``HistoryTurn``) carries both, built once; other message objects are converted here."""
+    turns: list[ChatMessage] = []
+    sizes: list[int] = []
+    for m in history:
+        if m.role not in ("user", "assistant") or m.kind not in ("chat", "handoff_artifact"):
+            continue
+        cached = getattr(m, "chat", None)
+        if isinstance(cached, ChatMessage):
+            turns.append(cached)
+            sizes.append(m.tokens)
+        else:
+            turns.append(ChatMessage(role=m.role, content=quote_reserved_headings(m.content)))
+            sizes.append(estimate_tokens(len(turns[-1].content)))
+    return turns, sizes
 
 
 def assemble(
@@ -84,7 +101,7 @@ def assemble(
 
     ``trimmed_before`` counts older turns the caller already left unread because they could not fit.
     """
-    turns = history_messages(history)
+    turns, sizes = _history_turns(history)
     user_text = quote_reserved_headings(user_text)
     room = input_limit_tokens - output_reserve_tokens
     essential_chars = len(static_prompt) + len(capsule) + len(user_text) + tool_chars(tools)
@@ -99,7 +116,6 @@ def assemble(
     if estimate_tokens(essential_chars + len(context.summary_message) + len(context.context_message)) > room:
         context = RenderedContext((), "", "")  # summary and recall are low priority (K6): left out first
     fixed_chars = essential_chars + len(context.summary_message) + len(context.context_message)
-    sizes = [estimate_tokens(len(t.content)) for t in turns]
     used = estimate_tokens(fixed_chars) + sum(sizes)
     dropped = 0
     while dropped < len(turns) and used > room:
@@ -107,25 +123,26 @@ def assemble(
         dropped += 1
     kept = turns[dropped:]
 
-    messages = [ChatMessage("system", static_prompt)] if static_prompt else []
+    head = [ChatMessage("system", static_prompt)] if static_prompt else []
     if capsule:
         # Before the verbatim turns it does not cover; never a user or assistant message (E3).
-        messages.append(ChatMessage("system", capsule))
-    messages += kept
+        head.append(ChatMessage("system", capsule))
+    tail = []
     if context.summary_message:
-        messages.append(ChatMessage("system", context.summary_message))
+        tail.append(ChatMessage("system", context.summary_message))
     if context.context_message:
-        messages.append(ChatMessage("system", context.context_message))
-    messages.append(ChatMessage("user", user_text))
+        tail.append(ChatMessage("system", context.context_message))
+    tail.append(ChatMessage("user", user_text))
+    messages = head + kept + tail
 
     if birth_period:
         refuse_birth_period_recall(messages)
 
-    history_chars = sum(len(t.content) for t in kept)
+    history_chars = sum(map(len, [t.content for t in kept]))
     block_sizes: dict[str, int] = {}
     for block in context.blocks:
         block_sizes[block.layer] = block_sizes.get(block.layer, 0) + estimate_tokens(len(block.render()))
-    total = estimate_tokens(sum(len(m.content) for m in messages) + tool_chars(tools))
+    total = estimate_tokens(history_chars + sum(len(m.content) for m in head + tail) + tool_chars(tools))
     size = SizeReport(
         history_tokens=estimate_tokens(history_chars),
         history_messages=len(kept),
