@@ -101,14 +101,52 @@ def test_a2_send_path_embeds_one_query_and_repeats_come_from_the_cache(me, archi
     inner = semantic.embed_texts
     monkeypatch.setattr(semantic, "embed_texts", lambda model, texts: embedded.append(list(texts)) or inner(model, texts))
     me.send(c.id, "When did we plant the quince tree?")
-    # One text for the whole search: the message with its recent context, not one per variant.
-    assert len(embedded) == 1 and len(embedded[0]) == 1
-    assert embedded[0][0].startswith("When did we plant the quince tree?") and "garden looks lovely" in embedded[0][0]
+    # One text for the whole search, and only the message: the recent context joins as the stored
+    # vectors of its turns, never as text for the model.
+    assert embedded == [["When did we plant the quince tree?"]]
     # The owner's search embeds the plain query; asking it twice reaches the model once.
     embedded.clear()
     for _ in range(2):
         me.search("quince tree planting")
     assert embedded == [["quince tree planting"]]
+
+
+def test_a2_send_path_mixes_the_stored_vectors_of_recent_turns_into_the_query(me, archive_persona, embedder,
+                                                                                 monkeypatch):
+    from hearth.retrieval.candidates import vector_lists
+    from hearth.retrieval.hybrid import SEND_PATH
+    from hearth.retrieval.query import build_variants
+
+    old = _thread(me, archive_persona, "Orchard", [("user", "We planted the quince tree by the wall."),
+                                                   ("assistant", "It will flower in April.")])
+    embed_pending(me.store, embedder, user_id=me.user_id)
+    now = _thread(me, archive_persona, "Now", [("user", "The garden looks lovely today."),
+                                               ("assistant", "The quince is in flower.")])
+    recent = tuple(m.id for m in me.conversations.messages(now.id))
+    conn = me.store.connection()
+    variants = build_variants("When did we plant it?", "The garden looks lovely today.\nThe quince is in flower.")
+    filters = Filters(exclude_conversation_ids=(now.id,))
+    embedded: list[list[str]] = []
+    inner = semantic.embed_texts
+    monkeypatch.setattr(semantic, "embed_texts", lambda model, texts: embedded.append(list(texts)) or inner(model, texts))
+
+    def lists():
+        found, _ = vector_lists(conn, me.user_id, variants, filters, embedder, str(me.store.path), None, SEND_PATH,
+                                recent)
+        return found
+
+    # Before the background job has embedded the recent turns: the message's own vector alone.
+    assert set(lists()) == {"vector:query:messages"} and embedded == [["When did we plant it?"]]
+    embed_pending(me.store, embedder, user_id=me.user_id)
+    embedded.clear()
+    found = lists()
+    # The message's vector comes from the query cache: nothing reaches the model this time.
+    assert set(found) == {"vector:with_context:messages"} and embedded == []
+    # The context pulls the turn about the quince tree up: its similarity rises against the bare message.
+    planted = me.conversations.messages(old.id)[0].id
+    bare = dict(vector_lists(conn, me.user_id, variants, filters, embedder, str(me.store.path), None, SEND_PATH)[0]
+                ["vector:query:messages"])
+    assert dict(found["vector:with_context:messages"])[("message", planted)] > bare[("message", planted)]
 
 
 def test_a2_tuning_shortens_the_context_embedded_with_the_message():

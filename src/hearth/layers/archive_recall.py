@@ -57,7 +57,8 @@ class ArchiveRecall:
             return []
         if not needs_old_memory(turn.text):
             return []
-        recent = [m.content for m in turn.history if m.kind == "chat"][-CONTEXT_TURNS:]
+        recent_turns = [m for m in turn.history if m.kind == "chat"][-CONTEXT_TURNS:]
+        recent = [m.content for m in recent_turns]
         exclude = [turn.conversation.id]
         if turn.handoff and turn.handoff.get("source_conversation_id"):
             exclude.append(int(turn.handoff["source_conversation_id"]))
@@ -70,7 +71,7 @@ class ArchiveRecall:
             embedder=embedder, db_key=self.db_key, origin="archive_recall", store=self.store,
             conversation_id=turn.conversation.id, ignore_names=names,
             speaker_names=_speakers(turn.persona), tuning=SEND_PATH,
-            budget_ms=turn.settings.recall_budget_ms, log=False)
+            budget_ms=turn.settings.recall_budget_ms, log=False, context_ids=tuple(m.id for m in recent_turns))
         log_filters = filters.to_log()
         hint = date_hint(turn.text)
         if hint:

@@ -11,6 +11,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..conversations import ELIGIBLE_SQL, VISIBLE_SQL
 from .keyword import search_messages
 from .query import fts_match, match_terms, without_names
@@ -222,14 +224,21 @@ def _one_pass(conn: sqlite3.Connection, user_id: int, variants: list, filters: F
 
 def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, embedder: Any,
                  db_key: str, speaker_names: dict[str, str] | None,
-                 tuning: Tuning = DEFAULT) -> tuple[dict[str, Ranked], dict[str, float]]:
-    """One vector list per source and sentence variant (the message, the message with context)."""
+                 tuning: Tuning = DEFAULT, context_ids: tuple[int, ...] = ()) -> tuple[dict[str, Ranked], dict[str, float]]:
+    """One vector list per source and sentence variant (the message, the message with context).
+
+    With ``tuning.context_vector_weight`` and ``context_ids`` (the recent turns the context came
+    from), the message with context is the message's own vector mixed with those turns' stored
+    vectors: one short text reaches the model."""
     from .semantic import embed_queries, vector_search
 
     lists: dict[str, Ranked] = {}
     weights: dict[str, float] = {}
     # Meaning is in the sentence: keyword-only and name-only variants go to FTS, not to vectors.
     chosen = [v for v in variants if v.name in tuning.vector_variants] or variants[:1]
+    mixed = tuning.context_vector_weight > 0 and any(v.name == "with_context" for v in chosen)
+    if mixed:
+        chosen = [variants[0]]
     texts = [_vector_text(v, variants[0], tuning) for v in chosen]
     if speaker_names and texts:
         # The turns are embedded with their speaker's label; a name in the query pulls toward
@@ -237,6 +246,12 @@ def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters
         texts[0] = without_names(texts[0], speaker_names) or texts[0]
     names = [v.name for v in chosen]
     vectors = embed_queries(embedder, texts)
+    if mixed and context_ids:
+        context = stored_context_vector(conn, user_id, embedder, context_ids, int(vectors.shape[1]))
+        if context is not None:
+            vectors = vectors.copy()
+            vectors[0] = _unit(vectors[0] + tuning.context_vector_weight * context)
+            names = ["with_context"]
     for source in filters.sources:
         kind = "message" if source == "messages" else "chunk"
         # Oversample: visibility filters are applied after the index answers.
@@ -247,6 +262,27 @@ def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters
                 weights[f"vector:{name}:{source}"] = (tuning.variant_weights.get(name, 1.0)
                                                       * tuning.signal_weights["vector"])
     return lists, weights
+
+
+def stored_context_vector(conn: sqlite3.Connection, user_id: int, embedder: Any, message_ids: tuple[int, ...],
+                          dim: int) -> Any:
+    """The unit mean of the stored vectors of ``message_ids`` (the turns embedded so far), or None."""
+    from .semantic import model_id
+    from .vectors import from_blob
+
+    rows = conn.execute(
+        f"SELECT embedding FROM message_embeddings WHERE message_id IN ({','.join('?' * len(message_ids))})"
+        " AND model = ? AND user_id = ?", (*message_ids, model_id(embedder), user_id)).fetchall()
+    stored = [from_blob(r[0]) for r in rows]
+    stored = [v for v in stored if v.shape[0] == dim]
+    if not stored:
+        return None
+    return _unit(np.mean(stored, axis=0))
+
+
+def _unit(vector: Any) -> Any:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
 
 
 def _vector_text(variant: Any, query: Any, tuning: Tuning) -> str:

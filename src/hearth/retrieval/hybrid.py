@@ -117,6 +117,7 @@ def search(
     log: bool = True,
     tuning: Tuning = DEFAULT,
     budget_ms: float | None = None,
+    context_ids: tuple[int, ...] = (),
 ) -> SearchOutcome:
     """Search one user's chat turns and/or archive chunks; see the module docstring.
 
@@ -124,6 +125,8 @@ def search(
     ``speaker_names`` maps a name to the role that speaks under it ({"Elion": "assistant"}): a query
     that names a speaker lifts that speaker's turns. ``store`` is needed to write the log row.
     ``tuning`` holds every measured constant; ``budget_ms`` bounds the optional steps (``Budget``).
+    ``context_ids`` are the turns ``context`` came from: with ``tuning.context_vector_weight`` their
+    stored vectors stand for the context in the vector query.
     """
     started = time.monotonic()
     budget = Budget(budget_ms, started)
@@ -136,7 +139,8 @@ def search(
         name_words.update(terms(name))
     lists, weights, query_words = keyword_lists(conn, user_id, variants, filters, name_words, tuning)
     if embedder is not None:
-        more, more_weights = vector_lists(conn, user_id, variants, filters, embedder, db_key, speaker_names, tuning)
+        more, more_weights = vector_lists(conn, user_id, variants, filters, embedder, db_key, speaker_names, tuning,
+                                          context_ids)
         lists.update(more)
         weights.update(more_weights)
 

@@ -59,14 +59,19 @@ class Tuning:
     # Characters of recent context embedded with the message (the newest end of it): the cost of
     # an embedding grows with its length, and the last words carry most of the thread's topic.
     vector_context_chars: int = 10_000
+    # The recent context as the stored vectors of its turns (already embedded by the background
+    # job) mixed into the message's own vector at this weight, instead of embedding the message
+    # with its context: the model then embeds only the message on the send path. 0 embeds the text.
+    context_vector_weight: float = 0.0
 
     def with_changes(self, **changes: Any) -> "Tuning":
         return replace(self, **changes)
 
 
 DEFAULT = Tuning()
-# Automatic recall on the send path: one query embedding (the message with a short context window),
+# Automatic recall on the send path: one query embedding (the message alone; its recent context
+# joins as the stored vectors of those turns),
 # one keyword query per index, and the feedback list only when the latency budget allows it
 # (``Budget`` in hybrid.py).
 SEND_PATH = DEFAULT.with_changes(vector_variants=("with_context",), vector_context_chars=300, keyword_one_pass=True,
-                                 load_limit=100)
+                                 load_limit=100, context_vector_weight=0.5)
