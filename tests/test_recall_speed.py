@@ -149,6 +149,27 @@ def test_a2_send_path_mixes_the_stored_vectors_of_recent_turns_into_the_query(me
     assert dict(found["vector:with_context:messages"])[("message", planted)] > bare[("message", planted)]
 
 
+def test_a2_query_embedding_starts_before_the_layers_run(me, archive_persona, embedder):
+    c = me.conversations.create(archive_persona.id, "Now")
+    me.send(c.id, "hello there, the garden looks lovely today")
+    seen: list[bool] = []
+
+    class Probe:
+        name = "probe"
+
+        def blocks(self, turn):
+            # The first layer to run: the archive layer's query is already embedding (or done).
+            key = (semantic.model_id(embedder), turn.text)
+            with semantic._QUERY_LOCK:
+                seen.append(key in semantic._IN_FLIGHT or key in semantic._QUERY_CACHE)
+            return []
+
+    me.dynamic.layers.insert(0, Probe())
+    me.send(c.id, "Do you remember the lighthouse keeper?")
+    me.send(c.id, "thanks, the soup was lovely")  # no recall cue: archive recall does not search
+    assert seen == [True, False]
+
+
 def test_a2_tuning_shortens_the_context_embedded_with_the_message():
     from hearth.retrieval.candidates import _vector_text
     from hearth.retrieval.query import build_variants

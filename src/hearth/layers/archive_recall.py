@@ -52,10 +52,21 @@ class ArchiveRecall:
         self.embedder = embedder  # a factory: the model loads on first use, never at import
         self.db_key = db_key or str(getattr(store, "path", ""))
 
+    def searches(self, turn: Turn) -> bool:
+        return bool(turn.persona.archive_access and turn.has_assistant_reply and needs_old_memory(turn.text))
+
+    def prepare(self, turn: Turn) -> None:
+        """Before the other layers run: start embedding the message in the background, so the
+        search finds its vector ready (the other layers' work and the model's overlap)."""
+        if self.embedder is None or not self.searches(turn):
+            return
+        from ..retrieval.candidates import query_vector_text
+        from ..retrieval.semantic import prefetch_query
+
+        prefetch_query(self.embedder(), query_vector_text(turn.text, _speakers(turn.persona)))
+
     def blocks(self, turn: Turn) -> list[Block]:
-        if not turn.persona.archive_access or not turn.has_assistant_reply:
-            return []
-        if not needs_old_memory(turn.text):
+        if not self.searches(turn):
             return []
         recent_turns = [m for m in turn.history if m.kind == "chat"][-CONTEXT_TURNS:]
         recent = [m.content for m in recent_turns]

@@ -118,6 +118,12 @@ class DynamicContext:
         if turn.user_id != self.user_id:
             # A turn of another user's conversation reads like an unknown one (G2).
             raise NotFound(f"no conversation {turn.conversation.id}")
+        for layer in self.layers:
+            # A layer may start slow work (a query embedding) in the background before any layer
+            # runs, so it overlaps the layers before it.
+            prepare = getattr(layer, "prepare", None)
+            if prepare is not None:
+                prepare(turn)
         blocks: list[Block] = []
         for layer in self.layers:
             for block in layer.blocks(turn):

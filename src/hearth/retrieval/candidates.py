@@ -240,10 +240,8 @@ def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters
     if mixed:
         chosen = [variants[0]]
     texts = [_vector_text(v, variants[0], tuning) for v in chosen]
-    if speaker_names and texts:
-        # The turns are embedded with their speaker's label; a name in the query pulls toward
-        # every turn that mentions or addresses that person. The speaker lift handles the speaker.
-        texts[0] = without_names(texts[0], speaker_names) or texts[0]
+    if texts:
+        texts[0] = query_vector_text(texts[0], speaker_names)
     names = [v.name for v in chosen]
     vectors = embed_queries(embedder, texts)
     if mixed and context_ids:
@@ -262,6 +260,14 @@ def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters
                 weights[f"vector:{name}:{source}"] = (tuning.variant_weights.get(name, 1.0)
                                                       * tuning.signal_weights["vector"])
     return lists, weights
+
+
+def query_vector_text(text: str, speaker_names: dict[str, str] | None) -> str:
+    """The text embedded for the message. The turns are embedded with their speaker's label; a
+    name in the query pulls toward every turn that mentions or addresses that person, so speaker
+    names are taken out (the speaker lift handles the speaker)."""
+    text = text.strip()
+    return (without_names(text, speaker_names) or text) if speaker_names else text
 
 
 def stored_context_vector(conn: sqlite3.Connection, user_id: int, embedder: Any, message_ids: tuple[int, ...],

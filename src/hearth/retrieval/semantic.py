@@ -21,6 +21,7 @@ import logging
 import sqlite3
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
@@ -423,14 +424,43 @@ def vector_search(conn: sqlite3.Connection, db_key: str, source: str, user_id: i
 QUERY_CACHE_SIZE = 256
 _QUERY_CACHE: "OrderedDict[tuple[str, str], np.ndarray]" = OrderedDict()
 _QUERY_LOCK = threading.Lock()
+# Query embeddings started ahead of the search that needs them (``prefetch_query``).
+_IN_FLIGHT: dict[tuple[str, str], Future] = {}
+_PREFETCH: list[ThreadPoolExecutor] = []  # created on first use, never at import
 
 
-def embed_queries(embedder: Any, texts: Iterable[str]) -> np.ndarray:
+def prefetch_query(embedder: Any, text: str) -> None:
+    """Start embedding ``text`` in a background thread, so the search that asks for it later
+    finds it cached or waits only for the rest (the model releases the interpreter lock, so the
+    send path's other layers run meanwhile)."""
+    key = (model_id(embedder), " ".join(text.split()))
+    with _QUERY_LOCK:
+        if key in _QUERY_CACHE or key in _IN_FLIGHT:
+            return
+        if not _PREFETCH:
+            _PREFETCH.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-query-embed"))
+        _IN_FLIGHT[key] = _PREFETCH[0].submit(_embed_in_flight, embedder, text, key)
+
+
+def _embed_in_flight(embedder: Any, text: str, key: tuple[str, str]) -> None:
+    try:
+        embed_queries(embedder, [text], wait=False)
+    finally:
+        with _QUERY_LOCK:
+            _IN_FLIGHT.pop(key, None)
+
+
+def embed_queries(embedder: Any, texts: Iterable[str], *, wait: bool = True) -> np.ndarray:
     """Unit query vectors, cached by model and normalised text (a repeated or retried message, the
-    same search asked again, is not embedded twice); only the texts not cached reach the model."""
+    same search asked again, is not embedded twice); only the texts not cached reach the model.
+    A text already being embedded ahead (``prefetch_query``) is waited for, not embedded again."""
     texts = list(texts)
     model = model_id(embedder)
     keys = [(model, " ".join(t.split())) for t in texts]
+    with _QUERY_LOCK:
+        pending = [_IN_FLIGHT[k] for k in keys if k in _IN_FLIGHT] if wait else []
+    for future in pending:
+        future.exception()  # waits; a failed prefetch is embedded again below
     with _QUERY_LOCK:
         found = {k: _QUERY_CACHE[k] for k in keys if k in _QUERY_CACHE}
         for k in found:
