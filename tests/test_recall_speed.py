@@ -273,3 +273,21 @@ def test_s7_small_exact_searches_run_on_one_blas_thread(monkeypatch):
     monkeypatch.setattr(vectors, "SINGLE_THREAD_ROWS", 10)  # a large exact index keeps every thread
     index.search(rng.standard_normal(8), 3)
     assert seen and max(seen) == max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+
+
+def test_k1_a_long_current_thread_does_not_crowd_the_bounded_keyword_list(me, persona):
+    from hearth.retrieval.keyword import CANDIDATE_CAPS, search_messages
+
+    current = _thread(me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(CANDIDATE_CAPS[0] + 50)])
+    older = _thread(me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
+    conn = me.store.connection()
+    asked: list[str] = []
+    conn.set_trace_callback(lambda sql: asked.append(sql) if "messages_fts MATCH" in sql else None)
+    try:
+        hits = search_messages(conn, me.user_id, ["heron"], limit=10, exclude_conversation_ids=(current.id,))
+    finally:
+        conn.set_trace_callback(None)
+    # The current thread's 250 better-ranked matches are left out inside the one FTS5 query: the
+    # older conversation's turn is found without widening the candidate list.
+    assert [h.conversation_id for h in hits] == [older.id]
+    assert len(asked) == 1

@@ -76,10 +76,22 @@ def search_messages(
     # Rank inside FTS5 first and filter a bounded candidate list: joining every match of a common
     # word to its message and conversation before ranking costs hundreds of milliseconds at a
     # million messages. When the filters leave too few, widen, and finally rank every match.
+    # The conversation conditions are asked of FTS5's rows as an id list read from the
+    # (conversation_id, id) index: otherwise the turns of a long current thread, which match the
+    # person's own wording best, fill the bounded list and force the widening.
+    rows_sql = ""
+    rows_args: list = []
+    if conversation_id is not None:
+        rows_sql = " AND rowid IN (SELECT id FROM messages WHERE conversation_id = ?)"
+        rows_args = [conversation_id]
+    elif exclude_conversation_ids:
+        rows_sql = (" AND rowid NOT IN (SELECT id FROM messages WHERE conversation_id IN"
+                    f" ({','.join('?' * len(exclude_conversation_ids))}))")
+        rows_args = list(exclude_conversation_ids)
     for cap in CANDIDATE_CAPS:
         candidates = conn.execute(
-            "SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?", (match, cap)
-        ).fetchall()
+            f"SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ?{rows_sql} ORDER BY rank LIMIT ?",
+            (match, *rows_args, cap)).fetchall()
         if not candidates:
             return []
         rows = _filtered(conn, [r[0] for r in candidates], where, filters)
