@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -151,8 +152,36 @@ GRID: dict[str, dict] = {
 Scores = dict[str, dict[str, dict[int, list[float]]]]  # sample -> category -> k -> recall per question
 
 
+class Floor:
+    """The primitives a hybrid search builds on, timed directly for each question just before its
+    search (so both see the same moment of a shared machine): one query embedding straight from the
+    model (not through the product's query cache), one FTS5 BM25 top-10 with the terms the product
+    selects, one vector top-10 over the user's index."""
+
+    def __init__(self, hearth: Hearth, embedder) -> None:
+        self.hearth = hearth
+        self.embedder = embedder
+        self.samples: list[float] = []
+
+    def measure(self, conn, user_id: int, question: str) -> None:
+        from hearth.retrieval.keyword import match_query
+        from hearth.retrieval.semantic import embed_texts, vector_search
+        from hearth.retrieval.terms import select_terms
+
+        started = time.perf_counter()
+        words = select_terms(conn, terms(question)) or terms(question)[:3]
+        if words:
+            conn.execute("SELECT rowid, bm25(messages_fts) AS s FROM messages_fts WHERE messages_fts MATCH ?"
+                         " ORDER BY s LIMIT 10", (match_query(words),)).fetchall()
+        if self.embedder is not None:
+            vector = embed_texts(self.embedder, [question])
+            vector_search(conn, str(self.hearth.store.path), "messages", user_id, self.embedder, vector, 10)
+        self.samples.append((time.perf_counter() - started) * 1000)
+
+
 def evaluate(hearth: Hearth, loaded: list, embedder, tuning: Tuning, budget_ms: float | None,
-             ks: list[int], timings: list[float] | None = None) -> Scores:
+             ks: list[int], timings: list[float] | None = None, floor: Floor | None = None,
+             per_sample: dict[str, list[float]] | None = None) -> Scores:
     conn = hearth.store.connection()
     top = max(ks)
     out: Scores = {}
@@ -165,6 +194,8 @@ def evaluate(hearth: Hearth, loaded: list, embedder, tuning: Tuning, budget_ms: 
             gold = evidence_ids(qa.get("evidence"))
             if not gold:
                 continue
+            if floor is not None:
+                floor.measure(conn, user_id, str(qa["question"]))
             started = time.perf_counter()
             outcome = search(conn, user_id, str(qa["question"]), filters=Filters(sources=("messages",)),
                              limit=top, embedder=embedder, db_key=str(hearth.store.path),
@@ -172,6 +203,8 @@ def evaluate(hearth: Hearth, loaded: list, embedder, tuning: Tuning, budget_ms: 
                              tuning=tuning, budget_ms=budget_ms)
             if timings is not None:
                 timings.append((time.perf_counter() - started) * 1000)
+            if per_sample is not None:
+                per_sample.setdefault(sample["sample_id"], []).append((time.perf_counter() - started) * 1000)
             found = [dia.get(r.id, "") for r in outcome.results]
             for k in ks:
                 mine.setdefault(str(qa["category"]), {}).setdefault(k, []).append(recall_at(found, gold, k))
@@ -280,10 +313,17 @@ def main(argv: list[str] | None = None) -> dict:
             for config in configs:
                 tuning, budget_ms = configuration(config, settings, args.porter)
                 timings: list[float] = []
-                scores = evaluate(hearth, loaded, embedder, tuning, budget_ms, ks, timings)
+                floor = Floor(hearth, embedder)
+                per_sample: dict[str, list[float]] = {}
+                scores = evaluate(hearth, loaded, embedder, tuning, budget_ms, ks, timings, floor, per_sample)
                 entry = {"recall": summarise(merged(scores), ks),
                          "per_conversation": {n: summarise(merged(scores, [n]), [10]) for n in names},
-                         "search_ms": summary_ms(timings)}
+                         "search_ms": summary_ms(timings),
+                         "search_ms_by_conversation": {n: summary_ms(v) for n, v in per_sample.items()},
+                         "floor_ms": summary_ms(floor.samples),
+                         "load_average": [round(x, 1) for x in os.getloadavg()]}
+                if floor.samples and timings:
+                    entry["search_over_floor"] = round(entry["search_ms"]["median_ms"] / entry["floor_ms"]["median_ms"], 2)
                 if args.folds and (config == "send" or args.config != "both"):
                     grid = {"as shipped": scores}
                     for label, changes in GRID.items():
@@ -312,7 +352,11 @@ def summary_ms(samples: list[float]) -> dict[str, float]:
 def print_result(result: dict, ks: list[int]) -> None:
     for config, entry in result["configurations"].items():
         print(f"configuration: {config} (search median {entry['search_ms'].get('median_ms')} ms,"
-              f" p99 {entry['search_ms'].get('p99_ms')} ms)")
+              f" p99 {entry['search_ms'].get('p99_ms')} ms; floor median {entry['floor_ms'].get('median_ms')} ms,"
+              f" p99 {entry['floor_ms'].get('p99_ms')} ms; search / floor {entry.get('search_over_floor')};"
+              f" load average {entry['load_average']})")
+        for n, ms in entry["search_ms_by_conversation"].items():
+            print(f"  {n}: search median {ms.get('median_ms')} ms, p99 {ms.get('p99_ms')} ms")
         print("category  " + "  ".join(f"R@{k:<5}" for k in ks) + "   | BM25 " + "  ".join(f"R@{k:<5}" for k in ks))
         for name in (*CATEGORIES, "1-4", "all"):
             row = "  ".join(f"{entry['recall'][name][str(k)]:<7.3f}" for k in ks)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -69,10 +70,14 @@ def goals(results: dict[str, Any], size: str) -> list[tuple[str, str, bool | Non
         worst50 = max(kinds, key=lambda k: kinds[k]["median_ms"])
         worst99 = max(kinds, key=lambda k: kinds[k]["p99_ms"])
         worst_ratio = max(kinds, key=lambda k: kinds[k]["ratio_median"])
+        # Each figure beside the floor measured in the same run for the same messages: on a shared
+        # machine only the ratio travels.
         rows.append((f"send path p50 <= 15 ms, every kind ({size})",
-                     f"worst {worst50} {kinds[worst50]['median_ms']:.1f} ms", kinds[worst50]["median_ms"] <= 15))
+                     f"worst {worst50} {kinds[worst50]['median_ms']:.1f} ms (floor {kinds[worst50]['floor_median_ms']:.1f})",
+                     kinds[worst50]["median_ms"] <= 15))
         rows.append((f"send path p99 <= 50 ms, every kind ({size})",
-                     f"worst {worst99} {kinds[worst99]['p99_ms']:.1f} ms", kinds[worst99]["p99_ms"] <= 50))
+                     f"worst {worst99} {kinds[worst99]['p99_ms']:.1f} ms (floor p50 {kinds[worst99]['floor_median_ms']:.1f})",
+                     kinds[worst99]["p99_ms"] <= 50))
         rows.append((f"assembly <= 2x floor at the median, every kind ({size})",
                      f"worst {worst_ratio} {kinds[worst_ratio]['ratio_median']:.2f}x of "
                      f"{kinds[worst_ratio]['floor_median_ms']:.1f} ms", kinds[worst_ratio]["ratio_median"] <= 2))
@@ -97,9 +102,15 @@ def goals(results: dict[str, Any], size: str) -> list[tuple[str, str, bool | Non
     locomo = results.get("locomo")
     if locomo:
         entry = locomo["configurations"]["send"]
-        ms = entry["search_ms"]
-        rows.append(("hybrid search per LoCoMo conversation p50 < 20 ms", f"{ms['median_ms']:.1f} ms", ms["median_ms"] < 20))
-        rows.append(("hybrid search per LoCoMo conversation p99 < 30 ms", f"{ms['p99_ms']:.1f} ms", ms["p99_ms"] < 30))
+        by_conversation = entry.get("search_ms_by_conversation") or {"all": entry["search_ms"]}
+        floor = entry.get("floor_ms", {})
+        worst50 = max(by_conversation, key=lambda n: by_conversation[n]["median_ms"])
+        worst99 = max(by_conversation, key=lambda n: by_conversation[n]["p99_ms"])
+        p50, p99 = by_conversation[worst50]["median_ms"], by_conversation[worst99]["p99_ms"]
+        rows.append(("hybrid search on each LoCoMo conversation p50 < 20 ms (send path)",
+                     f"worst {worst50} {p50:.1f} ms (floor {floor.get('median_ms', 0):.1f})", p50 < 20))
+        rows.append(("hybrid search on each LoCoMo conversation p99 < 30 ms (send path)",
+                     f"worst {worst99} {p99:.1f} ms (floor p99 {floor.get('p99_ms', 0):.1f})", p99 < 30))
         folds = entry.get("folds", [])
         if folds:
             low = min(f["held_r10_1_4"] for f in folds)
@@ -146,10 +157,11 @@ def main() -> None:
     if "send" in results and "deployment" in results["send"]:
         size = f"{results['send']['deployment'].get('messages') or 0:,} messages"
     print()
-    print(f"{'goal':<70} {'measured':<34} result")
+    print("load average (1, 5, 15 min) at the end: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
+    print(f"{'goal':<66} {'measured (beside its floor)':<44} result")
     for goal, measured, met in goals(results, size):
         verdict = "not measured" if met is None else ("met" if met else "NOT MET")
-        print(f"{goal:<70} {measured:<34} {verdict}")
+        print(f"{goal:<66} {measured:<44} {verdict}")
     if not locomo and not args.no_locomo:
         print(f"LoCoMo data not found at {LOCOMO_DATA}: recall goals not measured")
     print(f"all benchmarks: {time.perf_counter() - started:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))
