@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 
@@ -9,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from hearth import InvalidInput, NotFound
+from hearth import Hearth, InvalidInput, NotFound, Settings
 from hearth.cli import cli
 from hearth.server.app import create_app
 from hearth.store import Store, migrations, utcnow
@@ -283,3 +284,104 @@ def test_b2_history_and_restore_over_http(hearth, me, persona):
         gone = client.post(f"/api/memories/{m.id}/restore", json={"version": 1})
         assert gone.status_code == 404 and "deleted" in gone.json()["detail"]
         assert client.post("/api/fragments/4242/restore", json={"version": 1}).status_code == 404
+
+
+def test_b2_history_and_restore_of_every_kind_through_the_cli(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEARTH_HOME", str(tmp_path / "home"))
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HEARTH_BASE_URL", "HEARTH_PROVIDER", "HEARTH_MODEL"):
+        monkeypatch.delenv(key, raising=False)
+    runner = CliRunner()
+
+    def run(*args: str, user: str | None = None):
+        return runner.invoke(cli, [*(["--user", user] if user else []), *args])
+
+    def ok(*args: str) -> str:
+        result = run(*args)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    def refused(code: int, *args: str, user: str | None = None) -> str:
+        result = run(*args, user=user)
+        assert result.exit_code == code, (args, result.output)
+        assert result.output.startswith("Error: ") and result.output.count("\n") == 1, result.output
+        return result.output
+
+    ok("init")
+    ok("user", "add", "bob")
+    # Memories: history says who changed what; a restore is a new version; as-of reads see the past.
+    ok("memory", "add", "Walks the dog at dawn")
+    ok("memory", "edit", "1", "--text", "Walks the dog at dusk")
+    assert "restored from version 1 as version 3" in ok("memory", "restore", "1", "1")
+    history = ok("memory", "history", "1")
+    assert "restored v1" in history and "superseded" in history and "created" in history
+    assert "dawn" in ok("memory", "list") and "dusk" not in ok("memory", "list")
+    assert "dawn" in ok("memory", "list", "--as-of", utcnow())
+    # Fragments.
+    ok("fragments", "add", "--trigger", "allotment", "--definition", "Plot 14.")
+    ok("fragments", "edit", "1", "--definition", "Plot 15.")
+    fragment_history = ok("fragments", "history", "1")
+    assert "edited" in fragment_history and "definition: Plot 15." in fragment_history
+    assert "as version 3" in ok("fragments", "restore", "1", "1")
+    assert "Plot 14." in ok("fragments", "list") and "Plot 15." not in ok("fragments", "list")
+    # Personas: a restore rebuilds the persona's stored prompts.
+    ok("persona", "add", "elion", "--identity", "I am Elion.")
+    ok("chat", "--persona", "elion", "-m", "hello")
+    ok("persona", "edit", "elion", "--identity", "I am Elion, and I love the sea.")
+    assert "identity: I am Elion, and I love the sea." in ok("persona", "history", "elion")
+    restored = ok("persona", "restore", "elion", "1")
+    assert "as version 3" in restored and "1 stored prompt(s) rebuilt" in restored
+    assert json.loads(ok("persona", "show", "elion"))["identity"] == "I am Elion."
+    # Household status: the field's definition has versions, its values have their own history.
+    ok("status", "add", "Fleur", "--alias", "fleur", "--value", "at the Farm")
+    ok("status", "set", "Fleur", "in town")
+    ok("status", "add", "Kids")
+    assert "at the Farm" in ok("status", "history", "Fleur")
+    farm_id = next(line.split()[0][1:] for line in ok("status", "history", "Fleur").splitlines()
+                   if "at the Farm" in line)
+    assert "Fleur: at the Farm (restored" in ok("status", "restore-value", "Fleur", farm_id)
+    assert "Fleur: at the Farm" in ok("status", "list", "--as-of", utcnow())
+    hs = Hearth(Settings.resolve({"home": str(tmp_path / "home")}, environ={}))
+    hs.scope().layers.household.edit_field("Fleur", aliases=["fleur", "my sister"])
+    hs.close()
+    assert "my sister" in ok("status", "versions", "Fleur")
+    assert "as version 3" in ok("status", "restore", "Fleur", "1")
+
+    # Bad input: one line, exit 1 (not found) or 2 (invalid), and nothing changed.
+    before = {kind: ok(*args) for kind, args in (
+        ("memory", ("memory", "history", "1")), ("fragment", ("fragments", "history", "1")),
+        ("persona", ("persona", "history", "elion")), ("status", ("status", "versions", "Fleur")),
+        ("values", ("status", "history", "Fleur")))}
+    assert "version 9" in refused(1, "memory", "restore", "1", "9")
+    assert "already the current" in refused(2, "memory", "restore", "1", "3")
+    refused(1, "fragments", "restore", "1", "9")
+    refused(2, "fragments", "restore", "1", "3")
+    refused(1, "persona", "restore", "elion", "9")
+    refused(2, "persona", "restore", "elion", "3")
+    refused(1, "persona", "restore", "nobody", "1")
+    refused(1, "status", "restore", "Fleur", "9")
+    refused(1, "status", "restore-value", "Fleur", "4242")
+    refused(1, "status", "restore", "Nothing", "1")
+    # Another user's ids answer exactly like unknown ones.
+    for args, unknown in ((("memory", "restore", "1", "1"), ("memory", "restore", "4242", "1")),
+                          (("memory", "history", "1"), ("memory", "history", "4242")),
+                          (("fragments", "restore", "1", "1"), ("fragments", "restore", "4242", "1")),
+                          (("fragments", "history", "1"), ("fragments", "history", "4242")),
+                          (("status", "restore-value", "Fleur", farm_id), ("status", "restore-value", "Nobody", farm_id)),
+                          (("persona", "history", "elion"), ("persona", "history", "nobody"))):
+        foreign = refused(1, *args, user="bob")
+        assert foreign == refused(1, *unknown, user="bob").replace("4242", "1").replace("Nobody", "Fleur") \
+            .replace("nobody", "elion")
+    after = {kind: ok(*args) for kind, args in (
+        ("memory", ("memory", "history", "1")), ("fragment", ("fragments", "history", "1")),
+        ("persona", ("persona", "history", "elion")), ("status", ("status", "versions", "Fleur")),
+        ("values", ("status", "history", "Fleur")))}
+    assert after == before
+    # A deleted item's versions went with it: restoring one is "not found", and changes nothing.
+    ok("memory", "rm", "1")
+    assert "deleted" in refused(1, "memory", "restore", "1", "1")
+    ok("fragments", "rm", "1")
+    assert "deleted" in refused(1, "fragments", "restore", "1", "1")
+    ok("status", "rm", "Fleur")
+    assert "removed" in refused(1, "status", "restore", "Fleur", "1")
+    assert "removed" in refused(1, "status", "restore-value", "Fleur", farm_id)
+    assert "Fleur" not in ok("status", "list")

@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (registers commands)
     channels,
     forget,  # noqa: F401  (registers `hearth forget`)
     health,
+    history,  # noqa: F401  (registers history and restore for fragments, personas, status)
     imports,
     layers,
     maintenance,

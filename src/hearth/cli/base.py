@@ -23,7 +23,8 @@ from ..settings import Settings
 from ..store.connection import translate
 
 console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# soft_wrap: an error stays one line however long (never folded at the terminal width).
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class Context:

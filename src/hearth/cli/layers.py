@@ -128,9 +128,12 @@ def status_rm(obj: Context, field: str) -> None:
 @click.argument("field", required=False)
 @pass_ctx
 def status_history(obj: Context, field: str | None) -> None:
+    """Every value a field has had, newest first; `status restore-value FIELD ID` brings one back."""
     for v in obj.scope().layers.household.history(field):
         until = v.valid_to[:19] if v.valid_to else "now"
-        console.print(f"{v.field}: {v.value}\t{v.valid_from[:19]} .. {until}\t{v.source}", markup=False)
+        retired = "\t(corrected away)" if v.retired_at else ""
+        console.print(f"#{v.id}\t{v.field}: {v.value}\t{v.valid_from[:19]} .. {until}\t{v.source}{retired}",
+                      markup=False)
 
 
 @cli.group()
