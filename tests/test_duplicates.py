@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,112 @@ def test_b3_api_and_cli_send_repeats_to_review(lexical, monkeypatch):
     monkeypatch.setenv("HEARTH_DUPLICATE_EMBEDDINGS", "false")
     result = CliRunner().invoke(cli, ["memory", "add", "Nora's favourite colour is orange"])
     assert result.exit_code == 0 and "review queue" in result.output and "contradicts" in result.output
+
+
+# -- the model judge (B3 with a provider configured) ------------------------------------------------------
+@pytest.fixture
+def judged(tmp_path, fake_provider_server):
+    """A deployment with a model provider (the official OpenAI SDK against the fake server on
+    127.0.0.1), so the model helper also judges contradictions."""
+    settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000,
+                                 "duplicate_embeddings": False},
+                                environ={"HEARTH_BASE_URL": fake_provider_server.openai_base_url,
+                                         "HEARTH_MODEL": "fake"})
+    h = Hearth(settings)
+    yield h
+    h.close()
+
+
+def _verdicts(*items: tuple[int, bool, str]) -> list[str]:
+    return [json.dumps({"verdicts": [{"id": i, "contradicts": c, "reason": r} for i, c, r in items]})]
+
+
+def test_b3_the_model_judge_reads_a_contradiction_the_rules_miss(judged, fake_provider_server):
+    me = judged.scope()
+    farm = me.memories.add("Nora grew up on a farm in Normandy")
+    me.memories.add("Tom works nights as a nurse")  # another subject: never shown to the judge
+    new = "Nora grew up in a city apartment in Paris"
+    assert not contradicts(new, farm.text)  # the offline rules alone would let it in
+    fake_provider_server.script(text=_verdicts((farm.id, True, "a farm is not a city flat")))
+    added, [queued] = me.layers.review.remember([{"text": new}])
+    assert added == [] and [m.text for m in me.memories.list()] == [farm.text, "Tom works nights as a nurse"]
+    conflict = queued.payload["conflict"]
+    assert (conflict["memory_id"], conflict["relation"], conflict["judge"], conflict["fallback"]) == (
+        farm.id, "contradiction", "model", None)
+    assert "a farm is not a city flat" in conflict["reason"]
+    assert new in queued.label and farm.text in queued.label and "contradicts" in queued.label
+    sent = fake_provider_server.requests[-1]
+    assert sent.path.endswith("/chat/completions")
+    system, user = sent.body["messages"][0]["content"], sent.body["messages"][1]["content"]
+    assert "contradict" in system and '"verdicts"' in system
+    assert f"#{farm.id}: {farm.text}" in user and new in user and "nurse" not in user
+    # Supersede: the old meaning is retired into history (B1).
+    me.layers.review.approve(queued.id, {"resolution": "supersede"})
+    assert [(v.text, v.change) for v in me.memories.history(farm.id)] == [(new, "superseded"), (farm.text, "created")]
+
+    # Keep both: the model's contradiction is the owner's call, and both stay.
+    cello = me.memories.add("Nora plays the cello in an orchestra")
+    fake_provider_server.script(text=_verdicts((cello.id, True, "she cannot play both")))
+    _, [second] = me.layers.review.remember([{"text": "Nora plays the violin on Sundays"}])
+    assert second.payload["conflict"]["judge"] == "model"
+    me.layers.review.approve(second.id, {"resolution": "keep_both"})
+    assert {"Nora plays the cello in an orchestra", "Nora plays the violin on Sundays"} <= {
+        m.text for m in me.memories.list()}
+
+    # The judge says no contradiction: the fact is kept, with no review item.
+    asked = len(fake_provider_server.requests)
+    fake_provider_server.script(text=_verdicts(*[(m.id, False, "compatible") for m in me.memories.list()]))
+    added, queued_none = me.layers.review.remember([{"text": "Nora bakes sourdough bread on Saturdays"}])
+    assert [m.text for m in added] == ["Nora bakes sourdough bread on Saturdays"] and queued_none == []
+    assert len(fake_provider_server.requests) == asked + 1
+    # A pair the offline rules already call a contradiction is not sent to the model.
+    home = me.memories.add("Tom lives in Lyon")
+    asked = len(fake_provider_server.requests)
+    _, [moved] = me.layers.review.remember([{"text": "Tom lives in Marseille"}])
+    assert moved.payload["conflict"]["memory_id"] == home.id and moved.payload["conflict"]["judge"] == "offline"
+    assert all(f"#{home.id}:" not in r.body["messages"][1]["content"]
+               for r in fake_provider_server.requests[asked:])
+
+
+def test_b3_when_the_model_judge_fails_the_offline_verdict_stands_and_says_so(judged, fake_provider_server):
+    me = judged.scope()
+    cats = me.memories.add("Nora is allergic to cats and dogs")
+    # An answer that is not the expected JSON: the offline verdict (a repeat) stands, recorded as such.
+    fake_provider_server.script(text=["I would rather not say."])
+    _, [repeat] = me.layers.review.remember([{"text": "Nora is allergic to cats and to dogs!"}])
+    conflict = repeat.payload["conflict"]
+    assert (conflict["memory_id"], conflict["relation"], conflict["judge"]) == (cats.id, "duplicate", "offline")
+    assert conflict["fallback"] == "helper_output:not_json" and "model check failed" in repeat.label
+    # The provider refuses: a fact the offline rules let in is kept, and the ledger records why.
+    fake_provider_server.script(status=400)
+    added, queued = me.layers.review.remember([{"text": "Nora is a keen swimmer"}])
+    assert [m.text for m in added] == ["Nora is a keen swimmer"] and queued == []
+    [event] = me.store.connection().execute(
+        "SELECT payload FROM events WHERE kind = 'memory.judge_fallback'").fetchall()
+    record = json.loads(event[0])
+    assert record["memory_id"] == added[0].id and record["pairs"] >= 1
+    assert record["error"].startswith("provider_error")
+    # A suggestion whose judge fails still reaches review; the ledger says the offline rules decided.
+    fake_provider_server.script(text=[json.dumps({"something": "else"})])
+    proposal = me.layers.review.propose("memory_add", {"text": "Nora swims in the lake every morning"}, "Said so")
+    assert proposal.status == "pending" and "conflict" not in proposal.payload
+    [proposed] = me.store.connection().execute(
+        "SELECT payload FROM events WHERE kind = 'review.proposed' ORDER BY id DESC LIMIT 1").fetchall()
+    assert json.loads(proposed[0])["judge_fallback"] == "helper_output:shape"
+    # Nothing was silently dropped: every fact is a memory or a pending review item.
+    pending = {p.payload["text"] for p in me.layers.review.list("pending")}
+    kept = {m.text for m in me.memories.list()}
+    assert {"Nora is allergic to cats and to dogs!", "Nora swims in the lake every morning"} <= pending
+    assert {"Nora is allergic to cats and dogs", "Nora is a keen swimmer"} <= kept
+
+
+def test_b3_without_a_provider_the_offline_rules_decide_alone(lexical):
+    me = lexical.scope()
+    farm = me.memories.add("Nora grew up on a farm in Normandy")
+    added, queued = me.layers.review.remember([{"text": "Nora grew up in a city apartment in Paris"}])
+    assert [m.text for m in added] == ["Nora grew up in a city apartment in Paris"] and queued == []
+    _, [moved] = me.layers.review.remember([{"text": "Nora grew up in a farm in Brittany"}])
+    assert moved.payload["conflict"]["judge"] == "offline" and moved.payload["conflict"]["fallback"] is None
+    assert moved.payload["conflict"]["memory_id"] in (farm.id, added[0].id)
+    assert me.store.connection().execute(
+        "SELECT count(*) FROM events WHERE kind = 'memory.judge_fallback'").fetchone()[0] == 0

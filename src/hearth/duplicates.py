@@ -10,6 +10,10 @@ memories before it is stored:
 - **contradiction**: same subject, different value. Offline rules read "<subject> <relation>
   <value>" for common relations ("lives in", "works at", "is allergic to", "'s favourite colour
   is", "is called", ...); when two facts share subject and relation but not value, they disagree.
+  When a model provider is configured, a **judge** (the model helper) is also asked about the
+  same-subject memories the rules did not find contradicted (at most ``JUDGE_CANDIDATES``, the most
+  similar first); its "contradicts" verdicts join the findings. When the judge fails, the offline
+  verdict stands and the finding says so (``judge="offline"``, ``fallback`` = the error code).
 
 The thresholds were tuned on half of a labelled set of pairs (benchmarks/data/memory_pairs.jsonl)
 and measured on the other half; see docs/memory.md and docs/benchmarks.md.
@@ -24,7 +28,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from .errors import HearthError
 from .text import WORD_RE
@@ -32,6 +36,7 @@ from .text import WORD_RE
 LEXICAL_THRESHOLD = 0.70
 EMBEDDING_THRESHOLD = 0.84
 RESOLUTIONS = ("merge", "supersede", "keep_both")
+JUDGE_CANDIDATES = 5  # same-subject memories the model judge is asked about, per new fact
 
 _STOP = frozenset("""
 a an the and or but of to in on at for with from by as is are was were be been being am do does did
@@ -80,9 +85,28 @@ class Finding:
     relation: str  # duplicate | contradiction
     score: float
     reason: str
+    judge: str = "offline"  # who read the pair: offline rules, or the model judge
+    fallback: str | None = None  # the model judge was configured but failed (its error code)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class Judge(Protocol):
+    """Asked whether a new fact contradicts each of some kept facts (the model helper)."""
+
+    def judge_contradictions(self, fact: str, kept: Sequence[tuple[int, str]]) -> dict[int, tuple[bool, str]]: ...
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the judge said about one new fact: memory id -> reason, for the pairs it called a
+    contradiction; ``asked`` the pairs it was asked about; ``fallback`` its error code when it failed
+    (then the offline verdict stands for every pair)."""
+
+    contradicts: dict[int, str]
+    asked: int = 0
+    fallback: str | None = None
 
 
 def _stem(word: str) -> str:
@@ -202,28 +226,83 @@ def compare(new: str, existing: str, cosine: float | None = None, *,
     return None
 
 
-def find(conn: sqlite3.Connection, user_id: int, text: str, *, embedder: Any = None,
-         exclude: Sequence[int] = ()) -> list[Finding]:
-    """Current memories that ``text`` repeats or contradicts, strongest first."""
+def subject_key(text: str) -> str:
+    """The first content word of the fact's subject (of the text when no rule reads it): "Nora's
+    therapist is ..." and "Nora grew up ..." share "nora"."""
+    fact = read_fact(text)
+    found = fact[0].split() if fact is not None else words(text)
+    return found[0] if found else ""
+
+
+def _current(conn: sqlite3.Connection, user_id: int, exclude: Sequence[int]) -> list[tuple[int, str]]:
     rows = conn.execute("SELECT id, text FROM memories WHERE user_id = ? AND valid_until IS NULL ORDER BY id",
                         (user_id,)).fetchall()
-    rows = [r for r in rows if r[0] not in set(exclude)]
+    return [(r[0], r[1]) for r in rows if r[0] not in set(exclude)]
+
+
+def _cosines(text: str, rows: Sequence[tuple[int, str]], embedder: Any) -> list[float | None]:
+    if embedder is None or not rows:
+        return [None] * len(rows)
+    import numpy as np
+
+    try:
+        vectors = np.asarray(embedder.embed([text, *[r[1] for r in rows]]), dtype="float32")
+    except (HearthError, OSError, ImportError):
+        return [None] * len(rows)  # the model could not run: word overlap and rules still decide
+    return [float(v) for v in vectors[1:] @ vectors[0]]
+
+
+def find(conn: sqlite3.Connection, user_id: int, text: str, *, embedder: Any = None,
+         exclude: Sequence[int] = (), judgement: Judgement | None = None) -> list[Finding]:
+    """Current memories that ``text`` repeats or contradicts, strongest first. With a
+    ``judgement`` (see ``ask_judge``), the model's contradictions of memories that are still current
+    join the offline findings, and every finding records who judged it."""
+    rows = _current(conn, user_id, exclude)
     if not rows:
         return []
-    cosines: list[float | None] = [None] * len(rows)
-    if embedder is not None:
-        import numpy as np
-
-        try:
-            vectors = np.asarray(embedder.embed([text, *[r[1] for r in rows]]), dtype="float32")
-        except (HearthError, OSError, ImportError):
-            vectors = None  # the model could not run: word overlap and rules still decide
-        if vectors is not None:
-            cosines = [float(v) for v in vectors[1:] @ vectors[0]]
-    found = []
-    for (memory_id, existing), cosine in zip(rows, cosines):
+    found: dict[int, Finding] = {}
+    for (memory_id, existing), cosine in zip(rows, _cosines(text, rows, embedder)):
         verdict = compare(text, existing, cosine)
         if verdict is not None:
-            found.append(Finding(memory_id, existing, verdict[0], verdict[1], verdict[2]))
-    found.sort(key=lambda f: (f.relation != "contradiction", -f.score, f.memory_id))
-    return found
+            found[memory_id] = Finding(memory_id, existing, verdict[0], verdict[1], verdict[2])
+    if judgement is not None:
+        current = dict(rows)
+        for memory_id, reason in judgement.contradicts.items():
+            offline = found.get(memory_id)
+            if memory_id in current and (offline is None or offline.relation != "contradiction"):
+                found[memory_id] = Finding(memory_id, current[memory_id], "contradiction", 1.0,
+                                           f"the model reads a contradiction: {reason}" if reason
+                                           else "the model reads a contradiction", judge="model")
+        if judgement.fallback is not None:
+            found = {k: Finding(**{**f.to_dict(), "fallback": judgement.fallback}) for k, f in found.items()}
+    ordered = sorted(found.values(), key=lambda f: (f.relation != "contradiction", -f.score, f.memory_id))
+    return ordered
+
+
+def ask_judge(conn: sqlite3.Connection, user_id: int, text: str, judge: Judge, *, embedder: Any = None,
+          exclude: Sequence[int] = ()) -> Judgement:
+    """Ask the judge about the same-subject current memories the offline rules do not already
+    find contradicted, the most similar first. Call it outside any write transaction (it waits on a
+    model). A judge that fails leaves the offline verdict, with the failure's code."""
+    rows = _current(conn, user_id, exclude)
+    key = subject_key(text)
+    if not key or not rows:
+        return Judgement({})
+    cosines = _cosines(text, rows, embedder)
+    ranked = []
+    for (memory_id, existing), cosine in zip(rows, cosines):
+        if subject_key(existing) != key or contradicts(text, existing):
+            continue
+        ranked.append((cosine if cosine is not None else lexical_similarity(text, existing), memory_id, existing))
+    ranked.sort(key=lambda r: (-r[0], r[1]))
+    kept = [(memory_id, existing) for _score, memory_id, existing in ranked[:JUDGE_CANDIDATES]]
+    if not kept:
+        return Judgement({})
+    try:
+        verdicts = judge.judge_contradictions(text, kept)
+    except HearthError as exc:  # the provider or its answer failed: the offline verdict stands
+        kind = getattr(exc, "kind", None)
+        return Judgement({}, len(kept), f"{exc.code}:{kind}" if isinstance(kind, str) else exc.code)
+    asked = {memory_id for memory_id, _ in kept}
+    return Judgement({k: reason for k, (says, reason) in verdicts.items() if says and k in asked}, len(kept),
+                     None if asked <= set(verdicts) else "incomplete")

@@ -93,6 +93,10 @@ class Proposal:
             if isinstance(conflict, dict):
                 verb = "contradicts" if conflict.get("relation") == "contradiction" else "repeats"
                 text += f" ({verb} memory #{conflict.get('memory_id')}: {conflict.get('existing_text', '')})"
+                if conflict.get("judge") == "model":
+                    text += " [the model's verdict]"
+                elif conflict.get("fallback"):
+                    text += " [offline verdict: the model check failed]"
         return f"(offline suggestion) {text}" if self.source == "offline" else text
 
     def to_dict(self) -> dict[str, Any]:
@@ -176,13 +180,17 @@ class ReviewQueue:
             raise InvalidInput("source must be offline or model")
         reason = one_line(reason)[:MAX_REASON] or "No reason given."
         digest = content_hash(kind, {k: v for k, v in payload.items() if k != "conflict"})
+        fallback = None
         if kind == "memory_add" and "conflict" not in payload and not payload.get("memory_id"):
             # B3: a suggested memory that repeats or contradicts one already kept waits with both
             # texts side by side, as merge / supersede / keep both; it is never applied unseen.
+            embedder = duplicate_embedder(self.scope)
+            judgement = self._judge(str(payload["text"]), embedder)
             findings = duplicates.find(self.store.connection(), self.user_id, str(payload["text"]),
-                                       embedder=duplicate_embedder(self.scope))
+                                       embedder=embedder, judgement=judgement)
             if findings:
                 payload["conflict"] = findings[0].to_dict()
+            fallback = judgement.fallback if judgement is not None else None
         with self.store.write() as conn:
             statuses = "('pending')" if repeat_dismissed else "('pending', 'dismissed')"
             if conn.execute(f"SELECT 1 FROM proposals WHERE user_id = ? AND content_hash = ?"
@@ -193,9 +201,11 @@ class ReviewQueue:
                 " content_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (self.user_id, kind, conversation_id, json.dumps(payload, ensure_ascii=False), reason,
                  (evidence or "")[:MAX_EVIDENCE], source, digest, utcnow()))
+            event = {"proposal_id": inserted_id(cur), "kind": kind, "source": source}
+            if fallback is not None:  # the model judge failed: the offline verdict decided (B3)
+                event["judge_fallback"] = fallback
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="review.proposed",
-                          channel="inner", payload={"proposal_id": inserted_id(cur), "kind": kind, "source": source},
-                          span_id=span_id)
+                          channel="inner", payload=event, span_id=span_id)
             if self.scope.layers.settings.get(AUTO_SETTING[kind]) and "conflict" not in payload:
                 # A suggestion that cannot be applied as it stands stays pending for the owner.
                 conn.execute("SAVEPOINT auto_approve")
@@ -218,18 +228,28 @@ class ReviewQueue:
             raise InvalidInput("a memory import needs a non-empty list")
         memories = self.scope.memories
         embedder = duplicate_embedder(self.scope)
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+                raise InvalidInput(f"item {i}: memory text must not be empty")
+        # The model judge (when configured) is asked before the write transaction opens: the write
+        # lock is never held while a model answers. Earlier items of the batch meet the offline rules.
+        judgements = [self._judge(item["text"], embedder) if item["text"].strip() else None for item in items]
         added: builtins.list[Memory] = []
         queued: builtins.list[Proposal] = []
         with self.store.write() as conn:
             for i, item in enumerate(items):
-                if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-                    raise InvalidInput(f"item {i}: memory text must not be empty")
-                findings = duplicates.find(conn, self.user_id, item["text"], embedder=embedder)
+                judgement = judgements[i]
+                findings = duplicates.find(conn, self.user_id, item["text"], embedder=embedder, judgement=judgement)
                 if not findings:
                     try:
                         added.append(memories.import_many([item], actor=actor)[0])
                     except InvalidInput as exc:
                         raise InvalidInput(str(exc).replace("item 0", f"item {i}", 1)) from None
+                    if judgement is not None and judgement.fallback is not None:
+                        # Kept on the offline verdict alone; the ledger says so (codes and counts only).
+                        ledger.append(conn, user_id=self.user_id, kind="memory.judge_fallback",
+                                      payload={"memory_id": added[-1].id, "pairs": judgement.asked,
+                                               "error": judgement.fallback})
                     continue
                 top = findings[0]
                 payload = {"text": item["text"].strip(), "category": str(item.get("category", "") or ""),
@@ -242,6 +262,19 @@ class ReviewQueue:
                     proposal = self._pending_by_hash(conn, digest)
                 queued.append(proposal)
         return added, queued
+
+    def _judge(self, text: str, embedder: Any) -> duplicates.Judgement | None:
+        """The model judge's verdicts on ``text`` against the same-subject memories (B3), or None
+        when no provider is configured (the offline rules decide alone). Inside a caller's write
+        transaction the model is not asked (it would hold the write lock): the offline verdict
+        stands, recorded as ``in_transaction``."""
+        judge = contradiction_judge(self.scope)
+        if judge is None:
+            return None
+        conn = self.store.connection()
+        if conn.in_transaction:
+            return duplicates.Judgement({}, 0, "in_transaction")
+        return duplicates.ask_judge(conn, self.user_id, text, judge, embedder=embedder)
 
     def _pending_by_hash(self, conn: sqlite3.Connection, digest: str) -> Proposal:
         row = conn.execute("SELECT id FROM proposals WHERE user_id = ? AND content_hash = ? AND status = 'pending'",
@@ -401,6 +434,15 @@ def duplicate_embedder(scope: "Scope") -> Any:
         return shared_embedder(scope.hearth)
     except (HearthError, OSError, ImportError):
         return None
+
+
+def contradiction_judge(scope: "Scope") -> duplicates.Judge | None:
+    """The model helper when a provider is configured, to judge contradictions (B3); None when
+    offline, where the rules decide alone."""
+    from .helpers import helper_for
+
+    helper = helper_for(scope.hearth)
+    return helper if helper.name == "model" else None
 
 
 def review_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:

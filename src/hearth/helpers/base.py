@@ -132,6 +132,8 @@ class Helper(Protocol):
     def write_capsule(self, previous: str, turns: Sequence[TurnText],
                       channels: Sequence[str] = ()) -> CapsuleResult: ...
 
+    def judge_contradictions(self, fact: str, kept: Sequence[tuple[int, str]]) -> dict[int, tuple[bool, str]]: ...
+
 
 # -- small text tools shared by both helpers -------------------------------------------------------
 _SPACE = re.compile(r"\s+")

@@ -91,6 +91,16 @@ CAPSULE_TASK = (
     '{"facts": ["..."], "commitments": ["..."], "unresolved": ["..."], "corrections": ["..."], '
     '"preferences": ["..."], "cross_channel": ["..."]}'
 )
+CONTRADICTION_TASK = (
+    "You check a memory store about one person for contradictions. You get a new fact and some facts "
+    "already kept about the same subject, each with an id. A kept fact is contradicted when both cannot be "
+    "true at the same time (the same thing with another value: a new home, another job, a changed "
+    "preference, incompatible circumstances). It is not contradicted when the new fact adds detail, says "
+    "the same thing in other words, or is about something else. Answer with JSON only, exactly: "
+    '{"verdicts": [{"id": <the kept fact\'s id>, "contradicts": true or false, "reason": "a few words"}]} '
+    "with one verdict for every kept fact."
+)
+CONTRADICTION_FACT_CHARS = 1_000
 _CAPSULE_KEYS = {"facts": "Established facts", "commitments": "Commitments", "unresolved": "Unresolved work",
                  "corrections": "Corrections", "preferences": "Preferences", "cross_channel": "Cross-channel context"}
 
@@ -277,6 +287,32 @@ class ModelHelper:
                 continue
             out.append(MemorySuggestion(text, category if category in MINING_CATEGORIES else "facts", evidence,
                                         _text(item.get("reason"), 300) or "Mined by the model.", "model"))
+        return out
+
+    # -- contradictions among memories (B3) -----------------------------------------------------------
+    def judge_contradictions(self, fact: str, kept: Sequence[tuple[int, str]]) -> dict[int, tuple[bool, str]]:
+        """Memory id -> (contradicts, reason) for each kept fact the model gave a valid verdict on;
+        an answer without a list of verdicts raises ``HelperOutputError``."""
+        if not kept:
+            return {}
+        listed = "\n".join(f"#{memory_id}: {clip(text, CONTRADICTION_FACT_CHARS)}" for memory_id, text in kept)
+        answer = self.ask(CONTRADICTION_TASK, f"New fact: {clip(fact, CONTRADICTION_FACT_CHARS)}\n\n"
+                                              f"Kept facts:\n{listed}")
+        verdicts = answer.get("verdicts")
+        if not isinstance(verdicts, list):
+            raise HelperOutputError("the contradiction answer has no list of verdicts", "shape")
+        asked = {memory_id for memory_id, _ in kept}
+        out: dict[int, tuple[bool, str]] = {}
+        for item in verdicts:
+            if not isinstance(item, dict):
+                continue
+            raw_id = item.get("id")
+            if isinstance(raw_id, str) and raw_id.lstrip("#").isdigit():
+                raw_id = int(raw_id.lstrip("#"))
+            says = item.get("contradicts")
+            # A verdict about a fact it was not shown, or not a yes/no, is no verdict at all.
+            if isinstance(raw_id, int) and not isinstance(raw_id, bool) and raw_id in asked and isinstance(says, bool):
+                out[raw_id] = (says, _text(item.get("reason"), 200))
         return out
 
     def write_capsule(self, previous: str, turns: Sequence[TurnText],

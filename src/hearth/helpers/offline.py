@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from typing import Sequence
 
+from ..duplicates import contradicts
 from ..errors import InvalidInput
 from ..triggers import fold, normalise_trigger
 from .base import (
@@ -215,6 +216,10 @@ class OfflineHelper:
                             merged, reason + " It adds to an existing fragment.", fragment_id=holder["id"],
                             evidence=sentence, source="offline"))
         return out
+
+    def judge_contradictions(self, fact: str, kept: Sequence[tuple[int, str]]) -> dict[int, tuple[bool, str]]:
+        """The offline rules' verdict on each pair (B3): what the duplicate check already applies."""
+        return {memory_id: (contradicts(fact, text), "offline rules") for memory_id, text in kept}
 
 
 def third_person(sentence: str) -> str:
