@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from hearth import NotFound
-from tests.test_ui import base, browser, chat_with_messages, expect, goto, me, page, site  # noqa: F401  (shared fixtures)  # noqa: F401
+from hearth.forget import verify
+from tests.test_forget import drain
+from tests.test_ui import base, browser, chat_with_messages, elion, expect, goto, me, page, site  # noqa: F401  (shared fixtures)  # noqa: F401
 
 pytestmark = pytest.mark.ui
 
@@ -72,3 +74,51 @@ def test_b3_review_queue_shows_both_texts_and_supersedes(page, base, me):  # noq
     expect(page.locator(f'#review-list [data-proposal-id="{waiting.id}"]')).to_have_count(0)
     assert me.memories.get(kept.id).text == "Nora works at the Pasteur clinic"
     assert me.memories.history(kept.id)[1].text == "Nora works at Saint-Luc hospital"
+
+
+def test_b4_b5_delete_one_message_and_a_period_forever_and_the_canary_is_gone(page, base, me):  # noqa: F811
+    said, then = "velvetquokkalocker", "velvetquokkaspring"
+    thread = chat_with_messages(me, "Locker talk", [f"My locker code is {said}", "Nothing else today"])
+    spring = me.conversations.create(elion(me).id, title="Spring notes", created_at="2021-03-05T10:00:00.000000Z")
+    me.conversations.add_message(spring.id, "user", f"Back then the word was {then}",
+                                 created_at="2021-03-05T10:00:01.000000Z")
+    me.conversations.add_message(spring.id, "assistant", "Noted.", created_at="2021-03-05T10:00:02.000000Z")
+    assert not verify(me.store, said).clean and not verify(me.store, then).clean
+    # One message: its own "Delete forever", the counts, the phrase.
+    goto(page, base + f"/#conversation-{thread.id}")
+    bubble = page.locator(".message.role-user", has_text=said)
+    bubble.get_by_role("button", name="Delete your message forever").click()
+    expect(bubble.locator(".forget-confirm")).to_contain_text("This removes 1 message")
+    bubble.get_by_role("textbox", name="Type FORGET FOREVER to confirm").fill("FORGET FOREVER")
+    bubble.get_by_role("button", name="Delete forever").click()
+    expect(page.locator("#status")).to_contain_text("Deleted forever: 1 message")
+    expect(page.locator("#messages .message", has_text=said)).to_have_count(0)
+    expect(page.locator("#messages .message", has_text="Nothing else today")).to_have_count(1)
+    contents = [m.content for m in me.conversations.messages(thread.id, visible_only=False)]
+    assert "Nothing else today" in contents and all(said not in c for c in contents)
+    assert said not in (me.stored_prompt(thread.id) or "")
+    drain(me.hearth)  # the background compaction the forgetting queued (FTS merge, WAL truncation)
+    check = verify(me.store, said)  # the raw database file, its WAL, the FTS vocabulary
+    assert check.clean and check.files_checked >= 1
+    # A period of time: everything begun in it goes, after the same confirmation.
+    page.locator("#forget-period summary").click()
+    period = page.locator("#forget-period")
+    period.get_by_role("button", name="Forget everything in this period forever").click()
+    expect(page.locator("#status")).to_contain_text("Choose the first and the last day")
+    period.get_by_label("Forget from (first day)").fill("2021-03-01")
+    period.get_by_label("Forget until (last day)").fill("2021-03-10")
+    period.get_by_role("button", name="Forget everything in this period forever").click()
+    expect(period.locator(".forget-confirm")).to_contain_text("1 conversation, 2 messages")
+    period.get_by_role("textbox", name="Type FORGET FOREVER to confirm").fill("forget forever")
+    period.get_by_role("button", name="Delete forever").click()
+    expect(page.locator("#status")).to_contain_text("FORGET FOREVER")
+    assert me.conversations.get(spring.id).title == "Spring notes"  # a wrong phrase removes nothing
+    period.get_by_role("textbox", name="Type FORGET FOREVER to confirm").fill("FORGET FOREVER")
+    period.get_by_role("button", name="Delete forever").click()
+    expect(page.locator("#status")).to_contain_text("Deleted forever: 1 conversation, 2 messages")
+    with pytest.raises(NotFound):
+        me.conversations.get(spring.id)
+    assert me.conversations.get(thread.id).title == "Locker talk"  # outside the period: kept
+    # The owner's verification over HTTP compacts first, then searches the raw files.
+    checked = page.request.post(base + "/api/forget/verify", data={"canary": then})
+    assert checked.status == 200 and checked.json()["clean"] is True and checked.json()["files_checked"] >= 1

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from ..engine import Scope
 from ..errors import Forbidden
-from ..forget import CONFIRMATION_PHRASE, verify
+from ..forget import CONFIRMATION_PHRASE, compact, verify
 from .auth import current_scope, get_hearth
 from .models import MAX_ID, RequestModel
 
@@ -81,4 +81,5 @@ def verify_route(body: CanaryIn, request: Request, scope: Scope = Depends(curren
     """Owner only: the check reads the whole database file, every user's rows included."""
     if not get_hearth(request).users.get(scope.user_id).is_owner:
         raise Forbidden("only the owner may verify forgetting")
+    compact(scope.store)  # pending index merges first, so the check sees the settled state (as the CLI)
     return verify(scope.store, body.canary).to_dict()

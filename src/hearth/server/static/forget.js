@@ -1,5 +1,6 @@
 // Delete forever (B4, B5) with the owner confirmation pattern: preview the counts, type the phrase,
-// confirm. Used by the thread list (trash, folders); the server removes nothing if the scope changed.
+// confirm. Used by the thread list (trash, folders, a period of time) and by each message; the
+// server removes nothing if the scope changed between the preview and the confirmation.
 
 import { apiJson, button, el } from "./api.js";
 
@@ -11,15 +12,18 @@ function describe(counts) {
   if (counts.messages) parts.push(`${counts.messages} message${counts.messages === 1 ? "" : "s"}`);
   if (counts.folders) parts.push(`${counts.folders} folder`);
   if (counts.memories) parts.push(`${counts.memories} memor${counts.memories === 1 ? "y" : "ies"}`);
+  if (counts.documents) parts.push(`${counts.documents} archive document${counts.documents === 1 ? "" : "s"}`);
   return parts.length ? parts.join(", ") : "nothing";
 }
 
-// A "Delete forever" control for one target: {target, id?}. onDone(receipt) runs after success;
-// report(text, kind) shows progress and errors.
-export function forgetControl(label, what, ariaLabel, onDone, report) {
+// A "Delete forever" control for one target: {target, id?, start?, end?}, or a function giving it
+// at the moment of the click (the period form). onDone(receipt) runs after success; report(text,
+// kind) shows progress and errors.
+export function forgetControl(label, target, ariaLabel, onDone, report) {
   const wrap = el("span", "forget-control");
   const start = button(label, async () => {
     try {
+      const what = typeof target === "function" ? target() : target;
       const preview = await apiJson("POST", "/api/forget/preview", what);
       wrap.replaceChildren(confirmForm(preview, what, wrap, start, onDone, report));
       wrap.querySelector("input")?.focus();
@@ -55,5 +59,28 @@ function confirmForm(preview, what, wrap, start, onDone, report) {
       report(error.message, "error");
     }
   });
+  return form;
+}
+
+// "Forget everything between two dates" (B5): the conversations begun in the period go whole,
+// elsewhere the turns inside it, with the memories, archive documents, search-log entries and
+// suggestions made in it. Both days are included.
+export function periodForm(onDone, report) {
+  const form = el("div", "forget-period");
+  const from = el("input");
+  from.type = "date";
+  from.setAttribute("aria-label", "Forget from (first day)");
+  const to = el("input");
+  to.type = "date";
+  to.setAttribute("aria-label", "Forget until (last day)");
+  const row = el("div", "inline-row");
+  row.append(el("span", "small", "From"), from, el("span", "small", "to"), to);
+  const what = () => {
+    if (!from.value || !to.value) throw new Error("Choose the first and the last day of the period.");
+    return { target: "range", start: from.value, end: to.value };
+  };
+  form.append(el("p", "small muted", "Forget everything between two dates: conversations begun then, "
+    + "messages, memories, archive documents, searches and suggestions from those days."), row,
+  forgetControl("Forget this period", what, "Forget everything in this period forever", onDone, report));
   return form;
 }

@@ -3,7 +3,8 @@
 // on the last reply, Edit on every message of the person's, and swiping between versions.
 
 import { $, apiJson, button, el } from "./api.js";
-import { personaName } from "./shared.js";
+import { forgetControl } from "./forget.js";
+import { personaName, setStatus } from "./shared.js";
 import { renderMarkdown } from "./markdown.js";
 
 const list = $("messages");
@@ -49,8 +50,21 @@ function buildMessage(message, personaId) {
     renderMarkdown(body, message.content);
     item.append(body);
     sources.set(item, message.content);
+    if (message.id) item.append(messageForget(item, message));
   }
   return item;
+}
+
+// Delete forever for one message (B4): with everything derived from it, after the phrase.
+function messageForget(item, message) {
+  const who = message.role === "user" ? "your message" : "this reply";
+  const control = forgetControl("Delete forever", { target: "message", id: message.id },
+    `Delete ${who} forever`, () => {
+      item.remove();
+      refreshActions();
+    }, setStatus);
+  control.classList.add("message-forget");
+  return control;
 }
 
 // Keeps a bubble's data in step with a saved message (id, version count, chosen version).

@@ -4,7 +4,7 @@
 // threads per list, "Show more" the next, so the list works the same with ten threads or 100,000.
 
 import { $, apiJson, button, el, formatDate } from "./api.js";
-import { forgetControl } from "./forget.js";
+import { forgetControl, periodForm } from "./forget.js";
 import { conversationTitle, openConversation, setStatus, shared } from "./shared.js";
 import { closePanels } from "./layout.js";
 
@@ -364,6 +364,7 @@ ui.newFolder.addEventListener("submit", async (event) => {
   }
 });
 
+$("forget-period-form").append(periodForm(loadConversations, setStatus));
 ui.trash.addEventListener("toggle", () => {
   if (!ui.trash.open) return;
   loadList("trash", { trashed: "true" }).then(() => {
