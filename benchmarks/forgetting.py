@@ -115,7 +115,8 @@ def forget_part(home: str, messages: int, repeat: int) -> None:
         if model is not None:
             from hearth.retrieval.semantic import embed_pending
 
-            embed_pending(me.store, HashedEmbedder(model[0], 384), user_id=me.user_id)
+            # follow: as the background job does, only the turns after the newest vector.
+            embed_pending(me.store, HashedEmbedder(model[0], 384), user_id=me.user_id, follow=True)
         return conversation.id
 
     trash, plain, forget, compaction = [], [], [], []

@@ -87,7 +87,7 @@ def test_b4_b5_delete_one_message_and_a_period_forever_and_the_canary_is_gone(pa
     # One message: its own "Delete forever", the counts, the phrase.
     goto(page, base + f"/#conversation-{thread.id}")
     bubble = page.locator(".message.role-user", has_text=said)
-    bubble.get_by_role("button", name="Delete your message forever").click()
+    bubble.get_by_role("button", name="Delete forever: your message").click()
     expect(bubble.locator(".forget-confirm")).to_contain_text("This removes 1 message")
     bubble.get_by_role("textbox", name="Type FORGET FOREVER to confirm").fill("FORGET FOREVER")
     bubble.get_by_role("button", name="Delete forever").click()
@@ -103,11 +103,11 @@ def test_b4_b5_delete_one_message_and_a_period_forever_and_the_canary_is_gone(pa
     # A period of time: everything begun in it goes, after the same confirmation.
     page.locator("#forget-period summary").click()
     period = page.locator("#forget-period")
-    period.get_by_role("button", name="Forget everything in this period forever").click()
+    period.get_by_role("button", name="Forget this period: everything in it, forever").click()
     expect(page.locator("#status")).to_contain_text("Choose the first and the last day")
     period.get_by_label("Forget from (first day)").fill("2021-03-01")
     period.get_by_label("Forget until (last day)").fill("2021-03-10")
-    period.get_by_role("button", name="Forget everything in this period forever").click()
+    period.get_by_role("button", name="Forget this period: everything in it, forever").click()
     expect(period.locator(".forget-confirm")).to_contain_text("1 conversation, 2 messages")
     period.get_by_role("textbox", name="Type FORGET FOREVER to confirm").fill("forget forever")
     period.get_by_role("button", name="Delete forever").click()

@@ -81,6 +81,6 @@ export function periodForm(onDone, report) {
   };
   form.append(el("p", "small muted", "Forget everything between two dates: conversations begun then, "
     + "messages, memories, archive documents, searches and suggestions from those days."), row,
-  forgetControl("Forget this period", what, "Forget everything in this period forever", onDone, report));
+  forgetControl("Forget this period", what, "Forget this period: everything in it, forever", onDone, report));
   return form;
 }

@@ -229,6 +229,10 @@ export function conflictView(p, decide) {
   pair.append(mine, theirs);
   const verdict = c.relation === "contradiction" ? "These disagree" : "These look like the same fact";
   box.append(el("p", "small", `${verdict} (${c.reason}).`), pair);
+  if (c.fallback) {
+    // The model judge was configured but failed: say that only the offline rules decided.
+    box.append(el("p", "small muted judge-fallback", `Checked by the offline rules only: the model check failed (${c.fallback}).`));
+  }
   const actions = el("div", "inline-row");
   actions.append(
     button("Merge", () => decide("merge"), "primary", `Merge into memory #${c.memory_id}`),

@@ -59,7 +59,7 @@ function buildMessage(message, personaId) {
 function messageForget(item, message) {
   const who = message.role === "user" ? "your message" : "this reply";
   const control = forgetControl("Delete forever", { target: "message", id: message.id },
-    `Delete ${who} forever`, () => {
+    `Delete forever: ${who}`, () => {
       item.remove();
       refreshActions();
     }, setStatus);
