@@ -38,7 +38,9 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as home:
-        hearth = Hearth(Settings.resolve({"home": home}, environ={}), provider=StopwatchProvider())
+        # Every memory is in each prompt: the input limit must hold them all (about 12 tokens each).
+        settings = Settings.resolve({"home": home, "input_token_limit": 20 * args.memories + 50_000}, environ={})
+        hearth = Hearth(settings, provider=StopwatchProvider())
         me = hearth.scope()
         persona = me.personas.create("bench")
         start = time.perf_counter()

@@ -7,6 +7,7 @@ systems and are read without the prefix (``HANDOFF_PER_MESSAGE_CHARACTER_LIMIT``
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import tomllib
@@ -51,6 +52,10 @@ class Settings:
     max_import_bytes: int = 200_000_000  # uploads to /api/imports (exports, cards) may be larger
     max_message_chars: int = 100_000
     insecure_no_auth: bool = False
+    # Reverse proxies whose X-Forwarded-For / -Proto headers are believed (comma-separated addresses
+    # or networks, "*" for any). Empty: none, so a client cannot pick its own address and reset the
+    # per-address login limit by rotating a header.
+    trusted_proxies: str = ""
     # The web UI's npm-installed files; "" means build/vendor/ of the source checkout.
     web_vendor_dir: str = ""
     # OpenAI-compatible endpoint (X1): also list the provider's model name in /v1/models.
@@ -160,6 +165,12 @@ class Settings:
             value = getattr(self, name)
             if value and not value.startswith(("http://", "https://")):
                 raise ConfigError(f"{name} must start with http:// or https://")
+        for entry in filter(None, (e.strip() for e in self.trusted_proxies.split(","))):
+            if entry != "*":
+                try:
+                    ipaddress.ip_network(entry, strict=False)
+                except ValueError:
+                    raise ConfigError(f"trusted_proxies: {entry!r} is not an address or network (or *)") from None
         if self.input_token_limit < 0:
             raise ConfigError("input_token_limit must be zero (automatic) or positive")
         if not 1 <= self.timeline_history_event_limit <= 10_000:
@@ -194,6 +205,7 @@ _ENV = {
     "HEARTH_MAX_IMPORT_BYTES": "max_import_bytes",
     "HEARTH_MAX_MESSAGE_CHARS": "max_message_chars",
     "HEARTH_WEB_VENDOR_DIR": "web_vendor_dir",
+    "HEARTH_TRUSTED_PROXIES": "trusted_proxies",
     "HEARTH_V1_PROVIDER_MODELS": "v1_provider_models",
     "HEARTH_PUBLIC_URL": "public_url",
     "TWILIO_ACCOUNT_SID": "twilio_account_sid",

@@ -51,8 +51,11 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
     folder = vendor.vendor_dir(settings)
     if vendor.missing(folder):
         err_console.print(f"Warning: {vendor.missing_message(folder)}", markup=False)
+    # uvicorn believes X-Forwarded-For from loopback by default; Hearth only from configured proxies.
+    trusted = settings.trusted_proxies.strip()
     server = uvicorn.Server(uvicorn.Config(create_app(settings, hearth), host=settings.host,
-                                           port=settings.port, log_level="warning"))
+                                           port=settings.port, log_level="warning",
+                                           proxy_headers=bool(trusted), forwarded_allow_ips=trusted or None))
 
     def after_start() -> None:
         # Maintenance must never delay the port (P7): wait until the server is accepting requests.

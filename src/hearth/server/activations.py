@@ -93,12 +93,12 @@ def list_runs(scope: Scope = Depends(current_scope)) -> list[dict]:
     return scope.activations.runs()
 
 
-@router.patch("/{activation_id}", response_model=ActivationOut)
+@router.patch("/{activation_id:int}", response_model=ActivationOut)
 def set_enabled(activation_id: IdPath, body: EnabledIn, scope: Scope = Depends(current_scope)) -> dict:
     return plain(scope.activations.set_enabled(activation_id, body.enabled))
 
 
-@router.delete("/{activation_id}", status_code=204)
+@router.delete("/{activation_id:int}", status_code=204)
 def remove_activation(activation_id: IdPath, scope: Scope = Depends(current_scope)) -> Response:
     scope.activations.remove(activation_id)
     return Response(status_code=204)

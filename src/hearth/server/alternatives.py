@@ -47,14 +47,14 @@ def _owned_message(scope: Scope, conversation_id: int, message_id: int) -> None:
         raise NotFound(f"no message {message_id}")
 
 
-@router.post("/{conversation_id}/regenerate", response_class=StreamingResponse, responses=SSE_RESPONSES)
+@router.post("/{conversation_id:int}/regenerate", response_class=StreamingResponse, responses=SSE_RESPONSES)
 def regenerate(conversation_id: IdPath, body: RetryIn | None = None,
                scope: Scope = Depends(current_scope)) -> StreamingResponse:
     """Write another version of the last reply; the earlier versions stay to swipe back to."""
     return _stream(scope.regenerate_stream(conversation_id, channel=body.channel if body else "web"))
 
 
-@router.post("/{conversation_id}/messages/{message_id}/edit", response_class=StreamingResponse,
+@router.post("/{conversation_id:int}/messages/{message_id:int}/edit", response_class=StreamingResponse,
              responses=SSE_RESPONSES)
 def edit(conversation_id: IdPath, message_id: IdPath, body: EditIn,
          scope: Scope = Depends(current_scope)) -> StreamingResponse:
@@ -64,19 +64,19 @@ def edit(conversation_id: IdPath, message_id: IdPath, body: EditIn,
     return _stream(scope.edit_stream(conversation_id, message_id, body.text, channel=body.channel))
 
 
-@router.post("/{conversation_id}/partial", response_model=MessageOut, status_code=201)
+@router.post("/{conversation_id:int}/partial", response_model=MessageOut, status_code=201)
 def keep_partial(conversation_id: IdPath, body: PartialIn, scope: Scope = Depends(current_scope)) -> dict:
     """Keep what arrived of a stopped reply, marked ``partial``."""
     return plain_message(scope.keep_partial_reply(conversation_id, body.text))
 
 
-@router.get("/{conversation_id}/messages/{message_id}/alternatives", response_model=list[AlternativeOut])
+@router.get("/{conversation_id:int}/messages/{message_id:int}/alternatives", response_model=list[AlternativeOut])
 def alternatives(conversation_id: IdPath, message_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
     _owned_message(scope, conversation_id, message_id)
     return [a.to_dict() for a in scope.alternatives(message_id)]
 
 
-@router.post("/{conversation_id}/messages/{message_id}/alternatives/{position}/choose", response_model=MessageOut)
+@router.post("/{conversation_id:int}/messages/{message_id:int}/alternatives/{position:int}/choose", response_model=MessageOut)
 def choose(conversation_id: IdPath, message_id: IdPath, position: Annotated[int, Path(ge=0, le=MAX_ID)],
            scope: Scope = Depends(current_scope)) -> dict:
     """Swipe: this version is what the thread shows and what later requests read. For a message of

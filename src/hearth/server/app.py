@@ -23,6 +23,7 @@ from starlette.types import Scope as AsgiScope
 
 from .. import __version__
 from ..engine import Hearth
+from ..errors import TooLarge
 from ..settings import Settings
 from . import (
     activations,
@@ -38,6 +39,7 @@ from . import (
     imports,
     layers,
     memories,
+    openapi,
     personas,
     recall,
     timeline,
@@ -53,6 +55,37 @@ from .openai_compat import router as openai_router
 HERE = Path(__file__).parent
 log = logging.getLogger(__name__)
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Uploads of whole files (card PNGs, export zips, chat archives): binary, with their own size limit.
+UPLOAD_PATHS = frozenset({"/api/imports", "/api/archive/import"})
+# Answers that carry a person's data: never kept by a browser or proxy cache, never content-sniffed.
+NO_STORE_TYPES = (b"application/json", b"application/x-ndjson", b"text/event-stream", b"application/problem+json")
+
+
+class ResponseHeaders:
+    """ASGI middleware: ``nosniff`` on every answer and ``Cache-Control: no-store`` on every JSON
+    (and NDJSON, SSE) answer, errors, 404s, 405s and the ``/v1`` routes included."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                names = {name.lower() for name, _ in headers}
+                content_type = next((v for n, v in headers if n.lower() == b"content-type"), b"")
+                if b"x-content-type-options" not in names:
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                if content_type.startswith(NO_STORE_TYPES) and b"cache-control" not in names:
+                    headers.append((b"cache-control", b"no-store"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 class BodyGuard:
@@ -60,8 +93,8 @@ class BodyGuard:
 
     Bodies over ``max_bytes`` (by Content-Length or by what actually arrives) answer 413; API
     bodies that are not UTF-8 answer 400. The checked body is then replayed to the app, so no
-    route ever sees more than the limit. Uploads to ``/api/imports`` (card PNGs, export zips) are
-    binary and have their own limit, ``import_bytes``.
+    route ever sees more than the limit. Uploads (``UPLOAD_PATHS``: card PNGs, export zips, chat
+    archives) are binary, have their own limit, ``import_bytes``, and stream through uncopied.
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int, import_bytes: int | None = None):
@@ -73,7 +106,7 @@ class BodyGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        binary = scope["path"] == "/api/imports"
+        binary = scope["path"] in UPLOAD_PATHS
         limit = self.import_bytes if binary else self.default_max
         headers = Headers(scope=scope)
         if b"%00" in scope.get("query_string", b"").lower() or "\x00" in scope["path"]:
@@ -89,6 +122,9 @@ class BodyGuard:
             if int(declared) > limit:
                 await self._too_large(scope, receive, send, limit)
                 return
+        if binary:
+            await self.app(scope, self._counted(receive, limit), send)
+            return
         chunks: list[bytes] = []
         size = 0
         more = True
@@ -124,6 +160,22 @@ class BodyGuard:
 
         await self.app(scope, replay, send)
 
+    @staticmethod
+    def _counted(receive: Receive, limit: int) -> Receive:
+        """Uploads pass through as they arrive (never buffered here); past ``limit`` bytes the
+        route's read fails with TooLarge (413) before anything is imported."""
+        size = 0
+
+        async def counted() -> Message:
+            nonlocal size
+            message = await receive()
+            size += len(message.get("body", b""))
+            if size > limit:
+                raise TooLarge(f"the uploaded file is larger than {limit} bytes")
+            return message
+
+        return counted
+
     async def _too_large(self, scope: AsgiScope, receive: Receive, send: Send, limit: int) -> None:
         await self._refuse(scope, receive, send, 413, "too_large", f"request body is larger than {limit} bytes")
 
@@ -157,9 +209,11 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
     templates = Jinja2Templates(directory=str(HERE / "templates"))
 
     errors.install(app)
+    openapi.install(app)  # the description documents every status the server really answers (U4)
     app.add_middleware(auth.AuthGuard, hearth=hearth)
-    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes,  # outermost: runs first
+    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes,
                        import_bytes=settings.max_import_bytes)
+    app.add_middleware(ResponseHeaders)  # outermost: also marks BodyGuard's and AuthGuard's refusals
 
     for router in (auth.router, personas.router, folders.router, continuity.router, conversations.router,
                    memories.snapshots, memories.router, conversations.events_router, layers.router, diagnostics.router,

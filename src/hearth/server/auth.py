@@ -36,7 +36,7 @@ from ..errors import AuthError, ConfigError, Conflict, Forbidden, RateLimited
 from ..settings import Settings
 from ..users import SESSION_DAYS
 from .errors import hearth_error_response
-from .models import IdPath, RequestModel
+from .models import IdPath, RequestModel, responses
 
 COOKIE = "hearth_session"
 CSRF_HEADER = "X-CSRF-Token"
@@ -310,7 +310,7 @@ def _user_out(hearth: Hearth, user_id: int) -> UserOut:
     return UserOut(id=user.id, name=user.name, is_owner=user.is_owner)
 
 
-@router.post("/login", response_model=LoginOut)
+@router.post("/login", response_model=LoginOut, responses=responses(401, 429, s401="Wrong user name or password"))
 def login(body: LoginIn, request: Request, response: Response) -> LoginOut:
     """Log in with a password; sets an HTTP-only session cookie and returns the CSRF token."""
     hearth = get_hearth(request)
@@ -369,7 +369,7 @@ def create_token(body: TokenIn, request: Request, scope: Scope = Depends(current
     return TokenCreated(id=row["id"], name=row["name"], token=token)
 
 
-@router.delete("/tokens/{token_id}", status_code=204, response_class=Response)
+@router.delete("/tokens/{token_id:int}", status_code=204, response_class=Response)
 def revoke_token(token_id: IdPath, request: Request, scope: Scope = Depends(current_scope)) -> Response:
     get_hearth(request).users.revoke_token(scope.user_id, token_id)
     return Response(status_code=204)

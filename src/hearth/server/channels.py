@@ -54,7 +54,7 @@ def add_contact(body: ContactIn, scope: Scope = Depends(current_scope)) -> dict:
     return plain(scope.contacts.add(body.channel, body.address, body.persona_id))
 
 
-@router.delete("/contacts/{contact_id}", status_code=204)
+@router.delete("/contacts/{contact_id:int}", status_code=204)
 def remove_contact(contact_id: IdPath, scope: Scope = Depends(current_scope)) -> Response:
     scope.contacts.remove(contact_id)
     return Response(status_code=204)
@@ -64,7 +64,7 @@ class CallOut(BaseModel):
     call_sid: str
 
 
-@router.post("/contacts/{contact_id}/call", response_model=CallOut, status_code=201)
+@router.post("/contacts/{contact_id:int}/call", response_model=CallOut, status_code=201)
 def call_contact(contact_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     """Ring a phone contact (E10); the answered call becomes a voice session in the same thread."""
     from ..voice import call
@@ -72,12 +72,12 @@ def call_contact(contact_id: IdPath, scope: Scope = Depends(current_scope)) -> d
     return {"call_sid": call(scope, contact_id)}
 
 
-@router.get("/personas/{persona_id}", response_model=dict[str, bool])
+@router.get("/personas/{persona_id:int}", response_model=dict[str, bool])
 def persona_channels(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> dict[str, bool]:
     return scope.persona_channels.get(persona_id)
 
 
-@router.put("/personas/{persona_id}", response_model=dict[str, bool])
+@router.put("/personas/{persona_id:int}", response_model=dict[str, bool])
 def set_persona_channel(persona_id: IdPath, body: AnswersIn, scope: Scope = Depends(current_scope)) -> dict:
     return scope.persona_channels.set(persona_id, body.channel, body.answers)
 

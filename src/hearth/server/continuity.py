@@ -93,7 +93,7 @@ def new_chat(body: NewChatIn | None = None, scope: Scope = Depends(current_scope
     return data
 
 
-@router.post("/api/conversations/{conversation_id}/branch", response_model=BranchOut)
+@router.post("/api/conversations/{conversation_id:int}/branch", response_model=BranchOut)
 def branch(conversation_id: IdPath, body: BranchIn, scope: Scope = Depends(current_scope)) -> dict:
     """Branch / Fresh Chat from this conversation (H7); idempotent per retry key (H8)."""
     data = scope.branch(conversation_id, body.retry_key, body.title).to_dict()
@@ -101,13 +101,13 @@ def branch(conversation_id: IdPath, body: BranchIn, scope: Scope = Depends(curre
     return data
 
 
-@router.post("/api/conversations/{conversation_id}/shield", response_model=ConversationOut)
+@router.post("/api/conversations/{conversation_id:int}/shield", response_model=ConversationOut)
 def shield(conversation_id: IdPath, body: ShieldIn | None = None, scope: Scope = Depends(current_scope)) -> dict:
     """Shield from automatic continuity (default) or, with ``{"shielded": false}``, release (V2, V3)."""
     return plain(scope.conversations.set_shielded(conversation_id, body.shielded if body else True))
 
 
-@router.post("/api/conversations/{conversation_id}/shield/release", response_model=ConversationOut)
+@router.post("/api/conversations/{conversation_id:int}/shield/release", response_model=ConversationOut)
 def release_shield(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     """Explicit release; affected stored prompts are refreshed before this answers (V3)."""
     return plain(scope.conversations.set_shielded(conversation_id, False))

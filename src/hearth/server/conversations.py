@@ -142,41 +142,41 @@ def create_conversation(body: ConversationCreate, scope: Scope = Depends(current
     return plain(scope.conversations.create(body.persona_id, title=body.title, folder_id=body.folder_id))
 
 
-@router.get("/{conversation_id}", response_model=ConversationOut)
+@router.get("/{conversation_id:int}", response_model=ConversationOut)
 def get_conversation(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     return plain(scope.conversations.get(conversation_id))
 
 
-@router.post("/{conversation_id}/rename", response_model=ConversationOut)
+@router.post("/{conversation_id:int}/rename", response_model=ConversationOut)
 def rename_conversation(conversation_id: IdPath, body: Rename, scope: Scope = Depends(current_scope)) -> dict:
     """Titles are stored as given; the web UI always shows them as plain text."""
     return plain(scope.conversations.rename(conversation_id, body.title))
 
 
-@router.post("/{conversation_id}/move", response_model=ConversationOut)
+@router.post("/{conversation_id:int}/move", response_model=ConversationOut)
 def move_conversation(conversation_id: IdPath, body: Move, scope: Scope = Depends(current_scope)) -> dict:
     return plain(scope.conversations.move(conversation_id, body.folder_id))
 
 
-@router.post("/{conversation_id}/trash", response_model=ConversationOut)
+@router.post("/{conversation_id:int}/trash", response_model=ConversationOut)
 def trash_conversation(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     return plain(scope.conversations.trash(conversation_id))
 
 
-@router.post("/{conversation_id}/restore", response_model=ConversationOut)
+@router.post("/{conversation_id:int}/restore", response_model=ConversationOut)
 def restore_conversation(conversation_id: IdPath, body: Restore | None = None,
                          scope: Scope = Depends(current_scope)) -> dict:
     return plain(scope.conversations.restore(conversation_id, shielded=body.shielded if body else True))
 
 
-@router.post("/{conversation_id}/end", response_model=ConversationOut)
+@router.post("/{conversation_id:int}/end", response_model=ConversationOut)
 def end_conversation(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     """An explicit boundary (C4): history stays readable, new messages are refused."""
     return plain(scope.conversations.end(conversation_id))
 
 
 # -- messages and sending ------------------------------------------------------------------------
-@router.get("/{conversation_id}/messages", response_model=MessagesOut)
+@router.get("/{conversation_id:int}/messages", response_model=MessagesOut)
 def list_messages(
     conversation_id: IdPath,
     scope: Scope = Depends(current_scope),
@@ -198,7 +198,7 @@ def plain_message(message: Any) -> dict:
             "channel": message.channel, "created_at": message.created_at, "metadata": message.metadata}
 
 
-@router.post("/{conversation_id}/messages", response_class=StreamingResponse, responses=SSE_RESPONSES)
+@router.post("/{conversation_id:int}/messages", response_class=StreamingResponse, responses=SSE_RESPONSES)
 def send_message(conversation_id: IdPath, body: SendIn, scope: Scope = Depends(current_scope)) -> StreamingResponse:
     """Save the message and stream the reply as server-sent events."""
     events = scope.send_stream(conversation_id, body.text, channel=body.channel,
@@ -206,7 +206,7 @@ def send_message(conversation_id: IdPath, body: SendIn, scope: Scope = Depends(c
     return _stream(events)
 
 
-@router.post("/{conversation_id}/retry", response_class=StreamingResponse, responses=SSE_RESPONSES)
+@router.post("/{conversation_id:int}/retry", response_class=StreamingResponse, responses=SSE_RESPONSES)
 def retry_reply(conversation_id: IdPath, body: RetryIn | None = None,
                 scope: Scope = Depends(current_scope)) -> StreamingResponse:
     """Answer the last unanswered user message again, e.g. after a provider error (PR5)."""
@@ -240,18 +240,18 @@ def _sse(first: SendEvent, events: Iterator[SendEvent]) -> Iterator[bytes]:
 
 
 # -- diagnostics ---------------------------------------------------------------------------------
-@router.get("/{conversation_id}/request-size", response_model=RequestSizeOut)
+@router.get("/{conversation_id:int}/request-size", response_model=RequestSizeOut)
 def request_size(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     """The last request-size details (R2): numbers only."""
     return {"size": scope.request_size(conversation_id)}
 
 
-@router.get("/{conversation_id}/estimate", response_model=Estimate)
+@router.get("/{conversation_id:int}/estimate", response_model=Estimate)
 def estimate(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     return scope.visible_estimate(conversation_id)
 
 
-@router.get("/{conversation_id}/events", response_model=list[EventOut])
+@router.get("/{conversation_id:int}/events", response_model=list[EventOut])
 def conversation_events(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
     """The conversation's ledger events (kinds, ids and numbers; message text is not repeated)."""
     scope.conversations.get(conversation_id)

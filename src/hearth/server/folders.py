@@ -46,12 +46,12 @@ def create_folder(body: FolderCreate, scope: Scope = Depends(current_scope)) -> 
     return plain(scope.folders.create(body.name, hidden=body.hidden))
 
 
-@router.get("/{folder_id}", response_model=FolderOut)
+@router.get("/{folder_id:int}", response_model=FolderOut)
 def get_folder(folder_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     return plain(scope.folders.get(folder_id))
 
 
-@router.patch("/{folder_id}", response_model=FolderOut)
+@router.patch("/{folder_id:int}", response_model=FolderOut)
 def update_folder(folder_id: IdPath, body: FolderUpdate, scope: Scope = Depends(current_scope)) -> dict:
     """Rename, hide or show a folder; conversations in a hidden folder leave automatic continuity (V1)."""
     with scope.store.write():
@@ -62,7 +62,7 @@ def update_folder(folder_id: IdPath, body: FolderUpdate, scope: Scope = Depends(
         return plain(scope.folders.get(folder_id))
 
 
-@router.delete("/{folder_id}", response_model=FolderDeleted)
+@router.delete("/{folder_id:int}", response_model=FolderDeleted)
 def delete_folder(folder_id: IdPath, scope: Scope = Depends(current_scope),
                   threads: Literal["keep", "trash"] = Query(description=(
                       "keep: its threads leave the folder; trash: they go to the trash"))) -> dict:

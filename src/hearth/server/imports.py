@@ -27,7 +27,7 @@ from ..errors import HearthError, InvalidInput
 from ..imports import FORMATS, FileReport
 from .auth import current_scope
 from .errors import error_body
-from .models import IdPath, OptionalIdQuery
+from .models import IdPath, OptionalIdQuery, responses
 
 router = APIRouter(tags=["imports"])
 
@@ -93,7 +93,7 @@ def _streamed(run: Any) -> Iterator[bytes]:
         yield (json.dumps(event, separators=(",", ":")) + "\n").encode()
 
 
-@router.get("/api/exports/personas/{persona_id}/card", response_class=Response,
+@router.get("/api/exports/personas/{persona_id:int}/card", response_class=Response,
             responses={200: {"content": {"image/png": {}, "application/json": {}}}})
 def export_card(persona_id: IdPath, format: Annotated[str, Query(pattern="^(png|json)$")] = "png",
                 scope: Scope = Depends(current_scope)) -> Response:
@@ -106,7 +106,7 @@ def export_card(persona_id: IdPath, format: Annotated[str, Query(pattern="^(png|
                     headers={"Content-Disposition": f'attachment; filename="{persona.name}.png"'})
 
 
-@router.get("/api/exports/lorebook")
+@router.get("/api/exports/lorebook", responses=responses(404, s404="No fragments in that book"))
 def export_lorebook(book: Annotated[str | None, Query(min_length=1, max_length=60)] = None,
                     scope: Scope = Depends(current_scope)) -> JSONResponse:
     """Fragments as a SillyTavern World Info file: one book (a fragment category) or all."""

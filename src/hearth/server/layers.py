@@ -95,20 +95,20 @@ def add_status_field(body: FieldIn, scope: Scope = Depends(current_scope)) -> di
     return scope.layers.household.add_field(body.name, body.options, body.aliases, body.value).to_dict()
 
 
-@router.patch("/api/status/{field_id}", response_model=FieldOut)
+@router.patch("/api/status/{field_id:int}", response_model=FieldOut)
 def edit_status_field(field_id: IdPath, body: FieldEdit, scope: Scope = Depends(current_scope)) -> dict:
     return scope.layers.household.edit_field(field_id, name=body.name, options=body.options,
                                              aliases=body.aliases).to_dict()
 
 
-@router.put("/api/status/{field_id}/value", response_model=FieldOut)
+@router.put("/api/status/{field_id:int}/value", response_model=FieldOut)
 def set_status_value(field_id: IdPath, body: ValueIn, scope: Scope = Depends(current_scope)) -> dict:
     """Set (toggle) a value; the previous value is retired into history, never overwritten."""
     return scope.layers.household.set(field_id, body.value, valid_from=body.valid_from,
                                       correction=body.correction).to_dict()
 
 
-@router.delete("/api/status/{field_id}", status_code=204)
+@router.delete("/api/status/{field_id:int}", status_code=204)
 def remove_status_field(field_id: IdPath, scope: Scope = Depends(current_scope)) -> None:
     scope.layers.household.remove_field(field_id)
 
@@ -187,7 +187,7 @@ class SummaryOut(BaseModel):
     invalidated_at: str | None
 
 
-@router.get("/api/conversations/{conversation_id}/live-context", response_model=LiveContextView)
+@router.get("/api/conversations/{conversation_id:int}/live-context", response_model=LiveContextView)
 def get_live_context(conversation_id: IdPath, opened: bool = Query(default=False, description=(
         "Set when the thread is opened or switched to: a stale state queues a refresh")),
         scope: Scope = Depends(current_scope)) -> dict:
@@ -199,36 +199,36 @@ def get_live_context(conversation_id: IdPath, opened: bool = Query(default=False
     return {"live_context": state.to_dict() if state else None, "refresh_queued": queued}
 
 
-@router.put("/api/conversations/{conversation_id}/live-context", response_model=LiveContextOut)
+@router.put("/api/conversations/{conversation_id:int}/live-context", response_model=LiveContextOut)
 def set_live_context(conversation_id: IdPath, body: LiveContextIn, scope: Scope = Depends(current_scope)) -> dict:
     """Edit by hand; omitted fields keep their value."""
     return scope.layers.live_context.set(conversation_id, **body.model_dump()).to_dict()
 
 
-@router.post("/api/conversations/{conversation_id}/nudges", response_model=NudgeOut, status_code=201)
+@router.post("/api/conversations/{conversation_id:int}/nudges", response_model=NudgeOut, status_code=201)
 def add_nudge(conversation_id: IdPath, body: NudgeIn, scope: Scope = Depends(current_scope)) -> dict:
     return scope.layers.live_context.add_nudge(conversation_id, body.text).to_dict()
 
 
-@router.get("/api/conversations/{conversation_id}/nudges", response_model=list[NudgeOut])
+@router.get("/api/conversations/{conversation_id:int}/nudges", response_model=list[NudgeOut])
 def list_nudges(conversation_id: IdPath, status: Literal["open", "used", "dropped"] | None = None,
                 scope: Scope = Depends(current_scope)) -> list[dict]:
     return [n.to_dict() for n in scope.layers.live_context.nudges(conversation_id, status)]
 
 
-@router.delete("/api/conversations/{conversation_id}/nudges/{nudge_id}", status_code=204)
+@router.delete("/api/conversations/{conversation_id:int}/nudges/{nudge_id:int}", status_code=204)
 def drop_nudge(conversation_id: IdPath, nudge_id: IdPath, scope: Scope = Depends(current_scope)) -> None:
     scope.layers.live_context.drop_nudge(conversation_id, nudge_id)
 
 
-@router.get("/api/conversations/{conversation_id}/summary", response_model=SummaryOut | None)
+@router.get("/api/conversations/{conversation_id:int}/summary", response_model=SummaryOut | None)
 def get_summary(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict | None:
     """The rolling summary in force: the newest one still valid for the thread's history."""
     found = scope.layers.summaries.current(conversation_id)
     return found.to_dict() if found else None
 
 
-@router.get("/api/conversations/{conversation_id}/summaries", response_model=list[SummaryOut])
+@router.get("/api/conversations/{conversation_id:int}/summaries", response_model=list[SummaryOut])
 def summary_history(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
     return [s.to_dict() for s in scope.layers.summaries.history(conversation_id)]
 
@@ -293,17 +293,17 @@ def add_fragment(body: FragmentIn, scope: Scope = Depends(current_scope)) -> dic
                                       enabled=body.enabled).to_dict()
 
 
-@router.get("/api/fragments/{fragment_id}", response_model=FragmentOut)
+@router.get("/api/fragments/{fragment_id:int}", response_model=FragmentOut)
 def get_fragment(fragment_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     return scope.layers.fragments.get(fragment_id).to_dict()
 
 
-@router.patch("/api/fragments/{fragment_id}", response_model=FragmentOut)
+@router.patch("/api/fragments/{fragment_id:int}", response_model=FragmentOut)
 def edit_fragment(fragment_id: IdPath, body: FragmentEdit, scope: Scope = Depends(current_scope)) -> dict:
     return scope.layers.fragments.edit(fragment_id, **body.model_dump()).to_dict()
 
 
-@router.delete("/api/fragments/{fragment_id}", status_code=204)
+@router.delete("/api/fragments/{fragment_id:int}", status_code=204)
 def remove_fragment(fragment_id: IdPath, scope: Scope = Depends(current_scope)) -> None:
     scope.layers.fragments.remove(fragment_id)
 
@@ -343,17 +343,17 @@ def request_review(body: ReviewRequest, scope: Scope = Depends(current_scope)) -
     return {"job_id": scope.layers.review.request(body.conversation_id)}
 
 
-@router.get("/api/review/{proposal_id}", response_model=ProposalOut)
+@router.get("/api/review/{proposal_id:int}", response_model=ProposalOut)
 def get_proposal(proposal_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     return scope.layers.review.get(proposal_id).to_dict()
 
 
-@router.post("/api/review/{proposal_id}/approve", response_model=ProposalOut)
+@router.post("/api/review/{proposal_id:int}/approve", response_model=ProposalOut)
 def approve_proposal(proposal_id: IdPath, body: ApproveIn | None = None, scope: Scope = Depends(current_scope)) -> dict:
     return scope.layers.review.approve(proposal_id, body.edits if body else None).to_dict()
 
 
-@router.post("/api/review/{proposal_id}/dismiss", response_model=ProposalOut)
+@router.post("/api/review/{proposal_id:int}/dismiss", response_model=ProposalOut)
 def dismiss_proposal(proposal_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     return scope.layers.review.dismiss(proposal_id).to_dict()
 

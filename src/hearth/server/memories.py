@@ -144,55 +144,55 @@ def memories_as_of(date: str = Query(max_length=40, description="ISO date or dat
     return [plain(v) for v in scope.memories.as_of(date, mode)]
 
 
-@router.get("/{memory_id}", response_model=MemoryOut)
+@router.get("/{memory_id:int}", response_model=MemoryOut)
 def get_memory(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     return plain(scope.memories.get(memory_id))
 
 
-@router.patch("/{memory_id}", response_model=MemorySaved)
+@router.patch("/{memory_id:int}", response_model=MemorySaved)
 def edit_memory(memory_id: IdPath, body: MemoryEdit, scope: Scope = Depends(current_scope)) -> dict:
     memory, rebuilt = scope.memories.edit(memory_id, **body.model_dump(exclude_unset=True))
     return {"memory": plain(memory), "prompts_rebuilt": rebuilt}
 
 
-@router.post("/{memory_id}/end", response_model=MemorySaved)
+@router.post("/{memory_id:int}/end", response_model=MemorySaved)
 def end_memory(memory_id: IdPath, body: EndIn, scope: Scope = Depends(current_scope)) -> dict:
     """It stopped being true: it leaves every prompt that holds it; its history stays (B1)."""
     memory, rebuilt = scope.memories.end(memory_id, body.valid_until)
     return {"memory": plain(memory), "prompts_rebuilt": rebuilt}
 
 
-@router.get("/{memory_id}/history", response_model=list[VersionOut])
+@router.get("/{memory_id:int}/history", response_model=list[VersionOut])
 def memory_history(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
     """Every version, newest first, with what changed, when and by whom (B2)."""
     return [plain(v) for v in scope.memories.history(memory_id)]
 
 
-@router.post("/{memory_id}/restore", response_model=MemorySaved)
+@router.post("/{memory_id:int}/restore", response_model=MemorySaved)
 def restore_memory(memory_id: IdPath, body: RestoreIn, scope: Scope = Depends(current_scope)) -> dict:
     """Make an older version current again, as a new version (B2 undo)."""
     memory, rebuilt = scope.memories.restore(memory_id, body.version)
     return {"memory": plain(memory), "prompts_rebuilt": rebuilt}
 
 
-@router.delete("/{memory_id}", response_model=Count)
+@router.delete("/{memory_id:int}", response_model=Count)
 def delete_memory(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     """Gone from every snapshot and stored prompt (M2)."""
     return {"prompts_rebuilt": scope.memories.delete(memory_id)}
 
 
-@router.post("/{memory_id}/move", response_model=list[MemoryOut])
+@router.post("/{memory_id:int}/move", response_model=list[MemoryOut])
 def move_memory(memory_id: IdPath, body: MoveIn, scope: Scope = Depends(current_scope)) -> list[dict]:
     return [plain(m) for m in scope.memories.move(memory_id, body.position)]
 
 
-@snapshots.get("/{conversation_id}/snapshot", response_model=SnapshotOut)
+@snapshots.get("/{conversation_id:int}/snapshot", response_model=SnapshotOut)
 def snapshot(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     info = scope.memories.snapshot_info(conversation_id)
     return {"info": plain(info), "memories": [plain(m) for m in scope.memories.snapshot(conversation_id)]}
 
 
-@snapshots.post("/{conversation_id}/snapshot/refresh", response_model=SnapshotInfoOut)
+@snapshots.post("/{conversation_id:int}/snapshot/refresh", response_model=SnapshotInfoOut)
 def refresh_snapshot(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     """Replace the thread's snapshot with the current eligible memories (M4)."""
     return plain(scope.memories.refresh(conversation_id))

@@ -14,9 +14,9 @@ import json
 import logging
 import secrets
 import time
-from typing import Any, Iterator, Literal
+from typing import Annotated, Any, Iterator, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -171,7 +171,7 @@ def list_models(request: Request, scope: Scope = Depends(current_scope)) -> dict
 
 
 @router.get("/models/{model}", response_model=ModelOut, responses={401: ERRORS[401], 404: ERRORS[404]})
-def get_model(model: str, request: Request, scope: Scope = Depends(current_scope)) -> dict:
+def get_model(model: Annotated[str, Path(min_length=1, max_length=300)], request: Request, scope: Scope = Depends(current_scope)) -> dict:
     provider_models = get_hearth(request).settings.v1_provider_models
     for m in scope.clients.models(provider_models=provider_models):
         if m.id == model:

@@ -89,24 +89,24 @@ def create_persona(body: PersonaCreate, scope: Scope = Depends(current_scope)) -
     return plain(scope.personas.create(name, values.pop("display_name", None), **values))
 
 
-@router.get("/{persona_id}", response_model=PersonaOut)
+@router.get("/{persona_id:int}", response_model=PersonaOut)
 def get_persona(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     return plain(scope.personas.get(persona_id))
 
 
-@router.patch("/{persona_id}", response_model=PersonaSaved)
+@router.patch("/{persona_id:int}", response_model=PersonaSaved)
 def update_persona(persona_id: IdPath, body: PersonaFields, scope: Scope = Depends(current_scope)) -> dict:
     persona, rebuilt = scope.update_persona(persona_id, **body.values())
     return {"persona": plain(persona), "prompts_rebuilt": rebuilt}
 
 
-@router.post("/{persona_id}/archive", response_model=PersonaOut)
+@router.post("/{persona_id:int}/archive", response_model=PersonaOut)
 def archive_persona(persona_id: IdPath, body: Archive | None = None, scope: Scope = Depends(current_scope)) -> dict:
     """Archive a persona (W3): its threads stay readable; it leaves the pickers and New Chat."""
     return plain(scope.personas.archive(persona_id, body.archived if body else True))
 
 
-@router.put("/{persona_id}/avatar", status_code=204, openapi_extra={"requestBody": {
+@router.put("/{persona_id:int}/avatar", status_code=204, openapi_extra={"requestBody": {
     "required": True, "content": {m: {"schema": {"type": "string", "format": "binary"}}
                                   for m in avatars.FORMATS.values()}}})
 async def put_avatar(persona_id: IdPath, request: Request, scope: Scope = Depends(current_scope)) -> Response:
@@ -117,7 +117,7 @@ async def put_avatar(persona_id: IdPath, request: Request, scope: Scope = Depend
     return Response(status_code=204)
 
 
-@router.get("/{persona_id}/avatar", response_class=Response,
+@router.get("/{persona_id:int}/avatar", response_class=Response,
             responses={200: {"content": {"image/png": {}}, "description": "The avatar image"}})
 def get_avatar(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> Response:
     found = scope.personas.avatar(persona_id)

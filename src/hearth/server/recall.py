@@ -92,13 +92,13 @@ def search_route(
     conversations: bool = True,
     date_from: DateQuery = None,
     date_to: DateQuery = None,
-    collection: Annotated[list[str] | None, Query(max_length=20)] = None,
+    collection: Annotated[list[str], Query(max_length=20)] = [],  # noqa: B006  (FastAPI copies defaults)
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
     scope: Scope = Depends(current_scope),
 ) -> dict:
     """Search conversations and the archive; shielded conversations only when asked (V2)."""
     outcome = scope.search(q, include_shielded=include_shielded, archive=archive, messages=conversations,
-                           date_from=date_from, date_to=date_to, collections=tuple(collection or ()), limit=limit)
+                           date_from=date_from, date_to=date_to, collections=tuple(collection), limit=limit)
     return {"query": outcome.query, "reliability": outcome.reliability, "log_id": outcome.log_id,
             "candidates": outcome.candidates, "results": [r.log_record() for r in outcome.results]}
 
@@ -114,7 +114,7 @@ def search_log_route(
     return [e.to_dict() for e in scope.search_log(limit=limit, before_id=before_id, origin=origin)]
 
 
-@router.get("/api/search-log/{entry_id}", response_model=LogEntryOut)
+@router.get("/api/search-log/{entry_id:int}", response_model=LogEntryOut)
 def search_log_entry_route(entry_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     return scope.search_log_entry(entry_id).to_dict()
 
@@ -127,12 +127,12 @@ def documents_route(collection: Annotated[str | None, Query(max_length=100)] = N
     return [plain(d) for d in scope.archive.list(collection, limit, offset)]
 
 
-@router.get("/api/archive/documents/{document_id}/chunks")
+@router.get("/api/archive/documents/{document_id:int}/chunks")
 def chunks_route(document_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
     return scope.archive.chunks(document_id)
 
 
-@router.delete("/api/archive/documents/{document_id}", status_code=204)
+@router.delete("/api/archive/documents/{document_id:int}", status_code=204)
 def delete_document_route(document_id: IdPath, scope: Scope = Depends(current_scope)) -> None:
     """The document, its chunks, their index rows and vectors, and search-log entries citing it (B4)."""
     scope.forget.delete_document(document_id)

@@ -140,21 +140,21 @@ async def timeline_live(request: Request, scope: Scope = Depends(current_scope),
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 
-@router.get("/api/conversations/{conversation_id}/context", response_model=ContextOut)
+@router.get("/api/conversations/{conversation_id:int}/context", response_model=ContextOut)
 def conversation_context(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     """The chat header's figures (E7): input usage as a percentage of the compaction threshold,
     whether a capsule is active, the last compaction time."""
     return scope.timeline.context(conversation_id)
 
 
-@router.get("/api/conversations/{conversation_id}/capsule", response_model=CapsuleOut)
+@router.get("/api/conversations/{conversation_id:int}/capsule", response_model=CapsuleOut)
 def conversation_capsule(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     """The latest continuity capsule (E3), for the owner to inspect; null before the first."""
     capsule = scope.timeline.capsule(conversation_id)
     return {"capsule": plain(capsule) if capsule else None}
 
 
-@router.post("/api/conversations/{conversation_id}/compact", response_model=CompactOut)
+@router.post("/api/conversations/{conversation_id:int}/compact", response_model=CompactOut)
 def compact_conversation(conversation_id: IdPath, body: CompactIn | None = None,
                          scope: Scope = Depends(current_scope)) -> dict:
     """Compact now (E7): the Responses compaction endpoint, then a capsule refresh. 409 while a

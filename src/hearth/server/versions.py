@@ -36,38 +36,38 @@ class VersionOut(BaseModel):
     created_at: str
 
 
-@router.get("/api/fragments/{fragment_id}/history", response_model=list[VersionOut])
+@router.get("/api/fragments/{fragment_id:int}/history", response_model=list[VersionOut])
 def fragment_history(fragment_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
     return [v.to_dict() for v in scope.layers.fragments.history(fragment_id)]
 
 
-@router.post("/api/fragments/{fragment_id}/restore", response_model=dict[str, Any])
+@router.post("/api/fragments/{fragment_id:int}/restore", response_model=dict[str, Any])
 def fragment_restore(fragment_id: IdPath, body: VersionIn, scope: Scope = Depends(current_scope)) -> dict:
     return scope.layers.fragments.restore(fragment_id, body.version).to_dict()
 
 
-@router.get("/api/personas/{persona_id}/history", response_model=list[VersionOut])
+@router.get("/api/personas/{persona_id:int}/history", response_model=list[VersionOut])
 def persona_history(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
     return [v.to_dict() for v in scope.personas.history(persona_id)]
 
 
-@router.post("/api/personas/{persona_id}/restore", response_model=dict[str, Any])
+@router.post("/api/personas/{persona_id:int}/restore", response_model=dict[str, Any])
 def persona_restore(persona_id: IdPath, body: VersionIn, scope: Scope = Depends(current_scope)) -> dict:
     """Apply an older version of the settings; the persona's stored prompts are rebuilt (P5)."""
     persona, rebuilt = scope.restore_persona(persona_id, body.version)
     return {"persona": persona.to_dict(), "prompts_rebuilt": rebuilt}
 
 
-@router.get("/api/status/{field_id}/versions", response_model=list[VersionOut])
+@router.get("/api/status/{field_id:int}/versions", response_model=list[VersionOut])
 def status_field_history(field_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
     return [v.to_dict() for v in scope.layers.household.field_history(field_id)]
 
 
-@router.post("/api/status/{field_id}/restore", response_model=dict[str, Any])
+@router.post("/api/status/{field_id:int}/restore", response_model=dict[str, Any])
 def status_field_restore(field_id: IdPath, body: VersionIn, scope: Scope = Depends(current_scope)) -> dict:
     return scope.layers.household.restore_field(field_id, body.version).to_dict()
 
 
-@router.post("/api/status/{field_id}/restore-value", response_model=dict[str, Any])
+@router.post("/api/status/{field_id:int}/restore-value", response_model=dict[str, Any])
 def status_value_restore(field_id: IdPath, body: ValueRestoreIn, scope: Scope = Depends(current_scope)) -> dict:
     return scope.layers.household.restore_value(field_id, body.value_id).to_dict()
