@@ -12,7 +12,7 @@ NPM ?= npm
 VENDOR := build/vendor
 VENDOR_STAMP := $(VENDOR)/.installed
 
-.PHONY: install dev vendor run lint test test-all bench requirements chromium clean
+.PHONY: install dev vendor run lint test test-all fuzz bench requirements chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,11 @@ test: dev chromium lint
 
 test-all: dev chromium lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+# The HTTP API's schemathesis fuzz (tests/test_api_fuzz.py) with many more examples, new ones each run.
+FUZZ_EXAMPLES ?= 60
+fuzz: dev
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_RANDOM=1 $(BIN)/python -m pytest -q tests/test_api_fuzz.py
 
 bench: dev
 	$(BIN)/python benchmarks/run_quick.py

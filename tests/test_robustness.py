@@ -117,8 +117,10 @@ def test_u3_out_of_range_ids_are_422_at_the_edge_and_invalid_input_in_the_librar
     with unchanged(hearth):
         for url in (f"/api/status/history?field_id={too_big}", f"/api/conversations/{too_big}",
                     f"/api/conversations?folder_id={too_big}", f"/api/search-log?before_id={too_big}",
-                    f"/api/memories/{too_big}", "/api/status/history?field_id=0", "/api/conversations/-1"):
+                    f"/api/memories/{too_big}", "/api/status/history?field_id=0", "/api/conversations/0"):
             assert_error(client.get(url), 422, "invalid_input")
+        # A path segment that is not digits is no id: no route matches it.
+        assert_error(client.get("/api/conversations/-1"), 404, "not_found")
         for body in ({"persona_id": too_big}, {"folder_id": too_big}, {"folder_id": 0}):
             assert_error(client.post("/api/conversations", json=body), 422, "invalid_input")
         assert_error(client.post(f"/api/conversations/{chat['id']}/move", json={"folder_id": too_big}), 422)
@@ -299,7 +301,7 @@ def test_u3_sqlite_runtime_errors_become_store_errors_at_the_seam(settings, tmp_
         monkeypatch.setattr(hearth.store, "_open", read_only)
         with TestClient(create_app(hearth.settings, hearth), base_url=BASE, raise_server_exceptions=False) as client:
             response = client.post(f"/api/conversations/{conversation.id}/rename", json={"title": "x"})
-            assert response.status_code == 500 and response.json()["error"] == "store_error", response.text
+            assert response.status_code == 503 and response.json()["error"] == "store_error", response.text
             assert "read-only" in response.json()["detail"]
         with pytest.raises(StoreError, match="read-only"):
             me.memories.add("cannot")

@@ -53,3 +53,43 @@ def test_p7_serve_reconciles_legacy_prompts_after_opening_its_port(tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def _serve(home, port: int, extra_env: dict[str, str]) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "FORWARDED_ALLOW_IPS"}
+    env |= {"HEARTH_HOME": str(home)} | extra_env
+    process = subprocess.Popen([sys.executable, "-m", "hearth", "serve", "--port", str(port)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/login", timeout=2)
+            return process
+        except httpx.TransportError:
+            if process.poll() is not None:
+                raise AssertionError(process.stderr.read().decode()) from None
+            time.sleep(0.2)
+    process.terminate()
+    raise AssertionError("hearth serve did not open its port")
+
+
+def _rotating_logins(port: int, attempts: int) -> list[int]:
+    # A new user name and a new X-Forwarded-For each time: only the per-address limit can trip.
+    return [httpx.post(f"http://127.0.0.1:{port}/api/auth/login", timeout=30,
+                       json={"name": f"nobody{i}", "password": "wrong"},
+                       headers={"X-Forwarded-For": f"203.0.113.{i}"}).status_code for i in range(attempts)]
+
+
+def test_u3_rotating_x_forwarded_for_resets_the_login_limit_only_behind_a_trusted_proxy(tmp_path):
+    home = tmp_path / "home"
+    with Hearth(Settings.resolve({"home": str(home)}, environ={})) as hearth:
+        hearth.users.set_password(hearth.users.owner().id, "correct horse battery staple")
+    for extra, expected in (({}, [401] * 5 + [429]),  # default: the header is not believed
+                            ({"HEARTH_TRUSTED_PROXIES": "127.0.0.1"}, [401] * 6)):  # each address its own limit
+        port = free_port()
+        process = _serve(home, port, extra)
+        try:
+            assert _rotating_logins(port, 6) == expected, extra
+        finally:
+            process.terminate()
+            process.wait(timeout=10)

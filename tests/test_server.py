@@ -319,7 +319,7 @@ def test_u3_malformed_json_utf8_unknown_ids_and_routes_are_clear_4xx(client, cha
     assert_error(client.get("/api/memories/424242"), 404, "not_found")
     assert_error(client.patch("/api/personas/424242", json={"tone": "Warm"}), 404, "not_found")
     assert_error(client.get(f"/api/conversations/{2**70}"), 422)
-    assert_error(client.get("/api/conversations/abc"), 422)
+    assert_error(client.get("/api/conversations/abc"), 404, "not_found")  # an id segment is digits
     assert_error(client.get("/api/no-such-thing"), 404, "not_found")
     assert_error(client.delete("/api/conversations"), 405, "method_not_allowed")
     assert_error(client.post(f"/api/conversations/{chat['id']}/move", json={"folder_id": 424242}), 404)

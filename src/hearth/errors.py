@@ -2,7 +2,7 @@
 
     HearthError                      every error Hearth raises on purpose
     ├── ConfigError                  invalid settings (CLI exit 2)
-    ├── StoreError                   the database cannot be used as asked (HTTP 500)
+    ├── StoreError                   the database cannot be used as asked (HTTP 503)
     │   ├── StoreBusy                another writer holds the database too long (HTTP 503)
     │   └── SchemaError              the file is from a newer Hearth, or damaged
     ├── InvalidInput                 a value that is wrongly typed, out of range or too long (HTTP 422)

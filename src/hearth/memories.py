@@ -451,21 +451,30 @@ class Memories:
 
     # -- manual global order ------------------------------------------------------------------
     def move(self, memory_id: int, position: int) -> builtins.list[Memory]:
-        """Move a memory to a 1-based position in the global order; renumbers the rest."""
+        """Move a memory to a 1-based position in the global order; renumbers the rest.
+
+        Only rows whose number changes are written, and the threads to rebuild are found in one
+        query, so the write lock is held for about as long as the prompt rebuild a text edit needs.
+        """
         with self.store.write() as conn:
             self.get(memory_id)
-            order = [m.id for m in self.list() if m.id != memory_id]
+            rows = conn.execute("SELECT id, position FROM memories WHERE user_id = ? ORDER BY position, id",
+                                (self.user_id,)).fetchall()
+            current = {row[0]: row[1] for row in rows}
+            order = [row[0] for row in rows if row[0] != memory_id]
             if not isinstance(position, int) or not 1 <= position <= len(order) + 1:
                 raise InvalidInput(f"position must be between 1 and {len(order) + 1}")
             order.insert(position - 1, memory_id)
-            conn.executemany("UPDATE memories SET position = ? WHERE id = ? AND user_id = ?",
-                             [(i, mid, self.user_id) for i, mid in enumerate(order, start=1)])
+            changed = [(i, mid, self.user_id) for i, mid in enumerate(order, start=1) if current[mid] != i]
+            conn.executemany("UPDATE memories SET position = ? WHERE id = ? AND user_id = ?", changed)
             # Order is part of every prompt that holds any memory, like a settings change.
-            affected = {c for mid in order for c in conversations_holding(conn, mid)}
-            rebuilt = self._rebuild(conn, affected)
+            affected = [row[0] for row in conn.execute(
+                "SELECT id FROM conversations c WHERE user_id = ? AND EXISTS"
+                " (SELECT 1 FROM conversation_memories cm WHERE cm.conversation_id = c.id)", (self.user_id,))]
+            rebuilt = self._rebuild(conn, affected) if changed else 0
             ledger.append(conn, user_id=self.user_id, kind="memory.moved",
                           payload={"memory_id": memory_id, "position": position, "prompts_rebuilt": rebuilt})
-            return self.list()
+        return self.list()
 
     # -- explicit refresh (M4) ----------------------------------------------------------------
     def refresh(self, conversation_id: int) -> SnapshotInfo:

@@ -27,7 +27,6 @@ from ..errors import (
     NotFound,
     ProviderError,
     RateLimited,
-    SchemaError,
     StoreBusy,
     StoreError,
     TooLarge,
@@ -47,9 +46,9 @@ STATUS: tuple[tuple[type[HearthError], int], ...] = (
     (AuthError, 401),
     (ProviderError, 502),
     (DispatchRefused, 500),
-    (SchemaError, 500),
-    (StoreBusy, 503),
-    (StoreError, 500),
+    # The database cannot serve the request (busy, disk full, read-only, damaged, from a newer
+    # Hearth): the server is unavailable, the request was not at fault.
+    (StoreError, 503),
     (ConfigError, 500),
     (HearthError, 500),
 )
