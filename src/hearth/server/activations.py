@@ -7,6 +7,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field
 
+from ..activations import Prefs
 from ..engine import Scope
 from .auth import current_scope
 from .models import MAX_ID, IdPath, RequestModel, plain
@@ -48,14 +49,6 @@ class PrefsIn(RequestModel):
     daily_limit: int | None = Field(default=None, ge=0, le=24)
 
 
-class PrefsOut(BaseModel):
-    timezone: str
-    quiet_start: str
-    quiet_end: str
-    daily_limit: int
-    stopped: bool
-
-
 class RunOut(BaseModel):
     id: int
     activation_id: int
@@ -77,15 +70,15 @@ def add_activation(body: ActivationIn, scope: Scope = Depends(current_scope)) ->
                                        idle_minutes=body.idle_minutes, channel=body.channel))
 
 
-@router.get("/prefs", response_model=PrefsOut)
-def get_prefs(scope: Scope = Depends(current_scope)) -> dict:
-    return plain(scope.activations.prefs())
+@router.get("/prefs", response_model=Prefs)
+def get_prefs(scope: Scope = Depends(current_scope)) -> Prefs:
+    return scope.activations.prefs()
 
 
-@router.put("/prefs", response_model=PrefsOut)
-def set_prefs(body: PrefsIn, scope: Scope = Depends(current_scope)) -> dict:
-    return plain(scope.activations.set_prefs(timezone_name=body.timezone, quiet_start=body.quiet_start,
-                                             quiet_end=body.quiet_end, daily_limit=body.daily_limit))
+@router.put("/prefs", response_model=Prefs)
+def set_prefs(body: PrefsIn, scope: Scope = Depends(current_scope)) -> Prefs:
+    return scope.activations.set_prefs(timezone_name=body.timezone, quiet_start=body.quiet_start,
+                                       quiet_end=body.quiet_end, daily_limit=body.daily_limit)
 
 
 @router.get("/runs", response_model=list[RunOut])

@@ -13,9 +13,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from ..engine import Scope
-from ..memories import MAX_IMPORT, MAX_MEMORY_TEXT
+from ..memories import MAX_IMPORT, MAX_MEMORY_TEXT, Memory, MemoryVersion, SnapshotInfo
 from .auth import current_scope
-from .models import MAX_ID, Count, IdPath, RequestModel, plain
+from .models import MAX_ID, Count, IdPath, RequestModel
 
 router = APIRouter(prefix="/api/memories", tags=["memories"])
 snapshots = APIRouter(prefix="/api/conversations", tags=["memories"])
@@ -54,58 +54,21 @@ class ImportIn(RequestModel):
     items: list[MemoryIn] = Field(min_length=1, max_length=MAX_IMPORT)
 
 
-class MemoryOut(BaseModel):
-    id: int
-    text: str
-    category: str
-    importance: int
-    position: int
-    eligible: bool
-    created_at: str
-    updated_at: str
-    version: int
-    valid_from: str | None
-    valid_until: str | None
-    recorded_at: str | None
-    retired_at: str | None
-
-
-class VersionOut(BaseModel):
-    memory_id: int
-    version: int
-    text: str
-    category: str
-    importance: int
-    eligible: bool
-    valid_from: str
-    valid_until: str | None
-    recorded_at: str
-    retired_at: str | None
-    superseded_at: str | None
-    change: str
-    actor: str
-    proposal_id: int | None
-
-
+# Answers are the core records themselves (one definition per record): Memory, MemoryVersion and
+# SnapshotInfo are dataclasses FastAPI serializes and describes directly.
 class MemorySaved(BaseModel):
-    memory: MemoryOut
+    memory: Memory
     prompts_rebuilt: int
 
 
-class SnapshotInfoOut(BaseModel):
-    provenance: str
-    captured_at: str | None
-    refreshed_at: str | None
-
-
 class SnapshotOut(BaseModel):
-    info: SnapshotInfoOut
-    memories: list[MemoryOut]
+    info: SnapshotInfo
+    memories: list[Memory]
 
 
-@router.get("", response_model=list[MemoryOut])
-def list_memories(scope: Scope = Depends(current_scope)) -> list[dict]:
-    return [plain(m) for m in scope.memories.list()]
+@router.get("", response_model=list[Memory])
+def list_memories(scope: Scope = Depends(current_scope)) -> list[Memory]:
+    return scope.memories.list()
 
 
 class QueuedOut(BaseModel):
@@ -115,11 +78,11 @@ class QueuedOut(BaseModel):
 
 
 class ImportOut(BaseModel):
-    added: list[MemoryOut]
+    added: list[Memory]
     queued_for_review: list[dict[str, Any]]
 
 
-@router.post("", response_model=MemoryOut, status_code=201,
+@router.post("", response_model=Memory, status_code=201,
              responses={202: {"model": QueuedOut, "description": "It repeats or contradicts a memory: in review"}})
 def add_memory(body: MemoryIn, scope: Scope = Depends(current_scope)) -> Any:
     """A new memory reaches threads created from now on (M2). One that repeats or contradicts an
@@ -127,52 +90,52 @@ def add_memory(body: MemoryIn, scope: Scope = Depends(current_scope)) -> Any:
     added, queued = scope.layers.review.remember([body.model_dump()])
     if queued:
         return JSONResponse(status_code=202, content={"queued_for_review": queued[0].to_dict()})
-    return plain(added[0])
+    return added[0]
 
 
 @router.post("/import", response_model=ImportOut, status_code=201)
 def import_memories(body: ImportIn, scope: Scope = Depends(current_scope)) -> dict:
     """Add a batch in one transaction: all or nothing (M1); repeats and contradictions go to review (B3)."""
     added, queued = scope.layers.review.remember([item.model_dump() for item in body.items], actor="import")
-    return {"added": [plain(m) for m in added], "queued_for_review": [p.to_dict() for p in queued]}
+    return {"added": added, "queued_for_review": [p.to_dict() for p in queued]}
 
 
-@router.get("/as-of", response_model=list[VersionOut])
+@router.get("/as-of", response_model=list[MemoryVersion])
 def memories_as_of(date: str = Query(max_length=40, description="ISO date or date-time, not in the future"),
-                   mode: Literal["valid", "known"] = "valid", scope: Scope = Depends(current_scope)) -> list[dict]:
+                   mode: Literal["valid", "known"] = "valid", scope: Scope = Depends(current_scope)) -> list[MemoryVersion]:
     """What was true on a date (``valid``) or what Hearth knew on that date (``known``) (B1)."""
-    return [plain(v) for v in scope.memories.as_of(date, mode)]
+    return scope.memories.as_of(date, mode)
 
 
-@router.get("/{memory_id:int}", response_model=MemoryOut)
-def get_memory(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
-    return plain(scope.memories.get(memory_id))
+@router.get("/{memory_id:int}", response_model=Memory)
+def get_memory(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> Memory:
+    return scope.memories.get(memory_id)
 
 
 @router.patch("/{memory_id:int}", response_model=MemorySaved)
 def edit_memory(memory_id: IdPath, body: MemoryEdit, scope: Scope = Depends(current_scope)) -> dict:
     memory, rebuilt = scope.memories.edit(memory_id, **body.model_dump(exclude_unset=True))
-    return {"memory": plain(memory), "prompts_rebuilt": rebuilt}
+    return {"memory": memory, "prompts_rebuilt": rebuilt}
 
 
 @router.post("/{memory_id:int}/end", response_model=MemorySaved)
 def end_memory(memory_id: IdPath, body: EndIn, scope: Scope = Depends(current_scope)) -> dict:
     """It stopped being true: it leaves every prompt that holds it; its history stays (B1)."""
     memory, rebuilt = scope.memories.end(memory_id, body.valid_until)
-    return {"memory": plain(memory), "prompts_rebuilt": rebuilt}
+    return {"memory": memory, "prompts_rebuilt": rebuilt}
 
 
-@router.get("/{memory_id:int}/history", response_model=list[VersionOut])
-def memory_history(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
+@router.get("/{memory_id:int}/history", response_model=list[MemoryVersion])
+def memory_history(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> list[MemoryVersion]:
     """Every version, newest first, with what changed, when and by whom (B2)."""
-    return [plain(v) for v in scope.memories.history(memory_id)]
+    return scope.memories.history(memory_id)
 
 
 @router.post("/{memory_id:int}/restore", response_model=MemorySaved)
 def restore_memory(memory_id: IdPath, body: RestoreIn, scope: Scope = Depends(current_scope)) -> dict:
     """Make an older version current again, as a new version (B2 undo)."""
     memory, rebuilt = scope.memories.restore(memory_id, body.version)
-    return {"memory": plain(memory), "prompts_rebuilt": rebuilt}
+    return {"memory": memory, "prompts_rebuilt": rebuilt}
 
 
 @router.delete("/{memory_id:int}", response_model=Count)
@@ -181,18 +144,18 @@ def delete_memory(memory_id: IdPath, scope: Scope = Depends(current_scope)) -> d
     return {"prompts_rebuilt": scope.memories.delete(memory_id)}
 
 
-@router.post("/{memory_id:int}/move", response_model=list[MemoryOut])
-def move_memory(memory_id: IdPath, body: MoveIn, scope: Scope = Depends(current_scope)) -> list[dict]:
-    return [plain(m) for m in scope.memories.move(memory_id, body.position)]
+@router.post("/{memory_id:int}/move", response_model=list[Memory])
+def move_memory(memory_id: IdPath, body: MoveIn, scope: Scope = Depends(current_scope)) -> list[Memory]:
+    return scope.memories.move(memory_id, body.position)
 
 
 @snapshots.get("/{conversation_id:int}/snapshot", response_model=SnapshotOut)
 def snapshot(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     info = scope.memories.snapshot_info(conversation_id)
-    return {"info": plain(info), "memories": [plain(m) for m in scope.memories.snapshot(conversation_id)]}
+    return {"info": info, "memories": scope.memories.snapshot(conversation_id)}
 
 
-@snapshots.post("/{conversation_id:int}/snapshot/refresh", response_model=SnapshotInfoOut)
-def refresh_snapshot(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+@snapshots.post("/{conversation_id:int}/snapshot/refresh", response_model=SnapshotInfo)
+def refresh_snapshot(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> SnapshotInfo:
     """Replace the thread's snapshot with the current eligible memories (M4)."""
-    return plain(scope.memories.refresh(conversation_id))
+    return scope.memories.refresh(conversation_id)
