@@ -275,7 +275,7 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         by_kind.setdefault(kind, []).append(elapsed)
 
     if worker is not None:
-        worker.stop()
+        worker.stop(timeout=300)  # an embedding slice in flight finishes before the process exits
     floor = floor_meter.report()
     assembly = summary(samples)
     result = {
