@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -52,6 +53,30 @@ def write_messages(scope: Any, persona_id: int, texts: list[str]) -> float:
                     conversation_id = scope.conversations.create(persona_id, f"Thread {i // THREAD}").id
                 scope.conversations.add_message(conversation_id, "user" if i % 2 == 0 else "assistant", texts[i])
     return time.perf_counter() - started
+
+
+def fts_floor(texts: list[str], directory: str) -> float:
+    """Messages/s of the floor: the same texts inserted into a bare FTS5 table (same tokenizer, one
+    transaction per 10,000, WAL) in a scratch database on the same disk, in the same minute of a
+    shared machine. No ledger, no message row, no triggers."""
+    import sqlite3
+
+    path = Path(directory) / "fts-floor.db"
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("CREATE VIRTUAL TABLE floor_fts USING fts5(content, tokenize='unicode61 remove_diacritics 2')")
+        started = time.perf_counter()
+        for start in range(0, len(texts), BATCH):
+            conn.execute("BEGIN")
+            conn.executemany("INSERT INTO floor_fts (content) VALUES (?)", ((t,) for t in texts[start:start + BATCH]))
+            conn.execute("COMMIT")
+        return len(texts) / (time.perf_counter() - started)
+    finally:
+        conn.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
 
 
 def fresh(home: str) -> tuple[Any, Any, int]:
@@ -120,13 +145,17 @@ def run_into(args: argparse.Namespace) -> dict[str, Any]:
     before = conn.execute("SELECT max(id) FROM conversations").fetchone()[0]
     rows = conn.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0]
     seconds = write_messages(scope, persona_id, texts)
+    floor_rate = fts_floor(texts, str(home))
     with scope.store.write() as w:
         for (cid,) in w.execute("SELECT id FROM conversations WHERE id > ?", (before,)).fetchall():
             w.execute("DELETE FROM conversations WHERE id = ?", (cid,))
     result: dict[str, Any] = {"machine": machine(), "deployment_rows": rows}
     result["keyword"] = {"messages": len(texts), "seconds": round(seconds, 2),
                          "msgs_per_s": round(len(texts) / seconds),
-                         "chars_per_message": round(sum(map(len, texts)) / len(texts))}
+                         "chars_per_message": round(sum(map(len, texts)) / len(texts)),
+                         "floor_fts5_msgs_per_s": round(floor_rate),
+                         "floor_over_ingest": round(floor_rate / (len(texts) / seconds), 2),
+                         "load_average": [round(x, 1) for x in os.getloadavg()]}
     embedder, reason = load_embedder(hearth)
     if embedder is None:
         result["model"] = reason
@@ -162,9 +191,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         hearth, scope, persona_id = fresh(home)
         seconds = write_messages(scope, persona_id, texts)
         hearth.close()
+        floor_rate = fts_floor(texts, home)
     result["keyword"] = {"messages": len(texts), "seconds": round(seconds, 2),
                          "msgs_per_s": round(len(texts) / seconds),
-                         "chars_per_message": round(sum(map(len, texts)) / len(texts))}
+                         "chars_per_message": round(sum(map(len, texts)) / len(texts)),
+                         "floor_fts5_msgs_per_s": round(floor_rate),
+                         "floor_over_ingest": round(floor_rate / (len(texts) / seconds), 2),
+                         "load_average": [round(x, 1) for x in os.getloadavg()]}
     embed_texts_sample = texts[:args.embed_messages]
     probe_hearth, _scope, _ = fresh(tempfile.mkdtemp())
     real, reason = load_embedder(probe_hearth)
@@ -190,7 +223,9 @@ def print_result(r: dict[str, Any]) -> None:
         print(f"into a deployment of {r['deployment_rows']:,} indexed messages")
     k = r["keyword"]
     print(f"keyword-indexed: {k['messages']:,} messages ({k['chars_per_message']} chars on average) in "
-          f"{k['seconds']:.2f} s = {k['msgs_per_s']:,} messages/s (target >= 4,000 at 1M)")
+          f"{k['seconds']:.2f} s = {k['msgs_per_s']:,} messages/s (target >= 4,000 at 1M); floor (bare FTS5 inserts"
+          f" of the same texts, same run) {k.get('floor_fts5_msgs_per_s', 0):,}/s, {k.get('floor_over_ingest')}x;"
+          f" load average {k.get('load_average')}")
     for key in ("model", "hashed"):
         e = r.get(key)
         if e is None:

@@ -87,7 +87,9 @@ def goals(results: dict[str, Any], size: str) -> list[tuple[str, str, bool | Non
     if ingest:
         rate = ingest["keyword"]["msgs_per_s"]
         where = f"into {ingest['deployment_rows']:,}" if "deployment_rows" in ingest else "fresh database"
-        rows.append((f"ingest >= 4,000 messages/s keyword-indexed ({where})", f"{rate:,}/s", rate >= 4_000))
+        floor = ingest["keyword"].get("floor_fts5_msgs_per_s")
+        rows.append((f"ingest >= 4,000 messages/s keyword-indexed ({where})",
+                     f"{rate:,}/s (bare FTS5 floor {floor:,}/s)" if floor else f"{rate:,}/s", rate >= 4_000))
         model = ingest.get("model")
         if isinstance(model, dict):
             rows.append(("embedding pipeline <= 1.2x the raw model", f"{model['pipeline_over_raw']}x",
