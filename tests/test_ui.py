@@ -859,6 +859,47 @@ def test_w2_editing_an_earlier_message_in_the_browser_continues_from_it_and_its_
     expect(page.get_by_role("button", name="Regenerate")).to_have_count(1)
 
 
+def test_u1_a_long_thread_draws_its_newest_messages_first_and_older_ones_as_the_reader_scrolls_up(browser, base, me):
+    from hearth import ledger
+
+    chat = me.conversations.create(elion(me).id, title="Very long talk")
+    with me.store.write() as conn:
+        for i in range(200):
+            ledger.append_message(conn, user_id=me.user_id, conversation_id=chat.id,
+                                  role="user" if i % 2 == 0 else "assistant", content=f"Message {i}, *waves*")
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    # No idle time for drawing here: only scrolling draws more, so each step can be seen.
+    context.add_init_script("window.requestIdleCallback = () => 0;")
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    try:
+        goto(page, base + f"/#conversation-{chat.id}")
+        bubbles = page.locator("#messages .message .body")
+        expect(bubbles).to_have_count(30)  # the newest window of the newest page of 150
+        expect(bubbles.last).to_have_text("Message 199, waves")
+        assert page.evaluate("(() => { const l = document.getElementById('messages');"
+                             " return l.scrollHeight - l.scrollTop - l.clientHeight; })()") < 2
+        # Scrolling near the top draws the next window above, and the reader stays where they were.
+        for drawn in (60, 90, 120, 150):
+            handle = page.locator("#messages .message").first.element_handle()
+            before = handle.evaluate("""(node) => {
+                document.getElementById('messages').scrollTop = 0;
+                return node.getBoundingClientRect().top;
+            }""")
+            expect(bubbles).to_have_count(drawn)
+            after = handle.evaluate("(node) => node.getBoundingClientRect().top")
+            assert abs(after - before) < 2, (drawn, before, after)  # what was drawn above did not move it
+        expect(bubbles.first).to_have_text("Message 50, waves")
+        page.get_by_role("button", name="Show earlier messages (50)").click()
+        page.evaluate("document.getElementById('messages').scrollTop = 0")
+        expect(bubbles).to_have_count(200)
+        texts = bubbles.all_text_contents()
+        assert texts == [f"Message {i}, waves" for i in range(200)]  # one order, nothing twice
+        expect(page.get_by_role("button", name=re.compile("Show earlier messages"))).to_have_count(0)
+    finally:
+        context.close()
+
+
 # -- W7: the small things a daily client needs ----------------------------------------------------------
 def test_w7_new_chat_follows_the_thread_persona_branch_says_why_it_is_off_and_layers_keep_the_thread(page, base, me):
     sage = next(p for p in me.personas.list() if p.name == "sage")
@@ -1061,10 +1102,21 @@ PAGES = ["chat", "memory", "personas", "layers", "recall", "timeline", "tools"]
 AXE = Path(__file__).resolve().parents[1] / "node_modules" / "axe-core" / "axe.min.js"
 
 
+# Screenshots kept as test artefacts for review (W5): build/test-artifacts/ of the checkout, or
+# HEARTH_TEST_ARTIFACTS; each is checked to be a PNG of the viewport's size.
+ARTIFACTS = Path(os.environ.get("HEARTH_TEST_ARTIFACTS") or Path(__file__).resolve().parents[1] / "build" / "test-artifacts")
+
+
 def shot(page, name):
     page.wait_for_timeout(250)  # drawers and sheets slide in
-    path = os.path.join(tempfile.gettempdir(), f"hearth-{name}.png")
-    page.screenshot(path=path)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"hearth-{name}.png"
+    page.screenshot(path=str(path))
+    from PIL import Image
+
+    with Image.open(path) as image:
+        size = page.viewport_size
+        assert image.format == "PNG" and image.size == (size["width"], size["height"]), (name, image.size)
     return path
 
 

@@ -117,11 +117,15 @@ export function formatNumber(n) {
   return typeof n === "number" ? n.toLocaleString() : String(n);
 }
 
+// One formatter for every date: building one per call (what toLocaleString does) costs more than the
+// rest of drawing a thread list.
+const DATE_FORMAT = new Intl.DateTimeFormat([], { dateStyle: "medium", timeStyle: "short" });
+
 export function formatDate(stamp) {
   if (!stamp) return "–";
   const date = new Date(stamp);
   if (Number.isNaN(date.getTime())) return String(stamp);
-  return date.toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
+  return DATE_FORMAT.format(date);
 }
 
 // Comma- or newline-separated words -> trimmed, non-empty list.

@@ -7,7 +7,7 @@
 import { $, apiJson } from "./api.js";
 import { setStatus, shared } from "./shared.js";
 import { loadConversations, loadPersonas } from "./threads.js";
-import { renderHeader, selectConversation } from "./chat.js";
+import { prefetchConversation, renderHeader, selectConversation } from "./chat.js";
 import "./composer.js";
 import "./branch.js";
 import "./voice.js";
@@ -77,8 +77,9 @@ window.addEventListener("hashchange", route);
 
 async function start() {
   try {
-    await Promise.all([loadPersonas(), loadConversations()]);
     const { view, conversation } = viewFromHash();
+    if (view === "chat" && conversation) prefetchConversation(conversation);
+    await Promise.all([loadPersonas(), loadConversations()]);
     const remembered = Number(sessionStorage.getItem("hearth.open"));
     if (view !== "chat" && remembered) {
       // Panels about the open conversation (Layers) keep it over a reload.

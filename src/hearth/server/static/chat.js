@@ -3,7 +3,7 @@
 
 import { $, apiJson, el } from "./api.js";
 import { conversationTitle, personaName, setStatus, shared } from "./shared.js";
-import { PAGE, clearMessages, showMessages } from "./messages.js";
+import { PAGE, clearMessages, revealMessage, showMessages } from "./messages.js";
 import { clearSnapshotStatus, renderEstimate, renderSize, renderSnapshot, setRefreshEnabled } from "./sidepanel.js";
 import { connectChat, followPersona, loadConversations, renderList, restoreConversation } from "./threads.js";
 import { restoreDraft } from "./drafts.js";
@@ -28,6 +28,7 @@ const ui = {
 };
 
 const state = shared;
+const NARROW = window.matchMedia("(max-width: 900px)");
 
 function renderFolderSelect() {
   const c = state.current;
@@ -59,7 +60,8 @@ export function renderHeader() {
   const busy = state.sending;
   const trashed = Boolean(c) && c.visibility === "trashed";
   const open = Boolean(c) && c.state !== "ended" && !trashed;
-  ui.text.disabled = !open || busy;
+  // The message box stays usable while a reply arrives (the next message can be written); Send waits.
+  ui.text.disabled = !open;
   ui.send.disabled = !open || busy;
   ui.end.disabled = !open || busy;
   ui.trashButton.hidden = trashed;
@@ -80,7 +82,8 @@ export function renderHeader() {
     : "Keep this conversation out of automatic continuity and recall";
   if (c && c.state === "ended") ui.text.placeholder = "This conversation has ended. Start a new one to continue.";
   else if (trashed) ui.text.placeholder = "This conversation is in the trash. Restore it to continue.";
-  else ui.text.placeholder = "Write a message…  (Enter sends, Shift+Enter adds a line)";
+  // A phone's box is narrow: the keyboard hint would be cut off there.
+  else ui.text.placeholder = NARROW.matches ? "Write a message…" : "Write a message…  (Enter sends, Shift+Enter adds a line)";
   renderFolderSelect();
 }
 
@@ -96,15 +99,31 @@ export function clearChat() {
   renderList();
 }
 
-export async function selectConversation(id) {
-  setStatus("");
-  clearSnapshotStatus();
-  const [conversation, messages, size, snapshot] = await Promise.all([
+// What opening a thread reads; started early for the thread named in the address (see app.js), so
+// these requests travel with the thread list's instead of after them.
+let prefetched = null;
+
+function fetchConversation(id) {
+  return Promise.all([
     apiJson("GET", `/api/conversations/${id}`),
     apiJson("GET", `/api/conversations/${id}/messages?newest=${PAGE}`),
     apiJson("GET", `/api/conversations/${id}/request-size`),
     apiJson("GET", `/api/conversations/${id}/snapshot`),
   ]);
+}
+
+export function prefetchConversation(id) {
+  const reading = fetchConversation(id);
+  reading.catch(() => {}); // a failure is reported when the thread is opened
+  prefetched = { id, reading };
+}
+
+export async function selectConversation(id) {
+  setStatus("");
+  clearSnapshotStatus();
+  const early = prefetched && prefetched.id === id ? prefetched.reading : null;
+  prefetched = null;
+  const [conversation, messages, size, snapshot] = await (early || fetchConversation(id));
   state.current = conversation;
   state.shown = id;
   showMessages(messages.messages, conversation.persona_id, messages.estimate.messages, id);
@@ -135,7 +154,7 @@ export async function reloadMessages(focusId) {
   renderEstimate(messages.estimate);
   renderSize(size.size);
   renderHeader();
-  return ui.messages.querySelector(`.message[data-message-id="${Number(focusId)}"]`);
+  return revealMessage(focusId);
 }
 
 export async function refreshCurrent() {

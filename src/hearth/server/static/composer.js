@@ -7,7 +7,7 @@ import { $, api, apiJson, button, el } from "./api.js";
 import { setStatus, shared } from "./shared.js";
 import { addMessage, connectActions, refreshActions, setMessageData, updateMessage } from "./messages.js";
 import { renderSize } from "./sidepanel.js";
-import { renderMarkdown } from "./markdown.js";
+import { markdownFragment, renderMarkdown } from "./markdown.js";
 import { refreshCurrent, reloadMessages, renderHeader } from "./chat.js";
 
 const ui = {
@@ -65,12 +65,24 @@ async function streamReply(path, body, { userBubble = null, into = null } = {}) 
   let failed = false;
   let text = "";
   let frame = 0;
-  // Markdown is rendered while the reply streams, at most once per animation frame, so a fast stream
-  // never makes typing in the composer wait.
+  // Markdown is drawn while the reply streams (see streamingView), at most once per animation frame
+  // and so that drawing takes at most a fifth of the time, so a fast stream never makes typing wait.
+  const draw = streamingView(replyBody);
+  let allowedAt = 0;
   const paint = () => {
     frame = 0;
     if (failed) return;
-    renderMarkdown(replyBody, text);
+    const start = performance.now();
+    if (start < allowedAt) {
+      frame = requestAnimationFrame(paint);
+      return;
+    }
+    draw(text);
+    reply.scrollIntoView({ block: "end" });
+    allowedAt = performance.now() + 4 * (performance.now() - start);
+  };
+  const paintAll = () => {
+    renderMarkdown(replyBody, text); // the whole text once more: a paragraph drawn alone may read differently
     reply.scrollIntoView({ block: "end" });
   };
   let stopped = false;
@@ -110,10 +122,37 @@ async function streamReply(path, body, { userBubble = null, into = null } = {}) 
     return;
   }
   if (!failed) {
-    if (text) paint();
+    if (text) paintAll();
     else replyBody.textContent = "(empty reply)";
     if (into) await reloadMessage(reply);
   }
+}
+
+// A streaming reply's Markdown: paragraphs that are complete (a blank line outside a code fence) are
+// drawn once and stay; only the paragraph still arriving is drawn again, so each frame costs the
+// same however long the reply has grown.
+function streamingView(body) {
+  let frozenAt = 0;
+  let tail = [];
+  return (text) => {
+    const cut = paragraphEnd(text, frozenAt);
+    for (const node of tail) node.remove();
+    tail = [];
+    if (cut > frozenAt) {
+      body.append(markdownFragment(text.slice(frozenAt, cut)));
+      frozenAt = cut;
+    }
+    const fragment = markdownFragment(text.slice(frozenAt));
+    tail = [...fragment.childNodes];
+    body.append(fragment);
+  };
+}
+
+function paragraphEnd(text, from) {
+  const at = text.lastIndexOf("\n\n");
+  if (at < from) return from;
+  const fences = (text.slice(0, at).match(/^ {0,3}(```|~~~)/gm) || []).length;
+  return fences % 2 === 0 ? at + 2 : from;
 }
 
 // Stopped: nothing was saved. The person chooses to keep what arrived (as a partial reply) or not.
@@ -200,7 +239,11 @@ async function runSend(work) {
 
 async function sendMessage() {
   const text = ui.text.value;
-  if (!text.trim() || !state.current || state.sending) return;
+  if (state.sending) {
+    setStatus("The reply is still arriving: send when it is done, or stop it.");
+    return;
+  }
+  if (!text.trim() || !state.current) return;
   setStatus("");
   const userBubble = addMessage({ role: "user", kind: "chat", content: text });
   userBubble.classList.add("pending");

@@ -16,10 +16,6 @@ export function connectActions(handlers) {
   actions = handlers;
 }
 
-export function clearMessages() {
-  list.replaceChildren();
-}
-
 // The Markdown source of each bubble (for Edit), without doubling it in the DOM.
 const sources = new WeakMap();
 
@@ -83,26 +79,47 @@ export function updateMessage(item, message) {
   renderMarkdown(item.querySelector(".body"), message.content);
 }
 
-// A long thread opens at its newest page of messages; earlier pages are fetched and rendered on
-// request, so opening a 5,000-message thread costs what opening a short one does.
+// A long thread opens at its newest page of messages, and only the newest WINDOW of them is drawn at
+// once: the rest of the page is drawn a window at a time when the reader scrolls near the top, or
+// when the page is idle, so opening a 5,000-message thread costs what opening a short one does.
+// Earlier pages are fetched from the server on request ("Show earlier messages").
 export const PAGE = 150;
+const WINDOW = 30;
 let earlier = { count: 0, personaId: null, conversationId: null };
+let held = []; // fetched, not drawn yet; oldest first
+let idle = 0;
+const sentinel = el("div", "held-sentinel");
+sentinel.setAttribute("aria-hidden", "true");
+const nearTop = new IntersectionObserver((entries) => {
+  if (entries.some((e) => e.isIntersecting)) drawHeld();
+}, { root: list, rootMargin: "600px 0px 0px 0px" });
+// The reader at the end of the thread stays there when the list gets shorter (the header grows as
+// its details arrive, the phone keyboard opens).
+// The distance to the end is measured against the height the list had when last seen here: a
+// resize not handled yet (the header grew) must not count as the reader scrolling away.
+let pinned = true;
+let seenHeight = 0;
+list.addEventListener("scroll", () => {
+  pinned = list.scrollHeight - list.scrollTop - (seenHeight || list.clientHeight) < 40;
+}, { passive: true });
+new ResizeObserver(() => {
+  seenHeight = list.clientHeight;
+  if (pinned) list.scrollTop = list.scrollHeight;
+}).observe(list);
+const whenIdle = window.requestIdleCallback || ((fn) => setTimeout(fn, 50));
+const cancelIdle = window.cancelIdleCallback || clearTimeout;
 
 function earlierButton() {
   const more = button(`Show earlier messages (${earlier.count})`, async () => {
     const first = list.querySelector(".message[data-message-id]:not([data-message-id=''])");
-    const keep = list.scrollHeight - list.scrollTop;
     more.disabled = true;
     try {
       const page = await apiJson("GET", `/api/conversations/${earlier.conversationId}/messages?newest=${PAGE}`
         + (first ? `&before_id=${first.dataset.messageId}` : ""));
-      const fragment = document.createDocumentFragment();
-      for (const m of page.messages) fragment.append(buildMessage(m, earlier.personaId));
-      earlier.count = Math.max(0, earlier.count - page.messages.length);
+      earlier.count = page.messages.length ? Math.max(0, earlier.count - page.messages.length) : 0;
       more.remove();
-      list.prepend(fragment);
-      if (earlier.count && page.messages.length) list.prepend(earlierButton());
-      list.scrollTop = list.scrollHeight - keep; // the reader stays where they were
+      held = page.messages.concat(held);
+      drawHeld();
     } catch (error) {
       more.disabled = false;
     }
@@ -110,19 +127,77 @@ function earlierButton() {
   return more;
 }
 
+// The top of the list: the sentinel while some of the page waits, else the button for the page before.
+function placeTop() {
+  for (const node of list.querySelectorAll(":scope > .earlier")) node.remove();
+  if (held.length) {
+    if (!sentinel.isConnected) list.prepend(sentinel);
+    nearTop.observe(sentinel);
+    fillWhenIdle();
+  } else {
+    nearTop.unobserve(sentinel);
+    sentinel.remove();
+    if (earlier.count) list.prepend(earlierButton());
+  }
+}
+
+function fillWhenIdle() {
+  if (idle) return;
+  idle = whenIdle(() => {
+    idle = 0;
+    drawHeld();
+  }, { timeout: 1000 });
+}
+
+// Draws the newest WINDOW of the held messages above what is shown; the reader stays where they were.
+function drawHeld() {
+  if (!held.length) return;
+  const keep = list.scrollHeight - list.scrollTop;
+  const fragment = document.createDocumentFragment();
+  const nodes = held.splice(Math.max(0, held.length - WINDOW)).map((m) => buildMessage(m, earlier.personaId));
+  fragment.append(...nodes);
+  if (!sentinel.isConnected) list.prepend(sentinel); // a page just fetched: the marker comes back first
+  sentinel.after(fragment);
+  if (!actions.busy()) for (const node of nodes) decorate(node, false);
+  placeTop();
+  list.scrollTop = list.scrollHeight - keep;
+}
+
+// Draws held messages until message `id` is on the page (or nothing is held); returns its bubble.
+export function revealMessage(id) {
+  const find = () => list.querySelector(`.message[data-message-id="${Number(id)}"]`);
+  while (!find() && held.some((m) => m.id === Number(id))) drawHeld();
+  return find();
+}
+
+function stopDrawing() {
+  held = [];
+  if (idle) cancelIdle(idle);
+  idle = 0;
+  nearTop.unobserve(sentinel);
+}
+
+export function clearMessages() {
+  stopDrawing();
+  list.replaceChildren();
+}
+
 // messages: the newest page; total: how many visible messages the thread has.
 export function showMessages(messages, personaId, total = messages.length, conversationId = null) {
+  stopDrawing();
   list.replaceChildren();
   earlier = { count: Math.max(0, total - messages.length), personaId, conversationId };
-  // One fragment and one layout for the page, however long the thread is.
+  const first = Math.max(0, messages.length - WINDOW);
+  held = messages.slice(0, first);
+  // One fragment and one layout for the newest window, however long the thread is.
   const fragment = document.createDocumentFragment();
-  if (earlier.count) fragment.append(earlierButton());
-  for (const m of messages) fragment.append(buildMessage(m, personaId));
+  for (const m of messages.slice(first)) fragment.append(buildMessage(m, personaId));
   list.append(fragment);
+  placeTop();
   refreshActions();
   // A fresh branch starts at its handoff: show it from the top.
-  if (messages.length && messages.every((m) => m.kind === "handoff_artifact")) list.scrollTop = 0;
-  else list.scrollTop = list.scrollHeight;
+  pinned = !(messages.length && messages.every((m) => m.kind === "handoff_artifact"));
+  list.scrollTop = pinned ? list.scrollHeight : 0;
 }
 
 const chatTurns = () => [...list.querySelectorAll('.message[data-kind="chat"][data-message-id]:not([data-message-id=""])')];
@@ -135,11 +210,14 @@ export function refreshActions() {
   if (actions.busy()) return;
   const turns = chatTurns();
   const last = turns[turns.length - 1];
-  for (const node of turns) {
-    if (node.classList.contains("role-user")) node.append(userActions(node));
-    else if (node === last) node.append(replyActions(node));
-    else if (Number(node.dataset.alternatives) > 1) node.append(replyActions(node, false));
-  }
+  for (const node of turns) decorate(node, node === last);
+}
+
+function decorate(node, last) {
+  if (node.dataset.kind !== "chat" || !node.dataset.messageId) return;
+  if (node.classList.contains("role-user")) node.append(userActions(node));
+  else if (last) node.append(replyActions(node));
+  else if (Number(node.dataset.alternatives) > 1) node.append(replyActions(node, false));
 }
 
 function versions(item, label) {

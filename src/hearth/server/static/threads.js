@@ -274,9 +274,12 @@ function renderFilterChoices() {
 }
 
 export async function loadConversations() {
+  // The main list does not depend on the folders: both requests travel together.
+  const main = loadList("main", mainParams());
+  main.catch(() => {}); // awaited below, where a failure is reported
   state.folders = await apiJson("GET", "/api/folders");
   // The trash loads once it is opened: most visits never look, and it costs a scan.
-  const loads = [loadList("main", mainParams())];
+  const loads = [main];
   if (ui.trash.open) loads.push(loadList("trash", { trashed: "true" }));
   for (const folder of state.folders) {
     if (!collapsed.has(folder.id)) loads.push(loadList(`folder-${folder.id}`, { folder_id: String(folder.id) }));
