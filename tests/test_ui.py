@@ -891,6 +891,7 @@ def test_u1_a_long_thread_draws_its_newest_messages_first_and_older_ones_as_the_
             assert abs(after - before) < 2, (drawn, before, after)  # what was drawn above did not move it
         expect(bubbles.first).to_have_text("Message 50, waves")
         page.get_by_role("button", name="Show earlier messages (50)").click()
+        expect(bubbles).to_have_count(180)  # the fetched page is drawn a window at a time too
         page.evaluate("document.getElementById('messages').scrollTop = 0")
         expect(bubbles).to_have_count(200)
         texts = bubbles.all_text_contents()
