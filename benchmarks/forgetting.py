@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -63,11 +64,12 @@ def supersede_part(prompts: int, repeat: int) -> None:
         with me.store.write() as conn:
             for _ in range(prompts):
                 conversation = me.conversations.create(persona.id)
-                stored.ensure(conn, me.user_id, conversation.id, me.handoff_text)
+                stored.ensure(conn, me.user_id, conversation.id, me._handoff_text)
         print(f"setup: one memory held by {prompts} stored prompts in {time.perf_counter() - start:.1f} s")
         floor, correction, supersede, restore = [], [], [], []
         holders = [r[0] for r in me.store.connection().execute(
             "SELECT conversation_id FROM conversation_memories WHERE memory_id = ?", (memory.id,))]
+        print(f"  stored prompts holding the memory: {len(holders)}")
         for i in range(repeat):
             with Stopwatch(floor), me.store.write() as conn:
                 me._rebuild_prompts(conn, holders)
@@ -138,10 +140,13 @@ def forget_part(home: str, messages: int, repeat: int) -> None:
             ("peer: plain cascading DELETE (rolled back)", plain),
             ("forget: preview + confirmed transaction", forget),
             ("background compaction: FTS merge, vector files, WAL", compaction)]
-    print(f"forget one conversation of {messages} messages:")
+    print(f"forget one conversation of {messages} messages (load average {os.getloadavg()[0]:.1f}):")
     for label, samples in rows:
         s = summary(samples)
         print(f"  {label:<52} median {s['median_ms']:9.1f} ms  p99 {s['p99_ms']:9.1f} ms  (n={s['n']})")
+        print(f"    runs in order: {', '.join(f'{x:.0f}' for x in samples)} ms")
+    ratio = summary(forget)["median_ms"] / summary(plain)["median_ms"]
+    print(f"  forget / plain DELETE median ratio: {ratio:.2f}")
     check = verify(me.store, CANARY)
     print(f"  canary check on the raw files: {'clean' if check.clean else 'FOUND ' + json.dumps(check.to_dict())}"
           f" ({check.files_checked} files)")

@@ -249,10 +249,15 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
     counts: dict[str, int] = {}
     whole = list(s.conversations)
     single = [m for m in s.messages]
-    # Every message going away, with its text (to find quotes of it) and its conversation.
-    rows = conn.execute(
-        f"SELECT id, conversation_id, content, kind FROM messages WHERE user_id = ? AND kind != 'static_prompt'"
-        f" AND (conversation_id IN ({_in(whole)}) OR id IN ({_in(single)}))", (u, *whole, *single)).fetchall()
+    # Every message going away, with its text (to find quotes of it) and its conversation. Two
+    # lookups, not one with OR: each uses its own index, where the OR scanned all the user's messages.
+    select = "SELECT id, conversation_id, content, kind FROM messages WHERE user_id = ? AND kind != 'static_prompt'"
+    found: dict[int, tuple] = {}
+    if whole:
+        found.update((r[0], r) for r in conn.execute(f"{select} AND conversation_id IN ({_in(whole)})", (u, *whole)))
+    if single:
+        found.update((r[0], r) for r in conn.execute(f"{select} AND id IN ({_in(single)})", (u, *single)))
+    rows = [found[k] for k in sorted(found)]
     gone_ids = {r[0] for r in rows}
     # Quotes are looked for only for single messages: what came from a whole forgotten thread is
     # found by its conversation and message ids, which stays fast at any size.
