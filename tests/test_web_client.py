@@ -219,6 +219,29 @@ def test_w2_s7_switching_versions_embeds_the_chosen_text_again_so_search_finds_o
     assert found(me, "lighthouse keeper brass lamp", embed=True)[0] == chosen
 
 
+def test_w2_b4_forgetting_an_edited_message_forgets_the_turns_kept_after_it(hearth, me, persona):
+    from hearth import ledger
+    from hearth.forget import verify
+    from tests.test_forget import CANARY, drain, forget
+
+    chat = me.conversations.create(persona.id)
+    first = me.send(chat.id, "Hello there").user_message
+    me.send(chat.id, f"Between us, the safe code is {CANARY}")
+    me.edit(chat.id, first.id, "Hi")  # the canary turn and its reply wait as the branch of version 0
+    me.edit(chat.id, first.id, "Hey")  # and the reply to "Hi" as the branch of version 1
+    with me.store.read() as conn:
+        assert conn.execute("SELECT count(*) FROM branch_messages WHERE conversation_id = ?", (chat.id,)).fetchone()[0] == 4
+    receipt = forget(me, "message", first.id)
+    assert receipt.counts["messages"] == 5  # the message and the four turns kept after its versions
+    with me.store.read() as conn:
+        assert conn.execute("SELECT count(*) FROM message_branches WHERE conversation_id = ?", (chat.id,)).fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM branch_messages WHERE conversation_id = ?", (chat.id,)).fetchone()[0] == 0
+        assert ledger.verify(conn).ok
+    assert visible(me, chat.id) == ["Reply 4"]  # what followed the forgotten message in the chosen path stays
+    drain(hearth)
+    assert verify(hearth.store, CANARY).clean
+
+
 def test_w2_a_stopped_reply_saves_nothing_unless_the_partial_text_is_kept(me, persona, provider):
     chat = me.conversations.create(persona.id)
     stream = me.send_stream(chat.id, "Tell me a story")

@@ -263,6 +263,18 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
     # found by its conversation and message ids, which stays fast at any size.
     texts = [r[2] for r in rows if r[0] in set(single) and r[3] == "chat" and r[2].strip()]
     touched = sorted({r[1] for r in rows if r[0] in set(single)} - set(whole))
+    # Turns put away after a forgotten message of the person's (W2 branches of its versions) go
+    # with it, and the branches of those turns in turn; their words are looked for like its own.
+    stashed: list[int] = []
+    parents = [r[0] for r in rows if r[0] in set(single)]
+    while parents:
+        found_rows = conn.execute(
+            f"SELECT b.id, b.content, b.kind FROM branch_messages b JOIN message_branches r ON r.id = b.branch_id"
+            f" WHERE r.user_id = ? AND r.message_id IN ({_in(parents)})", (u, *parents)).fetchall()
+        texts += [r[1] for r in found_rows if r[2] == "chat" and r[1].strip()]
+        parents = [r[0] for r in found_rows]
+        stashed += parents
+    gone_ids |= set(stashed)
 
     counts["handoffs_rewritten"], rebuild = _rewrite_handoffs(scope, conn, gone_ids, set(whole))
     counts["search_log_entries"] = _forget_searches(conn, u, gone_ids, whole, s.documents, texts, s.search_log)
@@ -296,18 +308,13 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
     # The messages themselves: deleting the ledger event removes the message (cascade), its FTS
     # row (trigger) and its embedding (cascade).
     if single:
-        # Turns put away after a forgotten message of the person's (W2 branches) go with it, and
-        # the branches of those turns in turn.
-        parents = list(single)
-        while parents:
-            stashed = _ids(conn.execute(
-                f"SELECT b.id FROM branch_messages b JOIN message_branches r ON r.id = b.branch_id"
-                f" WHERE r.user_id = ? AND r.message_id IN ({_in(parents)})", (u, *parents)))
-            conn.execute(f"DELETE FROM message_branches WHERE user_id = ? AND message_id IN ({_in(parents)})",
-                         (u, *parents))
-            if stashed:
-                conn.execute(f"DELETE FROM events WHERE user_id = ? AND id IN ({_in(stashed)})", (u, *stashed))
-            parents = stashed
+        # Put-away turns: their events go, and with them their rows (cascade); then the branches.
+        if stashed:
+            conn.execute(f"DELETE FROM events WHERE user_id = ? AND id IN ({_in(stashed)})", (u, *stashed))
+            conn.execute(f"DELETE FROM message_branches WHERE user_id = ? AND message_id IN ({_in(stashed)})",
+                         (u, *stashed))
+        conn.execute(f"DELETE FROM message_branches WHERE user_id = ? AND message_id IN ({_in(single)})",
+                     (u, *single))
         conn.execute(f"DELETE FROM events WHERE user_id = ? AND id IN ({_in(single)})", (u, *single))
     if whole:
         conn.execute(f"DELETE FROM jobs WHERE user_id = ? AND status IN ('pending', 'dead')"
