@@ -33,7 +33,7 @@ from .registry import job_handlers, wire
 from .retrieval import searchlog
 from .retrieval.archive import Archive
 from .settings import Settings
-from .store import Store
+from .store import Store, open_store
 from .tools import Toolbox
 from .users import Users
 
@@ -48,7 +48,7 @@ class Hearth:
 
     def __init__(self, settings: Settings | None = None, *, provider: Provider | None = None):
         self.settings = settings or Settings.resolve()
-        self.store = Store(self.settings.database_path)
+        self.store: Store = open_store(self.settings.database_url, self.settings.database_path)
         self.users = Users(self.store)
         self.history = HistoryCache()
         self._provider = provider

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import HearthError, InvalidInput, NotFound, ProviderError
-from .store import Store, inserted_id
+from .store import Store, inserted_id, is_postgres
 
 if TYPE_CHECKING:
     from .engine import Hearth, Scope
@@ -129,11 +129,13 @@ class JobQueue:
                 return None
             kind_sql = f" AND kind IN ({','.join('?' * len(kinds))})"
             args.extend(kinds)
-        with self.store.write() as conn:
+        # On PostgreSQL several workers claim at once: each locks the row it takes and skips rows
+        # another claim holds (S10), so no job is handed out twice and no worker waits.
+        with self.store.write(exclusive=False) as conn:
             row = conn.execute(
                 "SELECT id FROM jobs WHERE ((status = 'pending' AND run_after <= ?)"
                 " OR (status = 'running' AND lease_until <= ?))" + kind_sql +
-                " ORDER BY run_after, id LIMIT 1", args,
+                " ORDER BY run_after, id LIMIT 1" + (" FOR UPDATE SKIP LOCKED" if is_postgres(conn) else ""), args,
             ).fetchone()
             if row is None:
                 return None

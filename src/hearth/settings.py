@@ -27,6 +27,8 @@ DEFAULT_TIMELINE_LIMIT = 500
 @dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=lambda: Path("~/.local/share/hearth").expanduser())
+    # Storage (S9): empty keeps the SQLite file under home; postgresql://... selects PostgreSQL.
+    database_url: str = ""
     host: str = "127.0.0.1"
     port: int = 8765
     # Providers (PR2): with no key and no base URL, the offline provider answers.
@@ -188,6 +190,7 @@ class Settings:
 # Environment names. Seed-given names keep their original spelling; invalid values of those fall
 # back to defaults with a warning (H2) instead of failing.
 _ENV = {
+    "HEARTH_DATABASE_URL": "database_url",
     "HEARTH_HOST": "host",
     "HEARTH_PORT": "port",
     "HEARTH_PROVIDER": "provider",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import click
 from rich.table import Table
 
@@ -30,29 +32,46 @@ def doctor(obj: Context) -> None:
 
     from ..jobs import JobQueue
     from ..ledger import verify
-    from ..store import LATEST_VERSION
+    from ..store import LATEST_VERSION, PgStore, is_postgres
 
     hearth = obj.hearth
     conn = hearth.store.connection()
-    try:
-        conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
-        conn.execute("DROP TABLE temp.fts5_probe")
-        fts5 = True
-    except sqlite3.OperationalError:
-        fts5 = False
+    postgres = is_postgres(conn)
+    fts5 = False
+    if not postgres:
+        try:
+            conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
+            conn.execute("DROP TABLE temp.fts5_probe")
+            fts5 = True
+        except sqlite3.OperationalError:
+            fts5 = False
     report = verify(conn)
     try:
         provider = f"{hearth.provider.name} ({hearth.provider.model})"
     except HearthError as exc:
         provider = f"not usable: {exc}"
     table = Table(show_header=False, box=None)
+    if postgres:
+        info = cast(PgStore, hearth.store).server_info()
+        engine_rows = [
+            ("engine", "postgresql"),
+            ("postgresql", info["server"]),
+            ("database", info["database"]),
+            ("pgvector", info["pgvector"]),
+            ("keyword index", "tsvector + GIN"),
+        ]
+    else:
+        engine_rows = [
+            ("engine", "sqlite"),
+            ("sqlite", sqlite3.sqlite_version),
+            ("database", str(hearth.settings.database_path)),
+            ("keyword index (FTS5)", "available" if fts5 else "missing"),
+        ]
     for key, value in [
         ("hearth", __version__),
         ("python", platform.python_version()),
-        ("sqlite", sqlite3.sqlite_version),
-        ("database", str(hearth.settings.database_path)),
+        *engine_rows,
         ("schema version", f"{hearth.store.schema_version()} (latest {LATEST_VERSION})"),
-        ("keyword index (FTS5)", "available" if fts5 else "missing"),
         ("provider", provider),
         ("embedder", _embedder_line(hearth)),
         ("owner password", "set" if hearth.users.password_configured() else "not set"),

@@ -116,8 +116,12 @@ class Store:
 
     # -- transactions ----------------------------------------------------------------------
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; nested calls join the outermost one."""
+    def write(self, *, exclusive: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction; nested calls join the outermost one.
+
+        ``exclusive=False`` is for work that locks the rows it takes itself (the job queue's
+        claim): SQLite serialises every writer anyway; on PostgreSQL it skips the writers' lock.
+        """
         conn = self.connection()
         if self._local.depth:
             self._local.depth += 1
@@ -127,7 +131,7 @@ class Store:
                 self._local.depth -= 1
             return
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin_write(conn, exclusive)
         except sqlite3.Error as exc:
             raise translate(exc) or exc from exc
         self._local.depth = 1
@@ -148,6 +152,9 @@ class Store:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise translate(exc) or exc from exc
+
+    def _begin_write(self, conn: sqlite3.Connection, exclusive: bool) -> None:
+        conn.execute("BEGIN IMMEDIATE")
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

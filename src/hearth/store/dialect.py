@@ -1,0 +1,108 @@
+"""One SQL dialect for module code: the SQLite statements modules write, rewritten for PostgreSQL.
+
+Modules speak SQLite's dialect through the sqlite3 DB-API (``?`` placeholders, ``INSERT OR
+IGNORE``, ``cursor.lastrowid``, ``max(a, b)``, ``json_extract``). On PostgreSQL the store's
+connection passes each statement through ``to_postgres`` once (the result is cached), so the same
+module code runs on both engines without a rewrite of every query. Only the handful of places
+that use an engine feature with no common form (FTS5, PRAGMAs, ``sqlite_master``) branch on
+``is_postgres(conn)``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+# Tables whose rows get their id from an identity column: an INSERT into one of them that does
+# not already say RETURNING gets ``RETURNING id`` so ``cursor.lastrowid`` works as on SQLite.
+_NO_ID_TABLES = frozenset({
+    "app_state", "vector_counts", "activation_prefs", "auth_sessions", "fragment_library",
+    "import_sources", "layer_settings", "persona_avatars", "persona_channels",
+    "conversation_memories", "fragment_timers", "layer_cursors", "live_context",
+    "response_chains", "message_embeddings", "schema_migrations", "login_attempts",
+})
+
+_STRING = re.compile(r"'(?:[^']|'')*'")
+_INSERT = re.compile(r"^\s*INSERT\s+(OR\s+IGNORE\s+)?INTO\s+(\w+)", re.IGNORECASE)
+_SCALAR_MINMAX = re.compile(r"\b(max|min)\(\s*([\w.?]+)\s*,\s*([\w.?]+)\s*\)", re.IGNORECASE)
+_JSON_EXTRACT = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.([\w.]+)'\s*\)", re.IGNORECASE)
+_COALESCE_JSON = re.compile(r"coalesce\((\([\w.]+::jsonb #>> '[^']*'\)),\s*(-?\d+)\)", re.IGNORECASE)
+_NOCASE_EQ = re.compile(r"([\w.]+)\s*=\s*\?\s*COLLATE\s+NOCASE", re.IGNORECASE)
+_NOCASE = re.compile(r"([\w.]+)\s+COLLATE\s+NOCASE", re.IGNORECASE)
+_IS_NOT = re.compile(r"\bIS\s+NOT\s+(?!NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.IGNORECASE)
+_IS = re.compile(r"\bIS\s+(?!NOT\b|NULL\b|DISTINCT\b|TRUE\b|FALSE\b|JSON\b)", re.IGNORECASE)
+_LIKE = re.compile(r"\b(NOT\s+)?LIKE\b", re.IGNORECASE)
+_INSTR = re.compile(r"\binstr\(", re.IGNORECASE)
+_LIMIT_PARAM = re.compile(r"\bLIMIT\s+\?", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A statement ready for psycopg, and whether it was given ``RETURNING id`` for lastrowid."""
+
+    sql: str
+    returns_id: bool = False
+    begin: str = ""  # "write" or "read" for the two transaction openers Store uses
+
+
+@lru_cache(maxsize=4096)
+def to_postgres(sql: str) -> Statement:
+    """Rewrite one SQLite statement for PostgreSQL (cached: module SQL is a fixed set of strings)."""
+    stripped = sql.strip().rstrip(";").strip()
+    upper = stripped.upper()
+    if upper == "BEGIN IMMEDIATE":
+        return Statement("BEGIN", begin="write")
+    if upper in ("BEGIN", "BEGIN DEFERRED"):
+        return Statement("BEGIN ISOLATION LEVEL REPEATABLE READ", begin="read")
+    # Work on the text outside string literals only, so a literal '?' or 'LIKE' stays as written.
+    stripped = _JSON_EXTRACT.sub(_json_path, stripped)
+    # A JSON number read with a numeric default (``coalesce(json_extract(..), 0)``) compares as one.
+    stripped = _COALESCE_JSON.sub(r"coalesce((\1)::numeric, \2)", stripped)
+    pieces: list[str] = []
+    last = 0
+    for match in _STRING.finditer(stripped):
+        pieces.append(_rewrite_code(stripped[last:match.start()]))
+        pieces.append(match.group(0).replace("%", "%%"))
+        last = match.end()
+    pieces.append(_rewrite_code(stripped[last:]))
+    out = "".join(pieces)
+    returns_id = False
+    insert = _INSERT.match(out)
+    if insert:
+        ignore, table = insert.group(1), insert.group(2).lower()
+        if ignore:
+            out = out[:insert.start(1)] + out[insert.end(1):]
+            position = _returning_position(out)
+            out = out[:position].rstrip() + " ON CONFLICT DO NOTHING" + (" " + out[position:] if position < len(out) else "")
+        if table not in _NO_ID_TABLES and not re.search(r"\bRETURNING\b", out, re.IGNORECASE):
+            out += " RETURNING id"
+            returns_id = True
+    return Statement(out, returns_id)
+
+
+def _returning_position(sql: str) -> int:
+    found = re.search(r"\bRETURNING\b", sql, re.IGNORECASE)
+    return found.start() if found else len(sql)
+
+
+def _json_path(match: re.Match[str]) -> str:
+    keys = ",".join(match.group(2).split("."))
+    return f"({match.group(1)}::jsonb #>> '{{{keys}}}')"
+
+
+def _rewrite_code(code: str) -> str:
+    code = code.replace("%", "%%")
+    code = _SCALAR_MINMAX.sub(lambda m: f"{'GREATEST' if m.group(1).lower() == 'max' else 'LEAST'}"
+                                        f"({m.group(2)}, {m.group(3)})", code)
+    code = _NOCASE_EQ.sub(r"lower(\1) = lower(?)", code)
+    code = _NOCASE.sub(r"lower(\1)", code)
+    code = _IS_NOT.sub("IS DISTINCT FROM ", code)
+    code = _IS.sub("IS NOT DISTINCT FROM ", code)
+    # SQLite's LIKE ignores ASCII case; PostgreSQL's ILIKE is the same comparison.
+    code = _LIKE.sub(lambda m: (m.group(1) or "") + "ILIKE", code)
+    code = _INSTR.sub("strpos(", code)
+    # SQLite reads LIMIT -1 as no limit; PostgreSQL reads LIMIT NULL that way.
+    code = _LIMIT_PARAM.sub("LIMIT NULLIF(?::bigint, -1)", code)
+    code = code.replace("?", "%s")
+    return code

@@ -1,0 +1,336 @@
+"""The PostgreSQL store: a sqlite3-shaped connection over psycopg 3, and the Store that opens it.
+
+Module code is written once against the sqlite3 DB-API and SQLite's dialect. ``PgConnection``
+gives it the same surface (``execute`` returning a cursor with ``fetchone``/``fetchall``/
+``lastrowid``/``rowcount``, rows readable by index and by name, ``in_transaction``, errors raised
+as ``sqlite3`` classes) and rewrites each statement once through ``dialect.to_postgres``.
+
+Transactions keep SQLite's guarantees: ``store.write()`` opens ``BEGIN`` and takes one
+transaction-scoped advisory lock, so writers are serialised exactly as ``BEGIN IMMEDIATE``
+serialises them on SQLite (read-modify-write code needs no change); ``store.read()`` is a
+``REPEATABLE READ`` snapshot. Inside a transaction each data-changing statement runs under a
+savepoint, so a statement that fails (a unique key a caller expects and handles) undoes only
+itself, as on SQLite, instead of aborting the whole transaction.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence, cast
+from urllib.parse import urlsplit
+
+from ..errors import ConfigError
+from . import dialect, pg_migrations
+from .connection import BUSY_TIMEOUT_MS, Store
+
+# The key of the one advisory lock every write transaction takes (S3: writers are serialised).
+WRITE_LOCK_KEY = 0x4865617274  # "Heart"
+
+_DML = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
+
+
+def is_postgres(conn: Any) -> bool:
+    """True for a connection of the PostgreSQL store (the few engine-specific branches ask this)."""
+    return isinstance(conn, PgConnection)
+
+
+def _psycopg():
+    try:
+        import psycopg
+    except ImportError as exc:  # the optional extra is not installed
+        raise ConfigError("HEARTH_DATABASE_URL names PostgreSQL but psycopg is not installed;"
+                          " install hearth[postgres]") from exc
+    return psycopg
+
+
+class Row:
+    """A result row read by position or by column name, like ``sqlite3.Row``."""
+
+    __slots__ = ("_values", "_index")
+
+    def __init__(self, values: Sequence[Any], index: dict[str, int]):
+        self._values = tuple(values)
+        self._index = index
+
+    def __getitem__(self, key: int | str | slice) -> Any:
+        if isinstance(key, str):
+            try:
+                return self._values[self._index[key]]
+            except KeyError:
+                raise IndexError(f"No item with that key: {key!r}") from None
+        return self._values[key]
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Row):
+            return self._values == other._values and self._index == other._index
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values)
+
+    def __repr__(self) -> str:
+        return f"Row({dict(zip(self._index, self._values))!r})"
+
+
+def _row_factory(cursor: Any) -> Any:
+    description = cursor.description
+    if description is None:
+        return lambda values: values
+    index = {column.name: i for i, column in enumerate(description)}
+    return lambda values: Row(values, index)
+
+
+def _to_sqlite_error(exc: BaseException) -> BaseException:
+    """The sqlite3 exception module code and ``translate()`` already know for a psycopg error."""
+    psycopg = _psycopg()
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, psycopg.errors.IntegrityError):
+        error: sqlite3.Error = sqlite3.IntegrityError(message)
+    elif isinstance(exc, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected,
+                          psycopg.errors.LockNotAvailable)):
+        error = sqlite3.OperationalError(f"database is locked: {message}")
+    elif isinstance(exc, psycopg.errors.DiskFull):
+        error = sqlite3.OperationalError(f"database or disk is full: {message}")
+    elif isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        error = sqlite3.OperationalError(f"attempt to write a readonly database: {message}")
+    elif isinstance(exc, psycopg.errors.NumericValueOutOfRange):
+        return OverflowError(message)
+    else:
+        error = sqlite3.OperationalError(message)
+    return error
+
+
+class PgCursor:
+    """The part of ``sqlite3.Cursor`` module code uses."""
+
+    def __init__(self, cursor: Any, statement: dialect.Statement | None):
+        self._cursor = cursor
+        self.lastrowid: int | None = None
+        self._done = False
+        if statement is not None and statement.returns_id:
+            row = cursor.fetchone() if cursor.description is not None else None
+            self.lastrowid = row[0] if row is not None else None
+            self._done = True
+
+    @property
+    def rowcount(self) -> int:
+        return int(self._cursor.rowcount)
+
+    @property
+    def description(self) -> Any:
+        return None if self._done else self._cursor.description
+
+    def fetchone(self) -> Any:
+        if self._done or self._cursor.description is None:
+            return None
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        if self._done or self._cursor.description is None:
+            return []
+        return list(self._cursor.fetchall())
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        if self._done or self._cursor.description is None:
+            return []
+        return list(self._cursor.fetchmany(size))
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
+class PgConnection:
+    """A psycopg connection with the sqlite3 surface module code is written against."""
+
+    def __init__(self, raw: Any):
+        self.raw = raw
+        self.row_factory: Any = None  # accepted and ignored: rows are always ``Row``
+
+    @property
+    def in_transaction(self) -> bool:
+        status = self.raw.info.transaction_status
+        return bool(status != _psycopg().pq.TransactionStatus.IDLE)
+
+    def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> PgCursor:
+        statement = dialect.to_postgres(sql)
+        if statement.begin:
+            return self._begin(statement)
+        params = _params(parameters)
+        guarded = self.in_transaction and _DML.match(statement.sql) is not None
+        psycopg = _psycopg()
+        cursor = self.raw.cursor()
+        try:
+            if guarded:
+                cursor.execute("SAVEPOINT hearth_statement")
+            cursor.execute(statement.sql, params)
+            if guarded:
+                result = PgCursor(cursor, statement)
+                self.raw.execute("RELEASE SAVEPOINT hearth_statement")
+                return result
+        except psycopg.Error as exc:
+            if guarded and self.raw.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                self.raw.execute("ROLLBACK TO SAVEPOINT hearth_statement")
+            raise _to_sqlite_error(exc) from exc
+        return PgCursor(cursor, statement)
+
+    def _begin(self, statement: dialect.Statement) -> PgCursor:
+        psycopg = _psycopg()
+        try:
+            cursor = self.raw.execute(statement.sql)
+            if statement.begin == "write":
+                cursor = self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+        except psycopg.Error as exc:
+            raise _to_sqlite_error(exc) from exc
+        return PgCursor(cursor, None)
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]]) -> PgCursor:
+        statement = dialect.to_postgres(sql)
+        rows = [_params(p) for p in seq_of_parameters]
+        psycopg = _psycopg()
+        cursor = self.raw.cursor()
+        text = statement.sql
+        if statement.returns_id:
+            text = text[: -len(" RETURNING id")]
+        try:
+            if rows:
+                cursor.executemany(text, rows)
+        except psycopg.Error as exc:
+            raise _to_sqlite_error(exc) from exc
+        return PgCursor(cursor, None)
+
+    def commit(self) -> None:
+        if self.in_transaction:
+            self.raw.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.in_transaction:
+            self.raw.execute("ROLLBACK")
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def _params(parameters: Sequence[Any] | dict[str, Any]) -> Any:
+    if isinstance(parameters, dict):
+        return parameters
+    return tuple(parameters)
+
+
+def _adapters(psycopg: Any) -> Any:
+    """Types as module code expects them from SQLite: ints and bools as untyped literals that
+    PostgreSQL casts to the column they meet (SQLite's loose typing), numerics back as int/float."""
+    from psycopg.adapt import Dumper, Loader
+
+    class UntypedInt(Dumper):
+        oid = 0  # "unknown": the server infers the type from where the value is used
+
+        def dump(self, obj: Any) -> bytes:
+            return str(int(obj)).encode()
+
+    class Number(Loader):
+        def load(self, data: Any) -> Any:
+            text = bytes(data).decode()
+            if "." in text or "e" in text.lower() or text in ("NaN", "Infinity", "-Infinity"):
+                return float(text)
+            return int(text)
+
+    adapters = psycopg.adapt.AdaptersMap(psycopg.adapters)
+    adapters.register_dumper(int, UntypedInt)
+    adapters.register_dumper(bool, UntypedInt)
+    adapters.register_loader("numeric", Number)
+    return adapters
+
+
+def _connect_reason(exc: BaseException) -> str:
+    """psycopg's several-line connection failure as one short clause."""
+    text = " ".join(str(exc).split())
+    if "failed:" in text:
+        text = text.rsplit("failed:", 1)[1].strip()
+        text = text.split(" Is the server running")[0].strip()
+    return text or "no answer"
+
+
+def describe_url(url: str) -> str:
+    """The database URL without its password, for messages and keys."""
+    parts = urlsplit(url)
+    host = parts.hostname or "localhost"
+    port = f":{parts.port}" if parts.port else ""
+    user = f"{parts.username}@" if parts.username else ""
+    return f"postgresql://{user}{host}{port}{parts.path}"
+
+
+class PgStore(Store):
+    """A Hearth database on PostgreSQL: the same interface as the SQLite ``Store`` (S9)."""
+
+    engine = "postgresql"
+
+    def __init__(self, url: str, *, migrate: bool = True):
+        self.url = url
+        # A stable name for process-local keys (cached indexes): never a file on disk.
+        self.path = Path(describe_url(url).replace("://", "/").replace(":", "_"))
+        self._local = threading.local()
+        self._all: list[Any] = []
+        self._lock = threading.Lock()
+        self._adapters: Any = None
+        conn = self.connection()
+        raw = cast(PgConnection, conn)
+        if migrate:
+            with self.write():
+                pg_migrations.migrate(raw)
+        else:
+            pg_migrations.check_version(raw)
+
+    def _open(self) -> sqlite3.Connection:
+        psycopg = _psycopg()
+        if self._adapters is None:
+            self._adapters = _adapters(psycopg)
+        try:
+            raw = psycopg.connect(self.url, autocommit=True, row_factory=_row_factory, context=self._adapters,
+                                  connect_timeout=10)
+        except psycopg.OperationalError as exc:
+            reason = _connect_reason(exc)
+            raise ConfigError(f"cannot connect to {describe_url(self.url)}: {reason}") from exc
+        # A writer waits for the writers' lock as long as SQLite's busy timeout, then is told "busy".
+        raw.execute(f"SET lock_timeout = {BUSY_TIMEOUT_MS}")
+        return cast(sqlite3.Connection, PgConnection(raw))
+
+    def _begin_write(self, conn: sqlite3.Connection, exclusive: bool) -> None:
+        if exclusive:
+            conn.execute("BEGIN IMMEDIATE")  # BEGIN and the writers' advisory lock
+        else:
+            cast(PgConnection, conn).raw.execute("BEGIN")
+
+    def schema_version(self) -> int:
+        return pg_migrations.current_version(cast(PgConnection, self.connection()))
+
+    def server_info(self) -> dict[str, str]:
+        """Engine, server and extension versions (``hearth doctor``)."""
+        conn = self.connection()
+        server = conn.execute("SHOW server_version").fetchone()[0]
+        vector = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        return {"engine": "postgresql", "server": str(server), "pgvector": vector[0] if vector else "missing",
+                "database": describe_url(self.url)}
+
+
+def open_store(database_url: str, path: Path, *, migrate: bool = True) -> Store:
+    """The store a deployment's settings name: PostgreSQL for a ``postgresql://`` URL, else SQLite."""
+    if database_url:
+        if not database_url.startswith(("postgresql://", "postgres://")):
+            raise ConfigError("HEARTH_DATABASE_URL must start with postgresql://")
+        return PgStore(database_url, migrate=migrate)
+    return Store(path, migrate=migrate)

