@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..conversations import ELIGIBLE_SQL, VISIBLE_SQL
+from ..store import is_postgres
 from .keyword import search_messages
 from .query import fts_match, match_terms, without_names
 from .terms import select_terms
@@ -103,6 +104,13 @@ def chunk_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]:
 
 def keyword_messages(conn: sqlite3.Connection, user_id: int, words: list[str], f: Filters,
                      limit: int = DEFAULT.candidates) -> list[tuple[int, float]]:
+    if (f.date_from or f.date_to) and is_postgres(conn):
+        from . import pgsearch
+
+        where, args = message_filter_sql(user_id, f)
+        rows = pgsearch.ranked(conn, "messages_fts", "m", "m.id", "JOIN conversations c ON c.id = m.conversation_id",
+                               where, args, words, limit)
+        return [(r[0], r["score"]) for r in rows]
     if f.date_from or f.date_to:
         where, args = message_filter_sql(user_id, f)
         rows = conn.execute(
@@ -122,6 +130,12 @@ def keyword_chunks(conn: sqlite3.Connection, user_id: int, words: list[str], f: 
     if not words:
         return []
     where, args = chunk_filter_sql(user_id, f)
+    if is_postgres(conn):
+        from . import pgsearch
+
+        rows = pgsearch.ranked(conn, "archive_chunks_fts", "k", "k.id",
+                               "JOIN archive_documents d ON d.id = k.document_id", where, args, words, limit)
+        return [(r[0], r["score"]) for r in rows]
     rows = conn.execute(
         "SELECT k.id, bm25(archive_chunks_fts) AS score FROM archive_chunks_fts"
         " JOIN archive_chunks k ON k.id = archive_chunks_fts.rowid JOIN archive_documents d ON d.id = k.document_id"

@@ -11,6 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from ..conversations import ELIGIBLE_SQL, VISIBLE_SQL
+from ..store import is_postgres
 from ..text import STOPWORDS, WORD_RE
 
 
@@ -73,6 +74,13 @@ def search_messages(
         where.append("c.persona_id = ?")
         args.append(persona_id)
     match, filters = args[0], args[1:]
+    if is_postgres(conn):
+        from . import pgsearch
+
+        rows = pgsearch.ranked(conn, "messages_fts", "m", "m.id, m.conversation_id, c.title, m.role, m.created_at,"
+                               " m.content", "JOIN conversations c ON c.id = m.conversation_id", where, filters,
+                               pgsearch.words_of_match(match), limit)
+        return [_hit(r, r["score"]) for r in rows]
     # Rank inside FTS5 first and filter a bounded candidate list: joining every match of a common
     # word to its message and conversation before ranking costs hundreds of milliseconds at a
     # million messages. When the filters leave too few, widen, and finally rank every match.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 
+from ..store import is_postgres
 from .tuning import DEFAULT, Tuning
 
 SOURCES = {"messages": ("messages_fts", "messages_fts_vocab"), "chunks": ("archive_chunks_fts", "archive_chunks_fts_vocab")}
@@ -45,6 +46,10 @@ def _varint(blob: bytes) -> int:
 def indexed_rows(conn: sqlite3.Connection, fts: str) -> int:
     """Rows in an FTS5 index: the first number of its totals record (row id 1 of ``<fts>_data``),
     which FTS5 keeps current on every write; a count of the docsize table if it cannot be read."""
+    if is_postgres(conn):
+        from . import pgsearch
+
+        return pgsearch.indexed_rows(conn, fts)
     row = conn.execute(f"SELECT block FROM {fts}_data WHERE id = 1").fetchone()
     if row and row[0]:
         try:
@@ -69,7 +74,11 @@ class TermStats:
     def frequencies(self, conn: sqlite3.Connection, fts: str, vocab: str, words: list[str]) -> tuple[int, dict[str, int]]:
         """(rows in the index, each word's document frequency)."""
         total = indexed_rows(conn, fts)
-        database = conn.execute("PRAGMA database_list").fetchone()[2] or f"memory:{id(conn)}"
+        if is_postgres(conn):
+            database = conn.execute("SELECT concat('postgresql:', inet_server_addr(), ':', inet_server_port(),"
+                                    " '/', current_database())").fetchone()[0]
+        else:
+            database = conn.execute("PRAGMA database_list").fetchone()[2] or f"memory:{id(conn)}"
         with self._lock:
             cached = self._cache.setdefault((database, vocab), {})
             if len(cached) > MAX_CACHED:
@@ -115,6 +124,10 @@ def _stemming(conn: sqlite3.Connection, fts: str) -> bool:
 def _read_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     fts = vocab.removesuffix("_vocab")
+    if is_postgres(conn):
+        from . import pgsearch
+
+        return {word: pgsearch.document_frequency(conn, fts, word) for word in words}
     stems = _stemming(conn, fts)
     for word in words:
         if stems:

@@ -25,6 +25,8 @@ _NO_ID_TABLES = frozenset({
 
 _STRING = re.compile(r"'(?:[^']|'')*'")
 _INSERT = re.compile(r"^\s*INSERT\s+(OR\s+IGNORE\s+)?INTO\s+(\w+)", re.IGNORECASE)
+_ONE_ROW = re.compile(r"\)\s*VALUES\s*\(", re.IGNORECASE)
+_MORE_ROWS = re.compile(r"\)\s*,\s*\(")
 _SCALAR_MINMAX = re.compile(r"\b(max|min)\(\s*([\w.?]+)\s*,\s*([\w.?]+)\s*\)", re.IGNORECASE)
 _JSON_EXTRACT = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.([\w.]+)'\s*\)", re.IGNORECASE)
 _COALESCE_JSON = re.compile(r"coalesce\((\([\w.]+::jsonb #>> '[^']*'\)),\s*(-?\d+)\)", re.IGNORECASE)
@@ -44,6 +46,10 @@ class Statement:
     sql: str
     returns_id: bool = False
     begin: str = ""  # "write" or "read" for the two transaction openers Store uses
+    # A one-row INSERT is sent with ON CONFLICT DO NOTHING and a row that was not inserted is
+    # reported as SQLite's IntegrityError: the caller can handle the duplicate and go on in the
+    # same transaction (PostgreSQL would otherwise abort the whole transaction on the error).
+    conflict_raises: str = ""
 
 
 @lru_cache(maxsize=4096)
@@ -68,17 +74,21 @@ def to_postgres(sql: str) -> Statement:
     pieces.append(_rewrite_code(stripped[last:]))
     out = "".join(pieces)
     returns_id = False
+    conflict_raises = ""
     insert = _INSERT.match(out)
     if insert:
         ignore, table = insert.group(1), insert.group(2).lower()
         if ignore:
             out = out[:insert.start(1)] + out[insert.end(1):]
+        single_row = _ONE_ROW.search(out) is not None and not _MORE_ROWS.search(out)
+        if ignore or (single_row and not re.search(r"\bON\s+CONFLICT\b", out, re.IGNORECASE)):
+            conflict_raises = "" if ignore else table
             position = _returning_position(out)
             out = out[:position].rstrip() + " ON CONFLICT DO NOTHING" + (" " + out[position:] if position < len(out) else "")
         if table not in _NO_ID_TABLES and not re.search(r"\bRETURNING\b", out, re.IGNORECASE):
             out += " RETURNING id"
             returns_id = True
-    return Statement(out, returns_id)
+    return Statement(out, returns_id, conflict_raises=conflict_raises)
 
 
 def _returning_position(sql: str) -> int:

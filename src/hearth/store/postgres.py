@@ -8,14 +8,14 @@ as ``sqlite3`` classes) and rewrites each statement once through ``dialect.to_po
 Transactions keep SQLite's guarantees: ``store.write()`` opens ``BEGIN`` and takes one
 transaction-scoped advisory lock, so writers are serialised exactly as ``BEGIN IMMEDIATE``
 serialises them on SQLite (read-modify-write code needs no change); ``store.read()`` is a
-``REPEATABLE READ`` snapshot. Inside a transaction each data-changing statement runs under a
-savepoint, so a statement that fails (a unique key a caller expects and handles) undoes only
-itself, as on SQLite, instead of aborting the whole transaction.
+``REPEATABLE READ`` snapshot. A one-row INSERT that meets a unique key raises SQLite's
+``IntegrityError`` without aborting the transaction (it is sent with ``ON CONFLICT DO NOTHING``),
+so code that handles a duplicate and goes on works as on SQLite. (A savepoint per statement would
+do the same for every error, but makes long transactions quadratic on PostgreSQL.)
 """
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import threading
 from pathlib import Path
@@ -28,8 +28,6 @@ from .connection import BUSY_TIMEOUT_MS, Store
 
 # The key of the one advisory lock every write transaction takes (S3: writers are serialised).
 WRITE_LOCK_KEY = 0x4865617274  # "Heart"
-
-_DML = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
 
 
 def is_postgres(conn: Any) -> bool:
@@ -171,21 +169,14 @@ class PgConnection:
         if statement.begin:
             return self._begin(statement)
         params = _params(parameters)
-        guarded = self.in_transaction and _DML.match(statement.sql) is not None
         psycopg = _psycopg()
         cursor = self.raw.cursor()
         try:
-            if guarded:
-                cursor.execute("SAVEPOINT hearth_statement")
             cursor.execute(statement.sql, params)
-            if guarded:
-                result = PgCursor(cursor, statement)
-                self.raw.execute("RELEASE SAVEPOINT hearth_statement")
-                return result
         except psycopg.Error as exc:
-            if guarded and self.raw.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                self.raw.execute("ROLLBACK TO SAVEPOINT hearth_statement")
             raise _to_sqlite_error(exc) from exc
+        if statement.conflict_raises and cursor.rowcount == 0:
+            raise sqlite3.IntegrityError(f"UNIQUE constraint failed: {statement.conflict_raises}")
         return PgCursor(cursor, statement)
 
     def _begin(self, statement: dialect.Statement) -> PgCursor:

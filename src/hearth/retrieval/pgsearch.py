@@ -1,0 +1,114 @@
+"""Keyword search on PostgreSQL (S6, S9): tsvector + GIN, ranked by BM25 as FTS5 ranks.
+
+The index is an expression GIN index over ``to_tsvector('simple', ...)`` on exactly the rows FTS5
+indexes on SQLite (see ``store/pg_migrations.py``): lower-cased words, no stemming, no stop
+words, so a word matches the same rows on both engines. Matches are found through the index and
+ranked by Okapi BM25 (k1 1.2, b 0.75, FTS5's constants) computed from the matching row's own
+vector: term frequency from its positions, each term's IDF from its document frequency (the same
+cached statistics the common-term guard uses), and document length against the average length of
+recent rows. ``ts_rank`` is not used: it has no IDF, so a common word would weigh as much as a
+rare one and the rankings of the two engines would disagree.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+from typing import Any
+
+# FTS5 index name -> (table, text column, the rows that are indexed, for a table alias ``a``)
+INDEXES = {
+    "messages_fts": ("messages", "content", "{a}.kind = 'chat' AND {a}.role IN ('user', 'assistant')"),
+    "archive_chunks_fts": ("archive_chunks", "text", "TRUE"),
+}
+K1 = 1.2
+B = 0.75
+_AVG_SAMPLE = 2_000
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"(\*)?')
+
+
+def words_of_match(match: str) -> list[str]:
+    """The terms of an FTS5 expression Hearth builds (``"a" OR "b"*``), prefixes kept as ``b*``."""
+    return [m.group(1).replace('""', '"') + (m.group(2) or "") for m in _QUOTED.finditer(match)]
+
+
+def tsquery(words: list[str]) -> str:
+    """A tsquery text matching any of the words; ``stem*`` is a prefix match."""
+    parts = []
+    for word in words:
+        prefix = word.endswith("*")
+        core = word[:-1] if prefix else word
+        if not core:
+            continue
+        quoted = "'" + core.replace("\\", "\\\\").replace("'", "''") + "'"
+        parts.append(quoted + (":*" if prefix else ""))
+    return " | ".join(parts)
+
+
+def indexed_rows(conn: sqlite3.Connection, fts: str) -> int:
+    table, _, indexed = INDEXES[fts]
+    return int(conn.execute(f"SELECT count(*) FROM {table} WHERE {indexed.format(a=table)}").fetchone()[0])
+
+
+def document_frequency(conn: sqlite3.Connection, fts: str, word: str) -> int:
+    table, column, indexed = INDEXES[fts]
+    query = tsquery([word])
+    if not query:
+        return 0
+    row = conn.execute(f"SELECT count(*) FROM {table} WHERE to_tsvector('simple', {column})"
+                       f" @@ to_tsquery('simple', ?) AND {indexed.format(a=table)}", (query,)).fetchone()
+    return int(row[0])
+
+
+def average_length(conn: sqlite3.Connection, fts: str) -> float:
+    """Distinct words per indexed row, over the most recent rows (cheap at any size)."""
+    table, column, indexed = INDEXES[fts]
+    row = conn.execute(f"SELECT avg(length(to_tsvector('simple', {column}))) FROM (SELECT {column} FROM {table}"
+                       f" WHERE {indexed.format(a=table)} ORDER BY id DESC LIMIT {_AVG_SAMPLE}) recent").fetchone()
+    return float(row[0] or 1.0)
+
+
+def idf(total: int, df: int) -> float:
+    """FTS5's BM25 IDF, floored at a small positive value as FTS5 floors it."""
+    return max(math.log((total - df + 0.5) / (df + 0.5)), 1e-6)
+
+
+def bm25_terms(conn: sqlite3.Connection, fts: str, words: list[str]) -> tuple[list[str], list[float], float]:
+    """The words, their IDFs and the average row length: the parameters ``score_sql`` takes."""
+    from .terms import STATS
+
+    total, df = STATS.frequencies(conn, fts, fts + "_vocab", words)
+    return words, [idf(max(total, 1), df.get(w, 0)) for w in words], average_length(conn, fts)
+
+
+def score_sql(alias: str, column: str) -> str:
+    """A lateral subquery giving ``score`` (BM25, higher is better) for row ``alias``; its three
+    parameters are the terms (text[]), their IDFs (float8[]) and the average length."""
+    return (
+        "CROSS JOIN LATERAL (SELECT coalesce(sum(q.w * l.tf * " + str(K1 + 1) + " / (l.tf + " + str(K1) +
+        " * (" + str(1 - B) + " + " + str(B) + " * l.dl / ?::float8))), 0) AS score"
+        f" FROM (SELECT lexeme, coalesce(array_length(positions, 1), 1) AS tf, count(*) OVER () AS dl"
+        f" FROM unnest(to_tsvector('simple', {alias}.{column}))) l"
+        " JOIN unnest(?::text[], ?::float8[]) AS q(term, w)"
+        " ON CASE WHEN right(q.term, 1) = '*' THEN starts_with(l.lexeme, rtrim(q.term, '*'))"
+        " ELSE l.lexeme = q.term END) s"
+    )
+
+
+def ranked(conn: sqlite3.Connection, fts: str, alias: str, select: str, joins: str, where: list[str],
+           args: list[Any], words: list[str], limit: int) -> list[Any]:
+    """Rows matching any of ``words`` under ``where``, best BM25 first; each row ends with ``score``."""
+    table, column, indexed = INDEXES[fts]
+    query = tsquery(words)
+    if not query:
+        return []
+    terms, weights, avg = bm25_terms(conn, fts, words)
+    terms = [t.casefold() for t in terms]
+    sql = (
+        f"SELECT {select}, s.score FROM {table} {alias} {joins} {score_sql(alias, column)}"
+        f" WHERE to_tsvector('simple', {alias}.{column}) @@ to_tsquery('simple', ?)"
+        f" AND {indexed.format(a=alias)} AND {' AND '.join(where)}"
+        f" ORDER BY s.score DESC, {alias}.id LIMIT ?"
+    )
+    return conn.execute(sql, (avg, terms, weights, query, *args, limit)).fetchall()
