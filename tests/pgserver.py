@@ -81,7 +81,7 @@ class LocalPostgres:
             [str(self.bin / "postgres"), "-D", str(self.data), "-h", "127.0.0.1", "-p", str(self.port),
              "-k", str(self.data), "-c", "fsync=off", "-c", "synchronous_commit=off",
              "-c", "full_page_writes=off", "-c", "max_connections=300"],
-            stdout=log, stderr=subprocess.STDOUT, user=self.user)
+            stdout=log, stderr=subprocess.STDOUT, user=self.user, preexec_fn=_parent_death_signal())
         deadline = time.monotonic() + 30
         import psycopg
 
@@ -155,6 +155,21 @@ class LocalPostgres:
                 self.process.kill()
                 self.process.wait()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _parent_death_signal():
+    """A pre-exec hook asking Linux to send the server a fast-shutdown signal if the test process
+    dies, so no server outlives its session (loaded before the fork: the hook only calls it)."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    PR_SET_PDEATHSIG = 1
+    SIGINT = int(signal.SIGINT)
+
+    def hook() -> None:
+        prctl(PR_SET_PDEATHSIG, SIGINT)
+
+    return hook
 
 
 def _latest() -> int:

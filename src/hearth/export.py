@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .errors import Conflict, InvalidInput
-from .store import Store, migrations
+from .store import Store, catalog, is_postgres, migrations
 from .validation import check_tree, load_json
 
 FORMAT = "hearth-export"
@@ -31,36 +31,17 @@ EXCLUDED = frozenset({"users", "auth_sessions", "api_tokens", "schema_migrations
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
     """Ordinary tables, parents before children, without virtual tables and their shadows."""
-    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-                        ).fetchall()
-    virtual = [name for name, sql in rows if sql.upper().startswith("CREATE VIRTUAL TABLE")]
-    names = [name for name, _ in rows
-             if name not in virtual and not any(name.startswith(v + "_") for v in virtual)]
-    order: list[str] = []
-
-    def visit(name: str, path: tuple[str, ...] = ()) -> None:
-        if name in order or name in path:
-            return
-        for parent in _parents(conn, name):
-            if parent != name and parent in names:
-                visit(parent, path + (name,))
-        order.append(name)
-
-    for name in sorted(names):
-        visit(name)
+    order = catalog.dependency_order(conn, catalog.tables(conn))
     return [name for name in order if name not in EXCLUDED]
 
 
 def _parents(conn: sqlite3.Connection, table: str) -> dict[str, list[tuple[str, str]]]:
     """{parent table: [(column, parent column), ...]} from the table's foreign keys."""
-    out: dict[str, list[tuple[str, str]]] = {}
-    for fk in conn.execute(f'PRAGMA foreign_key_list("{table}")'):
-        out.setdefault(fk["table"], []).append((fk["from"], fk["to"] or "id"))
-    return out
+    return catalog.parents(conn, table)
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [r["name"] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+    return [name for name, _ in catalog.columns(conn, table)]
 
 
 def _owner_filter(conn: sqlite3.Connection, table: str, scoped: dict[str, str]) -> str | None:
@@ -179,7 +160,7 @@ def _checked_tables(conn: sqlite3.Connection, tables: Any) -> list[tuple[str, li
             raise InvalidInput(f"table {table} in the export has a column name that is not text")
         if len(set(columns)) != len(columns):
             raise InvalidInput(f"table {table} in the export names a column twice")
-        declared = {r["name"]: _affinity(r["type"] or "") for r in conn.execute(f'PRAGMA table_info("{table}")')}
+        declared = {name: _affinity(kind) for name, kind in catalog.columns(conn, table)}
         if not set(columns) <= set(declared):
             raise InvalidInput(f"table {table} in the export has unknown columns")
         affinities = [declared[c] for c in columns]
@@ -232,7 +213,8 @@ def import_user(store: Store, user_id: int, data: bytes | str | dict) -> dict[st
             "UPDATE conversations SET turn_count = (SELECT count(*) FROM messages m WHERE m.conversation_id ="
             " conversations.id AND m.kind IN ('chat', 'handoff_artifact') AND m.role IN ('user', 'assistant'))"
             " WHERE user_id = ?", (user_id,))
-        problems = conn.execute("PRAGMA foreign_key_check").fetchall()
+        # PostgreSQL checks every reference as each row arrives (an IntegrityError above).
+        problems = [] if is_postgres(conn) else conn.execute("PRAGMA foreign_key_check").fetchall()
         if problems:
             raise InvalidInput(f"the export refers to rows it does not contain ({len(problems)} references)")
     return counts

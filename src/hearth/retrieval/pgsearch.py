@@ -17,11 +17,9 @@ import re
 import sqlite3
 from typing import Any
 
-# FTS5 index name -> (table, text column, the rows that are indexed, for a table alias ``a``)
-INDEXES = {
-    "messages_fts": ("messages", "content", "{a}.kind = 'chat' AND {a}.role IN ('user', 'assistant')"),
-    "archive_chunks_fts": ("archive_chunks", "text", "TRUE"),
-}
+from .terms import PG_INDEXES as INDEXES
+from .terms import STATS, tsquery
+
 K1 = 1.2
 B = 0.75
 _AVG_SAMPLE = 2_000
@@ -31,34 +29,6 @@ _QUOTED = re.compile(r'"((?:[^"]|"")*)"(\*)?')
 def words_of_match(match: str) -> list[str]:
     """The terms of an FTS5 expression Hearth builds (``"a" OR "b"*``), prefixes kept as ``b*``."""
     return [m.group(1).replace('""', '"') + (m.group(2) or "") for m in _QUOTED.finditer(match)]
-
-
-def tsquery(words: list[str]) -> str:
-    """A tsquery text matching any of the words; ``stem*`` is a prefix match."""
-    parts = []
-    for word in words:
-        prefix = word.endswith("*")
-        core = word[:-1] if prefix else word
-        if not core:
-            continue
-        quoted = "'" + core.replace("\\", "\\\\").replace("'", "''") + "'"
-        parts.append(quoted + (":*" if prefix else ""))
-    return " | ".join(parts)
-
-
-def indexed_rows(conn: sqlite3.Connection, fts: str) -> int:
-    table, _, indexed = INDEXES[fts]
-    return int(conn.execute(f"SELECT count(*) FROM {table} WHERE {indexed.format(a=table)}").fetchone()[0])
-
-
-def document_frequency(conn: sqlite3.Connection, fts: str, word: str) -> int:
-    table, column, indexed = INDEXES[fts]
-    query = tsquery([word])
-    if not query:
-        return 0
-    row = conn.execute(f"SELECT count(*) FROM {table} WHERE to_tsvector('simple', {column})"
-                       f" @@ to_tsquery('simple', ?) AND {indexed.format(a=table)}", (query,)).fetchone()
-    return int(row[0])
 
 
 def average_length(conn: sqlite3.Connection, fts: str) -> float:
@@ -76,8 +46,6 @@ def idf(total: int, df: int) -> float:
 
 def bm25_terms(conn: sqlite3.Connection, fts: str, words: list[str]) -> tuple[list[str], list[float], float]:
     """The words, their IDFs and the average row length: the parameters ``score_sql`` takes."""
-    from .terms import STATS
-
     total, df = STATS.frequencies(conn, fts, fts + "_vocab", words)
     return words, [idf(max(total, 1), df.get(w, 0)) for w in words], average_length(conn, fts)
 

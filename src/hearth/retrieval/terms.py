@@ -14,6 +14,12 @@ from ..store import is_postgres
 from .tuning import DEFAULT, Tuning
 
 SOURCES = {"messages": ("messages_fts", "messages_fts_vocab"), "chunks": ("archive_chunks_fts", "archive_chunks_fts_vocab")}
+# On PostgreSQL (S9) each FTS5 index is a GIN expression index over to_tsvector('simple', column):
+# index name -> (table, text column, the rows that are indexed, for a table alias ``a``).
+PG_INDEXES = {
+    "messages_fts": ("messages", "content", "{a}.kind = 'chat' AND {a}.role IN ('user', 'assistant')"),
+    "archive_chunks_fts": ("archive_chunks", "text", "TRUE"),
+}
 
 # -- term statistics, cached per index generation ----------------------------------------------------
 # Reading a word's document frequency from fts5vocab walks its whole posting list: 57 ms for "the"
@@ -47,9 +53,8 @@ def indexed_rows(conn: sqlite3.Connection, fts: str) -> int:
     """Rows in an FTS5 index: the first number of its totals record (row id 1 of ``<fts>_data``),
     which FTS5 keeps current on every write; a count of the docsize table if it cannot be read."""
     if is_postgres(conn):
-        from . import pgsearch
-
-        return pgsearch.indexed_rows(conn, fts)
+        table, _, indexed = PG_INDEXES[fts]
+        return int(conn.execute(f"SELECT count(*) FROM {table} WHERE {indexed.format(a=table)}").fetchone()[0])
     row = conn.execute(f"SELECT block FROM {fts}_data WHERE id = 1").fetchone()
     if row and row[0]:
         try:
@@ -125,9 +130,7 @@ def _read_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) ->
     out: dict[str, int] = {}
     fts = vocab.removesuffix("_vocab")
     if is_postgres(conn):
-        from . import pgsearch
-
-        return {word: pgsearch.document_frequency(conn, fts, word) for word in words}
+        return {word: _pg_document_frequency(conn, fts, word) for word in words}
     stems = _stemming(conn, fts)
     for word in words:
         if stems:
@@ -142,6 +145,27 @@ def _read_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) ->
             row = conn.execute(f"SELECT doc FROM {vocab} WHERE term = ?", (word,)).fetchone()
         out[word] = (row[0] or 0) if row else 0
     return out
+
+
+def tsquery(words: list[str]) -> str:
+    """A tsquery text matching any of the words; ``stem*`` is a prefix match."""
+    parts = []
+    for word in words:
+        prefix = word.endswith("*")
+        core = word[:-1] if prefix else word
+        if core:
+            parts.append("'" + core.replace("\\", "\\\\").replace("'", "''") + "'" + (":*" if prefix else ""))
+    return " | ".join(parts)
+
+
+def _pg_document_frequency(conn: sqlite3.Connection, fts: str, word: str) -> int:
+    table, column, indexed = PG_INDEXES[fts]
+    query = tsquery([word])
+    if not query:
+        return 0
+    row = conn.execute(f"SELECT count(*) FROM {table} WHERE to_tsvector('simple', {column})"
+                       f" @@ to_tsquery('simple', ?) AND {indexed.format(a=table)}", (query,)).fetchone()
+    return int(row[0])
 
 
 def doc_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) -> dict[str, int]:

@@ -25,6 +25,16 @@ _NO_ID_TABLES = frozenset({
 
 _STRING = re.compile(r"'(?:[^']|'')*'")
 _INSERT = re.compile(r"^\s*INSERT\s+(OR\s+IGNORE\s+)?INTO\s+(\w+)", re.IGNORECASE)
+_JSON_SET = re.compile(r"json_set\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*,\s*json\(\?\)\s*\)", re.IGNORECASE)
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_DO_UPDATE = re.compile(r"\bDO\s+UPDATE\s+SET\b", re.IGNORECASE)
+_IDENT = re.compile(r"(?<![.\w:'])([A-Za-z_]\w*)\b(?!\s*[.(])")
+_NOT_COLUMNS = frozenset({
+    "case", "when", "then", "else", "end", "and", "or", "not", "null", "is", "in", "excluded", "true",
+    "false", "where", "returning", "distinct", "from", "as", "between", "like", "ilike", "coalesce",
+})
+_TABLE_EXISTS = re.compile(r"FROM\s+sqlite_master\s+WHERE\s+type\s*=\s*'table'\s+AND\s+name\b", re.IGNORECASE)
+_EMPTY_IN = re.compile(r"\bIN\s*\(\s*\)", re.IGNORECASE)
 _ONE_ROW = re.compile(r"\)\s*VALUES\s*\(", re.IGNORECASE)
 _MORE_ROWS = re.compile(r"\)\s*,\s*\(")
 _SCALAR_MINMAX = re.compile(r"\b(max|min)\(\s*([\w.?]+)\s*,\s*([\w.?]+)\s*\)", re.IGNORECASE)
@@ -62,7 +72,12 @@ def to_postgres(sql: str) -> Statement:
     if upper in ("BEGIN", "BEGIN DEFERRED"):
         return Statement("BEGIN ISOLATION LEVEL REPEATABLE READ", begin="read")
     # Work on the text outside string literals only, so a literal '?' or 'LIKE' stays as written.
+    stripped = _TABLE_EXISTS.sub("FROM pg_tables WHERE schemaname = current_schema() AND tablename", stripped)
+    stripped = _JSON_SET.sub(lambda m: f"(jsonb_set({m.group(1)}::jsonb, '{{{m.group(2)}}}', ?::jsonb))::text", stripped)
     stripped = _JSON_EXTRACT.sub(_json_path, stripped)
+    update, target = _DO_UPDATE.search(stripped), _INSERT.match(stripped)
+    if update and target:
+        stripped = stripped[:update.end()] + _qualify(stripped[update.end():], target.group(2))
     # A JSON number read with a numeric default (``coalesce(json_extract(..), 0)``) compares as one.
     stripped = _COALESCE_JSON.sub(r"coalesce((\1)::numeric, \2)", stripped)
     pieces: list[str] = []
@@ -91,6 +106,36 @@ def to_postgres(sql: str) -> Statement:
     return Statement(out, returns_id, conflict_raises=conflict_raises)
 
 
+def _qualify(assignments: str, table: str) -> str:
+    """Name the target table on the right of each ``col = expr`` in ``DO UPDATE SET``: SQLite
+    reads a bare column there as the existing row's, PostgreSQL calls it ambiguous."""
+    stop = re.search(r"\b(WHERE|RETURNING)\b", assignments, re.IGNORECASE)
+    head, tail = (assignments[:stop.start()], assignments[stop.start():]) if stop else (assignments, "")
+    parts = []
+    for part in _split_top(head):
+        if "=" in part:
+            left, right = part.split("=", 1)
+            right = _IDENT.sub(lambda m: m.group(1) if m.group(1).lower() in _NOT_COLUMNS or m.group(1).isupper()
+                               else f"{table}.{m.group(1)}", right)
+            part = f"{left}={right}"
+        parts.append(part)
+    return ",".join(parts) + (" " + tail if tail and not head.endswith(" ") else tail)
+
+
+def _split_top(text: str) -> list[str]:
+    depth, start, out = 0, 0, []
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
 def _returning_position(sql: str) -> int:
     found = re.search(r"\bRETURNING\b", sql, re.IGNORECASE)
     return found.start() if found else len(sql)
@@ -114,5 +159,8 @@ def _rewrite_code(code: str) -> str:
     code = _INSTR.sub("strpos(", code)
     # SQLite reads LIMIT -1 as no limit; PostgreSQL reads LIMIT NULL that way.
     code = _LIMIT_PARAM.sub("LIMIT NULLIF(?::bigint, -1)", code)
+    # SQLite accepts an empty list; an empty subquery means the same on PostgreSQL (IN: false).
+    code = _EMPTY_IN.sub("IN (SELECT NULL WHERE FALSE)", code)
     code = code.replace("?", "%s")
+    code = _NAMED.sub(r"%(\1)s", code)
     return code

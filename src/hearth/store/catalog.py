@@ -1,0 +1,74 @@
+"""What tables and columns a database holds, on either engine (export, migrate-store).
+
+SQLite answers from ``sqlite_master`` and PRAGMAs, PostgreSQL from its catalog; both answer in
+the same shapes. FTS5's virtual tables and their shadow tables are not data and are left out.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .postgres import is_postgres
+
+
+def tables(conn: sqlite3.Connection) -> list[str]:
+    """Ordinary data tables, by name."""
+    if is_postgres(conn):
+        return [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")]
+    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                        ).fetchall()
+    virtual = [name for name, sql in rows if sql.upper().startswith("CREATE VIRTUAL TABLE")]
+    return sorted(name for name, _ in rows
+                  if name not in virtual and not any(name.startswith(v + "_") for v in virtual))
+
+
+# PostgreSQL's column types named as the SQLite declarations they stand for.
+_AS_SQLITE = {"bigint": "INTEGER", "integer": "INTEGER", "smallint": "INTEGER", "text": "TEXT",
+              "bytea": "BLOB", "double precision": "REAL", "real": "REAL"}
+
+
+def columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
+    """(name, declared type, as SQLite would declare it) of each column, in table order."""
+    if is_postgres(conn):
+        return [(r[0], _AS_SQLITE.get(r[1], r[1].upper())) for r in conn.execute(
+            "SELECT column_name, data_type FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position", (table,))]
+    return [(r["name"], r["type"] or "") for r in conn.execute(f'PRAGMA table_info("{table}")')]
+
+
+def parents(conn: sqlite3.Connection, table: str) -> dict[str, list[tuple[str, str]]]:
+    """{parent table: [(column, parent column), ...]} from the table's foreign keys."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    if is_postgres(conn):
+        rows = conn.execute(
+            "SELECT cl.relname, a.attname, pa.attname FROM pg_constraint c"
+            " JOIN pg_class t ON t.oid = c.conrelid JOIN pg_class cl ON cl.oid = c.confrelid"
+            " CROSS JOIN LATERAL unnest(c.conkey, c.confkey) AS k(col, pcol)"
+            " JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.col"
+            " JOIN pg_attribute pa ON pa.attrelid = c.confrelid AND pa.attnum = k.pcol"
+            " WHERE c.contype = 'f' AND t.relname = ? AND t.relnamespace = current_schema()::regnamespace",
+            (table,)).fetchall()
+        for parent, column, parent_column in rows:
+            out.setdefault(parent, []).append((column, parent_column))
+        return out
+    for fk in conn.execute(f'PRAGMA foreign_key_list("{table}")'):
+        out.setdefault(fk["table"], []).append((fk["from"], fk["to"] or "id"))
+    return out
+
+
+def dependency_order(conn: sqlite3.Connection, names: list[str]) -> list[str]:
+    """``names`` with every table after the tables it refers to."""
+    order: list[str] = []
+
+    def visit(name: str, path: tuple[str, ...] = ()) -> None:
+        if name in order or name in path:
+            return
+        for parent in parents(conn, name):
+            if parent != name and parent in names:
+                visit(parent, path + (name,))
+        order.append(name)
+
+    for name in sorted(names):
+        visit(name)
+    return order
