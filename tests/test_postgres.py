@@ -165,3 +165,82 @@ def test_s10_a_claim_skips_rows_another_claim_holds_without_waiting_postgres(pg_
         assert time.monotonic() - started < 5
     for s in (store, holder, other.store):
         s.close()
+
+
+def _deployment(home) -> tuple[Hearth, int]:
+    hearth = Hearth(Settings.resolve({"home": str(home), "provider": "offline"}, environ={}))
+    me = hearth.scope()
+    persona = me.personas.create("elion", "Elion", user_label="U said:", assistant_label="E said:")
+    folder = me.folders.create("Letters")
+    for n in range(3):
+        conversation = me.conversations.create(persona.id, f"Thread {n}", folder_id=folder.id if n else None)
+        for i in range(4):
+            me.send(conversation.id, f"message {n}-{i} about the lighthouse keeper")
+    me.memories.add("Likes lighthouses", category="likes")
+    return hearth, conversation.id
+
+
+def _counts(store) -> dict[str, int]:
+    from hearth.store import catalog
+
+    conn = store.connection()
+    return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in catalog.tables(conn)}
+
+
+def test_s11_migrate_store_copies_sqlite_to_postgres_and_back_resumably(tmp_path, pg_url, monkeypatch):
+    from hearth import ledger
+    from hearth.cli import cli
+    from hearth.migrate_store import copy_store
+
+    monkeypatch.delenv("HEARTH_DATABASE_URL", raising=False)
+    hearth, last = _deployment(tmp_path / "home")
+    source_counts = _counts(hearth.store)
+    before = [(m.role, m.content) for m in hearth.scope().conversations.messages(last)]
+    hearth.close()
+
+    # Interrupted after two batches: what was committed stays, the second run finishes the copy.
+    source = open_store("", tmp_path / "home" / "hearth.db")
+    target = PgStore(pg_url)
+    calls = []
+
+    def stop_early(table, done, total):
+        calls.append(table)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        copy_store(source, target, stop_early, batch=3)
+    partial = sum(_counts(target).values())
+    assert 0 < partial < sum(source_counts.values())
+    source.close()
+    target.close()
+
+    result = CliRunner().invoke(cli, ["migrate-store", "--to", pg_url], env={"HEARTH_HOME": str(tmp_path / "home"),
+                                                                             "COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "match and the ledger check passes" in result.output
+    moved = PgStore(pg_url, migrate=False)
+    counts = _counts(moved)
+    assert {t: counts[t] for t in source_counts} == source_counts
+    assert ledger.verify(moved.connection()).problems == []
+    moved.close()
+
+    # The PostgreSQL deployment works: same history, and new rows get new ids.
+    on_pg = Hearth(Settings.resolve({"home": str(tmp_path / "pg"), "provider": "offline", "database_url": pg_url},
+                                    environ={}))
+    me = on_pg.scope()
+    assert [(m.role, m.content) for m in me.conversations.messages(last)] == before
+    me.send(last, "one more about the keeper")
+    assert any("lighthouse keeper" in r.text for r in me.search("lighthouse keeper").results)
+    on_pg.close()
+
+    # And back into a new SQLite file.
+    back = tmp_path / "back" / "hearth.db"
+    back.parent.mkdir()
+    result = CliRunner().invoke(cli, ["migrate-store", "--from", pg_url, "--to", str(back)],
+                                env={"HEARTH_HOME": str(tmp_path / "home"), "COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    returned = open_store("", back)
+    assert ledger.verify(returned.connection()).problems == []
+    assert _counts(returned)["messages"] == source_counts["messages"] + 2
+    returned.close()
