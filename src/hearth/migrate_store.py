@@ -64,6 +64,7 @@ def copy_store(source: Store, target: Store, progress: Progress | None = None, *
                          (row[1], row[2], row[0]))
         if is_postgres(conn):
             _advance_identities(conn, names)
+            _fill_vectors(conn)
     for table in names:
         here = src.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         there = dst.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
@@ -128,6 +129,21 @@ def _advance_identities(conn: sqlite3.Connection, tables: list[str]) -> None:
         seq = conn.execute("SELECT pg_get_serial_sequence(?, 'id')", (table,)).fetchone()
         if seq and seq[0]:
             conn.execute(f"SELECT setval('{seq[0]}', (SELECT coalesce(max(id), 0) + 1 FROM {table}), false)")
+
+
+def _fill_vectors(conn: sqlite3.Connection) -> None:
+    """pgvector's form of every copied embedding, and the HNSW index for its size."""
+    import numpy as np
+
+    from .retrieval import pgvectors
+
+    for source, (table, key, model_column) in pgvectors.TABLES.items():
+        rows = conn.execute(f"SELECT {key}, embedding FROM {table} WHERE embedding IS NOT NULL"
+                            f" AND {model_column} IS NOT NULL AND vec IS NULL").fetchall()
+        for row_id, blob in rows:
+            vector = np.frombuffer(bytes(blob), dtype=np.float32)
+            pgvectors.ensure_index(conn, source, len(vector))
+            conn.execute(f"UPDATE {table} SET vec = ?::vector WHERE {key} = ?", (pgvectors.literal(vector), row_id))
 
 
 def check_target(source: Store, target: Store) -> None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import numpy as np
 
 from ..errors import HearthError
+from ..store import is_postgres
 from ..text import unit_rows
 
 if TYPE_CHECKING:
@@ -175,8 +176,14 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
             from .vectors import to_blob
 
             with store.write() as wconn:
+                if is_postgres(wconn):
+                    from . import pgvectors
+
+                    pgvectors.ensure_index(wconn, kind, vectors.shape[1])
                 for (row_id, owner, _), vector in zip(rows, vectors):
-                    if kind == "messages":
+                    if is_postgres(wconn):
+                        _write_pg(wconn, kind, row_id, owner, model, vector)
+                    elif kind == "messages":
                         # An upsert, not REPLACE: REPLACE deletes without firing the delete
                         # trigger that keeps vector_counts honest.
                         wconn.execute(
@@ -208,12 +215,35 @@ def embed_messages(store: Any, embedder: Any, user_id: int, ids: list[int]) -> i
     from .vectors import to_blob
 
     with store.write() as wconn:
+        if is_postgres(wconn):
+            from . import pgvectors
+
+            pgvectors.ensure_index(wconn, "messages", vectors.shape[1])
         for (row_id, owner, _), vector in zip(rows, vectors):
+            if is_postgres(wconn):
+                _write_pg(wconn, "messages", row_id, owner, model, vector)
+                continue
             wconn.execute(
                 "INSERT INTO message_embeddings (message_id, user_id, model, embedding) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (message_id) DO UPDATE SET user_id = excluded.user_id, model = excluded.model,"
                 " embedding = excluded.embedding", (row_id, owner, model, to_blob(vector)))
     return len(rows)
+
+
+def _write_pg(conn: sqlite3.Connection, kind: str, row_id: int, owner: int, model: str, vector: np.ndarray) -> None:
+    """On PostgreSQL the row also gets its pgvector form, which the HNSW index reads (S9)."""
+    from .pgvectors import literal
+    from .vectors import to_blob
+
+    if kind == "messages":
+        conn.execute(
+            "INSERT INTO message_embeddings (message_id, user_id, model, embedding, vec) VALUES (?, ?, ?, ?, ?::vector)"
+            " ON CONFLICT (message_id) DO UPDATE SET user_id = excluded.user_id, model = excluded.model,"
+            " embedding = excluded.embedding, vec = excluded.vec",
+            (row_id, owner, model, to_blob(vector), literal(vector)))
+    else:
+        conn.execute("UPDATE archive_chunks SET embedding = ?, embedding_model = ?, vec = ?::vector WHERE id = ?",
+                     (to_blob(vector), model, literal(vector), row_id))
 
 
 # -- the in-process index ---------------------------------------------------------------------------
@@ -406,6 +436,8 @@ def warm(hearth: Any) -> None:
     embedder = hearth.embedder
     model = model_id(embedder)
     conn = hearth.store.connection()
+    if is_postgres(conn):
+        return  # the database's HNSW index is the index; nothing to load
     for (user_id,) in conn.execute("SELECT id FROM users").fetchall():
         for source in ("messages", "chunks"):
             INDEXES.get(conn, str(hearth.store.path), source, user_id, model, embedder.dim)
@@ -415,6 +447,10 @@ def vector_search(conn: sqlite3.Connection, db_key: str, source: str, user_id: i
                   query_vectors: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
     """Top ``k`` (id, cosine) per query vector over one user's vectors of one source."""
     model = model_id(embedder)
+    if is_postgres(conn):
+        from . import pgvectors
+
+        return pgvectors.search(conn, source, user_id, model, query_vectors, k)
     index = INDEXES.get(conn, db_key, source, user_id, model, int(query_vectors.shape[1]), wait=False)
     if index is None or len(index) == 0:
         return [[] for _ in range(len(query_vectors))]

@@ -31,9 +31,11 @@ _AS_SQLITE = {"bigint": "INTEGER", "integer": "INTEGER", "smallint": "INTEGER", 
 def columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
     """(name, declared type, as SQLite would declare it) of each column, in table order."""
     if is_postgres(conn):
+        # pgvector's ``vec`` is derived from the ``embedding`` bytes beside it: not data of its own.
         return [(r[0], _AS_SQLITE.get(r[1], r[1].upper())) for r in conn.execute(
             "SELECT column_name, data_type FROM information_schema.columns"
-            " WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position", (table,))]
+            " WHERE table_schema = current_schema() AND table_name = ? AND udt_name <> 'vector'"
+            " ORDER BY ordinal_position", (table,))]
     return [(r["name"], r["type"] or "") for r in conn.execute(f'PRAGMA table_info("{table}")')]
 
 

@@ -33,8 +33,8 @@ _NOT_COLUMNS = frozenset({
     "case", "when", "then", "else", "end", "and", "or", "not", "null", "is", "in", "excluded", "true",
     "false", "where", "returning", "distinct", "from", "as", "between", "like", "ilike", "coalesce",
 })
-_TABLE_EXISTS = re.compile(r"FROM\s+sqlite_master\s+WHERE\s+type\s*=\s*'table'\s+AND\s+name\b", re.IGNORECASE)
-_EMPTY_IN = re.compile(r"\bIN\s*\(\s*\)", re.IGNORECASE)
+_TABLE_LIST = re.compile(r"FROM\s+sqlite_master\s+WHERE\s+type\s*=\s*'table'", re.IGNORECASE)
+_EMPTY_IN = re.compile(r"(\bNOT\s+)?\bIN\s*\(\s*\)", re.IGNORECASE)
 _ONE_ROW = re.compile(r"\)\s*VALUES\s*\(", re.IGNORECASE)
 _MORE_ROWS = re.compile(r"\)\s*,\s*\(")
 _SCALAR_MINMAX = re.compile(r"\b(max|min)\(\s*([\w.?]+)\s*,\s*([\w.?]+)\s*\)", re.IGNORECASE)
@@ -72,7 +72,8 @@ def to_postgres(sql: str) -> Statement:
     if upper in ("BEGIN", "BEGIN DEFERRED"):
         return Statement("BEGIN ISOLATION LEVEL REPEATABLE READ", begin="read")
     # Work on the text outside string literals only, so a literal '?' or 'LIKE' stays as written.
-    stripped = _TABLE_EXISTS.sub("FROM pg_tables WHERE schemaname = current_schema() AND tablename", stripped)
+    stripped = _TABLE_LIST.sub("FROM (SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema())"
+                               " sqlite_master WHERE TRUE", stripped)
     stripped = _JSON_SET.sub(lambda m: f"(jsonb_set({m.group(1)}::jsonb, '{{{m.group(2)}}}', ?::jsonb))::text", stripped)
     stripped = _JSON_EXTRACT.sub(_json_path, stripped)
     update, target = _DO_UPDATE.search(stripped), _INSERT.match(stripped)
@@ -159,8 +160,9 @@ def _rewrite_code(code: str) -> str:
     code = _INSTR.sub("strpos(", code)
     # SQLite reads LIMIT -1 as no limit; PostgreSQL reads LIMIT NULL that way.
     code = _LIMIT_PARAM.sub("LIMIT NULLIF(?::bigint, -1)", code)
-    # SQLite accepts an empty list; an empty subquery means the same on PostgreSQL (IN: false).
-    code = _EMPTY_IN.sub("IN (SELECT NULL WHERE FALSE)", code)
+    # SQLite accepts an empty list (IN: false, NOT IN: true); an empty array says the same and
+    # takes the type of the column it meets.
+    code = _EMPTY_IN.sub(lambda m: "<> ALL ('{}')" if m.group(1) else "= ANY ('{}')", code)
     code = code.replace("?", "%s")
     code = _NAMED.sub(r"%(\1)s", code)
     return code

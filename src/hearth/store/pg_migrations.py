@@ -215,6 +215,7 @@ CREATE TABLE archive_chunks (
     content_hash TEXT NOT NULL,
     embedding BYTEA,
     embedding_model TEXT,
+    vec vector,
     UNIQUE (user_id, content_hash),
     UNIQUE (document_id, position)
 );
@@ -492,7 +493,8 @@ CREATE TABLE message_embeddings (
     message_id BIGINT PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
     user_id BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     model TEXT NOT NULL,
-    embedding BYTEA NOT NULL
+    embedding BYTEA NOT NULL,
+    vec vector
 );
 CREATE INDEX conversations_user_updated ON conversations (user_id, updated_at);
 CREATE INDEX events_user_time ON events (user_id, created_at, id);

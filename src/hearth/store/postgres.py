@@ -298,6 +298,10 @@ class PgStore(Store):
             raise ConfigError(f"cannot connect to {describe_url(self.url)}: {reason}") from exc
         # A writer waits for the writers' lock as long as SQLite's busy timeout, then is told "busy".
         raw.execute(f"SET lock_timeout = {BUSY_TIMEOUT_MS}")
+        # A filtered nearest-neighbour search (one user's vectors) keeps scanning the HNSW graph
+        # until it has enough rows instead of returning fewer (pgvector 0.8).
+        raw.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false),"
+                    " set_config('hnsw.ef_search', '100', false)")
         return cast(sqlite3.Connection, PgConnection(raw))
 
     def _begin_write(self, conn: sqlite3.Connection, exclusive: bool) -> None:

@@ -1,0 +1,53 @@
+"""Vector search on PostgreSQL (S7, S9, S10): pgvector with an HNSW index as the index of record.
+
+Each embedding is stored twice in its row, as on SQLite: the float32 bytes (``embedding``, what
+export and migrate-store copy) and a pgvector ``vec`` written in the same statement. Searches ask
+the database: an HNSW index per embedding size (``vec::vector(n)``, cosine), created when vectors
+of that size first arrive, answers the nearest rows of one user and model. No process holds an
+index of its own, so every server sees every other's embeddings at once. pgvector's iterative
+index scan keeps filling the answer when the per-user filter drops rows the graph returned.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import numpy as np
+
+# source -> (table, id column, model column)
+TABLES = {"messages": ("message_embeddings", "message_id", "model"),
+          "chunks": ("archive_chunks", "id", "embedding_model")}
+EF_SEARCH = 100
+
+
+def literal(vector: np.ndarray) -> str:
+    """pgvector's text form of a vector."""
+    return "[" + ",".join(f"{float(x):.8g}" for x in vector) + "]"
+
+
+def ensure_index(conn: sqlite3.Connection, source: str, dim: int) -> None:
+    """The HNSW index for vectors of ``dim`` numbers in ``source`` (idempotent)."""
+    table, _, _ = TABLES[source]
+    dim = int(dim)
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_hnsw_{dim} ON {table}"
+                 f" USING hnsw ((vec::vector({dim})) vector_cosine_ops) WHERE vector_dims(vec) = {dim}")
+
+
+def search(conn: sqlite3.Connection, source: str, user_id: int, model: str, query_vectors: np.ndarray,
+           k: int) -> list[list[tuple[int, float]]]:
+    """Top ``k`` (id, cosine) per query vector over one user's vectors of one model."""
+    table, key, model_column = TABLES[source]
+    dim = int(query_vectors.shape[1])
+    out: list[list[tuple[int, float]]] = []
+    for vector in query_vectors:
+        text = literal(vector)
+        rows: list[Any] = conn.execute(
+            f"SELECT {key}, 1 - (vec::vector({dim}) <=> ?::vector({dim})) AS score FROM {table}"
+            f" WHERE user_id = ? AND {model_column} = ? AND vector_dims(vec) = {dim}"
+            f" ORDER BY vec::vector({dim}) <=> ?::vector({dim}) LIMIT ?",
+            (text, user_id, model, text, int(k))).fetchall()
+        hits = [(int(r[0]), float(r[1])) for r in rows]
+        hits.sort(key=lambda h: (-h[1], h[0]))  # the relaxed iterative scan may return near-ties out of order
+        out.append(hits)
+    return out
