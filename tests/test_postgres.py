@@ -31,6 +31,8 @@ def test_s9_dialect_rewrites_module_sql_for_postgres():
         "UPDATE x SET message_id = max(message_id, excluded.message_id)").sql
     assert to_postgres("SELECT 1 WHERE json_extract(metadata, '$.reply_to') = ?").sql == (
         "SELECT 1 WHERE (metadata::jsonb #>> '{reply_to}') = %s")
+    assert to_postgres("SELECT 1 WHERE json_extract(e.payload, '$.message_id') <= c.id").sql == (
+        "SELECT 1 WHERE ((e.payload::jsonb #>> '{message_id}')::bigint) <= c.id")
     assert "IS DISTINCT FROM %s" in to_postgres("SELECT 1 ORDER BY persona_id IS NOT ?").sql
     assert to_postgres("SELECT '50% ?' FROM t LIMIT ?").sql == "SELECT '50%% ?' FROM t LIMIT NULLIF(%s::bigint, -1)"
     assert to_postgres("BEGIN IMMEDIATE").begin == "write"

@@ -143,8 +143,12 @@ def _returning_position(sql: str) -> int:
 
 
 def _json_path(match: re.Match[str]) -> str:
-    keys = ",".join(match.group(2).split("."))
-    return f"({match.group(1)}::jsonb #>> '{{{keys}}}')"
+    path = match.group(2).split(".")
+    keys = ",".join(path)
+    text = f"({match.group(1)}::jsonb #>> '{{{keys}}}')"
+    # SQLite's json_extract keeps a number a number; Hearth's payload ids are numbers, so an id
+    # read out of JSON compares with id columns as one.
+    return f"({text}::bigint)" if path[-1] == "id" or path[-1].endswith("_id") else text
 
 
 def _rewrite_code(code: str) -> str:
