@@ -23,6 +23,7 @@ from .terms import STATS, tsquery
 K1 = 1.2
 B = 0.75
 _AVG_SAMPLE = 2_000
+_AVERAGES: dict[tuple[str, str], tuple[int, float]] = {}  # (database, index) -> (rows then, average)
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"(\*)?')
 
 
@@ -47,7 +48,13 @@ def idf(total: int, df: int) -> float:
 def bm25_terms(conn: sqlite3.Connection, fts: str, words: list[str]) -> tuple[list[str], list[float], float]:
     """The words, their IDFs and the average row length: the parameters ``score_sql`` takes."""
     total, df = STATS.frequencies(conn, fts, fts + "_vocab", words)
-    return words, [idf(max(total, 1), df.get(w, 0)) for w in words], average_length(conn, fts)
+    # The average length moves slowly: read again when the index grew or shrank by 1%.
+    key = (conn.execute("SELECT concat(inet_server_port(), '/', current_database())").fetchone()[0], fts)
+    cached = _AVERAGES.get(key)
+    if cached is None or abs(cached[0] - total) > 0.01 * max(total, 100):
+        cached = (total, average_length(conn, fts))
+        _AVERAGES[key] = cached
+    return words, [idf(max(total, 1), df.get(w, 0)) for w in words], cached[1]
 
 
 def score_sql(alias: str, column: str) -> str:
