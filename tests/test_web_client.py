@@ -231,6 +231,7 @@ def test_w2_b4_forgetting_an_edited_message_forgets_the_turns_kept_after_it(hear
     me.edit(chat.id, first.id, "Hey")  # and the reply to "Hi" as the branch of version 1
     with me.store.read() as conn:
         assert conn.execute("SELECT count(*) FROM branch_messages WHERE conversation_id = ?", (chat.id,)).fetchone()[0] == 4
+    assert me.forget.preview("message", first.id).counts["messages"] == 5  # what the receipt will say
     receipt = forget(me, "message", first.id)
     assert receipt.counts["messages"] == 5  # the message and the four turns kept after its versions
     with me.store.read() as conn:

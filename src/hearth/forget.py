@@ -173,7 +173,11 @@ class Forgetting:
             " AND kind != 'static_prompt'", s.conversations).fetchone()[0]
         chunks = conn.execute(f"SELECT count(*) FROM archive_chunks WHERE document_id IN ({_in(s.documents)})",
                               s.documents).fetchone()[0]
-        return {"conversations": len(s.conversations), "messages": conv_messages + len(s.messages),
+        # Turns put away after edited messages (W2) go too: a thread's with it, a message's with it.
+        put_away = conn.execute(
+            f"SELECT count(*) FROM branch_messages WHERE conversation_id IN ({_in(s.conversations)})",
+            s.conversations).fetchone()[0] + len(_put_away(conn, self.user_id, list(s.messages)))
+        return {"conversations": len(s.conversations), "messages": conv_messages + len(s.messages) + put_away,
                 "folders": len(s.folders), "documents": len(s.documents), "chunks": chunks,
                 "memories": len(s.memories)}
 
@@ -265,16 +269,13 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
     touched = sorted({r[1] for r in rows if r[0] in set(single)} - set(whole))
     # Turns put away after a forgotten message of the person's (W2 branches of its versions) go
     # with it, and the branches of those turns in turn; their words are looked for like its own.
-    stashed: list[int] = []
-    parents = [r[0] for r in rows if r[0] in set(single)]
-    while parents:
-        found_rows = conn.execute(
-            f"SELECT b.id, b.content, b.kind FROM branch_messages b JOIN message_branches r ON r.id = b.branch_id"
-            f" WHERE r.user_id = ? AND r.message_id IN ({_in(parents)})", (u, *parents)).fetchall()
-        texts += [r[1] for r in found_rows if r[2] == "chat" and r[1].strip()]
-        parents = [r[0] for r in found_rows]
-        stashed += parents
+    put_away = _put_away(conn, u, [r[0] for r in rows if r[0] in set(single)])
+    texts += [r[1] for r in put_away if r[2] == "chat" and r[1].strip()]
+    stashed = [r[0] for r in put_away]
     gone_ids |= set(stashed)
+    # A whole thread's put-away turns go with it (cascade); they are counted like its others.
+    whole_put_away = conn.execute(f"SELECT count(*) FROM branch_messages WHERE conversation_id IN ({_in(whole)})",
+                                  whole).fetchone()[0]
 
     counts["handoffs_rewritten"], rebuild = _rewrite_handoffs(scope, conn, gone_ids, set(whole))
     counts["search_log_entries"] = _forget_searches(conn, u, gone_ids, whole, s.documents, texts, s.search_log)
@@ -323,7 +324,7 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
     if s.folders:
         conn.execute(f"DELETE FROM folders WHERE user_id = ? AND id IN ({_in(s.folders)})", (u, *s.folders))
     counts["conversations"] = len(whole)
-    counts["messages"] = len(gone_ids)
+    counts["messages"] = len(gone_ids) + whole_put_away
     counts["folders"] = len(s.folders)
 
     chunk_ids = _ids(conn.execute(f"SELECT id FROM archive_chunks WHERE document_id IN ({_in(s.documents)})",
@@ -343,6 +344,19 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
     enqueue(conn, u, COMPACT_JOB, {"messages": sorted(gone_ids)[:50_000], "chunks": chunk_ids[:50_000]},
             dedupe_key=None)
     return counts
+
+
+def _put_away(conn: sqlite3.Connection, user_id: int, message_ids: list[int]) -> list[sqlite3.Row]:
+    """(id, content, kind) of the turns kept after these messages' versions (W2), and after theirs."""
+    out: list[sqlite3.Row] = []
+    parents = list(message_ids)
+    while parents:
+        rows = conn.execute(
+            f"SELECT b.id, b.content, b.kind FROM branch_messages b JOIN message_branches r ON r.id = b.branch_id"
+            f" WHERE r.user_id = ? AND r.message_id IN ({_in(parents)})", (user_id, *parents)).fetchall()
+        out += rows
+        parents = [r[0] for r in rows]
+    return out
 
 
 def _rewrite_handoffs(scope: "Scope", conn: sqlite3.Connection, gone: set[int],
