@@ -215,8 +215,14 @@ def test_x2_stdio_token_chooses_the_user(deployment, tmp_path):
 @pytest.fixture(scope="module")
 def served(deployment) -> Iterator[str]:
     process, port = start_server(deployment.home)
+    url = f"http://127.0.0.1:{port}/mcp"
     try:
-        yield f"http://127.0.0.1:{port}/mcp"
+        # A cold server is busy with its start-up work (index warm-up, the embedding model) for a
+        # while; the MCP client's version probe allows 10 s, so one plain request waits it out first.
+        httpx.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "tools/list"}, timeout=120,
+                   headers={"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+                            "Authorization": f"Bearer {deployment.ids['token']}"})
+        yield url
     finally:
         stop_server(process)
 
