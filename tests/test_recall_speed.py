@@ -3,6 +3,8 @@ per send, the cursor-following embedding job and bounded after-reply counters.""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import pytest
 
 from hearth.jobs import chat_messages_after
@@ -100,6 +102,7 @@ def test_a2_send_path_embeds_one_query_and_repeats_come_from_the_cache(me, archi
     embedded: list[list[str]] = []
     inner = semantic.embed_texts
     monkeypatch.setattr(semantic, "embed_texts", lambda model, texts: embedded.append(list(texts)) or inner(model, texts))
+    monkeypatch.setattr(semantic, "_QUERY_CACHE", OrderedDict())  # another test may have asked the same text
     me.send(c.id, "When did we plant the quince tree?")
     # One text for the whole search, and only the message: the recent context joins as the stored
     # vectors of its turns, never as text for the model.
@@ -129,6 +132,7 @@ def test_a2_send_path_mixes_the_stored_vectors_of_recent_turns_into_the_query(me
     embedded: list[list[str]] = []
     inner = semantic.embed_texts
     monkeypatch.setattr(semantic, "embed_texts", lambda model, texts: embedded.append(list(texts)) or inner(model, texts))
+    monkeypatch.setattr(semantic, "_QUERY_CACHE", OrderedDict())
 
     def lists():
         found, _ = vector_lists(conn, me.user_id, variants, filters, embedder, str(me.store.path), None, SEND_PATH,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
+from collections import Counter
 from typing import Any
 
 from .candidates import Filters, Ranked, Result, keyword_messages, load_messages
@@ -56,17 +57,31 @@ def neighbours(conn: sqlite3.Connection, fused: Fused,
     messages = [key[1] for key in (fused if keys is None else keys) if key[0] == "message"]
     if not messages:
         return {}
-    # One statement for every candidate: the previous and next turn in its conversation.
+    # A turn's neighbour can be a candidate only when another candidate shares its conversation:
+    # the conversation of every candidate is one primary-key read each, where the previous and
+    # next turn cost two index walks and the rows behind them (at a million messages the
+    # candidates mostly sit alone in their conversations).
+    conversation_of: dict[int, int] = {}
+    candidates = [key[1] for key in fused if key[0] == "message"]
+    for start in range(0, len(candidates), 500):
+        part = candidates[start:start + 500]
+        conversation_of.update(conn.execute(
+            f"SELECT id, conversation_id FROM messages WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
+    per_conversation = Counter(conversation_of.values())
+    out: dict[tuple[str, int], float] = {("message", m): 0.0 for m in messages if m in conversation_of}
+    shared = [m for m in messages if per_conversation.get(conversation_of.get(m, -1), 0) > 1]
+    if not shared:
+        return out
+    # One statement for those candidates: the previous and next turn in its conversation.
     rows = conn.execute(
         "SELECT m.id,"
         " (SELECT p.id FROM messages p WHERE p.conversation_id = m.conversation_id AND p.id < m.id"
         "  AND p.kind = 'chat' AND p.role IN ('user', 'assistant') ORDER BY p.id DESC LIMIT 1),"
         " (SELECT n.id FROM messages n WHERE n.conversation_id = m.conversation_id AND n.id > m.id"
         "  AND n.kind = 'chat' AND n.role IN ('user', 'assistant') ORDER BY n.id LIMIT 1)"
-        f" FROM messages m WHERE m.id IN ({','.join('?' * len(messages))})",
-        messages,
+        f" FROM messages m WHERE m.id IN ({','.join('?' * len(shared))})",
+        shared,
     ).fetchall()
-    out: dict[tuple[str, int], float] = {}
     for message_id, before, after in rows:
         near = [fused[("message", n)]["rrf"] for n in (before, after) if n is not None and ("message", n) in fused]
         out[("message", message_id)] = max(near, default=0.0)
