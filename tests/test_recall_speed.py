@@ -295,3 +295,26 @@ def test_k1_a_long_current_thread_does_not_crowd_the_bounded_keyword_list(me, pe
     # older conversation's turn is found without widening the candidate list.
     assert [h.conversation_id for h in hits] == [older.id]
     assert len(asked) == 1
+
+
+def test_a2_neighbours_are_read_only_for_candidates_sharing_a_conversation(me, persona):
+    from hearth.retrieval.fusion import neighbours
+
+    a = _thread(me, persona, "A", [("user", "the lighthouse"), ("assistant", "yes, in May")])
+    b = _thread(me, persona, "B", [("user", "a kettle")])
+    first, reply = (m.id for m in me.conversations.messages(a.id))
+    alone = me.conversations.messages(b.id)[0].id
+    conn = me.store.connection()
+    walks: list[str] = []
+    conn.set_trace_callback(lambda sql: walks.append(sql) if "SELECT p.id FROM messages p" in sql else None)
+    try:
+        # Candidates alone in their conversations: no neighbour walk at all, and no score.
+        assert neighbours(conn, {("message", first): {"rrf": 0.5}, ("message", alone): {"rrf": 0.2}}) == {
+            ("message", first): 0.0, ("message", alone): 0.0}
+        assert walks == []
+        # The reply next to a strong match shares its score.
+        fused = {("message", first): {"rrf": 0.5}, ("message", reply): {"rrf": 0.1}, ("message", alone): {"rrf": 0.2}}
+        assert neighbours(conn, fused) == {("message", first): 0.1, ("message", reply): 0.5, ("message", alone): 0.0}
+        assert len(walks) == 1
+    finally:
+        conn.set_trace_callback(None)
