@@ -291,10 +291,19 @@ def test_k1_a_long_current_thread_does_not_crowd_the_bounded_keyword_list(me, pe
         hits = search_messages(conn, me.user_id, ["heron"], limit=10, exclude_conversation_ids=(current.id,))
     finally:
         conn.set_trace_callback(None)
-    # The current thread's 250 better-ranked matches are left out inside the one FTS5 query: the
-    # older conversation's turn is found without widening the candidate list.
+    # The current thread's 250 matches crowd the bounded list; it is asked again with them left out
+    # inside the FTS5 query, and the older conversation's turn is found without widening to 5,000.
     assert [h.conversation_id for h in hits] == [older.id]
-    assert len(asked) == 1
+    assert len(asked) == 2 and "NOT IN" not in asked[0] and "NOT IN" in asked[1]
+    assert "5000" not in " ".join(asked)
+    # An uncrowded list is asked once, without the exclusion.
+    asked.clear()
+    conn.set_trace_callback(lambda sql: asked.append(sql) if "messages_fts MATCH" in sql else None)
+    try:
+        search_messages(conn, me.user_id, ["heron"], limit=10, exclude_conversation_ids=(older.id,))
+    finally:
+        conn.set_trace_callback(None)
+    assert len(asked) == 1 and "NOT IN" not in asked[0]
 
 
 def test_a2_neighbours_are_read_only_for_candidates_sharing_a_conversation(me, persona):

@@ -84,19 +84,19 @@ def search_messages(
     # Rank inside FTS5 first and filter a bounded candidate list: joining every match of a common
     # word to its message and conversation before ranking costs hundreds of milliseconds at a
     # million messages. When the filters leave too few, widen, and finally rank every match.
-    # The conversation conditions are asked of FTS5's rows as an id list read from the
-    # (conversation_id, id) index: otherwise the turns of a long current thread, which match the
-    # person's own wording best, fill the bounded list and force the widening.
-    rows_sql = ""
-    rows_args: list = []
-    if conversation_id is not None:
-        rows_sql = " AND rowid IN (SELECT id FROM messages WHERE conversation_id = ?)"
-        rows_args = [conversation_id]
-    elif exclude_conversation_ids:
-        rows_sql = (" AND rowid NOT IN (SELECT id FROM messages WHERE conversation_id IN"
-                    f" ({','.join('?' * len(exclude_conversation_ids))}))")
-        rows_args = list(exclude_conversation_ids)
-    for cap in CANDIDATE_CAPS:
+    # When the bounded list comes back crowded by the excluded conversations (the turns of a long
+    # current thread match the person's own wording best), it is asked again with them left out
+    # inside the query, row by row in rank order (a primary-key read each, only as far as the
+    # list reaches), before any widening: listing the thread's ids up front would cost every query
+    # a read of the whole thread.
+    exclusion = ""
+    if exclude_conversation_ids:
+        exclusion = (" AND (SELECT x.conversation_id FROM messages x WHERE x.id = messages_fts.rowid)"
+                     f" NOT IN ({','.join('?' * len(exclude_conversation_ids))})")
+    attempts = [(CANDIDATE_CAPS[0], "")]
+    attempts += [(cap, exclusion) for cap in CANDIDATE_CAPS] if exclusion else [(cap, "") for cap in CANDIDATE_CAPS[1:]]
+    for cap, rows_sql in attempts:
+        rows_args = list(exclude_conversation_ids) if rows_sql else []
         candidates = conn.execute(
             f"SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ?{rows_sql} ORDER BY rank LIMIT ?",
             (match, *rows_args, cap)).fetchall()
