@@ -281,3 +281,21 @@ def test_s9_vectors_are_searched_in_the_database_through_an_hnsw_index_postgres(
         assert "message_embeddings_hnsw_8" in plan
     finally:
         hearth.close()
+
+
+def test_s10_login_rate_limits_are_shared_through_the_database_postgres(pg_url):
+    from hearth.server.auth import LOGIN_LIMIT, StoredLoginLimiter
+
+    first, second = PgStore(pg_url), PgStore(pg_url, migrate=False)  # two server processes' stores
+    try:
+        a, b = StoredLoginLimiter(first), StoredLoginLimiter(second)
+        keys = ("addr:127.0.0.1", "user:owner")
+        assert b.retry_after(keys) == 0
+        for _ in range(LOGIN_LIMIT):
+            a.fail(keys)
+        assert b.retry_after(keys) > 0  # the other server sees the failures at once
+        b.clear(keys)
+        assert a.retry_after(keys) == 0
+    finally:
+        first.close()
+        second.close()

@@ -25,6 +25,7 @@ from .. import __version__
 from ..engine import Hearth
 from ..errors import TooLarge
 from ..settings import Settings
+from ..store import is_postgres
 from . import (
     activations,
     alternatives,
@@ -205,7 +206,9 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
         lifespan=lifespan,
     )
     app.state.hearth = hearth
-    app.state.login_limiter = auth.LoginLimiter()
+    # On PostgreSQL several servers share one database, so failed logins are counted there (S10).
+    app.state.login_limiter = (auth.StoredLoginLimiter(hearth.store) if is_postgres(hearth.store.connection())
+                               else auth.LoginLimiter())
     templates = Jinja2Templates(directory=str(HERE / "templates"))
 
     errors.install(app)

@@ -15,12 +15,13 @@ State-changing requests carrying an ``Origin`` of another site are refused in ev
 from __future__ import annotations
 
 import ipaddress
+import json
 import math
 import secrets
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.security import APIKeyCookie, HTTPBearer
@@ -37,6 +38,9 @@ from ..settings import Settings
 from ..users import SESSION_DAYS
 from .errors import hearth_error_response
 from .models import IdPath, RequestModel, responses
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 COOKIE = "hearth_session"
 CSRF_HEADER = "X-CSRF-Token"
@@ -136,6 +140,46 @@ class LoginLimiter:
         with self._lock:
             for key in keys:
                 self._failures.pop(key, None)
+
+
+class StoredLoginLimiter(LoginLimiter):
+    """The same limit kept in the database (``app_state``), so every server process sharing a
+    PostgreSQL database counts the same failures (S10). Wall-clock time: processes share it."""
+
+    PREFIX = "login_failures:"
+
+    def __init__(self, store: "Store", limit: int = LOGIN_LIMIT, window: float = LOGIN_WINDOW_SECONDS,
+                 clock: Callable[[], float] = time.time):
+        super().__init__(limit, window, clock)
+        self.store = store
+
+    def _recent(self, conn, key: str, now: float) -> list[float]:
+        row = conn.execute("SELECT value FROM app_state WHERE key = ?", (self.PREFIX + key,)).fetchone()
+        return [t for t in (json.loads(row[0]) if row else []) if now - t < self.window]
+
+    def retry_after(self, keys: tuple[str, ...]) -> int:
+        now = self.clock()
+        wait = 0.0
+        with self.store.read() as conn:
+            for key in keys:
+                recent = self._recent(conn, key, now)
+                if len(recent) >= self.limit:
+                    wait = max(wait, recent[-self.limit] + self.window - now)
+        return math.ceil(wait) if wait > 0 else 0
+
+    def fail(self, keys: tuple[str, ...]) -> None:
+        now = self.clock()
+        with self.store.write() as conn:
+            for key in keys:
+                recent = [*self._recent(conn, key, now), now][-self.limit:]
+                conn.execute("INSERT INTO app_state (key, value) VALUES (?, ?)"
+                             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                             (self.PREFIX + key, json.dumps(recent)))
+
+    def clear(self, keys: tuple[str, ...]) -> None:
+        with self.store.write() as conn:
+            for key in keys:
+                conn.execute("DELETE FROM app_state WHERE key = ?", (self.PREFIX + key,))
 
 
 class AuthGuard:
