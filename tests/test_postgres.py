@@ -299,3 +299,13 @@ def test_s10_login_rate_limits_are_shared_through_the_database_postgres(pg_url):
     finally:
         first.close()
         second.close()
+
+
+def test_s9_a_database_that_does_not_exist_is_one_clear_error_and_nothing_is_made(pg_url, pg_server):
+    import psycopg
+
+    missing = pg_url.rsplit("/", 1)[0] + "/no_such_hearth"
+    with pytest.raises(ConfigError, match="cannot connect to .*no_such_hearth.*does not exist"):
+        PgStore(missing)
+    with psycopg.connect(pg_server.url("postgres"), autocommit=True) as conn:
+        assert conn.execute("SELECT 1 FROM pg_database WHERE datname = 'no_such_hearth'").fetchone() is None
