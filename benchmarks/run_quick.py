@@ -85,11 +85,12 @@ def goals(results: dict[str, Any], size: str) -> list[tuple[str, str, bool | Non
         rows.append(("send path goals", "not measured", None))
     ingest = results.get("ingest")
     if ingest:
-        rate = ingest["keyword"]["msgs_per_s"]
+        k = ingest["keyword"]
+        rate = k["msgs_per_s"]
         where = f"into {ingest['deployment_rows']:,}" if "deployment_rows" in ingest else "fresh database"
-        floor = ingest["keyword"].get("floor_fts5_msgs_per_s")
         rows.append((f"ingest >= 4,000 messages/s keyword-indexed ({where})",
-                     f"{rate:,}/s (bare FTS5 floor {floor:,}/s)" if floor else f"{rate:,}/s", rate >= 4_000))
+                     f"{rate:,}/s, {k['msgs_per_cpu_s']:,} per CPU s (bare FTS5 floor {k['floor_fts5_msgs_per_s']:,}/s)",
+                     rate >= 4_000))
         model = ingest.get("model")
         if isinstance(model, dict):
             rows.append(("embedding pipeline <= 1.2x the raw model", f"{model['pipeline_over_raw']}x",

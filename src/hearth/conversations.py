@@ -8,6 +8,7 @@ shielded conversation is visible and readable but kept out of automatic continui
 from __future__ import annotations
 
 import builtins
+import json
 import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
@@ -316,15 +317,21 @@ class Conversations:
                     channel: str = "web", metadata: dict[str, Any] | None = None,
                     created_at: str | None = None, span_id: int | None = None) -> Message:
         check_text(content, "message content")
+        created_at = created_at or utcnow()
+        # Imports write messages by the hundred thousand: one indexed lookup, no re-read (S8).
         with self.store.write() as conn:
-            conversation = self.get(conversation_id)
-            if conversation.state == "ended" and kind == "chat":
+            row = conn.execute("SELECT state FROM conversations WHERE id = ? AND user_id = ?",
+                               (check_id(conversation_id, "conversation id"), self.user_id)).fetchone()
+            if row is None:
+                raise NotFound(f"no conversation {conversation_id}")
+            if row[0] == "ended" and kind == "chat":
                 raise Conflict("this conversation has ended; start a new one")
             message_id = ledger.append_message(
                 conn, user_id=self.user_id, conversation_id=conversation_id, role=role, content=content,
                 kind=kind, channel=channel, metadata=metadata, created_at=created_at, span_id=span_id,
             )
-            return self.message(message_id)
+        return Message(message_id, self.user_id, conversation_id, role, kind, content, channel, created_at,
+                       json.loads(json.dumps(metadata)) if metadata else {})
 
     def _set(self, conversation_id: int, event: str, sql: str, args: tuple, payload: dict | None = None,
              *, visibility: bool = False) -> Conversation:
