@@ -11,6 +11,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 
@@ -62,38 +63,40 @@ def _open(home: Path) -> Hearth:
     return hearth
 
 
-_archive_home = Path(tempfile.mkdtemp(prefix="hearth-fuzz-"))
-_archive = _open(_archive_home)
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    """One deployment for every example of a module: a refused import must leave it as it was."""
+    with _open(tmp_path_factory.mktemp("fuzz-archive")) as hearth:
+        yield hearth
 
 
 @FUZZ
-@given(json_mutants(CHATGPT))
-def test_u3_s3_chatgpt_import_of_a_mutated_file_is_all_or_nothing(data):
-    scope = _archive.scope()
-    all_or_nothing(_archive.settings.database_path, lambda: import_bytes(
+@given(data=json_mutants(CHATGPT))
+def test_u3_s3_chatgpt_import_of_a_mutated_file_is_all_or_nothing(archive, data):
+    scope = archive.scope()
+    all_or_nothing(archive.settings.database_path, lambda: import_bytes(
         Archive(scope.store, scope.user_id), data, fmt="chatgpt", name="conversations.json",
         persona=scope.personas.default()))
 
 
 @FUZZ
-@given(json_mutants(CHATGPT))
-def test_u3_s3_auto_detected_import_of_a_mutated_file_is_all_or_nothing(data):
-    scope = _archive.scope()
-    all_or_nothing(_archive.settings.database_path, lambda: import_bytes(
+@given(data=json_mutants(CHATGPT))
+def test_u3_s3_auto_detected_import_of_a_mutated_file_is_all_or_nothing(archive, data):
+    scope = archive.scope()
+    all_or_nothing(archive.settings.database_path, lambda: import_bytes(
         Archive(scope.store, scope.user_id), data, name="upload", persona=scope.personas.default()))
 
 
 @FUZZ
-@given(text_mutants(LABELLED))
-def test_u3_s3_labelled_import_of_a_mutated_file_is_all_or_nothing(data):
-    scope = _archive.scope()
-    all_or_nothing(_archive.settings.database_path, lambda: import_bytes(
+@given(data=text_mutants(LABELLED))
+def test_u3_s3_labelled_import_of_a_mutated_file_is_all_or_nothing(archive, data):
+    scope = archive.scope()
+    all_or_nothing(archive.settings.database_path, lambda: import_bytes(
         Archive(scope.store, scope.user_id), data, fmt="labelled", name="notes.txt"))
 
 
 def _export() -> dict:
-    home = Path(tempfile.mkdtemp(prefix="hearth-fuzz-src-"))
-    with _open(home) as source:
+    with tempfile.TemporaryDirectory(prefix="hearth-fuzz-src-") as home, _open(Path(home)) as source:
         me = source.scope()
         conversation = me.conversations.create(me.personas.default().id, title="Morning")
         me.conversations.add_message(conversation.id, "user", "Good morning")
