@@ -1,21 +1,27 @@
-"""Moving a memory in the manual order among many (M-ordering): time inside the write transaction.
+"""Moving or editing a memory among many (M-ordering, M2, M7): how long the write lock is held.
 
     python benchmarks/memory_move.py [--memories 20000] [--conversations 50] [--sent 10] [--moves 40]
 
 Memories are imported, then ``--conversations`` threads are created (each snapshot holds
-every memory) and ``--sent`` of them get a stored prompt. Each move runs in one write transaction,
-so its duration is how long it holds the write lock. Two peers are timed in the same run: a text
-edit of the same memories (which rebuilds the same prompts) and a one-row UPDATE (the floor).
+every memory) and ``--sent`` of them get a stored prompt. Each move and each text edit rebuilds
+those stored prompts. The figure that matters is the time the write lock is held: from the moment
+the write transaction holds it to the moment its COMMIT returns (every other writer waits that
+long). The whole call (which also composes the prompts from a read snapshot before taking the lock,
+and for a move lists the memories afterwards) and its CPU time are printed beside it. The floor is
+a one-row UPDATE in a write transaction, timed the same way in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -24,9 +30,42 @@ from common import StopwatchProvider, summary  # noqa: E402
 from hearth import Hearth, Settings  # noqa: E402
 
 
-def line(label: str, samples: list[float]) -> str:
+class LockClock:
+    """Records how long each outermost write transaction of a store holds the write lock."""
+
+    def __init__(self, store: Any):
+        self.held: list[float] = []
+        self._start = 0.0
+        begin, write = store._begin_write, store.write
+
+        def timed_begin(conn: Any, exclusive: bool) -> None:
+            begin(conn, exclusive)  # returns once the lock is held
+            self._start = time.perf_counter()
+
+        @contextmanager
+        def timed_write(**kwargs: Any) -> Iterator[Any]:
+            outer = not store.in_write
+            with write(**kwargs) as conn:
+                yield conn
+            if outer:
+                self.held.append((time.perf_counter() - self._start) * 1000)
+
+        store._begin_write = timed_begin
+        store.write = timed_write
+
+    def take(self) -> float:
+        """The lock time of the transactions since the last call (one operation), in ms."""
+        total = sum(self.held)
+        self.held.clear()
+        return total
+
+
+def line(label: str, samples: list[float], floor: list[float] | None = None) -> str:
     s = summary(samples)
-    return f"{label}: median {s['median_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms ({len(samples)} runs)"
+    text = f"{label}: median {s['median_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms ({len(samples)} runs)"
+    if floor:
+        text += f"; median {s['median_ms'] / summary(floor)['median_ms']:.1f}x the floor"
+    return text
 
 
 def main() -> None:
@@ -53,23 +92,39 @@ def main() -> None:
             me.send(conversation_id, "hello")
         print(f"setup: {args.memories} memories, {args.conversations} threads holding them, "
               f"{args.sent} stored prompts in {time.perf_counter() - start:.1f} s")
-        moves, edits, floor = [], [], []
+        load_before = os.getloadavg()
+        clock = LockClock(me.store)
+        lock: dict[str, list[float]] = {"move": [], "edit": [], "floor": []}
+        call: dict[str, list[float]] = {"move": [], "edit": []}
+        cpu: dict[str, list[float]] = {"move": [], "edit": []}
+
+        def timed(kind: str, fn: Any) -> None:
+            clock.take()
+            wall, processor = time.perf_counter(), time.process_time()
+            fn()
+            call[kind].append((time.perf_counter() - wall) * 1000)
+            cpu[kind].append((time.process_time() - processor) * 1000)
+            lock[kind].append(clock.take())
+
         for i in range(args.moves):
             memory_id = rng.choice(ids)
             position = rng.randint(1, len(ids))
-            t = time.perf_counter()
-            me.memories.move(memory_id, position)
-            moves.append((time.perf_counter() - t) * 1000)
-            t = time.perf_counter()
-            me.memories.edit(memory_id, text=f"edited text {i} of the memory")
-            edits.append((time.perf_counter() - t) * 1000)
-            t = time.perf_counter()
+            timed("move", lambda m=memory_id, p=position: me.memories.move(m, p))
+            timed("edit", lambda m=memory_id, i=i: me.memories.edit(m, text=f"edited text {i} of the memory"))
+            clock.take()
             with me.store.write() as conn:
                 conn.execute("UPDATE memories SET importance = ? WHERE id = ?", (i % 10, memory_id))
-            floor.append((time.perf_counter() - t) * 1000)
-        print(line("move one memory (write lock held)", moves))
-        print(line("peer: edit the same memory's text", edits))
-        print(line("floor: a one-row UPDATE in a write transaction", floor))
+            lock["floor"].append(clock.take())
+        load_after = os.getloadavg()
+        print(f"load average (1, 5, 15 min) before {', '.join(f'{x:.1f}' for x in load_before)},"
+              f" after {', '.join(f'{x:.1f}' for x in load_after)}; {os.cpu_count()} cores")
+        print(line("write lock held: move one memory", lock["move"], lock["floor"]))
+        print(line("write lock held: edit the same memory's text", lock["edit"], lock["floor"]))
+        print(line("write lock held: floor, a one-row UPDATE transaction", lock["floor"]))
+        print(line("whole call: move (compose outside the lock, list after)", call["move"]))
+        print(line("whole call: edit", call["edit"]))
+        print(line("CPU time of the process: move", cpu["move"]))
+        print(line("CPU time of the process: edit", cpu["edit"]))
         hearth.close()
 
 

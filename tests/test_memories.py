@@ -243,6 +243,105 @@ def test_m7_racing_edits_deletes_refreshes_and_first_sends_always_agree(tmp_path
         assert memory_lines(me.stored_prompt(conversation.id)) == [f"- {m.text}" for m in snapshot]
 
 
+# -- changes that rebuild prompts compose them before taking the write lock (M2, M7, S3) ----------
+def _prompt_as_rebuilt(me, conversation_id: int) -> str:
+    """The stored prompt a rebuild would write now, composed from the current state."""
+    from hearth.prompt import stored
+
+    with me.store.read() as conn:
+        return stored._compose(conn, conversation_id, me._handoff_text)[0]
+
+
+def _changes(me, held, hidden):
+    """One of each change that rebuilds the prompts holding a memory, as (name, call)."""
+    return [
+        ("move", lambda: me.memories.move(held[2].id, 1)),
+        ("edit text", lambda: me.memories.edit(held[1].id, text="held 1, edited")),
+        ("edit importance", lambda: me.memories.edit(held[0].id, importance=7, category="c")),
+        ("hide", lambda: me.memories.edit(held[3].id, eligible=False)),
+        ("show", lambda: me.memories.edit(hidden.id, eligible=True)),
+        ("end", lambda: me.memories.end(held[0].id)),
+        ("restore", lambda: me.memories.restore(held[0].id, 1)),
+        ("delete", lambda: me.memories.delete(held[1].id)),
+    ]
+
+
+def _held_and_hidden(me, persona):
+    held = [me.memories.add(f"held {i}") for i in range(5)]
+    hidden = me.memories.add("hidden until shown")
+    conversations = [me.conversations.create(persona.id) for _ in range(3)]
+    with me.store.write() as conn:  # the second thread holds only some of them
+        conn.execute("DELETE FROM conversation_memories WHERE conversation_id = ? AND memory_id IN (?, ?, ?)",
+                     (conversations[1].id, held[2].id, held[4].id, hidden.id))
+    for conversation in conversations[:2]:
+        me.send(conversation.id, "hi")
+    me.memories.edit(hidden.id, eligible=False)  # the first thread holds it, hidden
+    return held, hidden, conversations
+
+
+def test_m2_m7_every_change_composes_prompts_outside_the_write_lock_exactly_as_a_rebuild(me, persona, monkeypatch):
+    from hearth.prompt import stored
+
+    held, hidden, conversations = _held_and_hidden(me, persona)
+    composed_in_lock: list[bool] = []
+    compose = stored._compose
+
+    def watched(conn, *args, **kwargs):
+        composed_in_lock.append(me.store.in_write)
+        return compose(conn, *args, **kwargs)
+
+    monkeypatch.setattr(stored, "_compose", watched)
+    for name, change in _changes(me, held, hidden):
+        composed_in_lock.clear()
+        change()
+        assert composed_in_lock and not any(composed_in_lock), name  # composed, never under the lock
+        for conversation in conversations[:2]:
+            assert me.stored_prompt(conversation.id) == _prompt_as_rebuilt(me, conversation.id), name
+    lines = memory_lines(me.stored_prompt(conversations[0].id))
+    assert lines == ["- held 2", "- held 0", "- held 4", "- hidden until shown"]  # v1 of held 0 restored
+    assert memory_lines(me.stored_prompt(conversations[1].id)) == ["- held 0"]
+
+
+@pytest.mark.parametrize("change", ["move", "edit text", "hide", "show", "end", "restore", "delete"])
+def test_m7_s3_a_write_committed_while_a_change_composes_is_not_lost_from_the_prompts(me, persona, change):
+    """Another writer commits between the read snapshot a change composes from and its write
+    transaction: the change notices and composes again under the lock, so the prompts show both."""
+    held, hidden, conversations = _held_and_hidden(me, persona)
+    if change == "restore":
+        me.memories.end(held[0].id)
+    run = dict(_changes(me, held, hidden))[change]
+    target = held[4] if change == "hide" else held[3]  # shown in the first thread after the change
+    compose = me.memories._compose
+    raced: list[BaseException | None] = []
+    racing = threading.Event()
+
+    def racing_compose(conn, conversation_ids, adjust):
+        result = compose(conn, conversation_ids, adjust)
+        if not racing.is_set():  # once: another connection edits a memory both threads show
+            racing.set()
+
+            def other_writer():
+                try:
+                    me.memories.edit(target.id, text="changed by another writer")
+                    raced.append(None)
+                except BaseException as exc:  # surfaced below
+                    raced.append(exc)
+            thread = threading.Thread(target=other_writer)
+            thread.start()
+            thread.join()
+        return result
+
+    me.memories._compose = racing_compose
+    run()
+    assert raced == [None]
+    for conversation in conversations[:2]:
+        prompt = me.stored_prompt(conversation.id)
+        assert prompt == _prompt_as_rebuilt(me, conversation.id)
+        shown = [f"- {m.text}" for m in me.memories.snapshot(conversation.id) if m.eligible and m.current]
+        assert memory_lines(prompt) == shown
+    assert "- changed by another writer" in memory_lines(me.stored_prompt(conversations[0].id))
+
+
 def _age_prompts(me, conversation_ids):
     with me.store.write() as conn:
         for cid in conversation_ids:

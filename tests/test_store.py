@@ -122,6 +122,26 @@ def test_s3_concurrent_writers_from_threads_all_land(tmp_path):
     assert len(me.conversations.messages(conversation.id)) == 100
 
 
+def test_s3_commit_mark_moves_only_when_another_connection_commits(me, persona):
+    """Work prepared in a read snapshot may be written later only if its mark still holds."""
+    store = me.store
+
+    def mark_in_read():
+        with store.read() as conn:
+            return store.commit_mark(conn)
+
+    def mark_in_write():
+        with store.write() as conn:
+            return store.commit_mark(conn)
+
+    first = mark_in_read()
+    assert mark_in_write() == first == mark_in_read()
+    other = threading.Thread(target=lambda: me.conversations.create(persona.id, "another connection"))
+    other.start()
+    other.join()
+    assert mark_in_write() != first
+
+
 def test_s6_keyword_index_follows_inserts_edits_and_deletes(me, persona):
     conn = me.store.connection()
     conversation = me.conversations.create(persona.id)

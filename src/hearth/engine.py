@@ -22,7 +22,7 @@ from .errors import InvalidInput
 from .history import HistoryCache
 from .jobs import Handler, UserJobs
 from .ledger import Message
-from .memories import Memories
+from .memories import Adjust, Composed, Memories
 from .personas import MAX_TEXT as MAX_INSTRUCTIONS
 from .personas import Persona, Personas
 from .prompt import stored
@@ -129,7 +129,7 @@ class Scope:
         self.personas = Personas(self.store, user_id)
         self.folders = Folders(self.store, user_id, self._refresh_sources)
         self.conversations = Conversations(self.store, user_id, self._refresh_sources)
-        self.memories = Memories(self.store, user_id, self._rebuild_prompts)
+        self.memories = Memories(self.store, user_id, self._rebuild_prompts, self._compose_prompts)
         self.contacts = Contacts(self.store, user_id)  # who may write in by SMS or email (E10)
         self.persona_channels = PersonaChannels(self.store, user_id)  # where each persona answers (E5)
         self.activations = Activations(self.store, user_id)  # the companion reaching out, off by default (E11)
@@ -177,8 +177,13 @@ class Scope:
         self.conversations.get(conversation_id)
         return self._handoff_info(self.store.connection(), conversation_id)
 
-    def _rebuild_prompts(self, conn: sqlite3.Connection, conversation_ids: Iterable[int]) -> int:
-        return stored.rebuild(conn, self.user_id, conversation_ids, self._handoff_text)
+    def _rebuild_prompts(self, conn: sqlite3.Connection, conversation_ids: Iterable[int],
+                         composed: Composed | None = None) -> int:
+        return stored.rebuild(conn, self.user_id, conversation_ids, self._handoff_text, composed)
+
+    def _compose_prompts(self, conn: sqlite3.Connection, conversation_ids: Iterable[int],
+                         adjust: Adjust) -> Composed:
+        return stored.compose(conn, conversation_ids, self._handoff_text, adjust)
 
     def stored_prompt(self, conversation_id: int) -> str | None:
         """The stored static prompt text, or None before the first send."""

@@ -5,21 +5,30 @@ that already contain that memory; deletions remove the memory from every snapsho
 
 A snapshot is a set of memory ids per conversation, captured when the conversation is created. The
 stored prompt always renders the *current* text of the ids in its snapshot. Every change that
-affects stored prompts rebuilds them inside the same write transaction as the change itself, and
-SQLite serialises writers, so a racing first send, edit, delete or refresh can never leave a prompt
-that disagrees with its snapshot or with the current memory text (M7).
+affects stored prompts writes them in the same write transaction as the change itself, and writers
+are serialised, so a racing first send, edit, delete or refresh can never leave a prompt that
+disagrees with its snapshot or with the current memory text (M7).
+
+Composing those prompts is the slow part (each renders its whole snapshot), so an edit, end,
+restore, delete or move composes them first from a read snapshot, with the change applied to each
+snapshot's items, and holds the write lock only to write the change and the finished texts. The
+write transaction first checks that no other transaction committed since that snapshot
+(``Store.commit_mark``); if one did, it plans the change again and composes inside the lock, as if
+nothing had been prepared, so a racing writer never leaves a stale prompt (M7, S3).
 """
 
 from __future__ import annotations
 
 import builtins
 import sqlite3
+from bisect import bisect_left
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator, Sequence, cast
 
 from . import ledger
 from .errors import Conflict, InvalidInput, NotFound
-from .prompt.static import MemoryItem
+from .prompt.static import MemoryRow
 from .store import Store, inserted_id, utcnow
 from .temporal import check_mode, parse_moment
 from .validation import check_id, check_text
@@ -138,15 +147,18 @@ def capture_snapshot(conn: sqlite3.Connection, user_id: int, conversation_id: in
         )
 
 
-def snapshot_items(conn: sqlite3.Connection, conversation_id: int) -> list[MemoryItem]:
-    """Current text of the snapshot's memories in manual global order. Empty stays empty (M3)."""
-    rows = conn.execute(
+def snapshot_items(conn: sqlite3.Connection, conversation_id: int) -> list[MemoryRow]:
+    """Current text of the snapshot's memories in manual global order. Empty stays empty (M3).
+
+    Plain ``(id, text, category, importance)`` rows: a prompt may hold tens of thousands of them."""
+    cursor = conn.execute(
         "SELECT m.id, m.text, m.category, m.importance FROM conversation_memories cm"
         " JOIN memories m ON m.id = cm.memory_id"
         " WHERE cm.conversation_id = ? AND m.eligible = 1 AND m.valid_until IS NULL ORDER BY m.position, m.id",
         (conversation_id,),
-    ).fetchall()
-    return [MemoryItem(r["id"], r["text"], r["category"], r["importance"]) for r in rows]
+    )
+    cursor.row_factory = None  # tuples, not sqlite3.Row (PostgreSQL rows unpack the same way)
+    return cast("list[MemoryRow]", cursor.fetchall())
 
 
 def snapshot_ids(conn: sqlite3.Connection, conversation_id: int) -> list[int]:
@@ -189,16 +201,93 @@ def backfill(conn: sqlite3.Connection, user_id: int, conversation_ids: Iterable[
     return len(rows)
 
 
-# Rebuilds stored prompts of the given conversations inside the current transaction; installed by
-# the engine so this module does not depend on prompt storage.
-Rebuild = Callable[[sqlite3.Connection, Iterable[int]], int]
+# A change as it shows in one snapshot's items (in order): what the prompt will list once it is made.
+Adjust = Callable[[list[MemoryRow]], Sequence[MemoryRow]]
+# Stored prompts composed ahead of their write: conversation id -> (text, metadata).
+Composed = dict[int, tuple[str, dict]]
+# Installed by the engine so this module does not depend on prompt storage. ``Compose`` renders
+# the stored prompts of the given conversations as they will be after ``Adjust``, from whatever the
+# connection reads; ``Rebuild`` writes them inside the current write transaction, using the
+# composed texts where given and composing the rest itself.
+Compose = Callable[[sqlite3.Connection, Iterable[int], Adjust], Composed]
+Rebuild = Callable[[sqlite3.Connection, Iterable[int], "Composed | None"], int]
+
+
+def moved(memory_id: int, rank: dict[int, int]) -> Adjust:
+    """A move: the memory leaves its place and goes where ``rank`` (the new order) puts it. The
+    others keep their order, so a snapshot's items need one removal and one insertion."""
+    def adjust(items: list[MemoryRow]) -> list[MemoryRow]:
+        for index, item in enumerate(items):
+            if item[0] == memory_id:
+                rest = items[:index] + items[index + 1:]
+                at = bisect_left(rest, rank[memory_id], key=lambda other: rank[other[0]])
+                return rest[:at] + [item] + rest[at:]
+        return items  # not shown in this prompt: nothing to move
+    return adjust
+
+
+def replaced(memory_id: int, item: MemoryRow | None, rank: dict[int, int] | None) -> Adjust:
+    """An edit, end, restore or delete of one memory the snapshot holds: it now shows as ``item``
+    (None: no longer shown). ``rank`` (the order) is needed only when it was not shown before."""
+    def adjust(items: list[MemoryRow]) -> list[MemoryRow]:
+        for index, old in enumerate(items):
+            if old[0] == memory_id:
+                return items[:index] + ([item] if item else []) + items[index + 1:]
+        if item is None:
+            return items
+        assert rank is not None, "a memory that becomes visible is placed by the order"
+        at = bisect_left(items, rank[memory_id], key=lambda other: rank[other[0]])
+        return items[:at] + [item] + items[at:]
+    return adjust
+
+
+def _unchanged(items: list[MemoryRow]) -> list[MemoryRow]:
+    return items
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A checked change, ready to write: the prompts it changes and how it changes their items."""
+
+    affected: builtins.list[int]
+    adjust: Adjust
+    values: Any = None  # what the writer needs (new values, a new order, ...)
 
 
 class Memories:
-    def __init__(self, store: Store, user_id: int, rebuild: Rebuild):
+    def __init__(self, store: Store, user_id: int, rebuild: Rebuild, compose: Compose):
         self.store = store
         self.user_id = user_id
         self._rebuild = rebuild
+        self._compose = compose
+
+    # -- changes that rebuild stored prompts: composed outside the write lock ----------------------
+    @contextmanager
+    def _changing(self, plan: Callable[[sqlite3.Connection], _Plan]
+                  ) -> Iterator[tuple[sqlite3.Connection, _Plan, Composed | None]]:
+        """Plan a change and compose the prompts it leaves in a read snapshot, then open the write
+        transaction. Yields (connection, plan, composed prompts or None) inside it.
+
+        If another transaction committed since the snapshot, the plan is made again inside the
+        lock and nothing composed is used: the rebuild composes from what the lock protects. Bad
+        input is refused by the first plan, before the write lock is taken (U3).
+        """
+        prepared: tuple[object, _Plan, Composed] | None = None
+        if not self.store.in_write:  # inside a caller's transaction there is no lock to spare
+            with self.store.read() as conn:
+                mark = self.store.commit_mark(conn)
+                first = plan(conn)
+                prepared = mark, first, self._compose(conn, first.affected, first.adjust)
+        with self.store.write() as conn:
+            if prepared is not None and self.store.commit_mark(conn) == prepared[0]:
+                yield conn, prepared[1], prepared[2]
+            else:
+                yield conn, plan(conn), None
+
+    def _ranks(self, conn: sqlite3.Connection) -> dict[int, int]:
+        """Each memory's place in the manual global order."""
+        return {row[0]: rank for rank, row in enumerate(conn.execute(
+            "SELECT id FROM memories WHERE user_id = ? ORDER BY position, id", (self.user_id,)))}
 
     # -- reading ---------------------------------------------------------------------------
     def get(self, memory_id: int) -> Memory:
@@ -338,7 +427,8 @@ class Memories:
         """
         if actor not in ACTORS:
             raise InvalidInput("unknown actor")
-        with self.store.write() as conn:
+
+        def plan(conn: sqlite3.Connection) -> _Plan:
             current = self.get(memory_id)
             new_text, new_category, new_importance = _check(
                 current.text if text is None else text,
@@ -351,60 +441,81 @@ class Memories:
                     current.category, current.importance, current.eligible):
                 if text is not None:
                     raise InvalidInput("the new text is identical to the current one; nothing to change")
-                return current, 0
+                return _Plan([], _unchanged)
             if not current.current and changed_text:
                 raise Conflict(f"memory {memory_id} has ended; restore a version to bring it back")
-            now = utcnow()
             supersede = changed_text and not correction
+            start = None
+            if supersede and valid_from is not None:
+                start = parse_moment(valid_from, "valid_from", end_of_day=False)
+                if current.valid_from and start < current.valid_from:
+                    raise InvalidInput("a new version cannot become true before the version it replaces")
+            if not supersede and valid_from is not None:
+                raise InvalidInput("a correction keeps the corrected version's valid-from date")
+            shown = new_eligible and current.current
+            item = (memory_id, new_text, new_category, new_importance) if shown else None
+            rank = self._ranks(conn) if shown and not current.eligible else None
+            return _Plan(conversations_holding(conn, memory_id), replaced(memory_id, item, rank),
+                         (current, new_text, new_category, new_importance, new_eligible, supersede, start))
+
+        with self._changing(plan) as (conn, change, composed):
+            if change.values is None:
+                return self.get(memory_id), 0
+            current, new_text, new_category, new_importance, new_eligible, supersede, start = change.values
+            now = utcnow()
             if supersede:
-                start = now if valid_from is None else parse_moment(valid_from, "valid_from", end_of_day=False)
+                start = start or now
                 if current.valid_from and start < current.valid_from:
                     raise InvalidInput("a new version cannot become true before the version it replaces")
                 conn.execute(
                     "UPDATE memory_versions SET valid_until = ?, superseded_at = ?"
                     " WHERE memory_id = ? AND version = ?", (start, now, memory_id, current.version))
-                change = "superseded"
+                kind = "superseded"
             else:
-                if valid_from is not None:
-                    raise InvalidInput("a correction keeps the corrected version's valid-from date")
                 start = current.valid_from or now
                 conn.execute("UPDATE memory_versions SET retired_at = ? WHERE memory_id = ? AND version = ?",
                              (now, memory_id, current.version))
-                change = "corrected" if changed_text else "edited"
+                kind = "corrected" if new_text != current.text else "edited"
             conn.execute(
                 "UPDATE memories SET text = ?, category = ?, importance = ?, eligible = ?, updated_at = ?,"
                 " version = version + 1, valid_from = ?, recorded_at = ? WHERE id = ? AND user_id = ?",
                 (new_text, new_category, new_importance, int(new_eligible), now, start, now, memory_id,
                  self.user_id),
             )
-            self._record(conn, memory_id, change, actor, proposal_id)
-            rebuilt = self._rebuild(conn, conversations_holding(conn, memory_id))
+            self._record(conn, memory_id, kind, actor, proposal_id)
+            rebuilt = self._rebuild(conn, change.affected, composed)
             ledger.append(conn, user_id=self.user_id, kind="memory.edited",
-                          payload={"memory_id": memory_id, "prompts_rebuilt": rebuilt, "change": change})
+                          payload={"memory_id": memory_id, "prompts_rebuilt": rebuilt, "change": kind})
             return self.get(memory_id), rebuilt
 
     def end(self, memory_id: int, valid_until: Any = None) -> tuple[Memory, int]:
         """Record that a memory stopped being true (B1): it leaves every prompt, its history stays."""
-        with self.store.write() as conn:
+        def plan(conn: sqlite3.Connection) -> _Plan:
             current = self.get(memory_id)
             if not current.current:
                 raise Conflict(f"memory {memory_id} has already ended")
-            now = utcnow()
-            until = now if valid_until is None else parse_moment(valid_until, "valid_until")
-            if current.valid_from and until < current.valid_from:
+            until = None if valid_until is None else parse_moment(valid_until, "valid_until")
+            if until is not None and current.valid_from and until < current.valid_from:
                 raise InvalidInput("a memory cannot end before it became true")
+            return _Plan(conversations_holding(conn, memory_id), replaced(memory_id, None, None),
+                         (current, until))
+
+        with self._changing(plan) as (conn, change, composed):
+            current, until = change.values
+            now = utcnow()
+            until = until or now
             conn.execute("UPDATE memory_versions SET valid_until = ?, superseded_at = ?"
                          " WHERE memory_id = ? AND version = ?", (until, now, memory_id, current.version))
             conn.execute("UPDATE memories SET valid_until = ?, retired_at = ?, updated_at = ? WHERE id = ?",
                          (until, now, now, memory_id))
-            rebuilt = self._rebuild(conn, conversations_holding(conn, memory_id))
+            rebuilt = self._rebuild(conn, change.affected, composed)
             ledger.append(conn, user_id=self.user_id, kind="memory.ended",
                           payload={"memory_id": memory_id, "prompts_rebuilt": rebuilt})
             return self.get(memory_id), rebuilt
 
     def restore(self, memory_id: int, version: int, *, actor: str = "owner") -> tuple[Memory, int]:
         """Make an older version current again, as a new version valid from now (B2 undo)."""
-        with self.store.write() as conn:
+        def plan(conn: sqlite3.Connection) -> _Plan:
             try:
                 current = self.get(memory_id)
             except NotFound:
@@ -416,6 +527,14 @@ class Memories:
                 raise NotFound(f"memory {memory_id} has no version {version}")
             if version == current.version and current.current:
                 raise InvalidInput(f"version {version} is already the current version")
+            values = (row["text"], row["category"], row["importance"], row["eligible"])
+            item = (memory_id, values[0], values[1], values[2]) if values[3] else None
+            rank = self._ranks(conn) if item and not (current.eligible and current.current) else None
+            return _Plan(conversations_holding(conn, memory_id), replaced(memory_id, item, rank),
+                         (current, values))
+
+        with self._changing(plan) as (conn, change, composed):
+            current, (text, category, importance, eligible) = change.values
             now = utcnow()
             if current.current:
                 conn.execute("UPDATE memory_versions SET valid_until = ?, superseded_at = ?"
@@ -425,9 +544,9 @@ class Memories:
                 "UPDATE memories SET text = ?, category = ?, importance = ?, eligible = ?, updated_at = ?,"
                 " version = version + 1, valid_from = ?, valid_until = NULL, recorded_at = ?, retired_at = NULL"
                 " WHERE id = ?",
-                (row["text"], row["category"], row["importance"], row["eligible"], now, now, now, memory_id))
+                (text, category, importance, eligible, now, now, now, memory_id))
             self._record(conn, memory_id, f"restored v{version}", actor)
-            rebuilt = self._rebuild(conn, conversations_holding(conn, memory_id))
+            rebuilt = self._rebuild(conn, change.affected, composed)
             ledger.append(conn, user_id=self.user_id, kind="memory.restored",
                           payload={"memory_id": memory_id, "version": version, "prompts_rebuilt": rebuilt})
             return self.get(memory_id), rebuilt
@@ -435,16 +554,18 @@ class Memories:
     # -- deletions: gone from every snapshot and prompt (M2) -----------------------------------
     def delete(self, memory_id: int) -> int:
         """Delete a memory everywhere; returns the number of prompts rebuilt."""
-        with self.store.write() as conn:
+        def plan(conn: sqlite3.Connection) -> _Plan:
             self.get(memory_id)
-            affected = conversations_holding(conn, memory_id)
+            return _Plan(conversations_holding(conn, memory_id), replaced(memory_id, None, None))
+
+        with self._changing(plan) as (conn, change, composed):
             # Suggestions that proposed it, or that compare something with it, quote its text (B4).
             conn.execute("DELETE FROM proposals WHERE user_id = ? AND ((kind = 'memory_add' AND result_id = ?)"
                          " OR json_extract(payload, '$.conflict.memory_id') = ?)",
                          (self.user_id, memory_id, memory_id))
             # Versions go with it (cascade): a deleted memory cannot be restored (B2).
             conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, self.user_id))
-            rebuilt = self._rebuild(conn, affected)
+            rebuilt = self._rebuild(conn, change.affected, composed)
             ledger.append(conn, user_id=self.user_id, kind="memory.deleted",
                           payload={"memory_id": memory_id, "prompts_rebuilt": rebuilt})
             return rebuilt
@@ -453,25 +574,28 @@ class Memories:
     def move(self, memory_id: int, position: int) -> builtins.list[Memory]:
         """Move a memory to a 1-based position in the global order; renumbers the rest.
 
-        Only rows whose number changes are written, and the threads to rebuild are found in one
-        query, so the write lock is held for about as long as the prompt rebuild a text edit needs.
+        Only rows whose number changes are written. Order is part of every prompt that holds any
+        memory, like a settings change; those prompts are composed before the write lock is taken.
         """
-        with self.store.write() as conn:
+        def plan(conn: sqlite3.Connection) -> _Plan:
             self.get(memory_id)
             rows = conn.execute("SELECT id, position FROM memories WHERE user_id = ? ORDER BY position, id",
                                 (self.user_id,)).fetchall()
             current = {row[0]: row[1] for row in rows}
             order = [row[0] for row in rows if row[0] != memory_id]
-            if not isinstance(position, int) or not 1 <= position <= len(order) + 1:
+            if isinstance(position, bool) or not isinstance(position, int) or not 1 <= position <= len(order) + 1:
                 raise InvalidInput(f"position must be between 1 and {len(order) + 1}")
             order.insert(position - 1, memory_id)
             changed = [(i, mid, self.user_id) for i, mid in enumerate(order, start=1) if current[mid] != i]
-            conn.executemany("UPDATE memories SET position = ? WHERE id = ? AND user_id = ?", changed)
-            # Order is part of every prompt that holds any memory, like a settings change.
             affected = [row[0] for row in conn.execute(
                 "SELECT id FROM conversations c WHERE user_id = ? AND EXISTS"
-                " (SELECT 1 FROM conversation_memories cm WHERE cm.conversation_id = c.id)", (self.user_id,))]
-            rebuilt = self._rebuild(conn, affected) if changed else 0
+                " (SELECT 1 FROM conversation_memories cm WHERE cm.conversation_id = c.id)",
+                (self.user_id,))] if changed else []
+            return _Plan(affected, moved(memory_id, {mid: i for i, mid in enumerate(order)}), changed)
+
+        with self._changing(plan) as (conn, change, composed):
+            conn.executemany("UPDATE memories SET position = ? WHERE id = ? AND user_id = ?", change.values)
+            rebuilt = self._rebuild(conn, change.affected, composed)
             ledger.append(conn, user_id=self.user_id, kind="memory.moved",
                           payload={"memory_id": memory_id, "position": position, "prompts_rebuilt": rebuilt})
         return self.list()
@@ -482,7 +606,7 @@ class Memories:
         with self.store.write() as conn:
             self._owned_conversation(conn, conversation_id)
             capture_snapshot(conn, self.user_id, conversation_id, "refreshed")
-            self._rebuild(conn, [conversation_id])
+            self._rebuild(conn, [conversation_id], None)
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id,
                           kind="memory.snapshot_refreshed", payload={})
         return self.snapshot_info(conversation_id)

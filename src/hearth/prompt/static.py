@@ -10,6 +10,7 @@ the model only through the deliberate handoff and the dynamic layers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple, Sequence
 
 from ..personas import Persona
 
@@ -65,12 +66,18 @@ DEFAULT_TEXT = {
 }
 
 
-@dataclass(frozen=True)
-class MemoryItem:
+class MemoryItem(NamedTuple):
+    """One memory as a prompt shows it. A plain ``(id, text, category, importance)`` row read from
+    the database is accepted wherever an item is: a snapshot of 20,000 memories is read and rendered
+    without making an object per memory."""
+
     id: int
     text: str
     category: str = ""
     importance: int = 0
+
+
+MemoryRow = tuple[int, str, str, int]
 
 
 @dataclass(frozen=True)
@@ -82,12 +89,12 @@ class StaticPrompt:
     sizes: dict[str, int] = field(default_factory=dict)
 
 
-def _memories_text(memories: list[MemoryItem]) -> str:
+def _memories_text(memories: Sequence[MemoryRow]) -> str:
     lines = []
-    for memory in memories:  # already in manual global order
-        label = f"[{memory.category}] " if memory.category else ""
-        weight = f" (importance {memory.importance})" if memory.importance else ""
-        lines.append(f"- {label}{memory.text}{weight}")
+    for _, text, category, importance in memories:  # already in manual global order
+        label = f"[{category}] " if category else ""
+        weight = f" (importance {importance})" if importance else ""
+        lines.append(f"- {label}{text}{weight}")
     return "\n".join(lines)
 
 
@@ -100,7 +107,7 @@ def _characters_text(persona: Persona) -> str:
     return "\n".join(lines)
 
 
-def section_texts(persona: Persona, memories: list[MemoryItem], handoff_text: str) -> dict[str, str]:
+def section_texts(persona: Persona, memories: Sequence[MemoryRow], handoff_text: str) -> dict[str, str]:
     """The text of every section before the absent ones are dropped."""
     overrides = persona.sections
     texts = {key: overrides.get(key, DEFAULT_TEXT.get(key, "")) for key in SECTION_KEYS}
@@ -117,7 +124,7 @@ def section_texts(persona: Persona, memories: list[MemoryItem], handoff_text: st
     return texts
 
 
-def build_static_prompt(persona: Persona, memories: list[MemoryItem], handoff_text: str = "") -> StaticPrompt:
+def build_static_prompt(persona: Persona, memories: Sequence[MemoryRow], handoff_text: str = "") -> StaticPrompt:
     texts = section_texts(persona, memories, handoff_text)
     parts, keys, sizes = [], [], {}
     for key, heading in SECTIONS:

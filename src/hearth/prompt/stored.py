@@ -3,7 +3,9 @@
 ``ensure()`` runs on every send: it returns the stored prompt, building it on the first send
 (P2) and rebuilding it first when it was made under an older policy (P7). ``rebuild()`` refreshes
 existing prompts in place when something they contain changed (P5). Both run inside the caller's
-write transaction and read the persona, snapshot and handoff as they are at that moment.
+write transaction and read the persona, snapshot and handoff as they are at that moment, unless
+``rebuild`` is handed texts ``compose()`` made earlier from a read snapshot that the caller has
+checked is still current (memories.py: the write lock is then held only to write them).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from .. import ledger
-from ..memories import backfill, snapshot_items
+from ..memories import Adjust, Composed, backfill, snapshot_items
 from ..personas import Persona
 from ..store import utcnow
 from .dynamic import quote_reserved_headings
@@ -32,15 +34,16 @@ class StoredPrompt:
     policy_version: int
 
 
-def _compose(conn: sqlite3.Connection, conversation_id: int, handoff_text: HandoffText) -> tuple[str, dict]:
+def _compose(conn: sqlite3.Connection, conversation_id: int, handoff_text: HandoffText,
+             adjust: Adjust | None = None) -> tuple[str, dict]:
     row = conn.execute("SELECT p.* FROM conversations c JOIN personas p ON p.id = c.persona_id"
                        " WHERE c.id = ?", (conversation_id,)).fetchone()
     persona = Persona.from_row(row)
     own = conn.execute("SELECT custom_instructions FROM conversations WHERE id = ?", (conversation_id,)).fetchone()[0]
     if own is not None:  # the conversation's own instructions (a client's system prompt, X1)
         persona = replace(persona, custom_instructions=own)
-    prompt = build_static_prompt(persona, snapshot_items(conn, conversation_id),
-                                 handoff_text(conn, conversation_id))
+    items = snapshot_items(conn, conversation_id)
+    prompt = build_static_prompt(persona, adjust(items) if adjust else items, handoff_text(conn, conversation_id))
     # K5: user-authored text quoting the reserved recall heading is relabelled, not rejected.
     text = quote_reserved_headings(prompt.text)
     meta = {"policy_version": POLICY_VERSION, "handoff_chars": prompt.handoff_chars,
@@ -84,15 +87,27 @@ def ensure(conn: sqlite3.Connection, user_id: int, conversation_id: int, handoff
     return _written(conn, conversation_id)
 
 
+def compose(conn: sqlite3.Connection, conversation_ids: Iterable[int], handoff_text: HandoffText,
+            adjust: Adjust) -> Composed:
+    """The existing stored prompts of these conversations as ``rebuild`` would write them once a
+    change (``adjust``, applied to each snapshot's items) is made; only reads."""
+    return {conversation_id: _compose(conn, conversation_id, handoff_text, adjust)
+            for conversation_id in sorted(set(conversation_ids)) if _row(conn, conversation_id) is not None}
+
+
 def rebuild(conn: sqlite3.Connection, user_id: int, conversation_ids: Iterable[int],
-            handoff_text: HandoffText) -> int:
-    """Rebuild existing stored prompts in place, keeping snapshot membership and handoff (P5)."""
+            handoff_text: HandoffText, composed: Composed | None = None) -> int:
+    """Rebuild existing stored prompts in place, keeping snapshot membership and handoff (P5).
+
+    ``composed`` texts are written as they are: the caller vouches that nothing they were built
+    from changed since (``Store.commit_mark``). Prompts missing from it are composed here."""
     count = 0
     for conversation_id in sorted(set(conversation_ids)):
         row = _row(conn, conversation_id)
         if row is None:
             continue  # not sent yet: the first send builds from the current state anyway
-        text, meta = _compose(conn, conversation_id, handoff_text)
+        ready = composed.get(conversation_id) if composed else None
+        text, meta = ready or _compose(conn, conversation_id, handoff_text)
         conn.execute("UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
                      (text, json.dumps(meta), row["id"]))
         count += 1

@@ -178,6 +178,16 @@ class Store:
             raise
         conn.execute("COMMIT")
 
+    def commit_mark(self, conn: sqlite3.Connection) -> object:
+        """What this connection's transaction sees, as a token: two marks are equal only if no other
+        connection committed between them. Taken first in a ``read()`` block and again inside a
+        later ``write()``, it tells whether work prepared from the read snapshot is still current.
+
+        SQLite: ``PRAGMA data_version``, which as a transaction's first statement also fixes its
+        snapshot, and changes with every commit of another connection (never with this one's).
+        """
+        return conn.execute("PRAGMA data_version").fetchone()[0]
+
     @property
     def in_write(self) -> bool:
         return bool(getattr(self._local, "depth", 0))

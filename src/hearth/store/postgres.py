@@ -310,6 +310,12 @@ class PgStore(Store):
         else:
             cast(PgConnection, conn).raw.execute("BEGIN")
 
+    def commit_mark(self, conn: sqlite3.Connection) -> object:
+        """The transaction's snapshot (``xmin:xmax:in-progress ids``). A transaction that commits
+        after it either was in progress then (it leaves the list) or started later (``xmax``
+        moves), so an equal snapshot taken later means nothing committed in between."""
+        return cast(PgConnection, conn).raw.execute("SELECT pg_current_snapshot()::text").fetchone()[0]
+
     def schema_version(self) -> int:
         return pg_migrations.current_version(cast(PgConnection, self.connection()))
 
