@@ -3,7 +3,7 @@
 Two modes:
 
     python benchmarks/send_path.py [--sizes 1000 10000 100000] [--sends 50]
-    python benchmarks/send_path.py --deployment DIR [--sends 200] [--profile]
+    python benchmarks/send_path.py --deployment DIR [--sends 200] [--profile] [--database-url URL]
 
 ``--sizes``: for each size, builds a thread of that many saved messages through the library (one
 bulk transaction), then times ``send()`` from the call until the provider receives the request:
@@ -14,7 +14,9 @@ recall cues, date questions, names that trigger fragments, short affectionate tu
 thread with every layer on, keyword and semantic recall included, and times each the same way. In
 the same run it measures the floor directly, for each message just before its send: one FTS5 BM25
 top-10 query, one vector top-10 query and one query embedding, and prints assembly / floor per
-kind of message. ``--profile`` adds a cProfile of the sends.
+kind of message. ``--profile`` adds a cProfile of the sends. ``--database-url`` runs on a PostgreSQL
+copy of the deployment (``hearth migrate-store --to URL``): the floor is then the same three
+primitives on that engine (the GIN match ranked by BM25, the pgvector HNSW top-10, the embedding).
 
 Prints the median and p99 in milliseconds.
 """
@@ -25,6 +27,7 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
 import random
 import sys
@@ -38,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import StopwatchProvider, TextMaker, load_embedder, machine, summary  # noqa: E402
 
 from hearth import Hearth, Settings  # noqa: E402
+from hearth.store import is_postgres  # noqa: E402
 
 WORDS = ("tea garden rain letter harbour morning cat music bread window river lamp story walk "
          "winter friend book kitchen train market sea song quiet light").split()
@@ -154,12 +158,22 @@ class Floor:
         self.vec: list[float] = []
         self.emb: list[float] = []
         self.index = None
+        self.pg = is_postgres(self.conn)
+        self.user_id = scope.user_id
+        self.pg_vectors = 0
         if embedder is not None:
             from hearth.retrieval.semantic import INDEXES, embed_queries, model_id
 
-            probe = embed_queries(embedder, ["probe"])
-            self.index = INDEXES.get(self.conn, str(scope.store.path), "messages", scope.user_id,
-                                     model_id(embedder), int(probe.shape[1]))
+            self.model = model_id(embedder)
+            if self.pg:
+                # PostgreSQL: the HNSW index in the database is the index (nothing to load).
+                self.pg_vectors = int(self.conn.execute(
+                    "SELECT coalesce(sum(count), 0) FROM vector_counts WHERE user_id = ? AND source = 'messages'"
+                    " AND model = ?", (self.user_id, self.model)).fetchone()[0])
+            else:
+                probe = embed_queries(embedder, ["probe"])
+                self.index = INDEXES.get(self.conn, str(scope.store.path), "messages", scope.user_id,
+                                         self.model, int(probe.shape[1]))
 
     def measure(self, text: str) -> float:
         from hearth.retrieval.keyword import match_query, terms
@@ -170,8 +184,14 @@ class Floor:
         words = select_terms(self.conn, terms(text)) or terms(text)[:3]
         if words:
             t = time.perf_counter()
-            self.conn.execute("SELECT rowid, bm25(messages_fts) AS s FROM messages_fts WHERE messages_fts MATCH ?"
-                              " ORDER BY s LIMIT 10", (match_query(words),)).fetchall()
+            if self.pg:
+                # The engine's BM25 top-10: GIN match, BM25 from the kept totals and frequencies.
+                from hearth.retrieval import pgsearch
+
+                pgsearch.ranked(self.conn, "messages_fts", "m", "m.id", "", ["TRUE"], [], words, 10)
+            else:
+                self.conn.execute("SELECT rowid, bm25(messages_fts) AS s FROM messages_fts WHERE messages_fts MATCH ?"
+                                  " ORDER BY s LIMIT 10", (match_query(words),)).fetchall()
             self.fts.append((time.perf_counter() - t) * 1000)
             spent += self.fts[-1]
         if self.embedder is not None:
@@ -180,7 +200,14 @@ class Floor:
             vector = embed_texts(self.embedder, [text])
             self.emb.append((time.perf_counter() - t) * 1000)
             spent += self.emb[-1]
-            if self.index is not None and len(self.index):
+            if self.pg and self.pg_vectors:
+                from hearth.retrieval import pgvectors
+
+                t = time.perf_counter()
+                pgvectors.search(self.conn, "messages", self.user_id, self.model, vector, 10)
+                self.vec.append((time.perf_counter() - t) * 1000)
+                spent += self.vec[-1]
+            elif self.index is not None and len(self.index):
                 t = time.perf_counter()
                 self.index.search(vector[0], 10)
                 self.vec.append((time.perf_counter() - t) * 1000)
@@ -191,7 +218,7 @@ class Floor:
         out: dict[str, Any] = {"fts_top10": summary(self.fts)}
         out["vector_top10"] = summary(self.vec) if self.vec else "not available yet"
         out["query_embedding"] = summary(self.emb) if self.emb else "not available yet"
-        out["vectors_indexed"] = len(self.index) if self.index is not None else 0
+        out["vectors_indexed"] = len(self.index) if self.index is not None else self.pg_vectors
         medians = [v["median_ms"] for v in (out["fts_top10"], out["vector_top10"], out["query_embedding"])
                    if isinstance(v, dict)]
         out["floor_median_ms"] = round(sum(medians), 3)
@@ -204,7 +231,11 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     replies = TextMaker(manifest["seed"] + 102)
     # Replies of a realistic length (about 60 words, log-normal), as a model would write them.
     provider = StopwatchProvider(replies=lambda: replies.messages(["assistant"])[0])
-    hearth = Hearth(Settings.resolve({"home": str(home)}, environ={}), provider=provider)
+    values: dict[str, Any] = {"home": str(home)}
+    if args.database_url:
+        # The same deployment copied to PostgreSQL (``hearth migrate-store``); the home keeps bench.json.
+        values["database_url"] = args.database_url
+    hearth = Hearth(Settings.resolve(values, environ={}), provider=provider)
     scope = hearth.scope(manifest["user_id"])
     conversation_id = manifest["active_conversation_id"]
     notes = []
@@ -280,6 +311,8 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     assembly = summary(samples)
     result = {
         "machine": machine(),
+        "engine": getattr(hearth.store, "engine", "sqlite"),
+        "load_average": [round(x, 1) for x in os.getloadavg()],
         "deployment": {k: manifest.get(k) for k in ("messages", "conversations", "active_messages", "fragments",
                                                     "memories", "chunks", "vectors")},
         "first_send_cold_ms": round(cold_ms, 1),
@@ -306,7 +339,7 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
 
 def print_deployment(r: dict[str, Any]) -> None:
     d = r["deployment"]
-    print(f"machine: {r['machine']}")
+    print(f"machine: {r['machine']}; engine: {r['engine']}; load average at the end: {r['load_average']}")
     print(f"deployment: {d['messages']:,} archived messages in {d['conversations']:,} conversations, active thread "
           f"{d['active_messages']:,}, {d['fragments']:,} fragments, {d['memories']:,} memories, "
           f"{d['chunks']:,} chunks, vectors: {d['vectors']}")
@@ -329,7 +362,8 @@ def print_deployment(r: dict[str, Any]) -> None:
         print(f"  {name:<15} median {s['median_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms")
     f = r["floor"]
     print("floor, measured directly:")
-    for key, label in (("fts_top10", "FTS5 BM25 top-10"), ("vector_top10", f"vector top-10 ({f['vectors_indexed']:,} vectors)"),
+    keyword = "GIN + BM25 top-10" if r["engine"] == "postgresql" else "FTS5 BM25 top-10"
+    for key, label in (("fts_top10", keyword), ("vector_top10", f"vector top-10 ({f['vectors_indexed']:,} vectors)"),
                        ("query_embedding", "query embedding")):
         v = f[key]
         print(f"  {label:<34} " + (f"median {v['median_ms']:.2f} ms, p99 {v['p99_ms']:.2f} ms"
@@ -352,6 +386,8 @@ def main() -> None:
                         help="deployment mode: report the first N sends of each kind apart, as cold")
     parser.add_argument("--per-class", type=int, default=None,
                         help="deployment mode: this many sends of each of the five kinds, in turn")
+    parser.add_argument("--database-url", default="",
+                        help="deployment mode: run on this PostgreSQL copy of the deployment (hearth migrate-store)")
     parser.add_argument("--profile-lines", type=int, default=40)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -5,8 +5,8 @@ indexes on SQLite (see ``store/pg_migrations.py``): lower-cased words, no stemmi
 words, so a word matches the same rows on both engines. Matches are found through the index and
 ranked by Okapi BM25 (k1 1.2, b 0.75, FTS5's constants) computed from the matching row's own
 vector: term frequency from its positions, each term's IDF from its document frequency (the same
-cached statistics the common-term guard uses), and document length against the average length of
-recent rows. ``ts_rank`` is not used: it has no IDF, so a common word would weigh as much as a
+cached statistics the common-term guard uses), and document length against the average length
+over the index, kept with its row count by triggers (``keyword_totals``). ``ts_rank`` is not used: it has no IDF, so a common word would weigh as much as a
 rare one and the rankings of the two engines would disagree.
 """
 
@@ -18,12 +18,10 @@ import sqlite3
 from typing import Any
 
 from .terms import PG_INDEXES as INDEXES
-from .terms import STATS, tsquery
+from .terms import STATS, pg_totals, tsquery
 
 K1 = 1.2
 B = 0.75
-_AVG_SAMPLE = 2_000
-_AVERAGES: dict[tuple[str, str], tuple[int, float]] = {}  # (database, index) -> (rows then, average)
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"(\*)?')
 
 
@@ -33,11 +31,10 @@ def words_of_match(match: str) -> list[str]:
 
 
 def average_length(conn: sqlite3.Connection, fts: str) -> float:
-    """Distinct words per indexed row, over the most recent rows (cheap at any size)."""
-    table, column, indexed = INDEXES[fts]
-    row = conn.execute(f"SELECT avg(length(to_tsvector('simple', {column}))) FROM (SELECT {column} FROM {table}"
-                       f" WHERE {indexed.format(a=table)} ORDER BY id DESC LIMIT {_AVG_SAMPLE}) recent").fetchone()
-    return float(row[0] or 1.0)
+    """Distinct words per indexed row, over the whole index (as FTS5 averages), from the totals
+    the index's triggers keep."""
+    rows, lengths = pg_totals(conn, fts)
+    return lengths / rows if rows else 1.0
 
 
 def idf(total: int, df: int) -> float:
@@ -48,13 +45,7 @@ def idf(total: int, df: int) -> float:
 def bm25_terms(conn: sqlite3.Connection, fts: str, words: list[str]) -> tuple[list[str], list[float], float]:
     """The words, their IDFs and the average row length: the parameters ``score_sql`` takes."""
     total, df = STATS.frequencies(conn, fts, fts + "_vocab", words)
-    # The average length moves slowly: read again when the index grew or shrank by 1%.
-    key = (conn.execute("SELECT concat(inet_server_port(), '/', current_database())").fetchone()[0], fts)
-    cached = _AVERAGES.get(key)
-    if cached is None or abs(cached[0] - total) > 0.01 * max(total, 100):
-        cached = (total, average_length(conn, fts))
-        _AVERAGES[key] = cached
-    return words, [idf(max(total, 1), df.get(w, 0)) for w in words], cached[1]
+    return words, [idf(max(total, 1), df.get(w, 0)) for w in words], average_length(conn, fts)
 
 
 def score_sql(alias: str, column: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from typing import Any, cast
 
 from ..store import is_postgres
 from .tuning import DEFAULT, Tuning
@@ -53,8 +54,7 @@ def indexed_rows(conn: sqlite3.Connection, fts: str) -> int:
     """Rows in an FTS5 index: the first number of its totals record (row id 1 of ``<fts>_data``),
     which FTS5 keeps current on every write; a count of the docsize table if it cannot be read."""
     if is_postgres(conn):
-        table, _, indexed = PG_INDEXES[fts]
-        return int(conn.execute(f"SELECT count(*) FROM {table} WHERE {indexed.format(a=table)}").fetchone()[0])
+        return pg_totals(conn, fts)[0]
     row = conn.execute(f"SELECT block FROM {fts}_data WHERE id = 1").fetchone()
     if row and row[0]:
         try:
@@ -62,6 +62,19 @@ def indexed_rows(conn: sqlite3.Connection, fts: str) -> int:
         except ValueError:
             pass
     return int(conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0])
+
+
+def pg_totals(conn: sqlite3.Connection, fts: str) -> tuple[int, int]:
+    """(rows, total length) of a keyword index on PostgreSQL, from the totals its triggers keep."""
+    row = conn.execute("SELECT rows, lengths FROM keyword_totals WHERE name = ?", (fts,)).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def database_key(conn: sqlite3.Connection) -> str:
+    """Which database a connection reads, for the process-local caches."""
+    if is_postgres(conn):
+        return cast(Any, conn).key
+    return conn.execute("PRAGMA database_list").fetchone()[2] or f"memory:{id(conn)}"
 
 
 class TermStats:
@@ -79,11 +92,7 @@ class TermStats:
     def frequencies(self, conn: sqlite3.Connection, fts: str, vocab: str, words: list[str]) -> tuple[int, dict[str, int]]:
         """(rows in the index, each word's document frequency)."""
         total = indexed_rows(conn, fts)
-        if is_postgres(conn):
-            database = conn.execute("SELECT concat('postgresql:', inet_server_addr(), ':', inet_server_port(),"
-                                    " '/', current_database())").fetchone()[0]
-        else:
-            database = conn.execute("PRAGMA database_list").fetchone()[2] or f"memory:{id(conn)}"
+        database = database_key(conn)
         with self._lock:
             cached = self._cache.setdefault((database, vocab), {})
             if len(cached) > MAX_CACHED:

@@ -10,12 +10,17 @@ import sqlite3
 
 from .postgres import is_postgres
 
+# PostgreSQL's stand-in for FTS5's totals record (kept by triggers from the rows it counts): like
+# FTS5's shadow tables, not data.
+PG_DERIVED = ("keyword_totals",)
+
 
 def tables(conn: sqlite3.Connection) -> list[str]:
     """Ordinary data tables, by name."""
     if is_postgres(conn):
         return [r[0] for r in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")]
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")
+            if r[0] not in PG_DERIVED]
     rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
                         ).fetchall()
     virtual = [name for name, sql in rows if sql.upper().startswith("CREATE VIRTUAL TABLE")]

@@ -1001,6 +1001,16 @@ def m015_create_message_branches(conn: sqlite3.Connection) -> None:
     )
 
 
+def m016_keep_keyword_totals(conn: sqlite3.Connection) -> None:
+    """Each keyword index's row count and total length, kept as rows change (K1 at scale, S9).
+
+    The common-term guard and BM25 need how many rows an index holds and their average length on
+    every query. FTS5 keeps both itself (its totals record and docsize table), so on SQLite there
+    is nothing to add; PostgreSQL's GIN index does not, and counting a million rows per query is
+    what its twin in ``pg_migrations`` avoids."""
+    del conn
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -1017,6 +1027,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m013_create_timeline,
     m014_add_message_alternatives_and_persona_archive,
     m015_create_message_branches,
+    m016_keep_keyword_totals,
 ]
 
 

@@ -158,6 +158,16 @@ class PgConnection:
     def __init__(self, raw: Any):
         self.raw = raw
         self.row_factory: Any = None  # accepted and ignored: rows are always ``Row``
+        self._key: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Which database this is (server address, port, name), for process-local caches: asked
+        once per connection, not on every query that consults a cache."""
+        if self._key is None:
+            self._key = str(self.raw.execute("SELECT concat('postgresql:', inet_server_addr(), ':',"
+                                             " inet_server_port(), '/', current_database())").fetchone()[0])
+        return self._key
 
     @property
     def in_transaction(self) -> bool:
@@ -182,9 +192,11 @@ class PgConnection:
     def _begin(self, statement: dialect.Statement) -> PgCursor:
         psycopg = _psycopg()
         try:
-            cursor = self.raw.execute(statement.sql)
             if statement.begin == "write":
-                cursor = self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+                # One round trip: both statements in one simple-protocol message.
+                cursor = self.raw.execute(f"{statement.sql}; SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
+            else:
+                cursor = self.raw.execute(statement.sql)
         except psycopg.Error as exc:
             raise _to_sqlite_error(exc) from exc
         return PgCursor(cursor, None)
