@@ -125,6 +125,22 @@ def append_message(
     if kind not in MESSAGE_KINDS:
         raise InvalidInput(f"unknown message kind {kind!r}")
     created_at = created_at or utcnow()
+    meta = json.dumps(metadata or {}, ensure_ascii=False, separators=(",", ":"))
+    if is_postgres(conn):
+        # One round trip instead of three (imports write messages by the hundred thousand): the
+        # event, its message and the conversation's time in one statement.
+        row = conn.execute(
+            "WITH e AS (INSERT INTO events (user_id, conversation_id, kind, channel, created_at, payload, span_id)"
+            " VALUES (?, ?, 'message', ?, ?, ?, ?) RETURNING id),"
+            " m AS (INSERT INTO messages (id, user_id, conversation_id, role, kind, content, channel, created_at,"
+            " metadata) SELECT id, ?, ?, ?, ?, ?, ?, ?, ? FROM e),"
+            " u AS (UPDATE conversations SET updated_at = ? WHERE id = ? AND updated_at < ?)"
+            " SELECT id FROM e",
+            (user_id, conversation_id, check_channel(channel), created_at,
+             json.dumps({"role": role, "kind": kind, "chars": len(content)}, separators=(",", ":")), span_id,
+             user_id, conversation_id, role, kind, content, channel, created_at, meta,
+             created_at, conversation_id, created_at)).fetchone()
+        return int(row[0])
     event_id = append(
         conn,
         user_id=user_id,
@@ -138,8 +154,7 @@ def append_message(
     conn.execute(
         "INSERT INTO messages (id, user_id, conversation_id, role, kind, content, channel, created_at, metadata)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (event_id, user_id, conversation_id, role, kind, content, channel, created_at,
-         json.dumps(metadata or {}, ensure_ascii=False, separators=(",", ":"))),
+        (event_id, user_id, conversation_id, role, kind, content, channel, created_at, meta),
     )
     conn.execute(
         "UPDATE conversations SET updated_at = ? WHERE id = ? AND updated_at < ?",
