@@ -131,19 +131,31 @@ def _advance_identities(conn: sqlite3.Connection, tables: list[str]) -> None:
             conn.execute(f"SELECT setval('{seq[0]}', (SELECT coalesce(max(id), 0) + 1 FROM {table}), false)")
 
 
-def _fill_vectors(conn: sqlite3.Connection) -> None:
-    """pgvector's form of every copied embedding, and the HNSW index for its size."""
+def _fill_vectors(conn: sqlite3.Connection, batch: int = BATCH) -> None:
+    """pgvector's form of every copied embedding, then the HNSW index for each size, built once
+    over all of them (a bulk build is many times faster than growing the graph row by row)."""
     import numpy as np
 
     from .retrieval import pgvectors
 
     for source, (table, key, model_column) in pgvectors.TABLES.items():
-        rows = conn.execute(f"SELECT {key}, embedding FROM {table} WHERE embedding IS NOT NULL"
-                            f" AND {model_column} IS NOT NULL AND vec IS NULL").fetchall()
-        for row_id, blob in rows:
-            vector = np.frombuffer(bytes(blob), dtype=np.float32)
-            pgvectors.ensure_index(conn, source, len(vector))
-            conn.execute(f"UPDATE {table} SET vec = ?::vector WHERE {key} = ?", (pgvectors.literal(vector), row_id))
+        sizes: set[int] = set()
+        last = 0
+        while True:
+            rows = conn.execute(f"SELECT {key}, embedding FROM {table} WHERE embedding IS NOT NULL"
+                                f" AND {model_column} IS NOT NULL AND vec IS NULL AND {key} > ?"
+                                f" ORDER BY {key} LIMIT ?", (last, batch)).fetchall()
+            if not rows:
+                break
+            updates = []
+            for row_id, blob in rows:
+                vector = np.frombuffer(bytes(blob), dtype=np.float32)
+                sizes.add(len(vector))
+                updates.append((pgvectors.literal(vector), row_id))
+            conn.executemany(f"UPDATE {table} SET vec = ?::vector WHERE {key} = ?", updates)
+            last = rows[-1][0]
+        for dim in sorted(sizes):
+            pgvectors.ensure_index(conn, source, dim)
 
 
 def check_target(source: Store, target: Store) -> None:
