@@ -133,13 +133,18 @@ def append_message(
             "WITH e AS (INSERT INTO events (user_id, conversation_id, kind, channel, created_at, payload, span_id)"
             " VALUES (?, ?, 'message', ?, ?, ?, ?) RETURNING id),"
             " m AS (INSERT INTO messages (id, user_id, conversation_id, role, kind, content, channel, created_at,"
-            " metadata) SELECT id, ?, ?, ?, ?, ?, ?, ?, ? FROM e),"
-            " u AS (UPDATE conversations SET updated_at = ? WHERE id = ? AND updated_at < ?)"
-            " SELECT id FROM e",
+            " metadata) SELECT id, ?, ?, ?, ?, ?, ?, ?, ? FROM e ON CONFLICT DO NOTHING RETURNING id),"
+            " u AS (UPDATE conversations SET updated_at = ? WHERE id = ? AND updated_at < ?"
+            " AND EXISTS (SELECT 1 FROM m))"
+            " SELECT (SELECT id FROM e), (SELECT count(*) FROM m)",
             (user_id, conversation_id, check_channel(channel), created_at,
              json.dumps({"role": role, "kind": kind, "chars": len(content)}, separators=(",", ":")), span_id,
              user_id, conversation_id, role, kind, content, channel, created_at, meta,
              created_at, conversation_id, created_at)).fetchone()
+        if not row[1]:
+            # As the one-row INSERT on its own reports it (see store/postgres.py): the caller's
+            # transaction stays usable, as on SQLite.
+            raise sqlite3.IntegrityError("UNIQUE constraint failed: messages")
         return int(row[0])
     event_id = append(
         conn,
