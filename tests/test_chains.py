@@ -87,7 +87,7 @@ def test_e7_compact_now_keeps_its_replacement_input_until_the_next_successful_tu
     assert compact_body["previous_response_id"] == "resp_2" and compact_body["model"] == "gpt-4.1"
     assert compacted_events(hearth) == [{"mode": "manual", "items": 1, "input_tokens": 42, "output_tokens": 7}]
     capsule = me.timeline.capsule(chat.id)
-    assert result["capsule_id"] == capsule.id and capsule.source == "model"  # refreshed by the compaction
+    assert result.capsule_id == capsule.id and capsule.source == "model"  # refreshed by the compaction
 
     fake.script(status=500)  # the next turn fails: the replacement input is kept
     failed = list(me.send_stream(chat.id, "After compaction"))
@@ -105,7 +105,7 @@ def test_e7_compact_now_keeps_its_replacement_input_until_the_next_successful_tu
     assert bodies(fake)[-1]["previous_response_id"] == "resp_after"  # the replacement input was spent
     assert bodies(fake)[-1]["input"] == [{"role": "user", "content": "Back to normal"}]
     context = me.timeline.context(chat.id)
-    assert context["capsule_active"] and context["last_compaction_at"] and not context["replacement_input_pending"]
+    assert context.capsule_active and context.last_compaction_at and not context.replacement_input_pending
 
 
 def test_e7_server_side_compaction_is_recorded_and_queues_a_capsule_refresh(chained):
@@ -117,8 +117,8 @@ def test_e7_server_side_compaction_is_recorded_and_queues_a_capsule_refresh(chai
         jobs = [json.loads(r[0]) for r in conn.execute("SELECT payload FROM jobs WHERE kind = ?", (capsules.JOB_KIND,))]
     assert jobs == [{"conversation_id": chat.id, "reason": "compaction"}]
     context = me.timeline.context(chat.id)
-    assert context["threshold_kind"] == "compaction" and context["threshold_tokens"] == 16_000
-    assert context["percent"] == 75.0 and context["input_tokens"] == 12_000
+    assert context.threshold_kind == "compaction" and context.threshold_tokens == 16_000
+    assert context.percent == 75.0 and context.input_tokens == 12_000
 
 
 def test_e7_compact_now_is_refused_with_409_while_a_reply_or_compaction_runs(chained):

@@ -120,7 +120,7 @@ def test_e2_kill_9_at_any_point_never_loses_or_repeats_a_checkpoint(tmp_path):
             chat = me.conversations.create(persona.id)
             me.send(chat.id, f"My friend is called Sam{n}. Remember that the plan {n} is on.")
             later(hearth, (n + 1) * (IDLE + 60))
-        span_ids = [s.id for s in me.timeline.page().spans.values()]
+        span_ids = [s.id for s in me.timeline.page().spans]
     assert len(span_ids) == 3
     script = tmp_path / "slow_worker.py"
     script.write_text(SLOW_WORKER)

@@ -75,7 +75,7 @@ def test_e1_switching_to_a_voice_session_opens_its_own_span_and_one_span_stays_o
     me.send(chat.id, "Spoken hello", channel="voice")
     open_now = me.timeline.open_spans()
     assert [s.kind for s in open_now] == ["voice"]
-    closed = [s for s in me.timeline.page().spans.values() if not s.open]
+    closed = [s for s in me.timeline.page().spans if not s.open]
     assert [(s.kind, s.close_reason) for s in closed] == [("text", "switched")]
     with pytest.raises(sqlite3.IntegrityError):
         with hearth.store.write() as conn:  # the partial unique index: one open span per companion
@@ -158,7 +158,7 @@ def test_e8_a_page_expands_to_its_owning_span_start_so_no_span_is_split(me, hear
     [span_id] = {e.span_id for e in newest.events if e.span_id is not None}
     assert newest.events[0].kind == "span.opened" and newest.expanded > 0
     older = me.timeline.page(newest.before, limit=3)
-    first_span = [s for s in older.spans.values()]
+    first_span = list(older.spans)
     assert len(first_span) == 1 and first_span[0].id != span_id
     assert older.events[0].id == first_span[0].start_event_id  # grown back to the span's start
     assert sum(1 for e in older.events if e.kind == "message" and e.message["role"] == "user") == 4

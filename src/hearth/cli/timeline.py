@@ -20,11 +20,12 @@ def timeline_cmd(obj: Context, before: str | None, limit: int | None, as_json: b
     if as_json:
         _json(page.to_dict())
         return
+    spans = {s.id: s for s in page.spans}
     current = object()
     for event in page.events:
         if event.span_id != current:
             current = event.span_id
-            span = page.spans.get(event.span_id) if event.span_id is not None else None
+            span = spans.get(event.span_id) if event.span_id is not None else None
             if span is not None:
                 state = "open" if span.open else f"closed ({span.close_reason})"
                 console.print(f"== span {span.id} · {span.kind} · {span.started_at} · {state}", markup=False)
@@ -53,8 +54,8 @@ def timeline_cmd(obj: Context, before: str | None, limit: int | None, as_json: b
 def compact_cmd(obj: Context, conversation_id: int) -> None:
     """Compact now (E7): shorten the model's working chain and refresh the capsule."""
     result = obj.scope().timeline.compact(conversation_id, channel="cli")
-    capsule = f"capsule {result['capsule_id']} refreshed" if result["capsule_id"] else "capsule unchanged"
-    console.print(f"Compacted conversation {conversation_id}: {result['items']} replacement items; {capsule}.",
+    capsule = f"capsule {result.capsule_id} refreshed" if result.capsule_id else "capsule unchanged"
+    console.print(f"Compacted conversation {conversation_id}: {result.items} replacement items; {capsule}.",
                   markup=False)
 
 

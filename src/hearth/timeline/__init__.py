@@ -16,7 +16,7 @@ One layer over the ledger (events stay the source of truth):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import capsules, chains, checkpoints, pages, spans
@@ -28,9 +28,30 @@ if TYPE_CHECKING:
     from ..helpers.base import Helper
     from ..history import HistoryTurn
 
-__all__ = ["Cursor", "Page", "Resumed", "Timeline", "resume"]
+__all__ = ["Context", "Cursor", "Page", "Resumed", "Timeline", "resume"]
 
 RESUME_TURNS = 20
+
+
+@dataclass(frozen=True)
+class Context:
+    """The chat header's figures (E7) for one conversation."""
+
+    conversation_id: int
+    input_tokens: int
+    threshold_tokens: int
+    threshold_kind: str  # compaction | input_limit
+    percent: float
+    capsule_active: bool
+    capsule_source: str | None
+    capsule_at: str | None
+    last_compaction_at: str | None
+    replacement_input_pending: bool
+    compaction_available: bool
+    running: str  # what runs in the conversation now (see activity.py)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 class Timeline:
@@ -84,11 +105,11 @@ class Timeline:
         return capsules.refresh(self.scope, conversation_id, helper or self._helper(), reason="manual")
 
     # -- E7 ------------------------------------------------------------------------------------
-    def compact(self, conversation_id: int, *, channel: str = "web") -> dict[str, Any]:
+    def compact(self, conversation_id: int, *, channel: str = "web") -> chains.Compaction:
         """Compact now: the Responses compaction endpoint, then a capsule refresh (409 while busy)."""
         return chains.compact(self.scope, conversation_id, channel=channel)
 
-    def context(self, conversation_id: int) -> dict[str, Any]:
+    def context(self, conversation_id: int) -> "Context":
         """The chat header's figures: input usage against the compaction threshold, capsule, compaction."""
         hearth = self.scope.hearth
         conversation = self.scope.conversations.get(conversation_id)
@@ -105,20 +126,20 @@ class Timeline:
         compaction = chains.compaction_threshold_tokens(self.scope)
         threshold = compaction or limit
         provider = hearth.provider
-        return {
-            "conversation_id": conversation.id,
-            "input_tokens": input_tokens,
-            "threshold_tokens": threshold,
-            "threshold_kind": "compaction" if compaction else "input_limit",
-            "percent": round(100 * input_tokens / threshold, 1) if threshold else 0.0,
-            "capsule_active": capsule is not None,
-            "capsule_source": capsule.source if capsule else None,
-            "capsule_at": capsule.created_at if capsule else None,
-            "last_compaction_at": compacted,
-            "replacement_input_pending": bool(chain and chain.replacement_input),
-            "compaction_available": bool(getattr(provider, "chains", False)),
-            "running": hearth.activity.state(conversation.id),
-        }
+        return Context(
+            conversation_id=conversation.id,
+            input_tokens=input_tokens,
+            threshold_tokens=threshold,
+            threshold_kind="compaction" if compaction else "input_limit",
+            percent=round(100 * input_tokens / threshold, 1) if threshold else 0.0,
+            capsule_active=capsule is not None,
+            capsule_source=capsule.source if capsule else None,
+            capsule_at=capsule.created_at if capsule else None,
+            last_compaction_at=compacted,
+            replacement_input_pending=bool(chain and chain.replacement_input),
+            compaction_available=bool(getattr(provider, "chains", False)),
+            running=hearth.activity.state(conversation.id),
+        )
 
     def _helper(self) -> "Helper":
         from ..helpers import helper_for
@@ -136,7 +157,7 @@ class Resumed:
 
     def to_dict(self) -> dict[str, Any]:
         return {"conversation": self.conversation.to_dict() if self.conversation else None,
-                "turns": [t.__dict__ for t in self.turns],
+                "turns": [asdict(t) for t in self.turns],
                 "capsule": self.capsule.to_dict() if self.capsule else None,
                 "span": self.span.to_dict() if self.span else None}
 

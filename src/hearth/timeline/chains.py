@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import ledger
@@ -30,6 +30,19 @@ class Chain:
     response_id: str | None
     replacement_input: tuple[dict[str, Any], ...]
     compacted_at: str | None
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What "Compact now" did (the HTTP answer is this record as it is)."""
+
+    conversation_id: int
+    compacted_at: str
+    items: int  # replacement input items the compaction endpoint returned
+    capsule_id: int | None  # the capsule it refreshed; None when the refresh was queued as a job
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def get(conn: sqlite3.Connection, conversation_id: int) -> Chain | None:
@@ -60,7 +73,7 @@ def compaction_threshold_tokens(scope: "Scope") -> int | None:
     return int(fraction * scope.hearth.input_token_limit()) if fraction > 0 else None
 
 
-def compact(scope: "Scope", conversation_id: int, *, channel: str = "web") -> dict[str, Any]:
+def compact(scope: "Scope", conversation_id: int, *, channel: str = "web") -> Compaction:
     """Compact now: refused (409) while a reply or compaction of this conversation runs."""
     hearth = scope.hearth
     provider = hearth.provider
@@ -113,5 +126,4 @@ def compact(scope: "Scope", conversation_id: int, *, channel: str = "web") -> di
         except Exception:  # noqa: BLE001 - the compaction stands; the capsule job tries again
             with scope.store.write() as conn:
                 capsules.schedule(conn, scope.user_id, conversation.id, "compaction")
-        return {"conversation_id": conversation.id, "compacted_at": now, "items": len(result.output),
-                "capsule_id": capsule.id if capsule else None}
+        return Compaction(conversation.id, now, len(result.output), capsule.id if capsule else None)

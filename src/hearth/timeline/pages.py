@@ -47,8 +47,12 @@ class Cursor:
         return cls(match.group(1), event_id)
 
 
+# The HTTP API answers with these records as they are (one definition per record); the attribute
+# docstrings are their field descriptions in the OpenAPI description.
 @dataclass(slots=True)  # not frozen: a page builds hundreds of these, and frozen init is slower
 class TimelineEvent:
+    __pydantic_config__ = {"use_attribute_docstrings": True}
+
     id: int
     conversation_id: int | None
     kind: str
@@ -56,7 +60,8 @@ class TimelineEvent:
     created_at: str
     payload: dict[str, Any]
     span_id: int | None
-    message: dict[str, Any] | None = None  # role, kind and (for visible turns) text
+    message: dict[str, Any] | None = None
+    """role and kind of a message event; text for visible turns"""
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "conversation_id": self.conversation_id, "kind": self.kind, "channel": self.channel,
@@ -66,15 +71,21 @@ class TimelineEvent:
 
 @dataclass
 class Page:
-    events: list[TimelineEvent]  # oldest first
-    spans: dict[int, span_store.Span] = field(default_factory=dict)
-    before: str | None = None  # cursor of the next older page; None when this is the oldest
-    expanded: int = 0  # events added beyond the limit to reach span starts
+    __pydantic_config__ = {"use_attribute_docstrings": True}
+
+    events: list[TimelineEvent]
+    """Oldest first"""
+    spans: list[span_store.Span] = field(default_factory=list)
+    """Every span the page's events belong to, by id; each starts on the page"""
+    before: str | None = None
+    """Cursor of the next older page (?before=...), null at the oldest"""
+    has_older: bool = False
+    expanded: int = 0
+    """Events beyond the limit added so that no span is split"""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"events": [e.to_dict() for e in self.events],
-                "spans": [s.to_dict() for s in sorted(self.spans.values(), key=lambda s: s.id)],
-                "before": self.before, "has_older": self.before is not None, "expanded": self.expanded}
+        return {"events": [e.to_dict() for e in self.events], "spans": [s.to_dict() for s in self.spans],
+                "before": self.before, "has_older": self.has_older, "expanded": self.expanded}
 
 
 def _events(rows: list) -> list[TimelineEvent]:
@@ -139,4 +150,4 @@ def page(conn: sqlite3.Connection, user_id: int, *, before: Cursor | None = None
                         (user_id, last.created_at, last.id)).fetchone():
             older = str(Cursor(last.created_at, last.id))
     events.reverse()
-    return Page(events, spans, older, expanded)
+    return Page(events, sorted(spans.values(), key=lambda s: s.id), older, older is not None, expanded)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,8 @@ def epoch(stamp_text: str) -> float:
 
 @dataclass(frozen=True)
 class Span:
+    """One activity span; the HTTP API answers with this record as it is (one definition per record)."""
+
     id: int
     persona_id: int | None
     kind: str
@@ -59,19 +61,16 @@ class Span:
     closed_at: str | None
     close_reason: str | None
     checkpoint_event_id: int | None
+    open: bool  # closed_at is None; a field rather than a property so that answers carry it
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Span":
         return cls(row["id"], row["persona_id"], row["kind"], row["channel"], row["start_event_id"],
                    row["started_at"], row["last_at"], row["closed_at"], row["close_reason"],
-                   row["checkpoint_event_id"])
-
-    @property
-    def open(self) -> bool:
-        return self.closed_at is None
+                   row["checkpoint_event_id"], row["closed_at"] is None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "open": self.open}
+        return asdict(self)
 
 
 def touch(conn: sqlite3.Connection, user_id: int, persona_id: int | None, channel: str, *, now: str,
