@@ -54,6 +54,8 @@ MAX_EVIDENCE = 1_000
 
 @dataclass(frozen=True)
 class Proposal:
+    """One suggestion in the review queue; the HTTP API answers with this record as it is."""
+
     id: int
     kind: str
     conversation_id: int | None
@@ -66,41 +68,42 @@ class Proposal:
     result_id: int | None
     created_at: str
     decided_at: str | None
+    label: str  # one line for lists (see describe); a field so that answers carry it
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Proposal":
-        return cls(row["id"], row["kind"], row["conversation_id"], json.loads(row["payload"]), row["reason"],
+        payload = json.loads(row["payload"])
+        return cls(row["id"], row["kind"], row["conversation_id"], payload, row["reason"],
                    row["evidence"], row["source"], row["status"], row["decided_by"], row["result_id"],
-                   row["created_at"], row["decided_at"])
-
-    @property
-    def label(self) -> str:
-        """One line for lists: what would change, offline suggestions labelled (G3)."""
-        p = self.payload
-        if self.kind == "status_change":
-            text = f"{p['field']}: {p.get('from') or '(unset)'} -> {p['to']}"
-        elif self.kind in ("fragment_add", "fragment_update"):
-            verb = "add" if self.kind == "fragment_add" else f"update #{p.get('fragment_id')}"
-            text = f"fragment {verb} [{p.get('category', '')}] {', '.join(p.get('triggers', []))}: {p.get('definition', '')}"
-        elif self.kind == CHECKIN_KIND:
-            text = f"check-in at {p.get('at', '')}: {p.get('note', '')}"
-        elif p.get("memory_id"):
-            verb = "update" if p.get("fact_changed") else "correction"
-            text = f"memory {verb} #{p['memory_id']}: {p.get('text', '')}"
-        else:
-            text = f"memory: {p.get('text', '')}"
-            conflict = p.get("conflict")
-            if isinstance(conflict, dict):
-                verb = "contradicts" if conflict.get("relation") == "contradiction" else "repeats"
-                text += f" ({verb} memory #{conflict.get('memory_id')}: {conflict.get('existing_text', '')})"
-                if conflict.get("judge") == "model":
-                    text += " [the model's verdict]"
-                elif conflict.get("fallback"):
-                    text += " [offline verdict: the model check failed]"
-        return f"(offline suggestion) {text}" if self.source == "offline" else text
+                   row["created_at"], row["decided_at"], describe(row["kind"], payload, row["source"]))
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "label": self.label}
+        return dict(self.__dict__)
+
+
+def describe(kind: str, p: dict[str, Any], source: str) -> str:
+    """One line for lists: what would change, offline suggestions labelled (G3)."""
+    if kind == "status_change":
+        text = f"{p['field']}: {p.get('from') or '(unset)'} -> {p['to']}"
+    elif kind in ("fragment_add", "fragment_update"):
+        verb = "add" if kind == "fragment_add" else f"update #{p.get('fragment_id')}"
+        text = f"fragment {verb} [{p.get('category', '')}] {', '.join(p.get('triggers', []))}: {p.get('definition', '')}"
+    elif kind == CHECKIN_KIND:
+        text = f"check-in at {p.get('at', '')}: {p.get('note', '')}"
+    elif p.get("memory_id"):
+        verb = "update" if p.get("fact_changed") else "correction"
+        text = f"memory {verb} #{p['memory_id']}: {p.get('text', '')}"
+    else:
+        text = f"memory: {p.get('text', '')}"
+        conflict = p.get("conflict")
+        if isinstance(conflict, dict):
+            verb = "contradicts" if conflict.get("relation") == "contradiction" else "repeats"
+            text += f" ({verb} memory #{conflict.get('memory_id')}: {conflict.get('existing_text', '')})"
+            if conflict.get("judge") == "model":
+                text += " [the model's verdict]"
+            elif conflict.get("fallback"):
+                text += " [offline verdict: the model check failed]"
+    return f"(offline suggestion) {text}" if source == "offline" else text
 
 
 def _norm(value: Any) -> Any:

@@ -44,6 +44,7 @@ TRUST = ("Current household status, set by the person. It is true right now and 
          "beyond what this block says.")
 
 
+# The HTTP API answers with StatusFieldInfo and StatusValue as they are (one definition per record).
 @dataclass(frozen=True)
 class StatusFieldInfo:
     id: int
@@ -73,13 +74,10 @@ class StatusValue:
     valid_to: str | None
     recorded_at: str | None = None
     retired_at: str | None = None
-
-    @property
-    def valid_until(self) -> str | None:
-        return self.valid_to
+    valid_until: str | None = None  # valid_to under the name memories use (B1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "valid_until": self.valid_to}
+        return dict(self.__dict__)
 
 
 def _clean(text: Any, what: str, limit: int) -> str:
@@ -293,7 +291,7 @@ class Household:
     def history(self, key: int | str | None = None, limit: int = 200) -> list[StatusValue]:
         """Every value a field (or every field) has had, newest first, retired ones included."""
         sql = ("SELECT v.id, v.field_id, f.name, v.value, v.source, v.proposal_id, v.valid_from, v.valid_to,"
-               " v.recorded_at, v.retired_at FROM status_values v JOIN status_fields f ON f.id = v.field_id"
+               " v.recorded_at, v.retired_at, v.valid_to FROM status_values v JOIN status_fields f ON f.id = v.field_id"
                " WHERE v.user_id = ?")
         args: list[Any] = [self.user_id]
         if key is not None:

@@ -12,8 +12,9 @@ from pydantic import BaseModel, Field, create_model
 
 from ..engine import Scope
 from ..layers.fragments import MAX_CATEGORY, MAX_DEFINITION
-from ..layers.household import MAX_NAME, MAX_VALUE
+from ..layers.household import MAX_NAME, MAX_VALUE, StatusFieldInfo, StatusValue
 from ..layers.settings import SETTINGS, LayerSettings
+from ..review import Proposal
 from .auth import current_scope
 from .models import IdPath, OptionalIdQuery, RequestModel
 
@@ -43,69 +44,32 @@ class ValueIn(RequestModel):
     correction: bool = Field(default=False, description="Fix a wrongly entered value instead of recording a change")
 
 
-class FieldOut(BaseModel):
-    id: int
-    name: str
-    options: list[str]
-    aliases: list[str]
-    position: int
-    value: str | None
-    valid_from: str | None
-    source: str | None
+# Status fields, status values and review proposals answer as the core records themselves
+# (StatusFieldInfo, StatusValue, Proposal: one definition per record).
 
 
-class ValueOut(BaseModel):
-    id: int
-    field_id: int
-    field: str
-    value: str
-    source: str
-    proposal_id: int | None
-    valid_from: str
-    valid_to: str | None
-    valid_until: str | None = None
-    recorded_at: str | None = None
-    retired_at: str | None = None
-
-
-class ProposalOut(BaseModel):
-    id: int
-    kind: str
-    conversation_id: int | None
-    payload: dict[str, Any]
-    reason: str
-    evidence: str
-    source: str
-    status: str
-    decided_by: str | None
-    result_id: int | None
-    created_at: str
-    decided_at: str | None
-    label: str
-
-
-@router.get("/api/status", response_model=list[FieldOut])
-def list_status(scope: Scope = Depends(current_scope)) -> list[dict]:
+@router.get("/api/status", response_model=list[StatusFieldInfo])
+def list_status(scope: Scope = Depends(current_scope)) -> list[StatusFieldInfo]:
     """Current household status, one entry per field."""
-    return [f.to_dict() for f in scope.layers.household.fields()]
+    return scope.layers.household.fields()
 
 
-@router.post("/api/status", response_model=FieldOut, status_code=201)
-def add_status_field(body: FieldIn, scope: Scope = Depends(current_scope)) -> dict:
-    return scope.layers.household.add_field(body.name, body.options, body.aliases, body.value).to_dict()
+@router.post("/api/status", response_model=StatusFieldInfo, status_code=201)
+def add_status_field(body: FieldIn, scope: Scope = Depends(current_scope)) -> StatusFieldInfo:
+    return scope.layers.household.add_field(body.name, body.options, body.aliases, body.value)
 
 
-@router.patch("/api/status/{field_id:int}", response_model=FieldOut)
-def edit_status_field(field_id: IdPath, body: FieldEdit, scope: Scope = Depends(current_scope)) -> dict:
+@router.patch("/api/status/{field_id:int}", response_model=StatusFieldInfo)
+def edit_status_field(field_id: IdPath, body: FieldEdit, scope: Scope = Depends(current_scope)) -> StatusFieldInfo:
     return scope.layers.household.edit_field(field_id, name=body.name, options=body.options,
-                                             aliases=body.aliases).to_dict()
+                                             aliases=body.aliases)
 
 
-@router.put("/api/status/{field_id:int}/value", response_model=FieldOut)
-def set_status_value(field_id: IdPath, body: ValueIn, scope: Scope = Depends(current_scope)) -> dict:
+@router.put("/api/status/{field_id:int}/value", response_model=StatusFieldInfo)
+def set_status_value(field_id: IdPath, body: ValueIn, scope: Scope = Depends(current_scope)) -> StatusFieldInfo:
     """Set (toggle) a value; the previous value is retired into history, never overwritten."""
     return scope.layers.household.set(field_id, body.value, valid_from=body.valid_from,
-                                      correction=body.correction).to_dict()
+                                      correction=body.correction)
 
 
 @router.delete("/api/status/{field_id:int}", status_code=204)
@@ -120,15 +84,15 @@ def status_as_of(date: str = Query(max_length=40, description="ISO date or date-
     return scope.layers.household.as_of(date, mode)
 
 
-@router.get("/api/status/history", response_model=list[ValueOut])
-def status_history(field_id: OptionalIdQuery = None, scope: Scope = Depends(current_scope)) -> list[dict]:
-    return [v.to_dict() for v in scope.layers.household.history(field_id)]
+@router.get("/api/status/history", response_model=list[StatusValue])
+def status_history(field_id: OptionalIdQuery = None, scope: Scope = Depends(current_scope)) -> list[StatusValue]:
+    return scope.layers.household.history(field_id)
 
 
-@router.get("/api/status/pending", response_model=list[ProposalOut])
-def pending_status_changes(scope: Scope = Depends(current_scope)) -> list[dict]:
+@router.get("/api/status/pending", response_model=list[Proposal])
+def pending_status_changes(scope: Scope = Depends(current_scope)) -> list[Proposal]:
     """Detected status changes waiting for approval (approve or dismiss them in the review queue)."""
-    return [p.to_dict() for p in scope.layers.review.list("pending", "status_change")]
+    return scope.layers.review.list("pending", "status_change")
 
 
 # -- live context, nudges and the rolling summary ----------------------------------------------------
@@ -330,11 +294,11 @@ class Queued(BaseModel):
     job_id: int
 
 
-@router.get("/api/review", response_model=list[ProposalOut])
+@router.get("/api/review", response_model=list[Proposal])
 def list_proposals(status: Literal["pending", "approved", "dismissed"] = "pending",
                    kind: Literal["fragment_add", "fragment_update", "status_change", "memory_add"] | None = None,
-                   scope: Scope = Depends(current_scope)) -> list[dict]:
-    return [p.to_dict() for p in scope.layers.review.list(status, kind)]
+                   scope: Scope = Depends(current_scope)) -> list[Proposal]:
+    return scope.layers.review.list(status, kind)
 
 
 @router.post("/api/review/run", response_model=Queued, status_code=202)
@@ -343,19 +307,19 @@ def request_review(body: ReviewRequest, scope: Scope = Depends(current_scope)) -
     return {"job_id": scope.layers.review.request(body.conversation_id)}
 
 
-@router.get("/api/review/{proposal_id:int}", response_model=ProposalOut)
-def get_proposal(proposal_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
-    return scope.layers.review.get(proposal_id).to_dict()
+@router.get("/api/review/{proposal_id:int}", response_model=Proposal)
+def get_proposal(proposal_id: IdPath, scope: Scope = Depends(current_scope)) -> Proposal:
+    return scope.layers.review.get(proposal_id)
 
 
-@router.post("/api/review/{proposal_id:int}/approve", response_model=ProposalOut)
-def approve_proposal(proposal_id: IdPath, body: ApproveIn | None = None, scope: Scope = Depends(current_scope)) -> dict:
-    return scope.layers.review.approve(proposal_id, body.edits if body else None).to_dict()
+@router.post("/api/review/{proposal_id:int}/approve", response_model=Proposal)
+def approve_proposal(proposal_id: IdPath, body: ApproveIn | None = None, scope: Scope = Depends(current_scope)) -> Proposal:
+    return scope.layers.review.approve(proposal_id, body.edits if body else None)
 
 
-@router.post("/api/review/{proposal_id:int}/dismiss", response_model=ProposalOut)
-def dismiss_proposal(proposal_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
-    return scope.layers.review.dismiss(proposal_id).to_dict()
+@router.post("/api/review/{proposal_id:int}/dismiss", response_model=Proposal)
+def dismiss_proposal(proposal_id: IdPath, scope: Scope = Depends(current_scope)) -> Proposal:
+    return scope.layers.review.dismiss(proposal_id)
 
 
 # -- settings and jobs --------------------------------------------------------------------------------

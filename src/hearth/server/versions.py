@@ -9,13 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from ..engine import Scope
+from ..versions import Version
 from .auth import current_scope
 from .models import MAX_ID, IdPath, RequestModel
 
 router = APIRouter(tags=["versions"])
+
+# Histories answer with the core Version records themselves (one definition per record).
 
 
 class VersionIn(RequestModel):
@@ -26,19 +29,9 @@ class ValueRestoreIn(RequestModel):
     value_id: int = Field(ge=1, le=MAX_ID, description="An id from /api/status/history")
 
 
-class VersionOut(BaseModel):
-    noun: str
-    item_id: int
-    version: int
-    data: dict[str, Any]
-    change: str
-    actor: str
-    created_at: str
-
-
-@router.get("/api/fragments/{fragment_id:int}/history", response_model=list[VersionOut])
-def fragment_history(fragment_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
-    return [v.to_dict() for v in scope.layers.fragments.history(fragment_id)]
+@router.get("/api/fragments/{fragment_id:int}/history", response_model=list[Version])
+def fragment_history(fragment_id: IdPath, scope: Scope = Depends(current_scope)) -> list[Version]:
+    return scope.layers.fragments.history(fragment_id)
 
 
 @router.post("/api/fragments/{fragment_id:int}/restore", response_model=dict[str, Any])
@@ -46,9 +39,9 @@ def fragment_restore(fragment_id: IdPath, body: VersionIn, scope: Scope = Depend
     return scope.layers.fragments.restore(fragment_id, body.version).to_dict()
 
 
-@router.get("/api/personas/{persona_id:int}/history", response_model=list[VersionOut])
-def persona_history(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
-    return [v.to_dict() for v in scope.personas.history(persona_id)]
+@router.get("/api/personas/{persona_id:int}/history", response_model=list[Version])
+def persona_history(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> list[Version]:
+    return scope.personas.history(persona_id)
 
 
 @router.post("/api/personas/{persona_id:int}/restore", response_model=dict[str, Any])
@@ -58,9 +51,9 @@ def persona_restore(persona_id: IdPath, body: VersionIn, scope: Scope = Depends(
     return {"persona": persona.to_dict(), "prompts_rebuilt": rebuilt}
 
 
-@router.get("/api/status/{field_id:int}/versions", response_model=list[VersionOut])
-def status_field_history(field_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
-    return [v.to_dict() for v in scope.layers.household.field_history(field_id)]
+@router.get("/api/status/{field_id:int}/versions", response_model=list[Version])
+def status_field_history(field_id: IdPath, scope: Scope = Depends(current_scope)) -> list[Version]:
+    return scope.layers.household.field_history(field_id)
 
 
 @router.post("/api/status/{field_id:int}/restore", response_model=dict[str, Any])
