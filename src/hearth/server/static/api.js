@@ -12,6 +12,8 @@ export class ApiError extends Error {
   }
 }
 
+let leaving = false; // on the way to the login page
+
 export async function api(method, path, body, { signal } = {}) {
   const headers = { "X-CSRF-Token": csrfToken, Accept: "application/json" };
   const init = { method, headers, credentials: "same-origin", signal };
@@ -26,7 +28,10 @@ export async function api(method, path, body, { signal } = {}) {
     if (error.name === "AbortError") throw error; // stopped on purpose
     throw new ApiError(0, "network", "The server could not be reached.");
   }
-  if (response.status === 401) {
+  if (response.status === 401 && !leaving) {
+    // Once: other requests of the page may meet the same expired session a moment later, and a
+    // second navigation would cancel the first one while it loads.
+    leaving = true;
     window.dispatchEvent(new Event("hearth:login-needed")); // the draft and the open thread are kept
     window.location.assign("/login");
   }
