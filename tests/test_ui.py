@@ -877,17 +877,22 @@ def test_u1_a_long_thread_draws_its_newest_messages_first_and_older_ones_as_the_
         bubbles = page.locator("#messages .message .body")
         expect(bubbles).to_have_count(30)  # the newest window of the newest page of 150
         expect(bubbles.last).to_have_text("Message 199, waves")
+        # The header's context figures arrive a moment after the thread: the list is settled once
+        # they are shown (they make the header taller).
+        expect(page.locator("#context-meter")).to_be_visible()
         assert page.evaluate("(() => { const l = document.getElementById('messages');"
                              " return l.scrollHeight - l.scrollTop - l.clientHeight; })()") < 2
-        # Scrolling near the top draws the next window above, and the reader stays where they were.
+        # Scrolling near the top draws the next window above, and the reader stays where they were
+        # (measured inside the list, so nothing outside it moving can count).
+        inside = "(node) => node.getBoundingClientRect().top - node.parentElement.getBoundingClientRect().top"
         for drawn in (60, 90, 120, 150):
             handle = page.locator("#messages .message").first.element_handle()
             before = handle.evaluate("""(node) => {
                 document.getElementById('messages').scrollTop = 0;
-                return node.getBoundingClientRect().top;
+                return node.getBoundingClientRect().top - node.parentElement.getBoundingClientRect().top;
             }""")
             expect(bubbles).to_have_count(drawn)
-            after = handle.evaluate("(node) => node.getBoundingClientRect().top")
+            after = handle.evaluate(inside)
             assert abs(after - before) < 2, (drawn, before, after)  # what was drawn above did not move it
         expect(bubbles.first).to_have_text("Message 50, waves")
         page.get_by_role("button", name="Show earlier messages (50)").click()
