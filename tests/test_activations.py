@@ -63,21 +63,33 @@ def test_e11_morning_message_fires_once_at_its_local_time_through_the_send_path(
     assert len(inner_messages(me)) == 1
 
 
+def zone_before_six_now() -> str:
+    """A fixed-offset time zone in which it is now about 01:00, so that 06:00, 09:00 and 10:00 are
+    all still ahead today there, whatever the hour of the run."""
+    offset = (1 - datetime.now(UTC).hour) % 24
+    offset = offset - 24 if offset > 12 else offset
+    return "Etc/UTC" if offset == 0 else f"Etc/GMT{'-' if offset > 0 else '+'}{abs(offset)}"  # POSIX signs
+
+
 def test_e11_quiet_hours_daily_limit_missed_and_bad_schedules(me, persona):
-    me.activations.set_prefs(timezone_name="UTC", quiet_start="22:00", quiet_end="07:00", daily_limit=1)
+    from zoneinfo import ZoneInfo
+
+    zone = zone_before_six_now()
+    me.activations.set_prefs(timezone_name=zone, quiet_start="22:00", quiet_end="07:00", daily_limit=1)
     early = me.activations.add(persona.id, "morning", at="06:00")
     later = me.activations.add(persona.id, "morning", rule="FREQ=DAILY;BYHOUR=9,10;BYMINUTE=0;BYSECOND=0")
-    day = at(early.next_run_at.replace("Z", "")).date()
-    assert me.activations.tick(datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=6, minutes=1)) == \
-        {"quiet": 1}
-    assert me.activations.tick(datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=9, minutes=1)) == \
-        {"queued": 1}
-    assert me.activations.tick(datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=10, minutes=1)) == \
-        {"limit": 1}
+    day = at(early.next_run_at.replace("Z", "")).astimezone(ZoneInfo(zone)).date()
+
+    def local(hours: float) -> datetime:
+        return datetime.combine(day, datetime.min.time(), ZoneInfo(zone)) + timedelta(hours=hours)
+
+    assert local(0) < at(later.next_run_at.replace("Z", "")) < local(24)  # both fall on the same local day
+    assert me.activations.tick(local(6 + 1 / 60)) == {"quiet": 1}
+    assert me.activations.tick(local(9 + 1 / 60)) == {"queued": 1}
+    assert me.activations.tick(local(10 + 1 / 60)) == {"limit": 1}
     # The server was down all day: both next occurrences are recorded as missed, never sent late.
-    assert me.activations.tick(datetime.combine(day, datetime.min.time(), UTC) + timedelta(days=1, hours=20)) == \
-        {"missed": 2}
-    assert me.activations.get(later.id).next_run_at > (day + timedelta(days=1)).isoformat()
+    assert me.activations.tick(local(24 + 20)) == {"missed": 2}
+    assert at(me.activations.get(later.id).next_run_at.replace("Z", "")) > local(48)
     for bad in ({"rule": "FREQ=HOURLY"}, {"rule": "not a rule"}, {"at": "25:00"}):
         with pytest.raises(InvalidInput):
             me.activations.add(persona.id, "morning", **bad)
