@@ -8,7 +8,7 @@ from collections import OrderedDict
 import pytest
 
 from hearth.jobs import chat_messages_after
-from hearth.retrieval import semantic
+from hearth.retrieval import searchlog, semantic
 from hearth.retrieval.archive import Archive
 from hearth.retrieval.hybrid import Budget, Filters, Tuning, search
 from hearth.retrieval.semantic import embed_pending, embedded_through, pending_count, shared_embedder
@@ -327,3 +327,41 @@ def test_a2_neighbours_are_read_only_for_candidates_sharing_a_conversation(me, p
         assert len(walks) == 1
     finally:
         conn.set_trace_callback(None)
+
+
+def test_k1_a2_keyword_and_archive_recall_share_one_pass_over_the_messages_index(me, archive_persona, embedder,
+                                                                                 provider, monkeypatch):
+    from hearth.retrieval import candidates
+
+    older = _thread(me, archive_persona, "Orchard", [("user", "We planted the quince tree by the wall."),
+                                                     ("assistant", "The quince will fruit in autumn.")])
+    c = me.conversations.create(archive_persona.id, "Now")
+    me.send(c.id, "hello there, the garden looks lovely today")
+    asked: list[tuple[str, ...]] = []
+    inner = candidates.search_messages
+    monkeypatch.setattr(candidates, "search_messages",
+                        lambda conn, user_id, words, **kw: asked.append(tuple(words)) or inner(conn, user_id, words, **kw))
+    me.send(c.id, "Do you remember the quince tree?")
+    # Keyword recall asked the messages index; archive recall found the same list in the send's memo
+    # (a feedback list, when the budget allows it, asks other words).
+    assert asked and asked.count(asked[0]) == 1 and any(w.startswith("quinc") for w in asked[0])
+    # Keyword recall's block holds the turns; archive recall found them too (its own block leaves
+    # out what the request already quotes, K4).
+    assert "AUTO-RECALLED CONTEXT" in " ".join(m.content for m in provider.requests[-1].messages)
+    conn = me.store.connection()
+    for origin in ("keyword_recall", "archive_recall"):
+        entry = searchlog.entries(conn, me.user_id, origin=origin)[0]
+        assert older.id in {r["source_id"] for r in entry.results}
+
+
+def test_k1_a2_send_path_keyword_query_leaves_the_context_words_to_the_vectors():
+    from hearth.retrieval.candidates import one_pass_terms
+    from hearth.retrieval.query import build_variants
+    from hearth.retrieval.tuning import DEFAULT, SEND_PATH
+
+    variants = build_variants("Did Mira finish the boat?", "we talked about the harbour and the lighthouse")
+    def bare(tuning):
+        return {term.rstrip("*") for term in one_pass_terms(variants, set(), tuning)}
+
+    assert "harbour" not in bare(SEND_PATH) and {"mira", "boat"} <= bare(SEND_PATH)
+    assert "harbour" in bare(DEFAULT.with_changes(keyword_one_pass=True))

@@ -68,7 +68,7 @@ class ArchiveRecall:
     def blocks(self, turn: Turn) -> list[Block]:
         if not self.searches(turn):
             return []
-        recent_turns = [m for m in turn.history if m.kind == "chat"][-CONTEXT_TURNS:]
+        recent_turns = recent_chat(turn.history, CONTEXT_TURNS)
         recent = [m.content for m in recent_turns]
         exclude = [turn.conversation.id]
         if turn.handoff and turn.handoff.get("source_conversation_id"):
@@ -82,7 +82,8 @@ class ArchiveRecall:
             embedder=embedder, db_key=self.db_key, origin="archive_recall", store=self.store,
             conversation_id=turn.conversation.id, ignore_names=names,
             speaker_names=_speakers(turn.persona), tuning=SEND_PATH,
-            budget_ms=turn.settings.recall_budget_ms, log=False, context_ids=tuple(m.id for m in recent_turns))
+            budget_ms=turn.settings.recall_budget_ms, log=False, context_ids=tuple(m.id for m in recent_turns),
+            memo=turn.memo)
         log_filters = filters.to_log()
         hint = date_hint(turn.text)
         if hint:
@@ -109,13 +110,32 @@ class ArchiveRecall:
                                "messages": sum(r.kind == "message" for r in results)})]
 
 
+def recent_chat(history: list, count: int) -> list:
+    """The last ``count`` chat turns of the history, read from its newest end (a long thread's
+    history holds thousands of turns)."""
+    out = []
+    for m in reversed(history):
+        if m.kind == "chat":
+            out.append(m)
+            if len(out) == count:
+                break
+    out.reverse()
+    return out
+
+
 def _overlap(piece: str, assembled: list[frozenset]) -> float:
     """``keyword_recall.overlap`` against several shingle sets. The excerpt's own shingles are not
-    put in the shared cache, where they would push out the stored prompt's."""
+    put in the shared cache, where they would push out the stored prompt's; set intersections
+    against each set in turn count a shingle once, without a union of the large sets."""
     own = shingles.__wrapped__(piece)
     if not own:
         return 0.0
-    return sum(1 for s in own if any(s in a for a in assembled)) / len(own)
+    left = set(own)
+    for a in assembled:
+        if not left:
+            break
+        left -= left & a  # the intersection walks the smaller set
+    return (len(own) - len(left)) / len(own)
 
 
 def _speakers(persona: Any) -> dict[str, str]:

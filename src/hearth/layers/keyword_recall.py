@@ -23,16 +23,17 @@ from typing import Any
 
 from ..prompt.dynamic import RECALL_HEADING, Block, Turn, quote_reserved_headings
 from ..retrieval import searchlog
-from ..retrieval.keyword import STOPWORDS, WORD_RE, excerpt, search_messages, terms
-from ..retrieval.query import entities, has_recall_cue
+from ..retrieval.candidates import Filters, one_pass_terms, shared_keyword_hits
+from ..retrieval.keyword import STOPWORDS, WORD_RE, excerpt, terms
+from ..retrieval.query import build_variants, entities, has_recall_cue
 from ..retrieval.terms import rare_terms, select_terms
+from ..retrieval.tuning import SEND_PATH
 
 MAX_EXCERPTS = 10
 EXCERPT_CHARS = 300
 SHORT_WORDS = 8  # a message of at most this many words is "short" for K2
 OVERLAP_LIMIT = 0.5  # K4: an excerpt whose shingles are this much inside the request is dropped
 SHINGLE = 3
-CANDIDATES = 40
 
 LABEL = RECALL_HEADING.strip("= ").strip()  # "AUTO-RECALLED CONTEXT": Block renders === label ===
 TRUST = (
@@ -110,6 +111,16 @@ def skip_reason(turn: Turn) -> str | None:
     return None
 
 
+def search_words(turn: Turn) -> list[str]:
+    """The message's FTS terms as the send path asks them (``tuning.SEND_PATH``): the persona's
+    names left out, the rarest kept within the postings budget. Archive recall's keyword query over
+    messages is the same on the same send, so the two layers share one candidate list."""
+    names = persona_names(turn.persona)
+    name_words = {w for name in names for w in terms(name)}
+    variants = build_variants(turn.text, ignore_names=names)
+    return select_terms(turn.conn, one_pass_terms(variants, name_words, SEND_PATH), tuning=SEND_PATH)
+
+
 class KeywordRecall:
     name = "keyword_recall"
 
@@ -120,16 +131,17 @@ class KeywordRecall:
         if skip_reason(turn) is not None:
             return []
         started = time.monotonic()
-        names = {n.casefold() for n in persona_names(turn.persona)}
-        words = select_terms(turn.conn, [w for w in terms(turn.text) if w not in names])
+        words = search_words(turn)
         if not words:
             return []
         exclude = [turn.conversation.id]
         if turn.handoff and turn.handoff.get("source_conversation_id"):
             exclude.append(int(turn.handoff["source_conversation_id"]))
-        hits = search_messages(turn.conn, turn.user_id, words, limit=CANDIDATES,
-                               exclude_conversation_ids=tuple(exclude), persona_id=turn.persona.id,
-                               eligible_only=True, include_shielded=False)
+        # The same list archive recall asks on a recall cue (same words, same conversations): the
+        # send's memo keeps it, so the messages index is read once.
+        filters = Filters(exclude_conversation_ids=tuple(exclude), persona_id=turn.persona.id, eligible_only=True)
+        hits = shared_keyword_hits(turn.conn, turn.user_id, words, filters, SEND_PATH.candidates, turn.memo)
+        plain = [w.rstrip("*") for w in words]
         handoff_ids = set((turn.handoff or {}).get("source_message_ids") or ())
         assembled: set[tuple[str, ...]] = set()
         if turn.handoff:
@@ -141,7 +153,7 @@ class KeywordRecall:
             if hit.message_id in handoff_ids:
                 dropped_overlap += 1
                 continue
-            piece = excerpt(hit.content, words, EXCERPT_CHARS)
+            piece = excerpt(hit.content, plain, EXCERPT_CHARS)
             if assembled and overlap(piece, assembled) >= OVERLAP_LIMIT:
                 dropped_overlap += 1
                 continue

@@ -80,6 +80,9 @@ class Turn:
     # Searches the recall layers ran, as ``searchlog.record`` arguments: layers only read, so the
     # send path writes these after collection, outside the read snapshot (A3).
     search_log: list[dict[str, Any]] = field(default_factory=list)
+    # Work one layer did that another may reuse on the same send (the keyword candidate list that
+    # keyword recall and archive recall both ask on a recall cue); it lives as long as the turn.
+    memo: dict[Any, Any] = field(default_factory=dict)
 
 
 class Layer(Protocol):

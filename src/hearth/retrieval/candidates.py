@@ -15,7 +15,7 @@ import numpy as np
 
 from ..conversations import ELIGIBLE_SQL, VISIBLE_SQL
 from ..store import is_postgres
-from .keyword import search_messages
+from .keyword import KeywordHit, search_messages
 from .query import fts_match, match_terms, without_names
 from .terms import select_terms
 from .tuning import DEFAULT, Tuning
@@ -103,7 +103,7 @@ def chunk_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]:
 
 
 def keyword_messages(conn: sqlite3.Connection, user_id: int, words: list[str], f: Filters,
-                     limit: int = DEFAULT.candidates) -> list[tuple[int, float]]:
+                     limit: int = DEFAULT.candidates, memo: dict | None = None) -> list[tuple[int, float]]:
     if (f.date_from or f.date_to) and is_postgres(conn):
         from . import pgsearch
 
@@ -118,11 +118,28 @@ def keyword_messages(conn: sqlite3.Connection, user_id: int, words: list[str], f
             f" JOIN conversations c ON c.id = m.conversation_id WHERE messages_fts MATCH ? AND {' AND '.join(where)}"
             " ORDER BY score LIMIT ?", (fts_match(words), *args, limit)).fetchall()
         return [(r[0], -r[1]) for r in rows]
+    hits = shared_keyword_hits(conn, user_id, words, f, limit, memo)
+    return [(h.message_id, h.score) for h in hits]
+
+
+def shared_keyword_hits(conn: sqlite3.Connection, user_id: int, words: list[str], f: Filters, limit: int,
+                        memo: dict | None = None) -> list[KeywordHit]:
+    """The best BM25 matches for ``words`` inside ``f`` (no date filters), asked once per send.
+
+    ``memo`` is the send's shared store (``Turn.memo``): keyword recall and archive recall ask the
+    same words inside the same filters on a recall cue, and the second finds the first's list
+    instead of a second pass over the messages index."""
+    key = ("keyword_hits", user_id, tuple(words), f.exclude_conversation_ids, f.conversation_id, f.persona_id,
+           f.eligible_only, f.include_shielded, limit)
+    if memo is not None and key in memo:
+        return list(memo[key])
     hits = search_messages(conn, user_id, words, limit=limit, exclude_conversation_ids=f.exclude_conversation_ids,
                            persona_id=f.persona_id, eligible_only=f.eligible_only,
                            include_shielded=f.include_shielded, conversation_id=f.conversation_id,
                            match=fts_match(words))
-    return [(h.message_id, h.score) for h in hits]
+    if memo is not None:
+        memo[key] = tuple(hits)
+    return hits
 
 
 def keyword_chunks(conn: sqlite3.Connection, user_id: int, words: list[str], f: Filters,
@@ -177,7 +194,7 @@ def load_chunks(conn: sqlite3.Connection, user_id: int, ids: list[int], f: Filte
 
 
 def keyword_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, name_words: set[str],
-                  tuning: Tuning = DEFAULT) -> tuple[dict[str, Ranked], dict[str, float], list[str]]:
+                  tuning: Tuning = DEFAULT, memo: dict | None = None) -> tuple[dict[str, Ranked], dict[str, float], list[str]]:
     """One FTS list per source and distinct set of chosen terms: (lists, their weights, the query's terms).
 
     Variants whose chosen terms are the same are asked once: the same words asked twice would only
@@ -186,8 +203,10 @@ def keyword_lists(conn: sqlite3.Connection, user_id: int, variants: list, filter
     lists: dict[str, Ranked] = {}
     weights: dict[str, float] = {}
     query_words: list[str] = []
+    if not tuning.keyword_context:
+        variants = [v for v in variants if v.name != "with_context"]
     if tuning.keyword_one_pass:
-        return _one_pass(conn, user_id, variants, filters, name_words, tuning)
+        return _one_pass(conn, user_id, variants, filters, name_words, tuning, memo)
     for source in filters.sources:
         kind = "message" if source == "messages" else "chunk"
         asked: set[tuple[str, ...]] = set()
@@ -208,14 +227,22 @@ def keyword_lists(conn: sqlite3.Connection, user_id: int, variants: list, filter
     return lists, weights, query_words
 
 
-def _one_pass(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, name_words: set[str],
-              tuning: Tuning) -> tuple[dict[str, Ranked], dict[str, float], list[str]]:
-    """One FTS query per source over the words of every variant together (the message's first):
-    the terms are chosen once, rarest first within the postings budget, and BM25 ranks them."""
+def one_pass_terms(variants: list, name_words: set[str], tuning: Tuning) -> list[str]:
+    """The FTS terms of every variant together, the message's first, speaker names left out."""
     words_in_order: dict[str, None] = {}
     for variant in variants:
+        if variant.name == "with_context" and not tuning.keyword_context:
+            continue
         for term in match_terms([w for w in variant.words if w not in name_words], tuning.stem_prefixes):
             words_in_order.setdefault(term, None)
+    return list(words_in_order)
+
+
+def _one_pass(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, name_words: set[str],
+              tuning: Tuning, memo: dict | None = None) -> tuple[dict[str, Ranked], dict[str, float], list[str]]:
+    """One FTS query per source over the words of every variant together (the message's first):
+    the terms are chosen once, rarest first within the postings budget, and BM25 ranks them."""
+    words_in_order = one_pass_terms(variants, name_words, tuning)
     asked_query = set(match_terms([w for w in variants[0].words if w not in name_words], tuning.stem_prefixes))
     lists: dict[str, Ranked] = {}
     weights: dict[str, float] = {}
@@ -227,8 +254,10 @@ def _one_pass(conn: sqlite3.Connection, user_id: int, variants: list, filters: F
             continue
         if source == "messages":
             query_words = [w for w in words if w in asked_query]
-        search_source = keyword_messages if source == "messages" else keyword_chunks
-        hits = search_source(conn, user_id, words, filters, tuning.candidates)
+        if source == "messages":
+            hits = keyword_messages(conn, user_id, words, filters, tuning.candidates, memo)
+        else:
+            hits = keyword_chunks(conn, user_id, words, filters, tuning.candidates)
         if hits:
             name = f"keyword:all:{source}"
             lists[name] = [((kind, i), s) for i, s in hits]

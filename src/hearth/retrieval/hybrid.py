@@ -118,6 +118,7 @@ def search(
     tuning: Tuning = DEFAULT,
     budget_ms: float | None = None,
     context_ids: tuple[int, ...] = (),
+    memo: dict | None = None,
 ) -> SearchOutcome:
     """Search one user's chat turns and/or archive chunks; see the module docstring.
 
@@ -126,7 +127,8 @@ def search(
     that names a speaker lifts that speaker's turns. ``store`` is needed to write the log row.
     ``tuning`` holds every measured constant; ``budget_ms`` bounds the optional steps (``Budget``).
     ``context_ids`` are the turns ``context`` came from: with ``tuning.context_vector_weight`` their
-    stored vectors stand for the context in the vector query.
+    stored vectors stand for the context in the vector query. ``memo`` is the send's shared store
+    (``Turn.memo``): a keyword list another layer already asked is read from it.
     """
     started = time.monotonic()
     budget = Budget(budget_ms, started)
@@ -137,7 +139,7 @@ def search(
     name_words: set[str] = set()
     for name in (*ignore_names, *(speaker_names or {})):
         name_words.update(terms(name))
-    lists, weights, query_words = keyword_lists(conn, user_id, variants, filters, name_words, tuning)
+    lists, weights, query_words = keyword_lists(conn, user_id, variants, filters, name_words, tuning, memo)
     if embedder is not None:
         more, more_weights = vector_lists(conn, user_id, variants, filters, embedder, db_key, speaker_names, tuning,
                                           context_ids)

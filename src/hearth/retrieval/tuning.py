@@ -53,6 +53,10 @@ class Tuning:
     # One keyword query per source over the words of all variants together, instead of one per
     # variant: one pass over each index.
     keyword_one_pass: bool = False
+    # The recent context's words join the keyword query. Off on the send path: there the context
+    # reaches the search through the stored vectors of its turns, and its thirty-odd words, new to
+    # the term cache on most sends, made the keyword pass ten times the cost of the message's own.
+    keyword_context: bool = True
     # The sentence variants embedded for the vector lists, in order of preference; variants the
     # query does not have are skipped, and the plain query stands in when none is left.
     vector_variants: tuple[str, ...] = ("query", "with_context")
@@ -70,8 +74,11 @@ class Tuning:
 
 DEFAULT = Tuning()
 # Automatic recall on the send path: one query embedding (the message alone; its recent context
-# joins as the stored vectors of those turns),
-# one keyword query per index, and the feedback list only when the latency budget allows it
+# joins as the stored vectors of those turns), one keyword query per index over the message's own
+# words (keyword recall asks the same one, so the two share it), postings bounded at 5,000 rows
+# (the ranking reads every matching row: at a million messages a 20,000-row budget cost an
+# everyday message twice the CPU), and the feedback list only when the latency budget allows it
 # (``Budget`` in hybrid.py).
 SEND_PATH = DEFAULT.with_changes(vector_variants=("with_context",), vector_context_chars=300, keyword_one_pass=True,
-                                 load_limit=100, context_vector_weight=0.5)
+                                 load_limit=100, context_vector_weight=0.5, keyword_context=False,
+                                 postings_budget=5_000)
