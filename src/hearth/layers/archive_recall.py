@@ -96,8 +96,12 @@ class ArchiveRecall:
         # The stored prompt's shingles are cached (the same text every send); checking each excerpt
         # against the cached sets, rather than copying them into one union, keeps this step small.
         assembled = [shingles(text) for text in turn.assembled_text]
-        results = [r for r in outcome.results
-                   if r.scores.get("fused", 0) > 0 and _overlap(r.text[:600], assembled) < OVERLAP_LIMIT][:MAX_RESULTS]
+        results = []
+        for r in outcome.results:  # best first: checked only until enough are kept
+            if r.scores.get("fused", 0) > 0 and _overlap(r.text[:600], assembled) < OVERLAP_LIMIT:
+                results.append(r)
+                if len(results) == MAX_RESULTS:
+                    break
         if not results:
             return []
         for r in results:

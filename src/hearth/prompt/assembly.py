@@ -68,11 +68,17 @@ def history_messages(history: list) -> list[ChatMessage]:
 def _history_turns(history: list) -> tuple[list[ChatMessage], list[int]]:
     """The history as provider messages with their token estimates. A cached history turn
     (``HistoryTurn``) carries both, built once; other message objects are converted here."""
-    turns: list[ChatMessage] = []
+    kept = [m for m in history if m.role in ("user", "assistant") and m.kind in ("chat", "handoff_artifact")]
+    try:
+        # The common case (every turn cached): one pass each over a window of thousands of turns.
+        turns = [m.chat for m in kept]
+        if all(type(t) is ChatMessage for t in turns):
+            return turns, [m.tokens for m in kept]
+    except AttributeError:
+        pass
+    turns = []
     sizes: list[int] = []
-    for m in history:
-        if m.role not in ("user", "assistant") or m.kind not in ("chat", "handoff_artifact"):
-            continue
+    for m in kept:
         cached = getattr(m, "chat", None)
         if isinstance(cached, ChatMessage):
             turns.append(cached)

@@ -34,15 +34,18 @@ def fuse(lists: dict[str, Ranked], *, tuning: Tuning = DEFAULT, weights: dict[st
     fused: Fused = {}
     for name, ranked in lists.items():
         signal = name.split(":", 1)[0]
+        rank_key = f"{signal}_rank"
         weight = (weights or {}).get(name, (weights or {}).get(signal, 1.0))
         for rank, (key, score) in enumerate(ranked, start=1):
-            entry = fused.setdefault(key, {"rrf": 0.0})
+            entry = fused.get(key)
+            if entry is None:
+                entry = fused[key] = {"rrf": 0.0, "lists": []}
             entry["rrf"] += weight / (k + rank)
-            best = entry.get(f"{signal}_rank")
+            best = entry.get(rank_key)
             if best is None or rank < best:
-                entry[f"{signal}_rank"] = rank
-                entry[signal] = float(f"{score:.6g}")
-            entry.setdefault("lists", []).append(name)
+                entry[rank_key] = rank
+                entry[signal] = score  # rounded for the breakdown once a result is kept (``score``)
+            entry["lists"].append(name)
     return fused
 
 
@@ -162,7 +165,7 @@ def score(fused: Fused, loaded: dict[tuple[str, int], Result], neighbour_scores:
             boost *= tuning.speaker_boost
         if asks_when and TIME_RE.search(result.text):
             boost *= tuning.time_boost
-        scores = {k: v for k, v in entry.items() if k != "lists"}
+        scores = {k: (float(f"{v:.6g}") if k in ("keyword", "vector") else v) for k, v in entry.items() if k != "lists"}
         scores["signals"] = sorted({name.split(":", 1)[0] for name in entry["lists"]})
         scores["boost"] = round(boost, 3)
         scores["neighbour"] = round(neighbour_scores.get(key, 0.0), 6)
