@@ -252,7 +252,7 @@ def _prompt_as_rebuilt(me, conversation_id: int) -> str:
         return stored._compose(conn, conversation_id, me._handoff_text)[0]
 
 
-def _changes(me, held, hidden):
+def _changes(me, held, hidden, conversations):
     """One of each change that rebuilds the prompts holding a memory, as (name, call)."""
     return [
         ("move", lambda: me.memories.move(held[2].id, 1)),
@@ -263,6 +263,7 @@ def _changes(me, held, hidden):
         ("end", lambda: me.memories.end(held[0].id)),
         ("restore", lambda: me.memories.restore(held[0].id, 1)),
         ("delete", lambda: me.memories.delete(held[1].id)),
+        ("refresh", lambda: me.memories.refresh(conversations[1].id)),
     ]
 
 
@@ -291,7 +292,7 @@ def test_m2_m7_every_change_composes_prompts_outside_the_write_lock_exactly_as_a
         return compose(conn, *args, **kwargs)
 
     monkeypatch.setattr(stored, "_compose", watched)
-    for name, change in _changes(me, held, hidden):
+    for name, change in _changes(me, held, hidden, conversations):
         composed_in_lock.clear()
         change()
         assert composed_in_lock and not any(composed_in_lock), name  # composed, never under the lock
@@ -299,17 +300,17 @@ def test_m2_m7_every_change_composes_prompts_outside_the_write_lock_exactly_as_a
             assert me.stored_prompt(conversation.id) == _prompt_as_rebuilt(me, conversation.id), name
     lines = memory_lines(me.stored_prompt(conversations[0].id))
     assert lines == ["- held 2", "- held 0", "- held 4", "- hidden until shown"]  # v1 of held 0 restored
-    assert memory_lines(me.stored_prompt(conversations[1].id)) == ["- held 0"]
+    assert memory_lines(me.stored_prompt(conversations[1].id)) == lines  # refreshed to the current set
 
 
-@pytest.mark.parametrize("change", ["move", "edit text", "hide", "show", "end", "restore", "delete"])
+@pytest.mark.parametrize("change", ["move", "edit text", "hide", "show", "end", "restore", "delete", "refresh"])
 def test_m7_s3_a_write_committed_while_a_change_composes_is_not_lost_from_the_prompts(me, persona, change):
     """Another writer commits between the read snapshot a change composes from and its write
     transaction: the change notices and composes again under the lock, so the prompts show both."""
     held, hidden, conversations = _held_and_hidden(me, persona)
     if change == "restore":
         me.memories.end(held[0].id)
-    run = dict(_changes(me, held, hidden))[change]
+    run = dict(_changes(me, held, hidden, conversations))[change]
     target = held[4] if change == "hide" else held[3]  # shown in the first thread after the change
     compose = me.memories._compose
     raced: list[BaseException | None] = []

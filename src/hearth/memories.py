@@ -603,10 +603,17 @@ class Memories:
     # -- explicit refresh (M4) ----------------------------------------------------------------
     def refresh(self, conversation_id: int) -> SnapshotInfo:
         """Replace one thread's snapshot with the current eligible set and rebuild its prompt."""
-        with self.store.write() as conn:
+        def plan(conn: sqlite3.Connection) -> _Plan:
             self._owned_conversation(conn, conversation_id)
+            cursor = conn.execute("SELECT id, text, category, importance FROM memories WHERE user_id = ? AND "
+                                  + CURRENT_SQL + " ORDER BY position, id", (self.user_id,))
+            cursor.row_factory = None
+            shown = cast("list[MemoryRow]", cursor.fetchall())  # what the capture below will hold
+            return _Plan([conversation_id], lambda _items: shown)
+
+        with self._changing(plan) as (conn, change, composed):
             capture_snapshot(conn, self.user_id, conversation_id, "refreshed")
-            self._rebuild(conn, [conversation_id], None)
+            self._rebuild(conn, change.affected, composed)
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id,
                           kind="memory.snapshot_refreshed", payload={})
         return self.snapshot_info(conversation_id)
