@@ -38,6 +38,51 @@ def test_m1_memories_have_stable_ids_order_category_importance_and_eligibility(m
         me.memories.add("x", importance=11)
 
 
+def _stored_numbers(me) -> dict[int, int]:
+    return {r[0]: r[1] for r in me.store.connection().execute("SELECT id, position FROM memories")}
+
+
+def test_m1_a_move_writes_one_row_and_places_stay_one_based(me, persona):
+    ids = [m.id for m in me.memories.import_many([{"text": f"m{i}"} for i in range(30)])]
+    before = _stored_numbers(me)
+    order = me.memories.move(ids[29], 5)
+    after = _stored_numbers(me)
+    assert [mid for mid in after if after[mid] != before[mid]] == [ids[29]]  # one row written
+    assert [m.id for m in order] == ids[:4] + [ids[29]] + ids[4:29]
+    assert [m.position for m in order] == list(range(1, 31)) and me.memories.get(ids[29]).position == 5
+    me.memories.delete(ids[0])  # a deletion leaves a gap; places stay 1..n
+    assert [m.position for m in me.memories.list()] == list(range(1, 30))
+    assert me.memories.get(ids[29]).position == 4
+    # Numbers stored without room between them (as before gaps) are renumbered once, then moves are one row.
+    with me.store.write() as conn:
+        for place, m in enumerate(me.memories.list(), start=1):
+            conn.execute("UPDATE memories SET position = ? WHERE id = ?", (place, m.id))
+    me.memories.move(ids[10], 2)
+    before = _stored_numbers(me)
+    me.memories.move(ids[20], 3)
+    after = _stored_numbers(me)
+    assert [mid for mid in after if after[mid] != before[mid]] == [ids[20]]
+
+
+def test_m1_m2_moves_keep_the_order_a_list_would_and_prompts_follow(me, persona):
+    rng = random.Random(11)
+    ids = [me.memories.add(f"m{i}").id for i in range(12)]
+    conversation = me.conversations.create(persona.id)
+    me.send(conversation.id, "hi")
+    model = list(ids)
+    # The last one to second place, again and again, halves one gap until it runs out; then random moves.
+    moves = [(None, 2)] * 15 + [(rng.choice(ids), rng.randint(1, len(ids))) for _ in range(60)]
+    for memory_id, place in moves:
+        memory_id = memory_id or model[-1]
+        model.remove(memory_id)
+        model.insert(place - 1, memory_id)
+        listed = me.memories.move(memory_id, place)
+        assert [m.id for m in listed] == model
+        assert [m.position for m in listed] == list(range(1, len(ids) + 1))
+    texts = {m.id: m.text for m in me.memories.list()}
+    assert memory_lines(me.stored_prompt(conversation.id)) == [f"- {texts[mid]}" for mid in model]
+
+
 def test_m1_bulk_import_persists_a_batch_together_or_not_at_all(me):
     created = me.memories.import_many([{"text": "one"}, {"text": "two", "category": "c", "importance": 2}])
     assert [m.text for m in created] == ["one", "two"]

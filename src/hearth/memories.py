@@ -40,6 +40,9 @@ MAX_IMPORT = 10_000
 ACTORS = ("owner", "suggestion", "auto", "import")
 # Eligible and currently valid (B1): the only memories a snapshot captures or a prompt renders.
 CURRENT_SQL = "eligible = 1 AND valid_until IS NULL"
+# Stored order numbers leave this much room between neighbours, so a move writes one row; only a
+# move into a gap that has run out (or among numbers stored before gaps) renumbers the list.
+GAP = 1024
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class Memory:
     text: str
     category: str
     importance: int
-    position: int
+    position: int  # 1-based place in the manual global order (the stored numbers have gaps)
     eligible: bool
     created_at: str
     updated_at: str
@@ -59,8 +62,8 @@ class Memory:
     retired_at: str | None = None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Memory":
-        return cls(row["id"], row["text"], row["category"], row["importance"], row["position"],
+    def from_row(cls, row: sqlite3.Row, position: int) -> "Memory":
+        return cls(row["id"], row["text"], row["category"], row["importance"], position,
                    bool(row["eligible"]), row["created_at"], row["updated_at"], row["version"],
                    row["valid_from"], row["valid_until"], row["recorded_at"], row["retired_at"])
 
@@ -241,6 +244,16 @@ def replaced(memory_id: int, item: MemoryRow | None, rank: dict[int, int] | None
     return adjust
 
 
+def _between(before: int | None, after: int | None) -> int | None:
+    """A stored order number strictly between two neighbours' (None: either end), or None if
+    there is no room left between them."""
+    if after is None:
+        return GAP if before is None else before + GAP
+    if before is None:
+        return after - GAP
+    return (before + after) // 2 if after - before >= 2 else None
+
+
 def _unchanged(items: list[MemoryRow]) -> list[MemoryRow]:
     return items
 
@@ -291,27 +304,32 @@ class Memories:
 
     # -- reading ---------------------------------------------------------------------------
     def get(self, memory_id: int) -> Memory:
-        row = self.store.connection().execute(
-            "SELECT * FROM memories WHERE id = ? AND user_id = ?", (check_id(memory_id, "memory id"), self.user_id)
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"no memory {memory_id}")
-        return Memory.from_row(row)
+        with self.store.read() as conn:
+            row = conn.execute(
+                "SELECT * FROM memories WHERE id = ? AND user_id = ?", (check_id(memory_id, "memory id"), self.user_id)
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"no memory {memory_id}")
+            place = conn.execute(  # an index range: how many come before it in the order
+                "SELECT count(*) FROM memories WHERE user_id = ? AND (position < ? OR (position = ? AND id <= ?))",
+                (self.user_id, row["position"], row["position"], row["id"])).fetchone()[0]
+            return Memory.from_row(row, place)
 
     def list(self) -> list[Memory]:
         rows = self.store.connection().execute(
             "SELECT * FROM memories WHERE user_id = ? ORDER BY position, id", (self.user_id,)
         ).fetchall()
-        return [Memory.from_row(r) for r in rows]
+        return [Memory.from_row(r, place) for place, r in enumerate(rows, start=1)]
 
     def snapshot(self, conversation_id: int) -> builtins.list[Memory]:
-        conn = self.store.connection()
-        self._owned_conversation(conn, conversation_id)
-        rows = conn.execute(
-            "SELECT m.* FROM conversation_memories cm JOIN memories m ON m.id = cm.memory_id"
-            " WHERE cm.conversation_id = ? ORDER BY m.position, m.id", (conversation_id,)
-        ).fetchall()
-        return [Memory.from_row(r) for r in rows]
+        with self.store.read() as conn:
+            self._owned_conversation(conn, conversation_id)
+            rows = conn.execute(
+                "SELECT m.* FROM conversation_memories cm JOIN memories m ON m.id = cm.memory_id"
+                " WHERE cm.conversation_id = ? ORDER BY m.position, m.id", (conversation_id,)
+            ).fetchall()
+            ranks = self._ranks(conn) if rows else {}
+        return [Memory.from_row(r, ranks[r["id"]] + 1) for r in rows]
 
     def snapshot_info(self, conversation_id: int) -> SnapshotInfo:
         row = self._owned_conversation(self.store.connection(), conversation_id)
@@ -357,21 +375,23 @@ class Memories:
             except InvalidInput as exc:
                 raise InvalidInput(f"item {i}: {exc}") from None
         with self.store.write() as conn:
-            top = conn.execute("SELECT coalesce(max(position), 0) FROM memories WHERE user_id = ?",
-                               (self.user_id,)).fetchone()[0]
+            top, before = conn.execute("SELECT coalesce(max(position), 0), count(*) FROM memories WHERE user_id = ?",
+                                       (self.user_id,)).fetchone()
             ids = []
             for offset, (text, category, importance, eligible, valid_from) in enumerate(checked, start=1):
                 cur = conn.execute(
                     "INSERT INTO memories (user_id, text, category, importance, position, eligible, created_at,"
                     " updated_at, version, valid_from, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
-                    (self.user_id, text, category, importance, top + offset, int(eligible), now, now,
+                    (self.user_id, text, category, importance, top + offset * GAP, int(eligible), now, now,
                      valid_from, now),
                 )
                 ids.append(inserted_id(cur))
                 self._record(conn, ids[-1], "imported" if actor == "import" else "created", actor,
                              proposal_id)
             ledger.append(conn, user_id=self.user_id, kind="memory.added", payload={"count": len(ids)})
-            return [self.get(i) for i in ids]
+            rows = conn.execute("SELECT * FROM memories WHERE user_id = ? AND position > ? ORDER BY position, id",
+                                (self.user_id, top)).fetchall()  # exactly the new ones, after all others
+            return [Memory.from_row(r, place) for place, r in enumerate(rows, start=before + 1)]
 
     # -- versions (B1, B2) ------------------------------------------------------------------------
     def _record(self, conn: sqlite3.Connection, memory_id: int, change: str, actor: str,
@@ -572,10 +592,11 @@ class Memories:
 
     # -- manual global order ------------------------------------------------------------------
     def move(self, memory_id: int, position: int) -> builtins.list[Memory]:
-        """Move a memory to a 1-based position in the global order; renumbers the rest.
+        """Move a memory to a 1-based position in the global order.
 
-        Only rows whose number changes are written. Order is part of every prompt that holds any
-        memory, like a settings change; those prompts are composed before the write lock is taken.
+        It takes a stored number between its new neighbours', so one row is written; only when
+        they leave no room is the list renumbered ``GAP`` apart. Order is part of every prompt that
+        holds any memory, like a settings change; those prompts are composed before the write lock.
         """
         def plan(conn: sqlite3.Connection) -> _Plan:
             self.get(memory_id)
@@ -585,8 +606,16 @@ class Memories:
             order = [row[0] for row in rows if row[0] != memory_id]
             if isinstance(position, bool) or not isinstance(position, int) or not 1 <= position <= len(order) + 1:
                 raise InvalidInput(f"position must be between 1 and {len(order) + 1}")
-            order.insert(position - 1, memory_id)
-            changed = [(i, mid, self.user_id) for i, mid in enumerate(order, start=1) if current[mid] != i]
+            at = position - 1
+            before = current[order[at - 1]] if at > 0 else None
+            after = current[order[at]] if at < len(order) else None
+            order.insert(at, memory_id)
+            if rows[at][0] == memory_id:
+                changed = []  # already there
+            elif (number := _between(before, after)) is not None:
+                changed = [(number, memory_id, self.user_id)]
+            else:
+                changed = [(i * GAP, mid, self.user_id) for i, mid in enumerate(order, start=1) if current[mid] != i * GAP]
             affected = [row[0] for row in conn.execute(
                 "SELECT id FROM conversations c WHERE user_id = ? AND EXISTS"
                 " (SELECT 1 FROM conversation_memories cm WHERE cm.conversation_id = c.id)",
