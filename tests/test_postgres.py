@@ -309,3 +309,42 @@ def test_s9_a_database_that_does_not_exist_is_one_clear_error_and_nothing_is_mad
         PgStore(missing)
     with psycopg.connect(pg_server.url("postgres"), autocommit=True) as conn:
         assert conn.execute("SELECT 1 FROM pg_database WHERE datname = 'no_such_hearth'").fetchone() is None
+
+
+def test_s9_nothing_is_written_beside_a_path_made_from_the_url_postgres(tmp_path, pg_url, monkeypatch):
+    """Sends, embeddings, searches, forgetting, compaction and a backup on PostgreSQL leave the
+    working directory as they found it: no SQLite file and no vector-index folder named after the
+    database URL (pgvector is the index of record; the store has no file)."""
+    from hearth.retrieval.archive import Archive
+    from hearth.backup import backup
+    from hearth.errors import StoreError
+    from hearth.forget import compact, verify
+    from hearth.retrieval.semantic import INDEXES, embed_pending, shared_embedder, warm
+
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    hearth = Hearth(Settings.resolve({"home": str(tmp_path / "home"), "database_url": pg_url}, environ={}))
+    try:
+        me = hearth.scope()
+        persona = me.personas.create("voice", "Elion", user_label="AUMA said:", assistant_label="Elion said:",
+                                     archive_access=True)
+        Archive(me.store, me.user_id).add_text("Orchard", "AUMA said:\nThe quince tree was planted in 2017.\n")
+        conv = me.conversations.create(persona.id, "Now")
+        me.send(conv.id, "the garden looks lovely today")
+        embedder = shared_embedder()
+        embed_pending(hearth.store, embedder)
+        warm(hearth)
+        me.send(conv.id, "When did we plant the quince tree?")
+        assert me.search("quince tree planting")
+        with pytest.raises(StoreError, match="no database file"):
+            hearth.store.path
+        with pytest.raises(StoreError, match="not used on PostgreSQL"):
+            INDEXES.get(hearth.store.connection(), hearth.store.key, "messages", me.user_id, "m", 8)
+        compact(hearth.store, me.user_id)
+        assert verify(hearth.store, "quince tree").found_in  # still there: nothing was forgotten
+        backup(hearth.store, tmp_path / "backups" / "b.db")
+    finally:
+        hearth.close()
+    assert list(cwd.iterdir()) == []
+    assert sorted(p.name for p in (tmp_path / "backups").iterdir()) == ["b.db", "b.db.manifest.json"]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import Conflict, SchemaError, StoreError
-from .store import Store, utcnow
+from .store import Store, is_postgres, utcnow
 from .store.migrations import LATEST_VERSION
 
 MANIFEST_SUFFIX = ".manifest.json"
@@ -134,25 +134,8 @@ def _leftovers(dest: Path) -> None:
         manifest_path(dest).unlink(missing_ok=True)
 
 
-def backup(store: Store, dest: str | Path) -> BackupReport:
-    """Write a consistent, verified copy of the database to ``dest`` (S4).
-
-    The source counts and the copy come from one read transaction on a dedicated connection, so
-    they describe the same snapshot even while other threads write.
-
-    ``dest`` appears only whole and verified: the copy is written to ``<dest>.partial`` beside it,
-    verified and fsynced, its manifest is written and fsynced, the manifest is renamed into place
-    and then the copy, and the folder is fsynced. A kill at any step leaves either no backup at
-    ``dest`` (a manifest without its copy is a leftover the next backup removes) or a complete,
-    verified one.
-    """
-    dest = Path(dest).expanduser()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    _leftovers(dest)
-    if dest.exists() or manifest_path(dest).exists():
-        raise Conflict(f"{dest} already exists; choose a new backup file name")
-    partial = dest.with_name(dest.name + ".partial")
-    manifest_partial = manifest_path(dest).with_name(manifest_path(dest).name + ".partial")
+def _copy_sqlite(store: Store, partial: Path) -> tuple[dict[str, int], int]:
+    """The online backup API's copy, and the counts of the read snapshot it was taken from."""
     source = sqlite3.connect(store.path, isolation_level=None)
     try:
         source.execute("BEGIN")
@@ -173,6 +156,64 @@ def backup(store: Store, dest: str | Path) -> BackupReport:
         raise StoreError(f"backup failed: {exc}") from exc
     finally:
         source.close()
+    return counts, version
+
+
+def _copy_postgres(store: Store, partial: Path) -> tuple[dict[str, int], int]:
+    """A PostgreSQL deployment's backup: every row copied into a new SQLite Hearth file from one
+    repeatable-read snapshot (S4, S11), so it verifies, restores and moves like any backup."""
+    from .migrate_store import copy_store
+
+    target = Store(partial)
+    try:
+        with store.read():
+            version = store.schema_version()
+            report = copy_store(store, target)
+    except BaseException:
+        target.close()
+        _remove_sqlite(partial)
+        raise
+    target.close()
+    if not report.ok:
+        _remove_sqlite(partial)
+        raise StoreError(f"backup failed: {report.problems[0]}")
+    conn = sqlite3.connect(partial, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=DELETE")  # self-contained, as the SQLite backup
+        counts = _counts(conn)
+    finally:
+        conn.close()
+    return counts, version
+
+
+def _remove_sqlite(path: Path) -> None:
+    for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        leftover.unlink(missing_ok=True)
+
+
+def backup(store: Store, dest: str | Path) -> BackupReport:
+    """Write a consistent, verified copy of the database to ``dest`` (S4).
+
+    The source counts and the copy come from one read transaction on a dedicated connection, so
+    they describe the same snapshot even while other threads write.
+
+    ``dest`` appears only whole and verified: the copy is written to ``<dest>.partial`` beside it,
+    verified and fsynced, its manifest is written and fsynced, the manifest is renamed into place
+    and then the copy, and the folder is fsynced. A kill at any step leaves either no backup at
+    ``dest`` (a manifest without its copy is a leftover the next backup removes) or a complete,
+    verified one.
+    """
+    dest = Path(dest).expanduser()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _leftovers(dest)
+    if dest.exists() or manifest_path(dest).exists():
+        raise Conflict(f"{dest} already exists; choose a new backup file name")
+    partial = dest.with_name(dest.name + ".partial")
+    manifest_partial = manifest_path(dest).with_name(manifest_path(dest).name + ".partial")
+    if is_postgres(store.connection()):
+        counts, version = _copy_postgres(store, partial)
+    else:
+        counts, version = _copy_sqlite(store, partial)
     _checkpoint("copied")
     try:
         _check_copy(partial, counts)
@@ -288,4 +329,34 @@ def restore(path: str | Path, store_path: str | Path) -> BackupReport:
         source.close()
     if check != ["ok"] or restored != report.counts:
         raise StoreError("the restored database does not match the backup; restore it again from the file")
+    return report
+
+
+def restore_postgres(path: str | Path, store: Store) -> BackupReport:
+    """Restore a verified backup into an empty PostgreSQL database (S4, S11).
+
+    The file is verified first, then copied to a temporary file (opening a backup would change
+    its bytes) that is migrated forward and copied row by row into ``store``, which must hold no
+    rows: a database that already has users is refused before anything is written.
+    """
+    import shutil
+    import tempfile
+
+    from .migrate_store import copy_store
+
+    report = verify_backup(path)
+    conn = store.connection()
+    if conn.execute("SELECT 1 FROM users LIMIT 1").fetchone() is not None:
+        raise Conflict("restore on PostgreSQL needs an empty database; create one and point "
+                       "HEARTH_DATABASE_URL at it")
+    with tempfile.TemporaryDirectory(prefix="hearth-restore-") as folder:
+        work = Path(folder) / "restore.db"
+        shutil.copyfile(Path(path).expanduser(), work)
+        source = Store(work)
+        try:
+            copied = copy_store(source, store)
+        finally:
+            source.close()
+    if not copied.ok:
+        raise StoreError(f"the restored database does not match the backup: {copied.problems[0]}")
     return report

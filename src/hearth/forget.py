@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from . import ledger
 from .errors import Conflict, InvalidInput, NotFound
 from .jobs import enqueue
+from .store import is_postgres
 from .temporal import parse_moment
 
 if TYPE_CHECKING:
@@ -447,10 +448,12 @@ def _forget_searches(conn: sqlite3.Connection, user_id: int, gone: set[int], who
                     break
     for text in texts[:200]:
         folded = text.casefold()
+        # A short text matches a query only when equal (below); a long one also by containment.
+        contains = "instr(lower(query), ?) > 0 OR " if len(folded) >= 12 else ""
         doomed.update(_ids(conn.execute(
-            "SELECT id FROM search_log WHERE user_id = ? AND query != '' AND (instr(lower(query), ?) > 0"
-            " OR (length(query) >= 12 AND instr(?, lower(query)) > 0))",
-            (user_id, folded if len(folded) >= 12 else "\x00" + folded, folded))))
+            f"SELECT id FROM search_log WHERE user_id = ? AND query != '' AND ({contains}"
+            "(length(query) >= 12 AND instr(?, lower(query)) > 0))",
+            (user_id, *([folded] if contains else []), folded))))
         doomed.update(_ids(conn.execute(
             "SELECT id FROM search_log WHERE user_id = ? AND lower(query) = ?", (user_id, folded))))
     ids = sorted(doomed)
@@ -484,28 +487,48 @@ def _forget_proposals(conn: sqlite3.Connection, user_id: int, whole: list[int], 
 def compact(store: "Store", user_id: int | None = None) -> dict[str, int]:
     """Merge the FTS indexes (dropping every trace of deleted rows), drop stale saved vector
     files, and truncate the WAL. Cost grows with the size of the full-text index; see
-    docs/memory.md."""
+    docs/memory.md. On PostgreSQL the tables forgetting deletes from are vacuumed instead: dead
+    rows and their GIN and HNSW index entries are removed and their space marked free."""
     from .retrieval.semantic import INDEXES
 
+    if is_postgres(store.connection()):
+        _vacuum(store)
+        return {"vector_files_dropped": 0}
     with store.write() as conn:
         conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('optimize')")
         conn.execute("INSERT INTO archive_chunks_fts (archive_chunks_fts) VALUES ('optimize')")
-    dropped = INDEXES.drop_saved(str(store.path), user_id)
+    dropped = INDEXES.drop_saved(store.key, user_id)
     checkpoint(store)
     return {"vector_files_dropped": dropped}
 
 
-def checkpoint(store: "Store") -> None:
-    """Copy the WAL into the database file and truncate it to zero bytes."""
+# The PostgreSQL tables that hold text or vectors forgetting removes.
+VACUUMED = ("messages", "events", "message_embeddings", "archive_chunks", "archive_documents", "memories",
+            "memory_versions", "search_log", "proposals", "artifacts", "summaries")
+
+
+def _vacuum(store: "Store") -> None:
     conn = store.connection()
-    if not conn.in_transaction:
+    if conn.in_transaction:
+        return  # VACUUM cannot run inside a transaction; the next compaction (or autovacuum) does it
+    present = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
+    for table in VACUUMED:
+        if table in present:
+            conn.execute(f"VACUUM {table}")
+
+
+def checkpoint(store: "Store") -> None:
+    """Copy the WAL into the database file and truncate it to zero bytes (SQLite only)."""
+    conn = store.connection()
+    if not conn.in_transaction and not is_postgres(conn):
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def compact_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
     from .retrieval.semantic import INDEXES
 
-    INDEXES.discard(str(scope.store.path), scope.user_id, payload.get("messages", []), payload.get("chunks", []))
+    if not is_postgres(scope.store.connection()):
+        INDEXES.discard(scope.store.key, scope.user_id, payload.get("messages", []), payload.get("chunks", []))
     compact(scope.store, scope.user_id)
 
 
@@ -528,10 +551,14 @@ class Verification:
 
 def verify(store: "Store", canary: str) -> Verification:
     """Prove a canary string is gone: the raw bytes of the database file, its WAL (after a
-    checkpoint) and the saved vector files, plus the FTS vocabulary, in any letter case."""
+    checkpoint) and the saved vector files, plus the FTS vocabulary, in any letter case. On
+    PostgreSQL, whose files belong to the server: every text column of every table, and the
+    keyword index's terms (the tsvector each indexed row yields)."""
     if not isinstance(canary, str) or len(canary.strip()) < 6:
         raise InvalidInput("the canary must be at least 6 characters, so a match means something")
     canary = canary.strip()
+    if is_postgres(store.connection()):
+        return _verify_postgres(store, canary)
     checkpoint(store)
     needles = {canary.encode("utf-8"), canary.lower().encode("utf-8"), canary.upper().encode("utf-8")}
     path = Path(store.path)
@@ -552,4 +579,31 @@ def verify(store: "Store", canary: str) -> Verification:
     for table in ("messages_fts_vocab", "archive_chunks_fts_vocab"):
         for word in canary.lower().split():
             terms += conn.execute(f"SELECT count(*) FROM {table} WHERE term = ?", (word,)).fetchone()[0]
+    return Verification(len(canary), checked, found, terms)
+
+
+def _verify_postgres(store: "Store", canary: str) -> Verification:
+    """The canary check on PostgreSQL: ``found_in`` names tables (``table.column``), not files."""
+    from .retrieval.terms import PG_INDEXES
+
+    found: list[str] = []
+    checked = 0
+    with store.read() as conn:
+        columns = conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND data_type IN ('text', 'character varying', 'json', 'jsonb') ORDER BY table_name, column_name"
+        ).fetchall()
+        tables = {r[0] for r in columns}
+        checked = len(tables)
+        pattern = "%" + canary.lower().replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
+        for table, column in columns:
+            hit = conn.execute(f'SELECT 1 FROM "{table}" WHERE lower(CAST("{column}" AS TEXT)) LIKE ? ESCAPE \'!\''
+                               " LIMIT 1", (pattern,)).fetchone()
+            if hit:
+                found.append(f"{table}.{column}")
+        terms = 0
+        for table, column, _rows in PG_INDEXES.values():
+            for word in canary.lower().split():
+                terms += conn.execute(f"SELECT count(*) FROM {table} WHERE to_tsvector('simple', {column})"
+                                      " @@ plainto_tsquery('simple', ?)", (word,)).fetchone()[0]
     return Verification(len(canary), checked, found, terms)

@@ -160,5 +160,5 @@ def _fill_vectors(conn: sqlite3.Connection, batch: int = BATCH) -> None:
 
 def check_target(source: Store, target: Store) -> None:
     """Refuse a copy onto itself."""
-    if source.path == target.path:
+    if source.key == target.key:
         raise InvalidInput("the source and the target are the same store")

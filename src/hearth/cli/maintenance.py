@@ -27,9 +27,20 @@ def backup_cmd(obj: Context, dest: str) -> None:
 @pass_ctx
 def restore_cmd(obj: Context, src: str, yes: bool) -> None:
     """Replace this deployment's database with a verified backup (stop the server first)."""
-    from ..backup import restore, verify_backup
+    from ..backup import restore, restore_postgres, verify_backup
 
     verify_backup(src)  # refuse before asking anything
+    if obj.settings.database_url:
+        from ..store import open_store
+
+        store = open_store(obj.settings.database_url, obj.settings.database_path)
+        try:
+            report = restore_postgres(src, store)
+        finally:
+            store.close()
+        console.print(f"Restored {sum(report.counts.values()):,} rows (schema {report.schema_version}).",
+                      markup=False)
+        return
     target = obj.settings.database_path
     if target.exists() and not yes:
         click.confirm(f"Replace the database at {target}?", abort=True)

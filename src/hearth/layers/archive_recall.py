@@ -50,7 +50,7 @@ class ArchiveRecall:
     def __init__(self, store: Any, embedder: Callable[[], Any] | None = None, db_key: str = ""):
         self.store = store
         self.embedder = embedder  # a factory: the model loads on first use, never at import
-        self.db_key = db_key or str(getattr(store, "path", ""))
+        self.db_key = db_key or str(getattr(store, "key", ""))
 
     def searches(self, turn: Turn) -> bool:
         return bool(turn.persona.archive_access and turn.has_assistant_reply and needs_old_memory(turn.text))
@@ -216,7 +216,7 @@ class RecallTools:
         filters = Filters(sources=("messages",), exclude_conversation_ids=(ctx.conversation_id,),
                           persona_id=ctx.persona_id, eligible_only=True, include_shielded=False, **_date_args(args))
         outcome = search(ctx.conn, self.scope.user_id, query, filters=filters, limit=TOOL_RESULTS,
-                         embedder=self.embedder() if self.embedder else None, db_key=str(self.store.path),
+                         embedder=self.embedder() if self.embedder else None, db_key=self.store.key,
                          origin="tool:search_past_conversations", store=self.store,
                          conversation_id=ctx.conversation_id, ignore_names=persona_names(persona),
                          speaker_names=_speakers(persona))
@@ -236,7 +236,7 @@ class RecallTools:
             raise InvalidInput("collections must be a list of collection names")
         filters = Filters(sources=("chunks",), collections=tuple(collections)[:20], **_date_args(args))
         outcome = search(ctx.conn, self.scope.user_id, query, filters=filters, limit=TOOL_RESULTS,
-                         embedder=self.embedder() if self.embedder else None, db_key=str(self.store.path),
+                         embedder=self.embedder() if self.embedder else None, db_key=self.store.key,
                          origin="tool:search_archive", store=self.store, conversation_id=ctx.conversation_id)
         if not outcome.results:
             return "Nothing in the archive matched."
@@ -340,4 +340,4 @@ def owner_search(scope: Scope, query: str, *, include_shielded: bool = False, ar
         embedder = shared_embedder(scope.hearth)
     with scope.store.read() as conn:
         return search(conn, scope.user_id, query.strip()[:1_000], filters=filters, limit=int(limit),
-                      embedder=embedder, db_key=str(scope.store.path), origin=origin, store=scope.store)
+                      embedder=embedder, db_key=scope.store.key, origin=origin, store=scope.store)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
-from ..errors import HearthError
+from ..errors import HearthError, StoreError
 from ..store import is_postgres
 from ..text import unit_rows
 
@@ -328,6 +328,9 @@ class IndexCache:
         """The current index. With ``wait=False`` a large rebuild (over ``background_above``
         vectors, minutes at a million) runs in a background thread instead: the caller gets the
         previous index, or None while there is none yet, and searches on without vectors."""
+        if is_postgres(conn):
+            # pgvector's HNSW index is the index of record there; no file may be made from the URL.
+            raise StoreError("the in-process vector index is not used on PostgreSQL")
         key = (db_key, source, user_id, model)
         signature = self._signature(conn, source, user_id, model)
         with self._lock:
@@ -440,7 +443,7 @@ def warm(hearth: Any) -> None:
         return  # the database's HNSW index is the index; nothing to load
     for (user_id,) in conn.execute("SELECT id FROM users").fetchall():
         for source in ("messages", "chunks"):
-            INDEXES.get(conn, str(hearth.store.path), source, user_id, model, embedder.dim)
+            INDEXES.get(conn, hearth.store.key, source, user_id, model, embedder.dim)
 
 
 def vector_search(conn: sqlite3.Connection, db_key: str, source: str, user_id: int, embedder: Any,

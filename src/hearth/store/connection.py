@@ -78,6 +78,11 @@ class Store:
         else:
             migrations.check_version(conn)
 
+    @property
+    def key(self) -> str:
+        """A stable name for this database in process-local caches (the file's path here)."""
+        return str(self.path)
+
     # -- connections -----------------------------------------------------------------------
     def connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence, cast
 from urllib.parse import urlsplit
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from . import dialect, pg_migrations
 from .connection import BUSY_TIMEOUT_MS, Store
 
@@ -284,8 +284,6 @@ class PgStore(Store):
 
     def __init__(self, url: str, *, migrate: bool = True):
         self.url = url
-        # A stable name for process-local keys (cached indexes): never a file on disk.
-        self.path = Path(describe_url(url).replace("://", "/").replace(":", "_"))
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
@@ -297,6 +295,20 @@ class PgStore(Store):
                 pg_migrations.migrate(raw)
         else:
             pg_migrations.check_version(raw)
+
+    @property
+    def key(self) -> str:
+        return describe_url(self.url)
+
+    @property  # type: ignore[override]
+    def path(self) -> Path:
+        # Nothing belongs beside a path made from the URL: a caller that wants the database file
+        # (the in-process vector index, raw-file scans, the SQLite backup API) must branch first.
+        raise StoreError("a PostgreSQL store has no database file")
+
+    @path.setter
+    def path(self, value: Path) -> None:
+        raise StoreError("a PostgreSQL store has no database file")
 
     def _open(self) -> sqlite3.Connection:
         psycopg = _psycopg()
