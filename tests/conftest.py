@@ -41,13 +41,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("ui"):
             item.add_marker(pytest.mark.slow)
+    for item in items:
+        if item.get_closest_marker("sqlite_only") and "sqlite" not in item.name:
+            raise pytest.UsageError(f"{item.nodeid} is marked sqlite_only: its name must say sqlite")
     if ENGINE == "postgres":
         pending = postgres_pending()
-        keep, dropped = [], []
-        for item in items:
-            file = item.nodeid.split("::", 1)[0]
-            base = item.nodeid.split("[", 1)[0]
-            (dropped if {item.nodeid, base, file} & pending else keep).append(item)
+
+        def left_out(item) -> bool:
+            names = {item.nodeid, item.nodeid.split("[", 1)[0], item.nodeid.split("::", 1)[0]}
+            return bool(item.get_closest_marker("sqlite_only") or names & pending)
+
+        keep = [item for item in items if not left_out(item)]
+        dropped = [item for item in items if left_out(item)]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
@@ -88,21 +93,24 @@ from tests.fakes import fake_provider_server, fake_provider_session  # noqa: E40
 
 # -- the PostgreSQL lane (S9) ---------------------------------------------------------------------
 # HEARTH_TEST_ENGINE=postgres runs the suite against a real PostgreSQL with pgvector that this
-# session starts (tests/pgserver.py); every test gets a fresh database copied from a migrated
-# template. Tests listed in tests/postgres_pending.txt do not pass on PostgreSQL yet: the lane
-# deselects exactly those, by name, and says how many (never silently).
+# session starts (tests/pgserver.py). Every deployment a test opens gets a database of its own,
+# told apart by its home: the test's first deployment gets a migrated database emptied for it, a
+# second deployment (an import target, a server with its own home) a fresh copy of the migrated
+# template, dropped after the test; a deployment a module-scoped fixture makes keeps its database
+# for the session. Subprocesses started with a HEARTH_HOME get their deployment's database too. A
+# test or process given a database URL explicitly (an empty one for SQLite) keeps it. Tests marked ``sqlite_only`` (their
+# names say sqlite) prove a property of SQLite itself; the lane leaves them out and says how many.
 
 ENGINE = os.environ.get("HEARTH_TEST_ENGINE", "sqlite")
 PENDING_FILE = Path(__file__).with_name("postgres_pending.txt")
 
 
 def postgres_pending() -> set[str]:
-    names = set()
-    for line in PENDING_FILE.read_text(encoding="utf-8").splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            names.add(line)
-    return names
+    """Tests that do not pass on PostgreSQL yet, by node id (tests/postgres_pending.txt)."""
+    if not PENDING_FILE.exists():
+        return set()
+    lines = PENDING_FILE.read_text(encoding="utf-8").splitlines()
+    return {line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()}
 
 
 def pytest_report_header(config):
@@ -133,19 +141,71 @@ def pg_url(pg_server, _pg_database):
     return _pg_database
 
 
-if ENGINE == "postgres":
+class _Deployments:
+    """Which database each deployment (home folder) of the PostgreSQL lane uses."""
 
-    @pytest.fixture(autouse=True)
-    def _postgres_engine(request, monkeypatch):
-        """Every Hearth a test opens, in-process or as a subprocess, uses this test's database."""
-        url = request.getfixturevalue("pg_url")
-        monkeypatch.setenv("HEARTH_DATABASE_URL", url)
+    def __init__(self, server, basetemp: Path):
+        self.server = server
+        self.basetemp = str(basetemp)
+        self.session: dict[str, str] = {}
+        self.test_tmp: str | None = None
+        self.test_default = ""
+        self.test_homes: dict[str, str] = {}
+
+    def url_for(self, home: str) -> str:
+        key = str(Path(home).expanduser()) if home else ""
+        in_test = self.test_tmp is not None and (
+            not key.startswith(self.basetemp + os.sep) or key.startswith(self.test_tmp + os.sep))
+        if in_test:
+            if key not in self.test_homes:
+                self.test_homes[key] = self.server.new_database() if self.test_homes else self.test_default
+            return self.test_homes[key]
+        if key not in self.session:
+            self.session[key] = self.server.new_database()
+        return self.session[key]
+
+    def end_test(self) -> None:
+        for url in self.test_homes.values():
+            if url != self.test_default:
+                self.server.drop_database(url)
+        self.test_tmp, self.test_homes = None, {}
+
+
+if ENGINE == "postgres":
+    import subprocess
+
+    @pytest.fixture(scope="session", autouse=True)
+    def _postgres_lane(pg_server, tmp_path_factory):
+        lane = _Deployments(pg_server, tmp_path_factory.getbasetemp())
+        patch = pytest.MonkeyPatch()
         original = Settings.resolve.__func__
 
         def resolve(cls, overrides=None, environ=None):
-            if environ is not None and "HEARTH_DATABASE_URL" not in environ:
-                environ = {**environ, "HEARTH_DATABASE_URL": url}
+            env = os.environ if environ is None else environ
+            if "database_url" not in (overrides or {}) and "HEARTH_DATABASE_URL" not in env:
+                home = (overrides or {}).get("home") or env.get("HEARTH_HOME") or ""
+                environ = {**env, "HEARTH_DATABASE_URL": lane.url_for(str(home))}
             return original(cls, overrides, environ)
 
-        monkeypatch.setattr(Settings, "resolve", classmethod(resolve))
-        yield url
+        popen_init = subprocess.Popen.__init__
+
+        def popen(self, *args, **kwargs):
+            env = kwargs.get("env")
+            env = os.environ if env is None else env
+            if env.get("HEARTH_HOME") and "HEARTH_DATABASE_URL" not in env:
+                kwargs["env"] = {**env, "HEARTH_DATABASE_URL": lane.url_for(env["HEARTH_HOME"])}
+            popen_init(self, *args, **kwargs)
+
+        patch.setattr(Settings, "resolve", classmethod(resolve))
+        patch.setattr(subprocess.Popen, "__init__", popen)
+        yield lane
+        patch.undo()
+        for url in lane.session.values():
+            pg_server.drop_database(url)
+
+    @pytest.fixture(autouse=True)
+    def _postgres_engine(_postgres_lane, pg_url, tmp_path):
+        """This test's deployments: the first uses ``pg_url``, emptied for it."""
+        _postgres_lane.test_tmp, _postgres_lane.test_default = str(tmp_path), pg_url
+        yield pg_url
+        _postgres_lane.end_test()

@@ -19,6 +19,7 @@ from typing import Any, Callable
 from hypothesis import strategies as st
 
 from hearth.errors import InvalidInput
+from hearth.store import is_postgres
 
 # Values of every JSON type, including the awkward ones: huge numbers, NUL, lone surrogates.
 ODD_SCALARS = st.one_of(
@@ -125,8 +126,14 @@ def text_mutants(draw: st.DrawFn, valid: str) -> bytes:
     return raw[:cut] + draw(st.sampled_from([b"", b"\xff", b"\xc3", b"\x00"])) + raw[cut:]
 
 
-def content_hash(path: Any) -> str:
-    """A digest of every row of every table (schema included): equal digests, equal contents."""
+def content_hash(where: Any) -> str:
+    """A digest of every row of every table (schema included): equal digests, equal contents.
+
+    ``where`` is a deployment (a ``Hearth``: its database on either engine) or a SQLite file."""
+    store = getattr(where, "store", None)
+    if store is not None and is_postgres(store.connection()):
+        return _postgres_hash(store.url)
+    path = where.settings.database_path if store is not None else where
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         digest = hashlib.sha256()
@@ -141,16 +148,35 @@ def content_hash(path: Any) -> str:
         conn.close()
 
 
-def all_or_nothing(db_path: Any, run: Callable[[], Any]) -> str:
+def _postgres_hash(url: str) -> str:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        digest = hashlib.sha256()
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            schema = conn.execute(
+                "SELECT table_name, column_name, data_type FROM information_schema.columns"
+                " WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position").fetchall()
+            digest.update(repr(schema).encode())
+            for (table,) in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                                         " ORDER BY tablename").fetchall():
+                digest.update(table.encode())
+                for row in conn.execute(f'SELECT t::text FROM "{table}" t ORDER BY 1'):
+                    digest.update(row[0].encode("utf-8", "surrogatepass"))
+        return digest.hexdigest()
+
+
+def all_or_nothing(where: Any, run: Callable[[], Any]) -> str:
     """Run an import: it succeeds ("ok"), or refuses with InvalidInput and changes nothing ("refused").
 
     Any other exception (a traceback a person would see) fails the property.
     """
-    before = content_hash(db_path)
+    before = content_hash(where)
     try:
         run()
     except InvalidInput as exc:
         assert str(exc), "a refusal must say why"
-        assert content_hash(db_path) == before, f"refused ({exc}) but the database changed"
+        assert content_hash(where) == before, f"refused ({exc}) but the database changed"
         return "refused"
     return "ok"

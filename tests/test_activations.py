@@ -7,7 +7,6 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -198,7 +197,8 @@ def test_e11_schedules_survive_kill_9_and_never_fire_twice(tmp_path):
                                      (due.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), morning.id))
     hearth_cmd = [str(Path(sys.executable).with_name("hearth")), "worker", "--poll", "0.1"]
     rng = random.Random(11)
-    db = sqlite3.connect(home / "hearth.db", timeout=10)
+    watcher = Hearth(Settings.resolve({"home": str(home)}, environ={}))
+    db = watcher.store.connection()  # outside any transaction: each look sees the workers' commits
     for _ in range(6):  # kill the worker at random moments once it has started taking jobs
         proc = subprocess.Popen(hearth_cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 30
@@ -208,7 +208,7 @@ def test_e11_schedules_survive_kill_9_and_never_fire_twice(tmp_path):
         time.sleep(rng.uniform(0.0, 0.6))
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-    db.close()
+    watcher.close()
     time.sleep(1.2)  # leases of jobs the last kill interrupted run out
     for _ in range(3):  # the tick, the run it queued, and one more tick that must fire nothing
         subprocess.run([*hearth_cmd[:2], "--once"], env=env, check=True, capture_output=True, timeout=120)

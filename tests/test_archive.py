@@ -13,9 +13,10 @@ from hearth.providers.base import ToolCall
 from hearth.retrieval import searchlog
 from hearth.retrieval.archive import Archive, Labels, chunk_turns, parse_turns
 from hearth.retrieval.hybrid import Filters, context_block, date_hint, fuse, search
-from hearth.retrieval.semantic import INDEXES, embed_pending, pending_count, shared_embedder
+from hearth.retrieval.semantic import embed_pending, embed_texts, pending_count, shared_embedder, vector_search
 from hearth.retrieval.vectors import from_blob
 from hearth.tools import ToolContext
+from tests.engines import keyword_ids
 
 TRANSCRIPT = """Notes copied from the old portal.
 
@@ -71,9 +72,7 @@ def test_a1_s3_reupload_adds_nothing(me, legacy_persona):
     count = me.store.connection().execute("SELECT count(*) FROM archive_chunks").fetchone()[0]
     assert count == first.chunks_added
     # S6: chunks are in the keyword index.
-    hit = me.store.connection().execute(
-        "SELECT rowid FROM archive_chunks_fts WHERE archive_chunks_fts MATCH 'grandmother'").fetchall()
-    assert len(hit) == 1
+    assert len(keyword_ids(me.store.connection(), "archive_chunks_fts", "grandmother")) == 1
 
 
 def test_s7_s8_embeddings_live_in_the_database_and_reindex_resumes_without_duplicates(me, legacy_persona, embedder):
@@ -102,12 +101,15 @@ def test_s7_s8_embeddings_live_in_the_database_and_reindex_resumes_without_dupli
     assert conn.execute("SELECT count(*) FROM message_embeddings").fetchone()[0] == 6
     blob = conn.execute("SELECT embedding FROM archive_chunks LIMIT 1").fetchone()[0]
     assert abs(float(np.linalg.norm(from_blob(blob))) - 1.0) < 1e-3
-    # The index follows the table: a new row is in the next search's index.
-    before = len(INDEXES.get(conn, str(me.store.path), "chunks", me.user_id, model, embedder.dim))
+    # The index follows the table: a new row is in the next search's index (on either engine).
+    def searchable() -> int:
+        query = embed_texts(embedder, ["orchard"])
+        return len(vector_search(conn, me.store.key, "chunks", me.user_id, embedder, query, 100)[0])
+
+    before = searchable()
     archive.add_text("Doc new", "AUMA said:\nA brand new orchard entry.\n")
     embed_pending(me.store, embedder, user_id=me.user_id)
-    second = INDEXES.get(conn, str(me.store.path), "chunks", me.user_id, model, embedder.dim)
-    assert len(second) == before + 1
+    assert searchable() == before + 1
 
 
 def test_a2_hybrid_search_fuses_signals_with_a_breakdown_dates_and_filters(me, legacy_persona, embedder):

@@ -10,11 +10,12 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-from hearth import Hearth
-from hearth.backup import STATE_KEY, backup, last_verified, manifest_path, restore, verify_backup
+from hearth import Hearth, Settings
+from hearth.backup import STATE_KEY, backup, last_verified, manifest_path, restore_deployment, verify_backup
 from hearth.cli import cli
 from hearth.errors import Conflict, SchemaError, StoreError
-from hearth.store import LATEST_VERSION
+from hearth.store import LATEST_VERSION, catalog, open_store
+from tests.importfuzz import _postgres_hash
 
 
 def fill(me, persona, n: int = 3) -> list[int]:
@@ -41,6 +42,25 @@ def table_counts(path) -> dict[str, int]:
 
 def sha(path) -> str:
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def deployment_state(settings) -> str:
+    """A digest of the deployment's database: the SQLite file's bytes, or every PostgreSQL row."""
+    if settings.database_url:
+        return _postgres_hash(settings.database_url)
+    return sha(settings.database_path)
+
+
+def deployment_counts(settings) -> dict[str, int]:
+    """Rows per table of the deployment's database (on PostgreSQL, the tables both engines have)."""
+    if not settings.database_url:
+        return table_counts(settings.database_path)
+    store = open_store(settings.database_url, settings.database_path, migrate=False)
+    try:
+        conn = store.connection()
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in catalog.tables(conn)}
+    finally:
+        store.close()
 
 
 def test_s4_backup_writes_a_verified_copy_with_manifest(hearth, me, persona, tmp_path):
@@ -95,7 +115,7 @@ def test_s4_restore_round_trip(settings, provider, hearth, me, persona, tmp_path
     me.conversations.create(persona.id, title="made after the backup")
     me.conversations.trash(ids[0])
     hearth.close()
-    restore(report.path, settings.database_path)
+    restore_deployment(report.path, settings)
     reopened = Hearth(settings, provider=provider)
     try:
         scope = reopened.scope()
@@ -103,7 +123,9 @@ def test_s4_restore_round_trip(settings, provider, hearth, me, persona, tmp_path
         assert titles == ["thread 0", "thread 1", "thread 2"]
         assert scope.conversations.get(ids[0]).visibility == "visible"
         assert [m.content for m in scope.conversations.messages(ids[1])] == ["hello 1", "hi 1"]
-        assert table_counts(settings.database_path) == report.counts
+        counts = deployment_counts(settings)
+        assert counts == {t: n for t, n in report.counts.items() if t in counts}
+        assert counts["messages"] == 6
     finally:
         reopened.close()
 
@@ -112,7 +134,7 @@ def test_s4_restore_refuses_a_corrupted_file_and_changes_nothing(settings, heart
     fill(me, persona)
     report = backup(hearth.store, tmp_path / "b.db")
     hearth.close()
-    before = sha(settings.database_path)
+    before = deployment_state(settings)
     conn = sqlite3.connect(report.path)
     root, page_size = conn.execute(
         "SELECT rootpage, (SELECT page_size FROM pragma_page_size) FROM sqlite_master WHERE name = 'messages'"
@@ -122,14 +144,14 @@ def test_s4_restore_refuses_a_corrupted_file_and_changes_nothing(settings, heart
         handle.seek((root - 1) * page_size)
         handle.write(b"\xff" * 12)
     with pytest.raises(StoreError, match="checksum"):
-        restore(report.path, settings.database_path)
+        restore_deployment(report.path, settings)
     # Even with a manifest that agrees with the damaged bytes, the integrity check refuses it.
     manifest = json.loads(manifest_path(report.path).read_text())
     manifest["sha256"] = sha(report.path)
     manifest_path(report.path).write_text(json.dumps(manifest))
     with pytest.raises(StoreError):
-        restore(report.path, settings.database_path)
-    assert sha(settings.database_path) == before
+        restore_deployment(report.path, settings)
+    assert deployment_state(settings) == before
 
 
 def test_s4_restore_refuses_missing_or_bad_manifest_and_wrong_counts(settings, hearth, me, persona, tmp_path):
@@ -150,7 +172,7 @@ def test_s4_restore_refuses_missing_or_bad_manifest_and_wrong_counts(settings, h
         verify_backup(report.path)
     mpath.unlink()
     with pytest.raises(StoreError, match="no manifest"):
-        restore(report.path, settings.database_path)
+        restore_deployment(report.path, settings)
     with pytest.raises(StoreError, match="no backup file"):
         verify_backup(tmp_path / "missing.db")
 
@@ -167,10 +189,10 @@ def test_s4_restore_refuses_a_newer_schema(settings, hearth, me, persona, tmp_pa
                     counts=table_counts(report.path))
     manifest_path(report.path).write_text(json.dumps(manifest))
     hearth.close()
-    before = sha(settings.database_path)
+    before = deployment_state(settings)
     with pytest.raises(SchemaError, match="newer"):
-        restore(report.path, settings.database_path)
-    assert sha(settings.database_path) == before
+        restore_deployment(report.path, settings)
+    assert deployment_state(settings) == before
 
 
 def test_s4_cli_backup_and_restore(tmp_path, monkeypatch):
@@ -184,9 +206,9 @@ def test_s4_cli_backup_and_restore(tmp_path, monkeypatch):
     dest = tmp_path / "copy.db"
     made = run("backup", str(dest))
     assert made.exit_code == 0 and "verified" in made.output
-    conn = sqlite3.connect(tmp_path / "home" / "hearth.db")
-    state = conn.execute("SELECT value FROM app_state WHERE key = ?", (STATE_KEY,)).fetchone()
-    conn.close()
+    with Hearth(Settings.resolve()) as deployment:
+        state = deployment.store.connection().execute(
+            "SELECT value FROM app_state WHERE key = ?", (STATE_KEY,)).fetchone()
     assert json.loads(state[0])["path"] == str(dest.resolve())
     assert run("restore", "--yes", str(dest)).exit_code == 0
     manifest_path(dest).unlink()

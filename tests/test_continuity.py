@@ -19,6 +19,7 @@ from hearth import Hearth
 from hearth.backup import backup
 from hearth.cleanup import CONFIRMATION_PHRASE, delete, preview
 from hearth.errors import Conflict, Forbidden, InvalidInput, NotFound, StoreError
+from tests.engines import failing_inserts, keyword_ids
 
 BOUNDARY_RE = re.compile(r"VERBATIM_EXCHANGE_([0-9a-f-]{36})")
 
@@ -129,16 +130,13 @@ def test_h6_g2_another_users_conversation_is_never_carried(hearth, me, persona):
 
 
 def test_h6_capture_failure_creates_nothing(me, persona, source):
-    conn = me.store.connection()
     # A real database failure while the handoff row is written: the conversation goes with it.
-    conn.execute("CREATE TEMP TRIGGER fail_capture BEFORE INSERT ON conversation_summaries"
-                 " BEGIN SELECT RAISE(ABORT, 'capture failed'); END")
     me.memories.add("likes tea")
     before = (count(me, "conversations"), count(me, "events"), count(me, "conversation_memories"))
-    with pytest.raises(StoreError, match="capture failed"):
-        me.new_chat(persona.id)
+    with failing_inserts(me.store, "conversation_summaries", "capture failed"):
+        with pytest.raises(StoreError, match="capture failed"):
+            me.new_chat(persona.id)
     assert (count(me, "conversations"), count(me, "events"), count(me, "conversation_memories")) == before
-    conn.execute("DROP TRIGGER temp.fail_capture")
 
 
 def test_h6_render_failure_creates_nothing(me):
@@ -192,8 +190,7 @@ def test_h7_artifact_is_never_carried_again_nor_keyword_indexed(me, persona, pro
     destination = me.branch(conversation.id, "k").conversation
     conn = me.store.connection()
     artifact_id = me.conversations.messages(destination.id)[0].id
-    indexed = conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'books'").fetchall()
-    assert artifact_id not in [r[0] for r in indexed]
+    assert artifact_id not in keyword_ids(conn, "messages_fts", "books")
 
     talk(me, destination.id, 1, "branch talk")
     # The branch is now the most recent thread; its New Chat carries its own turns, not the bubble.
@@ -207,14 +204,11 @@ def test_h7_artifact_is_never_carried_again_nor_keyword_indexed(me, persona, pro
 
 def test_h7_branch_failure_creates_nothing(me, source):
     conversation, _ = source
-    conn = me.store.connection()
-    conn.execute("CREATE TEMP TRIGGER fail_branch BEFORE INSERT ON branch_requests"
-                 " BEGIN SELECT RAISE(ABORT, 'branch failed'); END")
     before = (count(me, "conversations"), count(me, "messages"), count(me, "conversation_summaries"))
-    with pytest.raises(StoreError, match="branch failed"):
-        me.branch(conversation.id, "k")
+    with failing_inserts(me.store, "branch_requests", "branch failed"):
+        with pytest.raises(StoreError, match="branch failed"):
+            me.branch(conversation.id, "k")
     assert (count(me, "conversations"), count(me, "messages"), count(me, "conversation_summaries")) == before
-    conn.execute("DROP TRIGGER temp.fail_branch")
     assert me.branch(conversation.id, "k").created
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from hearth.ledger import verify
 
 
-def test_s2_verify_counts_come_from_one_snapshot_while_a_writer_commits(hearth, me, persona):
+@pytest.mark.sqlite_only
+def test_s2_sqlite_trace_verify_counts_come_from_one_snapshot_while_a_writer_commits(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
     me.conversations.add_message(conversation.id, "user", "first")
     conn = sqlite3.connect(hearth.settings.database_path, isolation_level=None)
@@ -31,6 +34,39 @@ def test_s2_verify_counts_come_from_one_snapshot_while_a_writer_commits(hearth, 
     assert verify(conn).messages == report.messages + 1  # the next run sees the new turn
     conn.close()
     writer.close()
+
+
+def test_s2_verify_counts_come_from_one_snapshot_while_a_writer_commits_postgres(tmp_path, pg_url, monkeypatch):
+    """The PostgreSQL form of the test above: the writer commits on its own connection between
+    verify's first count and its messages count; verify still sees one snapshot."""
+    from hearth import Hearth, Settings
+    from hearth.store import PgStore
+
+    hearth = Hearth(Settings.resolve({"home": str(tmp_path / "home"), "database_url": pg_url}, environ={}))
+    checker = PgStore(pg_url, migrate=False)
+    try:
+        me = hearth.scope()
+        conversation = me.conversations.create(me.personas.create("p", "P").id)
+        me.conversations.add_message(conversation.id, "user", "first")
+        conn = checker.connection()
+        execute = conn.execute
+        wrote = []
+
+        def between_statements(sql, parameters=()):
+            if sql.strip().startswith("SELECT count(*) FROM messages") and not wrote:
+                wrote.append(True)
+                me.conversations.add_message(conversation.id, "assistant", "written meanwhile")
+            return execute(sql, parameters)
+
+        monkeypatch.setattr(conn, "execute", between_statements)
+        report = verify(conn)
+        assert wrote, "the writer ran in the middle of verify"
+        assert report.ok, report.problems
+        assert report.messages == 1  # counted in the snapshot taken before the writer committed
+        assert verify(conn).messages == 2  # the next run sees the new turn
+    finally:
+        checker.close()
+        hearth.close()
 
 
 def test_s2_deleted_messages_are_not_reported_and_a_missing_row_is(hearth, me, persona):

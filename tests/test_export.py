@@ -8,6 +8,7 @@ import pytest
 
 from hearth import Conflict, Hearth, InvalidInput, Settings
 from hearth.export import export_user, import_user
+from tests.engines import keyword_ids
 
 
 def _populate(me, persona):
@@ -39,9 +40,7 @@ def test_s5_export_then_import_into_an_empty_store_reproduces_the_user(hearth, m
         # The imported deployment works: prompts, snapshots, keyword index and sending.
         assert target.stored_prompt(chat.id) == me.stored_prompt(chat.id)
         assert [m.text for m in target.memories.snapshot(chat.id)] == ["Likes tea"]
-        hits = fresh.store.connection().execute(
-            "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'garden'").fetchone()[0]
-        assert hits == 1
+        assert len(keyword_ids(fresh.store.connection(), "messages_fts", "garden")) == 1
         from hearth import ledger
         assert ledger.verify(fresh.store.connection()).ok
         target.send(chat.id, "still here")

@@ -74,7 +74,7 @@ def archive(tmp_path_factory):
 @given(data=json_mutants(CHATGPT))
 def test_u3_s3_chatgpt_import_of_a_mutated_file_is_all_or_nothing(archive, data):
     scope = archive.scope()
-    all_or_nothing(archive.settings.database_path, lambda: import_bytes(
+    all_or_nothing(archive, lambda: import_bytes(
         Archive(scope.store, scope.user_id), data, fmt="chatgpt", name="conversations.json",
         persona=scope.personas.default()))
 
@@ -83,7 +83,7 @@ def test_u3_s3_chatgpt_import_of_a_mutated_file_is_all_or_nothing(archive, data)
 @given(data=json_mutants(CHATGPT))
 def test_u3_s3_auto_detected_import_of_a_mutated_file_is_all_or_nothing(archive, data):
     scope = archive.scope()
-    all_or_nothing(archive.settings.database_path, lambda: import_bytes(
+    all_or_nothing(archive, lambda: import_bytes(
         Archive(scope.store, scope.user_id), data, name="upload", persona=scope.personas.default()))
 
 
@@ -91,7 +91,7 @@ def test_u3_s3_auto_detected_import_of_a_mutated_file_is_all_or_nothing(archive,
 @given(data=text_mutants(LABELLED))
 def test_u3_s3_labelled_import_of_a_mutated_file_is_all_or_nothing(archive, data):
     scope = archive.scope()
-    all_or_nothing(archive.settings.database_path, lambda: import_bytes(
+    all_or_nothing(archive, lambda: import_bytes(
         Archive(scope.store, scope.user_id), data, fmt="labelled", name="notes.txt"))
 
 
@@ -119,5 +119,5 @@ def test_u3_s3_hearth_export_restore_of_a_mutated_file_is_all_or_nothing(tables_
             text = tables_bytes.decode("utf-8", "surrogatepass")
             header = {k: v for k, v in EXPORT.items() if k != "tables"}
             document = json.dumps(header)[:-1] + ', "tables": ' + text + "}"
-            all_or_nothing(target.settings.database_path, lambda: import_user(
+            all_or_nothing(target, lambda: import_user(
                 target.store, owner, document.encode("utf-8", "surrogatepass")))

@@ -7,6 +7,7 @@ import sqlite3
 import pytest
 
 from hearth import ledger
+from tests.engines import foreign_keys_off
 
 
 def test_s2_message_and_its_event_are_one_row_pair(me, persona):
@@ -69,11 +70,10 @@ def test_s2_verify_reports_a_message_row_without_its_event(me, persona):
     me.conversations.add_message(conversation.id, "user", "hello")
     conn = me.store.connection()
     assert ledger.verify(conn).ok
-    conn.execute("PRAGMA foreign_keys = OFF")
-    conn.execute("INSERT INTO messages (id, user_id, conversation_id, role, content, created_at)"
-                 " VALUES (999999, ?, ?, 'user', 'orphan', '2026-01-01T00:00:00.000000Z')",
-                 (me.user_id, conversation.id))
-    conn.execute("PRAGMA foreign_keys = ON")
+    with foreign_keys_off(me.store):
+        conn.execute("INSERT INTO messages (id, user_id, conversation_id, role, content, created_at)"
+                     " VALUES (999999, ?, ?, 'user', 'orphan', '2026-01-01T00:00:00.000000Z')",
+                     (me.user_id, conversation.id))
     report = ledger.verify(conn)
     assert not report.ok
     assert any("foreign key" in p for p in report.problems)

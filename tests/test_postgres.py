@@ -217,8 +217,8 @@ def test_s11_migrate_store_copies_sqlite_to_postgres_and_back_resumably(tmp_path
     source.close()
     target.close()
 
-    result = CliRunner().invoke(cli, ["migrate-store", "--to", pg_url], env={"HEARTH_HOME": str(tmp_path / "home"),
-                                                                             "COLUMNS": "300"})
+    sqlite_home = {"HEARTH_HOME": str(tmp_path / "home"), "HEARTH_DATABASE_URL": "", "COLUMNS": "300"}
+    result = CliRunner().invoke(cli, ["migrate-store", "--to", pg_url], env=sqlite_home)
     assert result.exit_code == 0, result.output
     assert "match and the ledger check passes" in result.output
     moved = PgStore(pg_url, migrate=False)
@@ -240,7 +240,7 @@ def test_s11_migrate_store_copies_sqlite_to_postgres_and_back_resumably(tmp_path
     back = tmp_path / "back" / "hearth.db"
     back.parent.mkdir()
     result = CliRunner().invoke(cli, ["migrate-store", "--from", pg_url, "--to", str(back)],
-                                env={"HEARTH_HOME": str(tmp_path / "home"), "COLUMNS": "300"})
+                                env=sqlite_home)
     assert result.exit_code == 0, result.output
     returned = open_store("", back)
     assert ledger.verify(returned.connection()).problems == []
@@ -315,10 +315,10 @@ def test_s9_nothing_is_written_beside_a_path_made_from_the_url_postgres(tmp_path
     """Sends, embeddings, searches, forgetting, compaction and a backup on PostgreSQL leave the
     working directory as they found it: no SQLite file and no vector-index folder named after the
     database URL (pgvector is the index of record; the store has no file)."""
-    from hearth.retrieval.archive import Archive
     from hearth.backup import backup
     from hearth.errors import StoreError
     from hearth.forget import compact, verify
+    from hearth.retrieval.archive import Archive
     from hearth.retrieval.semantic import INDEXES, embed_pending, shared_embedder, warm
 
     cwd = tmp_path / "cwd"
@@ -338,7 +338,7 @@ def test_s9_nothing_is_written_beside_a_path_made_from_the_url_postgres(tmp_path
         me.send(conv.id, "When did we plant the quince tree?")
         assert me.search("quince tree planting")
         with pytest.raises(StoreError, match="no database file"):
-            hearth.store.path
+            _ = hearth.store.path
         with pytest.raises(StoreError, match="not used on PostgreSQL"):
             INDEXES.get(hearth.store.connection(), hearth.store.key, "messages", me.user_id, "m", 8)
         compact(hearth.store, me.user_id)

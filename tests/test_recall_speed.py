@@ -34,7 +34,8 @@ def _thread(me, persona, title, turns):
     return c
 
 
-def test_k1_index_size_is_read_from_the_fts_totals_record(me, persona):
+@pytest.mark.sqlite_only
+def test_k1_sqlite_index_size_is_read_from_the_fts5_totals_record(me, persona):
     _thread(me, persona, "Count", [("user", f"line {i}") for i in range(37)])
     conn = me.store.connection()
     assert indexed_rows(conn, "messages_fts") == conn.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0] == 37
@@ -135,7 +136,7 @@ def test_a2_send_path_mixes_the_stored_vectors_of_recent_turns_into_the_query(me
     monkeypatch.setattr(semantic, "_QUERY_CACHE", OrderedDict())
 
     def lists():
-        found, _ = vector_lists(conn, me.user_id, variants, filters, embedder, str(me.store.path), None, SEND_PATH,
+        found, _ = vector_lists(conn, me.user_id, variants, filters, embedder, me.store.key, None, SEND_PATH,
                                 recent)
         return found
 
@@ -148,7 +149,7 @@ def test_a2_send_path_mixes_the_stored_vectors_of_recent_turns_into_the_query(me
     assert set(found) == {"vector:with_context:messages"} and embedded == []
     # The context pulls the turn about the quince tree up: its similarity rises against the bare message.
     planted = me.conversations.messages(old.id)[0].id
-    bare = dict(vector_lists(conn, me.user_id, variants, filters, embedder, str(me.store.path), None, SEND_PATH)[0]
+    bare = dict(vector_lists(conn, me.user_id, variants, filters, embedder, me.store.key, None, SEND_PATH)[0]
                 ["vector:query:messages"])
     assert dict(found["vector:with_context:messages"])[("message", planted)] > bare[("message", planted)]
 
@@ -183,7 +184,8 @@ def test_a2_tuning_shortens_the_context_embedded_with_the_message():
     assert text == "Where is the key?\n" + "the brass key is under the mat"[-30:]
 
 
-def test_s7_embedding_job_follows_a_cursor_instead_of_scanning(me, archive_persona, embedder):
+@pytest.mark.sqlite_only
+def test_s7_sqlite_plan_embedding_job_follows_a_cursor_instead_of_scanning(me, archive_persona, embedder):
     from hearth.layers.archive_recall import embed_job
 
     c = _thread(me, archive_persona, "Chat", [("user", f"line {i}") for i in range(4)])
@@ -209,7 +211,8 @@ def test_s7_embedding_job_follows_a_cursor_instead_of_scanning(me, archive_perso
     assert report.messages == 1 and report.remaining == 0
 
 
-def test_k1_after_reply_counters_stop_at_their_threshold(me, persona):
+@pytest.mark.sqlite_only
+def test_k1_sqlite_plan_after_reply_counters_stop_at_their_threshold(me, persona):
     c = _thread(me, persona, "Long", [("user" if i % 2 else "assistant", f"turn {i}") for i in range(50)])
     conn = me.store.connection()
     assert chat_messages_after(conn, c.id, 0) == 50
@@ -279,7 +282,8 @@ def test_s7_small_exact_searches_run_on_one_blas_thread(monkeypatch):
     assert seen and max(seen) == max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
 
 
-def test_k1_a_long_current_thread_does_not_crowd_the_bounded_keyword_list(me, persona):
+@pytest.mark.sqlite_only
+def test_k1_sqlite_trace_a_long_current_thread_does_not_crowd_the_bounded_keyword_list(me, persona):
     from hearth.retrieval.keyword import CANDIDATE_CAPS, search_messages
 
     current = _thread(me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(CANDIDATE_CAPS[0] + 50)])
@@ -306,7 +310,8 @@ def test_k1_a_long_current_thread_does_not_crowd_the_bounded_keyword_list(me, pe
     assert len(asked) == 1 and "NOT IN" not in asked[0]
 
 
-def test_a2_neighbours_are_read_only_for_candidates_sharing_a_conversation(me, persona):
+@pytest.mark.sqlite_only
+def test_a2_sqlite_trace_neighbours_are_read_only_for_candidates_sharing_a_conversation(me, persona):
     from hearth.retrieval.fusion import neighbours
 
     a = _thread(me, persona, "A", [("user", "the lighthouse"), ("assistant", "yes, in May")])

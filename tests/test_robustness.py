@@ -56,11 +56,11 @@ def unchanged(hearth):
     """A context that asserts the whole database is the same afterwards."""
     class _Same:
         def __enter__(self):
-            self.before = content_hash(hearth.settings.database_path)
+            self.before = content_hash(hearth)
 
         def __exit__(self, *exc):
             if exc[0] is None:
-                assert content_hash(hearth.settings.database_path) == self.before, "a rejected request changed data"
+                assert content_hash(hearth) == self.before, "a rejected request changed data"
     return _Same()
 
 
@@ -227,10 +227,10 @@ def test_u3_s3_a_broken_hearth_export_is_refused_whole_before_any_write(hearth, 
     with Hearth(Settings.resolve({"home": str(target_home)}, environ={})) as target:
         owner = target.scope().user_id
         for name, change in cases.items():
-            before = content_hash(target.settings.database_path)
+            before = content_hash(target)
             with pytest.raises(InvalidInput):
                 import_user(target.store, owner, json.dumps(broken(change)).encode())
-            assert content_hash(target.settings.database_path) == before, name
+            assert content_hash(target) == before, name
         # The CLI says the same in one line with exit code 2.
         path = tmp_path / "broken.json"
         path.write_text(json.dumps(broken(cases["text in an integer column"])))
@@ -258,6 +258,7 @@ def test_u3_a_too_long_field_is_422_everywhere_and_an_oversized_body_413(client,
 
 
 # -- the store seam: runtime errors are StoreError, never tracebacks ---------------------------------------------
+@pytest.mark.sqlite_only
 def test_u3_sqlite_runtime_errors_become_store_errors_at_the_seam(settings, tmp_path, monkeypatch):
     with Hearth(settings) as hearth:
         me = hearth.scope()

@@ -16,6 +16,7 @@ from hearth.retrieval import searchlog
 from hearth.retrieval.archive import Archive
 from hearth.server import create_app
 from hearth.server import recall as recall_routes
+from hearth.store import is_postgres
 
 
 @pytest.fixture
@@ -119,6 +120,11 @@ def test_d2_a3_layers_read_one_snapshot_and_the_send_path_logs_their_searches(me
     collect = me.dynamic.collect
 
     def read_only_collect(turn):
+        if is_postgres(turn.conn):
+            # The collecting transaction turns read-only: any write in it would fail the send.
+            assert turn.conn.in_transaction
+            turn.conn.execute("SET LOCAL transaction_read_only = on")
+            return collect(turn)
         writes = (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE, sqlite3.SQLITE_TRANSACTION)
 
         def authorizer(action, *args):

@@ -4,6 +4,7 @@ large index is saved beside the database and reloaded after a restart (S7)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hearth.retrieval import vectors
 from hearth.retrieval.semantic import IndexCache
@@ -24,7 +25,8 @@ def _add(me, conversation_id, rng, count):
     return ids
 
 
-def test_s7_index_adds_new_rows_rebuilds_on_deletion_and_reloads_after_restart(me, persona, monkeypatch):
+@pytest.mark.sqlite_only
+def test_s7_sqlite_in_process_index_adds_new_rows_rebuilds_on_deletion_and_reloads_after_restart(me, persona, monkeypatch):
     rng = np.random.default_rng(3)
     conversation = me.conversations.create(persona.id)
     db_key = str(me.store.path)
@@ -59,7 +61,8 @@ def test_s7_index_adds_new_rows_rebuilds_on_deletion_and_reloads_after_restart(m
     assert restarted.search(vectors.from_blob(row[0], DIM), 1)[0][0] == newest[-1]
 
 
-def test_s7_a_stale_saved_index_is_not_trusted(me, persona):
+@pytest.mark.sqlite_only
+def test_s7_sqlite_a_stale_saved_index_file_is_not_trusted(me, persona):
     rng = np.random.default_rng(4)
     conversation = me.conversations.create(persona.id)
     db_key = str(me.store.path)
@@ -89,7 +92,8 @@ def test_s7_the_ann_index_and_the_local_model_can_load_in_either_order(tmp_path)
     assert "(1, 384)" in result.stdout
 
 
-def test_s7_a_large_cold_index_builds_in_the_background_without_blocking_a_search(me, persona):
+@pytest.mark.sqlite_only
+def test_s7_sqlite_a_large_cold_in_process_index_builds_in_the_background_without_blocking_a_search(me, persona):
     import time
 
     rng = np.random.default_rng(5)

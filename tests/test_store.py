@@ -10,6 +10,7 @@ import pytest
 
 from hearth import Hearth, SchemaError, StoreError
 from hearth.store import LATEST_VERSION, Store, migrations
+from tests.engines import keyword_ids
 
 SCHEMA_FILE = Path(__file__).parent / "schema.sql"
 
@@ -148,7 +149,7 @@ def test_s6_keyword_index_follows_inserts_edits_and_deletes(me, persona):
     message = me.conversations.add_message(conversation.id, "user", "the lighthouse keeper waved")
 
     def hits(word):
-        return [r[0] for r in conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (word,))]
+        return keyword_ids(conn, "messages_fts", word)
 
     assert hits("lighthouse") == [message.id]
     with me.store.write() as w:
@@ -164,14 +165,15 @@ def test_s6_stored_prompts_and_artifacts_are_not_indexed(me, persona):
     me.conversations.add_message(conversation.id, "system", "zebra prompt", kind="static_prompt")
     me.conversations.add_message(conversation.id, "assistant", "zebra artifact", kind="handoff_artifact")
     me.conversations.add_message(conversation.id, "user", "zebra chat")
-    rows = me.store.connection().execute(
-        "SELECT m.kind FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts MATCH 'zebra'"
-    ).fetchall()
-    assert [r[0] for r in rows] == ["chat"]
+    conn = me.store.connection()
+    rows = [conn.execute("SELECT kind FROM messages WHERE id = ?", (i,)).fetchone()[0]
+            for i in keyword_ids(conn, "messages_fts", "zebra")]
+    assert rows == ["chat"]
 
 
 def test_s6_diacritics_fold_in_keyword_search(me, persona):
     conversation = me.conversations.create(persona.id)
     me.conversations.add_message(conversation.id, "user", "We had crème brûlée at the café")
     conn = me.store.connection()
-    assert conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'creme AND cafe'").fetchone()[0] == 1
+    assert len(keyword_ids(conn, "messages_fts", "creme", "cafe")) == 1
+    assert [r.text for r in me.search("creme brulee").results] == ["We had crème brûlée at the café"]

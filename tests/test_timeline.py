@@ -83,7 +83,8 @@ def test_e1_switching_to_a_voice_session_opens_its_own_span_and_one_span_stays_o
                          " last_at) VALUES (?, ?, 'text', 'web', 0, 'x', 'x')", (me.user_id, persona.id))
 
 
-def test_e1_span_bookkeeping_is_one_indexed_update_inside_the_message_transaction(me, hearth, persona):
+@pytest.mark.sqlite_only
+def test_e1_sqlite_trace_span_bookkeeping_is_one_indexed_update_inside_the_message_transaction(me, hearth, persona):
     chat = me.conversations.create(persona.id)
     me.send(chat.id, "Opens the span")
     statements: list[str] = []

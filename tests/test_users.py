@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hearth import AuthError, Hearth, InvalidInput, NotFound, Settings
+from hearth.store import is_postgres
 
 
 def test_g1_fresh_install_runs_with_no_key_and_no_server(tmp_path):
@@ -15,8 +16,11 @@ def test_g1_fresh_install_runs_with_no_key_and_no_server(tmp_path):
         reply = me.send(conversation.id, "Good morning")
         assert hearth.provider.name == "offline"
         assert reply.assistant_message.content.startswith("[offline")
-        assert settings.database_path.is_file()
-        assert hearth.store.connection().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        if is_postgres(hearth.store.connection()):  # the PostgreSQL lane: its database, no file
+            assert not settings.database_path.exists()
+        else:
+            assert settings.database_path.is_file()
+            assert hearth.store.connection().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ import json  # noqa: E402
 import pytest  # noqa: E402
 
 from hearth.errors import Conflict, InvalidInput, NotFound  # noqa: E402
+from tests.engines import keyword_ids  # noqa: E402
 
 
 def sent_texts(request):
@@ -161,7 +162,7 @@ def test_w2_editing_an_earlier_message_continues_from_it_and_keeps_the_later_tur
     assert [v.content for v in me.alternatives(b.user_message.id)] == ["Tea is best", "Tea is fine"]
     with me.store.read() as conn:
         assert ledger.verify(conn).ok
-        assert conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'coffee'").fetchone()[0] == 0
+        assert keyword_ids(conn, "messages_fts", "coffee") == []
 
     # Only the person's own messages of this thread can be edited; another user's ids are unknown.
     with pytest.raises(NotFound):

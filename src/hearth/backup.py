@@ -333,30 +333,46 @@ def restore(path: str | Path, store_path: str | Path) -> BackupReport:
 
 
 def restore_postgres(path: str | Path, store: Store) -> BackupReport:
-    """Restore a verified backup into an empty PostgreSQL database (S4, S11).
+    """Replace a PostgreSQL deployment's rows with a verified backup, in one transaction (S4, S11).
 
-    The file is verified first, then copied to a temporary file (opening a backup would change
-    its bytes) that is migrated forward and copied row by row into ``store``, which must hold no
-    rows: a database that already has users is refused before anything is written.
+    The file is verified first, so a refused file changes nothing. It is then copied to a
+    temporary file (opening a backup would change its bytes), migrated forward if older, and its
+    rows replace every row of ``store`` inside one write transaction: the tables are emptied and
+    refilled, the copy is checked row count by row count and with the ledger check, and any
+    failure rolls all of it back. Stop the servers and workers before restoring.
     """
     import shutil
     import tempfile
 
     from .migrate_store import copy_store
+    from .store import catalog
 
     report = verify_backup(path)
-    conn = store.connection()
-    if conn.execute("SELECT 1 FROM users LIMIT 1").fetchone() is not None:
-        raise Conflict("restore on PostgreSQL needs an empty database; create one and point "
-                       "HEARTH_DATABASE_URL at it")
     with tempfile.TemporaryDirectory(prefix="hearth-restore-") as folder:
         work = Path(folder) / "restore.db"
         shutil.copyfile(Path(path).expanduser(), work)
         source = Store(work)
         try:
-            copied = copy_store(source, store)
+            with store.write() as conn:
+                tables = [t for t in catalog.tables(conn) if t != "schema_migrations"]
+                conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY")
+                copied = copy_store(source, store)
+                if not copied.ok:
+                    raise StoreError(f"the restored database does not match the backup: {copied.problems[0]}")
         finally:
             source.close()
-    if not copied.ok:
-        raise StoreError(f"the restored database does not match the backup: {copied.problems[0]}")
     return report
+
+
+def restore_deployment(path: str | Path, settings: Any) -> BackupReport:
+    """Restore a verified backup into the deployment ``settings`` name: its PostgreSQL database
+    (``HEARTH_DATABASE_URL``) or its SQLite file."""
+    if settings.database_url:
+        from .store import open_store
+
+        store = open_store(settings.database_url, settings.database_path)
+        try:
+            return restore_postgres(path, store)
+        finally:
+            store.close()
+    return restore(path, settings.database_path)

@@ -213,6 +213,8 @@ def import_user(store: Store, user_id: int, data: bytes | str | dict) -> dict[st
             "UPDATE conversations SET turn_count = (SELECT count(*) FROM messages m WHERE m.conversation_id ="
             " conversations.id AND m.kind IN ('chat', 'handoff_artifact') AND m.role IN ('user', 'assistant'))"
             " WHERE user_id = ?", (user_id,))
+        if is_postgres(conn):  # rows came with their ids: new rows must get ids after them
+            catalog.advance_identities(conn, list(counts))
         # PostgreSQL checks every reference as each row arrives (an IntegrityError above).
         problems = [] if is_postgres(conn) else conn.execute("PRAGMA foreign_key_check").fetchall()
         if problems:

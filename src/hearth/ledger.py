@@ -228,6 +228,10 @@ def verify(conn: sqlite3.Connection) -> VerifyReport:
                   AND e.id NOT IN (SELECT CAST(json_extract(d.payload, '$.message_id') AS INTEGER) FROM events d
                                    WHERE d.kind = 'message.deleted')
                   AND e.id NOT IN (SELECT id FROM branch_messages)""",
+            # The foreign key forbids this on both engines; a copy, a restore or a disabled check
+            # can still plant one, so it is looked for rather than assumed.
+            "message rows without their event (a broken foreign key)": """
+                SELECT m.id FROM messages m LEFT JOIN events e ON e.id = m.id WHERE e.id IS NULL""",
             "messages whose event is not a message event": """
                 SELECT m.id FROM messages m JOIN events e ON e.id = m.id WHERE e.kind != 'message'""",
             "messages whose event has another owner or conversation": """

@@ -63,7 +63,7 @@ def copy_store(source: Store, target: Store, progress: Progress | None = None, *
             conn.execute("UPDATE conversations SET turn_count = ?, history_rev = ? WHERE id = ?",
                          (row[1], row[2], row[0]))
         if is_postgres(conn):
-            _advance_identities(conn, names)
+            catalog.advance_identities(conn, names)
             _fill_vectors(conn)
     for table in names:
         here = src.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
@@ -119,16 +119,6 @@ def _copy_table(src: sqlite3.Connection, target: Store, table: str, progress: Pr
 
 def _values(row: sqlite3.Row) -> tuple:
     return tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)
-
-
-def _advance_identities(conn: sqlite3.Connection, tables: list[str]) -> None:
-    """Identity columns continue after the copied ids (rows were inserted with their ids)."""
-    for table in tables:
-        if "id" not in [c for c, _ in catalog.columns(conn, table)]:
-            continue
-        seq = conn.execute("SELECT pg_get_serial_sequence(?, 'id')", (table,)).fetchone()
-        if seq and seq[0]:
-            conn.execute(f"SELECT setval('{seq[0]}', (SELECT coalesce(max(id), 0) + 1 FROM {table}), false)")
 
 
 def _fill_vectors(conn: sqlite3.Connection, batch: int = BATCH) -> None:

@@ -13,7 +13,7 @@ from .base import Context, _json, cli, console, err_console, pass_ctx
 @click.argument("dest", type=click.Path(dir_okay=False))
 @pass_ctx
 def backup_cmd(obj: Context, dest: str) -> None:
-    """Write a verified copy of the database (online backup API) and its manifest."""
+    """Write a verified copy of the database and its manifest (on PostgreSQL: a SQLite-format copy)."""
     from ..backup import backup
 
     report = backup(obj.hearth.store, dest)
@@ -27,24 +27,15 @@ def backup_cmd(obj: Context, dest: str) -> None:
 @pass_ctx
 def restore_cmd(obj: Context, src: str, yes: bool) -> None:
     """Replace this deployment's database with a verified backup (stop the server first)."""
-    from ..backup import restore, restore_postgres, verify_backup
+    from ..backup import restore_deployment, verify_backup
+    from ..store.postgres import describe_url
 
     verify_backup(src)  # refuse before asking anything
-    if obj.settings.database_url:
-        from ..store import open_store
-
-        store = open_store(obj.settings.database_url, obj.settings.database_path)
-        try:
-            report = restore_postgres(src, store)
-        finally:
-            store.close()
-        console.print(f"Restored {sum(report.counts.values()):,} rows (schema {report.schema_version}).",
-                      markup=False)
-        return
-    target = obj.settings.database_path
-    if target.exists() and not yes:
+    url = obj.settings.database_url
+    target = describe_url(url) if url else str(obj.settings.database_path)
+    if (url or obj.settings.database_path.exists()) and not yes:
         click.confirm(f"Replace the database at {target}?", abort=True)
-    report = restore(src, target)
+    report = restore_deployment(src, obj.settings)
     console.print(f"Restored {sum(report.counts.values()):,} rows (schema {report.schema_version}).",
                   markup=False)
 

@@ -79,3 +79,13 @@ def dependency_order(conn: sqlite3.Connection, names: list[str]) -> list[str]:
     for name in sorted(names):
         visit(name)
     return order
+
+
+def advance_identities(conn: sqlite3.Connection, tables: list[str]) -> None:
+    """PostgreSQL: identity columns continue after ids inserted as they were (a copy, an import)."""
+    for table in tables:
+        if "id" not in [c for c, _ in columns(conn, table)]:
+            continue
+        seq = conn.execute("SELECT pg_get_serial_sequence(?, 'id')", (table,)).fetchone()
+        if seq and seq[0]:
+            conn.execute(f"SELECT setval('{seq[0]}', (SELECT coalesce(max(id), 0) + 1 FROM {table}), false)")
