@@ -96,9 +96,16 @@ def page(browser):
     context.close()
 
 
+# What an assertion waits for a state: the same as an action's timeout (page.set_default_timeout).
+# Playwright's own 5 s is less than a busy 2-core machine needs between a click and the redraw it
+# causes; waiting longer for a state changes nothing when the state is reached early.
+EXPECT_TIMEOUT_MS = 10_000
+
+
 def expect(target):
     from playwright.sync_api import expect as playwright_expect
 
+    playwright_expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     return playwright_expect(target)
 
 
@@ -818,6 +825,39 @@ def test_w2_stop_keep_partial_regenerate_swipe_and_edit_in_the_browser(page, sit
     saved = me.conversations.messages(chat.id)[-1]
     assert saved.role == "assistant" and saved.metadata["partial"] is True
     assert saved.content.startswith("Once upon") and saved.content.strip() == kept_text.strip()
+
+
+def test_w2_a_version_clicked_while_the_page_still_refreshes_after_regenerate_is_the_one_shown_and_kept(page, site, me):
+    base, _hearth, provider = site
+    chat = me.conversations.create(elion(me).id, title="Quick swipe")
+    first = me.send(chat.id, "Tell me something")
+    # The thread list, folders and estimate the page reloads after a reply answer 1.5 s late, so the
+    # click below lands while that refresh is still on its way (a fast person on a slow server).
+    page.add_init_script("""(() => {
+        const slow = /\\/api\\/(folders|conversations\\?|conversations\\/\\d+\\/estimate)/;
+        const fetch = window.fetch.bind(window);
+        window.slowAnswered = 0;
+        window.fetch = (url, init) => slow.test(String(url))
+            ? new Promise((resolve) => setTimeout(resolve, 1500)).then(() => fetch(url, init))
+                .finally(() => { window.slowAnswered += 1; })
+            : fetch(url, init);
+    })();""")
+    goto(page, base + f"/#conversation-{chat.id}")
+    reply = page.locator(".message.role-assistant").last
+    expect(reply.locator(".body")).to_have_text(first.assistant_message.content)
+    provider.replies.append(scripted("The second version."))
+    answered = page.evaluate("window.slowAnswered")
+    reply.get_by_role("button", name="Regenerate").click()
+    expect(reply.locator(".swipe-count")).to_have_text("2 / 2")
+    reply.get_by_role("button", name="Previous version").click()
+    expect(reply.locator(".swipe-count")).to_have_text("1 / 2")
+    expect(reply.locator(".body")).to_have_text(first.assistant_message.content)
+    # The refresh (thread, estimate, then folders and list) lands after the choice and leaves it
+    # alone, the keyboard included.
+    page.wait_for_function("(count) => window.slowAnswered >= count", arg=answered + 3)
+    expect(reply.locator(".swipe-count")).to_have_text("1 / 2")
+    expect(reply.get_by_role("button", name="Next version")).to_be_focused()
+    assert me.conversations.message(first.assistant_message.id).content == first.assistant_message.content
 
 
 def test_w2_editing_an_earlier_message_in_the_browser_continues_from_it_and_its_versions_bring_the_later_turns_back(
