@@ -109,6 +109,14 @@ def expect(target):
     return playwright_expect(target)
 
 
+def eventually(check, timeout=EXPECT_TIMEOUT_MS / 1000):
+    """Wait until ``check()`` holds (a state in the database the page changes), as expect() does."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "the state was not reached"
+        time.sleep(0.05)
+
+
 def goto(page, url):
     page.goto(url)
     page.wait_for_selector("body[data-ready=true]")
@@ -1125,8 +1133,10 @@ def test_w3_persona_editor_edits_every_field_uploads_an_avatar_and_archives(page
     # Edit one field; the rest stay.
     page.get_by_label("Personality and tone").fill("Calm")
     page.get_by_role("button", name="Save persona").click()
+    # The first save's "Saved Robin." may still be on the status line: wait on the stored state.
+    eventually(lambda: me.personas.by_name("robin").tone == "Calm")
     expect(page.locator("#personas-status")).to_have_text(re.compile(r"^Saved Robin\."))
-    assert me.personas.by_name("robin").tone == "Calm" and me.personas.by_name("robin").web_search
+    assert me.personas.by_name("robin").web_search
 
     # A file that is not an image is refused and nothing changes.
     page.get_by_label("Avatar image (PNG, JPEG, WebP or GIF, at most 900 kB)").set_input_files(
