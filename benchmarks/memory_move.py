@@ -1,6 +1,7 @@
 """Moving or editing a memory among many (M-ordering, M2, M7): how long the write lock is held.
 
     python benchmarks/memory_move.py [--memories 20000] [--conversations 50] [--sent 10] [--moves 40]
+                                     [--writer-every-ms 0]
 
 Memories are imported, then ``--conversations`` threads are created (each snapshot holds
 every memory) and ``--sent`` of them get a stored prompt. Each move and each text edit rebuilds
@@ -9,6 +10,11 @@ the write transaction holds it to the moment its COMMIT returns (every other wri
 long). The whole call (which also composes the prompts from a read snapshot before taking the lock,
 and for a move lists the memories afterwards) and its CPU time are printed beside it. The floor is
 a one-row UPDATE in a write transaction, timed the same way in the same run.
+
+``--writer-every-ms N`` runs another thread that commits a one-row UPDATE every N ms meanwhile: a
+change whose read snapshot such a commit overtakes composes again, and after two such races under
+the lock. The write transactions each change opened are counted (1: composed outside the lock at
+the first try; 2: at the second; 3: under the lock).
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ import os
 import random
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -44,7 +52,7 @@ class LockClock:
 
         @contextmanager
         def timed_write(**kwargs: Any) -> Iterator[Any]:
-            outer = not store.in_write
+            outer = not store.in_write and threading.current_thread() is threading.main_thread()
             with write(**kwargs) as conn:
                 yield conn
             if outer:
@@ -53,11 +61,12 @@ class LockClock:
         store._begin_write = timed_begin
         store.write = timed_write
 
-    def take(self) -> float:
-        """The lock time of the transactions since the last call (one operation), in ms."""
-        total = sum(self.held)
+    def take(self) -> tuple[float, int]:
+        """The lock time of the transactions since the last call (one operation), in ms, and
+        how many there were."""
+        total, count = sum(self.held), len(self.held)
         self.held.clear()
-        return total
+        return total, count
 
 
 def line(label: str, samples: list[float], floor: list[float] | None = None) -> str:
@@ -74,6 +83,7 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=50)
     parser.add_argument("--sent", type=int, default=10)
     parser.add_argument("--moves", type=int, default=40)
+    parser.add_argument("--writer-every-ms", type=float, default=0)
     args = parser.parse_args()
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as home:
@@ -94,6 +104,19 @@ def main() -> None:
               f"{args.sent} stored prompts in {time.perf_counter() - start:.1f} s")
         load_before = os.getloadavg()
         clock = LockClock(me.store)
+        tries: Counter[str] = Counter()
+        stop = threading.Event()
+
+        def other_writer() -> None:  # renames a thread no prompt depends on (a commit that changes a row)
+            n = 0
+            while not stop.wait(args.writer_every_ms / 1000):
+                n += 1
+                with me.store.write() as conn:
+                    conn.execute("UPDATE conversations SET title = ? WHERE id = ?", (f"t{n}", conversations[-1]))
+
+        writer = threading.Thread(target=other_writer)
+        if args.writer_every_ms:
+            writer.start()
         lock: dict[str, list[float]] = {"move": [], "edit": [], "floor": []}
         call: dict[str, list[float]] = {"move": [], "edit": []}
         cpu: dict[str, list[float]] = {"move": [], "edit": []}
@@ -104,7 +127,9 @@ def main() -> None:
             fn()
             call[kind].append((time.perf_counter() - wall) * 1000)
             cpu[kind].append((time.process_time() - processor) * 1000)
-            lock[kind].append(clock.take())
+            held, transactions = clock.take()
+            lock[kind].append(held)
+            tries[f"{kind} {transactions}"] += 1
 
         for i in range(args.moves):
             memory_id = rng.choice(ids)
@@ -114,7 +139,10 @@ def main() -> None:
             clock.take()
             with me.store.write() as conn:
                 conn.execute("UPDATE memories SET importance = ? WHERE id = ?", (i % 10, memory_id))
-            lock["floor"].append(clock.take())
+            lock["floor"].append(clock.take()[0])
+        stop.set()
+        if args.writer_every_ms:
+            writer.join()
         load_after = os.getloadavg()
         print(f"load average (1, 5, 15 min) before {', '.join(f'{x:.1f}' for x in load_before)},"
               f" after {', '.join(f'{x:.1f}' for x in load_after)}; {os.cpu_count()} cores")
@@ -125,6 +153,8 @@ def main() -> None:
         print(line("whole call: edit", call["edit"]))
         print(line("CPU time of the process: move", cpu["move"]))
         print(line("CPU time of the process: edit", cpu["edit"]))
+        print("write transactions per change (1: composed outside the lock at once, 2: at the second try,"
+              " 3: under the lock):", dict(sorted(tries.items())))
         hearth.close()
 
 

@@ -43,6 +43,9 @@ CURRENT_SQL = "eligible = 1 AND valid_until IS NULL"
 # Stored order numbers leave this much room between neighbours, so a move writes one row; only a
 # move into a gap that has run out (or among numbers stored before gaps) renumbers the list.
 GAP = 1024
+# How many times a change composes its prompts from a read snapshot before, with other writers
+# committing meanwhile every time, it composes them under the write lock instead.
+PREPARE_ATTEMPTS = 2
 
 
 @dataclass(frozen=True)
@@ -281,21 +284,23 @@ class Memories:
         """Plan a change and compose the prompts it leaves in a read snapshot, then open the write
         transaction. Yields (connection, plan, composed prompts or None) inside it.
 
-        If another transaction committed since the snapshot, the plan is made again inside the
-        lock and nothing composed is used: the rebuild composes from what the lock protects. Bad
-        input is refused by the first plan, before the write lock is taken (U3).
+        If another transaction committed since the snapshot, nothing composed is used: the work
+        is prepared again from a new snapshot, and after ``PREPARE_ATTEMPTS`` the plan is made
+        inside the lock and the rebuild composes from what the lock protects. Bad input is
+        refused by the first plan, before the write lock is taken (U3).
         """
-        prepared: tuple[object, _Plan, Composed] | None = None
-        if not self.store.in_write:  # inside a caller's transaction there is no lock to spare
+        attempts = 0 if self.store.in_write else PREPARE_ATTEMPTS  # a caller's lock is already held
+        for _ in range(attempts):
             with self.store.read() as conn:
                 mark = self.store.commit_mark(conn)
                 first = plan(conn)
-                prepared = mark, first, self._compose(conn, first.affected, first.adjust)
+                composed = self._compose(conn, first.affected, first.adjust)
+            with self.store.write() as conn:
+                if self.store.commit_mark(conn) == mark:
+                    yield conn, first, composed
+                    return
         with self.store.write() as conn:
-            if prepared is not None and self.store.commit_mark(conn) == prepared[0]:
-                yield conn, prepared[1], prepared[2]
-            else:
-                yield conn, plan(conn), None
+            yield conn, plan(conn), None
 
     def _ranks(self, conn: sqlite3.Connection) -> dict[int, int]:
         """Each memory's place in the manual global order."""
