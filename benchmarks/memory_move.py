@@ -48,7 +48,8 @@ class LockClock:
 
         def timed_begin(conn: Any, exclusive: bool) -> None:
             begin(conn, exclusive)  # returns once the lock is held
-            self._start = time.perf_counter()
+            if threading.current_thread() is threading.main_thread():  # not the other writer's
+                self._start = time.perf_counter()
 
         @contextmanager
         def timed_write(**kwargs: Any) -> Iterator[Any]:
