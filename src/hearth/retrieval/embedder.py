@@ -177,7 +177,9 @@ class LocalEmbedder:
             self._tokenizer = tokenizer
             self._session = session
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
+        """``max_tokens`` shortens each text's tokens (the closing separator kept): the model's cost
+        grows with the length, and a search query needs its first words, not all 256 tokens."""
         texts = _check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -185,7 +187,10 @@ class LocalEmbedder:
             self.load()
         assert self._session is not None and self._tokenizer is not None
         encodings = self._tokenizer.encode_batch(texts)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        token_ids = [e.ids for e in encodings]
+        if max_tokens is not None and max_tokens >= 2:
+            token_ids = [ids if len(ids) <= max_tokens else ids[:max_tokens - 1] + ids[-1:] for ids in token_ids]
+        lengths = np.fromiter((len(ids) for ids in token_ids), dtype=np.int64, count=len(token_ids))
         # Batches of similar length waste little on padding; results go back in input order.
         order = np.argsort(lengths, kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -195,7 +200,7 @@ class LocalEmbedder:
             input_ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
             for r, i in enumerate(rows):
-                ids = encodings[i].ids
+                ids = token_ids[i]
                 input_ids[r, : len(ids)] = ids
                 mask[r, : len(ids)] = 1
             (hidden,) = self._session.run(

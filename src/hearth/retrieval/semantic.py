@@ -57,7 +57,11 @@ def model_id(embedder: Any) -> str:
     return str(getattr(embedder, "model_id", None) or getattr(embedder, "name", None) or type(embedder).__name__)
 
 
-def embed_texts(embedder: Any, texts: list[str]) -> np.ndarray:
+def embed_texts(embedder: Any, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
+    from .embedder import LocalEmbedder
+
+    if max_tokens is not None and isinstance(embedder, LocalEmbedder):
+        return unit_rows(embedder.embed(texts, max_tokens=max_tokens))
     return unit_rows(embedder.embed(texts))
 
 
@@ -461,6 +465,9 @@ def vector_search(conn: sqlite3.Connection, db_key: str, source: str, user_id: i
 
 
 QUERY_CACHE_SIZE = 256
+# Tokens of a query the local model reads: a message of 256 tokens cost 100 ms of CPU, 128 tokens
+# 46 ms (docs/benchmarks.md); every LoCoMo question (32 tokens at most) is read whole.
+QUERY_MAX_TOKENS = 128
 _QUERY_CACHE: "OrderedDict[tuple[str, str], np.ndarray]" = OrderedDict()
 _QUERY_LOCK = threading.Lock()
 # Query embeddings started ahead of the search that needs them (``prefetch_query``).
@@ -506,7 +513,7 @@ def embed_queries(embedder: Any, texts: Iterable[str], *, wait: bool = True) -> 
             _QUERY_CACHE.move_to_end(k)
     missing = [i for i, k in enumerate(keys) if k not in found]
     if missing:
-        fresh = embed_texts(embedder, [texts[i] for i in missing])
+        fresh = embed_texts(embedder, [texts[i] for i in missing], max_tokens=QUERY_MAX_TOKENS)
         with _QUERY_LOCK:
             for i, vector in zip(missing, fresh):
                 found[keys[i]] = vector
