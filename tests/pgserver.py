@@ -142,6 +142,25 @@ class LocalPostgres:
                              (_latest(),))
 
 
+    def password_role(self, role: str, password: str) -> None:
+        """A login role that must give its password (scram-sha-256) from 127.0.0.1; every other
+        role keeps the trust rule the test server starts with."""
+        import psycopg
+
+        self.admin(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+        hba = self.data / "pg_hba.conf"
+        hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        self.admin("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the reload is asynchronous: wait until it applies
+            try:
+                psycopg.connect(self.url("postgres").replace("postgres@", f"{role}:not-{password}@"),
+                                connect_timeout=2).close()
+            except psycopg.OperationalError:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("the test PostgreSQL did not start asking for the password")
+
     def drop_database(self, url: str) -> None:
         name = url.rsplit("/", 1)[1]
         self.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

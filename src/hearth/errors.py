@@ -17,7 +17,7 @@
 
 HTTP 400 is kept for requests that cannot be parsed at all (malformed JSON, a body that is not
 UTF-8, a bad Content-Length); anything parsed but invalid, a too-long field included, is 422.
-The CLI prints ``str(error)`` as one line (exit code 2 for ``ConfigError`` and ``InvalidInput``); the server maps each class to a status in one table
+The CLI prints ``str(error)`` as one line (exit code 2 for ``ConfigError``, ``InvalidInput`` and ``SchemaError``); the server maps each class to a status in one table
 (``hearth.server.errors``). A foreign id is reported exactly like an unknown one so that nobody
 can probe for another user's data.
 """

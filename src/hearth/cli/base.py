@@ -18,7 +18,7 @@ from rich.console import Console
 
 from .. import __version__
 from ..engine import Hearth, Scope
-from ..errors import ConfigError, HearthError, InvalidInput
+from ..errors import ConfigError, HearthError, InvalidInput, SchemaError
 from ..settings import Settings
 from ..store.connection import translate
 
@@ -59,7 +59,8 @@ class HearthGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (ConfigError, InvalidInput) as exc:
+        except (ConfigError, InvalidInput, SchemaError) as exc:
+            # A database from a newer Hearth is a deployment's configuration, as a bad setting is.
             err_console.print(f"Error: {exc}", markup=False)
             sys.exit(2)
         except HearthError as exc:

@@ -770,7 +770,14 @@ def ensure_vector(conn: "PgConnection") -> None:
     available = conn.raw.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
     if not available:
         raise ConfigError("the PostgreSQL server has no pgvector extension; install pgvector on the server")
-    conn.raw.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    import psycopg
+
+    try:
+        conn.raw.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.errors.InsufficientPrivilege:
+        database = conn.raw.info.dbname
+        raise ConfigError(f"pgvector is not enabled in database {database} and this role may not enable it; "
+                          f"a superuser must run CREATE EXTENSION vector in it once") from None
 
 
 def migrate(conn: "PgConnection") -> list[int]:
