@@ -181,6 +181,7 @@ def test_e11_delivered_on_the_preferred_channel(tmp_path, provider):
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_e11_schedules_survive_kill_9_and_never_fire_twice(tmp_path):
     home = tmp_path / "home"
     env = {**os.environ, "HEARTH_HOME": str(home), "HEARTH_ACTIVATION_TICK_SECONDS": "0.2",
