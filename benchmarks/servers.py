@@ -243,7 +243,7 @@ def main() -> None:
     report = {"machine": machine(), "load_average": [round(x, 1) for x in os.getloadavg()],
               "args": {k: v for k, v in vars(args).items() if k != "database_url"}, "results": results}
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report))
         return
     print(f"machine: {report['machine']}; load average at the end: {report['load_average']}")
     for r in results:

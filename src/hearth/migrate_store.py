@@ -23,6 +23,9 @@ BATCH = 2_000
 # Counters kept by triggers: copied as the source holds them, after the rows they count.
 RECOUNTED = ("vector_counts",)
 Progress = Callable[[str, int, int], None]
+# Triggers that count vectors on every update of their table (PostgreSQL), off while pgvector's
+# column is filled in.
+VECTOR_COUNT_TRIGGERS = {"message_embeddings": "message_vectors_changed"}
 
 
 @dataclass
@@ -131,6 +134,13 @@ def _fill_vectors(conn: sqlite3.Connection, batch: int = BATCH) -> None:
     for source, (table, key, model_column) in pgvectors.TABLES.items():
         sizes: set[int] = set()
         last = 0
+        # The count trigger fires on any update of a message's vector row; here only pgvector's
+        # form is added (the counts were copied above), and one row of vector_counts updated twice
+        # per vector in one transaction grows a chain of versions every update walks: quadratic.
+        # ALTER TABLE's lock lasts to the commit; the target is being built, nothing else uses it.
+        trigger = VECTOR_COUNT_TRIGGERS.get(table)
+        if trigger:
+            conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER {trigger}")
         while True:
             rows = conn.execute(f"SELECT {key}, embedding FROM {table} WHERE embedding IS NOT NULL"
                                 f" AND {model_column} IS NOT NULL AND vec IS NULL AND {key} > ?"
@@ -144,6 +154,8 @@ def _fill_vectors(conn: sqlite3.Connection, batch: int = BATCH) -> None:
                 updates.append((pgvectors.literal(vector), row_id))
             conn.executemany(f"UPDATE {table} SET vec = ?::vector WHERE {key} = ?", updates)
             last = rows[-1][0]
+        if trigger:
+            conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER {trigger}")
         for dim in sorted(sizes):
             pgvectors.ensure_index(conn, source, dim)
 
