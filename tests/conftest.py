@@ -45,14 +45,8 @@ def pytest_collection_modifyitems(config, items):
         if item.get_closest_marker("sqlite_only") and "sqlite" not in item.name:
             raise pytest.UsageError(f"{item.nodeid} is marked sqlite_only: its name must say sqlite")
     if ENGINE == "postgres":
-        pending = postgres_pending()
-
-        def left_out(item) -> bool:
-            names = {item.nodeid, item.nodeid.split("[", 1)[0], item.nodeid.split("::", 1)[0]}
-            return bool(item.get_closest_marker("sqlite_only") or names & pending)
-
-        keep = [item for item in items if not left_out(item)]
-        dropped = [item for item in items if left_out(item)]
+        keep = [item for item in items if not item.get_closest_marker("sqlite_only")]
+        dropped = [item for item in items if item.get_closest_marker("sqlite_only")]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
@@ -102,17 +96,6 @@ from tests.fakes import fake_provider_server, fake_provider_session  # noqa: E40
 # names say sqlite) prove a property of SQLite itself; the lane leaves them out and says how many.
 
 ENGINE = os.environ.get("HEARTH_TEST_ENGINE", "sqlite")
-PENDING_FILE = Path(__file__).with_name("postgres_pending.txt")
-
-
-def postgres_pending() -> set[str]:
-    """Tests that do not pass on PostgreSQL yet, by node id (tests/postgres_pending.txt)."""
-    if not PENDING_FILE.exists():
-        return set()
-    lines = PENDING_FILE.read_text(encoding="utf-8").splitlines()
-    return {line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()}
-
-
 def pytest_report_header(config):
     return f"hearth store engine: {ENGINE}"
 

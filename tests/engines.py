@@ -22,7 +22,7 @@ def keyword_ids(conn: Any, index: str, *words: str) -> list[int]:
         table, column, indexed = PG_INDEXES[index]
         rows = conn.execute(
             f"SELECT a.id FROM {table} a WHERE {indexed.format(a='a')}"
-            f" AND to_tsvector('simple', a.{column}) @@ plainto_tsquery('simple', ?) ORDER BY a.id",
+            f" AND hearth_words(a.{column}) @@ plainto_tsquery('simple', hearth_fold(?)) ORDER BY a.id",
             (" ".join(words),)).fetchall()
     else:
         query = " AND ".join(f'"{w}"' for w in words)

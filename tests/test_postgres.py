@@ -425,3 +425,30 @@ def test_s9_a_database_from_a_newer_hearth_is_one_line_exit_2_and_unchanged_post
         _one_line_exit_2(result, "this database is at schema version")
         assert "newer than this Hearth" in result.output
     assert _postgres_hash(pg_url) == before
+
+
+def test_s6_s9_folded_keyword_search_is_answered_by_the_gin_index_postgres(pg_url):
+    from hearth.retrieval import pgsearch
+
+    hearth = Hearth(Settings.resolve({"home": "/nonexistent-home", "database_url": pg_url}, environ={}))
+    try:
+        me = hearth.scope()
+        persona = me.personas.create("p", "P", user_label="U:", assistant_label="A:")
+        conv = me.conversations.create(persona.id)
+        wanted = me.conversations.add_message(conv.id, "user", "Crème brûlée at the CAFÉ").id
+        me.conversations.add_message(conv.id, "user", "plain toast")
+        conn = hearth.store.connection()
+        # Both sides fold: a plain query finds the accented text and an accented query too.
+        for words in (["creme"], ["CAFÉ"], ["brûl*"]):
+            rows = pgsearch.ranked(conn, "messages_fts", "m", "m.id", "", ["m.user_id = ?"],
+                                   [me.user_id], words, 10)
+            assert [r[0] for r in rows] == [wanted], words
+        with hearth.store.read() as rconn:
+            rconn.execute("SET LOCAL enable_seqscan = off")  # at two rows the planner would rather scan
+            plan = " ".join(r[0] for r in rconn.execute(
+                "EXPLAIN SELECT id FROM messages m WHERE hearth_words(m.content)"
+                " @@ to_tsquery('simple', hearth_fold(?)) AND m.kind = 'chat'"
+                " AND m.role IN ('user', 'assistant')", ("'creme'",)))
+        assert "messages_search" in plan
+    finally:
+        hearth.close()

@@ -22,9 +22,9 @@ I remember. You called it the Grandmother Tree.
 
 def _recount(conn) -> dict[str, tuple[int, int]]:
     """Each keyword index's rows and total length, counted the slow way."""
-    messages = conn.execute("SELECT count(*), coalesce(sum(length(to_tsvector('simple', content))), 0)"
+    messages = conn.execute("SELECT count(*), coalesce(sum(length(hearth_words(content))), 0)"
                             " FROM messages WHERE kind = 'chat' AND role IN ('user', 'assistant')").fetchone()
-    chunks = conn.execute("SELECT count(*), coalesce(sum(length(to_tsvector('simple', text))), 0)"
+    chunks = conn.execute("SELECT count(*), coalesce(sum(length(hearth_words(text))), 0)"
                           " FROM archive_chunks").fetchone()
     return {"messages_fts": (int(messages[0]), int(messages[1])),
             "archive_chunks_fts": (int(chunks[0]), int(chunks[1]))}

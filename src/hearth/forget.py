@@ -604,6 +604,6 @@ def _verify_postgres(store: "Store", canary: str) -> Verification:
         terms = 0
         for table, column, _rows in PG_INDEXES.values():
             for word in canary.lower().split():
-                terms += conn.execute(f"SELECT count(*) FROM {table} WHERE to_tsvector('simple', {column})"
-                                      " @@ plainto_tsquery('simple', ?)", (word,)).fetchone()[0]
+                terms += conn.execute(f"SELECT count(*) FROM {table} WHERE hearth_words({column})"
+                                      " @@ plainto_tsquery('simple', hearth_fold(?))", (word,)).fetchone()[0]
     return Verification(len(canary), checked, found, terms)

@@ -1,8 +1,9 @@
 """Keyword search on PostgreSQL (S6, S9): tsvector + GIN, ranked by BM25 as FTS5 ranks.
 
-The index is an expression GIN index over ``to_tsvector('simple', ...)`` on exactly the rows FTS5
-indexes on SQLite (see ``store/pg_migrations.py``): lower-cased words, no stemming, no stop
-words, so a word matches the same rows on both engines. Matches are found through the index and
+The index is an expression GIN index over ``hearth_words(...)`` (``to_tsvector('simple', ...)`` of
+the lower-cased text with diacritics folded) on exactly the rows FTS5 indexes on SQLite (see
+``store/pg_migrations.py``): no stemming, no stop words, so a word matches the same rows on both
+engines; query words are folded with ``hearth_fold`` the same way. Matches are found through the index and
 ranked by Okapi BM25 (k1 1.2, b 0.75, FTS5's constants) computed from the matching row's own
 vector: term frequency from its positions, each term's IDF from its document frequency (the same
 cached statistics the common-term guard uses), and document length against the average length
@@ -55,10 +56,10 @@ def score_sql(alias: str, column: str) -> str:
         "CROSS JOIN LATERAL (SELECT coalesce(sum(q.w * l.tf * " + str(K1 + 1) + " / (l.tf + " + str(K1) +
         " * (" + str(1 - B) + " + " + str(B) + " * l.dl / ?::float8))), 0) AS score"
         f" FROM (SELECT lexeme, coalesce(array_length(positions, 1), 1) AS tf, count(*) OVER () AS dl"
-        f" FROM unnest(to_tsvector('simple', {alias}.{column}))) l"
+        f" FROM unnest(hearth_words({alias}.{column}))) l"
         " JOIN unnest(?::text[], ?::float8[]) AS q(term, w)"
-        " ON CASE WHEN right(q.term, 1) = '*' THEN starts_with(l.lexeme, rtrim(q.term, '*'))"
-        " ELSE l.lexeme = q.term END) s"
+        " ON CASE WHEN right(q.term, 1) = '*' THEN starts_with(l.lexeme, hearth_fold(rtrim(q.term, '*')))"
+        " ELSE l.lexeme = hearth_fold(q.term) END) s"
     )
 
 
@@ -73,7 +74,7 @@ def ranked(conn: sqlite3.Connection, fts: str, alias: str, select: str, joins: s
     terms = [t.casefold() for t in terms]
     sql = (
         f"SELECT {select}, s.score FROM {table} {alias} {joins} {score_sql(alias, column)}"
-        f" WHERE to_tsvector('simple', {alias}.{column}) @@ to_tsquery('simple', ?)"
+        f" WHERE hearth_words({alias}.{column}) @@ to_tsquery('simple', hearth_fold(?))"
         f" AND {indexed.format(a=alias)} AND {' AND '.join(where)}"
         f" ORDER BY s.score DESC, {alias}.id LIMIT ?"
     )

@@ -15,7 +15,7 @@ from ..store import is_postgres
 from .tuning import DEFAULT, Tuning
 
 SOURCES = {"messages": ("messages_fts", "messages_fts_vocab"), "chunks": ("archive_chunks_fts", "archive_chunks_fts_vocab")}
-# On PostgreSQL (S9) each FTS5 index is a GIN expression index over to_tsvector('simple', column):
+# On PostgreSQL (S9) each FTS5 index is a GIN expression index over hearth_words(column):
 # index name -> (table, text column, the rows that are indexed, for a table alias ``a``).
 PG_INDEXES = {
     "messages_fts": ("messages", "content", "{a}.kind = 'chat' AND {a}.role IN ('user', 'assistant')"),
@@ -172,8 +172,8 @@ def _pg_document_frequency(conn: sqlite3.Connection, fts: str, word: str) -> int
     query = tsquery([word])
     if not query:
         return 0
-    row = conn.execute(f"SELECT count(*) FROM {table} WHERE to_tsvector('simple', {column})"
-                       f" @@ to_tsquery('simple', ?) AND {indexed.format(a=table)}", (query,)).fetchone()
+    row = conn.execute(f"SELECT count(*) FROM {table} WHERE hearth_words({column})"
+                       f" @@ to_tsquery('simple', hearth_fold(?)) AND {indexed.format(a=table)}", (query,)).fetchone()
     return int(row[0])
 
 

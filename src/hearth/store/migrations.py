@@ -1011,6 +1011,13 @@ def m016_keep_keyword_totals(conn: sqlite3.Connection) -> None:
     del conn
 
 
+def m017_fold_diacritics_in_keyword_search(conn: sqlite3.Connection) -> None:
+    """Keyword search folds diacritics on PostgreSQL as it does here (S6). FTS5's tokenizer
+    (``remove_diacritics``) has folded them on SQLite since the indexes were created, so there is
+    nothing to add; the twin in ``pg_migrations`` rebuilds PostgreSQL's indexes over folded words."""
+    del conn
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -1028,6 +1035,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m014_add_message_alternatives_and_persona_archive,
     m015_create_message_branches,
     m016_keep_keyword_totals,
+    m017_fold_diacritics_in_keyword_search,
 ]
 
 

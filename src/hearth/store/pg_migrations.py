@@ -730,11 +730,85 @@ INSERT INTO keyword_totals (name, rows, lengths)
 def m016_keep_keyword_totals(conn: "PgConnection") -> None:
     conn.raw.execute(KEYWORD_TOTALS)
 
+# The totals' triggers again, counting the folded words the indexes now hold (migration 17).
+KEYWORD_TOTALS_FOLDED = r"""
+CREATE OR REPLACE FUNCTION hearth_messages_keyword_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') AND hearth_message_indexed(OLD.kind, OLD.role) THEN
+        PERFORM hearth_keyword_add('messages_fts', -1, -length(hearth_words(OLD.content)));
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') AND hearth_message_indexed(NEW.kind, NEW.role) THEN
+        PERFORM hearth_keyword_add('messages_fts', 1, length(hearth_words(NEW.content)));
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION hearth_chunks_keyword_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM hearth_keyword_add('archive_chunks_fts', -1, -length(hearth_words(OLD.text)));
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') THEN
+        PERFORM hearth_keyword_add('archive_chunks_fts', 1, length(hearth_words(NEW.text)));
+    END IF;
+    RETURN NULL;
+END $$;
+DELETE FROM keyword_totals;
+INSERT INTO keyword_totals (name, rows, lengths)
+    SELECT 'messages_fts', count(*), coalesce(sum(length(hearth_words(content))), 0)
+    FROM messages WHERE hearth_message_indexed(kind, role);
+INSERT INTO keyword_totals (name, rows, lengths)
+    SELECT 'archive_chunks_fts', count(*), coalesce(sum(length(hearth_words(text))), 0)
+    FROM archive_chunks;
+"""
+
+
+def _fold_table() -> tuple[str, str]:
+    """The Latin letters with diacritics and their plain letters, one for one, for ``translate``:
+    what FTS5's ``remove_diacritics`` folds on SQLite. Letters that decompose to more than one
+    letter (æ, ß) stay as they are."""
+    import unicodedata
+
+    accented, plain = [], []
+    for code in range(0xC0, 0x250):
+        char = chr(code)
+        if char != char.lower():
+            continue  # lower() runs first
+        base = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+        base = {"ø": "o", "đ": "d", "ł": "l", "ħ": "h", "ŧ": "t", "ı": "i"}.get(char, base)
+        if len(base) == 1 and base.isascii() and base.isalpha() and base != char:
+            accented.append(char)
+            plain.append(base)
+    return "".join(accented), "".join(plain)
+
+
+def m017_fold_diacritics_in_keyword_search(conn: "PgConnection") -> None:
+    """Keyword search folds diacritics as FTS5 does on SQLite (S6): "creme" finds "crème". The
+    indexes and the totals' lengths are built over ``hearth_words``, and queries fold their words
+    with ``hearth_fold``, so both sides of a match see the same letters. ``hearth_words`` calls
+    only built-in functions: PostgreSQL builds indexes with a search path of ``pg_catalog`` alone,
+    where ``hearth_fold`` cannot be found."""
+    accented, plain = _fold_table()
+    conn.raw.execute(f"""
+CREATE FUNCTION hearth_fold(t TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT translate(lower(t), '{accented}', '{plain}')
+$$;
+CREATE FUNCTION hearth_words(t TEXT) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT to_tsvector('simple', translate(lower(t), '{accented}', '{plain}'))
+$$;
+DROP INDEX messages_search;
+DROP INDEX archive_chunks_search;
+CREATE INDEX messages_search ON messages USING gin (hearth_words(content))
+    WHERE kind = 'chat' AND role IN ('user', 'assistant');
+CREATE INDEX archive_chunks_search ON archive_chunks USING gin (hearth_words(text));
+""")
+    conn.raw.execute(KEYWORD_TOTALS_FOLDED)
+
 
 PG_MIGRATIONS: dict[int, Callable[["PgConnection"], None]] = {
     BASELINE: m014_create_baseline,
     15: m015_create_message_branches,
     16: m016_keep_keyword_totals,
+    17: m017_fold_diacritics_in_keyword_search,
 }
 
 
