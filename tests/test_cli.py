@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -80,8 +81,11 @@ def test_g2_cli_acts_as_one_user_and_cannot_touch_anothers_conversations(run):
 
 def test_c3_c4_conversation_commands(run):
     run("chat", "-m", "hello")
-    run("folders", "add", "Private", "--hidden")
-    assert "hidden" in run("conversations", "move", "1", "--folder", "1").output
+    added = run("folders", "add", "Private", "--hidden").output
+    # The id the store gave (PostgreSQL may skip identity values; nothing promises 1).
+    folder_id = re.search(r"\((\d+)\) created", added).group(1)
+    moved = run("conversations", "move", "1", "--folder", folder_id).output
+    assert "hidden" in moved, (added, moved, run("folders", "list").output)
     assert "visible" in run("conversations", "move", "1").output
     assert "trashed" in run("conversations", "trash", "1").output
     assert "visible" in run("conversations", "restore", "1").output
