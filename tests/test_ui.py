@@ -1039,6 +1039,25 @@ def test_w7_a_draft_survives_an_expired_session_and_returns_with_the_thread(brow
         hearth.close()
 
 
+def test_w7_the_same_thread_opened_again_keeps_what_is_typed(page, base, me):
+    chat = chat_with_messages(me, "Kept box")
+    goto(page, base + f"/#conversation-{chat.id}")
+    page.locator("#composer-text").fill("typed just now")
+    # The stored draft lags the box by a quarter of a second; here it says something older.
+    page.evaluate(f"localStorage.setItem('hearth.draft.{chat.id}', 'an older draft')")
+    # The thread is opened again while the box holds text (as the first load and a hash change
+    # racing each other, or the end of a voice session, do). The page's own module does it.
+    page.evaluate(f"import('/static/chat.js').then((chat) => chat.selectConversation({chat.id}))")
+    expect(page.locator("#composer-text")).to_have_value("typed just now")
+    # Another thread still brings its own draft, and coming back brings this one.
+    other = chat_with_messages(me, "Other box")
+    page.evaluate(f"localStorage.setItem('hearth.draft.{other.id}', 'the other draft')")
+    goto(page, base + f"/#conversation-{other.id}")
+    expect(page.locator("#composer-text")).to_have_value("the other draft")
+    goto(page, base + f"/#conversation-{chat.id}")
+    expect(page.locator("#composer-text")).to_have_value("typed just now")
+
+
 # -- W4: titles, rename, paging, filters, folders ---------------------------------------------------------
 def test_w4_titles_rename_paged_filtered_list_and_folder_rename_and_delete(page, base, me):
     wren = me.personas.create("wren", "Wren")

@@ -2,22 +2,32 @@
 // survives a reload, a closed tab or an expired session (the login page returns to the thread).
 
 import { $ } from "./api.js";
-import { shared } from "./shared.js";
 
 const text = $("composer-text");
 const key = (id) => `hearth.draft.${id}`;
 let timer = 0;
+let owner = null; // the conversation whose draft the box holds
 
 export function restoreDraft(id) {
-  const saved = localStorage.getItem(key(id));
-  text.value = saved || "";
+  // The same thread opened again (a reload of the list, a second click, a hash change while it
+  // loads) keeps what is in the box: the stored draft may be a quarter of a second behind it.
+  if (id === owner) return;
+  flush();
+  owner = id;
+  text.value = localStorage.getItem(key(id)) || "";
 }
 
 function save() {
   timer = 0;
-  if (!shared.current) return;
-  if (text.value) localStorage.setItem(key(shared.current.id), text.value);
-  else localStorage.removeItem(key(shared.current.id));
+  if (owner === null) return;
+  if (text.value) localStorage.setItem(key(owner), text.value);
+  else localStorage.removeItem(key(owner));
+}
+
+function flush() {
+  if (!timer) return;
+  clearTimeout(timer);
+  save();
 }
 
 text.addEventListener("input", () => {
@@ -29,9 +39,6 @@ text.addEventListener("input", () => {
 
 // A session that expires sends the page to the login form: remember where to come back to.
 window.addEventListener("hearth:login-needed", () => {
-  if (timer) {
-    clearTimeout(timer);
-    save();
-  }
+  flush();
   localStorage.setItem("hearth.return", window.location.hash);
 });
