@@ -10,7 +10,7 @@ from hearth.server import create_app
 from tests.conftest import RecordingProvider
 from tests.fakes.realtime_server import FakeRealtime
 from tests.test_server import serve_in_thread
-from tests.test_ui import ARGS, CHROMIUM
+from tests.test_ui import ARGS, CHROMIUM, UI_TIMEOUT_MS
 
 pytestmark = pytest.mark.ui
 FAKE_MIC = ["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
@@ -35,17 +35,18 @@ def test_e9_the_microphone_button_holds_a_voice_session_in_the_open_thread(tmp_p
             context = browser.new_context()
             context.grant_permissions(["microphone"], origin=base)
             page = context.new_page()
+            page.set_default_timeout(UI_TIMEOUT_MS)
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(f"{base}/#conversation-{chat.id}")
-            sync_api.expect(page.locator("#composer-text")).to_be_enabled(timeout=15_000)
+            sync_api.expect(page.locator("#composer-text")).to_be_enabled(timeout=UI_TIMEOUT_MS)
             page.click("#voice-start")
             transcript = page.locator("#voice-transcript")
-            sync_api.expect(transcript).to_contain_text("I'm walking home now", timeout=20_000)
-            sync_api.expect(transcript).to_contain_text("Walk safe, I'm here.", timeout=20_000)
+            sync_api.expect(transcript).to_contain_text("I'm walking home now", timeout=UI_TIMEOUT_MS)
+            sync_api.expect(transcript).to_contain_text("Walk safe, I'm here.", timeout=UI_TIMEOUT_MS)
             page.click("#voice-end")
-            sync_api.expect(page.locator("#voice-start")).to_be_visible(timeout=10_000)
-            sync_api.expect(page.locator("#messages")).to_contain_text("Walk safe, I'm here.", timeout=10_000)
+            sync_api.expect(page.locator("#voice-start")).to_be_visible(timeout=UI_TIMEOUT_MS)
+            sync_api.expect(page.locator("#messages")).to_contain_text("Walk safe, I'm here.", timeout=UI_TIMEOUT_MS)
             assert "sk-server-only" not in page.content()
             browser.close()
             assert errors == []
