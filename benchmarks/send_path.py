@@ -225,9 +225,21 @@ class Floor:
         return out
 
 
+def drop_file_cache() -> str:
+    """Empty the operating system's file cache (Linux, as root), so the first sends read the database
+    from disk: the cold start of a machine, not only of a process."""
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as error:
+        return f"the file cache could not be dropped ({error.strerror}): cold sends are a fresh process only"
+    return "the file cache was dropped before the deployment was opened: cold sends read from disk"
+
+
 def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     home = Path(args.deployment).expanduser().resolve()
     manifest = json.loads((home / "bench.json").read_text())
+    cache_note = drop_file_cache() if args.drop_caches else ""
     replies = TextMaker(manifest["seed"] + 102)
     # Replies of a realistic length (about 60 words, log-normal), as a model would write them.
     provider = StopwatchProvider(replies=lambda: replies.messages(["assistant"])[0])
@@ -238,7 +250,7 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     hearth = Hearth(Settings.resolve(values, environ={}), provider=provider)
     scope = hearth.scope(manifest["user_id"])
     conversation_id = manifest["active_conversation_id"]
-    notes = []
+    notes = [cache_note] if cache_note else []
     embedder, reason = load_embedder(hearth)
     if embedder is None:
         # Semantic recall cannot run yet: the archive layer searches by keyword alone meanwhile.
@@ -384,6 +396,8 @@ def main() -> None:
     parser.add_argument("--no-worker", action="store_true", help="do not run the background worker during the sends")
     parser.add_argument("--cold", type=int, default=0,
                         help="deployment mode: report the first N sends of each kind apart, as cold")
+    parser.add_argument("--drop-caches", action="store_true",
+                        help="deployment mode: empty the operating system's file cache first (Linux, root)")
     parser.add_argument("--per-class", type=int, default=None,
                         help="deployment mode: this many sends of each of the five kinds, in turn")
     parser.add_argument("--database-url", default="",
