@@ -12,6 +12,8 @@ import sys
 import textwrap
 import time
 
+import numpy as np
+
 from hearth import Hearth, Settings
 from hearth.jobs import JobQueue, Worker
 from hearth.store import is_postgres
@@ -159,3 +161,52 @@ def test_e2_kill_9_at_any_point_never_loses_or_repeats_a_checkpoint(tmp_path):
         assert statuses == {"done": statuses.get("done", 0)} and statuses["done"] >= 3
         if not is_postgres(hearth.store.connection()):
             assert hearth.store.connection().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+class WatchedEmbedder:
+    """Unit vectors from letter counts that note, per call, how many texts it was given and
+    whether the store's write transaction was open."""
+
+    name = "watched-letters"
+    dim = 26
+
+    def __init__(self, hearth: Hearth):
+        self.hearth = hearth
+        self.calls: list[tuple[int, bool]] = []
+
+    def embed(self, texts):
+        self.calls.append((len(texts), self.hearth.store.in_write))
+        rows = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for ch in text.lower():
+                if "a" <= ch <= "z":
+                    rows[i, ord(ch) - 97] += 1
+        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-9)
+
+
+def test_b3_e2_a_checkpoint_embeds_memories_outside_the_write_lock_and_each_once(me, hearth, persona):
+    watched = WatchedEmbedder(hearth)
+    hearth._embedder = watched  # the deployment's embedder, as Hearth.embedder would create it
+    me.memories.add("The person's brother is called Tom.")
+    for i in range(40):
+        me.memories.add(f"Memory number {i} about the garden plot {i * 7}.")
+    chat = me.conversations.create(persona.id)
+    me.send(chat.id, "My sister is called Mia. I'm allergic to peanuts.")
+    watched.calls.clear()
+    later(hearth, IDLE + 5)
+    worker_at(hearth, IDLE + 5).run_once()
+    [checkpoint] = checkpoints(hearth)
+    assert checkpoint["suggestions"] == 2
+    # Every memory and suggestion was embedded before the write lock was taken, once.
+    assert watched.calls and not any(in_write for _n, in_write in watched.calls)
+    assert sum(n for n, _w in watched.calls) == 41 + 2
+    proposals = me.layers.review.list()
+    assert len(proposals) == 2 and all(p.status == "pending" for p in proposals)
+
+    # A second checkpoint embeds only the texts it has not seen.
+    me.send(chat.id, "My dog is called Rex.")
+    watched.calls.clear()
+    later(hearth, 2 * IDLE + 30)
+    worker_at(hearth, 2 * IDLE + 30).run_once()
+    assert len(checkpoints(hearth)) == 2
+    assert watched.calls == [(1, False)]

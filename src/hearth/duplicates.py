@@ -27,16 +27,28 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any, Protocol, Sequence
 
+import numpy as np
+
 from .errors import HearthError
+from .retrieval.semantic import model_id
 from .text import WORD_RE
 
 LEXICAL_THRESHOLD = 0.70
 EMBEDDING_THRESHOLD = 0.84
 RESOLUTIONS = ("merge", "supersede", "keep_both")
 JUDGE_CANDIDATES = 5  # same-subject memories the model judge is asked about, per new fact
+# Vectors of fact texts, by embedder and text. A new fact is compared with every current memory:
+# embedding all of them again for each suggestion held the write lock for 38 s with 2,000 memories
+# (docs/benchmarks.md). 20,000 vectors of 384 floats are 30 MiB at most.
+VECTOR_CACHE_SIZE = 20_000
+_VECTORS: "OrderedDict[tuple[str, str], np.ndarray]" = OrderedDict()
+_VECTORS_LOCK = threading.Lock()
 
 _STOP = frozenset("""
 a an the and or but of to in on at for with from by as is are was were be been being am do does did
@@ -129,9 +141,14 @@ def words(text: str) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=VECTOR_CACHE_SIZE)
+def _word_set(text: str) -> frozenset[str]:
+    return frozenset(words(text))
+
+
 def lexical_similarity(a: str, b: str) -> float:
     """max(Jaccard of the content-word sets, containment of the smaller set in the larger)."""
-    sa, sb = set(words(a)), set(words(b))
+    sa, sb = _word_set(a), _word_set(b)
     if not sa or not sb:
         return 1.0 if a.strip().casefold() == b.strip().casefold() else 0.0
     inter = len(sa & sb)
@@ -145,6 +162,7 @@ def _fold(text: str) -> str:
     return " ".join(words(text))
 
 
+@lru_cache(maxsize=VECTOR_CACHE_SIZE)  # every current memory is read again for each new fact
 def read_fact(text: str) -> tuple[str, str, str] | None:
     """(subject, relation, value) of a simple fact, or None when no rule reads it."""
     sentence = text.strip().split("\n")[0]
@@ -170,9 +188,10 @@ _MULTI = frozenset("has have likes like loves love enjoys enjoy speaks speak kno
 _ARTICLES = frozenset(("a", "an", "the", "two", "some"))
 
 
-def _tokens(text: str) -> list[str]:
-    return [w.removesuffix("'s") if w.endswith("'s") else w
-            for w in _WORD.findall(text.casefold().replace("’", "'"))]
+@lru_cache(maxsize=VECTOR_CACHE_SIZE)
+def _tokens(text: str) -> tuple[str, ...]:
+    return tuple(w.removesuffix("'s") if w.endswith("'s") else w
+                 for w in _WORD.findall(text.casefold().replace("’", "'")))
 
 
 def _aligned_difference(a: str, b: str) -> bool:
@@ -240,16 +259,45 @@ def _current(conn: sqlite3.Connection, user_id: int, exclude: Sequence[int]) -> 
     return [(r[0], r[1]) for r in rows if r[0] not in set(exclude)]
 
 
+def fact_vectors(embedder: Any, texts: Sequence[str]) -> np.ndarray:
+    """Unit vectors of ``texts``; only the texts not embedded before reach the model."""
+    keys = [(model_id(embedder), t) for t in texts]
+    with _VECTORS_LOCK:
+        found = {k: _VECTORS[k] for k in keys if k in _VECTORS}
+        for k in found:
+            _VECTORS.move_to_end(k)
+    missing = list(dict.fromkeys(k for k in keys if k not in found))
+    if missing:
+        fresh = np.asarray(embedder.embed([t for _m, t in missing]), dtype="float32")  # unit rows
+        with _VECTORS_LOCK:
+            for k, vector in zip(missing, fresh):
+                found[k] = _VECTORS[k] = vector
+            while len(_VECTORS) > VECTOR_CACHE_SIZE:
+                _VECTORS.popitem(last=False)
+    if not keys:
+        return np.zeros((0, int(getattr(embedder, "dim", 0))), dtype="float32")
+    return np.stack([found[k] for k in keys])
+
+
 def _cosines(text: str, rows: Sequence[tuple[int, str]], embedder: Any) -> list[float | None]:
     if embedder is None or not rows:
         return [None] * len(rows)
-    import numpy as np
-
     try:
-        vectors = np.asarray(embedder.embed([text, *[r[1] for r in rows]]), dtype="float32")
+        vectors = fact_vectors(embedder, [text, *[r[1] for r in rows]])
     except (HearthError, OSError, ImportError):
         return [None] * len(rows)  # the model could not run: word overlap and rules still decide
     return [float(v) for v in vectors[1:] @ vectors[0]]
+
+
+def prepare(conn: sqlite3.Connection, user_id: int, texts: Sequence[str], embedder: Any) -> None:
+    """Embed the current memories and ``texts`` ahead, outside any write transaction, so that
+    ``find`` inside one only compares vectors (the write lock is never held while a model runs)."""
+    if embedder is None:
+        return
+    try:
+        fact_vectors(embedder, [*texts, *[r[1] for r in _current(conn, user_id, ())]])
+    except (HearthError, OSError, ImportError):
+        pass  # ``find`` meets the same failure and lets the rules decide
 
 
 def find(conn: sqlite3.Connection, user_id: int, text: str, *, embedder: Any = None,

@@ -237,6 +237,7 @@ class ReviewQueue:
         # The model judge (when configured) is asked before the write transaction opens: the write
         # lock is never held while a model answers. Earlier items of the batch meet the offline rules.
         judgements = [self._judge(item["text"], embedder) if item["text"].strip() else None for item in items]
+        duplicates.prepare(self.store.connection(), self.user_id, [item["text"] for item in items], embedder)
         added: builtins.list[Memory] = []
         queued: builtins.list[Proposal] = []
         with self.store.write() as conn:
@@ -265,6 +266,11 @@ class ReviewQueue:
                     proposal = self._pending_by_hash(conn, digest)
                 queued.append(proposal)
         return added, queued
+
+    def prepare(self, texts: builtins.list[str]) -> None:
+        """Embed what duplicate detection will compare ``texts`` with, before a caller opens the
+        write transaction its proposals join (B3: the write lock is never held while a model runs)."""
+        duplicates.prepare(self.store.connection(), self.user_id, texts, duplicate_embedder(self.scope))
 
     def _judge(self, text: str, embedder: Any) -> duplicates.Judgement | None:
         """The model judge's verdicts on ``text`` against the same-subject memories (B3), or None

@@ -68,6 +68,7 @@ def run(scope: "Scope", span_id: int, helper: "Helper") -> int | None:
                     delay=due_in, now=now)
         return None
     suggestions = helper.extract_memories([t for _c, t in turns]) if turns else []  # outside any transaction
+    scope.layers.review.prepare([s.text for s in suggestions])
     with store.write() as conn:
         fresh = span_store.get(conn, scope.user_id, span_id)
         if fresh.checkpoint_event_id is not None:
