@@ -273,6 +273,9 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
 
         # As `hearth serve` runs it: summaries, live context, review and the embedding of new turns.
         worker = Worker(hearth)
+        if args.worker_ignores_sends:
+            # As before the background job waited for sends: it reaches the model whenever it runs.
+            hearth.activity.wait_quiet = lambda limit=2.0: True  # type: ignore[method-assign]
         worker.start()
     clock = LayerClock(scope)
     tm = TextMaker(manifest["seed"] + 100)
@@ -334,7 +337,8 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         "by_kind": {k: {**summary(v), "floor_median_ms": summary(floor_by_kind[k])["median_ms"],
                         "ratio_median": round(summary(v)["median_ms"] / max(summary(floor_by_kind[k])["median_ms"], 1e-9), 2)}
                     for k, v in sorted(by_kind.items())},
-        "worker": "running, as in hearth serve" if worker is not None else "off",
+        "worker": ("off" if worker is None else "running, as in hearth serve"
+                   + (", not waiting for sends" if args.worker_ignores_sends else "")),
         "cold_by_kind": {k: summary(v) for k, v in sorted(cold_by_kind.items()) if v},
         "layers": {k: summary(v) for k, v in clock.samples.items() if v},
         "floor": floor,
@@ -394,6 +398,8 @@ def main() -> None:
     parser.add_argument("--deployment", help="a home made by generate.py")
     parser.add_argument("--profile", action="store_true", help="cProfile the deployment sends")
     parser.add_argument("--no-worker", action="store_true", help="do not run the background worker during the sends")
+    parser.add_argument("--worker-ignores-sends", action="store_true",
+                        help="the background worker's embedding does not wait while a send assembles (the old way)")
     parser.add_argument("--cold", type=int, default=0,
                         help="deployment mode: report the first N sends of each kind apart, as cold")
     parser.add_argument("--drop-caches", action="store_true",

@@ -3,8 +3,11 @@ per send, the cursor-following embedding job and bounded after-reply counters.""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import OrderedDict
 
+import numpy as np
 import pytest
 
 from hearth.jobs import chat_messages_after
@@ -384,3 +387,48 @@ def test_a2_query_embedding_reads_at_most_its_first_tokens(embedder):
     assert cut @ embed_texts(embedder, [head])[0] > 0.95  # about the same words as the head alone
     short = "When did we plant the quince tree?"
     assert embed_texts(embedder, [short], max_tokens=QUERY_MAX_TOKENS)[0] @ embed_texts(embedder, [short])[0] > 0.9999
+
+
+def test_s7_a2_background_embedding_waits_while_a_send_assembles(me, hearth, archive_persona):
+    from hearth.layers.archive_recall import embed_job
+
+    calls: list[float] = []
+
+    class Letters:
+        """Unit vectors of letter counts; notes when the model is reached."""
+
+        name = "recording-letters"
+        dim = 26
+
+        def embed(self, texts):
+            calls.append(time.monotonic())
+            rows = np.array([[t.lower().count(chr(97 + i)) + 0.1 for i in range(26)] for t in texts], dtype=np.float32)
+            return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    hearth._embedder = Letters()  # the deployment's embedder, as Hearth.embedder would create it
+    c = _thread(me, archive_persona, "Chat", [("user", f"line {i} about the garden") for i in range(40)])
+
+    class Probe:
+        name = "probe"
+        seen: list[object] = []
+
+        def blocks(self, turn):
+            # A send is assembling: the background job started now must not reach the model yet.
+            self.seen.append(hearth.activity.wait_quiet(0))
+            self.worker = threading.Thread(target=embed_job, args=(me, {"limit": 100}))
+            self.worker.start()
+            time.sleep(0.3)
+            self.seen.append(len(calls))
+            self.released = time.monotonic()
+            return []
+
+    probe = Probe()
+    me.dynamic.layers.insert(0, probe)
+    me.send(c.id, "hello, the soup was lovely")
+    probe.worker.join(10)
+    assert probe.seen == [False, 0]
+    assert calls and min(calls) >= probe.released  # it ran once the send had assembled
+    assert hearth.activity.wait_quiet(0)
+    embedded = me.store.connection().execute(
+        "SELECT count(*) FROM message_embeddings WHERE model = 'recording-letters'").fetchone()[0]
+    assert embedded >= 41  # the thread's 40 turns and the message sent (the reply may come after the job)

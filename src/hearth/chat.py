@@ -119,7 +119,8 @@ class SendPath:
             prompt = stored.ensure(conn, scope.user_id, conversation_id, scope._handoff_text, channel)
         yield SendEvent("saved", {"message_id": user_message.id, "span_id": self.span_id})
 
-        assembled = self.assemble(conversation, user_message, prompt, pin_characters)
+        with self.hearth.activity.assembling():  # background embedding waits for it
+            assembled = self.assemble(conversation, user_message, prompt, pin_characters)
         size = assembled.size.to_dict()
         with store.write() as conn:
             ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,

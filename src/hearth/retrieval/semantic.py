@@ -148,7 +148,7 @@ class EmbedReport:
 
 def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limit: int | None = None,
                   batch: int = EMBED_BATCH, progress: Progress | None = None,
-                  follow: bool = False) -> EmbedReport:
+                  follow: bool = False, pause: Callable[[], object] | None = None) -> EmbedReport:
     """Embed every chat turn and archive chunk that has no vector for this model yet.
 
     Each batch is read, embedded and written in its own transaction; an interruption loses at most
@@ -160,6 +160,8 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
     background job, one user) starts the cursor at the highest id already embedded, so the work of
     a reply is proportional to what arrived since, not to the size of the deployment; without it
     (``hearth reindex``) the pass starts at the beginning and also finds any row left behind.
+    ``pause`` is called before each batch reaches the model (the background job waits there while a
+    send assembles, so the two do not share the cores).
     """
     model = model_id(embedder)
     conn = store.connection()
@@ -176,6 +178,8 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
             rows = fetch(conn, model, user_id, size, cursors[kind])
             if not rows:
                 break
+            if pause is not None:
+                pause()
             vectors = embed_texts(embedder, [text for _, _, text in rows])
             from .vectors import to_blob
 

@@ -4,11 +4,16 @@
 new message is refused while a compaction runs, both with a clear ``Conflict`` (HTTP 409) before
 anything is saved. The registry is per process: the server is the one process that streams
 replies and compacts.
+
+It also knows when a send is assembling its request, so background work that competes for the
+same cores (embedding new turns, an import's backlog) can wait for it: the person's send comes
+first (``wait_quiet``).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from contextlib import contextmanager
 from typing import Iterator
@@ -21,6 +26,8 @@ class Activity:
         self._lock = threading.Lock()
         self._replies: Counter[int] = Counter()
         self._compacting: set[int] = set()
+        self._assembling = 0
+        self._quiet = threading.Condition(self._lock)
 
     def begin_reply(self, conversation_id: int) -> None:
         with self._lock:
@@ -47,6 +54,31 @@ class Activity:
         finally:
             with self._lock:
                 self._compacting.discard(conversation_id)
+
+    @contextmanager
+    def assembling(self) -> Iterator[None]:
+        """A send assembling its request (the layers, the query embedding, the searches)."""
+        with self._lock:
+            self._assembling += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._assembling -= 1
+                if not self._assembling:
+                    self._quiet.notify_all()
+
+    def wait_quiet(self, limit: float = 2.0) -> bool:
+        """Wait until no send is assembling, for at most ``limit`` seconds (a steady stream of sends
+        must not stop background work for good). True when quiet."""
+        deadline = time.monotonic() + limit
+        with self._lock:
+            while self._assembling:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._quiet.wait(left)
+            return True
 
     def state(self, conversation_id: int) -> str:
         with self._lock:
