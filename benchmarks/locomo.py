@@ -147,6 +147,8 @@ GRID: dict[str, dict] = {
     "conversation lift 1.0": {"session_weight": 1.0},
     "keyword query per variant": {"keyword_one_pass": False},
     "load every candidate": {"load_limit": 0},
+    "feedback reads every word": {"feedback_candidates": 0},
+    "feedback reads 12 words": {"feedback_candidates": 12},
 }
 
 Scores = dict[str, dict[str, dict[int, list[float]]]]  # sample -> category -> k -> recall per question

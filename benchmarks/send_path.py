@@ -258,6 +258,14 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         for layer in scope.dynamic.layers:
             if getattr(layer, "name", "") == "archive_recall" and hasattr(layer, "embedder"):
                 layer.embedder = None
+    if args.send_tuning:
+        # Archive recall with other settings (an experiment beside the shipped ``SEND_PATH``).
+        from hearth.layers import archive_recall
+
+        changes = {k: type(getattr(archive_recall.SEND_PATH, k))(v)
+                   for k, v in (item.split("=", 1) for item in args.send_tuning)}
+        archive_recall.SEND_PATH = archive_recall.SEND_PATH.with_changes(**changes)  # type: ignore[attr-defined]
+        notes.append(f"archive recall tuning changed: {changes}")
     # As `hearth serve` does once its port is open: load (or build and save) the vector indexes, so
     # the timed sends measure a running deployment rather than a cold start.
     t = time.perf_counter()
@@ -398,6 +406,8 @@ def main() -> None:
     parser.add_argument("--deployment", help="a home made by generate.py")
     parser.add_argument("--profile", action="store_true", help="cProfile the deployment sends")
     parser.add_argument("--no-worker", action="store_true", help="do not run the background worker during the sends")
+    parser.add_argument("--send-tuning", action="append", default=[], metavar="KEY=VALUE",
+                        help="archive recall with this Tuning field changed (repeatable), e.g. feedback_candidates=0")
     parser.add_argument("--worker-ignores-sends", action="store_true",
                         help="the background worker's embedding does not wait while a send assembles (the old way)")
     parser.add_argument("--cold", type=int, default=0,

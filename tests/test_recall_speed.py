@@ -432,3 +432,47 @@ def test_s7_a2_background_embedding_waits_while_a_send_assembles(me, hearth, arc
     embedded = me.store.connection().execute(
         "SELECT count(*) FROM message_embeddings WHERE model = 'recording-letters'").fetchone()[0]
     assert embedded >= 41  # the thread's 40 turns and the message sent (the reply may come after the job)
+
+
+def test_a2_send_path_feedback_reads_few_frequencies_and_stays_within_the_postings_budget(me, persona, monkeypatch):
+    from hearth.retrieval import fusion, terms
+    from hearth.retrieval.hybrid import SEND_PATH
+
+    rare = [f"zq{chr(97 + i)}{chr(97 + j)}velorin" for i in range(5) for j in range(6)]  # 30 words, each in 2 rows
+    best = _thread(me, persona, "Best", [("user", "lighthouse " + " ".join(rare))])
+    _thread(me, persona, "Echo", [("user", " ".join(rare))] + [("user", "lighthouse glimmerstone")] * 12)
+    best_id = me.store.connection().execute(
+        "SELECT id FROM messages WHERE conversation_id = ?", (best.id,)).fetchone()[0]
+    read: list[str] = []
+    asked: list[list[str]] = []
+    real_read, real_keyword = terms._read_frequencies, fusion.keyword_messages
+
+    def counting_read(conn, vocab, words):
+        read.extend(words)
+        return real_read(conn, vocab, words)
+
+    def recording_keyword(conn, user_id, words, f, limit=60, memo=None):
+        asked.append(list(words))
+        return real_keyword(conn, user_id, words, f, limit, memo)
+
+    monkeypatch.setattr(terms, "_read_frequencies", counting_read)
+    monkeypatch.setattr(fusion, "keyword_messages", recording_keyword)
+    monkeypatch.setattr(terms, "STATS", terms.TermStats())  # nothing cached from other tests
+    conn = me.store.connection()
+    fused = {("message", best_id): {"rrf": 1.0}}
+    filters = Filters(sources=("messages",))
+
+    # The send path reads the frequencies of 24 candidate words, the query's own beside them.
+    assert fusion.feedback_list(conn, me.user_id, filters, fused, ["lighthous*"], set(), SEND_PATH)
+    assert len([w for w in read if w != "lighthous*"]) == SEND_PATH.feedback_candidates == 24
+    # The owner's search reads every word of the best turns.
+    read.clear()
+    monkeypatch.setattr(terms, "STATS", terms.TermStats())
+    fusion.feedback_list(conn, me.user_id, filters, fused, ["lighthous*"], set(), Tuning())
+    assert len([w for w in read if w != "lighthous*"]) == 30
+    # The words it adds keep the query within the postings budget the query's own words left.
+    asked.clear()
+    fusion.feedback_list(conn, me.user_id, filters, fused, ["lighthous*"], set(), SEND_PATH.with_changes(
+        postings_budget=13 + 2 * 2))
+    [words] = asked
+    assert words[0] == "lighthous*" and len(words) == 3  # 13 rows for the query's word, 2 for each added word

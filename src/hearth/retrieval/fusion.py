@@ -112,12 +112,25 @@ def feedback_list(conn: sqlite3.Connection, user_id: int, f: Filters, fused: Fus
                 weight_of[term] = weight_of.get(term, 0.0) + fused[key]["rrf"]
     if not weight_of:
         return []
+    if tuning.feedback_candidates:
+        # The best-weighted words, the longest first among equals (sorted is stable).
+        weight_of = {w: weight_of[w] for w in sorted(sorted(weight_of, key=len, reverse=True),
+                                                   key=lambda w: -weight_of[w])[:tuning.feedback_candidates]}
     total = max(indexed_rows(conn, "messages_fts"), 1)
-    df = doc_frequencies(conn, "messages_fts_vocab", list(weight_of))
+    df = doc_frequencies(conn, "messages_fts_vocab", [*query_words, *weight_of])
     # Words in one row only re-find the hit itself; common words drift the query.
     common = tuning.common_share * total if total >= tuning.common_min_rows else total
     usable = {w: v * math.log(total / df[w]) for w, v in weight_of.items() if 2 <= df[w] <= common}
-    extra = sorted(usable, key=lambda w: -usable[w])[:tuning.feedback_terms]
+    # The added words stay within the postings budget the query's own words left (the ranking
+    # reads every row a term matches).
+    postings = sum(df[w] for w in query_words)
+    extra: list[str] = []
+    for word in sorted(usable, key=lambda w: -usable[w]):
+        if len(extra) == tuning.feedback_terms:
+            break
+        if postings + df[word] <= tuning.postings_budget:
+            extra.append(word)
+            postings += df[word]
     if not extra:
         return []
     hits = keyword_messages(conn, user_id, [*query_words, *extra], f, tuning.candidates)
