@@ -445,6 +445,7 @@ def test_a2_send_path_feedback_reads_few_frequencies_and_stays_within_the_postin
         "SELECT id FROM messages WHERE conversation_id = ?", (best.id,)).fetchone()[0]
     read: list[str] = []
     asked: list[list[str]] = []
+    chosen_after: list[int] = []
     real_read, real_keyword = terms._read_frequencies, fusion.keyword_messages
 
     def counting_read(conn, vocab, words):
@@ -453,6 +454,7 @@ def test_a2_send_path_feedback_reads_few_frequencies_and_stays_within_the_postin
 
     def recording_keyword(conn, user_id, words, f, limit=60, memo=None):
         asked.append(list(words))
+        chosen_after.append(len(read))  # PostgreSQL's BM25 reads the final query's frequencies too
         return real_keyword(conn, user_id, words, f, limit, memo)
 
     monkeypatch.setattr(terms, "_read_frequencies", counting_read)
@@ -464,12 +466,12 @@ def test_a2_send_path_feedback_reads_few_frequencies_and_stays_within_the_postin
 
     # The send path reads the frequencies of 24 candidate words, the query's own beside them.
     assert fusion.feedback_list(conn, me.user_id, filters, fused, ["lighthous*"], set(), SEND_PATH)
-    assert len([w for w in read if w != "lighthous*"]) == SEND_PATH.feedback_candidates == 24
+    assert len([w for w in read[:chosen_after[-1]] if w != "lighthous*"]) == SEND_PATH.feedback_candidates == 24
     # The owner's search reads every word of the best turns.
     read.clear()
     monkeypatch.setattr(terms, "STATS", terms.TermStats())
     fusion.feedback_list(conn, me.user_id, filters, fused, ["lighthous*"], set(), Tuning())
-    assert len([w for w in read if w != "lighthous*"]) == 30
+    assert len([w for w in read[:chosen_after[-1]] if w != "lighthous*"]) == 30
     # The words it adds keep the query within the postings budget the query's own words left.
     asked.clear()
     fusion.feedback_list(conn, me.user_id, filters, fused, ["lighthous*"], set(), SEND_PATH.with_changes(
