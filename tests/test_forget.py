@@ -109,6 +109,26 @@ def test_b4_forgetting_a_memory_and_an_archive_document(hearth, me, persona):
     assert verify(hearth.store, CANARY).clean
 
 
+def test_b4_forgetting_empties_the_process_caches_keyed_by_text(hearth, me, persona):
+    from hearth import duplicates
+    from hearth.retrieval import semantic
+
+    memory = me.memories.add(f"Hides the letters in the {CANARY} tin")
+    me.layers.review.remember([{"text": "Nora walks the dog at seven"}])  # compared with the memory: cached
+    me.search(f"where is the {CANARY} tin")  # its query vector is cached by text
+
+    def cached_texts() -> list[str]:
+        with semantic._QUERY_LOCK, duplicates._VECTORS_LOCK:
+            return [t for _m, t in [*semantic._QUERY_CACHE, *duplicates._VECTORS]]
+
+    if not any(CANARY in t for t in cached_texts()):
+        pytest.skip("the local embedding model is not installed: nothing was cached")
+    forget(me, "memory", memory.id)
+    drain(hearth)  # the compaction job
+    assert not any(CANARY in t for t in cached_texts())
+    assert duplicates.read_fact.cache_info().currsize == 0
+
+
 def test_b4_b5_another_users_item_answers_like_an_unknown_one_and_nothing_changes(hearth, me, persona):
     thread = me.conversations.create(persona.id, "Mine")
     me.send(thread.id, "hello")

@@ -279,6 +279,14 @@ def fact_vectors(embedder: Any, texts: Sequence[str]) -> np.ndarray:
     return np.stack([found[k] for k in keys])
 
 
+def forget_cached() -> None:
+    """Drop every cached fact text and vector (after delete-forever: no text outlives it here)."""
+    with _VECTORS_LOCK:
+        _VECTORS.clear()
+    for cached in (_word_set, read_fact, _tokens):
+        cached.cache_clear()
+
+
 def _cosines(text: str, rows: Sequence[tuple[int, str]], embedder: Any) -> list[float | None]:
     if embedder is None or not rows:
         return [None] * len(rows)

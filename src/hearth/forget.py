@@ -488,8 +488,13 @@ def compact(store: "Store", user_id: int | None = None) -> dict[str, int]:
     """Merge the FTS indexes (dropping every trace of deleted rows), drop stale saved vector
     files, and truncate the WAL. Cost grows with the size of the full-text index; see
     docs/memory.md. On PostgreSQL the tables forgetting deletes from are vacuumed instead: dead
-    rows and their GIN and HNSW index entries are removed and their space marked free."""
-    from .retrieval.semantic import INDEXES
+    rows and their GIN and HNSW index entries are removed and their space marked free. The
+    process's caches keyed by text (query vectors, memory vectors) are emptied too."""
+    from . import duplicates
+    from .retrieval.semantic import INDEXES, forget_queries
+
+    duplicates.forget_cached()
+    forget_queries()
 
     if is_postgres(store.connection()):
         _vacuum(store)

@@ -500,6 +500,12 @@ def _embed_in_flight(embedder: Any, text: str, key: tuple[str, str]) -> None:
             _IN_FLIGHT.pop(key, None)
 
 
+def forget_queries() -> None:
+    """Drop the cached query vectors and their texts (after delete-forever)."""
+    with _QUERY_LOCK:
+        _QUERY_CACHE.clear()
+
+
 def embed_queries(embedder: Any, texts: Iterable[str], *, wait: bool = True) -> np.ndarray:
     """Unit query vectors, cached by model and normalised text (a repeated or retried message, the
     same search asked again, is not embedded twice); only the texts not cached reach the model.
