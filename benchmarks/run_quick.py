@@ -38,7 +38,9 @@ def steps(deployment: str, generate: bool, locomo: bool) -> list[tuple[str, str,
             "generate.py", "--messages", "20000", "--conversations", "100", "--active", "1000", "--fragments", "500",
             "--memories", "200", "--documents", "50", "--home", deployment, "--force"]))
     out += [
-        ("send", "send path on the deployment", ["send_path.py", "--deployment", deployment, "--per-class", "40", "--json"]),
+        # 200 sends of each kind: the goals are medians and p99s per kind.
+        ("send", "send path on the deployment", ["send_path.py", "--deployment", deployment, "--per-class", "200",
+                                                 "--cold", "5", "--json"]),
         ("threads", "send path by thread length", ["send_path.py", "--sizes", "1000", "5000", "--sends", "20", "--json"]),
         ("ingest", "ingestion", ["ingest.py", "--messages", "5000", "--embed-messages", "300", "--json"]
          + (["--deployment", deployment] if not generate else [])),
