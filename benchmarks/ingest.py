@@ -169,6 +169,7 @@ def run_into(args: argparse.Namespace) -> dict[str, Any]:
         result["model"] = reason
         hearth.close()
         return result
+    from hearth.layers.archive_recall import EMBED_JOB_BATCH
     from hearth.retrieval.semantic import EMBED_BATCH, embed_pending, model_id
 
     sample = texts[:args.embed_messages]
@@ -176,7 +177,8 @@ def run_into(args: argparse.Namespace) -> dict[str, Any]:
     labelled = labelled_texts(scope, persona_id, sample)
     raw_seconds(embedder, labelled[:EMBED_BATCH], EMBED_BATCH)  # warm the model
     started = time.perf_counter()
-    report = embed_pending(scope.store, embedder, user_id=scope.user_id, follow=True)
+    # As the background job runs it: its cursor and its batch size (the floor keeps reindex's batch).
+    report = embed_pending(scope.store, embedder, user_id=scope.user_id, follow=True, batch=EMBED_JOB_BATCH)
     pipeline_s = time.perf_counter() - started
     raw_s = raw_seconds(embedder, labelled, EMBED_BATCH)
     hearth.close()
