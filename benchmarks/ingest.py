@@ -169,7 +169,6 @@ def run_into(args: argparse.Namespace) -> dict[str, Any]:
         result["model"] = reason
         hearth.close()
         return result
-    from hearth.layers.archive_recall import EMBED_JOB_BATCH
     from hearth.retrieval.semantic import EMBED_BATCH, embed_pending, model_id
 
     sample = texts[:args.embed_messages]
@@ -177,8 +176,8 @@ def run_into(args: argparse.Namespace) -> dict[str, Any]:
     labelled = labelled_texts(scope, persona_id, sample)
     raw_seconds(embedder, labelled[:EMBED_BATCH], EMBED_BATCH)  # warm the model
     started = time.perf_counter()
-    # As the background job runs it: its cursor and its batch size (the floor keeps reindex's batch).
-    report = embed_pending(scope.store, embedder, user_id=scope.user_id, follow=True, batch=EMBED_JOB_BATCH)
+    # As the background job runs it: its cursor, and a pause (here free) before each model call.
+    report = embed_pending(scope.store, embedder, user_id=scope.user_id, follow=True, pause=lambda: None)
     pipeline_s = time.perf_counter() - started
     raw_s = raw_seconds(embedder, labelled, EMBED_BATCH)
     hearth.close()

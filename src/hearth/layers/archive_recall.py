@@ -160,9 +160,6 @@ from ..tools import Tool, ToolContext  # noqa: E402
 TOOL_RESULTS = 8
 EMBED_JOB = "recall.embed"
 EMBED_JOB_SLICE = 500
-# Texts per model call in the background job: between calls it waits while a send assembles, so a
-# send that starts meanwhile shares the cores with one small batch at most.
-EMBED_JOB_BATCH = 16
 
 
 def _query_arg(args: dict[str, Any], tool: str) -> str:
@@ -310,7 +307,7 @@ def embed_job(scope: Scope, payload: dict[str, Any], helper: Helper | None = Non
     # Follows the cursor: a reply's job reads only the rows that arrived since the last one.
     report = embed_pending(scope.store, shared_embedder(scope.hearth), user_id=scope.user_id,
                            limit=int(payload.get("limit", EMBED_JOB_SLICE)), follow=True,
-                           batch=EMBED_JOB_BATCH, pause=scope.hearth.activity.wait_quiet)
+                           pause=scope.hearth.activity.wait_quiet)
     if report.remaining:
         from ..jobs import enqueue
 
