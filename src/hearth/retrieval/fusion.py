@@ -113,9 +113,9 @@ def feedback_list(conn: sqlite3.Connection, user_id: int, f: Filters, fused: Fus
     if not weight_of:
         return []
     if tuning.feedback_candidates:
-        # The best-weighted words, the longest first among equals (sorted is stable).
-        weight_of = {w: weight_of[w] for w in sorted(sorted(weight_of, key=len, reverse=True),
-                                                   key=lambda w: -weight_of[w])[:tuning.feedback_candidates]}
+        # The best-weighted words, the longest first among equals.
+        best = sorted(weight_of, key=lambda w: (-weight_of[w], -len(w)))[:tuning.feedback_candidates]
+        weight_of = {w: weight_of[w] for w in best}
     total = max(indexed_rows(conn, "messages_fts"), 1)
     df = doc_frequencies(conn, "messages_fts_vocab", [*query_words, *weight_of])
     # Words in one row only re-find the hit itself; common words drift the query.
