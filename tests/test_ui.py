@@ -1059,6 +1059,37 @@ def test_w7_the_same_thread_opened_again_keeps_what_is_typed(page, base, me):
 
 
 # -- W4: titles, rename, paging, filters, folders ---------------------------------------------------------
+def test_w4_a_field_the_person_moves_to_while_a_rename_saves_keeps_the_focus(page, base, me):
+    chat = me.conversations.create(elion(me).id, title="Before")
+    # The thread read again after the rename answers 1.5 s late: the person is in the search box by then.
+    page.add_init_script("""(() => {
+        const slow = /\\/api\\/conversations\\/\\d+$/;
+        const fetch = window.fetch.bind(window);
+        window.fetch = (url, init) => slow.test(String(url)) && window.slowRead
+            ? new Promise((resolve) => setTimeout(resolve, 1500)).then(() => fetch(url, init))
+            : fetch(url, init);
+    })();""")
+    goto(page, base + f"/#conversation-{chat.id}")
+    page.evaluate("window.slowRead = true")
+    page.get_by_role("button", name="Rename").click()
+    page.get_by_label("Conversation title").fill("After")
+    page.get_by_label("Conversation title").press("Enter")
+    page.click("#filter-text")
+    page.keyboard.type("Aft")
+    expect(page.locator("#chat-title")).to_have_text("After")
+    expect(page.locator("#status")).to_have_text("Conversation renamed.")
+    expect(page.locator("#filter-text")).to_be_focused()
+    page.keyboard.type("er")
+    expect(page.locator("#filter-text")).to_have_value("After")
+    # Without a detour the focus comes back to Rename, for the keyboard.
+    page.evaluate("window.slowRead = false")
+    page.get_by_role("button", name="Rename").click()
+    page.get_by_label("Conversation title").fill("Again")
+    page.get_by_label("Conversation title").press("Enter")
+    expect(page.locator("#chat-title")).to_have_text("Again")
+    expect(page.get_by_role("button", name="Rename")).to_be_focused()
+
+
 def test_w4_titles_rename_paged_filtered_list_and_folder_rename_and_delete(page, base, me):
     wren = me.personas.create("wren", "Wren")
     for i in range(60):

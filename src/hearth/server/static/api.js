@@ -59,6 +59,15 @@ export async function apiJson(method, path, body) {
 
 export const $ = (id) => document.getElementById(id);
 
+// Moves the focus to `node` once an awaited action is done, unless the person has moved it since
+// the action began at `from` (clicked into the search box while a rename saved): it stays there.
+export function focusAfter(node, from) {
+  const active = document.activeElement;
+  const moved = active && active !== from && active !== document.body && active.isConnected
+    && !active.closest("[hidden]");
+  if (node && !moved) node.focus();
+}
+
 export function el(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;

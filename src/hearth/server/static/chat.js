@@ -1,7 +1,7 @@
 // The open conversation: opening one (messages, estimate, request size, snapshot), its header and the
 // conversation actions (move to a folder, shield, end, trash, restore).
 
-import { $, apiJson, el } from "./api.js";
+import { $, apiJson, el, focusAfter } from "./api.js";
 import { conversationTitle, personaName, setStatus, shared } from "./shared.js";
 import { PAGE, clearMessages, revealMessage, showMessages } from "./messages.js";
 import { clearSnapshotStatus, renderEstimate, renderSize, renderSnapshot, setRefreshEnabled } from "./sidepanel.js";
@@ -119,6 +119,7 @@ export function prefetchConversation(id) {
 }
 
 export async function selectConversation(id) {
+  const from = document.activeElement;
   setStatus("");
   clearSnapshotStatus();
   const early = prefetched && prefetched.id === id ? prefetched.reading : null;
@@ -138,7 +139,7 @@ export async function selectConversation(id) {
   restoreDraft(id);
   // Opening a thread may queue a live-context refresh when its state is stale (LC1).
   apiJson("GET", `/api/conversations/${id}/live-context?opened=true`).catch(() => {});
-  if (!ui.text.disabled) ui.text.focus();
+  if (!ui.text.disabled) focusAfter(ui.text, from);
 }
 
 // Shows the open thread's newest page again (its path changed: another version of a message of the
@@ -255,12 +256,13 @@ ui.renameTitle.addEventListener("keydown", (event) => {
 
 ui.renameForm.addEventListener("submit", async (event) => {
   event.preventDefault();
+  const from = document.activeElement;
   try {
     await apiJson("POST", `/api/conversations/${state.current.id}/rename`, { title: ui.renameTitle.value });
     closeRename();
     await refreshCurrent();
     setStatus("Conversation renamed.");
-    ui.rename.focus();
+    focusAfter(ui.rename, from);
   } catch (error) {
     setStatus(error.message, "error");
   }

@@ -3,7 +3,7 @@
 // Chat and New folder forms. Every list is paged with a cursor (W4): the page loads one page of
 // threads per list, "Show more" the next, so the list works the same with ten threads or 100,000.
 
-import { $, apiJson, button, el, formatDate } from "./api.js";
+import { $, apiJson, button, el, focusAfter, formatDate } from "./api.js";
 import { forgetControl, periodForm } from "./forget.js";
 import { conversationTitle, openConversation, setStatus, shared } from "./shared.js";
 import { closePanels } from "./layout.js";
@@ -166,13 +166,14 @@ function folderGroup(folder) {
   const head = el("div", "folder-head");
   const open = !collapsed.has(folder.id);
   const toggle = button(`${folder.name}`, async () => {
+    const from = document.activeElement;
     if (collapsed.has(folder.id)) collapsed.delete(folder.id);
     else collapsed.add(folder.id);
     sessionStorage.setItem("hearth.collapsed", JSON.stringify([...collapsed]));
     if (!collapsed.has(folder.id)) await loadList(key, { folder_id: String(folder.id) }).catch(() => {});
     remember();
     renderList();
-    ui.folderGroups.querySelector(`[data-folder-id="${folder.id}"] .folder-toggle`)?.focus();
+    focusAfter(ui.folderGroups.querySelector(`[data-folder-id="${folder.id}"] .folder-toggle`), from);
   }, "folder-toggle");
   toggle.setAttribute("aria-expanded", String(open));
   toggle.prepend(el("span", "chevron", open ? "▾" : "▸"));
