@@ -261,6 +261,8 @@ def _current(conn: sqlite3.Connection, user_id: int, exclude: Sequence[int]) -> 
 
 def fact_vectors(embedder: Any, texts: Sequence[str]) -> np.ndarray:
     """Unit vectors of ``texts``; only the texts not embedded before reach the model."""
+    if not texts:
+        return np.zeros((0, int(getattr(embedder, "dim", 0))), dtype="float32")
     keys = [(model_id(embedder), t) for t in texts]
     with _VECTORS_LOCK:
         found = {k: _VECTORS[k] for k in keys if k in _VECTORS}
@@ -274,8 +276,6 @@ def fact_vectors(embedder: Any, texts: Sequence[str]) -> np.ndarray:
                 found[k] = _VECTORS[k] = vector
             while len(_VECTORS) > VECTOR_CACHE_SIZE:
                 _VECTORS.popitem(last=False)
-    if not keys:
-        return np.zeros((0, int(getattr(embedder, "dim", 0))), dtype="float32")
     return np.stack([found[k] for k in keys])
 
 

@@ -237,7 +237,7 @@ class ReviewQueue:
         # The model judge (when configured) is asked before the write transaction opens: the write
         # lock is never held while a model answers. Earlier items of the batch meet the offline rules.
         judgements = [self._judge(item["text"], embedder) if item["text"].strip() else None for item in items]
-        duplicates.prepare(self.store.connection(), self.user_id, [item["text"] for item in items], embedder)
+        self.prepare([item["text"] for item in items])
         added: builtins.list[Memory] = []
         queued: builtins.list[Proposal] = []
         with self.store.write() as conn:
