@@ -235,7 +235,7 @@ def test_m7_racing_edits_deletes_refreshes_and_first_sends_always_agree(tmp_path
     persona = me.personas.create("p")
     memories = [me.memories.add(f"memory {i} v0") for i in range(6)]
     conversations = [me.conversations.create(persona.id) for _ in range(12)]
-    latest = {m.id: m.text for m in memories}
+    latest = {m.id: (m.version, m.text) for m in memories}
     deleted: set[int] = set()
     lock = threading.Lock()
     errors: list[BaseException] = []
@@ -251,9 +251,12 @@ def test_m7_racing_edits_deletes_refreshes_and_first_sends_always_agree(tmp_path
                         deleted.add(memory_id)
                 else:
                     text = f"memory {memory_id} v{seed}-{step}"
-                    me.memories.edit(memory_id, text=text)
+                    edited, _ = me.memories.edit(memory_id, text=text)
+                    # The version number is assigned inside the edit's transaction, so the highest
+                    # one is the last edit committed, whichever editor thread records it first.
                     with lock:
-                        latest[memory_id] = text
+                        if edited.version > latest[memory_id][0]:
+                            latest[memory_id] = (edited.version, text)
             except NotFound:
                 pass  # deleted by another thread
 
@@ -280,7 +283,7 @@ def test_m7_racing_edits_deletes_refreshes_and_first_sends_always_agree(tmp_path
     current = {m.id: m.text for m in me.memories.list()}
     assert set(current).isdisjoint(deleted)
     for memory_id, text in current.items():
-        assert latest[memory_id] == text  # no older value was restored
+        assert latest[memory_id][1] == text  # no older value was restored
     for conversation in conversations:
         snapshot = me.memories.snapshot(conversation.id)
         assert not {m.id for m in snapshot} & deleted
