@@ -36,7 +36,8 @@ def test_s7_sqlite_in_process_index_adds_new_rows_rebuilds_on_deletion_and_reloa
     ids = _add(me, conversation.id, rng, 60)
     first = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
     assert first.mode == "ann" and len(first) == 60
-    assert cache._file(db_key, "messages", me.user_id, "m").is_file()
+    saved = cache._file(db_key, "messages", me.user_id, "m")
+    assert saved.with_name(saved.name + ".json").is_file()
 
     ids += _add(me, conversation.id, rng, 5)
     grown = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
@@ -110,3 +111,102 @@ def test_s7_sqlite_a_large_cold_in_process_index_builds_in_the_background_withou
         time.sleep(0.05)
         index = cache.get(conn, db_key, "messages", me.user_id, "m", DIM, wait=False)
     assert index is not None and len(index) == 30
+
+
+@pytest.mark.sqlite_only
+def test_s7_sqlite_the_start_up_warm_and_a_first_search_load_one_index_not_two(me, persona):
+    """A search arriving while the start-up warm loads the index waits for that load instead of
+    starting a second one beside it (at a million vectors each load holds about a gigabyte)."""
+    import sqlite3
+    import threading
+    import time
+
+    class CountingCache(IndexCache):
+        loads = 0
+
+        def _cold_load(self, *args):
+            self.loads += 1
+            time.sleep(0.3)  # a large load takes seconds; the search arrives during it
+            return super()._cold_load(*args)
+
+    rng = np.random.default_rng(6)
+    conversation = me.conversations.create(persona.id)
+    _add(me, conversation.id, rng, 30)
+    cache = CountingCache(ann_threshold=1_000)
+    cache.background_above = 10
+    db_key = str(me.store.path)
+
+    def warm():
+        conn = sqlite3.connect(f"file:{db_key}?mode=ro", uri=True)
+        try:
+            cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
+        finally:
+            conn.close()
+
+    warming = threading.Thread(target=warm)
+    warming.start()
+    time.sleep(0.05)
+    conn = me.store.connection()
+    assert cache.get(conn, db_key, "messages", me.user_id, "m", DIM, wait=False) is None  # still loading
+    warming.join()
+    deadline = time.monotonic() + 10
+    while cache._building and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not cache._building
+    index = cache.get(conn, db_key, "messages", me.user_id, "m", DIM, wait=False)
+    assert index is not None and len(index) == 30
+    assert cache.loads == 1
+
+
+@pytest.mark.sqlite_only
+def test_s7_sqlite_a_vector_written_between_two_reads_is_an_addition_not_a_rebuild(me, persona):
+    """The embedding job commits while a search brings the index up to date: the rows read are
+    bounded by the signature read just before, so the new row is not taken for a deletion."""
+    rng = np.random.default_rng(7)
+    conversation = me.conversations.create(persona.id)
+    _add(me, conversation.id, rng, 60)
+
+    class RacedCache(IndexCache):
+        loads = 0
+        race = False
+
+        def _cold_load(self, *args):
+            self.loads += 1
+            return super()._cold_load(*args)
+
+        def _rows(self, *args, **kwargs):
+            if self.race:
+                self.race = False
+                _add(me, conversation.id, rng, 1)  # committed after the signature was read
+            return super()._rows(*args, **kwargs)
+
+    cache = RacedCache(ann_threshold=50)
+    conn = me.store.connection()
+    db_key = str(me.store.path)
+    first = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
+    _add(me, conversation.id, rng, 2)
+    cache.race = True
+    grown = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
+    assert grown is first and len(grown) == 62 and cache.loads == 1
+    assert len(cache.get(conn, db_key, "messages", me.user_id, "m", DIM)) == 63 and cache.loads == 1
+
+
+@pytest.mark.sqlite_only
+def test_s7_sqlite_a_saved_index_far_behind_its_table_is_saved_again_once_loaded(me, persona, monkeypatch):
+    from hearth.retrieval import semantic
+
+    rng = np.random.default_rng(8)
+    conversation = me.conversations.create(persona.id)
+    _add(me, conversation.id, rng, 60)
+    conn = me.store.connection()
+    db_key = str(me.store.path)
+    IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
+    path = IndexCache._file(db_key, "messages", me.user_id, "m")
+    assert semantic._saved_signature(path)[0] == 60
+    monkeypatch.setattr(semantic, "RESAVE_AFTER", 3)
+    _add(me, conversation.id, rng, 2)
+    IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
+    assert semantic._saved_signature(path)[0] == 60  # two rows behind: not worth a save
+    newest = _add(me, conversation.id, rng, 1)
+    IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
+    assert semantic._saved_signature(path) == (63, newest[-1])

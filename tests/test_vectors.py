@@ -3,6 +3,7 @@ saving beside a real SQLite database with a rebuild when the file is missing or 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -208,7 +209,8 @@ def test_s7_save_load_round_trip_and_stale_file_rebuilds(tmp_path: Path) -> None
     options = {"ann_threshold": 1000}
     first = VectorIndex(DIM, **options)
     assert first.load_or_rebuild(path, rows, fingerprint=fingerprint(conn)) is False  # no file yet
-    assert first.mode == "ann" and path.is_file() and len(reads) == 1
+    sidecar = path.with_name(path.name + ".json")
+    assert first.mode == "ann" and sidecar.is_file() and len(reads) == 1
 
     second = VectorIndex(DIM, **options)
     assert second.load_or_rebuild(path, rows, fingerprint=fingerprint(conn)) is True
@@ -225,13 +227,42 @@ def test_s7_save_load_round_trip_and_stale_file_rebuilds(tmp_path: Path) -> None
     assert len(reads) == 2 and len(third) == 3010 and third.search(extra[3], 1)[0][0] == 5003
 
     # A damaged file is not trusted either.
-    path.write_bytes(b"not an index")
+    graph = path.with_name(json.loads(sidecar.read_text())["graph"])
+    graph.write_bytes(b"not an index")
     assert VectorIndex(DIM, **options).load(path, fingerprint(conn)) is False
-    path.unlink()
+    graph.unlink()
     assert VectorIndex(DIM, **options).load(path, fingerprint(conn)) is False
 
     # A small index has nothing worth saving: the exact path rebuilds from rows in moments.
     small = VectorIndex(DIM)
     small.add([1, 2], data[:2])
-    assert small.save(path, "x") is False and not path.exists()
+    assert small.save(path, "x") is False and not sidecar.exists() and not list(tmp_path.glob("hearth.db.vectors.*"))
     conn.close()
+
+
+def test_s7_a_save_stopped_halfway_leaves_the_previous_index_whole(tmp_path: Path, monkeypatch) -> None:
+    """The server may stop while it saves a graph (a start-up save runs in a background thread):
+    the sidecar is replaced last, so the pair on disk is the old one or the new one, never a mix."""
+    from hearth.retrieval import vectors
+
+    data = embedding_like(1500, seed=12)
+    path = tmp_path / "hearth.db.vectors"
+    old = VectorIndex(DIM, ann_threshold=1000)
+    old.add(np.arange(1, 1201), data[:1200])
+    assert old.save(path, "v1")
+    new = VectorIndex(DIM, ann_threshold=1000)
+    new.add(np.arange(1, 1501), data)
+
+    def stopped(src, dst):
+        raise OSError("stopped before the sidecar was replaced")
+
+    monkeypatch.setattr(vectors.os, "replace", stopped)
+    with pytest.raises(OSError):
+        new.save(path, "v2")
+    monkeypatch.undo()
+    reloaded = VectorIndex(DIM, ann_threshold=1000)
+    assert reloaded.load(path, "v1") and len(reloaded) == 1200
+    assert not VectorIndex(DIM, ann_threshold=1000).load(path, "v2")
+    assert new.save(path, "v2")  # the next save replaces the pair and leaves one graph
+    assert VectorIndex(DIM, ann_threshold=1000).load(path, "v2")
+    assert len(list(tmp_path.glob("hearth.db.vectors.*"))) == 2  # the graph and its sidecar

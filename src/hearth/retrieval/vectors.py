@@ -449,22 +449,26 @@ class VectorIndex:
 
         ``fingerprint`` is the caller's summary of the vector table (for example row count,
         largest id and model name); ``load`` refuses a file saved under another fingerprint.
-        Returns whether a file was written. Writes go to a temporary name first.
+        Returns whether a file was written. The graph goes to a new file beside ``path`` and the
+        sidecar, replaced last, names it: a save stopped halfway (the server shutting down while
+        it writes) leaves the previous pair whole, never a graph and a sidecar that disagree.
         """
         path = Path(path)
         meta_path = path.with_name(path.name + ".json")
         with self._lock:
             if self._ann is None:
-                for stale in (path, meta_path):
+                for stale in (meta_path, *_graph_files(path)):
                     stale.unlink(missing_ok=True)
                 return False
-            tmp = path.with_name(path.name + ".tmp")
-            self._ann.save(str(tmp))
-            meta = self._meta(fingerprint)
+            graph = path.with_name(f"{path.name}.{os.urandom(6).hex()}")
+            self._ann.save(str(graph))
+            meta = {**self._meta(fingerprint), "graph": graph.name}
         tmp_meta = meta_path.with_name(meta_path.name + ".tmp")
         tmp_meta.write_text(json.dumps(meta), encoding="utf-8")
-        os.replace(tmp, path)
         os.replace(tmp_meta, meta_path)
+        for old in _graph_files(path):
+            if old != graph:
+                old.unlink(missing_ok=True)
         return True
 
     def load(self, path: str | os.PathLike[str], fingerprint: str = "") -> bool:
@@ -479,10 +483,14 @@ class VectorIndex:
         for field in ("version", "dim", "dtype", "connectivity", "fingerprint"):
             if meta.get(field) != expected[field]:
                 return False
+        name = str(meta.get("graph", path.name))  # files saved before this had the one name
+        if name != path.name and not (name.startswith(path.name + ".") and name.count("/") == 0):
+            return False
+        graph = path.with_name(name)
         Index = _usearch_index()
 
         try:
-            ann = Index.restore(str(path))
+            ann = Index.restore(str(graph))
         except (OSError, RuntimeError, ValueError):
             return False
         if ann is None or ann.ndim != self.dim or len(ann) != meta.get("count"):
@@ -510,6 +518,15 @@ class VectorIndex:
         self.rebuild(rows(), total=total, progress=progress)
         self.save(path, fingerprint)
         return False
+
+
+def _graph_files(path: Path) -> list[Path]:
+    """Every graph saved under ``path``: the one name files had before, and ``<path>.<token>``."""
+    if not path.parent.is_dir():
+        return []
+    found = [f for f in path.parent.iterdir() if f.name.startswith(path.name + ".") and not f.name.startswith(
+        path.name + ".json")]
+    return [path, *found] if path.exists() else found
 
 
 def _usearch_index() -> Any:
