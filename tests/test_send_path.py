@@ -329,6 +329,28 @@ def test_t1_cached_history_follows_edits_and_deletions(me, persona, provider):
     assert contents[-1] == "fourth" and len(contents) == 6
 
 
+def test_t1_e3_history_after_a_capsule_is_cached_and_a_newer_capsule_reads_afresh(me, persona):
+    """Once a continuity capsule covers the older turns, each send reads only the turns added
+    since the last send, not every turn since the capsule again; a newer capsule's bound is never
+    served the older window."""
+    from hearth.history import HistoryCache
+
+    conversation = me.conversations.create(persona.id)
+    ids = [me.conversations.add_message(conversation.id, "user" if i % 2 == 0 else "assistant", f"turn {i}").id
+           for i in range(10)]
+    cache = HistoryCache()
+    conn = me.store.connection()
+    first, left_out = cache.read(conn, conversation.id, ids[8], 10_000, after_id=ids[3])
+    assert [t.content for t in first] == [f"turn {i}" for i in range(4, 8)] and left_out == 0
+    second, _ = cache.read(conn, conversation.id, ids[9] + 1, 10_000, after_id=ids[3])
+    assert [t.content for t in second] == [f"turn {i}" for i in range(4, 10)]
+    assert all(a is b for a, b in zip(first, second))  # the cached turns, not a second read of them
+    newer, _ = cache.read(conn, conversation.id, ids[9] + 1, 10_000, after_id=ids[6])
+    assert [t.content for t in newer] == ["turn 7", "turn 8", "turn 9"]
+    tight, left_out = cache.read(conn, conversation.id, ids[9] + 1, 11, after_id=ids[3])
+    assert [t.content for t in tight] == ["turn 9"] and left_out == 5
+
+
 def test_lc2_streamed_deltas_never_show_a_nudge_marker_split_across_chunks(me, persona, provider):
     def reply(request):
         for chunk in ("How did the ", "interview go? [", "n:3f", "2a] Tell me."):

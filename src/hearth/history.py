@@ -48,7 +48,8 @@ class _Window:
     rev: int
     turns: list[HistoryTurn]  # oldest first, contiguous up to the newest turn read
     chars: int
-    complete: bool  # the window starts at the thread's first turn
+    complete: bool  # the window starts at the thread's first turn (or the first after ``after_id``)
+    after_id: int = 0  # the window read only turns after this one (a continuity capsule's end)
 
 
 class HistoryCache:
@@ -65,22 +66,15 @@ class HistoryCache:
         turns were left out because they did not fit.
 
         With ``after_id`` (a continuity capsule covers everything up to it), only later turns are
-        read; the cache is not used for that narrower window."""
-        if after_id:
-            turns, chars, complete = self._read_newest(conn, conversation_id, before_id, budget_chars, after_id)
-            left_out = 0
-            if not complete and turns:
-                left_out = conn.execute(
-                    "SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ? AND id < ?"
-                    " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact')",
-                    (conversation_id, after_id, turns[0].id)).fetchone()[0]
-            return turns, left_out
+        read; the cached window remembers that bound, so the next send reads only what is new
+        (every turn since the capsule was read again on each send before: 1,200 at a time)."""
         rev, total = conn.execute("SELECT history_rev, turn_count FROM conversations WHERE id = ?",
                                   (conversation_id,)).fetchone()
         with self._lock:
             window = self._windows.get(conversation_id)
         # A window trimmed for a tighter budget than this one is read afresh.
-        usable = window is not None and window.rev == rev and window.turns and window.turns[-1].id < before_id
+        usable = (window is not None and window.rev == rev and window.after_id == after_id and bool(window.turns)
+                  and window.turns[-1].id < before_id)
         if window is not None and usable and not window.complete and window.chars < budget_chars * 0.9:
             usable = False
         if window is not None and usable:
@@ -90,24 +84,31 @@ class HistoryCache:
             chars = window.chars + sum(len(t.content) for t in newer)
             complete = window.complete
         else:
-            turns, chars, complete = self._read_newest(conn, conversation_id, before_id, budget_chars)
+            turns, chars, complete = self._read_newest(conn, conversation_id, before_id, budget_chars, after_id)
         while len(turns) > 1 and chars > budget_chars:
             chars -= len(turns[0].content)
             turns = turns[1:]
             complete = False
         with self._lock:
-            self._windows[conversation_id] = _Window(rev, turns, chars, complete)
+            self._windows[conversation_id] = _Window(rev, turns, chars, complete, after_id)
             self._windows.move_to_end(conversation_id)
             while len(self._windows) > self.max_conversations:
                 self._windows.popitem(last=False)
+        if complete or not turns:
+            return list(turns), 0
+        if after_id:
+            left_out = conn.execute(
+                "SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ? AND id < ?"
+                " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact')",
+                (conversation_id, after_id, turns[0].id)).fetchone()[0]
+            return list(turns), left_out
         # turn_count includes the message being answered (and anything newer); count only older ones.
         older_in_thread = conn.execute(
             "SELECT count(*) FROM messages WHERE conversation_id = ? AND id >= ?"
             " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact')",
             (conversation_id, before_id),
         ).fetchone()[0]
-        left_out = 0 if complete else max(0, total - older_in_thread - len(turns))
-        return list(turns), left_out
+        return list(turns), max(0, total - older_in_thread - len(turns))
 
     def _read_newest(self, conn, conversation_id, before_id, budget_chars,
                      after_id: int = 0) -> tuple[list[HistoryTurn], int, bool]:
