@@ -24,6 +24,8 @@ CREATE INDEX conversation_memories_memory ON conversation_memories (memory_id, c
 CREATE INDEX conversations_user_updated ON conversations (user_id, updated_at);
 -- index events_conversation_time
 CREATE INDEX events_conversation_time ON events (conversation_id, created_at, id);
+-- index events_turn_versions
+CREATE INDEX events_turn_versions ON events (conversation_id, id) WHERE kind IN ('message.edited', 'message.regenerated', 'message.alternative_chosen');
 -- index events_user_time
 CREATE INDEX events_user_time ON events (user_id, created_at, id);
 -- index fragments_import_key

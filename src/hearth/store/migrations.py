@@ -1018,6 +1018,21 @@ def m017_fold_diacritics_in_keyword_search(conn: sqlite3.Connection) -> None:
     del conn
 
 
+# The events that give a saved turn another version; a continuity capsule is stale once one of
+# them touches a turn it covers (``capsules.latest``, on every send).
+TURN_VERSION_EVENTS = "('message.edited', 'message.regenerated', 'message.alternative_chosen')"
+
+
+def m018_index_turn_version_events(conn: sqlite3.Connection) -> None:
+    """A small partial index over the events that give a turn another version (E3, W2).
+
+    Every send asks whether the thread's latest capsule is still current, which looked through
+    every event of the thread (3.7 ms for 35,000 events on the 1M deployment); the partial index
+    holds only those few events (0.003 ms; built in 0.7 s at 1M)."""
+    conn.execute("CREATE INDEX events_turn_versions ON events (conversation_id, id)"
+                 f" WHERE kind IN {TURN_VERSION_EVENTS}")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -1036,6 +1051,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m015_create_message_branches,
     m016_keep_keyword_totals,
     m017_fold_diacritics_in_keyword_search,
+    m018_index_turn_version_events,
 ]
 
 

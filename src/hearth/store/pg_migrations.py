@@ -804,11 +804,19 @@ CREATE INDEX archive_chunks_search ON archive_chunks USING gin (hearth_words(tex
     conn.raw.execute(KEYWORD_TOTALS_FOLDED)
 
 
+def m018_index_turn_version_events(conn: "PgConnection") -> None:
+    """The twin of SQLite's migration 18: the events that give a turn another version, indexed
+    apart, for the capsule check of every send."""
+    conn.raw.execute("CREATE INDEX events_turn_versions ON events (conversation_id, id)"
+                     f" WHERE kind IN {migrations.TURN_VERSION_EVENTS}")
+
+
 PG_MIGRATIONS: dict[int, Callable[["PgConnection"], None]] = {
     BASELINE: m014_create_baseline,
     15: m015_create_message_branches,
     16: m016_keep_keyword_totals,
     17: m017_fold_diacritics_in_keyword_search,
+    18: m018_index_turn_version_events,
 }
 
 

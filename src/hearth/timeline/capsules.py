@@ -24,6 +24,7 @@ from ..errors import InvalidInput
 from ..helpers.base import TurnText
 from ..jobs import enqueue
 from ..store import utcnow
+from ..store.migrations import TURN_VERSION_EVENTS
 
 if TYPE_CHECKING:
     from ..engine import Scope
@@ -58,16 +59,20 @@ class Capsule:
         return dict(self.__dict__)
 
 
+# The newest capsule still current: its last turn is in the thread and no turn it covers took
+# another version since it was written (the partial index of migration 18 answers the second).
+LATEST_SQL = ("SELECT * FROM capsules c WHERE c.conversation_id = ?"
+              " AND EXISTS (SELECT 1 FROM messages m WHERE m.id = c.through_message_id)"
+              " AND NOT EXISTS (SELECT 1 FROM events e WHERE e.conversation_id = c.conversation_id AND e.id > c.id"
+              f"  AND e.kind IN {TURN_VERSION_EVENTS}"
+              "  AND json_extract(e.payload, '$.message_id') <= c.through_message_id)"
+              " ORDER BY c.id DESC LIMIT 1")
+
+
 def latest(conn: sqlite3.Connection, conversation_id: int) -> Capsule | None:
     """The newest capsule that still describes the thread: its last turn is in the thread and no
     turn it covers took another version since it was written (W2); an older one serves otherwise."""
-    row = conn.execute(
-        "SELECT * FROM capsules c WHERE c.conversation_id = ?"
-        " AND EXISTS (SELECT 1 FROM messages m WHERE m.id = c.through_message_id)"
-        " AND NOT EXISTS (SELECT 1 FROM events e WHERE e.conversation_id = c.conversation_id AND e.id > c.id"
-        "  AND e.kind IN ('message.edited', 'message.regenerated', 'message.alternative_chosen')"
-        "  AND json_extract(e.payload, '$.message_id') <= c.through_message_id)"
-        " ORDER BY c.id DESC LIMIT 1", (conversation_id,)).fetchone()
+    row = conn.execute(LATEST_SQL, (conversation_id,)).fetchone()
     return Capsule.from_row(row) if row else None
 
 
