@@ -314,6 +314,25 @@ def test_k1_sqlite_trace_a_long_current_thread_does_not_crowd_the_bounded_keywor
 
 
 @pytest.mark.sqlite_only
+def test_k1_sqlite_trace_a_current_thread_of_a_few_hundred_matches_costs_one_ranked_query(me, persona):
+    """The first bounded list holds a few hundred matches of the current thread and still reaches
+    past them: one ranked FTS5 query, not a second one that ranks every match again."""
+    from hearth.retrieval.keyword import search_messages
+
+    current = _thread(me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(250)])
+    older = _thread(me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
+    conn = me.store.connection()
+    asked: list[str] = []
+    conn.set_trace_callback(lambda sql: asked.append(sql) if "messages_fts MATCH" in sql else None)
+    try:
+        hits = search_messages(conn, me.user_id, ["heron"], limit=10, exclude_conversation_ids=(current.id,))
+    finally:
+        conn.set_trace_callback(None)
+    assert [h.conversation_id for h in hits] == [older.id]
+    assert len(asked) == 1 and "NOT IN" not in asked[0]
+
+
+@pytest.mark.sqlite_only
 def test_a2_sqlite_trace_neighbours_are_read_only_for_candidates_sharing_a_conversation(me, persona):
     from hearth.retrieval.fusion import neighbours
 
