@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import StopwatchProvider, TextMaker, load_embedder, machine, summary  # noqa: E402
 
 from hearth import Hearth, Settings  # noqa: E402
+from hearth.jobs import JobQueue  # noqa: E402
 from hearth.store import is_postgres  # noqa: E402
 
 WORDS = ("tea garden rain letter harbour morning cat music bread window river lamp story walk "
@@ -280,7 +281,9 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         from hearth.jobs import Worker
 
         # As `hearth serve` runs it: summaries, live context, review and the embedding of new turns.
-        worker = Worker(hearth)
+        # Paced by the worker, it looks for new jobs every 50 ms instead of every 2 s when idle, so
+        # the wait measures its work rather than its polling.
+        worker = Worker(hearth, poll_seconds=0.05 if args.pace == "worker" else 2.0)
         if args.worker_ignores_sends:
             # As before the background job waited for sends: it reaches the model whenever it runs.
             hearth.activity.wait_quiet = lambda limit=2.0: True  # type: ignore[method-assign]
@@ -306,7 +309,17 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     samples: list[float] = []
     saved: list[float] = []
     by_kind: dict[str, list[float]] = {}
+    queue = JobQueue(hearth.store)
+    waited: list[float] = []
     for kind, text in messages:
+        if args.pause_ms:
+            time.sleep(args.pause_ms / 1000)  # the person reading the reply and typing the next message
+        if args.pace == "worker" and worker is not None:
+            # A person types slower than the worker embeds the last reply: the send finds it done.
+            started = time.perf_counter()
+            while not queue.idle() and time.perf_counter() - started < 10:
+                time.sleep(0.005)
+            waited.append((time.perf_counter() - started) * 1000)
         floor_by_kind.setdefault(kind, []).append(floor_meter.measure(text))
         if profiler:
             profiler.enable()
@@ -347,6 +360,9 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
                     for k, v in sorted(by_kind.items())},
         "worker": ("off" if worker is None else "running, as in hearth serve"
                    + (", not waiting for sends" if args.worker_ignores_sends else "")),
+        "pause_ms": args.pause_ms,
+        "pace": args.pace,
+        "waited_for_worker": summary(waited) if waited else None,
         "cold_by_kind": {k: summary(v) for k, v in sorted(cold_by_kind.items()) if v},
         "layers": {k: summary(v) for k, v in clock.samples.items() if v},
         "floor": floor,
@@ -374,7 +390,12 @@ def print_deployment(r: dict[str, Any]) -> None:
     a = r["assembly"]
     print(f"send-path assembly over {a['n']} sends: median {a['median_ms']:.2f} ms, p99 {a['p99_ms']:.2f} ms "
           f"(of which saving the message and prompt: median {r['save_and_prompt']['median_ms']:.2f} ms)")
-    print(f"background worker: {r['worker']}")
+    spacing = f"{r['pause_ms']:.0f} ms apart" if r["pause_ms"] else "back to back"
+    if r["pace"] == "worker" and r["waited_for_worker"]:
+        w = r["waited_for_worker"]
+        spacing = (f"each after the worker finished the last reply's jobs (waited median {w['median_ms']:.0f} ms,"
+                   f" p99 {w['p99_ms']:.0f} ms)")
+    print(f"background worker: {r['worker']}; sends {spacing}")
     for kind, s in r["by_kind"].items():
         print(f"  {kind:<9} median {s['median_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms  (n={s['n']});"
               f" floor for these messages {s['floor_median_ms']:.2f} ms, ratio {s['ratio_median']:.2f}")
@@ -406,6 +427,12 @@ def main() -> None:
     parser.add_argument("--deployment", help="a home made by generate.py")
     parser.add_argument("--profile", action="store_true", help="cProfile the deployment sends")
     parser.add_argument("--no-worker", action="store_true", help="do not run the background worker during the sends")
+    parser.add_argument("--pace", choices=("none", "worker"), default="none",
+                        help="worker: each send waits until the worker has run the last reply's jobs, as"
+                             " when a person reads and types (default none: back to back)")
+    parser.add_argument("--pause-ms", type=float, default=0.0,
+                        help="pause before each send, as a person reads and types (default 0: back to back, the"
+                             " previous reply's embedding may still be running)")
     parser.add_argument("--send-tuning", action="append", default=[], metavar="KEY=VALUE",
                         help="archive recall with this Tuning field changed (repeatable), e.g. feedback_candidates=0")
     parser.add_argument("--worker-ignores-sends", action="store_true",

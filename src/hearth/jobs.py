@@ -199,6 +199,14 @@ class JobQueue:
         args.append(max(1, min(limit, 1000)))
         return [Job.from_row(r) for r in self.store.connection().execute(sql, args)]
 
+    def idle(self) -> bool:
+        """No job is running and none is due now (a delayed one may wait for its time)."""
+        stamp = _stamp(self.clock())
+        row = self.store.connection().execute(
+            "SELECT 1 FROM jobs WHERE (status = 'pending' AND run_after <= ?) OR status = 'running' LIMIT 1",
+            (stamp,)).fetchone()
+        return row is None
+
     def counts(self, user_id: int | None = None) -> dict[str, int]:
         """Jobs by status (all four keys, zeros included), for ``hearth doctor`` and the API."""
         sql = "SELECT status, count(*) FROM jobs"
