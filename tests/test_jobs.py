@@ -41,6 +41,20 @@ def test_g3_enqueue_dedupes_pending_work_but_not_running_work(hearth, me):
     assert queue.counts(me.user_id) == {"pending": 2, "running": 1, "done": 0, "dead": 0}
 
 
+def test_g3_the_queue_is_idle_when_nothing_runs_and_nothing_is_due(hearth, me):
+    clock = Clock()
+    queue = JobQueue(hearth.store, clock=clock)
+    assert queue.idle()
+    queue.enqueue(me.user_id, "t.kind", {"n": 1}, delay=60)
+    assert queue.idle()  # delayed work waits for its time
+    clock.now += 61
+    assert not queue.idle()
+    job = queue.claim(("t.kind",))
+    assert not queue.idle()  # running
+    queue.complete(job)
+    assert queue.idle()
+
+
 def test_g3_claim_is_atomic_across_threads(tmp_path):
     hearth = Hearth(Settings.resolve({"home": str(tmp_path / "h")}, environ={}))
     user = hearth.scope().user_id
