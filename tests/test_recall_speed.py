@@ -285,31 +285,34 @@ def test_s7_small_exact_searches_run_on_one_blas_thread(monkeypatch):
     assert seen and max(seen) == max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
 
 
-@pytest.mark.sqlite_only
-def test_k1_sqlite_trace_a_long_current_thread_does_not_crowd_the_bounded_keyword_list(me, persona):
-    from hearth.retrieval.keyword import CANDIDATE_CAPS, search_messages
+def _heron_search(me, excluded: int) -> tuple[list, list[str]]:
+    """The hits for "heron" outside ``excluded``, and the ranked FTS5 statements that found them."""
+    from hearth.retrieval.keyword import search_messages
 
-    current = _thread(me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(CANDIDATE_CAPS[0] + 50)])
-    older = _thread(me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
     conn = me.store.connection()
     asked: list[str] = []
     conn.set_trace_callback(lambda sql: asked.append(sql) if "messages_fts MATCH" in sql else None)
     try:
-        hits = search_messages(conn, me.user_id, ["heron"], limit=10, exclude_conversation_ids=(current.id,))
+        hits = search_messages(conn, me.user_id, ["heron"], limit=10, exclude_conversation_ids=(excluded,))
     finally:
         conn.set_trace_callback(None)
-    # The current thread's 250 matches crowd the bounded list; it is asked again with them left out
+    return hits, asked
+
+
+@pytest.mark.sqlite_only
+def test_k1_sqlite_trace_a_long_current_thread_does_not_crowd_the_bounded_keyword_list(me, persona):
+    from hearth.retrieval.keyword import CANDIDATE_CAPS
+
+    current = _thread(me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(CANDIDATE_CAPS[0] + 50)])
+    older = _thread(me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
+    hits, asked = _heron_search(me, current.id)
+    # The current thread's matches crowd the bounded list; it is asked again with them left out
     # inside the FTS5 query, and the older conversation's turn is found without widening to 5,000.
     assert [h.conversation_id for h in hits] == [older.id]
     assert len(asked) == 2 and "NOT IN" not in asked[0] and "NOT IN" in asked[1]
     assert "5000" not in " ".join(asked)
     # An uncrowded list is asked once, without the exclusion.
-    asked.clear()
-    conn.set_trace_callback(lambda sql: asked.append(sql) if "messages_fts MATCH" in sql else None)
-    try:
-        search_messages(conn, me.user_id, ["heron"], limit=10, exclude_conversation_ids=(older.id,))
-    finally:
-        conn.set_trace_callback(None)
+    _, asked = _heron_search(me, older.id)
     assert len(asked) == 1 and "NOT IN" not in asked[0]
 
 
@@ -317,17 +320,9 @@ def test_k1_sqlite_trace_a_long_current_thread_does_not_crowd_the_bounded_keywor
 def test_k1_sqlite_trace_a_current_thread_of_a_few_hundred_matches_costs_one_ranked_query(me, persona):
     """The first bounded list holds a few hundred matches of the current thread and still reaches
     past them: one ranked FTS5 query, not a second one that ranks every match again."""
-    from hearth.retrieval.keyword import search_messages
-
     current = _thread(me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(250)])
     older = _thread(me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
-    conn = me.store.connection()
-    asked: list[str] = []
-    conn.set_trace_callback(lambda sql: asked.append(sql) if "messages_fts MATCH" in sql else None)
-    try:
-        hits = search_messages(conn, me.user_id, ["heron"], limit=10, exclude_conversation_ids=(current.id,))
-    finally:
-        conn.set_trace_callback(None)
+    hits, asked = _heron_search(me, current.id)
     assert [h.conversation_id for h in hits] == [older.id]
     assert len(asked) == 1 and "NOT IN" not in asked[0]
 
