@@ -222,6 +222,12 @@ def main() -> None:
     for goal, measured, met in goals(results, size):
         verdict = "not measured" if met is None else ("" if met == "info" else ("met" if met else "NOT MET"))
         print(f"{goal:<66} {measured:<44} {verdict}")
+    for key, title in (("send", "each after the worker's jobs"), ("burst", "back to back")):
+        if key in results:
+            print(f"send path by kind, {title} (median / p99 ms, floor median, ratio):")
+            for kind, k in sorted(results[key]["by_kind"].items()):
+                print(f"  {kind:<9} {k['median_ms']:6.1f} / {k['p99_ms']:6.1f}   floor {k['floor_median_ms']:5.1f}"
+                      f"   {k['ratio_median']:.2f}x")
     extra = engine_lines(results)
     if extra:
         print("SQLite | PostgreSQL, same run (small sizes; docs/benchmarks.md has the 1M figures):")
