@@ -149,6 +149,7 @@ GRID: dict[str, dict] = {
     "load every candidate": {"load_limit": 0},
     "feedback reads every word": {"feedback_candidates": 0},
     "feedback reads 12 words": {"feedback_candidates": 12},
+    "no feedback list": {"feedback_docs": 0},
 }
 
 Scores = dict[str, dict[str, dict[int, list[float]]]]  # sample -> category -> k -> recall per question
@@ -366,6 +367,9 @@ def print_result(result: dict, ks: list[int]) -> None:
             print(f"{name:<9} {row}   |      {base}")
         for n, per in entry["per_conversation"].items():
             print(f"  {n}: R@10 1-4 {per['1-4']['10']:.3f}, all {per['all']['10']:.3f}")
+        if "grid" in entry:
+            print("  the grid, R@10 1-4 over every conversation: " + "; ".join(
+                f"{label} {value:.4f}" for label, value in entry["grid"].items()))
         if "folds" in entry:
             print("  leave one conversation out (setting chosen on the others; held-out R@10):")
             for f in entry["folds"]:

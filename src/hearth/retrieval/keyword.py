@@ -102,11 +102,11 @@ def search_messages(
             (match, *rows_args, cap)).fetchall()
         if not candidates:
             return []
-        rows = _filtered(conn, [r[0] for r in candidates], where, filters)
-        if len(rows) >= limit or len(candidates) < cap:
-            rank = {r[0]: r[1] for r in candidates}
-            rows.sort(key=lambda r: rank[r["id"]])
-            return [_hit(r, -rank[r["id"]]) for r in rows[:limit]]
+        allowed = _allowed(conn, [r[0] for r in candidates], where, filters)
+        if len(allowed) >= limit or len(candidates) < cap:
+            best = [(row_id, rank) for row_id, rank in candidates if row_id in allowed][:limit]
+            rows = _rows(conn, [row_id for row_id, _ in best])
+            return [_hit(rows[row_id], -rank) for row_id, rank in best if row_id in rows]
     sql = (
         "SELECT m.id, m.conversation_id, c.title, m.role, m.created_at, m.content, bm25(messages_fts) AS score"
         " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
@@ -124,13 +124,21 @@ def search_messages(
 CANDIDATE_CAPS = (1_000, 5_000)
 
 
-def _filtered(conn: sqlite3.Connection, ids: list[int], where: list[str], args: list) -> list[sqlite3.Row]:
-    sql = (
-        "SELECT m.id, m.conversation_id, c.title, m.role, m.created_at, m.content"
-        " FROM messages m JOIN conversations c ON c.id = m.conversation_id"
-        f" WHERE m.id IN ({','.join('?' * len(ids))}) AND {' AND '.join(where)}"
-    )
-    return conn.execute(sql, (*ids, *args)).fetchall()
+def _allowed(conn: sqlite3.Connection, ids: list[int], where: list[str], args: list) -> set[int]:
+    """The ids the filters allow. Only ids: the rows behind the best ``limit`` are read after
+    (``_rows``), not the content of every candidate of a 1,000-long list."""
+    sql = (f"SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+           f" WHERE m.id IN ({','.join('?' * len(ids))}) AND {' AND '.join(where)}")
+    return {r[0] for r in conn.execute(sql, (*ids, *args))}
+
+
+def _rows(conn: sqlite3.Connection, ids: list[int]) -> dict[int, sqlite3.Row]:
+    if not ids:
+        return {}
+    sql = ("SELECT m.id, m.conversation_id, c.title, m.role, m.created_at, m.content"
+           " FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+           f" WHERE m.id IN ({','.join('?' * len(ids))})")
+    return {r["id"]: r for r in conn.execute(sql, ids)}
 
 
 def _hit(row: sqlite3.Row, score: float) -> KeywordHit:
