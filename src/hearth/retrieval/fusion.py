@@ -30,23 +30,29 @@ def fuse(lists: dict[str, Ranked], *, tuning: Tuning = DEFAULT, weights: dict[st
     (key, score). Each key gets, per signal (the part before the colon), its best rank and score,
     and the RRF sum with ``tuning.rrf_k``.
     """
-    k = tuning.rrf_k
     fused: Fused = {}
     for name, ranked in lists.items():
         signal = name.split(":", 1)[0]
-        rank_key = f"{signal}_rank"
-        weight = (weights or {}).get(name, (weights or {}).get(signal, 1.0))
-        for rank, (key, score) in enumerate(ranked, start=1):
-            entry = fused.get(key)
-            if entry is None:
-                entry = fused[key] = {"rrf": 0.0, "lists": []}
-            entry["rrf"] += weight / (k + rank)
-            best = entry.get(rank_key)
-            if best is None or rank < best:
-                entry[rank_key] = rank
-                entry[signal] = score  # rounded for the breakdown once a result is kept (``score``)
-            entry["lists"].append(name)
+        add_list(fused, name, ranked, (weights or {}).get(name, (weights or {}).get(signal, 1.0)), tuning)
     return fused
+
+
+def add_list(fused: Fused, name: str, ranked: Ranked, weight: float, tuning: Tuning = DEFAULT) -> None:
+    """Fold one more ranked list into ``fused``: the same as fusing every list again with it last
+    (the feedback list joins after the first fusion this way, without a second pass over all)."""
+    k = tuning.rrf_k
+    signal = name.split(":", 1)[0]
+    rank_key = f"{signal}_rank"
+    for rank, (key, score) in enumerate(ranked, start=1):
+        entry = fused.get(key)
+        if entry is None:
+            entry = fused[key] = {"rrf": 0.0, "lists": []}
+        entry["rrf"] += weight / (k + rank)
+        best = entry.get(rank_key)
+        if best is None or rank < best:
+            entry[rank_key] = rank
+            entry[signal] = score  # rounded for the breakdown once a result is kept (``score``)
+        entry["lists"].append(name)
 
 
 def neighbours(conn: sqlite3.Connection, fused: Fused,

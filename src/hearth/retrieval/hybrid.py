@@ -37,7 +37,7 @@ from .candidates import (
     load_messages,
     vector_lists,
 )
-from .fusion import feedback_list, fuse, named_roles, neighbours, score
+from .fusion import add_list, feedback_list, fuse, named_roles, neighbours, score
 from .keyword import WORD_RE, terms
 from .query import (
     WHEN_RE,
@@ -154,9 +154,7 @@ def search(
         extra = feedback_list(conn, user_id, filters, fused, query_words, name_words, tuning)
         budget.record("feedback", (time.monotonic() - step) * 1000)
         if extra:
-            lists["keyword:feedback:messages"] = extra
-            weights["keyword:feedback:messages"] = tuning.feedback_weight
-            fused = fuse(lists, tuning=tuning, weights=weights)
+            add_list(fused, "keyword:feedback:messages", extra, tuning.feedback_weight, tuning)
     # The rows behind the candidates, best fused first in slices of ``load_limit`` until twice
     # ``limit`` pass the filters (every candidate at once when there is no limit).
     keys = list(fused)

@@ -105,8 +105,8 @@ def search_messages(
         allowed = _allowed(conn, [r[0] for r in candidates], where, filters)
         if len(allowed) >= limit or len(candidates) < cap:
             best = [(row_id, rank) for row_id, rank in candidates if row_id in allowed][:limit]
-            rows = _rows(conn, [row_id for row_id, _ in best])
-            return [_hit(rows[row_id], -rank) for row_id, rank in best if row_id in rows]
+            found = _rows(conn, [row_id for row_id, _ in best])
+            return [_hit(found[row_id], -rank) for row_id, rank in best if row_id in found]
     sql = (
         "SELECT m.id, m.conversation_id, c.title, m.role, m.created_at, m.content, bm25(messages_fts) AS score"
         " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
