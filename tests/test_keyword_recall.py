@@ -156,9 +156,26 @@ def test_k4_handoff_source_is_excluded_and_overlapping_excerpts_are_dropped(me, 
 
 
 def test_k4_overlap_measure_is_shingle_share():
-    assembled = shingles("the quick brown fox jumps over the lazy dog")
+    assembled = [shingles("the quick brown fox jumps over the lazy dog")]
     assert overlap("the quick brown fox jumps", assembled) == 1.0
     assert overlap("a completely different sentence here", assembled) == 0.0
+    # Across the request's parts, a shingle found in either counts once.
+    parts = [shingles("the quick brown fox"), shingles("brown fox jumps high")]
+    assert overlap("the quick brown fox jumps high", parts) == 1.0
+    assert overlap("the quick brown fox jumps away", parts) == 0.75
+
+
+def test_k4_excerpts_checked_for_overlap_never_push_the_stored_prompt_out_of_the_shingle_cache():
+    """Dozens of excerpts are checked on a send; the stored prompt's shingles (a prompt with
+    thousands of memories) must still be cached for the next send."""
+    prompt = " ".join(f"memory number {i} says the person likes tea" for i in range(500))
+    assembled = [shingles(prompt)]
+    before = shingles.cache_info()
+    for i in range(100):
+        overlap(f"an excerpt of an older conversation, number {i}", assembled)
+    after = shingles.cache_info()
+    assert after.currsize == before.currsize and after.misses == before.misses
+    assert shingles(prompt) is assembled[0] and shingles.cache_info().hits == after.hits + 1
 
 
 def test_k5_k6_block_renders_the_reserved_heading_and_assembly_guards_it(me, persona, provider):

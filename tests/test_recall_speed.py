@@ -285,7 +285,7 @@ def test_s7_small_exact_searches_run_on_one_blas_thread(monkeypatch):
     assert seen and max(seen) == max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
 
 
-def _heron_search(me, excluded: int) -> tuple[list, list[str]]:
+def _heron_search(me, excluded: int | None) -> tuple[list, list[str]]:
     """The hits for "heron" outside ``excluded``, and the ranked FTS5 statements that found them."""
     from hearth.retrieval.keyword import search_messages
 
@@ -293,7 +293,8 @@ def _heron_search(me, excluded: int) -> tuple[list, list[str]]:
     asked: list[str] = []
     conn.set_trace_callback(lambda sql: asked.append(sql) if "messages_fts MATCH" in sql else None)
     try:
-        hits = search_messages(conn, me.user_id, ["heron"], limit=10, exclude_conversation_ids=(excluded,))
+        hits = search_messages(conn, me.user_id, ["heron"], limit=10,
+                               exclude_conversation_ids=() if excluded is None else (excluded,))
     finally:
         conn.set_trace_callback(None)
     return hits, asked
@@ -301,9 +302,9 @@ def _heron_search(me, excluded: int) -> tuple[list, list[str]]:
 
 @pytest.mark.sqlite_only
 def test_k1_sqlite_trace_a_long_current_thread_does_not_crowd_the_bounded_keyword_list(me, persona):
-    from hearth.retrieval.keyword import CANDIDATE_CAPS
+    from hearth.retrieval.keyword import CROWDED_FIRST
 
-    current = _thread(me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(CANDIDATE_CAPS[0] + 50)])
+    current = _thread(me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(CROWDED_FIRST + 50)])
     older = _thread(me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
     hits, asked = _heron_search(me, current.id)
     # The current thread's matches crowd the bounded list; it is asked again with them left out
@@ -314,6 +315,9 @@ def test_k1_sqlite_trace_a_long_current_thread_does_not_crowd_the_bounded_keywor
     # An uncrowded list is asked once, without the exclusion.
     _, asked = _heron_search(me, older.id)
     assert len(asked) == 1 and "NOT IN" not in asked[0]
+    # A search that leaves no conversation out asks the short first list, and once.
+    _, asked = _heron_search(me, None)
+    assert len(asked) == 1 and asked[0].rstrip().endswith("LIMIT 200"), asked
 
 
 @pytest.mark.sqlite_only

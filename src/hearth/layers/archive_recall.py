@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypedDict
 from ..prompt.dynamic import Block, Turn, quote_reserved_headings
 from ..retrieval.hybrid import SEND_PATH, Filters, context_block, date_hint, has_recall_cue, search
 from ..validation import check_text
-from .keyword_recall import OVERLAP_LIMIT, persona_names, shingles
+from .keyword_recall import OVERLAP_LIMIT, overlap, persona_names, shingles
 
 if TYPE_CHECKING:
     from ..engine import Scope
@@ -98,7 +98,7 @@ class ArchiveRecall:
         assembled = [shingles(text) for text in turn.assembled_text]
         results = []
         for r in outcome.results:  # best first: checked only until enough are kept
-            if r.scores.get("fused", 0) > 0 and _overlap(r.text[:600], assembled) < OVERLAP_LIMIT:
+            if r.scores.get("fused", 0) > 0 and overlap(r.text[:600], assembled) < OVERLAP_LIMIT:
                 results.append(r)
                 if len(results) == MAX_RESULTS:
                     break
@@ -125,21 +125,6 @@ def recent_chat(history: list, count: int) -> list:
                 break
     out.reverse()
     return out
-
-
-def _overlap(piece: str, assembled: list[frozenset]) -> float:
-    """``keyword_recall.overlap`` against several shingle sets. The excerpt's own shingles are not
-    put in the shared cache, where they would push out the stored prompt's; set intersections
-    against each set in turn count a shingle once, without a union of the large sets."""
-    own = shingles.__wrapped__(piece)
-    if not own:
-        return 0.0
-    left = set(own)
-    for a in assembled:
-        if not left:
-            break
-        left -= left & a  # the intersection walks the smaller set
-    return (len(own) - len(left)) / len(own)
 
 
 def _speakers(persona: Any) -> dict[str, str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from typing import Any
+from typing import Any, Sequence
 
 from ..prompt.dynamic import RECALL_HEADING, Block, Turn, quote_reserved_headings
 from ..retrieval import searchlog
@@ -64,12 +64,22 @@ def shingles(text: str, size: int = SHINGLE) -> frozenset[tuple[str, ...]]:
     return frozenset(zip(*(words[i:] for i in range(size))))
 
 
-def overlap(piece: str, assembled: set[tuple[str, ...]]) -> float:
-    """Share of the excerpt's word shingles already present in the assembled request (K4)."""
-    own = shingles(piece)
+def overlap(piece: str, assembled: Sequence[frozenset[tuple[str, ...]]]) -> float:
+    """Share of the excerpt's word shingles already present in the assembled request (K4), given
+    as the cached shingle sets of its parts (the stored prompt, the recent turns).
+
+    The excerpt's own shingles stay out of the shared cache, where dozens of excerpts a send pushed
+    out the stored prompt's (costly for a prompt with thousands of memories); intersecting with each
+    set in turn counts a shingle once, without copying the large sets into one union."""
+    own = shingles.__wrapped__(piece)
     if not own:
         return 0.0
-    return len(own & assembled) / len(own)
+    left = set(own)
+    for a in assembled:
+        if not left:
+            break
+        left -= left & a  # the intersection walks the smaller set
+    return (len(own) - len(left)) / len(own)
 
 
 def persona_names(persona: Any) -> list[str]:
@@ -144,10 +154,7 @@ class KeywordRecall:
         hits = shared_keyword_hits(turn.conn, turn.user_id, words, filters, SEND_PATH.candidates, turn.memo)
         plain = [w.rstrip("*") for w in words]
         handoff_ids = set((turn.handoff or {}).get("source_message_ids") or ())
-        assembled: set[tuple[str, ...]] = set()
-        if turn.handoff:
-            for text in turn.assembled_text:
-                assembled |= shingles(text)
+        assembled = [shingles(text) for text in turn.assembled_text] if turn.handoff else []
         kept = []
         dropped_overlap = 0
         for hit in hits:

@@ -93,7 +93,7 @@ def search_messages(
     if exclude_conversation_ids:
         exclusion = (" AND (SELECT x.conversation_id FROM messages x WHERE x.id = messages_fts.rowid)"
                      f" NOT IN ({','.join('?' * len(exclude_conversation_ids))})")
-    attempts = [(CANDIDATE_CAPS[0], "")]
+    attempts = [(CROWDED_FIRST if exclusion else CANDIDATE_CAPS[0], "")]
     attempts += [(cap, exclusion) for cap in CANDIDATE_CAPS] if exclusion else [(cap, "") for cap in CANDIDATE_CAPS[1:]]
     for cap, rows_sql in attempts:
         rows_args = list(exclude_conversation_ids) if rows_sql else []
@@ -117,11 +117,13 @@ def search_messages(
     return [_hit(r, -r["score"]) for r in conn.execute(sql, (*args, limit)).fetchall()]
 
 
-# The first list is long enough that a long current thread rarely crowds it: on the 1M deployment's
-# recall cues the top 200 were often all the current thread's, and the second, excluding query
-# ranked every match again; every allowed match of those cues was within the top 1,000. Ranking
-# is the cost (1.8 ms for 1,000), loading the rows behind them little (1.1 ms).
-CANDIDATE_CAPS = (1_000, 5_000)
+CANDIDATE_CAPS = (200, 5_000)
+# With a conversation left out (the current thread, on the send path) the first list is longer, so
+# that thread's own turns rarely crowd it: on the 1M deployment's recall cues the top 200 were
+# often all the current thread's, and the second, excluding query ranked every match again, while
+# every allowed match of those cues was within the top 1,000. A longer list costs about 1.4 ms
+# more to rank and check there, so a search that leaves nothing out keeps the short one.
+CROWDED_FIRST = 1_000
 
 
 def _allowed(conn: sqlite3.Connection, ids: list[int], where: list[str], args: list) -> set[int]:
