@@ -321,9 +321,9 @@ class IndexCache:
         """(id, embedding BLOB) rows after ``after`` (and at most ``through``), streamed: a full
         rebuild never holds them all."""
         table, key, model_column = self._table(source)
-        bound = "" if through is None else f" AND {key} <= {int(through)}"
+        bound, args = ("", (user_id, model, after)) if through is None else (f" AND {key} <= ?", (user_id, model, after, through))
         return conn.execute(f"SELECT {key}, embedding FROM {table} WHERE user_id = ? AND {model_column} = ?"
-                            f" AND {key} > ?{bound} AND embedding IS NOT NULL ORDER BY {key}", (user_id, model, after))
+                            f" AND {key} > ?{bound} AND embedding IS NOT NULL ORDER BY {key}", args)
 
     @staticmethod
     def _add_rows(index: "VectorIndex", rows: list[tuple[int, bytes]], dim: int) -> None:
