@@ -105,7 +105,7 @@ def search_messages(
         allowed = _allowed(conn, [r[0] for r in candidates], where, filters)
         if len(allowed) >= limit or len(candidates) < cap:
             best = [(row_id, rank) for row_id, rank in candidates if row_id in allowed][:limit]
-            found = _rows(conn, [row_id for row_id, _ in best])
+            found = _rows(conn, [row_id for row_id, _ in best], where, filters)
             return [_hit(found[row_id], -rank) for row_id, rank in best if row_id in found]
     sql = (
         "SELECT m.id, m.conversation_id, c.title, m.role, m.created_at, m.content, bm25(messages_fts) AS score"
@@ -134,13 +134,15 @@ def _allowed(conn: sqlite3.Connection, ids: list[int], where: list[str], args: l
     return {r[0] for r in conn.execute(sql, (*ids, *args))}
 
 
-def _rows(conn: sqlite3.Connection, ids: list[int]) -> dict[int, sqlite3.Row]:
+def _rows(conn: sqlite3.Connection, ids: list[int], where: list[str], args: list) -> dict[int, sqlite3.Row]:
+    """The rows of ``ids``, the filters asked again: outside a read transaction a turn may have
+    been hidden since ``_allowed`` looked."""
     if not ids:
         return {}
     sql = ("SELECT m.id, m.conversation_id, c.title, m.role, m.created_at, m.content"
            " FROM messages m JOIN conversations c ON c.id = m.conversation_id"
-           f" WHERE m.id IN ({','.join('?' * len(ids))})")
-    return {r["id"]: r for r in conn.execute(sql, ids)}
+           f" WHERE m.id IN ({','.join('?' * len(ids))}) AND {' AND '.join(where)}")
+    return {r["id"]: r for r in conn.execute(sql, (*ids, *args))}
 
 
 def _hit(row: sqlite3.Row, score: float) -> KeywordHit:
