@@ -332,6 +332,52 @@ def test_k1_sqlite_trace_a_current_thread_of_a_few_hundred_matches_costs_one_ran
 
 
 @pytest.mark.sqlite_only
+def test_k1_sqlite_trace_the_current_threads_turns_are_left_out_before_any_row_is_checked(me, persona):
+    """The current thread's matches are dropped from the ranked list in memory, so the filters
+    check only the other conversations' rows; the thread's ids follow its new turns."""
+    from hearth.retrieval.keyword import search_messages
+
+    current = _thread(me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(250)])
+    older = _thread(me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
+    conn = me.store.connection()
+
+    def checked() -> tuple[list, list[int]]:
+        asked: list[str] = []
+        conn.set_trace_callback(lambda sql: asked.append(sql) if "WHERE m.id IN (" in sql else None)
+        try:
+            hits = search_messages(conn, me.user_id, ["heron"], limit=10, exclude_conversation_ids=(current.id,))
+        finally:
+            conn.set_trace_callback(None)
+        ids = [int(x) for sql in asked for x in sql.split("WHERE m.id IN (", 1)[1].split(")", 1)[0].split(",")]
+        return hits, ids
+
+    hits, ids = checked()
+    assert [h.conversation_id for h in hits] == [older.id]
+    first = hits[0].message_id
+    assert sorted(set(ids)) == [first]  # not one of the thread's 250 rows was read to be checked
+    with me.store.write():
+        me.conversations.add_message(current.id, "user", "another heron today")
+        newer = me.conversations.add_message(older.id, "user", "the heron came back")
+    hits, ids = checked()
+    assert sorted(h.message_id for h in hits) == sorted([first, newer.id])
+    assert sorted(set(ids)) == sorted([first, newer.id])
+
+
+def test_a2_budget_leaves_half_of_what_is_left_as_margin_and_probes_a_step_it_keeps_leaving_out(monkeypatch):
+    monkeypatch.setattr(Budget, "_expected", {"step": 15.0})
+    monkeypatch.setattr(Budget, "_skipped", {})
+    assert Budget(40).allows("step")  # 15 ms fits in half of the 40 left
+    # Counted from the send's start: 15 ms spent already leaves 25, whose half is too little.
+    assert not Budget(40, started=time.monotonic() - 0.015).allows("step")
+    Budget._expected["step"], Budget._skipped["step"] = 25.0, 0
+    answers = [Budget(40).allows("step") for _ in range(Budget.PROBE_EVERY + 1)]
+    # Left out PROBE_EVERY times in a row, the step runs once to be measured again.
+    assert answers == [False] * Budget.PROBE_EVERY + [True]
+    Budget(40).record("step", 5.0)
+    assert Budget._expected["step"] == pytest.approx(0.8 * 25 + 0.2 * 5) and Budget._skipped["step"] == 0
+
+
+@pytest.mark.sqlite_only
 def test_a2_sqlite_trace_neighbours_are_read_only_for_candidates_sharing_a_conversation(me, persona):
     from hearth.retrieval.fusion import neighbours
 

@@ -46,8 +46,8 @@ class Settings:
     # Budget (R1): input limit in estimated tokens, room kept for the reply.
     input_token_limit: int = 0  # 0: derived from the model name
     output_token_reserve: int = 4_096
-    # Recall on the send path (K1, A2): milliseconds the automatic archive search may take; optional
-    # steps (the feedback list) run only while they fit. The owner's search is not bounded.
+    # Recall on the send path (K1, A2): milliseconds the recall layers may take, from when the layers
+    # begin; optional steps (the feedback list) run only while they fit. The owner's search is not bounded.
     recall_budget_ms: int = 40
     # Server limits (U3).
     max_body_bytes: int = 1_000_000

@@ -83,7 +83,7 @@ class ArchiveRecall:
             conversation_id=turn.conversation.id, ignore_names=names,
             speaker_names=_speakers(turn.persona), tuning=SEND_PATH,
             budget_ms=turn.settings.recall_budget_ms, log=False, context_ids=tuple(m.id for m in recent_turns),
-            memo=turn.memo)
+            memo=turn.memo, budget_started=turn.started)
         log_filters = filters.to_log()
         hint = date_hint(turn.text)
         if hint:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -83,6 +84,7 @@ class Turn:
     # Work one layer did that another may reuse on the same send (the keyword candidate list that
     # keyword recall and archive recall both ask on a recall cue); it lives as long as the turn.
     memo: dict[Any, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)  # when the layers began: latency budgets count from here
 
 
 class Layer(Protocol):

@@ -57,12 +57,18 @@ from .tuning import DEFAULT, SEND_PATH, Tuning
 
 
 class Budget:
-    """The milliseconds one search may take. The required steps (keyword and vector lists, fusion)
-    always run; an optional step (the feedback list) runs only while its expected cost, learned
-    from its last runs, fits in what is left."""
+    """The milliseconds one send's search may take, counted from when the send began assembling.
+    The required steps (keyword and vector lists, fusion) always run; an optional step (the
+    feedback list) runs only while its expected cost, learned from its last runs, fits in half of
+    what is left: the other half is the margin for the steps after it and for the slow tail that a
+    p99 budget is about. A step left out PROBE_EVERY times in a row runs once, so one slow
+    measurement (a cold cache) is not its cost for ever."""
 
     ALPHA = 0.2  # weight of the newest measurement in a step's expected cost
+    MARGIN = 0.5
+    PROBE_EVERY = 20
     _expected: dict[str, float] = {}  # step -> expected milliseconds, shared by every search
+    _skipped: dict[str, int] = {}  # step -> times left out since it last ran
     _lock = threading.Lock()
 
     def __init__(self, ms: float | None, started: float | None = None):
@@ -75,7 +81,12 @@ class Budget:
         return self.ms - (time.monotonic() - self.started) * 1000
 
     def allows(self, step: str) -> bool:
-        return self.ms is None or self.expected(step) <= self.left()
+        if self.ms is None or self.expected(step) <= self.left() * self.MARGIN:
+            return True
+        with self._lock:
+            skipped = self._skipped.get(step, 0) + 1
+            self._skipped[step] = 0 if skipped > self.PROBE_EVERY else skipped
+        return skipped > self.PROBE_EVERY
 
     def expected(self, step: str) -> float:
         return self._expected.get(step, 0.0)
@@ -84,6 +95,7 @@ class Budget:
         with self._lock:
             old = self._expected.get(step)
             self._expected[step] = ms if old is None else (1 - self.ALPHA) * old + self.ALPHA * ms
+            self._skipped[step] = 0
 
 
 @dataclass
@@ -119,19 +131,21 @@ def search(
     budget_ms: float | None = None,
     context_ids: tuple[int, ...] = (),
     memo: dict | None = None,
+    budget_started: float | None = None,
 ) -> SearchOutcome:
     """Search one user's chat turns and/or archive chunks; see the module docstring.
 
     ``embedder`` None means keyword only (the vector signal is simply absent from the breakdown).
     ``speaker_names`` maps a name to the role that speaks under it ({"Elion": "assistant"}): a query
     that names a speaker lifts that speaker's turns. ``store`` is needed to write the log row.
-    ``tuning`` holds every measured constant; ``budget_ms`` bounds the optional steps (``Budget``).
+    ``tuning`` holds every measured constant; ``budget_ms`` bounds the optional steps (``Budget``),
+    counted from ``budget_started`` (the send's start; by default the search's).
     ``context_ids`` are the turns ``context`` came from: with ``tuning.context_vector_weight`` their
     stored vectors stand for the context in the vector query. ``memo`` is the send's shared store
     (``Turn.memo``): a keyword list another layer already asked is read from it.
     """
     started = time.monotonic()
-    budget = Budget(budget_ms, started)
+    budget = Budget(budget_ms, started if budget_started is None else budget_started)
     skipped: list[str] = []
     variants = build_variants(query, context, ignore_names=ignore_names)
     # Speaker names go to the speaker lift, not to FTS: as words they match every greeting
