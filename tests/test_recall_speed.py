@@ -366,6 +366,7 @@ def test_k1_sqlite_trace_the_current_threads_turns_are_left_out_before_any_row_i
 def test_a2_budget_leaves_half_of_what_is_left_as_margin_and_probes_a_step_it_keeps_leaving_out(monkeypatch):
     monkeypatch.setattr(Budget, "_expected", {"step": 15.0})
     monkeypatch.setattr(Budget, "_skipped", {})
+    monkeypatch.setattr(Budget, "_interval", {})
     assert Budget(40).allows("step")  # 15 ms fits in half of the 40 left
     # Counted from the send's start: 15 ms spent already leaves 25, whose half is too little.
     assert not Budget(40, started=time.monotonic() - 0.015).allows("step")
@@ -373,6 +374,13 @@ def test_a2_budget_leaves_half_of_what_is_left_as_margin_and_probes_a_step_it_ke
     answers = [Budget(40).allows("step") for _ in range(Budget.PROBE_EVERY + 1)]
     # Left out PROBE_EVERY times in a row, the step runs once to be measured again.
     assert answers == [False] * Budget.PROBE_EVERY + [True]
+    # Still too slow: the next probe waits twice as long.
+    answers = [Budget(40).allows("step") for _ in range(2 * Budget.PROBE_EVERY + 1)]
+    assert answers == [False] * (2 * Budget.PROBE_EVERY) + [True]
+    # A step that fits again is probed at the first interval once more.
+    Budget._expected["step"] = 1.0
+    assert Budget(40).allows("step") and Budget._interval["step"] == Budget.PROBE_EVERY
+    Budget._expected["step"] = 25.0
     Budget(40).record("step", 5.0)
     assert Budget._expected["step"] == pytest.approx(0.8 * 25 + 0.2 * 5) and Budget._skipped["step"] == 0
 

@@ -62,13 +62,16 @@ class Budget:
     feedback list) runs only while its expected cost, learned from its last runs, fits in half of
     what is left: the other half is the margin for the steps after it and for the slow tail that a
     p99 budget is about. A step left out PROBE_EVERY times in a row runs once, so one slow
-    measurement (a cold cache) is not its cost for ever."""
+    measurement (a cold cache) is not its cost for ever; each probe that finds it still too slow
+    doubles the wait for the next (up to PROBE_MAX), since a probe is a send over budget."""
 
     ALPHA = 0.2  # weight of the newest measurement in a step's expected cost
     MARGIN = 0.5
     PROBE_EVERY = 20
+    PROBE_MAX = 1_000
     _expected: dict[str, float] = {}  # step -> expected milliseconds, shared by every search
     _skipped: dict[str, int] = {}  # step -> times left out since it last ran
+    _interval: dict[str, int] = {}  # step -> times it is left out before the next probe
     _lock = threading.Lock()
 
     def __init__(self, ms: float | None, started: float | None = None):
@@ -81,12 +84,19 @@ class Budget:
         return self.ms - (time.monotonic() - self.started) * 1000
 
     def allows(self, step: str) -> bool:
-        if self.ms is None or self.expected(step) <= self.left() * self.MARGIN:
+        if self.ms is None:
             return True
         with self._lock:
+            if self._expected.get(step, 0.0) <= self.left() * self.MARGIN:
+                self._interval[step] = self.PROBE_EVERY
+                return True
+            interval = self._interval.get(step, self.PROBE_EVERY)
             skipped = self._skipped.get(step, 0) + 1
-            self._skipped[step] = 0 if skipped > self.PROBE_EVERY else skipped
-        return skipped > self.PROBE_EVERY
+            probe = skipped > interval
+            self._skipped[step] = 0 if probe else skipped
+            if probe:
+                self._interval[step] = min(2 * interval, self.PROBE_MAX)
+            return probe
 
     def expected(self, step: str) -> float:
         return self._expected.get(step, 0.0)
