@@ -57,7 +57,7 @@ from .tuning import DEFAULT, SEND_PATH, Tuning
 
 
 class Budget:
-    """The milliseconds one send's search may take, counted from when the send began assembling.
+    """The milliseconds one send's recall may take, counted from when the send's layers began.
     The required steps (keyword and vector lists, fusion) always run; an optional step (the
     feedback list) runs only while its expected cost, learned from its last runs, fits in half of
     what is left: the other half is the margin for the steps after it and for the slow tail that a
