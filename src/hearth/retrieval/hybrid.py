@@ -59,16 +59,13 @@ from .tuning import DEFAULT, SEND_PATH, Tuning
 class Budget:
     """The milliseconds one send's recall may take, counted from when the send's layers began.
     The required steps (keyword and vector lists, fusion) always run; an optional step (the
-    feedback list) runs only while its expected cost, learned from its recent runs, fits in half of
+    feedback list) runs only while its expected cost, learned from its last runs, fits in half of
     what is left: the other half is the margin for the steps after it and for the slow tail that a
     p99 budget is about. A step left out PROBE_EVERY times in a row runs once, so one slow
     measurement (a cold cache) is not its cost for ever; each probe that finds it still too slow
     doubles the wait for the next (up to PROBE_MAX), since a probe is a send over budget."""
 
-    # A step's expected cost is its recent peak: a slower run raises it at once, a faster one lowers
-    # it by ALPHA of the difference. A p99 budget is about the slow runs, and at a million messages
-    # the feedback list costs 6-50 ms from one send to the next.
-    ALPHA = 0.2
+    ALPHA = 0.2  # weight of the newest measurement in a step's expected cost
     MARGIN = 0.5
     PROBE_EVERY = 20
     PROBE_MAX = 1_000
@@ -107,7 +104,7 @@ class Budget:
     def record(self, step: str, ms: float) -> None:
         with self._lock:
             old = self._expected.get(step)
-            self._expected[step] = ms if old is None or ms > old else (1 - self.ALPHA) * old + self.ALPHA * ms
+            self._expected[step] = ms if old is None else (1 - self.ALPHA) * old + self.ALPHA * ms
             self._skipped[step] = 0
 
 
