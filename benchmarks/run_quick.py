@@ -11,7 +11,10 @@ installed (``make dev``), also SQLite beside PostgreSQL (``engines.py``) and rea
 processes on both (``servers.py``), small. The goals are stated for a
 deployment of a million messages: a small one only checks that everything runs, so its lines say
 at which size they were measured. ``--deployment DIR`` (a home made by ``generate.py``) measures the
-send path, ingestion and footprint there instead. Each step's own output is shown with
+send path, ingestion and footprint there instead, on a copy made beside it for the run and removed
+after, so every run starts from the same state (the sends and the ingest add tens of thousands of
+rows a run, and the active thread that grows with the benchmark's own wording slowed later runs);
+``--in-place`` measures the directory itself. Each step's own output is shown with
 ``--verbose``; docs/benchmarks.md holds the full-size figures and the commands behind them.
 Exits non-zero if any benchmark failed.
 """
@@ -19,14 +22,16 @@ Exits non-zero if any benchmark failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 HERE = Path(__file__).resolve().parent
 LOCOMO_DATA = HERE.parent.parent / "shared" / "locomo" / "locomo-dev.json"
@@ -182,10 +187,32 @@ def goals(results: dict[str, Any], size: str) -> list[tuple[str, str, bool | str
     return rows
 
 
+@contextlib.contextmanager
+def scratch_copy(deployment: str | None, in_place: bool) -> Iterator[str | None]:
+    """A copy of ``deployment`` beside it (same file system) for the run, removed afterwards."""
+    if not deployment or in_place:
+        yield deployment
+        return
+    source = Path(deployment)
+    if not (source / "bench.json").is_file():
+        raise SystemExit(f"{deployment} is not a deployment made by generate.py (no bench.json)")
+    parent = tempfile.mkdtemp(prefix=".bench-copy-", dir=source.parent)
+    try:
+        t = time.perf_counter()
+        copy = Path(parent) / source.name
+        shutil.copytree(source, copy)
+        print(f"== copied {deployment} for this run in {time.perf_counter() - t:.1f} s", flush=True)
+        yield str(copy)
+    finally:
+        shutil.rmtree(parent)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", help="build the quick deployment here and keep it")
     parser.add_argument("--deployment", help="measure on this deployment (made by generate.py) instead")
+    parser.add_argument("--in-place", action="store_true",
+                        help="measure --deployment itself instead of a copy (its state then changes with each run)")
     parser.add_argument("--no-locomo", action="store_true", help="leave out the LoCoMo recall run")
     parser.add_argument("--verbose", action="store_true", help="print each benchmark's own output")
     args = parser.parse_args()
@@ -193,8 +220,8 @@ def main() -> None:
     results: dict[str, Any] = {}
     started = time.perf_counter()
     locomo = not args.no_locomo and LOCOMO_DATA.is_file()
-    with tempfile.TemporaryDirectory() as tmp:
-        deployment = args.deployment or args.keep or str(Path(tmp) / "deployment")
+    with tempfile.TemporaryDirectory() as tmp, scratch_copy(args.deployment, args.in_place) as copy:
+        deployment = copy or args.keep or str(Path(tmp) / "deployment")
         for key, title, command in steps(deployment, not args.deployment, locomo):
             print(f"== {title}: python benchmarks/{' '.join(command)}", flush=True)
             t = time.perf_counter()
