@@ -363,6 +363,31 @@ def test_k1_sqlite_trace_the_current_threads_turns_are_left_out_before_any_row_i
     assert sorted(set(ids)) == sorted([first, newer.id])
 
 
+@pytest.mark.sqlite_only
+def test_k1_sqlite_thread_ids_are_bounded_and_a_thread_beyond_the_bound_is_not_read_again(me, persona):
+    from hearth.retrieval.keyword import ThreadIds
+
+    a = _thread(me, persona, "A", [("user", f"turn {i}") for i in range(30)])
+    b = _thread(me, persona, "B", [("user", f"turn {i}") for i in range(20)])
+    huge = _thread(me, persona, "Huge", [("user", f"turn {i}") for i in range(60)])
+    conn = me.store.connection()
+    held = ThreadIds(size=8, max_ids=50)
+    assert [len(ids) for ids in held.sets(conn, (a.id, b.id))] == [30, 20]
+    # A third conversation pushes the total past the bound: the least recently used goes.
+    c = _thread(me, persona, "C", [("user", f"turn {i}") for i in range(10)])
+    assert [len(ids) for ids in held.sets(conn, (c.id,))] == [10]
+    assert sorted(key[1] for key in held._held) == [b.id, c.id] and held._count == 30
+    # Longer than the whole bound: not held, and not read again on the next search.
+    assert held.sets(conn, (huge.id,)) == []
+    asked: list[str] = []
+    conn.set_trace_callback(asked.append)
+    try:
+        assert held.sets(conn, (huge.id,)) == []
+    finally:
+        conn.set_trace_callback(None)
+    assert not [sql for sql in asked if "FROM messages" in sql]
+
+
 def test_a2_budget_leaves_half_of_what_is_left_as_margin_and_probes_a_step_it_keeps_leaving_out(monkeypatch):
     monkeypatch.setattr(Budget, "_expected", {"step": 15.0})
     monkeypatch.setattr(Budget, "_skipped", {})

@@ -132,39 +132,54 @@ CROWDED_FIRST = 1_000
 
 
 class ThreadIds:
-    """The message ids of the few conversations searches leave out (the current thread, a
-    handoff's source), per database. On the send path the current thread's turns often fill the
-    top of the ranked list (a person's own wording matches best), and checking each one against the
-    filters is a row read; a set lookup is not. Kept current by reading the ids above the newest
-    one held (message ids are never reused: they come from the ledger's AUTOINCREMENT), and read
-    afresh when the conversation's newest id is below it (a restored database). A set only grows
-    under the lock; readers only test membership."""
+    """The message ids of the conversations searches leave out (the current thread, a handoff's
+    source), per database. On the send path the current thread's turns often fill the top of the
+    ranked list (a person's own wording matches best), and checking each one against the filters
+    is a row read; a set lookup is not. Kept current by reading the ids above the newest one held
+    (message ids are never reused: they come from the ledger's AUTOINCREMENT), and read afresh when
+    the conversation's newest id is below it (a restored database). A set only grows under the
+    lock; readers only test membership.
 
-    SIZE = 4  # conversations held; a 100,000-turn thread is a few megabytes
+    Bounded by conversations and by ids held (a set costs about 50 bytes an id): the least recently
+    used go first, and a conversation longer than the whole bound is not held at all (its turns are
+    then checked by the filters, as without this)."""
 
-    def __init__(self) -> None:
+    SIZE = 64
+    MAX_IDS = 1_000_000
+
+    def __init__(self, size: int = SIZE, max_ids: int = MAX_IDS) -> None:
+        self.size = size
+        self.max_ids = max_ids
         self._lock = threading.Lock()
         self._held: OrderedDict[tuple[str, int], tuple[int, set[int]]] = OrderedDict()
+        self._count = 0
+        self._too_long: set[tuple[str, int]] = set()  # conversations only grow: never read again
 
     def sets(self, conn: sqlite3.Connection, conversation_ids: tuple[int, ...]) -> list[set[int]]:
         database = database_key(conn)
-        return [self._one(conn, database, conversation_id) for conversation_id in conversation_ids]
+        return [ids for ids in (self._one(conn, database, c) for c in conversation_ids) if ids]
 
     def _one(self, conn: sqlite3.Connection, database: str, conversation_id: int) -> set[int]:
         key = (database, conversation_id)
+        if key in self._too_long:
+            return set()
         top = conn.execute("SELECT max(id) FROM messages WHERE conversation_id = ?", (conversation_id,)).fetchone()[0] or 0
         with self._lock:
-            newest, ids = self._held.get(key, (0, set()))
-            if top == newest:
-                return ids
+            newest, ids = self._held.pop(key, (0, set()))
+            self._count -= len(ids)
             if top < newest:
                 newest, ids = 0, set()
-            ids.update(r[0] for r in conn.execute("SELECT id FROM messages WHERE conversation_id = ? AND id > ?"
-                                                  " AND id <= ?", (conversation_id, newest, top)))
+            if top > newest:
+                ids.update(r[0] for r in conn.execute("SELECT id FROM messages WHERE conversation_id = ? AND id > ?"
+                                                      " AND id <= ?", (conversation_id, newest, top)))
+            if len(ids) > self.max_ids:
+                self._too_long.add(key)
+                return set()
             self._held[key] = (top, ids)
-            self._held.move_to_end(key)
-            while len(self._held) > self.SIZE:
-                self._held.popitem(last=False)
+            self._count += len(ids)
+            while len(self._held) > self.size or self._count > self.max_ids:
+                _, (_, dropped) = self._held.popitem(last=False)
+                self._count -= len(dropped)
             return ids
 
 
