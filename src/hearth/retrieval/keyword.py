@@ -90,14 +90,14 @@ def search_messages(
     # When the bounded list comes back crowded by the excluded conversations (the turns of a long
     # current thread match the person's own wording best), it is asked again with them left out
     # inside the query, row by row in rank order (a primary-key read each, only as far as the
-    # list reaches), before any widening: listing the thread's ids up front would cost every query
-    # a read of the whole thread.
+    # list reaches), before any widening.
     exclusion = ""
     if exclude_conversation_ids:
         exclusion = (" AND (SELECT x.conversation_id FROM messages x WHERE x.id = messages_fts.rowid)"
                      f" NOT IN ({','.join('?' * len(exclude_conversation_ids))})")
-    # The left-out conversations' own turns are dropped from the list in memory before the rows
-    # are checked: the SQL filters still decide what may be returned.
+    # The left-out conversations' own turns are dropped from the list in memory before any row is
+    # checked (``ThreadIds``: a thread's ids are read once, then only its new ones); the SQL
+    # filters still decide what may be returned.
     left_out = THREAD_IDS.sets(conn, exclude_conversation_ids) if exclude_conversation_ids else []
     attempts = [(CROWDED_FIRST if exclusion else CANDIDATE_CAPS[0], "")]
     attempts += [(cap, exclusion) for cap in CANDIDATE_CAPS] if exclusion else [(cap, "") for cap in CANDIDATE_CAPS[1:]]
