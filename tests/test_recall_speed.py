@@ -411,7 +411,7 @@ def test_a2_budget_leaves_half_of_what_is_left_as_margin_and_probes_a_step_it_ke
 
 
 @pytest.mark.sqlite_only
-def test_a2_sqlite_trace_neighbours_are_read_only_for_candidates_sharing_a_conversation(me, persona):
+def test_a2_sqlite_trace_neighbours_are_walked_only_for_the_scored_candidates(me, persona):
     from hearth.retrieval.fusion import neighbours
 
     a = _thread(me, persona, "A", [("user", "the lighthouse"), ("assistant", "yes, in May")])
@@ -419,17 +419,19 @@ def test_a2_sqlite_trace_neighbours_are_read_only_for_candidates_sharing_a_conve
     first, reply = (m.id for m in me.conversations.messages(a.id))
     alone = me.conversations.messages(b.id)[0].id
     conn = me.store.connection()
-    walks: list[str] = []
-    conn.set_trace_callback(lambda sql: walks.append(sql) if "SELECT p.id FROM messages p" in sql else None)
+    statements: list[str] = []
+    conn.set_trace_callback(lambda sql: statements.append(sql) if "FROM messages" in sql else None)
     try:
-        # Candidates alone in their conversations: no neighbour walk at all, and no score.
-        assert neighbours(conn, {("message", first): {"rrf": 0.5}, ("message", alone): {"rrf": 0.2}}) == {
-            ("message", first): 0.0, ("message", alone): 0.0}
-        assert walks == []
-        # The reply next to a strong match shares its score.
+        # The reply next to a strong match shares its score; a turn with no candidate beside it
+        # scores 0. Only the scored candidates are read: one statement, none for the others.
         fused = {("message", first): {"rrf": 0.5}, ("message", reply): {"rrf": 0.1}, ("message", alone): {"rrf": 0.2}}
-        assert neighbours(conn, fused) == {("message", first): 0.1, ("message", reply): 0.5, ("message", alone): 0.0}
-        assert len(walks) == 1
+        assert neighbours(conn, fused, [("message", reply), ("message", alone)]) == {
+            ("message", reply): 0.5, ("message", alone): 0.0}
+        assert len(statements) == 1 and statements[0].endswith(f"IN ({reply},{alone})"), statements
+        assert neighbours(conn, fused, list(fused)) == {
+            ("message", first): 0.1, ("message", reply): 0.5, ("message", alone): 0.0}
+        statements.clear()
+        assert neighbours(conn, fused, [("chunk", 1)]) == {} and statements == []
     finally:
         conn.set_trace_callback(None)
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
-from collections import Counter
-from typing import Any
+from typing import Any, Iterable
 
 from .candidates import Filters, Ranked, Result, keyword_messages, load_messages
 from .keyword import terms
@@ -55,45 +54,32 @@ def add_list(fused: Fused, name: str, ranked: Ranked, weight: float, tuning: Tun
         entry["lists"].append(name)
 
 
-def neighbours(conn: sqlite3.Connection, fused: Fused,
-               keys: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], float]:
-    """For each candidate chat turn (of ``keys``, by default all), the best RRF score of the turn
-    just before or after it.
+def neighbours(conn: sqlite3.Connection, fused: Fused, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], float]:
+    """For each chat turn of ``keys`` (the candidates being scored), the best RRF score of the
+    turn just before or after it among the fused candidates.
 
     A short reply ("yes, in May!") is often the evidence for a match on the turn it answers; a
     candidate next to a strong match shares part of that match's score.
     """
-    messages = [key[1] for key in (fused if keys is None else keys) if key[0] == "message"]
+    # Two index walks for each scored turn: at a million messages this is about a quarter of the
+    # time of first reading the conversation of every candidate (hundreds of them) to walk only
+    # the turns that share one (docs/benchmarks.md, seventh pass).
+    messages = [key[1] for key in keys if key[0] == "message"]
     if not messages:
         return {}
-    # A turn's neighbour can be a candidate only when another candidate shares its conversation:
-    # the conversation of every candidate is one primary-key read each, where the previous and
-    # next turn cost two index walks and the rows behind them (at a million messages the
-    # candidates mostly sit alone in their conversations).
-    conversation_of: dict[int, int] = {}
-    candidates = [key[1] for key in fused if key[0] == "message"]
-    for start in range(0, len(candidates), 500):
-        part = candidates[start:start + 500]
-        conversation_of.update(conn.execute(
-            f"SELECT id, conversation_id FROM messages WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
-    per_conversation = Counter(conversation_of.values())
-    out: dict[tuple[str, int], float] = {("message", m): 0.0 for m in messages if m in conversation_of}
-    shared = [m for m in messages if per_conversation.get(conversation_of.get(m, -1), 0) > 1]
-    if not shared:
-        return out
-    # One statement for those candidates: the previous and next turn in its conversation.
-    rows = conn.execute(
-        "SELECT m.id,"
-        " (SELECT p.id FROM messages p WHERE p.conversation_id = m.conversation_id AND p.id < m.id"
-        "  AND p.kind = 'chat' AND p.role IN ('user', 'assistant') ORDER BY p.id DESC LIMIT 1),"
-        " (SELECT n.id FROM messages n WHERE n.conversation_id = m.conversation_id AND n.id > m.id"
-        "  AND n.kind = 'chat' AND n.role IN ('user', 'assistant') ORDER BY n.id LIMIT 1)"
-        f" FROM messages m WHERE m.id IN ({','.join('?' * len(shared))})",
-        shared,
-    ).fetchall()
-    for message_id, before, after in rows:
-        near = [fused[("message", n)]["rrf"] for n in (before, after) if n is not None and ("message", n) in fused]
-        out[("message", message_id)] = max(near, default=0.0)
+    out: dict[tuple[str, int], float] = {}
+    for start in range(0, len(messages), 500):
+        part = messages[start:start + 500]
+        rows = conn.execute(
+            "SELECT m.id,"
+            " (SELECT p.id FROM messages p WHERE p.conversation_id = m.conversation_id AND p.id < m.id"
+            "  AND p.kind = 'chat' AND p.role IN ('user', 'assistant') ORDER BY p.id DESC LIMIT 1),"
+            " (SELECT n.id FROM messages n WHERE n.conversation_id = m.conversation_id AND n.id > m.id"
+            "  AND n.kind = 'chat' AND n.role IN ('user', 'assistant') ORDER BY n.id LIMIT 1)"
+            f" FROM messages m WHERE m.id IN ({','.join('?' * len(part))})", part).fetchall()
+        for message_id, before, after in rows:
+            near = [fused[("message", n)]["rrf"] for n in (before, after) if n is not None and ("message", n) in fused]
+            out[("message", message_id)] = max(near, default=0.0)
     return out
 
 

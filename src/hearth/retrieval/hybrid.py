@@ -186,17 +186,15 @@ def search(
     if tuning.load_limit:
         keys.sort(key=lambda key: -fused[key]["rrf"])
     loaded: dict[tuple[str, int], Result] = {}
-    asked = 0
     for start in range(0, len(keys), max(size, 1)):
         if start and len(loaded) >= 2 * limit:
             break
         part = keys[start:start + size]
-        asked = start + size
         for i, r in load_messages(conn, user_id, [key[1] for key in part if key[0] == "message"], filters).items():
             loaded[("message", i)] = r
         for i, r in load_chunks(conn, user_id, [key[1] for key in part if key[0] == "chunk"], filters).items():
             loaded[("chunk", i)] = r
-    neighbour_scores = neighbours(conn, fused, keys[:asked] if tuning.load_limit else None)
+    neighbour_scores = neighbours(conn, fused, loaded)  # only loaded candidates are scored
 
     hint = date_hint(query)
     asks_when = tuning.time_boost != 1.0 and bool(WHEN_RE.search(query))
