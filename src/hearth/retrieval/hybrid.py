@@ -57,16 +57,18 @@ from .tuning import DEFAULT, SEND_PATH, Tuning
 
 
 class Budget:
-    """The milliseconds one send's recall may take, counted from when the send's layers began.
-    The required steps (keyword and vector lists, fusion) always run; an optional step (the
-    feedback list) runs only while its expected cost, learned from its last runs, fits in half of
-    what is left: the other half is the margin for the steps after it and for the slow tail that a
-    p99 budget is about. A step left out PROBE_EVERY times in a row runs once, so one slow
-    measurement (a cold cache) is not its cost for ever; each probe that finds it still too slow
-    doubles the wait for the next (up to PROBE_MAX), since a probe is a send over budget."""
+    """The milliseconds one send's recall may take at the p99, counted from when the send's layers
+    began. The required steps (keyword and vector lists, fusion) always run; an optional step (the
+    feedback list) is for a send that is going fast: it runs only while the send, with the step's
+    expected cost (learned from its last runs), would still end within MEDIAN_SHARE of the budget
+    (15 of the default 40 ms, the median goal the p99 budget stands for). The rest of the budget
+    is the margin for the steps after it and for the slow tail. A step left out PROBE_EVERY times
+    in a row runs once, so one slow measurement (a cold cache) is not its cost for ever; each probe
+    that finds it still too slow doubles the wait for the next (up to PROBE_MAX), since a probe is
+    a slower send."""
 
     ALPHA = 0.2  # weight of the newest measurement in a step's expected cost
-    MARGIN = 0.5
+    MEDIAN_SHARE = 0.375
     PROBE_EVERY = 20
     PROBE_MAX = 1_000
     _expected: dict[str, float] = {}  # step -> expected milliseconds, shared by every search
@@ -87,7 +89,7 @@ class Budget:
         if self.ms is None:
             return True
         with self._lock:
-            if self._expected.get(step, 0.0) <= self.left() * self.MARGIN:
+            if self._expected.get(step, 0.0) <= self.left() - self.ms * (1 - self.MEDIAN_SHARE):
                 self._interval[step] = self.PROBE_EVERY
                 return True
             interval = self._interval.get(step, self.PROBE_EVERY)
