@@ -578,3 +578,27 @@ def test_a2_send_path_feedback_reads_few_frequencies_and_stays_within_the_postin
         postings_budget=13 + 2 * 2))
     [words] = asked
     assert words[0] == "lighthous*" and len(words) == 3  # 13 rows for the query's word, 2 for each added word
+
+
+@pytest.mark.sqlite_only
+def test_s7_sqlite_the_embedding_job_adds_new_vectors_to_the_loaded_index_so_the_next_search_adds_none(
+        me, archive_persona, embedder, monkeypatch):
+    from hearth.layers.archive_recall import embed_job
+
+    old = _thread(me, archive_persona, "Old", [("user", "the lighthouse keeper's cat"), ("assistant", "Juniper!")])
+    embed_job(me, {})
+    conn = me.store.connection()
+    db_key, model = str(me.store.key), semantic.model_id(embedder)
+    index = semantic.INDEXES.get(conn, db_key, "messages", me.user_id, model, embedder.dim)
+    loaded = len(index)
+    me.conversations.add_message(old.id, "user", "the harbour lamp was lit at dusk")
+    embed_job(me, {})  # as the worker runs it after a reply
+    assert len(index) == loaded + 1
+
+    def no_add(*args, **kwargs):
+        raise AssertionError("the search should find its index current")
+
+    monkeypatch.setattr(semantic.IndexCache, "_add_rows", staticmethod(no_add))
+    hits = semantic.vector_search(conn, db_key, "messages", me.user_id, embedder,
+                                  semantic.embed_queries(embedder, ["harbour lamp at dusk"]), 3)
+    assert hits[0][0][0] == me.conversations.messages(old.id)[-1].id

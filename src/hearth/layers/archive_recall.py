@@ -282,17 +282,19 @@ def embed_job(scope: Scope, payload: dict[str, Any], helper: Helper | None = Non
 
     Queues itself again while work remains, so a large import is embedded in bounded slices.
     """
-    from ..retrieval.semantic import embed_messages, embed_pending, shared_embedder
+    from ..retrieval.semantic import INDEXES, embed_messages, embed_pending, model_id, shared_embedder
 
+    embedder = shared_embedder(scope.hearth)
     changed = payload.get("messages")
     if isinstance(changed, list) and changed:
         # Turns whose chosen version changed (W2) lie behind the cursor: they are named.
-        embed_messages(scope.store, shared_embedder(scope.hearth), scope.user_id,
-                       [int(i) for i in changed[:EMBED_JOB_SLICE]])
+        embed_messages(scope.store, embedder, scope.user_id, [int(i) for i in changed[:EMBED_JOB_SLICE]])
     # Follows the cursor: a reply's job reads only the rows that arrived since the last one.
-    report = embed_pending(scope.store, shared_embedder(scope.hearth), user_id=scope.user_id,
+    report = embed_pending(scope.store, embedder, user_id=scope.user_id,
                            limit=int(payload.get("limit", EMBED_JOB_SLICE)), follow=True,
                            pause=scope.hearth.activity.wait_quiet)
+    # The new vectors go into the loaded indexes here, in the background, not on the next send.
+    INDEXES.catch_up(scope.store.connection(), str(scope.store.key), scope.user_id, model_id(embedder))
     if report.remaining:
         from ..jobs import enqueue
 

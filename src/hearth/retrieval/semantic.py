@@ -384,6 +384,20 @@ class IndexCache:
                     self._indexes[key] = (signature, index)
         return index
 
+    def catch_up(self, conn: sqlite3.Connection, db_key: str, user_id: int, model: str) -> None:
+        """Add the rows written since to this user's indexes that are already loaded. The
+        background embedding job calls it after writing vectors, so the next search finds its
+        index current: adding a reply's two vectors to a million-vector graph costs about 3 ms,
+        which was spent on the next send's critical path (docs/benchmarks.md, seventh pass)."""
+        if is_postgres(conn):
+            return
+        for source in ("messages", "chunks"):
+            key = (db_key, source, user_id, model)
+            with self._lock:
+                cached = self._indexes.get(key)
+            if cached is not None:
+                self._fresh(conn, key, cached[1].dim)
+
     def _fresh(self, conn: sqlite3.Connection, key: tuple, dim: int) -> tuple["VectorIndex | None", "VectorIndex | None"]:
         """(the cached index brought up to date, or None if only a cold load can; the cached one)."""
         _db_key, source, user_id, model = key
