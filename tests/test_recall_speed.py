@@ -118,6 +118,27 @@ def test_a2_send_path_embeds_one_query_and_repeats_come_from_the_cache(me, archi
     assert embedded == [["quince tree planting"]]
 
 
+def test_a2_the_query_embedding_starts_when_the_message_arrives_before_it_is_saved(me, archive_persona, embedder,
+                                                                                     monkeypatch):
+    c = _thread(me, archive_persona, "Now", [("user", "hello"), ("assistant", "hello, love")])
+    question = "Do you remember the harbour lamp?"
+    started: list[tuple[str, int]] = []
+    inner = semantic.prefetch_query
+
+    def prefetch(model, text):
+        saved = me.store.connection().execute("SELECT count(*) FROM messages WHERE content = ?", (question,))
+        started.append((text, saved.fetchone()[0]))
+        inner(model, text)
+
+    monkeypatch.setattr(semantic, "prefetch_query", prefetch)
+    me.send(c.id, question)
+    # Started before the save, and again (found in flight or cached) when the layers prepare.
+    assert started[0] == (question, 0) and me.conversations.messages(c.id)[-2].content == question
+    started.clear()
+    me.send(c.id, "good night")  # no recall cue: nothing is embedded for it
+    assert started == []
+
+
 def test_a2_send_path_mixes_the_stored_vectors_of_recent_turns_into_the_query(me, archive_persona, embedder,
                                                                                  monkeypatch):
     from hearth.retrieval.candidates import vector_lists

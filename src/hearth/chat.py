@@ -92,6 +92,9 @@ class SendPath:
         settings = self.settings
         idle = settings.idle_checkpoint_minutes * 60
         replacing: Message | None = None  # the reply that gets a new version instead of a new row
+        if not (retry or regenerate or edit_message_id is not None):
+            conversation = scope.conversations.get(conversation_id)
+            scope.dynamic.prefetch(scope.personas.get(conversation.persona_id), text)
         with store.write() as conn:
             conversation = scope.conversations.get(conversation_id)
             check_open(conversation)

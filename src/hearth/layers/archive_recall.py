@@ -55,15 +55,20 @@ class ArchiveRecall:
     def searches(self, turn: Turn) -> bool:
         return bool(turn.persona.archive_access and turn.has_assistant_reply and needs_old_memory(turn.text))
 
-    def prepare(self, turn: Turn) -> None:
-        """Before the other layers run: start embedding the message in the background, so the
-        search finds its vector ready (the other layers' work and the model's overlap)."""
-        if self.embedder is None or not self.searches(turn):
+    def prefetch(self, persona: Any, text: str) -> None:
+        """As soon as the message arrives: start embedding it in the background, so the search
+        finds its vector ready (the save, the other layers' work and the model's overlap)."""
+        if self.embedder is None or not (persona.archive_access and needs_old_memory(text)):
             return
         from ..retrieval.candidates import query_vector_text
         from ..retrieval.semantic import prefetch_query
 
-        prefetch_query(self.embedder(), query_vector_text(turn.text, _speakers(turn.persona)))
+        prefetch_query(self.embedder(), query_vector_text(text, _speakers(persona)))
+
+    def prepare(self, turn: Turn) -> None:
+        """Before the layers run (a retried or edited message was not prefetched on arrival)."""
+        if self.searches(turn):
+            self.prefetch(turn.persona, turn.text)
 
     def blocks(self, turn: Turn) -> list[Block]:
         if not self.searches(turn):

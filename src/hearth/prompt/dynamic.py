@@ -119,6 +119,14 @@ class DynamicContext:
     def register(self, layer: Layer) -> None:
         self.layers.append(layer)
 
+    def prefetch(self, persona: Any, text: str) -> None:
+        """A message has arrived and is about to be saved: a layer may start slow work for it (the
+        query embedding) now, so the save and the layers before it overlap that work."""
+        for layer in self.layers:
+            early = getattr(layer, "prefetch", None)
+            if early is not None:
+                early(persona, text)
+
     def collect(self, turn: Turn) -> list[Block]:
         if turn.user_id != self.user_id:
             # A turn of another user's conversation reads like an unknown one (G2).
