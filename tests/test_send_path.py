@@ -351,6 +351,36 @@ def test_t1_e3_history_after_a_capsule_is_cached_and_a_newer_capsule_reads_afres
     assert [t.content for t in tight] == ["turn 9"] and left_out == 5
 
 
+def test_t1_the_cached_window_keeps_provider_messages_in_step_and_assembly_does_not_walk_the_turns(me, persona):
+    from hearth.history import HistoryCache
+    from hearth.prompt.assembly import HistoryTurns, assemble
+    from hearth.prompt.dynamic import RenderedContext
+
+    conversation = me.conversations.create(persona.id)
+    ids = [me.conversations.add_message(conversation.id, "user" if i % 2 == 0 else "assistant", f"turn {i} " * (i + 1)).id
+           for i in range(12)]
+    cache = HistoryCache()
+    conn = me.store.connection()
+    reads = [cache.read(conn, conversation.id, ids[6], 10_000)[0],  # read afresh
+             cache.read(conn, conversation.id, ids[11] + 1, 10_000)[0],  # the window and the turns since
+             cache.read(conn, conversation.id, ids[11] + 1, 200)[0]]  # trimmed from the front
+    for history in reads:
+        assert history.chats == [t.chat for t in history] and history.sizes == [t.tokens for t in history]
+        assert history.lengths == [len(t.chat.content) for t in history]
+    assert [t.id for t in reads[2]] == ids[-len(reads[2]):] and len(reads[2]) < 12
+
+    def request(history):
+        return assemble(static_prompt="You are kind.", handoff_chars=0, history=history,
+                        context=RenderedContext((), "", ""), user_text="hello", tools=[],
+                        input_limit_tokens=200, output_reserve_tokens=50, birth_period=False)
+
+    plain = request(list(reads[1]))
+    # Assembly takes the carried lists: turn objects it cannot read are never touched.
+    carried = request(HistoryTurns([object()] * len(reads[1]), reads[1].chats, reads[1].sizes, reads[1].lengths))
+    assert carried.request.messages == plain.request.messages and carried.size == plain.size
+    assert plain.size.history_trimmed_messages > 0
+
+
 def test_lc2_streamed_deltas_never_show_a_nudge_marker_split_across_chunks(me, persona, provider):
     def reply(request):
         for chunk in ("How did the ", "interview go? [", "n:3f", "2a] Tell me."):

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
 
+from .prompt.assembly import HistoryTurns
 from .prompt.dynamic import quote_reserved_headings
 from .providers.base import ChatMessage
 from .text import estimate_tokens
@@ -43,12 +44,21 @@ class HistoryTurn:
         return estimate_tokens(len(self.chat.content))
 
 
+_Parts = tuple[list[ChatMessage], list[int], list[int]]
+
+
+def _parts(turns: list[HistoryTurn]) -> _Parts:
+    chats = [t.chat for t in turns]
+    return chats, [t.tokens for t in turns], [len(c.content) for c in chats]
+
+
 @dataclass
 class _Window:
     rev: int
     turns: list[HistoryTurn]  # oldest first, contiguous up to the newest turn read
     chars: int
     complete: bool  # the window starts at the thread's first turn (or the first after ``after_id``)
+    parts: _Parts  # ``_parts(turns)``, kept in step with ``turns``
     after_id: int = 0  # the window read only turns after this one (a continuity capsule's end)
 
 
@@ -61,7 +71,7 @@ class HistoryCache:
         self._lock = threading.Lock()
 
     def read(self, conn: sqlite3.Connection, conversation_id: int, before_id: int,
-             budget_chars: int, after_id: int = 0) -> tuple[list[HistoryTurn], int]:
+             budget_chars: int, after_id: int = 0) -> tuple[HistoryTurns, int]:
         """Turns before ``before_id`` that fit ``budget_chars`` (oldest first), and how many older
         turns were left out because they did not fit.
 
@@ -83,32 +93,39 @@ class HistoryCache:
             turns = window.turns + newer
             chars = window.chars + sum(len(t.content) for t in newer)
             complete = window.complete
+            (chats, sizes, lengths), added = window.parts, _parts(newer)
+            parts: _Parts = (chats + added[0], sizes + added[1], lengths + added[2])
         else:
             turns, chars, complete = self._read_newest(conn, conversation_id, before_id, budget_chars, after_id)
-        while len(turns) > 1 and chars > budget_chars:
-            chars -= len(turns[0].content)
-            turns = turns[1:]
+            parts = _parts(turns)
+        drop = 0
+        while len(turns) - drop > 1 and chars > budget_chars:
+            chars -= len(turns[drop].content)
+            drop += 1
             complete = False
+        if drop:
+            turns, parts = turns[drop:], (parts[0][drop:], parts[1][drop:], parts[2][drop:])
         with self._lock:
-            self._windows[conversation_id] = _Window(rev, turns, chars, complete, after_id)
+            self._windows[conversation_id] = _Window(rev, turns, chars, complete, parts, after_id)
             self._windows.move_to_end(conversation_id)
             while len(self._windows) > self.max_conversations:
                 self._windows.popitem(last=False)
+        history = HistoryTurns(turns, *parts)
         if complete or not turns:
-            return list(turns), 0
+            return history, 0
         if after_id:
             left_out = conn.execute(
                 "SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ? AND id < ?"
                 " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact')",
                 (conversation_id, after_id, turns[0].id)).fetchone()[0]
-            return list(turns), left_out
+            return history, left_out
         # turn_count includes the message being answered (and anything newer); count only older ones.
         older_in_thread = conn.execute(
             "SELECT count(*) FROM messages WHERE conversation_id = ? AND id >= ?"
             " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact')",
             (conversation_id, before_id),
         ).fetchone()[0]
-        return list(turns), max(0, total - older_in_thread - len(turns))
+        return history, max(0, total - older_in_thread - len(turns))
 
     def _read_newest(self, conn, conversation_id, before_id, budget_chars,
                      after_id: int = 0) -> tuple[list[HistoryTurn], int, bool]:
