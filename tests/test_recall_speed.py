@@ -89,6 +89,24 @@ def test_a2_k1_budget_leaves_out_the_feedback_list_when_it_cannot_fit(me, person
     assert again.skipped == () and len(again.results) == len(unbounded.results)
 
 
+def test_a2_only_a_feedback_run_that_asked_its_query_teaches_the_budget_its_cost(me, persona, monkeypatch):
+    _thread(me, persona, "Music", [("user", "I practised the saxophone for my conservatory audition.")])
+    _thread(me, persona, "Later", [("user", "The conservatory audition went well, they liked my scales."),
+                                   ("user", "My conservatory friends came too.")])
+    _thread(me, persona, "Coast", [("user", "The lighthouse keeper waved.")])
+    conn = me.store.connection()
+    monkeypatch.setattr(Budget, "_expected", {"feedback": 5.0})
+
+    def ask(query):
+        return search(conn, me.user_id, query, filters=Filters(sources=("messages",)), log=False, budget_ms=1_000)
+
+    # Its best hit holds no word to add: the list returns at once, and 5 ms stays the expectation.
+    assert ask("the lighthouse keeper waved").skipped == ()
+    assert Budget._expected["feedback"] == 5.0
+    ask("How is the saxophone going?")  # adds "conservatory" and asks its query: measured
+    assert Budget._expected["feedback"] != 5.0
+
+
 def test_a2_budget_learns_a_steps_cost():
     budget = Budget(40)
     budget.record("probe-step", 30.0)

@@ -178,8 +178,11 @@ def search(
     elif tuning.feedback_docs > 0:
         step = time.monotonic()
         extra = feedback_list(conn, user_id, filters, fused, query_words, name_words, tuning)
-        budget.record("feedback", (time.monotonic() - step) * 1000)
         if extra:
+            # Only a run that asked its query is its cost: one that found no word to add (a date
+            # question's common words) returns at once, and would teach the budget that the list
+            # is cheap for the next recall cue.
+            budget.record("feedback", (time.monotonic() - step) * 1000)
             add_list(fused, "keyword:feedback:messages", extra, tuning.feedback_weight, tuning)
     # The rows behind the candidates, best fused first in slices of ``load_limit`` until twice
     # ``limit`` pass the filters (every candidate at once when there is no limit).
