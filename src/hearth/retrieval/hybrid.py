@@ -19,7 +19,6 @@ Every measured constant is on a ``Tuning`` object passed in (``tuning.DEFAULT`` 
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import threading
 import time
@@ -80,16 +79,14 @@ class Budget:
         self.ms = ms
         self.started = time.monotonic() if started is None else started
 
-    def left(self) -> float:
-        if self.ms is None:
-            return math.inf
-        return self.ms - (time.monotonic() - self.started) * 1000
+    def elapsed(self) -> float:
+        return (time.monotonic() - self.started) * 1000
 
     def allows(self, step: str) -> bool:
         if self.ms is None:
             return True
         with self._lock:
-            if self._expected.get(step, 0.0) <= self.left() - self.ms * (1 - self.MEDIAN_SHARE):
+            if self.elapsed() + self._expected.get(step, 0.0) <= self.ms * self.MEDIAN_SHARE:
                 self._interval[step] = self.PROBE_EVERY
                 return True
             interval = self._interval.get(step, self.PROBE_EVERY)
