@@ -150,6 +150,10 @@ GRID: dict[str, dict] = {
     "feedback reads every word": {"feedback_candidates": 0},
     "feedback reads 12 words": {"feedback_candidates": 12},
     "no feedback list": {"feedback_docs": 0},
+    "no dated list": {"dated_weight": 0.0},
+    "dated list 0.5": {"dated_weight": 0.5},
+    "dated list 2.0": {"dated_weight": 2.0},
+    "dated list 7 days after": {"dated_days_after": 7},
 }
 
 Scores = dict[str, dict[str, dict[int, list[float]]]]  # sample -> category -> k -> recall per question

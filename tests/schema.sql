@@ -49,6 +49,8 @@ CREATE INDEX message_branches_conversation ON message_branches (conversation_id)
 CREATE INDEX message_branches_user ON message_branches (user_id);
 -- index message_embeddings_user_model
 CREATE INDEX message_embeddings_user_model ON message_embeddings (user_id, model, message_id);
+-- index messages_chat_time
+CREATE INDEX messages_chat_time ON messages (user_id, created_at) WHERE kind = 'chat' AND role IN ('user', 'assistant');
 -- index messages_conversation
 CREATE INDEX messages_conversation ON messages (conversation_id, id);
 -- index messages_one_static_prompt

@@ -148,3 +148,30 @@ def test_k1_query_terms_stay_within_a_postings_budget(me, persona):
     tight = Tuning(postings_budget=10, common_min_rows=10_000)  # keep the common-word cut out of this test
     assert select_terms(conn, ["weather", "zephyr"], tuning=tight) == ["zephyr"]
     assert select_terms(conn, ["weather", "zephyr"], tuning=tight.with_changes(postings_budget=1_000)) == ["zephyr", "weather"]
+
+
+def test_a2_a_question_naming_a_month_finds_that_months_turn_that_shares_no_word(me, persona):
+    from hearth.retrieval.semantic import embed_pending, shared_embedder
+
+    embedder = shared_embedder()
+    april = me.conversations.create(persona.id, "Spring", created_at="2022-04-15T10:00:00.000000Z")
+    me.conversations.add_message(april.id, "user", "Dyed my hair purple last week, come see!",
+                                 created_at="2022-04-15T10:00:01.000000Z")
+    other = me.conversations.create(persona.id, "Later", created_at="2022-09-01T10:00:00.000000Z")
+    for i, text in enumerate(["My physical therapy is a slow transformation.", "The physical exam went fine.",
+                              "A transformation of the garden is under way.", "Physical books beat screens."]):
+        me.conversations.add_message(other.id, "user", text, created_at=f"2022-09-01T10:00:0{i + 1}.000000Z")
+    embed_pending(me.store, embedder, user_id=me.user_id)
+    conn = me.store.connection()
+    narrow = Tuning(candidates=1, feedback_docs=0)  # each other list holds only the distractors' best
+
+    def found(tuning):
+        outcome = search(conn, me.user_id, "What physical transformation did I undergo in April 2022?",
+                         filters=Filters(sources=("messages",)), embedder=embedder, db_key="dated", log=False,
+                         tuning=tuning)
+        return [r.text for r in outcome.results]
+
+    assert any(t.startswith("Dyed my hair") for t in found(narrow))
+    assert not any(t.startswith("Dyed my hair") for t in found(narrow.with_changes(dated_weight=0.0)))
+    # A range holding more turns than the send may read is not read at all.
+    assert not any(t.startswith("Dyed my hair") for t in found(narrow.with_changes(dated_rows=0)))

@@ -239,7 +239,7 @@ def test_s7_sqlite_plan_embedding_job_follows_a_cursor_instead_of_scanning(me, a
     plan = " ".join(r[3] for r in conn.execute(
         "EXPLAIN QUERY PLAN SELECT m.id FROM messages m LEFT JOIN message_embeddings e ON e.message_id = m.id"
         " AND e.model = ? WHERE m.id > ? AND e.message_id IS NULL AND m.kind = 'chat'"
-        " AND m.role IN ('user', 'assistant') AND m.user_id = ? ORDER BY m.id LIMIT 10",
+        " AND m.role IN ('user', 'assistant') AND +m.user_id = ? ORDER BY m.id LIMIT 10",
         (embedder.name, through["messages"], me.user_id)))
     assert "INTEGER PRIMARY KEY (rowid>?)" in plan
     # A row below the cursor that lost its vector is not the job's business: reindex finds it.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,9 @@ from .terms import select_terms
 from .tuning import DEFAULT, Tuning
 
 Ranked = list[tuple[tuple[str, int], float]]
+# A searchable chat turn; written as the partial index over turns by time (migration 19) states it,
+# so the database can answer a date range from that index.
+CHAT_TURN_SQL = "m.kind = 'chat' AND m.role IN ('user', 'assistant')"
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class Result:
 
 
 def message_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]:
-    where = ["m.user_id = ?", "m.kind = 'chat'", "m.role IN ('user', 'assistant')"]
+    where = ["m.user_id = ?", CHAT_TURN_SQL]
     args: list[Any] = [user_id]
     if f.conversation_id is not None:
         where.append("m.conversation_id = ?")
@@ -267,8 +271,10 @@ def _one_pass(conn: sqlite3.Connection, user_id: int, variants: list, filters: F
 
 def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, embedder: Any,
                  db_key: str, speaker_names: dict[str, str] | None,
-                 tuning: Tuning = DEFAULT, context_ids: tuple[int, ...] = ()) -> tuple[dict[str, Ranked], dict[str, float]]:
-    """One vector list per source and sentence variant (the message, the message with context).
+                 tuning: Tuning = DEFAULT, context_ids: tuple[int, ...] = (),
+                 dated: tuple[str, str] | None = None) -> tuple[dict[str, Ranked], dict[str, float]]:
+    """One vector list per source and sentence variant (the message, the message with context),
+    and with ``dated`` (the date range the query names) one exact list over the turns of that range.
 
     With ``tuning.context_vector_weight`` and ``context_ids`` (the recent turns the context came
     from), the message with context is the message's own vector mixed with those turns' stored
@@ -302,7 +308,43 @@ def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters
                 lists[f"vector:{name}:{source}"] = [((kind, i), s) for i, s in hits]
                 weights[f"vector:{name}:{source}"] = (tuning.variant_weights.get(name, 1.0)
                                                       * tuning.signal_weights["vector"])
+    if dated and tuning.dated_weight > 0 and "messages" in filters.sources:
+        hits = dated_vector_hits(conn, user_id, filters, dated, embedder, vectors[0], tuning)
+        if hits:
+            lists["vector:dated:messages"] = [(("message", i), s) for i, s in hits]
+            weights["vector:dated:messages"] = tuning.dated_weight * tuning.signal_weights["vector"]
     return lists, weights
+
+
+def dated_vector_hits(conn: sqlite3.Connection, user_id: int, filters: Filters, dated: tuple[str, str],
+                      embedder: Any, vector: Any, tuning: Tuning) -> list[tuple[int, float]]:
+    """The turns dated inside the named range, or up to ``tuning.dated_days_after`` days after it
+    (a turn tells of a day as "last night" or "last Friday"), ranked by exact cosine to the query.
+    None when the range holds more than ``tuning.dated_rows`` turns: counted first on the index of
+    turns by time, so a wide range costs a send an index count, not the reading of its vectors."""
+    from .semantic import model_id
+    from .vectors import from_blob
+
+    end = (date.fromisoformat(dated[1]) + timedelta(days=tuning.dated_days_after + 1)).isoformat()
+    span = ["m.user_id = ?", CHAT_TURN_SQL, "m.created_at >= ?", "m.created_at < ?"]
+    bounds = [user_id, dated[0], end]
+    count = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE {' AND '.join(span)} LIMIT ?) AS s",
+                         (*bounds, tuning.dated_rows + 1)).fetchone()[0]
+    if not count or count > tuning.dated_rows:
+        return []
+    where, args = message_filter_sql(user_id, filters)
+    rows = conn.execute(
+        "SELECT m.id, e.embedding FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+        " JOIN message_embeddings e ON e.message_id = m.id"
+        f" WHERE {' AND '.join([*where, *span[2:]])} AND e.model = ?",
+        (*args, *bounds[1:], model_id(embedder))).fetchall()
+    vectors = [from_blob(r[1]) for r in rows]
+    keep = [i for i, v in enumerate(vectors) if v.shape[0] == vector.shape[0]]
+    if not keep:
+        return []
+    scores = np.stack([vectors[i] for i in keep]) @ vector
+    best = np.argsort(-scores, kind="stable")[:tuning.candidates]
+    return [(int(rows[keep[i]][0]), float(scores[i])) for i in best]
 
 
 def query_vector_text(text: str, speaker_names: dict[str, str] | None) -> str:

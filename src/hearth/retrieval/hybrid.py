@@ -163,9 +163,10 @@ def search(
     for name in (*ignore_names, *(speaker_names or {})):
         name_words.update(terms(name))
     lists, weights, query_words = keyword_lists(conn, user_id, variants, filters, name_words, tuning, memo)
+    hint = date_hint(query)
     if embedder is not None:
         more, more_weights = vector_lists(conn, user_id, variants, filters, embedder, db_key, speaker_names, tuning,
-                                          context_ids)
+                                          context_ids, hint)
         lists.update(more)
         weights.update(more_weights)
 
@@ -198,7 +199,6 @@ def search(
             loaded[("chunk", i)] = r
     neighbour_scores = neighbours(conn, fused, loaded)  # only loaded candidates are scored
 
-    hint = date_hint(query)
     asks_when = tuning.time_boost != 1.0 and bool(WHEN_RE.search(query))
     results = score(fused, loaded, neighbour_scores, hint=hint, named_roles=named_roles(query, speaker_names),
                     asks_when=asks_when, tuning=tuning)

@@ -75,7 +75,7 @@ def message_text(label: str, content: str, previous: str = "") -> str:
 
 def _pending_messages(conn: sqlite3.Connection, model: str, user_id: int | None, limit: int,
                      after: int = 0, ids: list[int] | None = None) -> list[tuple[int, int, str]]:
-    where = "" if user_id is None else " AND m.user_id = ?"
+    where = "" if user_id is None else " AND +m.user_id = ?"  # "+": the cursor walks ids, not the index of turns by time
     if ids is not None:  # exactly these rows (turns whose chosen text changed), wherever they are
         where += f" AND m.id IN ({', '.join('?' * len(ids))})"
     args: list[Any] = [model, after] + ([] if user_id is None else [user_id]) + list(ids or []) + [limit]
@@ -117,7 +117,7 @@ def pending_count(conn: sqlite3.Connection, model: str, user_id: int | None = No
     messages = conn.execute(
         "SELECT count(*) FROM messages m LEFT JOIN message_embeddings e ON e.message_id = m.id AND e.model = ?"
         " WHERE m.id > ? AND e.message_id IS NULL AND m.kind = 'chat' AND m.role IN ('user', 'assistant')"
-        + ("" if user_id is None else " AND m.user_id = ?"), [model, after.get("messages", 0), *user],
+        + ("" if user_id is None else " AND +m.user_id = ?"), [model, after.get("messages", 0), *user],
     ).fetchone()[0]
     chunks = conn.execute(
         "SELECT count(*) FROM archive_chunks WHERE id > ? AND (embedding IS NULL OR embedding_model IS NOT ?)"

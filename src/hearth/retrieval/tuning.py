@@ -72,6 +72,16 @@ class Tuning:
     # with its context: the model then embeds only the message on the send path. 0 embeds the text.
     context_vector_weight: float = 0.0
 
+    # A query that names a date ("in April 2022", "on 1 May 2022"): one more vector list, exact,
+    # over the turns dated inside that range or up to ``dated_days_after`` days later (told of as
+    # "last night"), at this weight; 0 turns it off. The lift for a result inside the range only
+    # reorders what the other lists found, and the turn a dated question wants often shares no
+    # word with it and ranks below the 240 vectors the index returns (LoCoMo, docs/recall.md).
+    # A range holding more than ``dated_rows`` turns is not read.
+    dated_weight: float = 1.0
+    dated_days_after: int = 3
+    dated_rows: int = 3_000
+
     def with_changes(self, **changes: Any) -> "Tuning":
         return replace(self, **changes)
 

@@ -1033,6 +1033,19 @@ def m018_index_turn_version_events(conn: sqlite3.Connection) -> None:
                  f" WHERE kind IN {TURN_VERSION_EVENTS}")
 
 
+# Written as the searches state it (``retrieval.candidates.CHAT_TURN_SQL``): a partial index is used
+# only for a query whose conditions include its own.
+CHAT_TURN_TIME_INDEX = ("CREATE INDEX messages_chat_time ON messages (user_id, created_at)"
+                        " WHERE kind = 'chat' AND role IN ('user', 'assistant')")
+
+
+def m019_index_chat_turns_by_time(conn: sqlite3.Connection) -> None:
+    """One user's chat turns by time (A2): a question that names a date ranks the turns of that
+    range apart, and counts them first on this index to learn whether the range is narrow enough
+    to read on a send."""
+    conn.execute(CHAT_TURN_TIME_INDEX)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -1052,6 +1065,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m016_keep_keyword_totals,
     m017_fold_diacritics_in_keyword_search,
     m018_index_turn_version_events,
+    m019_index_chat_turns_by_time,
 ]
 
 

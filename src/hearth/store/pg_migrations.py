@@ -811,12 +811,18 @@ def m018_index_turn_version_events(conn: "PgConnection") -> None:
                      f" WHERE kind IN {migrations.TURN_VERSION_EVENTS}")
 
 
+def m019_index_chat_turns_by_time(conn: "PgConnection") -> None:
+    """The twin of SQLite's migration 19: chat turns by user and time, for dated questions."""
+    conn.raw.execute(migrations.CHAT_TURN_TIME_INDEX)
+
+
 PG_MIGRATIONS: dict[int, Callable[["PgConnection"], None]] = {
     BASELINE: m014_create_baseline,
     15: m015_create_message_branches,
     16: m016_keep_keyword_totals,
     17: m017_fold_diacritics_in_keyword_search,
     18: m018_index_turn_version_events,
+    19: m019_index_chat_turns_by_time,
 }
 
 
