@@ -320,24 +320,23 @@ def dated_vector_hits(conn: sqlite3.Connection, user_id: int, filters: Filters, 
                       embedder: Any, vector: Any, tuning: Tuning) -> list[tuple[int, float]]:
     """The turns dated inside the named range, or up to ``tuning.dated_days_after`` days after it
     (a turn tells of a day as "last night" or "last Friday"), ranked by exact cosine to the query.
-    None when the range holds more than ``tuning.dated_rows`` turns: counted first on the index of
-    turns by time, so a wide range costs a send an index count, not the reading of its vectors."""
+    Nothing when the range holds more than ``tuning.dated_rows`` turns: counted first on the index
+    of turns by time, so a wide range costs a send an index count, not the reading of its vectors."""
     from .semantic import model_id
     from .vectors import from_blob
 
     end = (date.fromisoformat(dated[1]) + timedelta(days=tuning.dated_days_after + 1)).isoformat()
-    span = ["m.user_id = ?", CHAT_TURN_SQL, "m.created_at >= ?", "m.created_at < ?"]
-    bounds = [user_id, dated[0], end]
-    count = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE {' AND '.join(span)} LIMIT ?) AS s",
-                         (*bounds, tuning.dated_rows + 1)).fetchone()[0]
+    period, bounds = ["m.created_at >= ?", "m.created_at < ?"], [dated[0], end]
+    count = conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.user_id = ? AND {CHAT_TURN_SQL}"
+        f" AND {' AND '.join(period)} LIMIT ?) AS s", (user_id, *bounds, tuning.dated_rows + 1)).fetchone()[0]
     if not count or count > tuning.dated_rows:
         return []
     where, args = message_filter_sql(user_id, filters)
     rows = conn.execute(
         "SELECT m.id, e.embedding FROM messages m JOIN conversations c ON c.id = m.conversation_id"
         " JOIN message_embeddings e ON e.message_id = m.id"
-        f" WHERE {' AND '.join([*where, *span[2:]])} AND e.model = ?",
-        (*args, *bounds[1:], model_id(embedder))).fetchall()
+        f" WHERE {' AND '.join([*where, *period])} AND e.model = ?", (*args, *bounds, model_id(embedder))).fetchall()
     vectors = [from_blob(r[1]) for r in rows]
     keep = [i for i, v in enumerate(vectors) if v.shape[0] == vector.shape[0]]
     if not keep:
