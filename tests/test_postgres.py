@@ -437,14 +437,19 @@ def test_s6_s9_folded_keyword_search_is_answered_by_the_gin_index_postgres(pg_ur
         conv = me.conversations.create(persona.id)
         wanted = me.conversations.add_message(conv.id, "user", "Crème brûlée at the CAFÉ").id
         me.conversations.add_message(conv.id, "user", "plain toast")
+        # Enough other turns that walking the index of chat turns by time costs more than the word
+        # index (at two rows the planner cannot tell them apart).
+        for i in range(300):
+            me.conversations.add_message(conv.id, "user", f"ordinary words number {i}")
         conn = hearth.store.connection()
         # Both sides fold: a plain query finds the accented text and an accented query too.
         for words in (["creme"], ["CAFÉ"], ["brûl*"]):
             rows = pgsearch.ranked(conn, "messages_fts", "m", "m.id", "", ["m.user_id = ?"],
                                    [me.user_id], words, 10)
             assert [r[0] for r in rows] == [wanted], words
+        conn.execute("ANALYZE messages")
         with hearth.store.read() as rconn:
-            rconn.execute("SET LOCAL enable_seqscan = off")  # at two rows the planner would rather scan
+            rconn.execute("SET LOCAL enable_seqscan = off")  # at this size the planner would rather scan
             plan = " ".join(r[0] for r in rconn.execute(
                 "EXPLAIN SELECT id FROM messages m WHERE hearth_words(m.content)"
                 " @@ to_tsquery('simple', hearth_fold(?)) AND m.kind = 'chat'"
