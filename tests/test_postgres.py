@@ -439,8 +439,9 @@ def test_s6_s9_folded_keyword_search_is_answered_by_the_gin_index_postgres(pg_ur
         me.conversations.add_message(conv.id, "user", "plain toast")
         # Enough other turns that walking the index of chat turns by time costs more than the word
         # index (at two rows the planner cannot tell them apart).
-        for i in range(300):
-            me.conversations.add_message(conv.id, "user", f"ordinary words number {i}")
+        with hearth.store.write():
+            for i in range(300):
+                me.conversations.add_message(conv.id, "user", f"ordinary words number {i}")
         conn = hearth.store.connection()
         # Both sides fold: a plain query finds the accented text and an accented query too.
         for words in (["creme"], ["CAFÉ"], ["brûl*"]):
