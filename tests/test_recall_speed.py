@@ -641,3 +641,34 @@ def test_s7_sqlite_the_embedding_job_adds_new_vectors_to_the_loaded_index_so_the
     hits = semantic.vector_search(conn, db_key, "messages", me.user_id, embedder,
                                   semantic.embed_queries(embedder, ["harbour lamp at dusk"]), 3)
     assert hits[0][0][0] == me.conversations.messages(old.id)[-1].id
+
+
+@pytest.mark.sqlite_only
+def test_a2_k1_sqlite_plan_send_path_reads_the_index_of_turns_by_time_only_for_a_date_range(
+        me, archive_persona, embedder):
+    """Without table statistics SQLite takes a user's term on the index of chat turns by time
+    (user_id, created_at) for a narrow one, and read the candidates behind a recall through it
+    instead of their primary keys (150 ms a send at 1M). Only the statements that bound the time
+    may use that index."""
+    old = me.conversations.create(archive_persona.id, "Spring")
+    with me.store.write():
+        for i in range(6):
+            me.conversations.add_message(old.id, "user" if i % 2 else "assistant",
+                                         f"the lantern by the harbour, evening {i}",
+                                         created_at=f"2023-05-0{i + 1}T20:00:00.000000+00:00")
+    embed_pending(me.store, embedder, user_id=me.user_id)
+    now = me.conversations.create(archive_persona.id, "Now")
+    me.send(now.id, "hello")
+    conn = me.store.connection()
+    asked: list[str] = []
+    conn.set_trace_callback(asked.append)
+    try:
+        me.send(now.id, "Do you remember the lantern we talked about in May 2023?")
+    finally:
+        conn.set_trace_callback(None)
+    plans = {sql: " ".join(r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+             for sql in asked if sql.lstrip().upper().startswith(("SELECT", "WITH"))}
+    by_time = [sql for sql, plan in plans.items() if "messages_chat_time" in plan]
+    assert by_time, "the date question counts the turns of its range on the index of turns by time"
+    assert all("created_at >=" in sql for sql in by_time), [s for s in by_time if "created_at >=" not in s]
+    assert any("m.id IN (" in sql for sql in plans)  # the candidates were loaded, by primary key

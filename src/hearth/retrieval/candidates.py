@@ -69,7 +69,9 @@ class Result:
 
 
 def message_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]:
-    where = ["m.user_id = ?", CHAT_TURN_SQL]
+    # "+": the user's term must never make the index of turns by time (user_id, created_at) look
+    # selective; these filters sit beside id lookups and FTS matches, which are narrower.
+    where = ["+m.user_id = ?", CHAT_TURN_SQL]
     args: list[Any] = [user_id]
     if f.conversation_id is not None:
         where.append("m.conversation_id = ?")
@@ -326,17 +328,19 @@ def dated_vector_hits(conn: sqlite3.Connection, user_id: int, filters: Filters, 
     from .vectors import from_blob
 
     end = (date.fromisoformat(dated[1]) + timedelta(days=tuning.dated_days_after + 1)).isoformat()
-    period, bounds = ["m.created_at >= ?", "m.created_at < ?"], [dated[0], end]
-    count = conn.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.user_id = ? AND {CHAT_TURN_SQL}"
-        f" AND {' AND '.join(period)} LIMIT ?) AS s", (user_id, *bounds, tuning.dated_rows + 1)).fetchone()[0]
+    # Here, and only here, the range is the narrow part: the plain user term lets it use that index.
+    span = f"m.user_id = ? AND {CHAT_TURN_SQL} AND m.created_at >= ? AND m.created_at < ?"
+    bounds = (user_id, dated[0], end)
+    count = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE {span} LIMIT ?) AS s",
+                         (*bounds, tuning.dated_rows + 1)).fetchone()[0]
     if not count or count > tuning.dated_rows:
         return []
     where, args = message_filter_sql(user_id, filters)
     rows = conn.execute(
         "SELECT m.id, e.embedding FROM messages m JOIN conversations c ON c.id = m.conversation_id"
         " JOIN message_embeddings e ON e.message_id = m.id"
-        f" WHERE {' AND '.join([*where, *period])} AND e.model = ?", (*args, *bounds, model_id(embedder))).fetchall()
+        f" WHERE {' AND '.join([span, *where[2:]])} AND e.model = ?",
+        (*bounds, *args[1:], model_id(embedder))).fetchall()
     vectors = [from_blob(r[1]) for r in rows]
     keep = [i for i, v in enumerate(vectors) if v.shape[0] == vector.shape[0]]
     if not keep:
