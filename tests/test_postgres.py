@@ -458,3 +458,46 @@ def test_s6_s9_folded_keyword_search_is_answered_by_the_gin_index_postgres(pg_ur
         assert "messages_search" in plan
     finally:
         hearth.close()
+
+
+def test_s9_k1_a2_index_of_turns_by_time_serves_dates_never_keyword_search_postgres(pg_url):
+    """Before autovacuum has analysed a new or grown table, the planner took migration 19's index
+    of turns by time for keyword searches: it walked every turn of the user and re-tokenised each
+    (1.4 s for one common word over 5,000 turns). The search must be answered by the word index,
+    and a time-bounded count (the dated list) still by the index of turns by time."""
+    from hearth.retrieval.candidates import CHAT_TURN_SQL
+    from hearth.retrieval.keyword import search_messages
+
+    hearth = Hearth(Settings.resolve({"home": "/nonexistent-home", "database_url": pg_url}, environ={}))
+    try:
+        me = hearth.scope()
+        persona = me.personas.create("p", "P", user_label="U:", assistant_label="A:")
+        conv = me.conversations.create(persona.id)
+        with hearth.store.write():
+            wanted = me.conversations.add_message(conv.id, "user", "the lighthouse keeper waved").id
+            for i in range(1_000):
+                me.conversations.add_message(conv.id, "assistant", f"ordinary words number {i}")
+        conn = hearth.store.connection()
+        # As on a table no ANALYZE has reached yet (the lane's server is ours to reset).
+        conn.execute("DELETE FROM pg_statistic WHERE starelid = 'messages'::regclass")
+        plans: list[str] = []
+        execute = conn.execute
+
+        def explained(sql, args=()):
+            if "s.score" in sql:  # the ranked keyword statement (pgsearch.ranked)
+                plans.append(" ".join(r[0] for r in execute("EXPLAIN " + sql, args).fetchall()))
+            return execute(sql, args)
+
+        conn.execute = explained
+        try:
+            hits = search_messages(conn, me.user_id, ["lighthouse"], limit=10)
+        finally:
+            del conn.execute
+        assert [h.message_id for h in hits] == [wanted]
+        assert plans and all("messages_search" in p and "messages_chat_time" not in p for p in plans)
+        dated = " ".join(r[0] for r in conn.execute(
+            f"EXPLAIN SELECT count(*) FROM messages m WHERE m.user_id = ? AND {CHAT_TURN_SQL}"
+            " AND m.created_at >= ? AND m.created_at < ?", (me.user_id, "2023-05-01", "2023-06-01")).fetchall())
+        assert "messages_chat_time" in dated
+    finally:
+        hearth.close()

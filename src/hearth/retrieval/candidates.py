@@ -23,7 +23,7 @@ from .tuning import DEFAULT, Tuning
 
 Ranked = list[tuple[tuple[str, int], float]]
 # A searchable chat turn; written as the partial index over turns by time (migration 19) states it,
-# so the database can answer a date range from that index.
+# so the database can answer a date range from that index (PostgreSQL's also needs a time bound).
 CHAT_TURN_SQL = "m.kind = 'chat' AND m.role IN ('user', 'assistant')"
 
 

@@ -1033,17 +1033,20 @@ def m018_index_turn_version_events(conn: sqlite3.Connection) -> None:
                  f" WHERE kind IN {TURN_VERSION_EVENTS}")
 
 
-# Written as the searches state it (``retrieval.candidates.CHAT_TURN_SQL``): a partial index is used
-# only for a query whose conditions include its own.
-CHAT_TURN_TIME_INDEX = ("CREATE INDEX messages_chat_time ON messages (user_id, created_at)"
-                        " WHERE kind = 'chat' AND role IN ('user', 'assistant')")
-
-
 def m019_index_chat_turns_by_time(conn: sqlite3.Connection) -> None:
     """One user's chat turns by time (A2): a question that names a date ranks the turns of that
     range apart, and counts them first on this index to learn whether the range is narrow enough
     to read on a send."""
-    conn.execute(CHAT_TURN_TIME_INDEX)
+    conn.execute("CREATE INDEX messages_chat_time ON messages (user_id, created_at)"
+                 " WHERE kind = 'chat' AND role IN ('user', 'assistant')")
+
+
+def m020_index_chat_turns_by_time_for_time_bounds_only(conn: sqlite3.Connection) -> None:
+    """PostgreSQL's migration 20 narrows migration 19's index to queries that bound the time. Here
+    migration 19's index stays: SQLite does not take "created_at IS NOT NULL" as implied by a
+    range over a NOT NULL column, so the narrowed index would serve no query; its searches keep
+    the user's term out of the choice of index instead ("+m.user_id", ``retrieval.candidates``).
+    The version exists on both engines so their schema numbers agree."""
 
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
@@ -1066,6 +1069,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m017_fold_diacritics_in_keyword_search,
     m018_index_turn_version_events,
     m019_index_chat_turns_by_time,
+    m020_index_chat_turns_by_time_for_time_bounds_only,
 ]
 
 
