@@ -465,8 +465,9 @@ def test_s9_k1_a2_index_of_turns_by_time_serves_dates_never_keyword_search_postg
     of turns by time for keyword searches: it walked every turn of the user and re-tokenised each
     (1.4 s for one common word over 5,000 turns). The search must be answered by the word index,
     and a time-bounded count (the dated list) still by the index of turns by time."""
-    from hearth.retrieval.candidates import CHAT_TURN_SQL
+    from hearth.retrieval.candidates import Filters, dated_vector_hits
     from hearth.retrieval.keyword import search_messages
+    from hearth.retrieval.tuning import DEFAULT
 
     hearth = Hearth(Settings.resolve({"home": "/nonexistent-home", "database_url": pg_url}, environ={}))
     try:
@@ -480,24 +481,27 @@ def test_s9_k1_a2_index_of_turns_by_time_serves_dates_never_keyword_search_postg
         conn = hearth.store.connection()
         # As on a table no ANALYZE has reached yet (the lane's server is ours to reset).
         conn.execute("DELETE FROM pg_statistic WHERE starelid = 'messages'::regclass")
-        plans: list[str] = []
+        plans: dict[str, list[str]] = {"keyword": [], "dated": []}
         execute = conn.execute
 
         def explained(sql, args=()):
-            if "s.score" in sql:  # the ranked keyword statement (pgsearch.ranked)
-                plans.append(" ".join(r[0] for r in execute("EXPLAIN " + sql, args).fetchall()))
+            # The ranked keyword statement (pgsearch.ranked) and the dated list's count.
+            kind = "keyword" if "s.score" in sql else "dated" if "created_at >=" in sql else None
+            if kind:
+                plans[kind].append(" ".join(r[0] for r in execute("EXPLAIN " + sql, args).fetchall()))
             return execute(sql, args)
 
         conn.execute = explained
         try:
             hits = search_messages(conn, me.user_id, ["lighthouse"], limit=10)
+            # No turn of May 2023: the count finds none and the list ends there, before any vector.
+            assert dated_vector_hits(conn, me.user_id, Filters(), ("2023-05-01", "2023-05-31"), None, None,
+                                     DEFAULT) == []
         finally:
             del conn.execute
         assert [h.message_id for h in hits] == [wanted]
-        assert plans and all("messages_search" in p and "messages_chat_time" not in p for p in plans)
-        dated = " ".join(r[0] for r in conn.execute(
-            f"EXPLAIN SELECT count(*) FROM messages m WHERE m.user_id = ? AND {CHAT_TURN_SQL}"
-            " AND m.created_at >= ? AND m.created_at < ?", (me.user_id, "2023-05-01", "2023-06-01")).fetchall())
-        assert "messages_chat_time" in dated
+        assert plans["keyword"] and all("messages_search" in p and "messages_chat_time" not in p
+                                        for p in plans["keyword"])
+        assert plans["dated"] and all("messages_chat_time" in p for p in plans["dated"])
     finally:
         hearth.close()

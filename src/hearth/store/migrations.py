@@ -1033,12 +1033,17 @@ def m018_index_turn_version_events(conn: sqlite3.Connection) -> None:
                  f" WHERE kind IN {TURN_VERSION_EVENTS}")
 
 
+# Written as the searches state it (``retrieval.candidates.CHAT_TURN_SQL``): a partial index is used
+# only for a query whose conditions include its own.
+CHAT_TURN_TIME_INDEX = ("CREATE INDEX messages_chat_time ON messages (user_id, created_at)"
+                        " WHERE kind = 'chat' AND role IN ('user', 'assistant')")
+
+
 def m019_index_chat_turns_by_time(conn: sqlite3.Connection) -> None:
     """One user's chat turns by time (A2): a question that names a date ranks the turns of that
     range apart, and counts them first on this index to learn whether the range is narrow enough
     to read on a send."""
-    conn.execute("CREATE INDEX messages_chat_time ON messages (user_id, created_at)"
-                 " WHERE kind = 'chat' AND role IN ('user', 'assistant')")
+    conn.execute(CHAT_TURN_TIME_INDEX)
 
 
 def m020_index_chat_turns_by_time_for_time_bounds_only(conn: sqlite3.Connection) -> None:

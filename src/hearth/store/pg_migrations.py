@@ -813,8 +813,7 @@ def m018_index_turn_version_events(conn: "PgConnection") -> None:
 
 def m019_index_chat_turns_by_time(conn: "PgConnection") -> None:
     """The twin of SQLite's migration 19: chat turns by user and time, for dated questions."""
-    conn.raw.execute("CREATE INDEX messages_chat_time ON messages (user_id, created_at)"
-                     " WHERE kind = 'chat' AND role IN ('user', 'assistant')")
+    conn.raw.execute(migrations.CHAT_TURN_TIME_INDEX)
 
 
 def m020_index_chat_turns_by_time_for_time_bounds_only(conn: "PgConnection") -> None:
@@ -825,8 +824,7 @@ def m020_index_chat_turns_by_time_for_time_bounds_only(conn: "PgConnection") -> 
     5,000 turns). "created_at IS NOT NULL" is implied only by a query that bounds the time, as
     the dated list does."""
     conn.raw.execute("DROP INDEX messages_chat_time")
-    conn.raw.execute("CREATE INDEX messages_chat_time ON messages (user_id, created_at)"
-                     " WHERE kind = 'chat' AND role IN ('user', 'assistant') AND created_at IS NOT NULL")
+    conn.raw.execute(migrations.CHAT_TURN_TIME_INDEX + " AND created_at IS NOT NULL")
 
 
 PG_MIGRATIONS: dict[int, Callable[["PgConnection"], None]] = {
