@@ -120,10 +120,15 @@ def varied_messages(tm: TextMaker, count: int, seed: int, balanced: bool = False
 
 
 class LayerClock:
-    """Wraps each dynamic layer's ``blocks`` to record its time per send (benchmark-side only)."""
+    """Wraps each dynamic layer's ``blocks`` to record its time per send, overall and by the kind of
+    message being sent (benchmark-side only)."""
 
     def __init__(self, scope: Any):
         self.samples: dict[str, list[float]] = {}
+        self.by_kind: dict[str, dict[str, list[float]]] = {}
+        self.kind = ""
+        self.current = 0.0  # the layers' milliseconds in the send under way
+        self.outside: dict[str, list[float]] = {}  # kind -> a send's milliseconds outside the layers
         for layer in scope.dynamic.layers:
             self._wrap(layer)
 
@@ -137,13 +142,59 @@ class LayerClock:
             try:
                 return inner(turn)
             finally:
-                bucket.append((time.perf_counter() - t) * 1000)
+                ms = (time.perf_counter() - t) * 1000
+                bucket.append(ms)
+                self.current += ms
+                self.by_kind.setdefault(self.kind, {}).setdefault(name, []).append(ms)
 
         layer.blocks = timed
 
     def clear(self) -> None:
         for bucket in self.samples.values():
             bucket.clear()
+        self.by_kind.clear()
+
+
+class StepClock:
+    """Wraps the steps of one hybrid search (keyword lists, vector lists, fusion, feedback, loading
+    the candidates' rows, neighbours, scoring) to record each one's time per send, by the kind of
+    message being sent (benchmark-side only: the product's functions are replaced on the module)."""
+
+    STEPS = ("keyword_lists", "vector_lists", "fuse", "feedback_list", "load_messages", "load_chunks",
+             "neighbours", "score", "build_variants")
+
+    def __init__(self) -> None:
+        from hearth.retrieval import hybrid
+
+        self.kind = ""
+        self.samples: dict[str, dict[str, list[float]]] = {}
+        self._open: dict[str, float] = {}
+        for step in self.STEPS:
+            self._wrap(hybrid, step)
+
+    def _wrap(self, module: Any, step: str) -> None:
+        inner = getattr(module, step)
+
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self._open[step] = self._open.get(step, 0.0) + (time.perf_counter() - t) * 1000
+
+        setattr(module, step, timed)
+
+    def start(self, kind: str) -> None:
+        self.kind = kind
+        self._open = {}
+
+    def stop(self) -> None:
+        bucket = self.samples.setdefault(self.kind, {})
+        for step, ms in self._open.items():
+            bucket.setdefault(step, []).append(ms)
+
+    def report(self) -> dict[str, dict[str, Any]]:
+        return {kind: {step: summary(v) for step, v in steps.items()} for kind, steps in sorted(self.samples.items())}
 
 
 class Floor:
@@ -289,8 +340,11 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
             hearth.activity.wait_quiet = lambda limit=2.0: True  # type: ignore[method-assign]
         worker.start()
     clock = LayerClock(scope)
+    steps = StepClock() if args.steps else None
     tm = TextMaker(manifest["seed"] + 100)
     messages = varied_messages(tm, args.sends, manifest["seed"] + 101, balanced=args.per_class is not None)
+    if args.kinds:
+        messages = [(kind, text) for kind, text in messages if kind in args.kinds]
 
     # Cold sends, reported apart: the first builds the stored prompt and reads the history; the
     # first with a recall cue loads the embedding model and builds the vector index.
@@ -321,6 +375,9 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
                 time.sleep(0.005)
             waited.append((time.perf_counter() - started) * 1000)
         floor_by_kind.setdefault(kind, []).append(floor_meter.measure(text))
+        clock.kind, clock.current = kind, 0.0
+        if steps:
+            steps.start(kind)
         if profiler:
             profiler.enable()
         t = time.perf_counter()
@@ -330,6 +387,8 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
                 saved_at = time.perf_counter()
         if profiler:
             profiler.disable()
+        if steps:
+            steps.stop()
         elapsed = (provider.arrival() - t) * 1000
         if len(cold_by_kind.setdefault(kind, [])) < args.cold:
             # The first sends of each kind in a fresh process: SQLite's page cache, the term cache
@@ -338,6 +397,7 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
             floor_by_kind[kind].pop()
             continue
         samples.append(elapsed)
+        clock.outside.setdefault(kind, []).append(elapsed - clock.current)
         saved.append(((saved_at or t) - t) * 1000)
         by_kind.setdefault(kind, []).append(elapsed)
 
@@ -369,10 +429,17 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         "ratio_median": round(assembly["median_ms"] / floor["floor_median_ms"], 2) if floor["floor_median_ms"] else None,
         "notes": notes,
     }
+    if steps:
+        result["steps"] = steps.report()
+        result["outside"] = clock.outside
+        result["layers_by_kind"] = {kind: {name: summary(v) for name, v in layers.items()}
+                                    for kind, layers in sorted(clock.by_kind.items())}
     if profiler:
         out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.profile_lines)
+        pstats.Stats(profiler, stream=out).sort_stats(args.profile_sort).print_stats(args.profile_lines)
         result["profile"] = out.getvalue()
+        if args.profile_out:
+            profiler.dump_stats(args.profile_out)
     hearth.close()
     return result
 
@@ -416,6 +483,14 @@ def print_deployment(r: dict[str, Any]) -> None:
     print(f"  floor (sum of medians): {f['floor_median_ms']:.2f} ms")
     if r["ratio_median"] is not None:
         print(f"ratio assembly / floor (medians): {r['ratio_median']:.2f}")
+    for kind, layers in r.get("layers_by_kind", {}).items():
+        print(f"layers, {kind} sends: outside the layers {summary(r['outside'][kind])['median_ms']:.2f}/"
+              f"{summary(r['outside'][kind])['p99_ms']:.2f}; " + ", ".join(f"{name} {s['median_ms']:.2f}/{s['p99_ms']:.2f}"
+                                                     for name, s in layers.items() if s["p99_ms"] >= 0.5))
+    for kind, by_step in r.get("steps", {}).items():
+        print(f"hybrid search steps, {kind} sends (sends that ran the step):")
+        for step, s in sorted(by_step.items(), key=lambda item: -item[1]["median_ms"]):
+            print(f"  {step:<15} median {s['median_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms  (n={s['n']})")
     if "profile" in r:
         print(r["profile"])
 
@@ -445,7 +520,12 @@ def main() -> None:
                         help="deployment mode: this many sends of each of the five kinds, in turn")
     parser.add_argument("--database-url", default="",
                         help="deployment mode: run on this PostgreSQL copy of the deployment (hearth migrate-store)")
+    parser.add_argument("--steps", action="store_true", help="time each step of the hybrid search, by kind")
+    parser.add_argument("--kinds", nargs="+", choices=("everyday", "recall", "date", "fragment", "short"),
+                        help="send only these kinds of message (to profile one kind)")
     parser.add_argument("--profile-lines", type=int, default=40)
+    parser.add_argument("--profile-out", help="also save the profile's statistics to this file (pstats)")
+    parser.add_argument("--profile-sort", default="cumulative", choices=("cumulative", "tottime"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.deployment:

@@ -13,7 +13,7 @@ import pytest
 from hearth.jobs import chat_messages_after
 from hearth.retrieval import searchlog, semantic
 from hearth.retrieval.archive import Archive
-from hearth.retrieval.hybrid import Budget, Filters, Tuning, search
+from hearth.retrieval.hybrid import Budget, Filters, Result, Tuning, search
 from hearth.retrieval.semantic import embed_pending, embedded_through, pending_count, shared_embedder
 from hearth.retrieval.terms import TermStats, indexed_rows
 
@@ -672,3 +672,28 @@ def test_a2_k1_sqlite_plan_send_path_reads_the_index_of_turns_by_time_only_for_a
     assert by_time, "the date question counts the turns of its range on the index of turns by time"
     assert all("created_at >=" in sql for sql in by_time), [s for s in by_time if "created_at >=" not in s]
     assert any("m.id IN (" in sql for sql in plans)  # the candidates were loaded, by primary key
+
+
+def test_a2_scoring_breaks_down_only_the_results_it_returns_and_counts_every_candidate():
+    from hearth.retrieval.fusion import fuse, score
+    from hearth.retrieval.query import mentions_time
+
+    def result(i: int, text: str) -> Result:
+        return Result("message", i, 1, "t", "2023-05-0%d" % (i % 9 + 1), text, "user")
+
+    texts = ["We met in May.", "A quiet day.", "LAST WEEK we walked.", "A quiet day.", "Tea", "The harbour"]
+    lists = {"keyword:all:messages": [(("message", i), 10.0 - i) for i in range(6)],
+             "vector:with_context:messages": [(("message", i), 0.9 - i / 10) for i in (5, 2, 0)]}
+    fused = fuse(lists)
+    loaded = {("message", i): result(i, t) for i, t in enumerate(texts)}
+    every, counted = score(fused, loaded, {}, hint=None, named_roles=set(), asks_when=True)
+    best, scored = score(fused, {k: result(k[1], r.text) for k, r in loaded.items()}, {}, hint=None,
+                         named_roles=set(), asks_when=True, limit=2)
+    assert counted == scored == 5  # the repeated "A quiet day." is dropped, the rest are all scored
+    assert [r.id for r in best] == [r.id for r in every[:2]]
+    assert [r.scores for r in best] == [r.scores for r in every[:2]]  # the same breakdown, key for key
+    assert list(best[0].scores) == ["rrf", "keyword_rank", "keyword", "vector_rank", "vector", "signals",
+                                    "boost", "neighbour", "fused", "session"]
+    # A time phrase in any case lifts a "when" question's result.
+    assert mentions_time("LAST WEEK we walked.") and mentions_time("in May") and not mentions_time("Tea")
+    assert {r.id: r.scores["boost"] for r in every}[2] == Tuning().time_boost

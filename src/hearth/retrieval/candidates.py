@@ -6,7 +6,6 @@ answers, vector hits (filtered after the index answers) pass the same conditions
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -55,7 +54,6 @@ class Result:
     text: str
     speaker: str  # role of a chat turn, or the labels a chunk holds
     collection: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
     scores: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -174,12 +172,12 @@ def load_messages(conn: sqlite3.Connection, user_id: int, ids: list[int], f: Fil
     for start in range(0, len(ids), 500):
         part = ids[start:start + 500]
         rows = conn.execute(
-            "SELECT m.id, m.conversation_id, m.role, m.content, m.created_at, m.metadata, c.title"
+            "SELECT m.id, m.conversation_id, m.role, m.content, m.created_at, c.title"
             " FROM messages m JOIN conversations c ON c.id = m.conversation_id"
             f" WHERE m.id IN ({','.join('?' * len(part))}) AND {' AND '.join(where)}", (*part, *args)).fetchall()
         for r in rows:
             out[r["id"]] = Result("message", r["id"], r["conversation_id"], r["title"] or "Untitled conversation",
-                                  r["created_at"], r["content"], r["role"], metadata=json.loads(r["metadata"]))
+                                  r["created_at"], r["content"], r["role"])
     return out
 
 

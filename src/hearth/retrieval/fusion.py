@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from .candidates import Filters, Ranked, Result, keyword_messages, load_messages
 from .keyword import terms
-from .query import TIME_RE, match_terms
+from .query import match_terms, mentions_time
 from .terms import doc_frequencies, indexed_rows
 from .tuning import DEFAULT, Tuning
 
@@ -45,12 +45,14 @@ def add_list(fused: Fused, name: str, ranked: Ranked, weight: float, tuning: Tun
     for rank, (key, score) in enumerate(ranked, start=1):
         entry = fused.get(key)
         if entry is None:
-            entry = fused[key] = {"rrf": 0.0, "lists": []}
+            # The score is rounded for the breakdown once a result is kept (``score``).
+            fused[key] = {"rrf": weight / (k + rank), rank_key: rank, signal: score, "lists": [name]}
+            continue
         entry["rrf"] += weight / (k + rank)
         best = entry.get(rank_key)
         if best is None or rank < best:
             entry[rank_key] = rank
-            entry[signal] = score  # rounded for the breakdown once a result is kept (``score``)
+            entry[signal] = score
         entry["lists"].append(name)
 
 
@@ -149,17 +151,24 @@ def session_lift(results: list[Result], tuning: Tuning = DEFAULT) -> None:
         r.scores["fused"] = round(r.scores["fused"] * (1 + tuning.session_weight * share), 6)
 
 
+# A fingerprint reads at most this much of a text: its first 400 characters once whitespace is
+# collapsed, without case-folding and splitting the whole of a long chunk.
+FINGERPRINT_READ = 2_000
+
+
 def score(fused: Fused, loaded: dict[tuple[str, int], Result], neighbour_scores: dict[tuple[str, int], float], *,
           hint: tuple[str, str] | None, named_roles: set[str], asks_when: bool,
-          tuning: Tuning = DEFAULT) -> list[Result]:
-    """Fused entries as scored results, duplicates of the same words dropped, best first."""
+          tuning: Tuning = DEFAULT, limit: int | None = None) -> tuple[list[Result], int]:
+    """Fused entries as scored results, duplicates of the same words dropped, best first: (the best
+    ``limit`` of them, how many were scored). Every candidate gets its fused score; only the ones
+    returned get the whole breakdown (hundreds are scored where a reply keeps six)."""
     results: list[Result] = []
     seen_text: set[str] = set()
     for key, entry in fused.items():
         result = loaded.get(key)
         if result is None:
             continue
-        fingerprint = " ".join(result.text.casefold().split())[:400]
+        fingerprint = " ".join(result.text[:FINGERPRINT_READ].casefold().split())[:400]
         if fingerprint in seen_text:
             continue  # the same words stored twice (a re-pasted message, a duplicated chunk)
         seen_text.add(fingerprint)
@@ -168,19 +177,23 @@ def score(fused: Fused, loaded: dict[tuple[str, int], Result], neighbour_scores:
             boost *= tuning.date_boost
         if len(named_roles) == 1 and result.kind == "message" and result.speaker in named_roles:
             boost *= tuning.speaker_boost
-        if asks_when and TIME_RE.search(result.text):
+        if asks_when and mentions_time(result.text):
             boost *= tuning.time_boost
-        scores = {k: (float(f"{v:.6g}") if k in ("keyword", "vector") else v) for k, v in entry.items() if k != "lists"}
-        scores["signals"] = sorted({name.split(":", 1)[0] for name in entry["lists"]})
-        scores["boost"] = round(boost, 3)
-        scores["neighbour"] = round(neighbour_scores.get(key, 0.0), 6)
-        scores["rrf"] = round(entry["rrf"], 6)
-        scores["fused"] = round((entry["rrf"] + tuning.neighbour_weight * scores["neighbour"]) * boost, 6)
-        result.scores = scores
+        neighbour = round(neighbour_scores.get(key, 0.0), 6)
+        result.scores = {"boost": round(boost, 3), "neighbour": neighbour,
+                         "fused": round((entry["rrf"] + tuning.neighbour_weight * neighbour) * boost, 6)}
         results.append(result)
     session_lift(results, tuning)
     results.sort(key=lambda r: (-r.scores["fused"], r.date or "", r.id))
-    return results
+    kept = results if limit is None else results[:limit]
+    for result in kept:
+        entry = fused[result.key]
+        scores = {k: (float(f"{v:.6g}") if k in ("keyword", "vector") else v) for k, v in entry.items() if k != "lists"}
+        scores["signals"] = sorted({name.split(":", 1)[0] for name in entry["lists"]})
+        scores["rrf"] = round(entry["rrf"], 6)
+        scores.update(result.scores)
+        result.scores = scores
+    return kept, len(results)
 
 
 def named_roles(query: str, speaker_names: dict[str, str] | None) -> set[str]:

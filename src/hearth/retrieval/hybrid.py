@@ -200,10 +200,9 @@ def search(
     neighbour_scores = neighbours(conn, fused, loaded)  # only loaded candidates are scored
 
     asks_when = tuning.time_boost != 1.0 and bool(WHEN_RE.search(query))
-    results = score(fused, loaded, neighbour_scores, hint=hint, named_roles=named_roles(query, speaker_names),
-                    asks_when=asks_when, tuning=tuning)
-    candidates = len(results)
-    results = results[:limit]
+    results, candidates = score(fused, loaded, neighbour_scores, hint=hint,
+                                named_roles=named_roles(query, speaker_names), asks_when=asks_when, tuning=tuning,
+                                limit=limit)
 
     top = results[:5]
     # One signal cannot agree with another: without an embedder, judge by the score gap alone.

