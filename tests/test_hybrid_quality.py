@@ -148,6 +148,39 @@ def test_k1_query_terms_stay_within_a_postings_budget(me, persona):
     tight = Tuning(postings_budget=10, common_min_rows=10_000)  # keep the common-word cut out of this test
     assert select_terms(conn, ["weather", "zephyr"], tuning=tight) == ["zephyr"]
     assert select_terms(conn, ["weather", "zephyr"], tuning=tight.with_changes(postings_budget=1_000)) == ["zephyr", "weather"]
+    # The rarest word stays even over the budget, except where the budget is strict (the send
+    # path): a word in every turn names no topic, and ranking all of its rows is the cost.
+    assert select_terms(conn, ["weather"], tuning=tight) == ["weather"]
+    assert select_terms(conn, ["weather"], tuning=tight.with_changes(rarest_over_budget=False)) == []
+    assert select_terms(conn, ["weather", "zephyr"], tuning=tight.with_changes(rarest_over_budget=False)) == ["zephyr"]
+
+
+def test_k1_send_path_asks_no_keyword_query_for_a_message_whose_rarest_word_is_over_the_budget(me, persona,
+                                                                                               monkeypatch):
+    from hearth.layers import keyword_recall
+    from hearth.retrieval import tuning
+
+    assert tuning.SEND_PATH.rarest_over_budget is False and tuning.DEFAULT.rarest_over_budget is True
+    strict = tuning.SEND_PATH.with_changes(postings_budget=10, common_min_rows=10_000)  # 30 rows is over it
+    monkeypatch.setattr(keyword_recall, "SEND_PATH", strict)
+    old = me.conversations.create(persona.id, "Old")
+    with me.store.write():
+        for i in range(30):
+            me.conversations.add_message(old.id, "user", f"weather talk number {i}")
+        me.conversations.add_message(old.id, "assistant", "The zephyr came through the garden.")
+    current = me.conversations.create(persona.id, "Now")
+    me.send(current.id, "hello there")
+    conn = me.store.connection()
+    statements: list[str] = []
+    conn.set_trace_callback(lambda sql: statements.append(sql) if "MATCH" in sql else None)
+    try:
+        me.send(current.id, "Weather talk, number of weather talks")  # each word in 30 rows
+        assert not any("messages_fts MATCH" in sql for sql in statements), statements
+        statements.clear()
+        me.send(current.id, "Tell me about the weather and the zephyr again")
+        assert any("messages_fts MATCH" in sql for sql in statements)
+    finally:
+        conn.set_trace_callback(None)
 
 
 def test_a2_a_question_naming_a_month_finds_that_months_turn_that_shares_no_word(me, persona):

@@ -200,7 +200,7 @@ def select_terms(conn: sqlite3.Connection, words: list[str], source: str = "mess
     chosen: list[str] = []
     postings = 0
     for word in kept[:max_terms]:
-        if chosen and postings + df[word] > tuning.postings_budget:
+        if postings + df[word] > tuning.postings_budget and (chosen or not tuning.rarest_over_budget):
             break
         chosen.append(word)
         postings += df[word]

@@ -47,7 +47,11 @@ class Tuning:
     # list scan; it is dropped once the index is large enough for the share to mean something.
     common_share: float = 0.08
     common_min_rows: int = 2_000
-    postings_budget: int = 20_000  # rows the chosen terms may match together (the rarest term always stays)
+    postings_budget: int = 20_000  # rows the chosen terms may match together
+    # Whether the rarest term stays when it alone matches more rows than the budget. Off on the send
+    # path: ranking a word in 42,000 of a million turns costs 70 ms there, and a word that common
+    # names no topic (the vector list still runs).
+    rarest_over_budget: bool = True
     # Rows loaded behind the fused candidates, best first, in slices of this many until enough pass
     # the filters; 0 loads every candidate (hundreds, where a reply needs six).
     load_limit: int = 0
@@ -91,8 +95,9 @@ DEFAULT = Tuning()
 # joins as the stored vectors of those turns), one keyword query per index over the message's own
 # words (keyword recall asks the same one, so the two share it), postings bounded at 5,000 rows
 # (the ranking reads every matching row: at a million messages a 20,000-row budget cost an
-# everyday message twice the CPU), and the feedback list only when the latency budget allows it
+# everyday message twice the CPU; a message whose rarest word alone is over it asks no keyword
+# query), and the feedback list only when the latency budget allows it
 # (``Budget`` in hybrid.py).
 SEND_PATH = DEFAULT.with_changes(vector_variants=("with_context",), vector_context_chars=300, keyword_one_pass=True,
                                  load_limit=100, context_vector_weight=0.5, keyword_context=False,
-                                 postings_budget=5_000, feedback_candidates=24)
+                                 postings_budget=5_000, rarest_over_budget=False, feedback_candidates=24)
