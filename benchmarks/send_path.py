@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import json
 import os
@@ -158,7 +159,8 @@ class LayerClock:
 class StepClock:
     """Wraps the steps of one hybrid search (keyword lists, vector lists, fusion, feedback, loading
     the candidates' rows, neighbours, scoring) to record each one's time per send, by the kind of
-    message being sent (benchmark-side only: the product's functions are replaced on the module)."""
+    message being sent, and the garbage collections during the send (benchmark-side only: the
+    product's functions are replaced on the module)."""
 
     STEPS = ("keyword_lists", "vector_lists", "fuse", "feedback_list", "load_messages", "load_chunks",
              "neighbours", "score", "build_variants")
@@ -169,8 +171,19 @@ class StepClock:
         self.kind = ""
         self.samples: dict[str, dict[str, list[float]]] = {}
         self._open: dict[str, float] = {}
+        self._gc_started = 0.0
         for step in self.STEPS:
             self._wrap(hybrid, step)
+        # The interpreter's garbage collections during a send, by generation: a pause of the whole
+        # process that no step owns.
+        gc.callbacks.append(self._gc)
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            step = f"gc generation {info['generation']}"
+            self._open[step] = self._open.get(step, 0.0) + (time.perf_counter() - self._gc_started) * 1000
 
     def _wrap(self, module: Any, step: str) -> None:
         inner = getattr(module, step)

@@ -170,17 +170,14 @@ def test_k1_send_path_asks_no_keyword_query_for_a_message_whose_rarest_word_is_o
         me.conversations.add_message(old.id, "assistant", "The zephyr came through the garden.")
     current = me.conversations.create(persona.id, "Now")
     me.send(current.id, "hello there")
-    conn = me.store.connection()
-    statements: list[str] = []
-    conn.set_trace_callback(lambda sql: statements.append(sql) if "MATCH" in sql else None)
-    try:
-        me.send(current.id, "Weather talk, number of weather talks")  # each word in 30 rows
-        assert not any("messages_fts MATCH" in sql for sql in statements), statements
-        statements.clear()
-        me.send(current.id, "Tell me about the weather and the zephyr again")
-        assert any("messages_fts MATCH" in sql for sql in statements)
-    finally:
-        conn.set_trace_callback(None)
+    asked: list[list[str]] = []
+    real = keyword_recall.shared_keyword_hits
+    monkeypatch.setattr(keyword_recall, "shared_keyword_hits",
+                        lambda conn, user_id, words, *a, **k: asked.append(words) or real(conn, user_id, words, *a, **k))
+    me.send(current.id, "Weather talk, number of weather talks")  # each word in 30 rows
+    assert asked == []
+    me.send(current.id, "Tell me about the weather and the zephyr again")
+    assert len(asked) == 1 and "zephyr*" in asked[0] and "weather" not in asked[0]
 
 
 def test_a2_a_question_naming_a_month_finds_that_months_turn_that_shares_no_word(me, persona):
