@@ -697,3 +697,44 @@ def test_a2_scoring_breaks_down_only_the_results_it_returns_and_counts_every_can
     # A time phrase in any case lifts a "when" question's result.
     assert mentions_time("LAST WEEK we walked.") and mentions_time("in May") and not mentions_time("Tea")
     assert {r.id: r.scores["boost"] for r in every}[2] == Tuning().time_boost
+
+
+def test_a2_worker_collects_garbage_between_sends_and_freezes_what_is_left(hearth):
+    import gc
+    import weakref
+
+    from hearth.jobs import Worker
+
+    class Node:
+        pass
+
+    worker = Worker(hearth, handlers={}, poll_seconds=0.01, settle_every_seconds=0.0)
+    gc.unfreeze()
+    try:
+        node = Node()
+        node.self = node  # type: ignore[attr-defined]  # a cycle: only a collection frees it
+        alive = weakref.ref(node)
+        del node
+        with hearth.activity.assembling():
+            assert worker.settle_memory() is False  # never while a send assembles
+        assert gc.get_freeze_count() == 0 and alive() is not None
+        assert worker.settle_memory() is True
+        assert alive() is None and gc.get_freeze_count() > 0
+        # What the last settle froze is unfrozen first, so a cycle among it is still freed.
+        frozen = Node()
+        frozen.self = frozen  # type: ignore[attr-defined]
+        still = weakref.ref(frozen)
+        gc.freeze()
+        del frozen
+        assert worker.settle_memory() is True and still() is None
+        # The loop settles on its own once idle.
+        gc.unfreeze()
+        worker.start()
+        deadline = time.monotonic() + 5
+        while gc.get_freeze_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        worker.stop()
+        assert gc.get_freeze_count() > 0
+    finally:
+        worker.stop()
+        gc.unfreeze()

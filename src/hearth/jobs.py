@@ -13,6 +13,7 @@ class or kind, never text that could carry conversation content.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import sqlite3
@@ -267,7 +268,7 @@ class Worker:
 
     def __init__(self, hearth: "Hearth", *, handlers: dict[str, Handler] | None = None,
                  helper: "Helper | None" = None, queue: JobQueue | None = None, poll_seconds: float = 2.0,
-                 prune_every_seconds: float = 3600.0):
+                 prune_every_seconds: float = 3600.0, settle_every_seconds: float = 60.0):
         self.hearth = hearth
         self.queue = queue or JobQueue(hearth.store, lease_seconds=hearth.settings.job_lease_seconds)
         # Jobs of kinds without a handler here stay pending (visible in counts) for a worker that
@@ -279,6 +280,8 @@ class Worker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_prune = 0.0
+        self.settle_every_seconds = settle_every_seconds
+        self._last_settle = 0.0
 
     @property
     def helper(self) -> "Helper":
@@ -344,7 +347,25 @@ class Worker:
                 log.warning("worker loop error: %s", type(exc).__name__)
                 ran = 0
             if not ran:
+                if time.monotonic() - self._last_settle > self.settle_every_seconds:
+                    self.settle_memory()
                 self._stop.wait(self.poll_seconds)
+
+    def settle_memory(self) -> bool:
+        """Between sends: collect the interpreter's cyclic garbage, then freeze what is left, so
+        the collections a send triggers walk only the objects made since (True when it ran).
+
+        A full collection walks every tracked object (the indexes, the caches, the loaded
+        fragments): about 60 ms at a million messages, on about one send in a hundred. Here it runs
+        only while no send assembles, once every ``settle_every_seconds`` of idle time; the objects
+        frozen last time are unfrozen first, so garbage among them is still freed."""
+        if not self.hearth.activity.wait_quiet(0):
+            return False
+        self._last_settle = time.monotonic()
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        return True
 
 
 # -- cursors: how far a background layer has read a conversation ------------------------------------
