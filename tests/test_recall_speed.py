@@ -710,6 +710,7 @@ def test_a2_worker_collects_garbage_between_sends_and_freezes_what_is_left(heart
 
     worker = Worker(hearth, handlers={}, poll_seconds=0.01, settle_every_seconds=0.0)
     gc.unfreeze()
+    gc.disable()  # only the settle step may collect the cycles below, not an automatic collection
     try:
         node = Node()
         node.self = node  # type: ignore[attr-defined]  # a cycle: only a collection frees it
@@ -728,6 +729,7 @@ def test_a2_worker_collects_garbage_between_sends_and_freezes_what_is_left(heart
         del frozen
         assert worker.settle_memory() is True and still() is None
         # The loop settles on its own once idle.
+        gc.enable()
         gc.unfreeze()
         worker.start()
         deadline = time.monotonic() + 5
@@ -737,4 +739,5 @@ def test_a2_worker_collects_garbage_between_sends_and_freezes_what_is_left(heart
         assert gc.get_freeze_count() > 0
     finally:
         worker.stop()
+        gc.enable()
         gc.unfreeze()
