@@ -147,3 +147,27 @@ def test_d2_a3_layers_read_one_snapshot_and_the_send_path_logs_their_searches(me
     logged = [e for e in me.search_log(limit=500) if e.id not in before]
     assert {"keyword_recall", "archive_recall"} <= {e.origin for e in logged}
     assert all(e.conversation_id == now.id for e in logged)
+
+
+def test_a3_a_send_logs_its_searches_and_its_size_in_one_write_before_the_provider(me, persona, provider,
+                                                                                   monkeypatch):
+    old = me.conversations.create(persona.id, "Lighthouse")
+    me.conversations.add_message(old.id, "user", "the lighthouse keeper painted the spiral stairs blue")
+    now = me.conversations.create(persona.id, "Today")
+    me.send(now.id, "Good morning")
+    writes: list[str] = []
+    begin = me.store._begin_write
+    monkeypatch.setattr(me.store, "_begin_write", lambda conn, exclusive: (writes.append("write"),
+                                                                           begin(conn, exclusive)))
+    at_request: list[int] = []
+    provider.replies.append(lambda request: (at_request.append(len(writes)), iter(()))[1])
+    before = {e.id for e in me.search_log(limit=500)}
+    for event in me.send_stream(now.id, "What did the lighthouse keeper paint?"):
+        if event.type == "saved":
+            writes.clear()  # the message and its prompt were saved: count from here
+    assert at_request == [1]  # the search log and the size report: one transaction, then the provider
+    assert [e.origin for e in me.search_log(limit=500) if e.id not in before] == ["keyword_recall"]
+    with me.store.read() as conn:
+        sizes = conn.execute("SELECT count(*) FROM events WHERE conversation_id = ? AND kind = 'context.request_size'",
+                             (now.id,)).fetchone()[0]
+    assert sizes == 2

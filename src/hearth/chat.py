@@ -123,11 +123,8 @@ class SendPath:
         yield SendEvent("saved", {"message_id": user_message.id, "span_id": self.span_id})
 
         with self.hearth.activity.assembling():  # background embedding waits for it
-            assembled = self.assemble(conversation, user_message, prompt, pin_characters)
+            assembled = self.assemble(conversation, user_message, prompt, pin_characters, size_channel=channel)
         size = assembled.size.to_dict()
-        with store.write() as conn:
-            ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
-                          kind="context.request_size", channel=channel, payload=size, span_id=self.span_id)
         yield SendEvent("diagnostics", size)
 
         try:
@@ -252,7 +249,10 @@ class SendPath:
         return Message.from_row(row)
 
     def assemble(self, conversation: Conversation, user_message: Message, prompt: stored.StoredPrompt,
-                 pin_characters: tuple[str, ...] = ()) -> AssembledRequest:
+                 pin_characters: tuple[str, ...] = (), size_channel: str | None = None) -> AssembledRequest:
+        """The request for the provider. What the layers searched (A3) is written after their read
+        snapshot, with the request's ``context.request_size`` event when ``size_channel`` is given:
+        one write transaction before the provider call, not two."""
         scope = self.scope
         limit = self.hearth.input_token_limit()
         reserve = min(self.settings.output_token_reserve, limit // 4)
@@ -277,11 +277,6 @@ class SendPath:
                         assembled_text=[prompt.text, *(m.content for m in history[-8:])],
                         has_assistant_reply=has_reply)
             context = scope.dynamic.render(scope.dynamic.collect(turn))
-        if turn.search_log:
-            # The layers read one snapshot; what they searched is written after it (A3).
-            with scope.store.write() as conn:
-                for entry in turn.search_log:
-                    searchlog.record(conn, **entry)
         assembled = assemble(
             static_prompt=prompt.text, handoff_chars=prompt.handoff_chars, history=history, context=context,
             user_text=quote_reserved_headings(user_message.content), tools=scope.toolbox.specs(),
@@ -295,6 +290,14 @@ class SendPath:
                               replacement_input=chain.replacement_input if chain else (),
                               compact_threshold=chains.compaction_threshold_tokens(scope))
             assembled = replace(assembled, request=request)
+        if turn.search_log or size_channel is not None:
+            with scope.store.write() as conn:
+                for entry in turn.search_log:
+                    searchlog.record(conn, **entry)
+                if size_channel is not None:
+                    ledger.append(conn, user_id=scope.user_id, conversation_id=conversation.id,
+                                  kind="context.request_size", channel=size_channel,
+                                  payload=assembled.size.to_dict(), span_id=self.span_id)
         return assembled
 
     def _run_provider(self, request: ProviderRequest, conversation: Conversation, channel: str):
