@@ -80,6 +80,44 @@ def rss_mib(pid: int | str = "self") -> dict[str, float]:
 
 
 # -- optional parts: the embedder and the vector index arrive in their own time ----------------------
+def database_files(home: str | Path) -> list[Path]:
+    """The SQLite files of a deployment's home (the database and its write-ahead log)."""
+    return [p for p in sorted(Path(home).glob("hearth.db*")) if p.is_file() and p.suffix != ".vectors"]
+
+
+def warm_file_cache(paths: list[Path]) -> float:
+    """Read ``paths`` once so the operating system's file cache holds them: a warm run starts from a
+    warm cache, not from whatever a copy or an earlier run left there. Returns the seconds taken."""
+    started = time.perf_counter()
+    for path in paths:
+        with open(path, "rb", buffering=0) as f:
+            while f.read(8 << 20):
+                pass
+    return time.perf_counter() - started
+
+
+def cached_share(paths: list[Path]) -> float | None:
+    """The share of ``paths`` held in the file cache now (util-linux ``fincore``), or None where it
+    cannot be read. Some virtual machines drop clean cached pages within minutes even with memory
+    free, so a run that began warm can end partly cold: this says how far."""
+    import shutil
+    import subprocess
+
+    if not paths or shutil.which("fincore") is None:
+        return None
+    try:
+        out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES,SIZE", *map(str, paths)],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    resident = size = 0
+    for line in out.split("\n"):
+        parts = line.split()
+        if len(parts) == 2:
+            resident, size = resident + int(parts[0]), size + int(parts[1])
+    return round(resident / size, 3) if size else None
+
+
 def vectors_missing() -> str:
     """Why stored vectors cannot be written or searched yet ("" once they can)."""
     try:

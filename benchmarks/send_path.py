@@ -39,7 +39,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import StopwatchProvider, TextMaker, load_embedder, machine, summary  # noqa: E402
+from common import (  # noqa: E402
+    StopwatchProvider,
+    TextMaker,
+    cached_share,
+    database_files,
+    load_embedder,
+    machine,
+    summary,
+    warm_file_cache,
+)
 
 from hearth import Hearth, Settings  # noqa: E402
 from hearth.jobs import JobQueue  # noqa: E402
@@ -309,7 +318,11 @@ def drop_file_cache() -> str:
 def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     home = Path(args.deployment).expanduser().resolve()
     manifest = json.loads((home / "bench.json").read_text())
+    files = database_files(home)
     cache_note = drop_file_cache() if args.drop_caches else ""
+    if not args.drop_caches and not args.database_url:
+        cache_note = f"the database files were read into the file cache in {warm_file_cache(files):.1f} s"
+    cached_at_start = cached_share(files)
     replies = TextMaker(manifest["seed"] + 102)
     # Replies of a realistic length (about 60 words, log-normal), as a model would write them.
     provider = StopwatchProvider(replies=lambda: replies.messages(["assistant"])[0])
@@ -423,6 +436,7 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         worker.stop(timeout=300)  # an embedding slice in flight finishes before the process exits
     floor = floor_meter.report()
     assembly = summary(samples)
+    cached_at_end = cached_share(files)
     result = {
         "machine": machine(),
         "engine": getattr(hearth.store, "engine", "sqlite"),
@@ -446,6 +460,7 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         "floor": floor,
         "ratio_median": round(assembly["median_ms"] / floor["floor_median_ms"], 2) if floor["floor_median_ms"] else None,
         "notes": notes,
+        "file_cache": {"at_start": cached_at_start, "at_end": cached_at_end},
     }
     if steps:
         result["steps"] = steps.report()
@@ -470,6 +485,10 @@ def print_deployment(r: dict[str, Any]) -> None:
           f"{d['chunks']:,} chunks, vectors: {d['vectors']}")
     for note in r["notes"]:
         print(f"note: {note}")
+    cache = r.get("file_cache") or {}
+    if cache.get("at_start") is not None:
+        print(f"database in the file cache: {cache['at_start']:.0%} when the sends began, "
+              f"{(cache.get('at_end') or 0):.0%} when they ended")
     print(f"first send (cold: stored prompt, history): {r['first_send_cold_ms']:.1f} ms; first send with a recall "
           f"cue (cold: embedding model, vector index): {r['first_recall_send_cold_ms']:.1f} ms")
     a = r["assembly"]
@@ -533,7 +552,8 @@ def main() -> None:
     parser.add_argument("--cold", type=int, default=0,
                         help="deployment mode: report the first N sends of each kind apart, as cold")
     parser.add_argument("--drop-caches", action="store_true",
-                        help="deployment mode: empty the operating system's file cache first (Linux, root)")
+                        help="deployment mode: empty the operating system's file cache first (Linux, root); "
+                             "without it the database files are read into that cache before the sends")
     parser.add_argument("--per-class", type=int, default=None,
                         help="deployment mode: this many sends of each of the five kinds, in turn")
     parser.add_argument("--database-url", default="",
