@@ -154,6 +154,9 @@ GRID: dict[str, dict] = {
     "dated list 0.5": {"dated_weight": 0.5},
     "dated list 2.0": {"dated_weight": 2.0},
     "dated list 7 days after": {"dated_days_after": 7},
+    "no question penalty": {"question_penalty": 0.0},
+    "question penalty 0.3": {"question_penalty": 0.3},
+    "question penalty 0.7": {"question_penalty": 0.7},
 }
 
 Scores = dict[str, dict[str, dict[int, list[float]]]]  # sample -> category -> k -> recall per question

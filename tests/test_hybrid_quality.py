@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hearth.retrieval.fusion import feedback_list, session_lift
+from hearth.retrieval.fusion import feedback_list, question_share, session_lift
 from hearth.retrieval.hybrid import (
     Filters,
     Result,
@@ -205,3 +205,19 @@ def test_a2_a_question_naming_a_month_finds_that_months_turn_that_shares_no_word
     assert not any(t.startswith("Dyed my hair") for t in found(narrow.with_changes(dated_weight=0.0)))
     # A range holding more turns than the send may read is not read at all.
     assert not any(t.startswith("Dyed my hair") for t in found(narrow.with_changes(dated_rows=0)))
+
+
+def test_a2_a_turn_that_only_asks_ranks_below_the_turn_that_tells(me, persona):
+    # The question shares more of the words asked now; the statement holds the answer.
+    _thread(me, persona, "Asked", [("assistant", "Did you bake the lemon cake for the bake sale? Was the bake sale fun?")])
+    _thread(me, persona, "Told", [("user", "I baked a lemon drizzle cake for the school sale on Friday.")])
+    conn = me.store.connection()
+    query = "What cake did I bake for the bake sale?"
+    plain = search(conn, me.user_id, query, filters=Filters(sources=("messages",)), log=False,
+                   tuning=Tuning(question_penalty=0.0))
+    assert plain.results[0].text.startswith("Did you bake")
+    penalised = search(conn, me.user_id, query, filters=Filters(sources=("messages",)), log=False)
+    assert penalised.results[0].text.startswith("I baked a lemon drizzle cake")
+    asked = next(r for r in penalised.results if r.text.startswith("Did you bake"))
+    assert asked.scores["boost"] == 1 - Tuning().question_penalty  # every sentence of it asks
+    assert question_share("Is it? Yes, it is. Fine?") == 2 / 3 and question_share("No question here.") == 0.0

@@ -2,7 +2,8 @@
 
 Reciprocal rank fusion keeps each signal's best rank and score on every result; then a few soft,
 measured adjustments: a turn next to a strong match shares part of its score, a named speaker's
-turns, a date the query names and a time phrase for a "when" question are lifted, and turns of a
+turns, a date the query names and a time phrase for a "when" question are lifted, a turn made of
+questions is lowered (the answer is what is wanted), and turns of a
 conversation holding several strong matches are lifted together.
 """
 
@@ -151,6 +152,19 @@ def session_lift(results: list[Result], tuning: Tuning = DEFAULT) -> None:
         r.scores["fused"] = round(r.scores["fused"] * (1 + tuning.session_weight * share), 6)
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def question_share(text: str) -> float:
+    """The share of a text's sentences that are questions (0 at once for a text without "?")."""
+    if "?" not in text:
+        return 0.0
+    sentences = [s for s in _SENTENCE_END.split(text.strip()) if any(c.isalnum() for c in s)]
+    if not sentences:
+        return 0.0
+    return sum(1 for s in sentences if s.rstrip().endswith("?")) / len(sentences)
+
+
 # A fingerprint reads at most this much of a text: its first 400 characters once whitespace is
 # collapsed, without case-folding and splitting the whole of a long chunk.
 FINGERPRINT_READ = 2_000
@@ -179,6 +193,9 @@ def score(fused: Fused, loaded: dict[tuple[str, int], Result], neighbour_scores:
             boost *= tuning.speaker_boost
         if asks_when and mentions_time(result.text):
             boost *= tuning.time_boost
+        if tuning.question_penalty and result.kind == "message":
+            # A turn that only asks is rarely what a question about the past wants: the answer is.
+            boost *= 1 - tuning.question_penalty * question_share(result.text)
         neighbour = round(neighbour_scores.get(key, 0.0), 6)
         result.scores = {"boost": round(boost, 3), "neighbour": neighbour,
                          "fused": round((entry["rrf"] + tuning.neighbour_weight * neighbour) * boost, 6)}

@@ -30,6 +30,10 @@ class Tuning:
     speaker_boost: float = 1.5  # the query names exactly one speaker: that speaker's turns
     date_boost: float = 1.3  # a result inside the date range the query names
     time_boost: float = 1.5  # a "when" question: turns that mention a time ("last week", "in May") are lifted
+    # A chat turn's score is multiplied by 1 - penalty x the share of its sentences that are
+    # questions: evidence sits in statements and answers, while a question shares the words of the
+    # question asked now ("Did you go to the lake?"). 0.5 was chosen by every LoCoMo fold (recall.md).
+    question_penalty: float = 0.5
     variant_weights: dict[str, float] = field(default_factory=_variant_weights)
     signal_weights: dict[str, float] = field(default_factory=_signal_weights)
     # Pseudo-relevance feedback: the most distinctive words of the best two turns, asked with the
