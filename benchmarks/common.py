@@ -79,10 +79,10 @@ def rss_mib(pid: int | str = "self") -> dict[str, float]:
     return out
 
 
-# -- optional parts: the embedder and the vector index arrive in their own time ----------------------
+# -- the database in the operating system's file cache ---------------------------------------------
 def database_files(home: str | Path) -> list[Path]:
     """The SQLite files of a deployment's home (the database and its write-ahead log)."""
-    return [p for p in sorted(Path(home).glob("hearth.db*")) if p.is_file() and p.suffix != ".vectors"]
+    return [p for p in sorted(Path(home).glob("hearth.db*")) if p.is_file()]
 
 
 def warm_file_cache(paths: list[Path]) -> float:
@@ -118,6 +118,7 @@ def cached_share(paths: list[Path]) -> float | None:
     return round(resident / size, 3) if size else None
 
 
+# -- optional parts: the embedder and the vector index arrive in their own time ----------------------
 def vectors_missing() -> str:
     """Why stored vectors cannot be written or searched yet ("" once they can)."""
     try:

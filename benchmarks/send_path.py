@@ -319,8 +319,11 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     home = Path(args.deployment).expanduser().resolve()
     manifest = json.loads((home / "bench.json").read_text())
     files = database_files(home)
-    cache_note = drop_file_cache() if args.drop_caches else ""
-    if not args.drop_caches and not args.database_url:
+    if args.drop_caches:
+        cache_note = drop_file_cache()
+    elif args.database_url:
+        cache_note = ""
+    else:
         cache_note = f"the database files were read into the file cache in {warm_file_cache(files):.1f} s"
     cached_at_start = cached_share(files)
     replies = TextMaker(manifest["seed"] + 102)

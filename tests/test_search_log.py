@@ -157,10 +157,19 @@ def test_a3_a_send_logs_its_searches_and_its_size_in_one_write_before_the_provid
     me.send(now.id, "Good morning")
     writes: list[str] = []
     begin = me.store._begin_write
-    monkeypatch.setattr(me.store, "_begin_write", lambda conn, exclusive: (writes.append("write"),
-                                                                           begin(conn, exclusive)))
+
+    def counted_begin(conn, exclusive):
+        writes.append("write")
+        begin(conn, exclusive)
+
     at_request: list[int] = []
-    provider.replies.append(lambda request: (at_request.append(len(writes)), iter(()))[1])
+
+    def reply(request):
+        at_request.append(len(writes))
+        yield from ()
+
+    monkeypatch.setattr(me.store, "_begin_write", counted_begin)
+    provider.replies.append(reply)
     before = {e.id for e in me.search_log(limit=500)}
     for event in me.send_stream(now.id, "What did the lighthouse keeper paint?"):
         if event.type == "saved":
