@@ -85,15 +85,40 @@ def database_files(home: str | Path) -> list[Path]:
     return [p for p in sorted(Path(home).glob("hearth.db*")) if p.is_file()]
 
 
-def warm_file_cache(paths: list[Path]) -> float:
-    """Read ``paths`` once so the operating system's file cache holds them: a warm run starts from a
-    warm cache, not from whatever a copy or an earlier run left there. Returns the seconds taken."""
+def warm_file_cache(paths: list[Path]) -> tuple[float, bool]:
+    """Read ``paths`` into the operating system's file cache and, where the process may (Linux, as
+    root or with CAP_IPC_LOCK), lock them there until it exits: some virtual machines drop clean
+    cached pages within minutes even with memory free, so a run that began warm ended partly cold
+    (docs/benchmarks.md, tenth pass). The lock is a read-only shared mapping of each file held with
+    mlock(2): the pages stay in the cache the database reads through, and count in no process's
+    resident memory. Returns the seconds taken and whether the files are held."""
+    import ctypes
+    import mmap
+
     started = time.perf_counter()
+    held = True
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_long]
+        libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    except (OSError, AttributeError):
+        held = False
     for path in paths:
-        with open(path, "rb", buffering=0) as f:
-            while f.read(8 << 20):
-                pass
-    return time.perf_counter() - started
+        size = path.stat().st_size
+        if held and size:
+            fd = os.open(path, os.O_RDONLY)
+            try:  # the mapping outlives the descriptor
+                address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            finally:
+                os.close(fd)
+            held = address not in (None, ctypes.c_void_p(-1).value) and libc.mlock(address, size) == 0
+        if not held:
+            with open(path, "rb", buffering=0) as f:
+                while f.read(8 << 20):
+                    pass
+    return time.perf_counter() - started, held
 
 
 def cached_share(paths: list[Path]) -> float | None:

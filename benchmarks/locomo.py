@@ -175,7 +175,7 @@ class Floor:
 
     def measure(self, conn, user_id: int, question: str) -> None:
         from hearth.retrieval.keyword import match_query
-        from hearth.retrieval.semantic import embed_texts, vector_search
+        from hearth.retrieval.semantic import query_vectors, vector_search
         from hearth.retrieval.terms import select_terms
 
         started = time.perf_counter()
@@ -184,7 +184,7 @@ class Floor:
             conn.execute("SELECT rowid, bm25(messages_fts) AS s FROM messages_fts WHERE messages_fts MATCH ?"
                          " ORDER BY s LIMIT 10", (match_query(words),)).fetchall()
         if self.embedder is not None:
-            vector = embed_texts(self.embedder, [question])
+            vector = query_vectors(self.embedder, [question])
             vector_search(conn, str(self.hearth.store.path), "messages", user_id, self.embedder, vector, 10)
         self.samples.append((time.perf_counter() - started) * 1000)
 

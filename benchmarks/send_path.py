@@ -256,7 +256,7 @@ class Floor:
 
     def measure(self, text: str) -> float:
         from hearth.retrieval.keyword import match_query, terms
-        from hearth.retrieval.semantic import embed_texts
+        from hearth.retrieval.semantic import query_vectors
         from hearth.retrieval.terms import select_terms
 
         spent = 0.0
@@ -275,8 +275,9 @@ class Floor:
             spent += self.fts[-1]
         if self.embedder is not None:
             t = time.perf_counter()
-            # Straight to the model: the product's query cache must not make the floor look cheaper.
-            vector = embed_texts(self.embedder, [text])
+            # Straight to the model (its query graph): the product's query cache must not make the
+            # floor look cheaper.
+            vector = query_vectors(self.embedder, [text])
             self.emb.append((time.perf_counter() - t) * 1000)
             spent += self.emb[-1]
             if self.pg and self.pg_vectors:
@@ -324,7 +325,9 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     elif args.database_url:
         cache_note = ""
     else:
-        cache_note = f"the database files were read into the file cache in {warm_file_cache(files):.1f} s"
+        seconds, held = warm_file_cache(files)
+        cache_note = (f"the database files were read into the file cache in {seconds:.1f} s"
+                      + (" and held there for the run" if held else " (they could not be held there)"))
     cached_at_start = cached_share(files)
     replies = TextMaker(manifest["seed"] + 102)
     # Replies of a realistic length (about 60 words, log-normal), as a model would write them.

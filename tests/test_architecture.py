@@ -171,6 +171,7 @@ def test_g1_the_library_and_cli_import_and_chat_offline_without_any_extra(tmp_pa
      "anthropic"),
     ("fastapi", "import hearth.server", "server"),
     ("onnxruntime", "LocalEmbedder().load()", "local"),
+    ("onnx", "LocalEmbedder().load_queries()", "local"),
 ])
 def test_g1_a_missing_extra_is_one_config_error_naming_it(tmp_path, blocked, action, extra):
     result = _run(f"""

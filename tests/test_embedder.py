@@ -73,6 +73,40 @@ def test_s7_input_is_truncated_to_the_model_limit(local: LocalEmbedder) -> None:
     np.testing.assert_allclose(a, b, atol=1e-6)
 
 
+def test_s7_queries_run_on_an_int8_graph_that_agrees_with_the_stored_texts_graph(local: LocalEmbedder,
+                                                                                 tmp_path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    texts = ["Do you remember the song we heard at the lake last summer?", "When did we plant the quince tree?",
+             "What did you tell me about the lighthouse?", "quarterly tax filing", "hi"]
+    stored, asked = local.embed(texts), local.embed_queries(texts)
+    assert asked.dtype == np.float32 and asked.shape == (5, 384)
+    np.testing.assert_allclose(np.linalg.norm(asked, axis=1), 1.0, atol=1e-5)
+    # Another graph (the products in int8), the same model: each query is nearest its own text.
+    assert not np.allclose(stored, asked, atol=1e-4)
+    assert float((stored * asked).sum(axis=1).min()) > 0.98
+    assert np.all(np.argmax(asked @ stored.T, axis=1) == np.arange(len(texts)))
+    assert local.embed_queries([]).shape == (0, 384)
+    # Every product with a stored weight is int8 but the feed-forward down-projections (the
+    # GELU's output has values one scale per call cannot hold); products of two activations stay.
+    graph = onnx.load(str(emb.query_graph(local.files()[0], tmp_path))).graph
+    weights = {t.name: tuple(t.dims) for t in graph.initializer}
+    ops = [n.op_type for n in graph.node]
+    floats = [n for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]
+    assert ops.count("MatMulInteger") == 30 and len(floats) == 6
+    assert all(weights[n.input[1]] == (1536, 384) for n in floats)
+
+
+def test_s7_the_send_paths_queries_reach_the_query_graph(local: LocalEmbedder, monkeypatch) -> None:
+    from hearth.retrieval import semantic
+
+    asked: list[list[str]] = []
+    monkeypatch.setattr(local, "embed_queries", lambda texts, max_tokens=None: asked.append(texts) or
+                        local.embed(texts))
+    monkeypatch.setattr(semantic, "_QUERY_CACHE", semantic.OrderedDict())
+    semantic.embed_queries(local, ["where did we go in May?"])
+    assert asked == [["where did we go in May?"]]
+
+
 def test_s7_rejects_a_bare_string(local: LocalEmbedder) -> None:
     with pytest.raises(InvalidInput):
         local.embed("not a list")  # type: ignore[arg-type]

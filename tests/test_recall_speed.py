@@ -122,8 +122,8 @@ def test_a2_send_path_embeds_one_query_and_repeats_come_from_the_cache(me, archi
     c = me.conversations.create(archive_persona.id, "Now")
     me.send(c.id, "hello there, the garden looks lovely today")
     embedded: list[list[str]] = []
-    inner = semantic.embed_texts
-    monkeypatch.setattr(semantic, "embed_texts", lambda model, texts, **kw: embedded.append(list(texts)) or inner(model, texts, **kw))
+    inner = semantic.query_vectors
+    monkeypatch.setattr(semantic, "query_vectors", lambda model, texts: embedded.append(list(texts)) or inner(model, texts))
     monkeypatch.setattr(semantic, "_QUERY_CACHE", OrderedDict())  # another test may have asked the same text
     me.send(c.id, "When did we plant the quince tree?")
     # One text for the whole search, and only the message: the recent context joins as the stored
@@ -173,8 +173,8 @@ def test_a2_send_path_mixes_the_stored_vectors_of_recent_turns_into_the_query(me
     variants = build_variants("When did we plant it?", "The garden looks lovely today.\nThe quince is in flower.")
     filters = Filters(exclude_conversation_ids=(now.id,))
     embedded: list[list[str]] = []
-    inner = semantic.embed_texts
-    monkeypatch.setattr(semantic, "embed_texts", lambda model, texts, **kw: embedded.append(list(texts)) or inner(model, texts, **kw))
+    inner = semantic.query_vectors
+    monkeypatch.setattr(semantic, "query_vectors", lambda model, texts: embedded.append(list(texts)) or inner(model, texts))
     monkeypatch.setattr(semantic, "_QUERY_CACHE", OrderedDict())
 
     def lists():
@@ -515,17 +515,17 @@ def test_k1_a2_send_path_keyword_query_leaves_the_context_words_to_the_vectors()
 
 
 def test_a2_query_embedding_reads_at_most_its_first_tokens(embedder):
-    from hearth.retrieval.semantic import QUERY_MAX_TOKENS, embed_queries, embed_texts
+    from hearth.retrieval.semantic import QUERY_MAX_TOKENS, embed_queries
 
     long = "the quince tree by the old stone wall " * 60  # far beyond the model's 256 tokens
     head = " ".join(long.split()[:QUERY_MAX_TOKENS - 8])
     assert len(embedder._tokenizer.encode(long).ids) > QUERY_MAX_TOKENS
-    cut = embed_texts(embedder, [long], max_tokens=QUERY_MAX_TOKENS)[0]
-    assert cut @ embed_texts(embedder, [long])[0] < 0.9999  # the whole text reads differently
+    cut = embedder.embed_queries([long], max_tokens=QUERY_MAX_TOKENS)[0]
+    assert cut @ embedder.embed_queries([long])[0] < 0.9999  # the whole text reads differently
     assert cut @ embed_queries(embedder, [long])[0] > 0.9999  # queries are read up to the cap
-    assert cut @ embed_texts(embedder, [head])[0] > 0.95  # about the same words as the head alone
+    assert cut @ embedder.embed_queries([head])[0] > 0.95  # about the same words as the head alone
     short = "When did we plant the quince tree?"
-    assert embed_texts(embedder, [short], max_tokens=QUERY_MAX_TOKENS)[0] @ embed_texts(embedder, [short])[0] > 0.9999
+    assert embed_queries(embedder, [short])[0] @ embedder.embed_queries([short])[0] > 0.9999
 
 
 def test_s7_a2_background_embedding_waits_while_a_send_assembles(me, hearth, archive_persona):

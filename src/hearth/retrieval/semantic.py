@@ -57,12 +57,18 @@ def model_id(embedder: Any) -> str:
     return str(getattr(embedder, "model_id", None) or getattr(embedder, "name", None) or type(embedder).__name__)
 
 
-def embed_texts(embedder: Any, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
+def embed_texts(embedder: Any, texts: list[str]) -> np.ndarray:
+    return unit_rows(embedder.embed(texts))
+
+
+def query_vectors(embedder: Any, texts: list[str]) -> np.ndarray:
+    """Search queries straight from the model, uncached: the local model's query graph, read to
+    ``QUERY_MAX_TOKENS`` (``LocalEmbedder.embed_queries``); any other embedder as for stored texts."""
     from .embedder import LocalEmbedder
 
-    if max_tokens is not None and isinstance(embedder, LocalEmbedder):
-        return unit_rows(embedder.embed(texts, max_tokens=max_tokens))
-    return unit_rows(embedder.embed(texts))
+    if isinstance(embedder, LocalEmbedder):
+        return unit_rows(embedder.embed_queries(texts, max_tokens=QUERY_MAX_TOKENS))
+    return embed_texts(embedder, texts)
 
 
 # -- what a vector stands for ---------------------------------------------------------------------
@@ -501,9 +507,11 @@ INDEXES = IndexCache()
 
 
 def warm(hearth: Any) -> None:
-    """Load or build every user's vector indexes, so the first searches after a start find them
-    ready (``hearth serve`` calls this once its port is open)."""
+    """Load or build every user's vector indexes, and derive the local model's query graph, so the
+    first searches after a start find them ready (``hearth serve`` calls this once its port is open)."""
     embedder = hearth.embedder
+    if hasattr(embedder, "load_queries"):
+        embedder.load_queries()
     model = model_id(embedder)
     conn = hearth.store.connection()
     if is_postgres(conn):
@@ -582,7 +590,7 @@ def embed_queries(embedder: Any, texts: Iterable[str], *, wait: bool = True) -> 
             _QUERY_CACHE.move_to_end(k)
     missing = [i for i, k in enumerate(keys) if k not in found]
     if missing:
-        fresh = embed_texts(embedder, [texts[i] for i in missing], max_tokens=QUERY_MAX_TOKENS)
+        fresh = query_vectors(embedder, [texts[i] for i in missing])
         with _QUERY_LOCK:
             for i, vector in zip(missing, fresh):
                 found[keys[i]] = vector
@@ -590,5 +598,5 @@ def embed_queries(embedder: Any, texts: Iterable[str], *, wait: bool = True) -> 
             while len(_QUERY_CACHE) > QUERY_CACHE_SIZE:
                 _QUERY_CACHE.popitem(last=False)
     if not texts:
-        return embed_texts(embedder, [])
+        return query_vectors(embedder, [])
     return np.stack([found[k] for k in keys])
