@@ -15,7 +15,7 @@ the token states under the attention mask, then L2 normalisation.
 Search queries (``embed_queries``) run through a second graph derived from the same file when the
 first query arrives (``query_graph``): the model's matrix products in int8 on the CPU's integer
 instructions, on one thread. A short question takes about 2.4 ms there against 3.6-4.1 ms, and its
-vector stays within cosine 0.995 of the stored texts' graph (docs/embeddings.md has the measures).
+vector is within cosine 0.99 of the file's graph's (0.997 at the median; docs/embeddings.md).
 
 ``OpenAIEmbedder`` calls ``embeddings.create`` through the official SDK, for any OpenAI-compatible
 server chosen by base URL.
