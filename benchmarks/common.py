@@ -90,8 +90,9 @@ def warm_file_cache(paths: list[Path]) -> tuple[float, bool]:
     root or with CAP_IPC_LOCK), lock them there until it exits: some virtual machines drop clean
     cached pages within minutes even with memory free, so a run that began warm ended partly cold
     (docs/benchmarks.md, tenth pass). The lock is a read-only shared mapping of each file held with
-    mlock(2): the pages stay in the cache the database reads through, and count in no process's
-    resident memory. Returns the seconds taken and whether the files are held."""
+    mlock(2): the pages stay in the cache the database reads through. They count as file pages in
+    this benchmark's resident memory, which it does not report (the server's footprint is measured
+    in a process of its own, footprint.py). Returns the seconds taken and whether the files are held."""
     import ctypes
     import mmap
 
