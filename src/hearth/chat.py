@@ -65,6 +65,8 @@ class SendPath:
         self.settings = scope.hearth.settings
         self.span_id: int | None = None  # the activity span of this send (E1)
         self.regenerate = False  # answering the newest user message again: the chain is not continued
+        # What the layers searched (A3) and the request's size, not yet written (``assemble``).
+        self._diagnostics: tuple[list[dict[str, Any]], str | None, dict[str, Any]] | None = None
 
     def _check_text(self, text: Any) -> str:
         return check_text(text, "message", max_chars=self.settings.max_message_chars, required=True)
@@ -124,6 +126,17 @@ class SendPath:
 
         with self.hearth.activity.assembling():  # background embedding waits for it
             assembled = self.assemble(conversation, user_message, prompt, pin_characters, size_channel=channel)
+        try:
+            yield from self._answer(conversation, user_message, assembled, channel, replacing, regenerate)
+        finally:
+            self._flush_diagnostics(conversation_id)
+
+    def _answer(self, conversation: Conversation, user_message: Message, assembled: AssembledRequest,
+                channel: str, replacing: Message | None, regenerate: bool) -> Iterator[SendEvent]:
+        """Ask the provider and save its reply, with what the assembly searched (A3)."""
+        scope = self.scope
+        store = scope.store
+        conversation_id = conversation.id
         size = assembled.size.to_dict()
         yield SendEvent("diagnostics", size)
 
@@ -131,6 +144,7 @@ class SendPath:
             outcome = yield from self._run_provider(assembled.request, conversation, channel)
         except ProviderError as exc:
             with store.write() as conn:
+                self._write_diagnostics(conn, conversation_id)
                 ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
                               kind="provider.error", channel=channel, span_id=self.span_id,
                               payload={"kind": exc.kind, "retryable": exc.retryable})
@@ -145,6 +159,7 @@ class SendPath:
                 # Two retries (or a send and a retry) raced: inside the write lock only the first
                 # reply is stored; the loser is told plainly and nothing is written twice.
                 raise Conflict("this message was answered by another request meanwhile")
+            self._write_diagnostics(conn, conversation_id)  # before the reply, in the ledger's order
             metadata: dict[str, Any] = {"provider": provider.name, "model": provider.model,
                                         "tool_rounds": tool_rounds, "reply_to": user_message.id}
             if regenerate:
@@ -183,25 +198,30 @@ class SendPath:
         cue = Message(id=last + 1, user_id=scope.user_id, conversation_id=conversation_id, role="user",
                       kind="chat", content=instruction, channel="inner", created_at="")
         assembled = self.assemble(conversation, cue, prompt)
-        run = self._run_provider(assembled.request, conversation, "inner")
-        while True:
-            try:
-                next(run)
-            except StopIteration as stop:
-                text_out, usage, tool_rounds, _response_id, _compacted = stop.value
-                break
-        provider = self.hearth.provider
-        with scope.store.write() as conn:
-            message = scope.conversations.add_message(
-                conversation_id, "assistant", text_out, channel="inner", span_id=self.span_id,
-                metadata={**metadata, "provider": provider.name, "model": provider.model, "tool_rounds": tool_rounds})
-            ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id, kind="context.usage",
-                          channel="inner", span_id=self.span_id,
-                          payload={"input": usage.input_tokens, "output": usage.output_tokens,
-                                   "total": usage.total_tokens, "cached": usage.cached_tokens})
-            span = spans.get(conn, scope.user_id, self.span_id)
-            if span.open:
-                spans.close(conn, scope.user_id, span, "activation_done", at=utcnow())
+        try:
+            run = self._run_provider(assembled.request, conversation, "inner")
+            while True:
+                try:
+                    next(run)
+                except StopIteration as stop:
+                    text_out, usage, tool_rounds, _response_id, _compacted = stop.value
+                    break
+            provider = self.hearth.provider
+            with scope.store.write() as conn:
+                self._write_diagnostics(conn, conversation_id)
+                message = scope.conversations.add_message(
+                    conversation_id, "assistant", text_out, channel="inner", span_id=self.span_id,
+                    metadata={**metadata, "provider": provider.name, "model": provider.model,
+                              "tool_rounds": tool_rounds})
+                ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id, kind="context.usage",
+                              channel="inner", span_id=self.span_id,
+                              payload={"input": usage.input_tokens, "output": usage.output_tokens,
+                                       "total": usage.total_tokens, "cached": usage.cached_tokens})
+                span = spans.get(conn, scope.user_id, self.span_id)
+                if span.open:
+                    spans.close(conn, scope.user_id, span, "activation_done", at=utcnow())
+        finally:
+            self._flush_diagnostics(conversation_id)
         return message
 
     def _after_usage(self, conn, conversation: Conversation, channel: str, usage: Usage, response_id: str,
@@ -250,9 +270,9 @@ class SendPath:
 
     def assemble(self, conversation: Conversation, user_message: Message, prompt: stored.StoredPrompt,
                  pin_characters: tuple[str, ...] = (), size_channel: str | None = None) -> AssembledRequest:
-        """The request for the provider. What the layers searched (A3) is written after their read
-        snapshot, with the request's ``context.request_size`` event when ``size_channel`` is given:
-        one write transaction before the provider call, not two."""
+        """The request for the provider. What the layers searched (A3), and the request's
+        ``context.request_size`` event when ``size_channel`` is given, are left for the reply's
+        transaction (``_write_diagnostics``): nothing is written between the save and the provider."""
         scope = self.scope
         limit = self.hearth.input_token_limit()
         reserve = min(self.settings.output_token_reserve, limit // 4)
@@ -290,15 +310,28 @@ class SendPath:
                               replacement_input=chain.replacement_input if chain else (),
                               compact_threshold=chains.compaction_threshold_tokens(scope))
             assembled = replace(assembled, request=request)
-        if turn.search_log or size_channel is not None:
-            with scope.store.write() as conn:
-                for entry in turn.search_log:
-                    searchlog.record(conn, **entry)
-                if size_channel is not None:
-                    ledger.append(conn, user_id=scope.user_id, conversation_id=conversation.id,
-                                  kind="context.request_size", channel=size_channel,
-                                  payload=assembled.size.to_dict(), span_id=self.span_id)
+        self._diagnostics = (turn.search_log, size_channel, assembled.size.to_dict())
         return assembled
+
+    def _write_diagnostics(self, conn: Any, conversation_id: int) -> None:
+        """Write what ``assemble`` left: the search log rows (A3) and, with a ``size_channel``, the
+        ``context.request_size`` event. They join the reply's (or the provider error's) transaction,
+        so the person waits for neither before the provider is asked."""
+        if self._diagnostics is None:
+            return
+        (logs, channel, size), self._diagnostics = self._diagnostics, None
+        for entry in logs:
+            searchlog.record(conn, **entry)
+        if channel is not None:
+            ledger.append(conn, user_id=self.scope.user_id, conversation_id=conversation_id,
+                          kind="context.request_size", channel=channel, payload=size, span_id=self.span_id)
+
+    def _flush_diagnostics(self, conversation_id: int) -> None:
+        """What ``assemble`` left and no transaction took (the reply raced another, the stream was
+        closed, the provider failed inside ``inner``): written now, in a transaction of its own."""
+        if self._diagnostics is not None:
+            with self.scope.store.write() as conn:
+                self._write_diagnostics(conn, conversation_id)
 
     def _run_provider(self, request: ProviderRequest, conversation: Conversation, channel: str):
         """Stream the reply, running tool calls between rounds.
