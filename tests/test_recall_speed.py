@@ -689,7 +689,10 @@ def test_a2_scoring_breaks_down_only_the_results_it_returns_and_counts_every_can
     every, counted = score(fused, loaded, {}, hint=None, named_roles=set(), asks_when=True)
     best, scored = score(fused, {k: result(k[1], r.text) for k, r in loaded.items()}, {}, hint=None,
                          named_roles=set(), asks_when=True, limit=2)
-    assert counted == scored == 5  # the repeated "A quiet day." is dropped, the rest are all scored
+    assert counted == scored == 6  # every candidate is scored
+    # The repeated "A quiet day." is dropped from what is returned: only the better-scored copy stays.
+    assert len(every) == 5 and [r.text for r in every].count("A quiet day.") == 1
+    assert next(r.id for r in every if r.text == "A quiet day.") == 1
     assert [r.id for r in best] == [r.id for r in every[:2]]
     assert [r.scores for r in best] == [r.scores for r in every[:2]]  # the same breakdown, key for key
     assert list(best[0].scores) == ["rrf", "keyword_rank", "keyword", "vector_rank", "vector", "signals",

@@ -173,19 +173,15 @@ FINGERPRINT_READ = 2_000
 def score(fused: Fused, loaded: dict[tuple[str, int], Result], neighbour_scores: dict[tuple[str, int], float], *,
           hint: tuple[str, str] | None, named_roles: set[str], asks_when: bool,
           tuning: Tuning = DEFAULT, limit: int | None = None) -> tuple[list[Result], int]:
-    """Fused entries as scored results, duplicates of the same words dropped, best first: (the best
+    """Fused entries as scored results, best first, a repeat of the same words dropped: (the best
     ``limit`` of them, how many were scored). Every candidate gets its fused score; only the ones
-    returned get the whole breakdown (hundreds are scored where a reply keeps six)."""
+    returned are checked for repeats and get the whole breakdown (hundreds are scored where a
+    reply keeps six)."""
     results: list[Result] = []
-    seen_text: set[str] = set()
     for key, entry in fused.items():
         result = loaded.get(key)
         if result is None:
             continue
-        fingerprint = " ".join(result.text[:FINGERPRINT_READ].casefold().split())[:400]
-        if fingerprint in seen_text:
-            continue  # the same words stored twice (a re-pasted message, a duplicated chunk)
-        seen_text.add(fingerprint)
         boost = 1.0
         if hint and result.date and hint[0] <= result.date[:10] <= hint[1]:
             boost *= tuning.date_boost
@@ -202,7 +198,15 @@ def score(fused: Fused, loaded: dict[tuple[str, int], Result], neighbour_scores:
         results.append(result)
     session_lift(results, tuning)
     results.sort(key=lambda r: (-r.scores["fused"], r.date or "", r.id))
-    kept = results if limit is None else results[:limit]
+    kept: list[Result] = []
+    seen_text: set[str] = set()
+    for result in results:  # best first: the better-scored copy of a repeat is the one kept
+        if limit is not None and len(kept) == limit:
+            break
+        fingerprint = " ".join(result.text[:FINGERPRINT_READ].casefold().split())[:400]
+        if fingerprint not in seen_text:  # the same words stored twice (a re-pasted message, a copied chunk)
+            seen_text.add(fingerprint)
+            kept.append(result)
     for result in kept:
         entry = fused[result.key]
         scores = {k: (float(f"{v:.6g}") if k in ("keyword", "vector") else v) for k, v in entry.items() if k != "lists"}
