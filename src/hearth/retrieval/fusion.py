@@ -47,14 +47,13 @@ def add_list(fused: Fused, name: str, ranked: Ranked, weight: float, tuning: Tun
         entry = fused.get(key)
         if entry is None:
             # The score is rounded for the breakdown once a result is kept (``score``).
-            fused[key] = {"rrf": weight / (k + rank), rank_key: rank, signal: score, "lists": [name]}
+            fused[key] = {"rrf": weight / (k + rank), rank_key: rank, signal: score}
             continue
         entry["rrf"] += weight / (k + rank)
         best = entry.get(rank_key)
         if best is None or rank < best:
             entry[rank_key] = rank
             entry[signal] = score
-        entry["lists"].append(name)
 
 
 def neighbours(conn: sqlite3.Connection, fused: Fused, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], float]:
@@ -209,8 +208,9 @@ def score(fused: Fused, loaded: dict[tuple[str, int], Result], neighbour_scores:
             kept.append(result)
     for result in kept:
         entry = fused[result.key]
-        scores = {k: (float(f"{v:.6g}") if k in ("keyword", "vector") else v) for k, v in entry.items() if k != "lists"}
-        scores["signals"] = sorted({name.split(":", 1)[0] for name in entry["lists"]})
+        scores = {k: (float(f"{v:.6g}") if k in ("keyword", "vector") else v) for k, v in entry.items()}
+        # A signal that found the result left its best rank ("keyword_rank", "vector_rank").
+        scores["signals"] = sorted(k[:-5] for k in entry if k.endswith("_rank"))
         scores["rrf"] = round(entry["rrf"], 6)
         scores.update(result.scores)
         result.scores = scores
