@@ -149,6 +149,10 @@ def test_d2_a3_layers_read_one_snapshot_and_the_send_path_logs_their_searches(me
     assert all(e.conversation_id == now.id for e in logged)
 
 
+def _new_origins(me, before: set[int]) -> list[str]:
+    return [e.origin for e in me.search_log(limit=500) if e.id not in before]
+
+
 def test_a3_a_send_writes_nothing_between_the_save_and_the_provider_and_logs_with_the_reply(
         me, persona, provider, monkeypatch):
     old = me.conversations.create(persona.id, "Lighthouse")
@@ -176,17 +180,13 @@ def test_a3_a_send_writes_nothing_between_the_save_and_the_provider_and_logs_wit
             writes.clear()  # the message and its prompt were saved: count from here
     assert at_request == [0]  # the search log and the size report wait for the reply's transaction
     assert writes == ["write"]  # and join it: one transaction after the provider, not two
-    assert [e.origin for e in me.search_log(limit=500) if e.id not in before] == ["keyword_recall"]
+    assert _new_origins(me, before) == ["keyword_recall"]
     with me.store.read() as conn:
         kinds = [r[0] for r in conn.execute(
             "SELECT kind FROM events WHERE conversation_id = ? ORDER BY id", (now.id,)).fetchall()]
     assert kinds.count("context.request_size") == 2
     # In the ledger the size report still comes before the reply it was measured for.
     assert kinds[-3:] == ["context.request_size", "message", "context.usage"]
-
-
-def _keyword_recall_rows(me, before: set[int]) -> list[str]:
-    return [e.origin for e in me.search_log(limit=500) if e.id not in before]
 
 
 def test_a3_the_search_log_is_written_when_the_provider_fails_or_the_stream_is_closed(me, persona, provider):
@@ -203,10 +203,10 @@ def test_a3_the_search_log_is_written_when_the_provider_fails_or_the_stream_is_c
     before = {e.id for e in me.search_log(limit=500)}
     events = [e.type for e in me.send_stream(now.id, "What did the lighthouse keeper paint?")]
     assert events[-1] == "error"
-    assert _keyword_recall_rows(me, before) == ["keyword_recall"]
+    assert _new_origins(me, before) == ["keyword_recall"]
 
     before = {e.id for e in me.search_log(limit=500)}
     stream = me.send_stream(now.id, "What colour were the lighthouse stairs painted?")
     assert next(e for e in stream if e.type == "diagnostics")
     stream.close()  # the client went away before the reply
-    assert _keyword_recall_rows(me, before) == ["keyword_recall"]
+    assert _new_origins(me, before) == ["keyword_recall"]
