@@ -744,3 +744,74 @@ def test_a2_worker_collects_garbage_between_sends_and_freezes_what_is_left(heart
         worker.stop()
         gc.enable()
         gc.unfreeze()
+
+
+@pytest.mark.sqlite_only
+def test_s7_sqlite_a_recall_send_searches_the_vector_indexes_ahead_on_the_prefetch_thread(me, archive_persona,
+                                                                                         embedder, monkeypatch):
+    from hearth.retrieval.vectors import VectorIndex
+
+    _thread(me, archive_persona, "Harbour", [("user", "The harbour lamp was lit at dusk."),
+                                             ("assistant", "It guided the boats home.")])
+    c = _thread(me, archive_persona, "Now", [("user", "hello"), ("assistant", "hello, love")])
+    embed_pending(me.store, embedder, user_id=me.user_id)
+    searched_on: list[str] = []
+    inner = VectorIndex.search
+
+    def search(index, query, k=10, allowed_ids=None):
+        searched_on.append(threading.current_thread().name)
+        return inner(index, query, k, allowed_ids)
+
+    monkeypatch.setattr(VectorIndex, "search", search)
+
+    class Probe:
+        name = "probe"
+
+        def blocks(self, turn):
+            # The layers before archive recall: by their end the search ahead has run (on a busy
+            # machine a search that finds its job still queued takes it back and searches itself).
+            with semantic._QUERY_LOCK:
+                ahead = list(semantic._AHEAD.values())
+            for future in ahead:
+                future.result()
+            return []
+
+    me.dynamic.layers.insert(0, Probe())
+    me.send(c.id, "Do you remember the harbour lamp?")
+    # The chat turns' index (no archive chunks here) was searched once, behind the query's
+    # embedding on the prefetch thread, and the send's own search took those hits.
+    assert len(searched_on) == 1 and searched_on[0].startswith("hearth-query-embed")
+
+
+@pytest.mark.sqlite_only
+def test_s7_sqlite_a_search_ahead_is_taken_only_for_the_same_vector_and_an_unchanged_index(me, archive_persona,
+                                                                                         embedder):
+    _thread(me, archive_persona, "Garden", [("user", f"The quince tree flowered in week {i}.") for i in range(12)])
+    embed_pending(me.store, embedder, user_id=me.user_id)
+    conn, key = me.store.connection(), me.store.key
+    model = semantic.model_id(embedder)
+    index = semantic.INDEXES.get(conn, key, "messages", me.user_id, model, embedder.dim)
+
+    def ahead(text):
+        semantic.search_ahead(conn, key, ("messages",), me.user_id, embedder, text, 5)
+        future = semantic._AHEAD[(key, "messages", me.user_id, model, 5)]
+        future.result()
+        return future
+
+    def asked(text):
+        return semantic.vector_search(conn, key, "messages", me.user_id, embedder,
+                                      semantic.embed_queries(embedder, [text]), 5)[0]
+
+    # The same vector: the hits searched ahead are the ones returned, and they are taken once.
+    future = ahead("when did the quince flower")
+    assert asked("when did the quince flower") == future.result()[3] == index.search(
+        semantic.embed_queries(embedder, ["when did the quince flower"])[0], 5)
+    assert (key, "messages", me.user_id, model, 5) not in semantic._AHEAD
+    # Another message's vector: searched again, so its own nearest turns come back.
+    ahead("when did the quince flower")
+    other = semantic.embed_queries(embedder, ["a storm at sea"])[0]
+    assert asked("a storm at sea") == index.search(other, 5) != ahead("when did the quince flower").result()[3]
+    # The index changed after the search ahead: a vector added since is found.
+    ahead("when did the quince flower")
+    index.add([10_000_000], semantic.embed_queries(embedder, ["when did the quince flower"]))
+    assert asked("when did the quince flower")[0][0] == 10_000_000

@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 from ..prompt.dynamic import Block, Turn, quote_reserved_headings
+from ..retrieval.candidates import vectors_ahead
 from ..retrieval.hybrid import SEND_PATH, Filters, context_block, date_hint, has_recall_cue, search
 from ..validation import check_text
 from .keyword_recall import OVERLAP_LIMIT, overlap, persona_names, shingles
@@ -66,20 +67,21 @@ class ArchiveRecall:
         prefetch_query(self.embedder(), query_vector_text(text, _speakers(persona)))
 
     def prepare(self, turn: Turn) -> None:
-        """Before the layers run (a retried or edited message was not prefetched on arrival)."""
-        if self.searches(turn):
-            self.prefetch(turn.persona, turn.text)
+        """Before the layers run: the query embedding (a retried or edited message was not
+        prefetched on arrival), then the index searches behind it, so the layers before this one
+        overlap both."""
+        if not self.searches(turn) or self.embedder is None:
+            return
+        self.prefetch(turn.persona, turn.text)
+        vectors_ahead(turn.conn, turn.user_id, turn.text, _filters(turn), self.embedder(), self.db_key,
+                      _speakers(turn.persona), SEND_PATH, _context_ids(turn), turn.memo)
 
     def blocks(self, turn: Turn) -> list[Block]:
         if not self.searches(turn):
             return []
         recent_turns = recent_chat(turn.history, CONTEXT_TURNS)
         recent = [m.content for m in recent_turns]
-        exclude = [turn.conversation.id]
-        if turn.handoff and turn.handoff.get("source_conversation_id"):
-            exclude.append(int(turn.handoff["source_conversation_id"]))
-        filters = Filters(sources=("chunks", "messages"), exclude_conversation_ids=tuple(exclude),
-                          persona_id=turn.persona.id, eligible_only=True, include_shielded=False)
+        filters = _filters(turn)
         embedder = self.embedder() if self.embedder else None
         names = persona_names(turn.persona)
         outcome = search(
@@ -87,7 +89,7 @@ class ArchiveRecall:
             embedder=embedder, db_key=self.db_key, origin="archive_recall", store=self.store,
             conversation_id=turn.conversation.id, ignore_names=names,
             speaker_names=_speakers(turn.persona), tuning=SEND_PATH,
-            budget_ms=turn.settings.recall_budget_ms, log=False, context_ids=tuple(m.id for m in recent_turns),
+            budget_ms=turn.settings.recall_budget_ms, log=False, context_ids=_context_ids(turn),
             memo=turn.memo, budget_started=turn.started)
         log_filters = filters.to_log()
         hint = date_hint(turn.text)
@@ -117,6 +119,20 @@ class ArchiveRecall:
                       source_ids=tuple(r.id for r in results),
                       numbers={"results": len(results), "chunks": sum(r.kind == "chunk" for r in results),
                                "messages": sum(r.kind == "message" for r in results)})]
+
+
+def _filters(turn: Turn) -> Filters:
+    """What archive recall may return: chunks and the persona's other eligible conversations."""
+    exclude = [turn.conversation.id]
+    if turn.handoff and turn.handoff.get("source_conversation_id"):
+        exclude.append(int(turn.handoff["source_conversation_id"]))
+    return Filters(sources=("chunks", "messages"), exclude_conversation_ids=tuple(exclude),
+                   persona_id=turn.persona.id, eligible_only=True, include_shielded=False)
+
+
+def _context_ids(turn: Turn) -> tuple[int, ...]:
+    """The recent turns folded into the query, whose stored vectors stand for the context."""
+    return tuple(m.id for m in recent_chat(turn.history, CONTEXT_TURNS))
 
 
 def recent_chat(history: list, count: int) -> list:

@@ -272,14 +272,15 @@ def _one_pass(conn: sqlite3.Connection, user_id: int, variants: list, filters: F
 def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, embedder: Any,
                  db_key: str, speaker_names: dict[str, str] | None,
                  tuning: Tuning = DEFAULT, context_ids: tuple[int, ...] = (),
-                 dated: tuple[str, str] | None = None) -> tuple[dict[str, Ranked], dict[str, float]]:
+                 dated: tuple[str, str] | None = None,
+                 memo: dict | None = None) -> tuple[dict[str, Ranked], dict[str, float]]:
     """One vector list per source and sentence variant (the message, the message with context),
     and with ``dated`` (the date range the query names) one exact list over the turns of that range.
 
     With ``tuning.context_vector_weight`` and ``context_ids`` (the recent turns the context came
     from), the message with context is the message's own vector mixed with those turns' stored
     vectors: one short text reaches the model."""
-    from .semantic import embed_queries, vector_search
+    from .semantic import embed_queries, mix_context, vector_search
 
     lists: dict[str, Ranked] = {}
     weights: dict[str, float] = {}
@@ -294,15 +295,14 @@ def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters
     names = [v.name for v in chosen]
     vectors = embed_queries(embedder, texts)
     if mixed and context_ids:
-        context = stored_context_vector(conn, user_id, embedder, context_ids, int(vectors.shape[1]))
+        context = stored_context_vector(conn, user_id, embedder, context_ids, int(vectors.shape[1]), memo)
         if context is not None:
             vectors = vectors.copy()
-            vectors[0] = _unit(vectors[0] + tuning.context_vector_weight * context)
+            vectors[0] = mix_context(vectors[0], context, tuning.context_vector_weight)
             names = ["with_context"]
     for source in filters.sources:
         kind = "message" if source == "messages" else "chunk"
-        # Oversample: visibility filters are applied after the index answers.
-        per_query = vector_search(conn, db_key, source, user_id, embedder, vectors, tuning.candidates * 4)
+        per_query = vector_search(conn, db_key, source, user_id, embedder, vectors, vector_width(tuning))
         for name, hits in zip(names, per_query):
             if hits:
                 lists[f"vector:{name}:{source}"] = [((kind, i), s) for i, s in hits]
@@ -356,20 +356,44 @@ def query_vector_text(text: str, speaker_names: dict[str, str] | None) -> str:
     return (without_names(text, speaker_names) or text) if speaker_names else text
 
 
+def vector_width(tuning: Tuning) -> int:
+    """Hits asked of each index: oversampled, since visibility filters apply after it answers."""
+    return tuning.candidates * 4
+
+
+def vectors_ahead(conn: sqlite3.Connection, user_id: int, query: str, filters: Filters, embedder: Any,
+                  db_key: str, speaker_names: dict[str, str] | None, tuning: Tuning,
+                  context_ids: tuple[int, ...] = (), memo: dict | None = None) -> None:
+    """Start the index searches ``vector_lists`` will ask for ``query`` (``semantic.search_ahead``),
+    with the same text, context and width, before the layers ahead of the search run."""
+    from .semantic import search_ahead
+
+    context = None
+    if tuning.context_vector_weight > 0 and "with_context" in tuning.vector_variants and context_ids:
+        context = stored_context_vector(conn, user_id, embedder, context_ids, int(embedder.dim), memo)
+    search_ahead(conn, db_key, filters.sources, user_id, embedder, query_vector_text(query, speaker_names),
+                 vector_width(tuning), context, tuning.context_vector_weight)
+
+
 def stored_context_vector(conn: sqlite3.Connection, user_id: int, embedder: Any, message_ids: tuple[int, ...],
-                          dim: int) -> Any:
-    """The unit mean of the stored vectors of ``message_ids`` (the turns embedded so far), or None."""
+                          dim: int, memo: dict | None = None) -> Any:
+    """The unit mean of the stored vectors of ``message_ids`` (the turns embedded so far), or None;
+    read once per send with ``memo``."""
     from .semantic import model_id
     from .vectors import from_blob
 
+    key = ("context_vector", user_id, model_id(embedder), message_ids, dim)
+    if memo is not None and key in memo:
+        return memo[key]
     rows = conn.execute(
         f"SELECT embedding FROM message_embeddings WHERE message_id IN ({','.join('?' * len(message_ids))})"
         " AND model = ? AND user_id = ?", (*message_ids, model_id(embedder), user_id)).fetchall()
     stored = [from_blob(r[0]) for r in rows]
     stored = [v for v in stored if v.shape[0] == dim]
-    if not stored:
-        return None
-    return _unit(np.mean(stored, axis=0))
+    context = _unit(np.mean(stored, axis=0)) if stored else None
+    if memo is not None:
+        memo[key] = context
+    return context
 
 
 def _unit(vector: Any) -> Any:

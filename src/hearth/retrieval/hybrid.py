@@ -166,7 +166,7 @@ def search(
     hint = date_hint(query)
     if embedder is not None:
         more, more_weights = vector_lists(conn, user_id, variants, filters, embedder, db_key, speaker_names, tuning,
-                                          context_ids, hint)
+                                          context_ids, hint, memo)
         lists.update(more)
         weights.update(more_weights)
 

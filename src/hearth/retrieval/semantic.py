@@ -532,7 +532,71 @@ def vector_search(conn: sqlite3.Connection, db_key: str, source: str, user_id: i
     index = INDEXES.get(conn, db_key, source, user_id, model, int(query_vectors.shape[1]), wait=False)
     if index is None or len(index) == 0:
         return [[] for _ in range(len(query_vectors))]
-    return [[(int(i), float(s)) for i, s in index.search(vector, k)] for vector in query_vectors]
+    out = []
+    for vector in query_vectors:
+        hits = _taken_ahead((db_key, source, user_id, model, k), vector, index)
+        out.append(hits if hits is not None else [(int(i), float(s)) for i, s in index.search(vector, k)])
+    return out
+
+
+def mix_context(vector: np.ndarray, context: np.ndarray | None, weight: float) -> np.ndarray:
+    """The query vector moved toward ``context`` (the unit mean of recent turns' stored vectors)."""
+    if context is None:
+        return vector
+    mixed = np.asarray(vector + weight * context, dtype=np.float32)
+    norm = float(np.linalg.norm(mixed))
+    return mixed / norm if norm > 0 else mixed
+
+
+# Index searches started ahead of the ``vector_search`` that will ask them (``search_ahead``):
+# (db_key, source, user_id, model, k) -> the future of (query vector, index, its generation, hits).
+_AHEAD: dict[tuple, Future] = {}
+_AHEAD_LIMIT = 64  # searches left untaken (a send that stopped early) are dropped oldest first
+
+
+def search_ahead(conn: sqlite3.Connection, db_key: str, sources: Iterable[str], user_id: int, embedder: Any,
+                 text: str, k: int, context: np.ndarray | None = None, weight: float = 0.0) -> None:
+    """Queue, on the prefetch thread behind the query's own embedding (``prefetch_query``), the
+    index searches a coming ``vector_search`` will ask: ``text``'s vector, mixed with ``context``
+    as ``mix_context`` does, against each source's index as it is now. The index releases the
+    interpreter lock while it searches, so the layers that run before the search overlap it.
+    ``vector_search`` takes a result only for the same query vector, the same ``k`` and an index
+    unchanged since; otherwise it searches as usual."""
+    if is_postgres(conn) or not getattr(embedder, "dim", None):
+        return
+    model = model_id(embedder)
+    indexes = [(source, INDEXES.get(conn, db_key, source, user_id, model, int(embedder.dim), wait=False))
+               for source in sources]
+    with _QUERY_LOCK:
+        for source, index in indexes:
+            if index is None or len(index) == 0:
+                continue
+            key = (db_key, source, user_id, model, k)
+            _AHEAD.pop(key, None)
+            _AHEAD[key] = _executor().submit(_search_ahead, embedder, text, context, weight, index, k)
+            while len(_AHEAD) > _AHEAD_LIMIT:
+                _AHEAD.pop(next(iter(_AHEAD)))
+
+
+def _search_ahead(embedder: Any, text: str, context: np.ndarray | None, weight: float, index: "VectorIndex",
+                  k: int) -> tuple[np.ndarray, "VectorIndex", int, list[tuple[int, float]]]:
+    vector = mix_context(embed_queries(embedder, [text], wait=False)[0], context, weight)
+    generation = index.generation  # read before searching: a change during the search is a change
+    return vector, index, generation, [(int(i), float(s)) for i, s in index.search(vector, k)]
+
+
+def _taken_ahead(key: tuple, vector: np.ndarray, index: "VectorIndex") -> list[tuple[int, float]] | None:
+    """The hits searched ahead for ``key``, if they are this search's own; None otherwise."""
+    with _QUERY_LOCK:
+        future = _AHEAD.pop(key, None)
+    if future is None or (not future.running() and future.cancel()):
+        return None  # nothing ahead, or still queued behind other work: searching here is sooner
+    if future.exception() is not None:
+        return None  # searched again here, where the error reaches the caller
+    searched, used, generation, hits = future.result()
+    if used is not index or used.generation != generation or not np.array_equal(searched, vector):
+        return None
+    return hits
 
 
 QUERY_CACHE_SIZE = 256
@@ -554,9 +618,15 @@ def prefetch_query(embedder: Any, text: str) -> None:
     with _QUERY_LOCK:
         if key in _QUERY_CACHE or key in _IN_FLIGHT:
             return
-        if not _PREFETCH:
-            _PREFETCH.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-query-embed"))
-        _IN_FLIGHT[key] = _PREFETCH[0].submit(_embed_in_flight, embedder, text, key)
+        _IN_FLIGHT[key] = _executor().submit(_embed_in_flight, embedder, text, key)
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The one prefetch thread (called under ``_QUERY_LOCK``): one thread keeps the other core
+    for the send, and runs a search ahead after the embedding it needs."""
+    if not _PREFETCH:
+        _PREFETCH.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-query-embed"))
+    return _PREFETCH[0]
 
 
 def _embed_in_flight(embedder: Any, text: str, key: tuple[str, str]) -> None:
@@ -571,6 +641,7 @@ def forget_queries() -> None:
     """Drop the cached query vectors and their texts (after delete-forever)."""
     with _QUERY_LOCK:
         _QUERY_CACHE.clear()
+        _AHEAD.clear()
 
 
 def embed_queries(embedder: Any, texts: Iterable[str], *, wait: bool = True) -> np.ndarray:

@@ -144,11 +144,15 @@ class VectorIndex:
         self.ann_dtype = ann_dtype
         self.max_fetch = max_fetch
         self._lock = threading.RLock()
+        # Counts every change of contents: a search made ahead (``semantic.search_ahead``) is used
+        # only if the index has not changed since.
+        self.generation = 0
         self._reset()
 
     # -- state -----------------------------------------------------------------------------
 
     def _reset(self) -> None:
+        self.generation += 1
         self._matrix = np.zeros((0, self.dim), dtype=np.float32)
         self._keys = np.zeros(0, dtype=np.int64)
         self._row: dict[int, int] = {}
@@ -234,6 +238,7 @@ class VectorIndex:
             keys, rows = keys[keep], rows[keep]
         with self._lock:
             self.remove(keys)
+            self.generation += 1
             if self._ann is None and self._n + keys.size > self.ann_threshold:
                 self._switch_to_ann()
             if self._ann is not None:
@@ -260,6 +265,7 @@ class VectorIndex:
         if keys.size == 0:
             return 0
         with self._lock:
+            self.generation += 1
             if self._ann is not None:
                 present = np.unique(keys[np.asarray(self._ann.contains(keys), dtype=bool)])
                 if present.size:
@@ -339,6 +345,7 @@ class VectorIndex:
         if progress is not None and done == 0:
             progress(0, total)
         with self._lock:
+            self.generation += 1
             self._matrix, self._keys, self._row = fresh._matrix, fresh._keys, fresh._row
             self._n, self._ann = fresh._n, fresh._ann
 
