@@ -755,6 +755,8 @@ def test_s7_sqlite_a_recall_send_searches_the_vector_indexes_ahead_on_the_prefet
                                              ("assistant", "It guided the boats home.")])
     c = _thread(me, archive_persona, "Now", [("user", "hello"), ("assistant", "hello, love")])
     embed_pending(me.store, embedder, user_id=me.user_id)
+    monkeypatch.setattr(semantic.INDEXES, "ann_threshold", 1)  # a graph, as a large deployment's is
+    semantic.INDEXES.clear()
     searched_on: list[str] = []
     inner = VectorIndex.search
 
@@ -785,12 +787,19 @@ def test_s7_sqlite_a_recall_send_searches_the_vector_indexes_ahead_on_the_prefet
 
 @pytest.mark.sqlite_only
 def test_s7_sqlite_a_search_ahead_is_taken_only_for_the_same_vector_and_an_unchanged_index(me, archive_persona,
-                                                                                         embedder):
+                                                                                         embedder, monkeypatch):
     _thread(me, archive_persona, "Garden", [("user", f"The quince tree flowered in week {i}.") for i in range(12)])
     embed_pending(me.store, embedder, user_id=me.user_id)
     conn, key = me.store.connection(), me.store.key
     model = semantic.model_id(embedder)
+    # An exact index (a small deployment's) is searched where it is asked, never ahead.
+    assert semantic.INDEXES.get(conn, key, "messages", me.user_id, model, embedder.dim).mode == "exact"
+    semantic.search_ahead(conn, key, ("messages",), me.user_id, embedder, "when did the quince flower", 5)
+    assert (key, "messages", me.user_id, model, 5) not in semantic._AHEAD
+    monkeypatch.setattr(semantic.INDEXES, "ann_threshold", 1)
+    semantic.INDEXES.clear()
     index = semantic.INDEXES.get(conn, key, "messages", me.user_id, model, embedder.dim)
+    assert index.mode == "ann"
 
     def ahead(text):
         semantic.search_ahead(conn, key, ("messages",), me.user_id, embedder, text, 5)

@@ -557,9 +557,10 @@ _AHEAD_LIMIT = 64  # searches left untaken (a send that stopped early) are dropp
 def search_ahead(conn: sqlite3.Connection, db_key: str, sources: Iterable[str], user_id: int, embedder: Any,
                  text: str, k: int, context: np.ndarray | None = None, weight: float = 0.0) -> None:
     """Queue, on the prefetch thread behind the query's own embedding (``prefetch_query``), the
-    index searches a coming ``vector_search`` will ask: ``text``'s vector, mixed with ``context``
-    as ``mix_context`` does, against each source's index as it is now. The index releases the
-    interpreter lock while it searches, so the layers that run before the search overlap it.
+    graph searches a coming ``vector_search`` will ask: ``text``'s vector, mixed with ``context``
+    as ``mix_context`` does, against each source's index as it is now, if that index is a graph.
+    The graph releases the interpreter lock while it searches, so the layers that run before the
+    search overlap it.
     ``vector_search`` takes a result only for the same query vector, the same ``k`` and an index
     unchanged since; otherwise it searches as usual."""
     if is_postgres(conn) or not getattr(embedder, "dim", None):
@@ -569,7 +570,11 @@ def search_ahead(conn: sqlite3.Connection, db_key: str, sources: Iterable[str], 
                for source in sources]
     with _QUERY_LOCK:
         for source, index in indexes:
-            if index is None or len(index) == 0:
+            # Only a graph search: it holds the interpreter lock for microseconds around a search of
+            # milliseconds. An exact search (under ``ann_threshold`` vectors) is short and mostly
+            # holds the lock, so in a second thread it would stall the layers' own database reads
+            # (each read gives the lock up and must win it back) for more than it saves.
+            if index is None or index.mode != "ann":
                 continue
             key = (db_key, source, user_id, model, k)
             _AHEAD.pop(key, None)
@@ -582,7 +587,7 @@ def _search_ahead(embedder: Any, text: str, context: np.ndarray | None, weight: 
                   k: int) -> tuple[np.ndarray, "VectorIndex", int, list[tuple[int, float]]]:
     vector = mix_context(embed_queries(embedder, [text], wait=False)[0], context, weight)
     generation = index.generation  # read before searching: a change during the search is a change
-    return vector, index, generation, [(int(i), float(s)) for i, s in index.search(vector, k)]
+    return vector, index, generation, index.search(vector, k)
 
 
 def _taken_ahead(key: tuple, vector: np.ndarray, index: "VectorIndex") -> list[tuple[int, float]] | None:
