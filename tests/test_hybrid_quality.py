@@ -118,6 +118,19 @@ def test_a2_when_question_lifts_turns_that_state_a_time(me, persona):
     assert all(r.scores["boost"] == 1.0 for r in plain.results)  # only a "when" question is lifted
 
 
+def test_a2_a_moment_remembered_is_not_a_question_about_its_time(me, persona):
+    _thread(me, persona, "Trips", [("user", "We went to the lake trip last summer with my cousins.")])
+    conn = me.store.connection()
+    for cue in ("Do you remember when we did the lake trip?", "Back when we did the lake trip, who came?",
+                "I recall when we did the lake trip."):
+        outcome = search(conn, me.user_id, cue, filters=Filters(sources=("messages",)), log=False)
+        # "remember when" asks for the moment, not its date: nothing is lifted for stating a time.
+        assert outcome.results and all(r.scores["boost"] == 1.0 for r in outcome.results)
+    asked = search(conn, me.user_id, "Do you remember when the lake trip was?", filters=Filters(sources=("messages",)),
+                   log=False)
+    assert asked.results[0].scores["boost"] == Tuning().time_boost  # "when ... was?" still asks for the time
+
+
 def test_a2_v2_feedback_never_takes_words_from_a_shielded_turn(me, persona):
     # Vector hits reach fusion before visibility is applied; the feedback step must skip them.
     one = Tuning(feedback_docs=1)

@@ -39,8 +39,8 @@ from .candidates import (
 from .fusion import add_list, feedback_list, fuse, named_roles, neighbours, score
 from .keyword import WORD_RE, terms
 from .query import (
-    WHEN_RE,
     Variant,
+    asks_when,
     build_variants,
     date_hint,
     display_date,
@@ -199,9 +199,9 @@ def search(
             loaded[("chunk", i)] = r
     neighbour_scores = neighbours(conn, fused, loaded)  # only loaded candidates are scored
 
-    asks_when = tuning.time_boost != 1.0 and bool(WHEN_RE.search(query))
     results, candidates = score(fused, loaded, neighbour_scores, hint=hint,
-                                named_roles=named_roles(query, speaker_names), asks_when=asks_when, tuning=tuning,
+                                named_roles=named_roles(query, speaker_names),
+                                asks_when=tuning.time_boost != 1.0 and asks_when(query), tuning=tuning,
                                 limit=limit)
 
     top = results[:5]

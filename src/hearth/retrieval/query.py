@@ -25,10 +25,17 @@ _ENTITY_RE = re.compile(r"(?<![\w'])([A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)*)")
 _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)\s*[\"'(]*$")
 
 WHEN_RE = re.compile(r"\b(?:when|how long ago|what (?:year|month|date|day|time))\b", re.IGNORECASE)
+# "Remember when we ..." recalls a moment; it does not ask for its time.
+_REMEMBERED_MOMENT = re.compile(r"\b(?:remember|recall|back) when (?=(?:we|i|you|he|she|they)\b)", re.IGNORECASE)
 TIME_RE = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|ago|recently|last|next|this (?:week|month|year|weekend|morning|summer)"
     r"|(?:19|20)\d{2}|january|february|march|april|may|june|july|august|september|october|november|december"
     r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|week|month|year|summer|winter|spring)\b")
+
+
+def asks_when(query: str) -> bool:
+    """Whether a query asks for a time ("When did ...", "how long ago", "what year")."""
+    return WHEN_RE.search(_REMEMBERED_MOMENT.sub(" ", query)) is not None
 
 
 def mentions_time(text: str) -> bool:
