@@ -757,6 +757,9 @@ def test_s7_sqlite_a_recall_send_searches_the_vector_indexes_ahead_on_the_prefet
     embed_pending(me.store, embedder, user_id=me.user_id)
     monkeypatch.setattr(semantic.INDEXES, "ann_threshold", 1)  # a graph, as a large deployment's is
     semantic.INDEXES.clear()
+    # Loaded, as a server's warm-up leaves it: a search ahead never loads an index itself.
+    semantic.INDEXES.get(me.store.connection(), me.store.key, "messages", me.user_id, semantic.model_id(embedder),
+                         embedder.dim)
     searched_on: list[str] = []
     inner = VectorIndex.search
 
@@ -798,6 +801,10 @@ def test_s7_sqlite_a_search_ahead_is_taken_only_for_the_same_vector_and_an_uncha
     assert (key, "messages", me.user_id, model, 5) not in semantic._AHEAD
     monkeypatch.setattr(semantic.INDEXES, "ann_threshold", 1)
     semantic.INDEXES.clear()
+    # Nor is an index that is not loaded: loading it is the search's to start.
+    semantic.search_ahead(conn, key, ("messages",), me.user_id, embedder, "when did the quince flower", 5)
+    assert (key, "messages", me.user_id, model, 5) not in semantic._AHEAD
+    assert semantic.INDEXES.loaded(conn, key, "messages", me.user_id, model, embedder.dim) is None
     index = semantic.INDEXES.get(conn, key, "messages", me.user_id, model, embedder.dim)
     assert index.mode == "ann"
 

@@ -390,6 +390,11 @@ class IndexCache:
                     self._indexes[key] = (signature, index)
         return index
 
+    def loaded(self, conn: sqlite3.Connection, db_key: str, source: str, user_id: int, model: str,
+               dim: int) -> "VectorIndex | None":
+        """The index if it is loaded, brought up to date; None rather than loading or building it."""
+        return self._fresh(conn, (db_key, source, user_id, model), dim)[0]
+
     def catch_up(self, conn: sqlite3.Connection, db_key: str, user_id: int, model: str) -> None:
         """Add the rows written since to this user's indexes that are already loaded. The
         background embedding job calls it after writing vectors, so the next search finds its
@@ -566,7 +571,9 @@ def search_ahead(conn: sqlite3.Connection, db_key: str, sources: Iterable[str], 
     if is_postgres(conn) or not getattr(embedder, "dim", None):
         return
     model = model_id(embedder)
-    indexes = [(source, INDEXES.get(conn, db_key, source, user_id, model, int(embedder.dim), wait=False))
+    # Only an index already loaded: loading one (seconds, a gigabyte at a million vectors) is the
+    # search's to start, after the layers' own reads, not this early start's.
+    indexes = [(source, INDEXES.loaded(conn, db_key, source, user_id, model, int(embedder.dim)))
                for source in sources]
     with _QUERY_LOCK:
         for source, index in indexes:
