@@ -804,7 +804,7 @@ def test_s7_sqlite_a_search_ahead_is_taken_only_for_the_same_vector_and_an_uncha
     # Nor is an index that is not loaded: loading it is the search's to start.
     semantic.search_ahead(conn, key, ("messages",), me.user_id, embedder, "when did the quince flower", 5)
     assert (key, "messages", me.user_id, model, 5) not in semantic._AHEAD
-    assert semantic.INDEXES.loaded(conn, key, "messages", me.user_id, model, embedder.dim) is None
+    assert semantic.INDEXES.loaded_graph(conn, key, "messages", me.user_id, model, embedder.dim) is None
     index = semantic.INDEXES.get(conn, key, "messages", me.user_id, model, embedder.dim)
     assert index.mode == "ann"
 

@@ -89,7 +89,7 @@ class ArchiveRecall:
             embedder=embedder, db_key=self.db_key, origin="archive_recall", store=self.store,
             conversation_id=turn.conversation.id, ignore_names=names,
             speaker_names=_speakers(turn.persona), tuning=SEND_PATH,
-            budget_ms=turn.settings.recall_budget_ms, log=False, context_ids=_context_ids(turn),
+            budget_ms=turn.settings.recall_budget_ms, log=False, context_ids=tuple(m.id for m in recent_turns),
             memo=turn.memo, budget_started=turn.started)
         log_filters = filters.to_log()
         hint = date_hint(turn.text)

@@ -390,10 +390,16 @@ class IndexCache:
                     self._indexes[key] = (signature, index)
         return index
 
-    def loaded(self, conn: sqlite3.Connection, db_key: str, source: str, user_id: int, model: str,
-               dim: int) -> "VectorIndex | None":
-        """The index if it is loaded, brought up to date; None rather than loading or building it."""
-        return self._fresh(conn, (db_key, source, user_id, model), dim)[0]
+    def loaded_graph(self, conn: sqlite3.Connection, db_key: str, source: str, user_id: int, model: str,
+                     dim: int) -> "VectorIndex | None":
+        """The index if it is loaded and a graph (over ``ann_threshold`` vectors), brought up to
+        date; None rather than loading or building it."""
+        key = (db_key, source, user_id, model)
+        with self._lock:
+            cached = self._indexes.get(key)
+        if cached is None or cached[1].mode != "ann":
+            return None
+        return self._fresh(conn, key, dim)[0]
 
     def catch_up(self, conn: sqlite3.Connection, db_key: str, user_id: int, model: str) -> None:
         """Add the rows written since to this user's indexes that are already loaded. The
@@ -571,17 +577,17 @@ def search_ahead(conn: sqlite3.Connection, db_key: str, sources: Iterable[str], 
     if is_postgres(conn) or not getattr(embedder, "dim", None):
         return
     model = model_id(embedder)
-    # Only an index already loaded: loading one (seconds, a gigabyte at a million vectors) is the
-    # search's to start, after the layers' own reads, not this early start's.
-    indexes = [(source, INDEXES.loaded(conn, db_key, source, user_id, model, int(embedder.dim)))
+    # Only a graph already loaded. Loading one (seconds, a gigabyte at a million vectors) is the
+    # search's to start, after the layers' own reads. A graph search holds the interpreter lock
+    # for microseconds around a search of milliseconds; an exact search (under ``ann_threshold``
+    # vectors) is short and mostly holds the lock, so in a second thread it would stall the
+    # layers' own database reads (each read gives the lock up and must win it back) for more than
+    # it saves.
+    indexes = [(source, INDEXES.loaded_graph(conn, db_key, source, user_id, model, int(embedder.dim)))
                for source in sources]
     with _QUERY_LOCK:
         for source, index in indexes:
-            # Only a graph search: it holds the interpreter lock for microseconds around a search of
-            # milliseconds. An exact search (under ``ann_threshold`` vectors) is short and mostly
-            # holds the lock, so in a second thread it would stall the layers' own database reads
-            # (each read gives the lock up and must win it back) for more than it saves.
-            if index is None or index.mode != "ann":
+            if index is None:
                 continue
             key = (db_key, source, user_id, model, k)
             _AHEAD.pop(key, None)
