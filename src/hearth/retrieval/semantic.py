@@ -546,7 +546,7 @@ def vector_search(conn: sqlite3.Connection, db_key: str, source: str, user_id: i
     out = []
     for vector in query_vectors:
         hits = _taken_ahead((db_key, source, user_id, model, k), vector, index)
-        out.append(hits if hits is not None else [(int(i), float(s)) for i, s in index.search(vector, k)])
+        out.append(hits if hits is not None else index.search(vector, k))  # already (int, float) pairs
     return out
 
 
