@@ -117,7 +117,7 @@ def _top_k(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float
         part = np.flatnonzero(scores >= cutoff)
         ids, scores = ids[part], scores[part]
     order = np.lexsort((ids, -scores))[:k]
-    return [(int(ids[i]), float(scores[i])) for i in order]
+    return list(zip(ids[order].tolist(), scores[order].tolist()))
 
 
 class VectorIndex:
