@@ -702,6 +702,30 @@ def test_a2_scoring_breaks_down_only_the_results_it_returns_and_counts_every_can
     assert {r.id: r.scores["boost"] for r in every}[2] == Tuning().time_boost
 
 
+def test_a2_a_running_worker_collects_the_youngest_generation_less_often_and_restores_it(hearth):
+    import gc
+
+    from hearth.jobs import YOUNG_THRESHOLD, Worker
+
+    before = gc.get_threshold()
+    worker = Worker(hearth, handlers={}, poll_seconds=0.01, settle_every_seconds=3600.0)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 5
+        while gc.get_threshold()[0] != YOUNG_THRESHOLD and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, *before[1:])
+    finally:
+        worker.stop()
+    assert gc.get_threshold() == before
+    # A library user may keep the interpreter's own setting.
+    kept = Worker(hearth, handlers={}, poll_seconds=0.01, young_threshold=None)
+    kept.start()
+    time.sleep(0.05)
+    assert gc.get_threshold() == before
+    kept.stop()
+
+
 def test_a2_worker_collects_garbage_between_sends_and_freezes_what_is_left(hearth):
     import gc
     import weakref

@@ -262,13 +262,20 @@ def _error_kind(exc: BaseException) -> tuple[str, bool]:
     return type(exc).__name__, True
 
 
+# While a worker runs (every `hearth serve`), the interpreter's youngest generation is collected
+# after this many new objects instead of 700: a send makes thousands of short-lived rows, lists
+# and tuples, and most are freed before a collection would walk them (docs/jobs.md).
+YOUNG_THRESHOLD = 20_000
+
+
 class Worker:
     """Runs due jobs. ``run_once()`` drains what is due now (tests, ``hearth worker --once``);
     ``start()`` runs a daemon thread until ``stop()``."""
 
     def __init__(self, hearth: "Hearth", *, handlers: dict[str, Handler] | None = None,
                  helper: "Helper | None" = None, queue: JobQueue | None = None, poll_seconds: float = 2.0,
-                 prune_every_seconds: float = 3600.0, settle_every_seconds: float = 60.0):
+                 prune_every_seconds: float = 3600.0, settle_every_seconds: float = 60.0,
+                 young_threshold: int | None = YOUNG_THRESHOLD):
         self.hearth = hearth
         self.queue = queue or JobQueue(hearth.store, lease_seconds=hearth.settings.job_lease_seconds)
         # Jobs of kinds without a handler here stay pending (visible in counts) for a worker that
@@ -282,6 +289,7 @@ class Worker:
         self._last_prune = 0.0
         self.settle_every_seconds = settle_every_seconds
         self._last_settle = 0.0
+        self.young_threshold = young_threshold
 
     @property
     def helper(self) -> "Helper":
@@ -336,6 +344,15 @@ class Worker:
         self._loop()
 
     def _loop(self) -> None:
+        previous = gc.get_threshold()
+        if self.young_threshold:
+            gc.set_threshold(self.young_threshold, *previous[1:])
+        try:
+            self._run_until_stopped()
+        finally:
+            gc.set_threshold(*previous)
+
+    def _run_until_stopped(self) -> None:
         while not self._stop.is_set():
             try:
                 ran = self.run_once(limit=50)
