@@ -13,7 +13,7 @@ import pytest
 from hearth.jobs import chat_messages_after
 from hearth.retrieval import searchlog, semantic
 from hearth.retrieval.archive import Archive
-from hearth.retrieval.hybrid import Budget, Filters, Result, Tuning, search
+from hearth.retrieval.hybrid import Budget, Filters, Result, Tuning, feedback_step, search
 from hearth.retrieval.semantic import embed_pending, embedded_through, pending_count, shared_embedder
 from hearth.retrieval.terms import TermStats, indexed_rows
 
@@ -80,7 +80,7 @@ def test_a2_k1_budget_leaves_out_the_feedback_list_when_it_cannot_fit(me, person
     assert unbounded.skipped == ()
     assert "The conservatory audition went well, they liked my scales." in [r.text for r in unbounded.results]
     # The feedback step is expected to cost more than the whole budget: it is left out.
-    monkeypatch.setitem(Budget._expected, "feedback", 1_000.0)
+    monkeypatch.setattr(Budget, "_expected", {feedback_step(conn, ["saxophon*"]): 1_000.0})
     bounded = search(conn, me.user_id, query, filters=Filters(sources=("messages",)), log=False, budget_ms=40)
     assert bounded.skipped == ("feedback",)
     assert [r.text for r in bounded.results] == ["I practised the saxophone for my conservatory audition."]
@@ -95,16 +95,26 @@ def test_a2_only_a_feedback_run_that_asked_its_query_teaches_the_budget_its_cost
                                    ("user", "My conservatory friends came too.")])
     _thread(me, persona, "Coast", [("user", "The lighthouse keeper waved.")])
     conn = me.store.connection()
-    monkeypatch.setattr(Budget, "_expected", {"feedback": 5.0})
+    monkeypatch.setattr(Budget, "_expected", {})
 
     def ask(query):
         return search(conn, me.user_id, query, filters=Filters(sources=("messages",)), log=False, budget_ms=1_000)
 
-    # Its best hit holds no word to add: the list returns at once, and 5 ms stays the expectation.
+    # Its best hit holds no word to add: the list returns at once, and teaches the budget nothing.
     assert ask("the lighthouse keeper waved").skipped == ()
-    assert Budget._expected["feedback"] == 5.0
+    assert Budget._expected == {}
     ask("How is the saxophone going?")  # adds "conservatory" and asks its query: measured
-    assert Budget._expected["feedback"] != 5.0
+    assert list(Budget._expected) == [feedback_step(conn, ["saxophon*"])]
+
+
+def test_a2_the_feedback_lists_cost_is_learned_apart_for_queries_of_rare_and_of_common_words(me, persona):
+    _thread(me, persona, "Walks", [("user", f"We walked the dog again, walk number {i}.") for i in range(40)])
+    _thread(me, persona, "Coast", [("user", "The lighthouse keeper waved.")])
+    conn = me.store.connection()
+    # A cue of a rare word and a question of a common one read rows of different orders of
+    # magnitude, so a cheap run of the first is never the expected cost of the second.
+    assert feedback_step(conn, ["lighthous*"]) != feedback_step(conn, ["walked"])
+    assert feedback_step(conn, ["walked"]) == feedback_step(conn, ["dog"])
 
 
 def test_a2_budget_learns_a_steps_cost():
@@ -429,22 +439,28 @@ def test_k1_sqlite_thread_ids_are_bounded_and_a_thread_beyond_the_bound_is_not_r
 
 def test_a2_budget_runs_an_optional_step_only_within_the_median_share_and_probes_a_step_it_keeps_leaving_out(
         monkeypatch):
-    monkeypatch.setattr(Budget, "_expected", {"step": 12.0})
+    monkeypatch.setattr(Budget, "_expected", {"step": 4.0})
     monkeypatch.setattr(Budget, "_skipped", {})
     monkeypatch.setattr(Budget, "_interval", {})
-    assert Budget(40).allows("step")  # 12 ms fits in the 15 of 40 a median send may take
-    # Counted from the send's start: with 5 ms spent, the step would end the send at 17 ms.
-    assert not Budget(40, started=time.monotonic() - 0.005).allows("step")
+
+    def spent(ms):
+        return Budget(40, started=time.monotonic() - ms / 1000)
+
+    assert spent(9).allows("step")  # 9 + 4 ms fits in the 15 of 40 a median send may take
+    # Counted from the send's start: with 12 ms spent, the step would end the send at 16 ms.
+    assert not spent(12).allows("step")
+    # An optional step adds at most half of what the send has spent: 4 ms is too much after 6.
+    assert not spent(6).allows("step") and spent(8).allows("step")
     Budget._expected["step"], Budget._skipped["step"] = 25.0, 0
-    answers = [Budget(40).allows("step") for _ in range(Budget.PROBE_EVERY + 1)]
+    answers = [spent(9).allows("step") for _ in range(Budget.PROBE_EVERY + 1)]
     # Left out PROBE_EVERY times in a row, the step runs once to be measured again.
     assert answers == [False] * Budget.PROBE_EVERY + [True]
     # Still too slow: the next probe waits twice as long.
-    answers = [Budget(40).allows("step") for _ in range(2 * Budget.PROBE_EVERY + 1)]
+    answers = [spent(9).allows("step") for _ in range(2 * Budget.PROBE_EVERY + 1)]
     assert answers == [False] * (2 * Budget.PROBE_EVERY) + [True]
     # A step that fits again is probed at the first interval once more.
     Budget._expected["step"] = 1.0
-    assert Budget(40).allows("step") and Budget._interval["step"] == Budget.PROBE_EVERY
+    assert spent(9).allows("step") and Budget._interval["step"] == Budget.PROBE_EVERY
     Budget._expected["step"] = 25.0
     Budget(40).record("step", 5.0)
     assert Budget._expected["step"] == pytest.approx(0.8 * 25 + 0.2 * 5) and Budget._skipped["step"] == 0

@@ -51,7 +51,7 @@ from .query import (
     stem,
     without_names,
 )
-from .terms import rare_terms, select_terms
+from .terms import doc_frequencies, rare_terms, select_terms
 from .tuning import DEFAULT, SEND_PATH, Tuning
 
 
@@ -60,14 +60,17 @@ class Budget:
     began. The required steps (keyword and vector lists, fusion) always run; an optional step (the
     feedback list) is for a send that is going fast: it runs only while the send, with the step's
     expected cost (learned from its last runs), would still end within MEDIAN_SHARE of the budget
-    (15 of the default 40 ms, the median goal the p99 budget stands for). The rest of the budget
-    is the margin for the steps after it and for the slow tail. A step left out PROBE_EVERY times
-    in a row runs once, so one slow measurement (a cold cache) is not its cost for ever; each probe
-    that finds it still too slow doubles the wait for the next (up to PROBE_MAX), since a probe is
-    a slower send."""
+    (15 of the default 40 ms, the median goal the p99 budget stands for), and only while that cost
+    is at most OPTIONAL_SHARE of what the send has spent so far, so optional work never makes a
+    send much slower than its required work (a send within twice its floor stays near it). The
+    rest of the budget is the margin for the steps after it and for the slow tail. A step left out
+    PROBE_EVERY times in a row runs once, so one slow measurement (a cold cache) is not its cost
+    for ever; each probe that finds it still too slow doubles the wait for the next (up to
+    PROBE_MAX), since a probe is a slower send."""
 
     ALPHA = 0.2  # weight of the newest measurement in a step's expected cost
     MEDIAN_SHARE = 0.375
+    OPTIONAL_SHARE = 0.5
     PROBE_EVERY = 20
     PROBE_MAX = 1_000
     _expected: dict[str, float] = {}  # step -> expected milliseconds, shared by every search
@@ -86,7 +89,8 @@ class Budget:
         if self.ms is None:
             return True
         with self._lock:
-            if self.elapsed() + self._expected.get(step, 0.0) <= self.ms * self.MEDIAN_SHARE:
+            elapsed, expected = self.elapsed(), self._expected.get(step, 0.0)
+            if elapsed + expected <= self.ms * self.MEDIAN_SHARE and expected <= self.OPTIONAL_SHARE * elapsed:
                 self._interval[step] = self.PROBE_EVERY
                 return True
             interval = self._interval.get(step, self.PROBE_EVERY)
@@ -105,6 +109,16 @@ class Budget:
             old = self._expected.get(step)
             self._expected[step] = ms if old is None else (1 - self.ALPHA) * old + self.ALPHA * ms
             self._skipped[step] = 0
+
+
+def feedback_step(conn: sqlite3.Connection, query_words: list[str]) -> str:
+    """The budget's name for the feedback list of this query. Its cost is mostly the rows its
+    terms match (its ranking reads every one), and the query's own words are most of those, so the
+    cost is learned per order of magnitude of their rows: a cue of rare words (well under a
+    millisecond at a million messages) no longer teaches the budget that a question of common
+    words (several milliseconds) is cheap. Their frequencies are already cached by then."""
+    rows = sum(doc_frequencies(conn, "messages_fts_vocab", query_words).values())
+    return f"feedback:{rows.bit_length()}"
 
 
 @dataclass
@@ -171,7 +185,8 @@ def search(
         weights.update(more_weights)
 
     fused = fuse(lists, tuning=tuning, weights=weights)
-    if tuning.feedback_docs > 0 and query_words and not budget.allows("feedback"):
+    feedback = feedback_step(conn, query_words) if tuning.feedback_docs > 0 and query_words else ""
+    if feedback and not budget.allows(feedback):
         skipped.append("feedback")
     elif tuning.feedback_docs > 0:
         step = time.monotonic()
@@ -180,7 +195,7 @@ def search(
             # Only a run that asked its query is its cost: one that found no word to add (a date
             # question's common words) returns at once, and would teach the budget that the list
             # is cheap for the next recall cue.
-            budget.record("feedback", (time.monotonic() - step) * 1000)
+            budget.record(feedback, (time.monotonic() - step) * 1000)
             add_list(fused, "keyword:feedback:messages", extra, tuning.feedback_weight, tuning)
     # The rows behind the candidates, best fused first in slices of ``load_limit`` until twice
     # ``limit`` pass the filters (every candidate at once when there is no limit).
@@ -255,7 +270,7 @@ def with_filters(filters: Filters, **changes: Any) -> Filters:
 
 
 # The names callers and tests import from here, whichever part now defines them.
-__all__ = ["Budget", "DEFAULT", "SEND_PATH", "Filters", "Result", "SearchOutcome", "Tuning", "Variant", "WORD_RE", "build_variants",
+__all__ = ["Budget", "DEFAULT", "SEND_PATH", "Filters", "Result", "SearchOutcome", "Tuning", "Variant", "WORD_RE", "build_variants", "feedback_step",
            "context_block", "date_hint", "display_date", "entities", "fts_match", "fuse", "has_recall_cue",
            "keyword_chunks", "keyword_messages", "load_chunks", "load_messages", "match_terms", "rare_terms",
            "search", "select_terms", "stem", "with_filters", "without_names"]
