@@ -15,6 +15,7 @@ import numpy as np
 
 from ..conversations import ELIGIBLE_SQL, VISIBLE_SQL
 from ..store import is_postgres
+from ..text import unit_rows
 from .keyword import KeywordHit, search_messages
 from .query import fts_match, match_terms, without_names
 from .terms import select_terms
@@ -390,15 +391,10 @@ def stored_context_vector(conn: sqlite3.Connection, user_id: int, embedder: Any,
         " AND model = ? AND user_id = ?", (*message_ids, model_id(embedder), user_id)).fetchall()
     stored = [from_blob(r[0]) for r in rows]
     stored = [v for v in stored if v.shape[0] == dim]
-    context = _unit(np.mean(stored, axis=0)) if stored else None
+    context = unit_rows(np.mean(stored, axis=0)[None, :])[0] if stored else None
     if memo is not None:
         memo[key] = context
     return context
-
-
-def _unit(vector: Any) -> Any:
-    norm = float(np.linalg.norm(vector))
-    return vector / norm if norm > 0 else vector
 
 
 def _vector_text(variant: Any, query: Any, tuning: Tuning) -> str:

@@ -554,9 +554,7 @@ def mix_context(vector: np.ndarray, context: np.ndarray | None, weight: float) -
     """The query vector moved toward ``context`` (the unit mean of recent turns' stored vectors)."""
     if context is None:
         return vector
-    mixed = np.asarray(vector + weight * context, dtype=np.float32)
-    norm = float(np.linalg.norm(mixed))
-    return mixed / norm if norm > 0 else mixed
+    return unit_rows((vector + weight * context)[None, :])[0]
 
 
 # Index searches started ahead of the ``vector_search`` that will ask them (``search_ahead``):
