@@ -224,6 +224,63 @@ class StepClock:
         return {kind: {step: summary(v) for step, v in steps.items()} for kind, steps in sorted(self.samples.items())}
 
 
+class ThreadClock:
+    """The send's two threads (benchmark-side only, with ``--steps``): when, counted from the send's
+    start, the prefetch thread ends the query's embedding and the index search ahead, and when the
+    send's own thread starts archive recall, asks for the hits searched ahead on the chat turns'
+    index, has them, and ends archive recall. The gap between asking and having
+    is the send's wait for the other thread."""
+
+    MARKS = ("embedding ends", "search ahead ends", "archive recall starts", "search asks for its hits",
+             "search has its hits", "archive recall ends")
+
+    def __init__(self, scope: Any) -> None:
+        from hearth.retrieval import semantic
+
+        self.kind = ""
+        self.started = 0.0
+        self.marks: dict[str, float] = {}
+        self.samples: dict[str, dict[str, list[float]]] = {}
+        self._wrap(semantic, "_embed_in_flight", None, "embedding ends")
+        self._wrap(semantic, "_search_ahead", None, "search ahead ends")
+        # Its first argument is the index's key (db_key, source, ...): only the chat turns' counts.
+        self._wrap(semantic, "_taken_ahead", "search asks for its hits", "search has its hits",
+                   lambda key, *_: key[1] == "messages")
+        for layer in scope.dynamic.layers:
+            if getattr(layer, "name", "") == "archive_recall":
+                self._wrap(layer, "blocks", "archive recall starts", "archive recall ends")
+
+    def _wrap(self, owner: Any, attr: str, start: str | None, end: str, only: Any = None) -> None:
+        inner = getattr(owner, attr)
+
+        def marked(*args, **kwargs):
+            if only is not None and not only(*args):
+                return inner(*args, **kwargs)
+            if start:
+                self.marks.setdefault(start, time.perf_counter())
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.marks.setdefault(end, time.perf_counter())
+
+        setattr(owner, attr, marked)
+
+    def start(self, kind: str, started: float) -> None:
+        self.kind, self.started, self.marks = kind, started, {}
+
+    def keep(self) -> None:
+        bucket = self.samples.setdefault(self.kind, {})
+        for name, at in self.marks.items():
+            bucket.setdefault(name, []).append((at - self.started) * 1000)
+        if "search asks for its hits" in self.marks and "search has its hits" in self.marks:
+            bucket.setdefault("waited for the hits", []).append(
+                (self.marks["search has its hits"] - self.marks["search asks for its hits"]) * 1000)
+
+    def report(self) -> dict[str, dict[str, Any]]:
+        return {kind: {name: summary(marks[name]) for name in (*self.MARKS, "waited for the hits") if name in marks}
+                for kind, marks in sorted(self.samples.items()) if "archive recall starts" in marks}
+
+
 class Floor:
     """The three primitives the send path builds on (FTS5 BM25 top-10 with the terms the product
     selects, one query embedding straight from the model, one vector top-10), timed directly for a
@@ -378,6 +435,7 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         worker.start()
     clock = LayerClock(scope)
     steps = StepClock() if args.steps else None
+    threads = ThreadClock(scope) if args.steps else None
     tm = TextMaker(manifest["seed"] + 100)
     messages = varied_messages(tm, args.sends, manifest["seed"] + 101, balanced=args.per_class is not None)
     if args.kinds:
@@ -418,6 +476,8 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         if profiler:
             profiler.enable()
         t = time.perf_counter()
+        if threads:
+            threads.start(kind, t)
         saved_at = None
         for event in scope.send_stream(conversation_id, text):
             if event.type == "saved":
@@ -433,8 +493,9 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
             continue
         samples.append(elapsed)
         clock.keep(kind, elapsed)
-        if steps:
+        if steps and threads:
             steps.keep()
+            threads.keep()
         saved.append(((saved_at or t) - t) * 1000)
         by_kind.setdefault(kind, []).append(elapsed)
 
@@ -468,8 +529,9 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         "notes": notes,
         "file_cache": {"at_start": cached_at_start, "at_end": cached_at_end},
     }
-    if steps:
+    if steps and threads:
         result["steps"] = steps.report()
+        result["threads"] = threads.report()
         result["layers_by_kind"] = {kind: {"outside the layers": summary(clock.outside[kind]),
                                            **{name: summary(v) for name, v in layers.items()}}
                                     for kind, layers in sorted(clock.by_kind.items())}
@@ -534,6 +596,10 @@ def print_deployment(r: dict[str, Any]) -> None:
         print(f"hybrid search steps, {kind} sends (sends that ran the step):")
         for step, s in sorted(by_step.items(), key=lambda item: -item[1]["median_ms"]):
             print(f"  {step:<15} median {s['median_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms  (n={s['n']})")
+    for kind, marks in r.get("threads", {}).items():
+        print(f"the send's two threads, {kind} sends (ms from the send's start; median, p99, sends):")
+        for name, s in marks.items():
+            print(f"  {name:<25} median {s['median_ms']:7.2f}  p99 {s['p99_ms']:7.2f}  (n={s['n']})")
     if "profile" in r:
         print(r["profile"])
 
