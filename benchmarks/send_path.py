@@ -228,8 +228,8 @@ class ThreadClock:
     """The send's two threads (benchmark-side only, with ``--steps``): when, counted from the send's
     start, the prefetch thread ends the query's embedding and the index search ahead, and when the
     send's own thread starts archive recall, asks for the hits searched ahead on the chat turns'
-    index, has them, and ends archive recall. The gap between asking and having
-    is the send's wait for the other thread."""
+    index, has them, and ends archive recall. The gap between asking and having is the send's wait
+    for the other thread."""
 
     MARKS = ("embedding ends", "search ahead ends", "archive recall starts", "search asks for its hits",
              "search has its hits", "archive recall ends")
@@ -243,7 +243,7 @@ class ThreadClock:
         self.samples: dict[str, dict[str, list[float]]] = {}
         self._wrap(semantic, "_embed_in_flight", None, "embedding ends")
         self._wrap(semantic, "_search_ahead", None, "search ahead ends")
-        # Its first argument is the index's key (db_key, source, ...): only the chat turns' counts.
+        # Its first argument is the index's key (db_key, source, ...): only the chat turns' index is timed.
         self._wrap(semantic, "_taken_ahead", "search asks for its hits", "search has its hits",
                    lambda key, *_: key[1] == "messages")
         for layer in scope.dynamic.layers:
