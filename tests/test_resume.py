@@ -69,7 +69,11 @@ def send(base, conversation_id, text):
     assert "event: done" in body
 
 
-def test_e4_serve_resumes_the_conversation_capsule_and_span_across_a_kill_9_restart(tmp_path):
+TITLE = "Marisol's lighthouse letters"  # the person's words: no log line may carry them
+
+
+def test_e4_serve_resumes_the_conversation_capsule_and_span_across_a_kill_9_restart_and_logs_no_title(tmp_path):
+    """The resume line and everything else both servers write hold numbers only, never the title."""
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")} | {
         "HEARTH_HOME": str(home), "HEARTH_CAPSULE_RECENT_TURNS": "2"}
@@ -79,7 +83,7 @@ def test_e4_serve_resumes_the_conversation_capsule_and_span_across_a_kill_9_rest
         me = hearth.scope()
         persona = me.personas.create("elion", "Elion")
         me.send(me.conversations.create(persona.id, title="Other").id, "Elsewhere")
-        chat = me.conversations.create(persona.id, title="Ours")
+        chat = me.conversations.create(persona.id, title=TITLE)
         for text in ("My cat is called Luna.", "She likes boxes.", "Good night!"):
             me.send(chat.id, text)
         capsule = me.timeline.refresh_capsule(chat.id)
@@ -88,19 +92,20 @@ def test_e4_serve_resumes_the_conversation_capsule_and_span_across_a_kill_9_rest
     base = f"http://127.0.0.1:{port}"
     first, lines = start_server(home, port, env)
     try:
-        assert any(f"Resuming conversation {chat.id} (Ours)" in line and f"capsule {capsule.id}" in line
+        assert any(f"Resuming conversation {chat.id}:" in line and f"capsule {capsule.id}" in line
                    for line in lines), lines
         send(base, chat.id, "Sent to the first server")
         before = httpx.get(f"{base}/api/timeline/resume").json()
     finally:
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=10)
+    output = "".join(lines) + rest(first)
     span_id = before["span"]["id"]
     assert before["conversation"]["id"] == chat.id and before["capsule"]["id"] == capsule.id
 
     second, lines = start_server(home, port, env)
     try:
-        assert any(f"Resuming conversation {chat.id} (Ours): 8 recent turns, capsule {capsule.id}, "
+        assert any(f"Resuming conversation {chat.id}: 8 recent turns, capsule {capsule.id}, "
                    f"open span {span_id}." in line for line in lines), lines
         after = httpx.get(f"{base}/api/timeline/resume").json()
         assert after == before  # rebuilt from the ledger: same turns, capsule and span
@@ -112,3 +117,12 @@ def test_e4_serve_resumes_the_conversation_capsule_and_span_across_a_kill_9_rest
     finally:
         second.terminate()
         second.wait(timeout=10)
+    output += "".join(lines) + rest(second)
+    assert "Resuming conversation" in output
+    for words in (TITLE, "lighthouse", "Luna", "Sent to the first server", "And to the second"):
+        assert words.lower() not in output.lower(), output
+
+
+def rest(process) -> str:
+    """What a finished server wrote after its start lines, on both streams."""
+    return process.stderr.read().decode() + process.stdout.read().decode()

@@ -73,10 +73,11 @@ def resume_cmd(obj: Context, as_json: bool) -> None:
 
 
 def describe(resumed) -> str:
+    """One line of numbers only: `hearth serve` writes it to its log, and a title is the person's
+    words (`hearth resume --json` has the title)."""
     if resumed.conversation is None:
         return "Nothing to resume: no open conversation yet."
-    c = resumed.conversation
     capsule = f"capsule {resumed.capsule.id}" if resumed.capsule else "no capsule"
     span = f"open span {resumed.span.id}" if resumed.span else "no open span"
-    return (f"Resuming conversation {c.id} ({c.title or 'Untitled conversation'}): "
+    return (f"Resuming conversation {resumed.conversation.id}: "
             f"{len(resumed.turns)} recent turns, {capsule}, {span}.")
