@@ -184,3 +184,33 @@ def test_e7_compact_now_needs_the_responses_provider_and_answers_clearly(me, per
     assert done.exit_code == 0, done.output
     assert done.output.startswith("Compacted conversation 1: 2 replacement items")  # the user turn + state
     assert runner.invoke(cli, ["compact", "999"]).output.strip() == "Error: no conversation 999"
+
+
+def test_e7_e11_an_inner_turn_chains_records_usage_and_compaction_like_any_reply(chained):
+    hearth, me, chat, fake = chained
+    fake.script(response_id="resp_1")
+    me.send(chat.id, "Good night")
+    fake.script(response_id="resp_inner", compaction=True, input_tokens=12_000)
+    inner = me.inner_turn(chat.id, "Write a short morning message.", metadata={"activation": "morning"})
+    assert bodies(fake)[-1]["previous_response_id"] == "resp_1"
+    # The person's next turn chains from what the companion said on its own.
+    fake.script(response_id="resp_3")
+    me.send(chat.id, "Morning!")
+    assert bodies(fake)[-1]["previous_response_id"] == "resp_inner"
+    with hearth.store.read() as conn:
+        usage = [(r[0], json.loads(r[1])["input"]) for r in conn.execute(
+            "SELECT channel, payload FROM events WHERE kind = 'context.usage' ORDER BY id")]
+        jobs = [json.loads(r[0]) for r in conn.execute("SELECT payload FROM jobs WHERE kind = ?", (capsules.JOB_KIND,))]
+    assert [channel for channel, _n in usage] == ["web", "inner", "web"] and usage[1][1] == 12_000
+    assert compacted_events(hearth) == [{"mode": "auto"}]
+    assert jobs == [{"conversation_id": chat.id, "reason": "compaction"}]
+    assert inner.channel == "inner"
+
+
+def test_e11_an_inner_turn_over_the_capsule_threshold_queues_a_capsule_refresh(chained):
+    hearth, me, chat, fake = chained
+    fake.script(response_id="resp_inner", input_tokens=30_000)
+    me.inner_turn(chat.id, "Reflect on the week.", metadata={"activation": "reflection"})
+    with hearth.store.read() as conn:
+        jobs = [json.loads(r[0]) for r in conn.execute("SELECT payload FROM jobs WHERE kind = ?", (capsules.JOB_KIND,))]
+    assert jobs == [{"conversation_id": chat.id, "reason": "threshold"}]

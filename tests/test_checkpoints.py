@@ -210,3 +210,63 @@ def test_b3_e2_a_checkpoint_embeds_memories_outside_the_write_lock_and_each_once
     worker_at(hearth, 2 * IDLE + 30).run_once()
     assert len(checkpoints(hearth)) == 2
     assert watched.calls == [(1, False)]
+
+
+def test_e2_a_reply_streaming_past_the_idle_period_keeps_its_span_open_and_is_extracted(me, hearth, persona,
+                                                                                        provider):
+    from hearth.providers.base import StreamEvent, Usage
+
+    chat = me.conversations.create(persona.id)
+    seen: dict[str, object] = {}
+
+    def slow_reply(request):
+        yield StreamEvent("text", text="Noted: your sister is called Mia. ")
+        # The reply is still streaming when the idle period has passed: the checkpoint waits.
+        later(hearth, IDLE + 5)
+        [span] = me.timeline.open_spans()
+        seen["span"] = span.id
+        seen["checkpoint"] = me.timeline.checkpoint(span.id)
+        yield StreamEvent("text", text="And I'm allergic to peanuts too, I'll have you know.")
+        yield StreamEvent("usage", usage=Usage(input_tokens=10, output_tokens=5))
+
+    provider.replies.append(slow_reply)
+    reply = me.send(chat.id, "My sister is called Mia.")
+    assert seen["checkpoint"] is None and checkpoints(hearth) == []
+    span = me.timeline.span(seen["span"])
+    assert span.open  # saving the reply extended it
+    with hearth.store.read() as conn:
+        assert conn.execute("SELECT span_id FROM events WHERE id = ?", (reply.assistant_message.id,)
+                            ).fetchone()[0] == span.id
+    later(hearth, 2 * IDLE + 60)
+    assert me.timeline.checkpoint(span.id) is not None
+    [checkpoint] = checkpoints(hearth)
+    assert checkpoint["turns"] == 2 and checkpoint["through_message_id"] == reply.assistant_message.id
+
+
+def test_e2_a_reply_saved_after_another_process_closed_its_span_reaches_the_next_checkpoint(me, hearth, persona,
+                                                                                          provider, settings):
+    from hearth.providers.base import StreamEvent, Usage
+
+    chat = me.conversations.create(persona.id)
+    other = Hearth(settings, provider=provider)  # a worker in another process: it cannot see the reply
+    try:
+        def slow_reply(request):
+            yield StreamEvent("text", text="Rex sounds like a good dog.")
+            later(other, IDLE + 5)
+            [span] = me.timeline.open_spans()
+            assert other.scope(me.user_id).timeline.checkpoint(span.id) is not None  # closes the span
+            yield StreamEvent("usage", usage=Usage(input_tokens=10, output_tokens=5))
+
+        provider.replies.append(slow_reply)
+        reply = me.send(chat.id, "My dog is called Rex.")
+    finally:
+        other.close()
+    [first] = checkpoints(hearth)
+    assert first["turns"] == 1  # the person's message only: the reply was still streaming
+    # The reply joined the span open now, so the next checkpoint reads it.
+    [now_open] = me.timeline.open_spans()
+    assert now_open.id != first["span_id"]
+    later(hearth, 3 * IDLE)
+    assert me.timeline.checkpoint(now_open.id) is not None
+    second = checkpoints(hearth)[-1]
+    assert second["turns"] == 1 and second["through_message_id"] == reply.assistant_message.id

@@ -95,7 +95,10 @@ def test_e1_sqlite_trace_span_bookkeeping_is_one_indexed_update_inside_the_messa
     finally:
         conn.set_trace_callback(None)
     touching = [s for s in statements if s.lstrip().upper().startswith(("UPDATE SPANS", "INSERT INTO SPANS"))]
-    assert len(touching) == 1 and touching[0].lstrip().upper().startswith("UPDATE SPANS")
+    # One indexed update with the person's message; one by primary key with the reply (E2: the reply
+    # keeps its span open however long it streamed).
+    assert len(touching) == 2 and all(s.lstrip().upper().startswith("UPDATE SPANS") for s in touching)
+    assert "WHERE id = " in touching[1]
     # ... inside the same transaction as the user's message.
     begin = max(i for i, s in enumerate(statements[:statements.index(touching[0])]) if s.startswith("BEGIN"))
     commit = next(i for i, s in enumerate(statements) if i > begin and s.startswith("COMMIT"))

@@ -124,12 +124,14 @@ class SendPath:
             prompt = stored.ensure(conn, scope.user_id, conversation_id, scope._handoff_text, channel)
         yield SendEvent("saved", {"message_id": user_message.id, "span_id": self.span_id})
 
-        with self.hearth.activity.assembling():  # background embedding waits for it
-            assembled = self.assemble(conversation, user_message, prompt, pin_characters, size_channel=channel)
-        try:
-            yield from self._answer(conversation, user_message, assembled, channel, replacing, regenerate)
-        finally:
-            self._flush_diagnostics(conversation_id)
+        # The span's idle checkpoint waits while this reply is in flight (E2).
+        with self.hearth.activity.reply_in_span(self.span_id):
+            with self.hearth.activity.assembling():  # background embedding waits for it
+                assembled = self.assemble(conversation, user_message, prompt, pin_characters, size_channel=channel)
+            try:
+                yield from self._answer(conversation, user_message, assembled, channel, replacing, regenerate)
+            finally:
+                self._flush_diagnostics(conversation_id)
 
     def _answer(self, conversation: Conversation, user_message: Message, assembled: AssembledRequest,
                 channel: str, replacing: Message | None, regenerate: bool) -> Iterator[SendEvent]:
@@ -159,6 +161,7 @@ class SendPath:
                 # Two retries (or a send and a retry) raced: inside the write lock only the first
                 # reply is stored; the loser is told plainly and nothing is written twice.
                 raise Conflict("this message was answered by another request meanwhile")
+            self._keep_span_open(conn, conversation, channel)
             self._write_diagnostics(conn, conversation_id)  # before the reply, in the ledger's order
             metadata: dict[str, Any] = {"provider": provider.name, "model": provider.model,
                                         "tool_rounds": tool_rounds, "reply_to": user_message.id}
@@ -170,11 +173,7 @@ class SendPath:
             else:
                 message = scope.conversations.add_message(
                     conversation_id, "assistant", text_out, channel=channel, metadata=metadata, span_id=self.span_id)
-            usage_payload = {"input": usage.input_tokens, "output": usage.output_tokens,
-                             "total": usage.total_tokens, "cached": usage.cached_tokens}
-            ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
-                          kind="context.usage", channel=channel, payload=usage_payload, span_id=self.span_id)
-            self._after_usage(conn, conversation, channel, usage, response_id, compacted)
+            usage_payload = self._after_turn(conn, conversation, channel, usage, response_id, compacted)
             for hook in scope._after_reply:
                 hook(conn, conversation, user_message, message)
         yield SendEvent("done", {"message_id": message.id, "user_message_id": user_message.id,
@@ -199,24 +198,25 @@ class SendPath:
                       kind="chat", content=instruction, channel="inner", created_at="")
         assembled = self.assemble(conversation, cue, prompt)
         try:
-            run = self._run_provider(assembled.request, conversation, "inner")
-            while True:
-                try:
-                    next(run)
-                except StopIteration as stop:
-                    text_out, usage, tool_rounds, _response_id, _compacted = stop.value
-                    break
+            with self.hearth.activity.reply_in_span(self.span_id):
+                run = self._run_provider(assembled.request, conversation, "inner")
+                while True:
+                    try:
+                        next(run)
+                    except StopIteration as stop:
+                        text_out, usage, tool_rounds, response_id, compacted = stop.value
+                        break
             provider = self.hearth.provider
             with scope.store.write() as conn:
+                self._keep_span_open(conn, conversation, "inner")
                 self._write_diagnostics(conn, conversation_id)
                 message = scope.conversations.add_message(
                     conversation_id, "assistant", text_out, channel="inner", span_id=self.span_id,
                     metadata={**metadata, "provider": provider.name, "model": provider.model,
                               "tool_rounds": tool_rounds})
-                ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id, kind="context.usage",
-                              channel="inner", span_id=self.span_id,
-                              payload={"input": usage.input_tokens, "output": usage.output_tokens,
-                                       "total": usage.total_tokens, "cached": usage.cached_tokens})
+                # The same after-turn path as any reply: the person's next turn chains from this
+                # one, so the model sees what it said on its own (E7, E11).
+                self._after_turn(conn, conversation, "inner", usage, response_id, compacted)
                 span = spans.get(conn, scope.user_id, self.span_id)
                 if span.open:
                     spans.close(conn, scope.user_id, span, "activation_done", at=utcnow())
@@ -224,11 +224,23 @@ class SendPath:
             self._flush_diagnostics(conversation_id)
         return message
 
-    def _after_usage(self, conn, conversation: Conversation, channel: str, usage: Usage, response_id: str,
-                     compacted: bool) -> None:
-        """E3, E6, E7 in the reply's transaction: continue the chain, record a server-side
-        compaction, and queue a capsule refresh when compaction happened or usage crossed the threshold."""
+    def _keep_span_open(self, conn: Any, conversation: Conversation, channel: str) -> None:
+        """A turn of this exchange is saved: its span stays open however long the reply took, or the
+        turn joins the span open now if a checkpoint closed it meanwhile (E2)."""
+        assert self.span_id is not None
+        self.span_id = spans.keep_open(conn, self.hearth, self.scope.user_id, self.span_id, conversation.persona_id,
+                                       channel, conversation_id=conversation.id)
+
+    def _after_turn(self, conn, conversation: Conversation, channel: str, usage: Usage, response_id: str,
+                    compacted: bool) -> dict[str, int]:
+        """E3, E6, E7 in the reply's transaction: record the usage, continue the chain, record a
+        server-side compaction, and queue a capsule refresh when compaction happened or usage
+        crossed the threshold. Returns the usage event's payload."""
         user_id = self.scope.user_id
+        usage_payload = {"input": usage.input_tokens, "output": usage.output_tokens,
+                         "total": usage.total_tokens, "cached": usage.cached_tokens}
+        ledger.append(conn, user_id=user_id, conversation_id=conversation.id, kind="context.usage",
+                      channel=channel, payload=usage_payload, span_id=self.span_id)
         if response_id and getattr(self.hearth.provider, "chains", False):
             chains.after_turn(conn, user_id, conversation.id, response_id)
         if compacted:
@@ -237,6 +249,7 @@ class SendPath:
             capsules.schedule(conn, user_id, conversation.id, "compaction")
         elif capsules.crossed(usage.input_tokens, self.hearth.input_token_limit(), self.settings.capsule_threshold):
             capsules.schedule(conn, user_id, conversation.id, "threshold")
+        return usage_payload
 
     def _unanswered(self, conn, conversation_id: int) -> Message:
         last = last_turn(conn, conversation_id)
@@ -379,6 +392,7 @@ class SendPath:
                 yield SendEvent("tool", {"name": name, "status": "running"})
                 result = self.scope.toolbox.run(ctx, call)
                 with self.scope.store.write() as conn:
+                    self._keep_span_open(conn, conversation, channel)
                     ledger.append(conn, user_id=self.scope.user_id, conversation_id=conversation.id,
                                   kind="tool.call", channel=channel, span_id=self.span_id,
                                   payload={"name": name, "argument_chars": len(arguments_json(call.arguments)),
@@ -423,8 +437,11 @@ def keep_partial(scope: "Scope", conversation_id: int, text: str, *, channel: st
         if last.role == "assistant":
             alternatives.add(conn, scope.user_id, last.id, text, metadata=metadata, channel=channel)
             return scope.conversations.message(last.id)
+        # A kept reply is a turn like any other: it belongs to a span, so a checkpoint reads it (E2).
+        span_id, _now = spans.touch_now(conn, scope.hearth, scope.user_id, conversation.persona_id, channel,
+                                        conversation_id=conversation_id)
         message = scope.conversations.add_message(conversation_id, "assistant", text, channel=channel,
-                                                  metadata=metadata)
+                                                  metadata=metadata, span_id=span_id)
         for hook in scope._after_reply:
             hook(conn, conversation, last, message)
         return message

@@ -5,6 +5,10 @@ new message is refused while a compaction runs, both with a clear ``Conflict`` (
 anything is saved. The registry is per process: the server is the one process that streams
 replies and compacts.
 
+It knows which activity spans have a reply in flight, so an idle checkpoint never closes a span
+whose reply is still streaming (E2); a worker in another process cannot see this, and a reply that
+lands in a span closed meanwhile joins the span open now (``spans.keep_open``).
+
 It also knows when a send is assembling its request, so background work that competes for the
 same cores (embedding new turns, an import's backlog) can wait for it: the person's send comes
 first (``wait_quiet``).
@@ -25,6 +29,7 @@ class Activity:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._replies: Counter[int] = Counter()
+        self._spans: Counter[int] = Counter()  # activity spans with a reply in flight (E2)
         self._compacting: set[int] = set()
         self._assembling = 0
         self._quiet = threading.Condition(self._lock)
@@ -54,6 +59,23 @@ class Activity:
         finally:
             with self._lock:
                 self._compacting.discard(conversation_id)
+
+    @contextmanager
+    def reply_in_span(self, span_id: int) -> Iterator[None]:
+        """A reply of this span is being written: its idle checkpoint waits (E2)."""
+        with self._lock:
+            self._spans[span_id] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._spans[span_id] -= 1
+                if self._spans[span_id] <= 0:
+                    del self._spans[span_id]
+
+    def span_busy(self, span_id: int) -> bool:
+        with self._lock:
+            return bool(self._spans[span_id])
 
     @contextmanager
     def assembling(self) -> Iterator[None]:

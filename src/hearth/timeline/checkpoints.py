@@ -2,8 +2,8 @@
 
 Opening a span queues a ``timeline.checkpoint`` job due one idle period later. When it runs:
 
-- if the span saw activity since, the job queues itself again for one idle period after that
-  activity and stops;
+- if the span saw activity since, or a reply of it is still streaming, the job queues itself again
+  for one idle period after that activity and stops;
 - otherwise the turns added since the previous checkpoint (per conversation, after the cursor
   ``timeline.checkpoint`` in ``layer_cursors``, and only those the span holds) go to the helper's
   memory extraction, outside any transaction;
@@ -60,6 +60,8 @@ def run(scope: "Scope", span_id: int, helper: "Helper") -> int | None:
             return None  # done before (a rerun after a crash, or a duplicate job)
         now = hearth.clock()
         due_in = epoch(span.last_at) + idle - now if span.open else 0.0
+        if span.open and hearth.activity.span_busy(span.id):
+            due_in = max(due_in, idle)  # a reply is streaming: its save extends the span
         turns = new_turns(conn, scope.user_id, span) if due_in <= 0 else []
     if due_in > 0:
         # Still active: come back one idle period after its last activity.
@@ -73,7 +75,7 @@ def run(scope: "Scope", span_id: int, helper: "Helper") -> int | None:
         fresh = span_store.get(conn, scope.user_id, span_id)
         if fresh.checkpoint_event_id is not None:
             return None
-        if fresh.last_at != span.last_at:
+        if fresh.last_at != span.last_at or (fresh.open and hearth.activity.span_busy(span.id)):
             # New activity while extracting: try again one idle period after it.
             enqueue(conn, scope.user_id, CHECKPOINT_JOB, {"span_id": span.id}, dedupe_key=f"span:{span.id}",
                     delay=idle, now=hearth.clock())

@@ -98,6 +98,20 @@ def touch(conn: sqlite3.Connection, user_id: int, persona_id: int | None, channe
                      conversation_id=conversation_id, checkpoint=kind != "import")
 
 
+def keep_open(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, span_id: int, persona_id: int | None,
+              channel: str, *, conversation_id: int | None = None) -> int:
+    """The span for a turn of an exchange already under way (its reply, a tool round): the send's
+    own span, kept open and extended however long the reply streamed. If a checkpoint closed it
+    meanwhile (another process's worker), the turn joins the span open now, or a new one, so the
+    next checkpoint still reads it (E2)."""
+    row = conn.execute(
+        "UPDATE spans SET last_at = max(last_at, ?) WHERE id = ? AND user_id = ? AND closed_at IS NULL RETURNING id",
+        (utcnow(), span_id, user_id)).fetchone()
+    if row is not None:
+        return span_id
+    return touch_now(conn, hearth, user_id, persona_id, channel, conversation_id=conversation_id)[0]
+
+
 def touch_now(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, persona_id: int | None, channel: str, *,
               conversation_id: int | None = None) -> tuple[int, str]:
     """``touch`` for activity happening now, judged by the deployment's clock and idle setting;
