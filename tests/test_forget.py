@@ -211,6 +211,38 @@ def test_b4_b5_cli_preview_apply_and_verify(hearth, me, persona, monkeypatch):
     assert foreign.exit_code == 1 and "no conversation" in foreign.output
 
 
+def test_b4_verify_looks_up_the_phrase_and_its_words_but_not_its_stopwords(hearth, me, persona, monkeypatch):
+    """The README's `hearth forget --verify "a private word"` is clean after a real forget, although
+    "a" stays in the index; a canary still in the database is found, whole or by one of its words."""
+    from click.testing import CliRunner
+
+    from hearth.cli import cli
+
+    example = "a private word"  # the README's example
+    kept = me.conversations.create(persona.id, "Kept")
+    me.send(kept.id, "I planted a tree in the garden and the roses are out")
+    me.send(kept.id, f"The {CANARY} stone stays where it is")
+    secret = me.conversations.create(persona.id, "Secret")
+    me.send(secret.id, f"Here is {example} between us")
+    before = verify(hearth.store, example)
+    assert not before.clean and before.fts_terms >= 2, before.to_dict()
+    forget(me, "conversation", secret.id)
+    drain(hearth)
+    assert verify(hearth.store, example).clean, verify(hearth.store, example).to_dict()
+    left = verify(hearth.store, f"the {CANARY} stone")  # its words are still in the index
+    assert not left.clean and left.fts_terms >= 2, left.to_dict()
+    assert verify(hearth.store, f"{CANARY} stone stays").found_in  # and the phrase in the database
+    one_word = verify(hearth.store, f"a {CANARY} pebble")  # the phrase nowhere, one word in the index
+    assert not one_word.found_in and one_word.fts_terms >= 1 and not one_word.clean
+    hearth.close()
+    monkeypatch.setenv("HEARTH_HOME", str(hearth.settings.home))
+    runner = CliRunner()
+    clean = runner.invoke(cli, ["forget", "--verify", example])
+    assert clean.exit_code == 0 and clean.output.startswith("Clean"), clean.output
+    dirty = runner.invoke(cli, ["forget", "--verify", f"the {CANARY} stone"])
+    assert dirty.exit_code == 1 and "still present" in dirty.output
+
+
 def test_b5_api_delete_forever_search_log_retention_and_clearing(hearth, me, persona):
     from datetime import datetime, timedelta, timezone
 

@@ -34,6 +34,7 @@ import hashlib
 import hmac
 import json
 import sqlite3
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ from .errors import Conflict, InvalidInput, NotFound
 from .jobs import enqueue
 from .store import is_postgres
 from .temporal import parse_moment
+from .text import STOPWORDS, WORD_RE
 
 if TYPE_CHECKING:
     from .engine import Scope
@@ -554,10 +556,27 @@ class Verification:
         return {**asdict(self), "clean": self.clean}
 
 
+def index_words(canary: str) -> list[str]:
+    """The canary's words as the keyword index holds them (lower case, diacritics folded, split at
+    an apostrophe as FTS5's tokenizer does), without stopwords and single letters: "a" or "the" is
+    in any index, so finding one alone says nothing about the canary."""
+    words: dict[str, None] = {}
+    for match in WORD_RE.finditer(canary.casefold()):
+        word = match.group()
+        if word in STOPWORDS or word.replace("'", "") in STOPWORDS:
+            continue
+        plain = "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.combining(c))
+        for part in plain.split("'"):
+            if len(part) > 1 and part not in STOPWORDS:
+                words.setdefault(part, None)
+    return list(words)
+
+
 def verify(store: "Store", canary: str) -> Verification:
-    """Prove a canary string is gone: the raw bytes of the database file, its WAL (after a
-    checkpoint) and the saved vector files, plus the FTS vocabulary, in any letter case. On
-    PostgreSQL, whose files belong to the server: every text column of every table, and the
+    """Prove a canary string is gone: the phrase itself in the raw bytes of the database file, its
+    WAL (after a checkpoint) and the saved vector files, in any letter case, and each of its words
+    that is not a stopword (:func:`index_words`) in the FTS vocabulary. On PostgreSQL, whose files
+    belong to the server: the phrase in every text column of every table, and those words in the
     keyword index's terms (the tsvector each indexed row yields)."""
     if not isinstance(canary, str) or len(canary.strip()) < 6:
         raise InvalidInput("the canary must be at least 6 characters, so a match means something")
@@ -582,7 +601,7 @@ def verify(store: "Store", canary: str) -> Verification:
     conn = store.connection()
     terms = 0
     for table in ("messages_fts_vocab", "archive_chunks_fts_vocab"):
-        for word in canary.lower().split():
+        for word in index_words(canary):
             terms += conn.execute(f"SELECT count(*) FROM {table} WHERE term = ?", (word,)).fetchone()[0]
     return Verification(len(canary), checked, found, terms)
 
@@ -608,7 +627,7 @@ def _verify_postgres(store: "Store", canary: str) -> Verification:
                 found.append(f"{table}.{column}")
         terms = 0
         for table, column, _rows in PG_INDEXES.values():
-            for word in canary.lower().split():
+            for word in index_words(canary):
                 terms += conn.execute(f"SELECT count(*) FROM {table} WHERE hearth_words({column})"
                                       " @@ plainto_tsquery('simple', hearth_fold(?))", (word,)).fetchone()[0]
     return Verification(len(canary), checked, found, terms)
