@@ -383,7 +383,7 @@ def test_pr2_context_window_for_model_names() -> None:
 
 
 # --- PR3: offline -----------------------------------------------------------------------------
-def test_pr3_offline_reply_reports_shape_without_section_bodies() -> None:
+def test_pr3_offline_reply_reports_shape_and_the_trimmed_text_of_each_section() -> None:
     request = ProviderRequest(conversation(), TOOLS)
     events = collect(OfflineProvider(), request)
     reply = text_of(events)
@@ -399,8 +399,15 @@ def test_pr3_offline_reply_reports_shape_without_section_bodies() -> None:
     assert "Tools offered: remember, search_memory." in reply
     chars = sum(len(m.content) for m in request.messages) + len(json.dumps({"text": "likes tea"}))
     assert f"Request size: {chars} characters" in reply
-    for leaked in ("Elion", "zephyr", "quartz", "kettle", "marmalade", "lighthouse", "I like tea", "Noted"):
-        assert leaked not in reply
+    # What the companion was given shows under each heading and label, trimmed, so a new user
+    # sees every layer working; history turns are counted, not repeated.
+    assert "- Identity: You are Elion, a warm companion who remembers." in reply
+    assert "- Boundaries: Never reveal the quartz code." in reply
+    assert "- HOUSEHOLD STATUS: kettle: on / front door: locked" in reply
+    assert "- AUTO-RECALLED CONTEXT: likes marmalade toast" in reply
+    assert "- Summary: they planned a trip to the lighthouse." in reply
+    for history_only in ("I like tea", "Noted"):
+        assert history_only not in reply
     usage = events[-1].usage
     assert events[-1].type == "usage" and usage is not None
     assert usage.input_tokens == (chars + 3) // 4
@@ -416,6 +423,16 @@ def test_pr3_offline_reply_with_bare_request_and_long_message() -> None:
     assert "Tools offered: none." in reply
     quoted = reply.splitlines()[1]
     assert quoted.endswith('…"') and len(quoted) < 100
+
+
+def test_pr3_offline_reply_trims_long_sections_to_their_first_lines() -> None:
+    recalled = "\n".join(f"- remembered item {n} " + "x" * 200 for n in range(40))
+    request = ProviderRequest([ChatMessage("system", f"=== AUTO-RECALLED CONTEXT ===\n{recalled}\n"),
+                               ChatMessage("user", "hello")])
+    reply = text_of(collect(OfflineProvider(), request))
+    [detail] = [line for line in reply.splitlines() if line.startswith("- AUTO-RECALLED CONTEXT:")]
+    assert "remembered item 0" in detail and "remembered item 1 " in detail and "item 2 " not in detail
+    assert detail.endswith("/ …") and len(detail) < 2 * 90 + 40
 
 
 def test_pr3_offline_tool_command_emits_tool_call_then_reports_result() -> None:

@@ -1,11 +1,12 @@
 """The offline provider (PR3): answers without any model, so the whole stack works with no key.
 
-The reply is labelled on its first line and reports what the companion was given, by shape only:
-message count, static prompt section headings (``## Title`` lines of the first system message),
-dynamic-context block labels (``=== LABEL ===`` lines) with their line counts, whether a rolling
-thread summary is present, history turns, offered tools and request size. It never repeats the
-body text of a section; it quotes only the start of the latest user message, so a person sees
-that it answered. Output is deterministic.
+The reply is labelled on its first line and reports what the companion was given: message count,
+static prompt section headings (``## Title`` lines of the first system message), dynamic-context
+block labels (``=== LABEL ===`` lines) with their line counts, whether a rolling thread summary is
+present, history turns, offered tools and request size. Under the headings and labels it shows the
+start of each section's text, trimmed (``DETAIL_LINES`` lines of at most ``QUOTE_CHARS``
+characters), so a new user sees every layer at work; the reply goes only into that user's own
+thread. Output is deterministic.
 
 Tool loop without a key: a user message containing ``/tool <name> <json args>`` makes it call that
 tool; when the last message is a tool result it says a result of N characters arrived.
@@ -23,6 +24,7 @@ from .base import ChatMessage, ProviderRequest, StreamEvent, ToolCall, Usage
 LABEL = "[offline reply: no model is configured]"
 SUMMARY_PREFIX = "Rolling thread summary for this conversation only"
 QUOTE_CHARS = 80
+DETAIL_LINES = 2  # per section or block: enough to see it working, short enough not to echo it back
 
 _HEADING = re.compile(r"^##\s+(.+?)\s*$", re.MULTILINE)
 _BLOCK = re.compile(r"^===\s*(.+?)\s*===\s*$")
@@ -79,9 +81,14 @@ def describe(request: ProviderRequest) -> list[str]:
         lines.append(f'You said: "{_quote(messages[latest].content)}"')
     lines.append(f"Messages in the request: {len(messages)}.")
     lines.append("Prompt sections: " + (", ".join(headings) if headings else "none") + ".")
-    described = [f"{label} ({n} line{'' if n == 1 else 's'})" for label, n in blocks]
+    if headings:
+        lines.extend(_details(_sections(systems[0].content)))
+    described = [f"{label} ({len(body)} line{'' if len(body) == 1 else 's'})" for label, body in blocks]
     lines.append("Context blocks: " + (", ".join(described) if described else "none") + ".")
+    lines.extend(_details(blocks))
     lines.append(f"Rolling thread summary: {'present' if summary else 'absent'}.")
+    lines.extend(_details([("Summary", [m.content[len(SUMMARY_PREFIX):].lstrip(" :")])
+                           for m in systems if m.content.startswith(SUMMARY_PREFIX)]))
     lines.append(f"History turns: {turns}.")
     lines.append("Tools offered: " + (", ".join(t.name for t in request.tools) if request.tools else "none") + ".")
     lines.append(f"Request size: {chars} characters (about {estimate_tokens(chars)} tokens).")
@@ -89,22 +96,41 @@ def describe(request: ProviderRequest) -> list[str]:
     return lines
 
 
-def _blocks(systems: list[ChatMessage]) -> list[tuple[str, int]]:
-    """(label, non-empty body line count) for every ``=== LABEL ===`` block."""
-    found: list[tuple[str, int]] = []
+def _blocks(systems: list[ChatMessage]) -> list[tuple[str, list[str]]]:
+    """(label, non-empty body lines) for every ``=== LABEL ===`` block."""
+    found: list[tuple[str, list[str]]] = []
     for message in systems:
-        label, count = None, 0
+        label, body = None, []
         for line in message.content.splitlines():
             match = _BLOCK.match(line)
             if match:
                 if label is not None:
-                    found.append((label, count))
-                label, count = match.group(1), 0
+                    found.append((label, body))
+                label, body = match.group(1), []
             elif label is not None and line.strip():
-                count += 1
+                body.append(line)
         if label is not None:
-            found.append((label, count))
+            found.append((label, body))
     return found
+
+
+def _sections(prompt: str) -> list[tuple[str, list[str]]]:
+    """(heading, non-empty body lines) for every ``## Heading`` section of the static prompt."""
+    found: list[tuple[str, list[str]]] = []
+    for line in prompt.splitlines():
+        match = _HEADING.match(line)
+        if match:
+            found.append((match.group(1), []))
+        elif found and line.strip():
+            found[-1][1].append(line)
+    return found
+
+
+def _details(parts: list[tuple[str, list[str]]]) -> list[str]:
+    """One Markdown list item per section: its first lines, each trimmed."""
+    return [f"- {name}: " + " / ".join(_quote(line.lstrip("-* ")) for line in body[:DETAIL_LINES])
+            + (" / …" if len(body) > DETAIL_LINES else "")
+            for name, body in parts if body]
 
 
 def _quote(text: str) -> str:
