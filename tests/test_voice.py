@@ -5,18 +5,27 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import math
 import re
+import socket
+import threading
+import time
+from contextlib import contextmanager
 from typing import Iterator
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 from twilio.request_validator import RequestValidator
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
 
 from hearth import Hearth, Settings
 from hearth.helpers import OfflineHelper
 from hearth.server import create_app
+from hearth.server import voice as voice_server
 from hearth.server.voice import stream_token
 from tests.fakes.realtime_server import FakeRealtime
 
@@ -238,3 +247,184 @@ def test_e10_an_outbound_call_is_placed_through_the_twilio_sdk_and_answered_by_t
                 call(me, mail.id)
     finally:
         twilio.stop()
+
+
+# -- hostile frames (U3): validated, refused with 1008, one log line, the ledger says so ---------------
+SECRET = "SECRET-WORDS"  # stands for what a frame carries; it must never reach the log
+
+BAD_BROWSER_FRAMES = {
+    "not_json": f"{SECRET} {{",
+    "binary": SECRET.encode() + b"\xff\x00",
+    "json_list": json.dumps([SECRET]),
+    "nested_too_deep": "[" * 100_000 + "]" * 100_000,
+    "missing_type": json.dumps({"audio": base64.b64encode(SECRET.encode()).decode()}),
+    "unknown_type": json.dumps({"type": SECRET}),
+    "audio_not_a_string": json.dumps({"type": "audio", "audio": 12345}),
+    "audio_not_base64": json.dumps({"type": "audio", "audio": SECRET + "!!"}),
+    "audio_too_large": json.dumps({"type": "audio", "audio": "A" * 1_000_004}),
+}
+
+
+@contextmanager
+def served(h: Hearth) -> Iterator[str]:
+    """The app on a real uvicorn server on 127.0.0.1; yields its ws:// base. ``log_config=None`` lets
+    uvicorn's own error log (an unhandled exception's traceback) reach caplog."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(hearth=h), host="127.0.0.1", port=port, log_config=None,
+                                           log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"ws://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()
+
+
+def close_code(ws: ClientConnection, within: float = 5.0) -> int:
+    """Read until the server closes; a server that stays open fails the test with TimeoutError."""
+    with pytest.raises(ConnectionClosed) as closed:
+        while True:
+            ws.recv(timeout=within)
+    assert closed.value.rcvd is not None
+    return closed.value.rcvd.code
+
+
+def until(ws: ClientConnection, done) -> list[dict]:
+    seen: list[dict] = []
+    while not seen or not done(seen[-1]):
+        seen.append(json.loads(ws.recv(timeout=10)))
+    return seen
+
+
+def assert_one_quiet_log_line(caplog) -> None:
+    """Exactly one line from Hearth, no traceback from anyone, and nothing of the frame's content."""
+    ours = [r for r in caplog.records if r.name.startswith("hearth")]
+    assert len(ours) == 1, [r.getMessage() for r in ours]
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    assert not [r for r in caplog.records if SECRET in r.getMessage()]
+
+
+def voice_span_reasons(h: Hearth) -> list[str]:
+    rows = h.store.connection().execute(
+        "SELECT close_reason FROM spans WHERE id IN (SELECT span_id FROM events WHERE kind = 'voice.ended')")
+    return [r[0] for r in rows]
+
+
+@pytest.mark.parametrize("frame", list(BAD_BROWSER_FRAMES.values()), ids=list(BAD_BROWSER_FRAMES))
+def test_u3_e9_a_bad_browser_voice_frame_closes_with_1008_and_the_session_ends_invalid(voice_hearth, frame, caplog):
+    caplog.set_level(logging.INFO)
+    me = voice_hearth.scope()
+    with served(voice_hearth) as base, connect(f"{base}/api/voice") as ws:
+        assert json.loads(ws.recv(timeout=10))["type"] == "ready"
+        for chunk in pcm_frames():
+            ws.send(json.dumps({"type": "audio", "audio": chunk}))
+        until(ws, lambda e: e["type"] == "transcript" and e["role"] == "assistant")
+        ws.send(frame)
+        assert close_code(ws) == 1008
+    [conversation] = me.conversations.list()
+    kept = [(m.role, m.content) for m in me.conversations.messages(conversation.id) if m.channel == "voice"]
+    assert kept == [("user", "I'm walking home now"), ("assistant", "Walk safe, I'm here.")]  # what was said stays
+    kind, payload = voice_events(voice_hearth)[-1]
+    assert kind == "voice.ended" and json.loads(payload) == {"reason": "invalid", "turns": 2}
+    assert voice_span_reasons(voice_hearth) == ["voice_invalid"]
+    assert_one_quiet_log_line(caplog)
+
+
+def media_start_frame(call_sid: object, contact: object, token: object) -> dict:
+    return {"event": "start", "sequenceNumber": "1", "streamSid": "MZ1",
+            "start": {"streamSid": "MZ1", "callSid": call_sid, "accountSid": SID, "tracks": ["inbound"],
+                      "customParameters": {"contact": contact, "token": token},
+                      "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}}}
+
+
+def robin_id(h: Hearth) -> int:
+    return h.store.connection().execute("SELECT id FROM channel_contacts").fetchone()[0]
+
+
+CALL = "CA" + "7" * 32
+
+
+def bad_starts(contact_id: int) -> dict[str, object]:
+    token = stream_token(TOKEN, CALL, contact_id)
+    return {
+        "not_json": f"{SECRET} {{",
+        "binary": SECRET.encode() + b"\xff",
+        "json_list": json.dumps([{"event": "start"}, SECRET]),
+        "missing_event": json.dumps({"start": {"callSid": CALL}}),
+        "event_not_a_string": json.dumps({"event": ["start"]}),
+        "media_before_start": json.dumps({"event": "media", "media": {"payload": ""}}),
+        "start_not_an_object": json.dumps({"event": "start", "start": SECRET}),
+        "contact_a_number": json.dumps(media_start_frame(CALL, contact_id, token)),
+        "contact_not_numeric": json.dumps(media_start_frame(CALL, SECRET, token)),
+        "contact_unicode_digits": json.dumps(media_start_frame(CALL, "\u00b2", token)),
+        "token_not_ascii": json.dumps(media_start_frame(CALL, str(contact_id), "\u00e9" * 64)),
+    }
+
+
+@pytest.mark.parametrize("case", list(bad_starts(1)))
+def test_u3_e10_a_media_stream_with_a_bad_frame_before_start_is_refused_with_1008(voice_hearth, case, caplog):
+    caplog.set_level(logging.INFO)
+    frame = bad_starts(robin_id(voice_hearth))[case]
+    with served(voice_hearth) as base, connect(f"{base}/channels/voice/twilio/stream") as ws:
+        ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
+        ws.send(frame)
+        assert close_code(ws) == 1008
+    assert voice_events(voice_hearth) == []  # no session was opened, nothing changed
+    assert_one_quiet_log_line(caplog)
+
+
+@pytest.mark.parametrize("frame", [
+    f"{SECRET} {{",
+    SECRET.encode(),
+    json.dumps([SECRET]),
+    json.dumps({"event": "media", "media": SECRET}),
+    json.dumps({"event": "media", "media": {"payload": 160}}),
+    json.dumps({"event": "media", "media": {"payload": SECRET + "!!"}}),
+    json.dumps({"event": 3}),
+    json.dumps(media_start_frame(CALL, "1", "0" * 64)),
+], ids=["not_json", "binary", "json_list", "media_not_an_object", "payload_a_number", "payload_not_base64",
+        "event_a_number", "second_start"])
+def test_u3_e10_a_bad_frame_during_a_call_closes_with_1008_and_keeps_what_was_said(voice_hearth, frame, caplog):
+    caplog.set_level(logging.INFO)
+    me = voice_hearth.scope()
+    contact_id = robin_id(voice_hearth)
+    tone = base64.b64encode(mulaw_tone()).decode()
+    with served(voice_hearth) as base, connect(f"{base}/channels/voice/twilio/stream") as ws:
+        ws.send(json.dumps(media_start_frame(CALL, str(contact_id), stream_token(TOKEN, CALL, contact_id))))
+        for _ in range(8):
+            ws.send(json.dumps({"event": "media", "streamSid": "MZ1", "media": {"track": "inbound", "payload": tone}}))
+        until(ws, lambda m: m.get("mark", {}).get("name") == "assistant-transcript")
+        ws.send(json.dumps({"event": "mark", "streamSid": "MZ1", "mark": {"name": "user-transcript"}}))  # Twilio's echo
+        ws.send(frame)
+        assert close_code(ws) == 1008
+    [conversation] = me.conversations.list()
+    kept = [(m.role, m.channel) for m in me.conversations.messages(conversation.id) if m.kind == "chat"]
+    assert kept == [("user", "voice"), ("assistant", "voice")]
+    kind, payload = voice_events(voice_hearth)[-1]
+    assert kind == "voice.ended" and json.loads(payload) == {"reason": "invalid", "turns": 2}
+    assert voice_span_reasons(voice_hearth) == ["voice_invalid"]
+    assert_one_quiet_log_line(caplog)
+
+
+@pytest.mark.parametrize("opening", [[], [{"event": "connected", "protocol": "Call", "version": "1.0.0"}]],
+                         ids=["silent", "connected_only"])
+def test_u3_e10_a_media_stream_without_a_start_frame_is_closed_after_the_timeout(voice_hearth, opening, monkeypatch,
+                                                                                 caplog):
+    caplog.set_level(logging.INFO)
+    monkeypatch.setattr(voice_server, "START_TIMEOUT_SECONDS", 0.3)
+    with served(voice_hearth) as base, connect(f"{base}/channels/voice/twilio/stream") as ws:
+        began = time.monotonic()
+        for frame in opening:
+            ws.send(json.dumps(frame))
+        assert close_code(ws, within=5) == 1008
+        assert time.monotonic() - began < 4
+    assert voice_events(voice_hearth) == []
+    assert_one_quiet_log_line(caplog)

@@ -126,8 +126,9 @@ def transcript(scope: "Scope", setup: VoiceSetup, role: str, text: str) -> "Mess
 
 
 def end(scope: "Scope", setup: VoiceSetup, reason: str) -> None:
-    """Close the session and its span in the ledger: numbers and a fixed reason only."""
-    if reason not in ("ended", "dropped", "error"):
+    """Close the session and its span in the ledger: numbers and a fixed reason only. ``invalid``
+    means the relay refused a malformed frame from the caller (U3)."""
+    if reason not in ("ended", "dropped", "error", "invalid"):
         reason = "error"
     cid = setup.conversation_id
     with scope.store.write() as conn:

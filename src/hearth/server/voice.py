@@ -9,15 +9,25 @@ Phone: Twilio's signed voice webhook answers with TwiML that connects the call t
 ``/channels/voice/twilio/stream`` (Media Streams: ``connected``, ``start``, ``media``, ``stop``,
 mu-law audio both ways). The stream carries a token derived from the call and the contact, checked
 when it starts, so only a call Hearth answered can open a session.
+
+Every frame on both sockets is checked for shape and types before it is used (U3): a frame that is
+binary, not JSON, not an object, of an unknown kind or with a missing or wrongly typed field closes
+the socket with 1008 (policy violation) and one log line naming the problem, never the frame's
+content. A session already open is closed in the ledger with reason ``invalid``, keeping what was
+said so far. A Media Stream that has not presented a valid ``start`` within
+``START_TIMEOUT_SECONDS`` is closed with 1008 as well.
 """
 
 from __future__ import annotations
 
 import asyncio
+import binascii
 import hashlib
 import hmac
 import json
 import logging
+import re
+from base64 import b64decode
 from typing import Any, Awaitable, Callable
 from xml.sax.saxutils import quoteattr
 
@@ -28,7 +38,7 @@ from starlette.websockets import WebSocketState
 from .. import voice
 from ..channels.contacts import Contact, find
 from ..engine import Scope
-from ..errors import ConfigError, HearthError
+from ..errors import ConfigError, HearthError, InvalidInput, TooLarge
 from .auth import principal_of_connection
 from .channels import public_base, signed_form
 
@@ -36,6 +46,13 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["voice"])
 webhooks = APIRouter(prefix="/channels/voice", tags=["voice"])
+
+# Twilio sends "connected" and "start" as soon as the call connects; an unauthenticated socket gets this long.
+START_TIMEOUT_SECONDS = 5.0
+# Far above a real frame (the browser sends ~11k characters, Twilio ~220), far below a memory problem.
+MAX_AUDIO_CHARS = 1_000_000
+# Within SQLite's and PostgreSQL's integer range, so a contact id never overflows a query.
+CONTACT_ID = re.compile(r"[0-9]{1,18}")
 
 ClientIn = Callable[[], Awaitable["str | None"]]  # base64 audio, or None when the caller ends
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -91,15 +108,87 @@ async def bridge(scope: Scope, setup: voice.VoiceSetup, client_in: ClientIn, sen
             done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in pending:
                 task.cancel()
+            # Let a transcript being written finish before the session is counted and closed.
+            await asyncio.gather(*pending, return_exceptions=True)
             reason = done.pop().result()
     except (WebSocketDisconnect, ConnectionClosed):
         reason = "dropped"  # what was said so far is already kept
+    except InvalidInput as exc:  # a malformed frame from the caller (U3); its content is not logged
+        log.warning("voice session refused a frame: %s", exc)
+        reason = "invalid"
+    except HearthError as exc:  # e.g. no API key: the session did not end normally
+        log.warning("voice session failed: %s", type(exc).__name__)
+        reason = "error"
     except (OpenAIError, OSError) as exc:
         log.warning("voice session failed: %s", type(exc).__name__)
         reason = "error"
     finally:
         await run_in_threadpool(voice.end, scope, setup, reason)
     return reason
+
+
+# -- frames (U3): the messages name the problem only, since they are logged ----------------------------
+async def receive_object(websocket: WebSocket) -> dict[str, Any]:
+    """The next frame as a JSON object; ``InvalidInput`` for anything else."""
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
+    text = message.get("text")
+    if text is None:
+        raise InvalidInput("a binary frame")
+    try:
+        frame = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
+        raise InvalidInput("a frame that is not JSON") from None
+    if not isinstance(frame, dict):
+        raise InvalidInput("a JSON frame that is not an object")
+    return frame
+
+
+def audio_of(value: Any) -> str:
+    """Base64 audio from a frame, checked before it goes upstream."""
+    if not isinstance(value, str):
+        raise InvalidInput("audio that is missing or not a string")
+    if len(value) > MAX_AUDIO_CHARS:
+        raise TooLarge("an audio frame over the size limit")
+    try:
+        b64decode(value, validate=True)
+    except (binascii.Error, ValueError):  # ValueError: non-ASCII characters
+        raise InvalidInput("audio that is not base64") from None
+    return value
+
+
+def browser_audio(frame: dict[str, Any]) -> str | None:
+    """A browser frame: its audio, or None for ``end``."""
+    kind = frame.get("type")
+    if kind == "end":
+        return None
+    if kind == "audio":
+        return audio_of(frame.get("audio"))
+    raise InvalidInput("a frame whose type is missing or unknown")
+
+
+def media_event(frame: dict[str, Any]) -> str:
+    event = frame.get("event")
+    if not isinstance(event, str):
+        raise InvalidInput("a Media Streams frame without an event name")
+    return event
+
+
+def media_start(frame: dict[str, Any]) -> tuple[str, str, int, str]:
+    """A ``start`` frame's call SID, stream SID, contact id and token."""
+    start = frame.get("start")
+    params = start.get("customParameters") if isinstance(start, dict) else None
+    if not isinstance(start, dict) or not isinstance(params, dict):
+        raise InvalidInput("a start frame without its start object or parameters")
+    call_sid, stream_sid = start.get("callSid"), start.get("streamSid", frame.get("streamSid", ""))
+    contact, token = params.get("contact"), params.get("token")
+    if not (isinstance(call_sid, str) and isinstance(stream_sid, str) and isinstance(contact, str)
+            and isinstance(token, str)):
+        raise InvalidInput("a start frame with a missing or wrongly typed field")
+    if not CONTACT_ID.fullmatch(contact):
+        raise InvalidInput("a start frame whose contact is not a number")
+    return call_sid, stream_sid, int(contact), token
 
 
 # -- browser ----------------------------------------------------------------------------------------
@@ -116,18 +205,18 @@ async def browser_voice(websocket: WebSocket, persona_id: int | None = None) -> 
     await websocket.accept()
 
     async def client_in() -> str | None:
-        while True:
-            message = await websocket.receive_json()
-            if not isinstance(message, dict) or message.get("type") == "end":
-                return None
-            if message.get("type") == "audio" and isinstance(message.get("audio"), str):
-                return message["audio"]
+        while (audio := browser_audio(await receive_object(websocket))) == "":
+            pass  # an empty chunk carries nothing to relay
+        return audio
 
     async def send_audio(audio: str) -> None:
         await websocket.send_json({"type": "audio", "audio": audio})
 
     reason = await bridge(scope, setup, client_in, send_audio, websocket.send_json)
     if websocket.client_state == WebSocketState.CONNECTED:  # the browser is still there to be told
+        if reason == "invalid":
+            await websocket.close(code=1008, reason="invalid frame")
+            return
         await websocket.send_json({"type": "ended", "reason": reason})
         await websocket.close()
 
@@ -164,37 +253,63 @@ async def twilio_stream(websocket: WebSocket) -> None:
     hearth = websocket.app.state.hearth
     settings = hearth.settings
     await websocket.accept()
-    start: dict[str, Any] = {}
-    while not start:  # "connected" comes first, then "start" with the call and our parameters
-        message = json.loads(await websocket.receive_text())
-        if message.get("event") == "start":
-            start = message.get("start") or {}
-        elif message.get("event") == "stop":
-            await websocket.close()
-            return
-    params = start.get("customParameters") or {}
-    contact_id = str(params.get("contact", ""))
-    expected = stream_token(settings.twilio_auth_token, str(start.get("callSid", "")), int(contact_id or 0))
+
+    async def first_start() -> tuple[str, str, int, str] | None:
+        while True:  # "connected" comes first, then "start" with the call and our parameters
+            frame = await receive_object(websocket)
+            event = media_event(frame)
+            if event == "start":
+                return media_start(frame)
+            if event == "stop":
+                return None
+            if event != "connected":
+                raise InvalidInput("a Media Streams frame before start")
+
+    try:
+        started = await asyncio.wait_for(first_start(), START_TIMEOUT_SECONDS)
+    except TimeoutError:
+        log.info("media stream refused: no start frame within %g s", START_TIMEOUT_SECONDS)
+        await websocket.close(code=1008)
+        return
+    except InvalidInput as exc:
+        log.info("media stream refused: %s", exc)
+        await websocket.close(code=1008)
+        return
+    except WebSocketDisconnect:
+        return  # Twilio hung up first: no session was opened
+    if started is None:
+        await websocket.close()
+        return
+    call_sid, stream_sid, contact_id, token = started
     row = None
-    if contact_id.isdigit() and settings.twilio_auth_token and hmac.compare_digest(expected, str(params.get("token", ""))):
+    # Bytes, not str: compare_digest refuses non-ASCII strings.
+    if settings.twilio_auth_token and hmac.compare_digest(
+            stream_token(settings.twilio_auth_token, call_sid, contact_id).encode(), token.encode()):
         row = hearth.store.connection().execute("SELECT * FROM channel_contacts WHERE id = ?",
-                                                (int(contact_id),)).fetchone()
+                                                (contact_id,)).fetchone()
     if row is None:
         log.info("media stream refused: no valid token")
         await websocket.close(code=1008)
         return
     contact = Contact(**dict(row))
     scope = hearth.scope(contact.user_id)
-    stream_sid = str(start.get("streamSid", ""))
     setup = await run_in_threadpool(voice.start, scope, contact.persona_id, source="phone")
 
     async def client_in() -> str | None:
         while True:
-            message = json.loads(await websocket.receive_text())
-            if message.get("event") == "stop":
+            frame = await receive_object(websocket)
+            event = media_event(frame)
+            if event == "stop":
                 return None
-            if message.get("event") == "media":
-                return str((message.get("media") or {}).get("payload", ""))
+            if event == "start":
+                raise InvalidInput("a second start frame")
+            if event == "media":
+                media = frame.get("media")
+                if not isinstance(media, dict):
+                    raise InvalidInput("a media frame without its media object")
+                if audio := audio_of(media.get("payload")):
+                    return audio
+            # "connected", "mark" (our marks played), "dtmf" and events Twilio may add carry nothing to relay
 
     async def send_audio(audio: str) -> None:
         await websocket.send_text(json.dumps({"event": "media", "streamSid": stream_sid, "media": {"payload": audio}}))
@@ -204,6 +319,6 @@ async def twilio_stream(websocket: WebSocket) -> None:
             await websocket.send_text(json.dumps({"event": "mark", "streamSid": stream_sid,
                                                   "mark": {"name": f"{event['role']}-transcript"}}))
 
-    await bridge(scope, setup, client_in, send_audio, send_event)
+    reason = await bridge(scope, setup, client_in, send_audio, send_event)
     if websocket.client_state == WebSocketState.CONNECTED:
-        await websocket.close()
+        await websocket.close(code=1008 if reason == "invalid" else 1000)
