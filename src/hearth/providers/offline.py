@@ -100,7 +100,8 @@ def _blocks(systems: list[ChatMessage]) -> list[tuple[str, list[str]]]:
     """(label, non-empty body lines) for every ``=== LABEL ===`` block."""
     found: list[tuple[str, list[str]]] = []
     for message in systems:
-        label, body = None, []
+        label: str | None = None
+        body: list[str] = []
         for line in message.content.splitlines():
             match = _BLOCK.match(line)
             if match:
