@@ -272,3 +272,93 @@ def test_x2_http_endpoint_refuses_requests_without_a_valid_token(deployment, ser
             return error.value
 
     assert run(unknown_tool()).code == -32602
+
+
+# -- hostile input (U3, G4) ---------------------------------------------------------------------------
+def test_x2_u3_proposals_approval_would_refuse_are_tool_errors_and_nothing_is_queued(deployment):
+    with deployment.hearth() as hearth:
+        me = hearth.scope()
+        kept = me.memories.add("Robin lived in Leeds", "places")
+        me.memories.end(kept.id)  # ended: a correction of it could never be approved
+        tea = me.memories.get(1)
+        before = (me.layers.review.counts(), [(m.id, m.text, m.version) for m in me.memories.list()])
+
+    calls = [
+        ("propose_memory", {"text": "Robin collects kites", "importance": 10**20}, "importance"),
+        ("propose_memory", {"text": "k" * 900_000}, "longer than 10000"),
+        ("propose_memory", {"text": "Robin\x00collects kites"}, "memory text contains a NUL"),
+        ("propose_memory", {"text": "Robin collects kites", "category": "c" * 101}, "category"),
+        ("propose_memory", {"text": "Robin collects kites", "reason": "she\x00said"}, "reason contains a NUL"),
+        ("propose_memory", {"text": "   "}, "memory text must not be empty"),
+        ("propose_correction", {"memory_id": 1, "text": "tea\x00"}, "memory text contains a NUL"),
+        ("propose_correction", {"memory_id": 1, "text": "t" * 900_000}, "longer than 10000"),
+        ("propose_correction", {"memory_id": 1, "text": f"  {tea.text} "}, "nothing would change"),
+        ("propose_correction", {"memory_id": kept.id, "text": "Robin lived in York"}, "has ended"),
+        ("propose_correction", {"memory_id": 1, "text": "Robin takes lemon", "fact_changed": "yes"}, "fact_changed"),
+    ]
+
+    async def go() -> list[Any]:
+        async with deployment.stdio() as client:
+            return [await client.call_tool(name, args) for name, args, _ in calls]
+
+    for (name, _args, reason), result in zip(calls, run(go())):
+        assert result.is_error, (name, reason, text_of(result))
+        assert reason in text_of(result), (reason, text_of(result))
+    with deployment.hearth() as hearth:
+        me = hearth.scope()
+        assert (me.layers.review.counts(), [(m.id, m.text, m.version) for m in me.memories.list()]) == before
+
+
+# Values no tool should turn into a write it cannot use, or a crash.
+HOSTILE = ["a\x00b", "\ud800", "x" * 900_000, "", "yes", 10**20, 2**63, -1, 0, 1.5, True, None, [], {},
+           ["a\x00"], {"$gt": ""}]
+VALID_CALLS: dict[str, dict[str, Any]] = {
+    "search_conversations": {"query": "kites", "date_from": "2024-01-01", "date_to": "2030-01-01", "limit": 5},
+    "search_archive": {"query": "kites", "collections": ["notes"], "date_from": "2024-01-01", "limit": 5},
+    "list_conversations": {"limit": 5},
+    "list_memories": {"include_ended": True},
+    "read_memory": {"memory_id": 1},
+    "propose_memory": {"text": "Robin flies kites on the beach", "category": "hobbies", "importance": 4,
+                       "reason": "she said so"},
+    "propose_correction": {"memory_id": 1, "text": "Robin takes her tea with lemon", "reason": "she said so",
+                           "fact_changed": False},
+    "household_status": {},
+    "list_fragments": {"category": "hobbies"},
+}
+
+
+def test_x2_u3_hostile_values_sweep_no_tracebacks_and_no_unusable_writes(hearth, me, persona, caplog):
+    import logging
+
+    from hearth import mcp_tools
+
+    me.memories.add("Robin takes her tea without sugar", "habits", 3)
+    me.send(me.conversations.create(persona.id, title="Kites").id, "We flew kites on the beach")
+    server = mcp_tools.build(hearth, mcp_tools.fixed_user(hearth, me.user_id))
+    queued_before = me.layers.review.counts()["pending"]
+
+    async def sweep() -> list[tuple[str, str, Any, Any]]:
+        out = []
+        async with Client(server) as client:
+            assert set(VALID_CALLS) == {t.name for t in (await client.list_tools()).tools}
+            for name, valid in VALID_CALLS.items():
+                for param in valid:
+                    for value in HOSTILE:
+                        out.append((name, param, value, await client.call_tool(name, {**valid, param: value})))
+        return out
+
+    with caplog.at_level(logging.WARNING):
+        results = run(sweep())
+    crashed = [(n, p, repr(v)[:40]) for n, p, v, r in results
+               if r.is_error and text_of(r).strip() == f"Error executing tool {n}"]  # no reason given: a crash
+    assert crashed == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info] == []
+    # Everything queued can be approved as it stands: no proposal waits that the owner could never apply.
+    pending = me.layers.review.list()
+    assert len(pending) > queued_before  # the sweep did reach the queue with acceptable values
+    for proposal in pending:
+        assert me.layers.review.approve(proposal.id).status == "approved"
+    refused = {(n, p) for n, p, v, r in results if r.is_error and v in ("a\x00b", "\ud800", 10**20)}
+    for tool in ("propose_memory", "propose_correction"):
+        for param in ("text", "reason") + (("importance", "category") if tool == "propose_memory" else ()):
+            assert (tool, param) in refused

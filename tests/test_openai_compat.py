@@ -7,6 +7,7 @@ database file through the library to see what was stored.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -314,8 +315,22 @@ def test_x1_token_decides_the_user_and_bad_tokens_answer_401(served):
     ({"model": "elion", "n": 2, "messages": [{"role": "user", "content": "x"}]}, 400, "n"),
     ({"model": "elion", "messages": "hello"}, 400, "messages"),
     ({"model": "nobody", "messages": [{"role": "user", "content": "x"}]}, 404, None),
+    # U3: a NUL is refused under the field that carries it, wherever the text would have gone.
+    ({"model": "elion", "messages": [{"role": "user", "content": "tea\x00time"}]}, 400, "messages.0.content"),
+    ({"model": "elion", "messages": [{"role": "system", "content": "be\x00kind"},
+                                     {"role": "user", "content": "x"}]}, 400, "messages.0.content"),
+    ({"model": "elion", "messages": [{"role": "user", "content": [{"type": "text", "text": "ok"},
+                                                                  {"type": "text", "text": "\x00"}]}]},
+     400, "messages.0.content"),
+    ({"model": "el\x00ion", "messages": [{"role": "user", "content": "x"}]}, 400, "model"),
+    # Only JSON booleans are booleans: "yes", 1 or "false" would otherwise be read as true.
+    ({"model": "elion", "stream": "yes", "messages": [{"role": "user", "content": "x"}]}, 400, "stream"),
+    ({"model": "elion", "stream": 1, "messages": [{"role": "user", "content": "x"}]}, 400, "stream"),
+    ({"model": "elion", "stream": "false", "messages": [{"role": "user", "content": "x"}]}, 400, "stream"),
+    ({"model": "elion", "stream": True, "stream_options": {"include_usage": "yes"},
+      "messages": [{"role": "user", "content": "x"}]}, 400, "stream_options.include_usage"),
 ])
-def test_x1_bad_requests_answer_openai_errors_and_change_nothing(served, body, status, param):
+def test_x1_u3_bad_requests_answer_openai_errors_and_change_nothing(served, body, status, param):
     before = table_counts(served)
     response = httpx.post(served.base_url + "/chat/completions", json=body, timeout=10,
                           headers={"Authorization": f"Bearer {served.token}"})
@@ -323,6 +338,21 @@ def test_x1_bad_requests_answer_openai_errors_and_change_nothing(served, body, s
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["message"]
     assert error["type"] == "invalid_request_error" and error["param"] == param
+    assert table_counts(served) == before
+
+
+def test_x1_u3_nul_in_content_is_refused_as_that_message_through_the_sdk(served):
+    before = table_counts(served)
+    with pytest.raises(openai.BadRequestError) as refused:
+        served.client().chat.completions.create(model="elion", messages=[
+            {"role": "user", "content": "first"}, {"role": "assistant", "content": "reply"},
+            {"role": "user", "content": "tea\x00time"}])
+    assert refused.value.param == "messages.2.content"
+    assert refused.value.body["message"] == "messages.2.content: contains a NUL character (at 3)"  # not "title"
+    with pytest.raises(openai.BadRequestError) as streamed:
+        served.client().chat.completions.create(model="elion", stream=True,
+                                                messages=[{"role": "user", "content": "tea\x00time"}])
+    assert streamed.value.param == "messages.0.content"
     assert table_counts(served) == before
 
 
@@ -459,3 +489,49 @@ def test_x1_arbitrary_request_bodies_answer_openai_errors_never_5xx(hearth, me, 
             assert set(response.json()["error"]) == {"message", "type", "param", "code"}
 
     check()
+
+
+def test_x1_u3_hostile_values_sweep_no_tracebacks_and_nothing_saved(hearth, me, persona, caplog):
+    import logging
+
+    token = hearth.users.create_token(me.user_id, "sweep")
+    client = TestClient(create_app(hearth=hearth), base_url="http://127.0.0.1")
+    valid = {"model": "elion", "stream": False, "stream_options": {"include_usage": False},
+             "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello"}]}
+    hostile = ["a\x00b", "\ud800", "x" * 900_000, "", "yes", "true", 10**20, -1, 1, 1.5, None, [], {},
+               ["a\x00"], {"$gt": ""}]
+    places = {  # where each value goes: a top-level field, or a message's role or content
+        "model": lambda v: {**valid, "model": v},
+        "stream": lambda v: {**valid, "stream": v},
+        "include_usage": lambda v: {**valid, "stream_options": {"include_usage": v}},
+        "n": lambda v: {**valid, "n": v},
+        "system": lambda v: {**valid, "messages": [{"role": "system", "content": v}, valid["messages"][1]]},
+        "user": lambda v: {**valid, "messages": [valid["messages"][0], {"role": "user", "content": v}]},
+        "part": lambda v: {**valid, "messages": [{"role": "user", "content": [{"type": "text", "text": v}]}]},
+        "role": lambda v: {**valid, "messages": [{"role": v, "content": "hello"}]},
+    }
+    # Values a field legitimately takes (null for the optional ones, 1 for n, words for a message).
+    fine = [("stream", None), ("n", None), ("n", 1), ("system", None), ("system", ""), ("system", [])] + [
+        (place, word) for place in ("system", "user", "part") for word in ("yes", "true")]
+
+    def count() -> dict[str, int]:
+        conn = hearth.store.connection()
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("conversations", "messages", "client_chats", "proposals")}
+
+    before = count()
+    answers = []
+    with caplog.at_level(logging.WARNING):
+        for place, build in places.items():
+            for value in hostile:
+                if (place, value) in fine:
+                    continue
+                # json.dumps escapes a lone surrogate as \ud800, as a hostile client would send it.
+                response = client.post("/v1/chat/completions", content=json.dumps(build(value)),
+                                       headers={"Authorization": f"Bearer {token}",
+                                                "Content-Type": "application/json"})
+                answers.append((place, repr(value)[:30], response.status_code,
+                                response.json().get("error", {}).get("message")))
+    assert [a for a in answers if a[2] not in (400, 404, 413) or not a[3]] == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info] == []
+    assert count() == before

@@ -6,9 +6,12 @@ Built with the official ``mcp`` SDK (``MCPServer``). The same server runs over s
 
 Tools only read, except the two proposals, which land in the review queue like every other
 suggestion about the person (G4): applied at once only when the owner turned on
-``auto_approve.memory``. Conversation search follows the shield rules of the model's own search
-tool: shielded, hidden and trashed conversations are never searched. Results cite conversation
-titles and dates. Resources: a conversation's stored prompt and its last request size.
+``auto_approve.memory``. A proposal is checked against the rules its approval would apply (text,
+category, importance; a correction must change a memory that is still true), so nothing is queued
+that the owner could never approve; a refusal is a tool error naming the field. Conversation
+search follows the shield rules of the model's own search tool: shielded, hidden and trashed
+conversations are never searched. Results cite conversation titles and dates. Resources: a
+conversation's stored prompt and its last request size.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
+from pydantic import StrictBool
 
 from . import __version__
-from .errors import AuthError, HearthError, NotFound
+from .errors import AuthError, Conflict, HearthError, InvalidInput, NotFound
+from .memories import _check as check_memory  # the rule approval applies: a proposal meets it up front
+from .validation import check_text
 
 if TYPE_CHECKING:
     from .engine import Hearth, Scope
@@ -136,7 +142,7 @@ def build(hearth: "Hearth", scope_for: ScopeFor) -> MCPServer:
 
     # -- memories ----------------------------------------------------------------------------------
     @server.tool(title="List memories")
-    def list_memories(ctx: Context, include_ended: bool = False) -> str:
+    def list_memories(ctx: Context, include_ended: StrictBool = False) -> str:
         """The person's long-term memories in their manual order: id, [category], text, importance.
         Ended memories (no longer true) only with include_ended."""
         def action(s: "Scope") -> str:
@@ -166,6 +172,7 @@ def build(hearth: "Hearth", scope_for: ScopeFor) -> MCPServer:
         return run(ctx, action)
 
     def _proposed(s: "Scope", payload: dict[str, Any], reason: str) -> str:
+        check_text(reason, "reason")  # stored with the proposal: the same text rule as everything else
         proposal = s.layers.review.propose("memory_add", payload, reason or "Proposed by an assistant over MCP.",
                                            source="model")
         if proposal is None:
@@ -179,16 +186,27 @@ def build(hearth: "Hearth", scope_for: ScopeFor) -> MCPServer:
     def propose_memory(text: str, ctx: Context, category: str = "", importance: int = 0, reason: str = "") -> str:
         """Suggest a new long-term memory about the person. It waits in the review queue until the
         owner approves it (applied at once only when the owner enabled auto-approve)."""
-        return run(ctx, lambda s: _proposed(s, {"text": text, "category": category, "importance": importance}, reason))
+        def action(s: "Scope") -> str:
+            checked, checked_category, checked_importance = check_memory(text, category, importance)
+            return _proposed(s, {"text": checked, "category": checked_category, "importance": checked_importance},
+                             reason)
+        return run(ctx, action)
 
     @server.tool(title="Propose a correction")
-    def propose_correction(memory_id: int, text: str, ctx: Context, reason: str = "", fact_changed: bool = False) -> str:
+    def propose_correction(memory_id: int, text: str, ctx: Context, reason: str = "",
+                           fact_changed: StrictBool = False) -> str:
         """Suggest new wording for an existing memory: a correction (it was never true as written),
         or with fact_changed=true a change in the person's life (the old version stays as history).
         Waits for the owner's approval like every suggestion."""
         def action(s: "Scope") -> str:
-            s.memories.get(memory_id)  # an unknown (or another user's) id is refused now
-            payload: dict[str, Any] = {"text": text, "memory_id": memory_id}
+            current = s.memories.get(memory_id)  # an unknown (or another user's) id is refused now
+            # What approving it would refuse is refused now: bad text, an ended memory, no change.
+            checked = check_memory(text, current.category, current.importance)[0]
+            if not current.current:
+                raise Conflict(f"memory {memory_id} has ended; the owner restores a version to bring it back")
+            if checked == current.text:
+                raise InvalidInput(f"the proposed text is memory {memory_id}'s current text; nothing would change")
+            payload: dict[str, Any] = {"text": checked, "memory_id": memory_id}
             if fact_changed:
                 payload["fact_changed"] = True
             return _proposed(s, payload, reason)
@@ -212,6 +230,8 @@ def build(hearth: "Hearth", scope_for: ScopeFor) -> MCPServer:
         """Memory fragments: short definitions that enter the companion's context when their trigger
         words appear. Id, [category], triggers and definition."""
         def action(s: "Scope") -> str:
+            if category is not None:
+                check_text(category, "category")  # a lone surrogate cannot even be looked up
             fragments = s.layers.fragments.list(category=category)
             if not fragments:
                 return "No fragments."

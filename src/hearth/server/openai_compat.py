@@ -5,7 +5,10 @@ This module only translates between the Chat Completions wire format and ``scope
 path for the last user message. The API token in ``Authorization: Bearer`` decides the user (G2);
 the auth middleware refuses these routes without one. Errors leave in OpenAI's error shape
 (``server/errors.py``). Parameters Hearth does not use (temperature, max_tokens, tools, ...) are
-accepted and ignored; docs/clients.md lists them.
+accepted and ignored; docs/clients.md lists them. The fields Hearth does use are checked strictly:
+``stream`` and ``stream_options.include_usage`` take only JSON booleans, and every message's content
+meets the library's text rule, refused under its own name (``messages.N.content``) before anything
+is saved.
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ from typing import Annotated, Any, Iterator, Literal
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from ..chat import SendEvent
 from ..clients import ClientMessage, chat_id_from, unknown_model
 from ..engine import Scope
 from ..errors import HearthError, InvalidInput, ProviderError
 from ..text import estimate_tokens
+from ..validation import text_problem
 from .auth import current_scope, get_hearth
 
 log = logging.getLogger(__name__)
@@ -34,6 +38,16 @@ router = APIRouter(prefix="/v1", tags=["openai"])
 SSE_MEDIA_TYPE = "text/event-stream"
 CONVERSATION_HEADER = "X-Hearth-Conversation-Id"
 MAX_MESSAGES = 10_000
+
+
+def _json_bool(value: Any) -> bool:
+    # Lax parsing would read "yes", "off" or 1 as a boolean; a client sending those has a bug to see.
+    if not isinstance(value, bool):
+        raise ValueError("must be a JSON boolean, true or false")
+    return value
+
+
+JsonBool = Annotated[bool, BeforeValidator(_json_bool)]
 
 
 class ContentPart(BaseModel):
@@ -47,10 +61,22 @@ class MessageIn(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
 
+    @field_validator("content")
+    @classmethod
+    def _storable(cls, content: str | list[ContentPart] | None) -> str | list[ContentPart] | None:
+        # Checked here, not when the text becomes a title or instructions, so the error names this field.
+        texts = {"": content} if isinstance(content, str) else {
+            f"part {i} ": p.text for i, p in enumerate(content or ()) if p.text is not None}
+        for where, text in texts.items():
+            problem = text_problem(text)
+            if problem:
+                raise ValueError(where + problem)
+        return content
+
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
-    include_usage: bool = False
+    include_usage: JsonBool = False
 
 
 class ChatCompletionIn(BaseModel):
@@ -59,9 +85,17 @@ class ChatCompletionIn(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str = Field(min_length=1, max_length=200, description="A persona name (GET /v1/models)")
     messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
-    stream: bool | None = False
+    stream: JsonBool | None = False
     stream_options: StreamOptions | None = None
     n: int | None = Field(default=None, ge=1, le=1, description="Only one choice is made")
+
+    @field_validator("model")
+    @classmethod
+    def _storable_model(cls, model: str) -> str:
+        problem = text_problem(model)  # a persona name could never hold it; say so instead of 404
+        if problem:
+            raise ValueError(problem)
+        return model
 
 
 class ModelOut(BaseModel):
@@ -140,15 +174,12 @@ def _text(message: MessageIn) -> str:
         for part in content:
             if part.type != "text" or part.text is None:
                 if message.role == "user":
-                    raise InvalidInput(f"only text content parts are supported, not {part.type!r}")
+                    raise InvalidInput(f"only text content parts are supported, not {part.type!r}"
+                                       if part.type != "text" else "a text content part has no text")
                 continue
             parts.append(part.text)
         text = "\n".join(parts)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput("message content is not valid Unicode text") from None
-    return text
+    return text  # storable: MessageIn checked it
 
 
 def _usage(done: dict[str, Any], reply_chars: int) -> dict[str, Any]:
