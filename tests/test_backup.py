@@ -204,8 +204,12 @@ def test_s4_cli_backup_and_restore(tmp_path, monkeypatch):
 
     assert run("init").exit_code == 0
     dest = tmp_path / "copy.db"
+    stale = tmp_path / "killed.db.partial"  # what a backup killed before its first page leaves
+    stale.write_bytes(b"")
     made = run("backup", str(dest))
     assert made.exit_code == 0 and "verified" in made.output
+    assert "Removed 1 file(s) left by an interrupted backup: killed.db.partial" in made.output
+    assert not stale.exists()
     with Hearth(Settings.resolve()) as deployment:
         state = deployment.store.connection().execute(
             "SELECT value FROM app_state WHERE key = ?", (STATE_KEY,)).fetchone()

@@ -123,3 +123,46 @@ def test_s4_verify_refuses_an_unfinished_partial_file(deployment, hearth, tmp_pa
     partial.write_bytes(Path(report.path).read_bytes())
     with pytest.raises(StoreError, match="unfinished"):
         verify_backup(partial)
+
+
+def test_s4_the_next_backup_removes_and_reports_what_a_killed_backup_left_but_not_what_is_in_use(
+        deployment, hearth, tmp_path):
+    """A backup killed mid-way leaves its ``.partial`` copy (and, later on, its manifest's). The next
+    backup into the same folder, to any name, removes those, since no running backup holds them
+    locked, and reports them; a partial a running backup holds, and another program's ``.partial``,
+    stay."""
+    import fcntl
+    import os
+
+    hearth.close()
+    folder = tmp_path / "backups"
+    dest = folder / "killed.db"
+    proc = subprocess.run([sys.executable, "-c", KILL_AT_STEP, str(deployment), str(dest), "manifest_written"],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    left = sorted(p.name for p in folder.iterdir())
+    assert left == ["killed.db.manifest.json.partial", "killed.db.partial"], left
+    foreign = folder / "film.mkv.partial"
+    foreign.write_bytes(b"another program's download")
+    busy = folder / "running.db.partial"
+    busy.write_bytes((folder / "killed.db.partial").read_bytes())
+    fd = os.open(busy, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # what a running backup holds on its partial copy
+    try:
+        from hearth.store import Store
+
+        store = Store(deployment)
+        try:
+            report = backup(store, folder / "next.db")
+        finally:
+            store.close()
+        assert sorted(report.removed) == left
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "film.mkv.partial", "next.db", "next.db.manifest.json", "running.db.partial"]
+        with pytest.raises(Conflict, match="already running"):  # the held name is not taken over
+            backup_in_process(deployment, folder / "running.db")
+        assert busy.exists()
+    finally:
+        os.close(fd)
+    backup_in_process(deployment, folder / "running.db")  # once released, it is stale: replaced
+    assert verify_backup(folder / "running.db").counts and not busy.exists()

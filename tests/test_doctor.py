@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -81,3 +82,46 @@ def test_s2_deleted_messages_are_not_reported_and_a_missing_row_is(hearth, me, p
         conn.execute("DELETE FROM messages WHERE id IN (?, ?)", (gone.id, lost.id))
     report = verify(hearth.store.connection())
     assert report.problems == [f"message events without a message row: ids {[lost.id]}"]
+
+
+def test_s4_doctor_removes_and_reports_partial_files_of_killed_backups_but_not_one_in_use(tmp_path, monkeypatch):
+    """Stale ``.partial`` files where a backup was made and in the web UI's ``backups`` folder go,
+    named in the report; one a running backup holds locked stays until it is released."""
+    import fcntl
+    import os
+
+    from click.testing import CliRunner
+
+    from hearth.cli import cli
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HEARTH_HOME", str(home))
+    runner = CliRunner()
+    assert runner.invoke(cli, ["init"]).exit_code == 0
+    folder = tmp_path / "safe"
+    made = runner.invoke(cli, ["backup", str(folder / "first.db")])
+    assert made.exit_code == 0, made.output
+    page = (folder / "first.db").read_bytes()[:4096]  # a copy killed after its first page
+    stale = folder / "second.db.partial"
+    stale.write_bytes(page)
+    web = home / "backups" / "hearth-20260101-000000-000000.db.partial"
+    web.parent.mkdir(parents=True, exist_ok=True)
+    web.write_bytes(b"")  # killed before its first page
+    busy = folder / "third.db.partial"
+    busy.write_bytes(page)
+    fd = os.open(busy, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # what a running backup holds
+    try:
+        first = runner.invoke(cli, ["doctor"])
+    finally:
+        os.close(fd)
+    assert first.exit_code == 0, first.output
+    report = "".join(first.output.split())  # the table may wrap long names
+    assert "backupleftovers" in report and stale.name in report and web.name in report, first.output
+    assert busy.name not in report
+    assert not stale.exists() and not web.exists() and busy.exists()
+    assert (folder / "first.db").exists() and (folder / "first.db.manifest.json").exists()
+    second = runner.invoke(cli, ["doctor"])  # released: no backup holds it any more
+    assert busy.name in "".join(second.output.split()) and not busy.exists()
+    third = runner.invoke(cli, ["doctor"])
+    assert re.search(r"backup leftovers\s+none", third.output), third.output

@@ -7,6 +7,11 @@ snapshot the copy was made from. Only then is a manifest written beside the copy
 (``<file>.manifest.json``: format, schema version, sha256, size, counts) and the fact recorded in
 ``app_state`` under ``backup.last_verified``, which the continuity cleanup asks for (H11).
 
+A backup writes under ``<file>.partial`` and holds an exclusive ``flock`` on that file until it
+ends; the kernel drops the lock when the process dies, even by ``kill -9``. So a ``.partial`` that
+can be locked belongs to no running backup: the next backup into its folder and ``hearth doctor``
+remove it (:func:`sweep`).
+
 ``restore`` refuses anything it cannot verify (no or bad manifest, checksum mismatch, failed
 integrity check, row counts that differ, a schema newer than this Hearth) and then changes
 nothing. Manifests and errors hold counts, sizes and digests, never conversation text.
@@ -14,11 +19,13 @@ nothing. Manifests and errors hold counts, sizes and digests, never conversation
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import sqlite3
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +34,16 @@ from .store import Store, is_postgres, utcnow
 from .store.migrations import LATEST_VERSION
 
 MANIFEST_SUFFIX = ".manifest.json"
+PARTIAL = ".partial"
+# What SQLite may leave beside a partial copy: the rollback journal of the copy, and the WAL files
+# of a PostgreSQL backup's Store.
+SQLITE_COMPANIONS = ("-journal", "-wal", "-shm")
+SQLITE_MAGIC = b"SQLite format 3\x00"
 FORMAT = "hearth-backup"
 FORMAT_VERSION = 1
 STATE_KEY = "backup.last_verified"
+FOLDERS_KEY = "backup.folders"  # where backups were started, for `hearth doctor`'s sweep
+MAX_FOLDERS = 8
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,7 @@ class BackupReport:
     bytes: int
     counts: dict[str, int]
     created_at: str
+    removed: list[str] = field(default_factory=list)  # stale files of killed backups, by name
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,12 +141,135 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _leftovers(dest: Path) -> None:
-    """Remove what an interrupted backup to ``dest`` can leave: temp files, a manifest without its copy."""
-    dest.with_name(dest.name + ".partial").unlink(missing_ok=True)
-    manifest_path(dest).with_name(manifest_path(dest).name + ".partial").unlink(missing_ok=True)
-    if not dest.exists():
-        manifest_path(dest).unlink(missing_ok=True)
+def _partial(path: Path) -> Path:
+    return path.with_name(path.name + PARTIAL)
+
+
+def _lock(path: Path) -> int | None:
+    """An open descriptor holding the exclusive lock on ``path``, or None while a backup holds it."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _hold(partial: Path) -> int:
+    """Create ``partial`` and lock it for the whole backup: while locked it is in use.
+
+    A sweep may have removed the file between our open and our lock; then the lock is on a file
+    no longer at that name, and we make it again. Another backup to the same name holds the lock:
+    after a short wait (a sweep holds it only for a moment) that is a Conflict."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() > deadline:
+                raise Conflict(f"a backup to {partial.name[:-len(PARTIAL)]} is already running") from None
+            time.sleep(0.05)
+            continue
+        try:
+            if os.stat(partial).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def _is_copy(path: Path) -> bool:
+    """A backup's partial copy: empty (killed before the first page) or a SQLite file. Anything
+    else named ``*.partial`` (another program's download) is never touched."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(SQLITE_MAGIC))
+    except OSError:
+        return False
+    return head in (b"", SQLITE_MAGIC)
+
+
+def _unlink(path: Path, removed: list[str]) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return
+    removed.append(path.name)
+
+
+def sweep(folder: str | Path, own: Path | None = None) -> list[str]:
+    """Remove what killed backups left in ``folder`` and return the names removed (S4).
+
+    A ``*.partial`` copy that no running backup holds locked goes, with its SQLite journal files,
+    its manifest's ``.partial`` and a manifest placed without its copy; so do journal files and
+    manifest ``.partial`` files whose copy is gone. A copy held locked is in use and stays.
+    ``own`` is the destination of the backup about to run: its partial goes whatever it holds."""
+    folder = Path(folder)
+    removed: list[str] = []
+    if not folder.is_dir():
+        return removed
+    for copy in sorted(folder.glob("*" + PARTIAL)):
+        if copy.name.endswith(MANIFEST_SUFFIX + PARTIAL) or not copy.is_file():
+            continue
+        if not (own is not None and copy == _partial(own)) and not _is_copy(copy):
+            continue
+        fd = _lock(copy)
+        if fd is None:
+            continue
+        try:  # removed while locked, so a backup starting now makes a new file instead
+            dest = copy.with_name(copy.name[:-len(PARTIAL)])
+            for suffix in SQLITE_COMPANIONS:
+                _unlink(copy.with_name(copy.name + suffix), removed)
+            _unlink(_partial(manifest_path(dest)), removed)
+            if not dest.exists():
+                _unlink(manifest_path(dest), removed)
+            _unlink(copy, removed)
+        finally:
+            os.close(fd)
+    # Leftovers whose copy is gone (a running backup always has its copy's partial).
+    orphans = [*folder.glob("*" + MANIFEST_SUFFIX + PARTIAL),
+               *(p for suffix in SQLITE_COMPANIONS for p in folder.glob("*" + PARTIAL + suffix))]
+    for orphan in sorted(orphans):
+        name = orphan.name
+        stem = (name[:-len(MANIFEST_SUFFIX + PARTIAL)] + PARTIAL if name.endswith(MANIFEST_SUFFIX + PARTIAL)
+                else name[:name.rindex(PARTIAL) + len(PARTIAL)])
+        if not orphan.with_name(stem).exists():
+            _unlink(orphan, removed)
+    if own is not None and not own.exists() and not _partial(own).exists():
+        _unlink(manifest_path(own), removed)  # placed without its copy, by no running backup
+    return removed
+
+
+def remember_folder(store: Store, folder: Path) -> None:
+    """Note where a backup starts, so ``hearth doctor`` can sweep there after a killed one."""
+    path = str(folder.resolve())
+    with store.write() as conn:
+        row = conn.execute("SELECT value FROM app_state WHERE key = ?", (FOLDERS_KEY,)).fetchone()
+        known = [f for f in (json.loads(row[0]) if row else []) if f != path]
+        conn.execute("INSERT INTO app_state (key, value) VALUES (?, ?)"
+                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                     (FOLDERS_KEY, json.dumps([path, *known][:MAX_FOLDERS])))
+
+
+def sweep_known(store: Store, home: Path | None = None) -> dict[str, list[str]]:
+    """:func:`sweep` every folder a backup was started in (and ``home``'s ``backups`` folder, where
+    the web UI writes them): folder -> names removed, for the folders where something was."""
+    row = store.connection().execute("SELECT value FROM app_state WHERE key = ?", (FOLDERS_KEY,)).fetchone()
+    folders = [Path(f) for f in (json.loads(row[0]) if row else [])]
+    if home is not None and (home / "backups").resolve() not in folders:
+        folders.append((home / "backups").resolve())
+    result = {}
+    for folder in folders:
+        removed = sweep(folder)
+        if removed:
+            result[str(folder)] = removed
+    return result
 
 
 def _copy_sqlite(store: Store, partial: Path) -> tuple[dict[str, int], int]:
@@ -201,15 +339,27 @@ def backup(store: Store, dest: str | Path) -> BackupReport:
     verified and fsynced, its manifest is written and fsynced, the manifest is renamed into place
     and then the copy, and the folder is fsynced. A kill at any step leaves either no backup at
     ``dest`` (a manifest without its copy is a leftover the next backup removes) or a complete,
-    verified one.
+    verified one. The partial copy is held locked while the backup runs; first, :func:`sweep`
+    removes the unlocked partials that killed backups left in the folder (``report.removed``).
     """
     dest = Path(dest).expanduser()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    _leftovers(dest)
+    removed = sweep(dest.parent, own=dest)
     if dest.exists() or manifest_path(dest).exists():
         raise Conflict(f"{dest} already exists; choose a new backup file name")
-    partial = dest.with_name(dest.name + ".partial")
-    manifest_partial = manifest_path(dest).with_name(manifest_path(dest).name + ".partial")
+    remember_folder(store, dest.parent)
+    partial = _partial(dest)
+    held = _hold(partial)
+    try:
+        report = _write(store, dest, partial)
+    finally:
+        os.close(held)  # after the rename the lock is on ``dest``'s file; releasing it changes nothing
+    return replace(report, removed=removed)
+
+
+def _write(store: Store, dest: Path, partial: Path) -> BackupReport:
+    """The copy, its verification and its manifest, under the held ``partial``; see :func:`backup`."""
+    manifest_partial = _partial(manifest_path(dest))
     if is_postgres(store.connection()):
         counts, version = _copy_postgres(store, partial)
     else:

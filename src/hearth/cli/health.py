@@ -79,9 +79,21 @@ def doctor(obj: Context) -> None:
         ("events / messages", f"{report.events} / {report.messages}"),
         ("jobs", "  ".join(f"{k} {v}" for k, v in JobQueue(hearth.store).counts().items())),
         ("prompt reconciliation", _reconciliation_line(conn)),
+        ("backup leftovers", _backup_leftovers_line(hearth)),
     ]:
         table.add_row(key, value)
     console.print(table)
+
+
+def _backup_leftovers_line(hearth) -> str:
+    """Remove the partial files killed backups left where backups were made (none in use: a running
+    backup holds its partial file locked)."""
+    from ..backup import sweep_known
+
+    removed = sweep_known(hearth.store, hearth.settings.home)
+    if not removed:
+        return "none"
+    return "; ".join(f"removed {len(names)} in {folder}: {', '.join(names)}" for folder, names in removed.items())
 
 
 def _embedder_line(hearth) -> str:

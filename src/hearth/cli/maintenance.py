@@ -17,6 +17,9 @@ def backup_cmd(obj: Context, dest: str) -> None:
     from ..backup import backup
 
     report = backup(obj.hearth.store, dest)
+    if report.removed:
+        console.print(f"Removed {len(report.removed)} file(s) left by an interrupted backup: "
+                      + ", ".join(report.removed), markup=False)
     console.print(f"Backup written and verified: {report.path} ({report.bytes:,} bytes, "
                   f"{sum(report.counts.values()):,} rows, schema {report.schema_version}).", markup=False)
 
