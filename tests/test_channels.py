@@ -255,6 +255,32 @@ def test_e10_contacts_are_bound_to_their_user(channel_hearth):
         receive(channel_hearth, "email", ROBIN_MAIL, "<x@example.org>", "hi", user_id=other.user_id)
 
 
+def test_e10_g2_u3_a_foreign_address_is_refused_exactly_like_the_deployments_own_and_nothing_changes(
+        channel_hearth):
+    """Adding a number or address another user has answers exactly as adding the deployment's own
+    number or address does (and as adding one's own twice): same status, same body, no "already a
+    contact". The answer is no oracle over other users' contacts, and changes nothing."""
+    owner = channel_hearth.scope()
+    sam = channel_hearth.users.create("sam")
+    auth = {"Authorization": f"Bearer {channel_hearth.users.create_token(sam.id, 'phone')}"}
+    owners = [c.to_dict() for c in owner.contacts.list()]
+    with TestClient(create_app(channel_hearth.settings, channel_hearth), base_url="http://127.0.0.1") as client:
+        def add(channel: str, address: str):
+            return client.post("/api/channels/contacts", json={"channel": channel, "address": address}, headers=auth)
+
+        for channel, foreign, deployments, own in (
+                ("sms", "+1 555 765 4321", FROM, "+15550102030"),
+                ("email", "ROBIN@example.org", "Elion <elion@example.org>", "sam.friend@example.org")):
+            assert add(channel, own).status_code == 201
+            mine = client.get("/api/channels/contacts", headers=auth).json()
+            taken, reserved, again = add(channel, foreign), add(channel, deployments), add(channel, own)
+            assert taken.status_code == reserved.status_code == again.status_code == 409
+            assert taken.json() == reserved.json() == again.json(), (taken.json(), reserved.json())
+            assert "already" not in taken.text
+            assert client.get("/api/channels/contacts", headers=auth).json() == mine
+    assert [c.to_dict() for c in owner.contacts.list()] == owners
+
+
 # -- email --------------------------------------------------------------------------------------------
 def mail_bytes(body: str, message_id: str, subject: str = "Saturday", sender: str = f"Robin <{ROBIN_MAIL}>",
                references: str = "") -> bytes:

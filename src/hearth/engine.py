@@ -130,7 +130,7 @@ class Scope:
         self.folders = Folders(self.store, user_id, self._refresh_sources)
         self.conversations = Conversations(self.store, user_id, self._refresh_sources)
         self.memories = Memories(self.store, user_id, self._rebuild_prompts, self._compose_prompts)
-        self.contacts = Contacts(self.store, user_id)  # who may write in by SMS or email (E10)
+        self.contacts = Contacts(self.store, user_id, hearth.settings)  # who may write in by SMS or email (E10)
         self.persona_channels = PersonaChannels(self.store, user_id)  # where each persona answers (E5)
         self.activations = Activations(self.store, user_id)  # the companion reaching out, off by default (E11)
         self.jobs = UserJobs(self.store, user_id)  # this user's background jobs (G2)

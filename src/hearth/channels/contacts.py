@@ -9,6 +9,7 @@ from email.utils import parseaddr
 
 from ..errors import Conflict, InvalidInput, NotFound
 from ..ledger import CHANNELS
+from ..settings import Settings
 from ..store import Store, utcnow
 
 # Channels a person can write in from outside Hearth; their addresses identify the sender.
@@ -61,12 +62,27 @@ def find(conn: sqlite3.Connection, channel: str, address: str) -> Contact | None
     return Contact(**dict(row)) if row else None
 
 
+def _taken(channel: str) -> Conflict:
+    return Conflict(f"that {channel} address cannot be added as a contact")
+
+
 class Contacts:
     """A user's allowed senders: only these numbers and addresses reach the companion."""
 
-    def __init__(self, store: Store, user_id: int):
+    def __init__(self, store: Store, user_id: int, settings: Settings | None = None):
         self.store = store
         self.user_id = user_id
+        self._settings = settings
+
+    def _own(self, channel: str) -> str | None:
+        """The deployment's own number or address on ``channel``: never a sender (a reply to it
+        would come back in as a message)."""
+        own = {"sms": "twilio_from_number", "email": "email_address"}[channel]
+        value = getattr(self._settings, own, "") if self._settings is not None else ""
+        try:
+            return normalise_address(channel, value) if value else None
+        except InvalidInput:
+            return None
 
     def add(self, channel: str, address: str, persona_id: int | None = None) -> Contact:
         address = normalise_address(channel, address)
@@ -74,12 +90,18 @@ class Contacts:
             if persona_id is not None and not conn.execute(
                     "SELECT 1 FROM personas WHERE id = ? AND user_id = ?", (persona_id, self.user_id)).fetchone():
                 raise NotFound(f"no persona {persona_id}")
-            if conn.execute("SELECT 1 FROM channel_contacts WHERE channel = ? AND address = ?",
+            # An address belongs to one user, since an inbound text or mail must name its user (E10).
+            # Taken by another user, by this one, or the deployment's own: one answer, so it never
+            # says that another user has that number or address (G2).
+            if address == self._own(channel) or conn.execute("SELECT 1 FROM channel_contacts WHERE channel = ? AND address = ?",
                             (channel, address)).fetchone():
-                raise Conflict(f"that {channel} address is already a contact")
-            cur = conn.execute(
-                "INSERT INTO channel_contacts (user_id, channel, address, persona_id, created_at)"
-                " VALUES (?, ?, ?, ?, ?)", (self.user_id, channel, address, persona_id, utcnow()))
+                raise _taken(channel)
+            try:
+                cur = conn.execute(
+                    "INSERT INTO channel_contacts (user_id, channel, address, persona_id, created_at)"
+                    " VALUES (?, ?, ?, ?, ?)", (self.user_id, channel, address, persona_id, utcnow()))
+            except sqlite3.IntegrityError:  # added by a concurrent request since the check above
+                raise _taken(channel) from None
             assert cur.lastrowid is not None
             return self.get(cur.lastrowid)
 
