@@ -58,6 +58,8 @@ CREATE UNIQUE INDEX messages_one_static_prompt ON messages (conversation_id)
             WHERE kind = 'static_prompt';
 -- index nudges_open
 CREATE INDEX nudges_open ON nudges (conversation_id, status);
+-- index personas_uuid
+CREATE UNIQUE INDEX personas_uuid ON personas (user_id, uuid);
 -- index proposals_one_pending
 CREATE UNIQUE INDEX proposals_one_pending ON proposals (user_id, content_hash)
             WHERE status = 'pending';
@@ -538,7 +540,7 @@ CREATE TABLE personas (
             archive_access INTEGER NOT NULL DEFAULT 0,
             web_search INTEGER NOT NULL DEFAULT 0,
             created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL, card TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(card)), archived_at TEXT,
+            updated_at TEXT NOT NULL, card TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(card)), archived_at TEXT, uuid TEXT,
             UNIQUE (user_id, name)
         );
 -- table proposals

@@ -100,13 +100,16 @@ def test_x3_card_round_trip_import_export_import_gives_the_same_persona(me, hear
 
         def persona_view(scope, persona_id):
             d = scope.personas.get(persona_id).to_dict()
-            return {k: v for k, v in d.items() if k not in ("id", "user_id", "created_at", "updated_at")}
+            return {k: v for k, v in d.items() if k not in ("id", "user_id", "created_at", "updated_at", "uuid")}
 
         def fragment_view(scope):
             return sorted((f.triggers, f.definition, f.category, f.enabled, json.dumps(f.controls, sort_keys=True),
                            f.import_key.rsplit(":", 1)[1]) for f in scope.layers.fragments.list())
 
         assert persona_view(them, second.ids["personas"][0]) == persona_view(me, pid)
+        # Another deployment's persona is a new one: its own uuid, and no trace of the source's mark.
+        theirs = them.personas.get(second.ids["personas"][0])
+        assert theirs.uuid != me.personas.get(pid).uuid and "hearth" not in theirs.card.get("extensions", {})
         assert fragment_view(them) == fragment_view(me)
         assert pixels(them.personas.avatar(second.ids["personas"][0])[0]) == pixels(me.personas.avatar(pid)[0])
     finally:

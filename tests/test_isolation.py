@@ -162,9 +162,9 @@ def arguments(method: Any, ids: dict[str, Any], helper: Any, *, optional_ids: bo
 
 
 def outcome(method: Any, kwargs: dict[str, Any]) -> tuple[str, str]:
-    """What a call answered, with numbers blanked: ("ok", result) or (error class, message)."""
+    """What a call answered, with numbers and uuids blanked: ("ok", result) or (error class, message)."""
     try:
-        return "ok", re.sub(r"\d+", "N", rendered(method(**kwargs)))
+        return "ok", re.sub(r"\d+", "N", re.sub(r"\b[0-9a-f]{32}\b", "UUID", rendered(method(**kwargs))))
     except HearthError as exc:
         return type(exc).__name__, re.sub(r"\d+", "N", str(exc))
 

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int, int], None]
 FORMATS = ("auto", "card", "lorebook", "st-chat", "chatgpt", "claude", "labelled", "hearth")
+# What importing a changed card of one's own persona does (X3): ask first, update it, or add a new one.
+ON_MATCH = ("ask", "update", "new")
 MAX_IMPORT_BYTES = 200_000_000
 
 
@@ -122,6 +124,12 @@ def identity_from_card(name: str, fields: dict[str, Any]) -> str:
     return _macros("\n\n".join(parts), name) or f"You are {name}."
 
 
+def _card_values(card: Any) -> dict[str, Any]:
+    """The persona settings a card gives, the same for a new persona and an updated one."""
+    return {"identity": identity_from_card(card.name, card.fields),
+            "custom_instructions": _macros(card.fields.get("system_prompt", ""), card.name), "card": card.fields}
+
+
 class Imports:
     def __init__(self, scope: "Scope"):
         self.scope = scope
@@ -131,19 +139,21 @@ class Imports:
     # -- the front door ---------------------------------------------------------------------------
     def file(self, data: bytes, name: str = "upload", *, fmt: str = "auto", persona: "Persona | None" = None,
              collection: str = "imports", document_date: str | None = None, progress: Progress | None = None,
-             mine: bool = False) -> FileReport:
+             mine: bool = False, on_match: str = "ask") -> FileReport:
         """Import one file whole or not at all; refusals come back as a report, not an exception.
 
         The CLI and the server both call this, so a file imports the same way from either; what it
         added is embedded by the background worker (S7)."""
         if fmt not in FORMATS:
             raise InvalidInput(f"unknown import format {fmt!r}; expected one of {', '.join(FORMATS)}")
+        if on_match not in ON_MATCH:
+            raise InvalidInput(f"on_match must be one of {', '.join(ON_MATCH)}")
         if len(data) > MAX_IMPORT_BYTES:
             return FileReport(name, fmt, "refused", f"{name} is larger than {MAX_IMPORT_BYTES} bytes")
         fmt = detect(data, name) if fmt == "auto" else fmt
         try:
             if fmt == "card":
-                return self.card(data, name)
+                return self.card(data, name, on_match=on_match)
             if fmt == "lorebook":
                 return self.lorebook(data, name, progress=progress)
             if fmt == "st-chat":
@@ -172,47 +182,113 @@ class Imports:
                      " DO UPDATE SET target_id = excluded.target_id", (self.user_id, kind, key, target_id, utcnow()))
 
     # -- character cards (X3) ---------------------------------------------------------------------
-    def card(self, data: bytes, name: str = "card") -> FileReport:
-        from .importers import cards
+    def card(self, data: bytes, name: str = "card", *, on_match: str = "ask") -> FileReport:
+        """A character card becomes a persona, its book fragments, its image the avatar.
+
+        A card exported from one of this user's personas (its Hearth mark names the persona's
+        uuid) is that persona again: a ``duplicate`` when nothing changed; when something did,
+        ``on_match`` decides: ``update`` it in place, import it as a ``new`` persona, or ``ask``
+        (refused, nothing written, ``ids["existing"]`` names the persona)."""
+        from .importers import card_identity, cards
         from .importers.lorebook import parse_character_book
 
+        if on_match not in ON_MATCH:
+            raise InvalidInput(f"on_match must be one of {', '.join(ON_MATCH)}")
         card = cards.read(data, name)
+        card.avatar = card_identity.picture(card.avatar)
+        mark = card_identity.take_mark(card)
         book = parse_character_book(card.book, card.name) if card.book else None
-        key = digest(card.canonical())
+        key = card_identity.content_hash(card)
         report = FileReport(name, "card")
         personas = self.scope.personas
-        fragments = self.scope.layers.fragments
         with self.store.write() as conn:
-            existing = self._seen(conn, "card", key)
-            if existing:
-                try:
-                    personas.get(existing)
-                    report.status = "duplicate"
-                    report.ids["personas"] = [existing]
-                    return report
-                except NotFound:
-                    pass  # the persona was removed since; import it again
-            taken = {p.name for p in personas.list()}
+            own = personas.by_uuid(mark.uuid) if mark else None
+            if own is not None and on_match != "new":
+                return self._card_again(report, own, card, book, key, mark, on_match)
+            # Cards imported before content hashes were normalised are known by their old key.
+            for known in ((key, digest(card.canonical())) if on_match != "new" else ()):
+                existing = self._seen(conn, "card", known)
+                if existing:
+                    try:
+                        personas.get(existing)
+                        report.status = "duplicate"
+                        report.ids["personas"] = [existing]
+                        return report
+                    except NotFound:
+                        pass  # the persona was removed since; import it again
+            taken = {p.name for p in personas.list(include_archived=True)}
             base = _slug(card.name)
             slug, n = base, 2
             while slug in taken:
                 slug, n = f"{base}-{n}", n + 1
-            fields = card.fields
-            persona = personas.create(
-                slug, card.name, identity=identity_from_card(card.name, fields),
-                custom_instructions=_macros(fields.get("system_prompt", ""), card.name), card=fields)
+            persona = personas.create(slug, card.name, **_card_values(card))
             if card.avatar:
                 personas.set_avatar(persona.id, card.avatar, "image/png")
             report.ids["personas"] = [persona.id]
             report.add("personas")
-            if book:
-                for entry in book.entries:
-                    f = fragments.add(entry.keys, entry.content, book.name, enabled=entry.enabled,
-                                      controls=entry.controls, import_key=f"card:{persona.id}:{entry.uid}")
-                    report.ids.setdefault("fragments", []).append(f.id)
-                    report.add("fragments")
+            for entry in book.entries if book else ():
+                f = self._card_fragment(persona.id, book.name, entry)  # type: ignore[union-attr]
+                report.ids.setdefault("fragments", []).append(f.id)
+                report.add("fragments")
             self._record(conn, "card", key, persona.id)
         return report
+
+    def _card_fragment(self, persona_id: int, book_name: str, entry: Any) -> "Fragment":
+        return self.scope.layers.fragments.add(entry.keys, entry.content, book_name, enabled=entry.enabled,
+                                               controls=entry.controls, import_key=f"card:{persona_id}:{entry.uid}")
+
+    def _card_again(self, report: FileReport, own: "Persona", card: Any, book: Any, key: str, mark: Any,
+                    on_match: str) -> FileReport:
+        """A card of this user's own persona, met again: the same, an update, or a question."""
+        from .activation import check_controls
+        from .importers.card_identity import pixels
+
+        report.ids["personas"] = [own.id]
+        same_text = self.card_hash(own.id) == key
+        new_picture = card.avatar is not None and pixels(card.avatar) != pixels(self._avatar(own.id))
+        if same_text and not new_picture:
+            report.status = "duplicate"
+            return report
+        if on_match == "ask":
+            report.status = "refused"
+            report.ids = {"existing": [own.id]}
+            why = ("an earlier export of it (the persona has changed since)" if mark.hash == key
+                   else "the card differs from it")
+            report.reason = (f"{report.file}: this character is already here (persona {own.id}) and {why}; "
+                             "choose to update it or to import the card as a new persona")
+            return report
+        if not same_text:
+            self.scope.update_persona(own.id, display_name=card.name, **_card_values(card))
+            report.add("personas_updated")
+        if new_picture:
+            self.scope.personas.set_avatar(own.id, card.avatar, "image/png")
+            report.add("avatars_updated")
+        fragments = self.scope.layers.fragments
+        current = {f.import_key: f for f in self._card_fragments(own.id)}
+        for entry in book.entries if book else ():
+            have = current.pop(f"card:{own.id}:{entry.uid}", None)
+            if have is None:
+                report.ids.setdefault("fragments", []).append(self._card_fragment(own.id, book.name, entry).id)
+                report.add("fragments_added")
+            elif not (list(have.triggers) == entry.keys and have.definition == entry.content.strip()
+                      and have.enabled == entry.enabled and have.category == book.name
+                      and have.controls == check_controls(entry.controls)):
+                fragments.edit(have.id, triggers=entry.keys, definition=entry.content, category=book.name,
+                               enabled=entry.enabled, controls=entry.controls, change="card import")
+                report.add("fragments_updated")
+        for gone in current.values():  # entries the card no longer has: the card is what was chosen
+            fragments.remove(gone.id)
+            report.add("fragments_removed")
+        self._record(self.store.connection(), "card", key, own.id)  # the write's own connection
+        report.status = "updated"
+        return report
+
+    def card_hash(self, persona_id: int) -> str:
+        """The normalised content hash of the persona's card as it would be exported now."""
+        from .importers import card_identity, cards
+
+        payload = self.card_json(persona_id, mark=False)
+        return card_identity.content_hash(cards.from_json(payload))
 
     def card_png(self, persona_id: int) -> bytes:
         """A persona as a V3 character card PNG (``chara`` and ``ccv3`` chunks)."""
@@ -220,18 +296,30 @@ class Imports:
 
         return cards.write_png(self.card_json(persona_id), self._avatar(persona_id))
 
-    def card_json(self, persona_id: int) -> dict[str, Any]:
-        from .importers import cards
+    def card_json(self, persona_id: int, *, mark: bool = True) -> dict[str, Any]:
+        """A persona as a V3 card; ``mark`` adds the Hearth mark (``extensions.hearth``: the persona's
+        uuid and the content hash) by which importing the card again finds this persona."""
+        from .importers import card_identity, cards
         from .importers.lorebook import character_book
 
         persona = self.scope.personas.get(persona_id)
         fields = dict(persona.card)
-        if not fields.get("description") and persona.identity:
+        if isinstance(fields.get("extensions"), dict):
+            fields["extensions"] = {k: v for k, v in fields["extensions"].items() if k != card_identity.KEY}
+        # A persona made in Hearth has no card text: its identity becomes the description. One
+        # made from a card whose text was personality or scenario only keeps that shape, so an
+        # update from the card does not fold the identity into it again.
+        if not any(fields.get(k) for k in ("description", "personality", "scenario")) and persona.identity:
             fields["description"] = persona.identity
         if not fields.get("system_prompt") and persona.custom_instructions:
             fields["system_prompt"] = persona.custom_instructions
         book = character_book(self._card_fragments(persona_id))
-        return cards.v3_json(persona.display_name, fields, book)
+        payload = cards.v3_json(persona.display_name, fields, book)
+        if mark and persona.uuid:
+            digest_now = card_identity.content_hash(cards.from_json(payload))
+            payload["data"]["extensions"] = {**payload["data"]["extensions"],
+                                             card_identity.KEY: {"uuid": persona.uuid, "hash": digest_now}}
+        return payload
 
     def _avatar(self, persona_id: int) -> bytes | None:
         found = self.scope.personas.avatar(persona_id)

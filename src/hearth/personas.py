@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 import re
 import sqlite3
+import uuid
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -41,10 +43,12 @@ class Persona:
     created_at: str = ""
     updated_at: str = ""
     archived_at: str | None = None  # archived personas keep their threads but leave pickers (W3)
+    uuid: str = ""  # stable across exports and backups: an exported card names its persona by it (X3)
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Persona":
         data = dict(row)
+        data["uuid"] = data.get("uuid") or ""
         for key in ("legacy_labels", "sections", "characters", "card"):
             data[key] = json.loads(data[key])
         for key in ("auto_continuity", "archive_access", "web_search"):
@@ -159,12 +163,12 @@ class Personas:
         }
         clean = _clean({"display_name": display, **values})
         now = utcnow()
-        cols = ["user_id", "name", "created_at", "updated_at", *clean]
+        cols = ["user_id", "name", "uuid", "created_at", "updated_at", *clean]
         with self.store.write() as conn:
             try:
                 cur = conn.execute(
                     f"INSERT INTO personas ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                    (self.user_id, name, now, now, *clean.values()),
+                    (self.user_id, name, uuid.uuid4().hex, now, now, *clean.values()),
                 )
             except sqlite3.IntegrityError:
                 raise Conflict(f"a persona named {name!r} already exists") from None
@@ -259,6 +263,21 @@ class Personas:
             "SELECT data, mime FROM persona_avatars WHERE persona_id = ? AND user_id = ?",
             (persona_id, self.user_id)).fetchone()
         return (bytes(row[0]), row[1]) if row else None
+
+    def avatar_versions(self) -> dict[int, str]:
+        """{persona id: tag} for this user's personas that have an avatar. The tag changes whenever
+        the image does, so a URL carrying it can be cached for good (one request per image, however
+        many threads show it)."""
+        rows = self.store.connection().execute(
+            "SELECT persona_id, updated_at, length(data) FROM persona_avatars WHERE user_id = ?",
+            (self.user_id,)).fetchall()
+        return {r[0]: hashlib.sha256(f"{r[1]}:{r[2]}".encode()).hexdigest()[:16] for r in rows}
+
+    def by_uuid(self, value: str) -> Persona | None:
+        """This user's persona with that uuid; another user's persona is never found."""
+        row = self.store.connection().execute(
+            "SELECT * FROM personas WHERE uuid = ? AND user_id = ?", (value, self.user_id)).fetchone()
+        return Persona.from_row(row) if row else None
 
     def default(self) -> Persona:
         """The first persona, created on demand so a fresh install can chat at once."""

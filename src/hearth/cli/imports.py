@@ -25,9 +25,13 @@ ROLE_ONLY = ("chatgpt", "claude")  # formats whose assistant turns need a person
               help="Persona the imported assistant turns belong to (asked once when not given).")
 @click.option("--date", "document_date", help="Date of a labelled text archive (YYYY-MM-DD).")
 @click.option("--mine", is_flag=True, help="Afterwards, propose durable memories from what was imported.")
+@click.option("--update", "update", is_flag=True,
+              help="A card exported from one of your personas and changed since updates that persona.")
+@click.option("--as-new", "as_new", is_flag=True,
+              help="A card exported from one of your personas becomes a new persona instead.")
 @pass_ctx
 def import_cmd(obj: Context, args: tuple[str, ...], fmt: str, collection: str, persona_name: str | None,
-               document_date: str | None, mine: bool) -> None:
+               document_date: str | None, mine: bool, update: bool, as_new: bool) -> None:
     """Import files: character cards (PNG/JSON), lorebooks, SillyTavern chats (JSONL), ChatGPT
     exports (.zip or conversations.json), Claude exports, labelled text, or a Hearth export.
 
@@ -40,6 +44,9 @@ def import_cmd(obj: Context, args: tuple[str, ...], fmt: str, collection: str, p
     from ..errors import InvalidInput
     from ..imports import detect
 
+    if update and as_new:
+        raise InvalidInput("choose one of --update and --as-new")
+    on_match = "update" if update else "new" if as_new else "ask"
     paths = list(args)
     if paths[0] in FORMAT_CHOICES and len(paths) > 1:
         fmt = paths.pop(0)
@@ -63,7 +70,14 @@ def import_cmd(obj: Context, args: tuple[str, ...], fmt: str, collection: str, p
                 bar.update(task, completed=done, total=total)
 
             report = scope.imports.file(data, name, fmt=kind, persona=persona, collection=collection,
-                                        document_date=document_date, mine=mine, progress=progress)
+                                        document_date=document_date, mine=mine, progress=progress,
+                                        on_match=on_match)
+        if report.ids.get("existing"):  # a changed card of one's own persona: asked, or told how to choose
+            choice = _ask_match(report) if interactive() else None
+            if choice:
+                report = scope.imports.file(data, name, fmt=kind, on_match=choice)
+            else:
+                report.reason += " (run again with --update or --as-new)"
         if report.status == "refused" and len(paths) == 1:
             raise InvalidInput(report.reason)  # one file, one line: the reason (exit code 2)
         reports.append(report)
@@ -94,6 +108,14 @@ def _line(report) -> str:
 
 def interactive() -> bool:
     return sys.stdin.isatty()
+
+
+def _ask_match(report) -> str | None:
+    """Asked per card: update the persona it was exported from, import it as a new one, or skip."""
+    click.echo(f"{report.reason}.")
+    choice = click.prompt("This character is already here: update it, import it as new, or skip?",
+                          type=click.Choice(["update", "new", "skip"]), default="skip")
+    return None if choice == "skip" else choice
 
 
 def _ask_persona(scope, kind: str):

@@ -3,7 +3,10 @@
 ``POST /api/imports?name=FILE`` takes the file as the raw request body (binary allowed here:
 card PNGs, export zips; limited by ``max_import_bytes``). It answers the file's report: 201 when
 something was imported, 200 when everything was already there (a duplicate), and a 4xx
-``{error, detail, report}`` when the file was refused, with nothing written. With
+``{error, detail, report}`` when the file was refused, with nothing written. A card exported from
+one of the user's own personas and changed since answers 409 ``card_exists`` (its report's
+``ids.existing`` names the persona) unless ``on_match=update`` (update it in place) or
+``on_match=new`` (import it as a new persona) says what to do. With
 ``Accept: application/x-ndjson`` it streams progress instead: ``{"type": "progress", "done", "total"}``
 lines, then one ``{"type": "report", ...}`` line (a refusal is then the report's status).
 
@@ -24,7 +27,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..engine import Scope
 from ..errors import HearthError, InvalidInput
-from ..imports import FORMATS, FileReport
+from ..imports import FORMATS, ON_MATCH, FileReport
 from .auth import current_scope
 from .errors import error_body
 from .models import IdPath, OptionalIdQuery, responses
@@ -36,6 +39,8 @@ FormatQuery = Annotated[str, Query(pattern="^(" + "|".join(FORMATS) + ")$")]
 
 
 def _status(report: FileReport) -> int:
+    if report.status == "refused" and report.ids.get("existing"):
+        return 409  # a changed card of one's own persona: the person chooses update or new
     if report.status == "refused":
         return 413 if "larger than" in report.reason or "more than" in report.reason else 422
     return 200 if report.status == "duplicate" else 201
@@ -49,6 +54,8 @@ async def import_route(
     persona_id: OptionalIdQuery = None,
     collection: Annotated[str, Query(min_length=1, max_length=100)] = "imports",
     mine: bool = False,
+    on_match: Annotated[str, Query(pattern="^(" + "|".join(ON_MATCH) + ")$",
+                                   description="A changed card of one of your personas: ask (409), update, new")] = "ask",
     scope: Scope = Depends(current_scope),
 ) -> Response:
     """Import one file (the request body); the response is its report."""
@@ -59,15 +66,15 @@ async def import_route(
 
     def run(progress: Any = None) -> FileReport:
         return scope.imports.file(data, name, fmt=format, persona=persona, collection=collection, mine=mine,
-                                  progress=progress)
+                                  progress=progress, on_match=on_match)
 
     if NDJSON in request.headers.get("accept", ""):
         return StreamingResponse(_streamed(run), media_type=NDJSON, headers={"Cache-Control": "no-store"})
     report = await run_in_threadpool(run)
     status = _status(report)
     if status >= 400:
-        return JSONResponse({**error_body("import_refused", report.reason), "report": report.to_dict()},
-                            status_code=status)
+        code = "card_exists" if status == 409 else "import_refused"
+        return JSONResponse({**error_body(code, report.reason), "report": report.to_dict()}, status_code=status)
     return JSONResponse(report.to_dict(), status_code=status)
 
 

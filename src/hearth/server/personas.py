@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
@@ -66,6 +66,8 @@ class PersonaOut(BaseModel):
     created_at: str
     updated_at: str
     archived_at: str | None = None
+    avatar_version: str | None = Field(default=None, description=(
+        "Tag of the persona's avatar, or null without one: GET avatar?v=TAG may be cached for good"))
 
 
 class PersonaSaved(BaseModel):
@@ -77,33 +79,40 @@ class Archive(RequestModel):
     archived: bool = Field(default=True, description="false brings an archived persona back")
 
 
+def _out(scope: Scope, persona: Any, tags: dict[int, str] | None = None) -> dict:
+    """A persona for the client, with its avatar's tag (one query for a whole list)."""
+    tags = scope.personas.avatar_versions() if tags is None else tags
+    return {**plain(persona), "avatar_version": tags.get(persona.id)}
+
+
 @router.get("", response_model=list[PersonaOut])
 def list_personas(scope: Scope = Depends(current_scope), include_archived: bool = False) -> list[dict]:
-    return [plain(p) for p in scope.personas.list(include_archived=include_archived)]
+    tags = scope.personas.avatar_versions()
+    return [_out(scope, p, tags) for p in scope.personas.list(include_archived=include_archived)]
 
 
 @router.post("", response_model=PersonaOut, status_code=201)
 def create_persona(body: PersonaCreate, scope: Scope = Depends(current_scope)) -> dict:
     values = body.values()
     name = values.pop("name")
-    return plain(scope.personas.create(name, values.pop("display_name", None), **values))
+    return _out(scope, scope.personas.create(name, values.pop("display_name", None), **values))
 
 
 @router.get("/{persona_id:int}", response_model=PersonaOut)
 def get_persona(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
-    return plain(scope.personas.get(persona_id))
+    return _out(scope, scope.personas.get(persona_id))
 
 
 @router.patch("/{persona_id:int}", response_model=PersonaSaved)
 def update_persona(persona_id: IdPath, body: PersonaFields, scope: Scope = Depends(current_scope)) -> dict:
     persona, rebuilt = scope.update_persona(persona_id, **body.values())
-    return {"persona": plain(persona), "prompts_rebuilt": rebuilt}
+    return {"persona": _out(scope, persona), "prompts_rebuilt": rebuilt}
 
 
 @router.post("/{persona_id:int}/archive", response_model=PersonaOut)
 def archive_persona(persona_id: IdPath, body: Archive | None = None, scope: Scope = Depends(current_scope)) -> dict:
     """Archive a persona (W3): its threads stay readable; it leaves the pickers and New Chat."""
-    return plain(scope.personas.archive(persona_id, body.archived if body else True))
+    return _out(scope, scope.personas.archive(persona_id, body.archived if body else True))
 
 
 @router.put("/{persona_id:int}/avatar", status_code=204, openapi_extra={"requestBody": {
@@ -118,11 +127,23 @@ async def put_avatar(persona_id: IdPath, request: Request, scope: Scope = Depend
 
 
 @router.get("/{persona_id:int}/avatar", response_class=Response,
-            responses={200: {"content": {"image/png": {}}, "description": "The avatar image"}})
-def get_avatar(persona_id: IdPath, scope: Scope = Depends(current_scope)) -> Response:
+            responses={200: {"content": {"image/png": {}}, "description": "The avatar image"},
+                       304: {"description": "The copy the client holds (If-None-Match) is current"}})
+def get_avatar(request: Request, persona_id: IdPath, scope: Scope = Depends(current_scope),
+               v: Annotated[str | None, Query(max_length=64, description="The persona's avatar_version")] = None,
+               ) -> Response:
+    """The avatar image. With ``v`` equal to the persona's ``avatar_version`` the answer may be
+    cached for good (the tag changes with the image, so the URL does); without it, revalidated
+    by its ETag. Either way a list of many threads fetches each image once."""
     found = scope.personas.avatar(persona_id)
     if found is None:
         raise NotFound(f"persona {persona_id} has no avatar")
+    tag = scope.personas.avatar_versions().get(persona_id, "")
+    etag = f'"{tag}"'
+    cache = "private, max-age=31536000, immutable" if v == tag else "private, no-cache"
+    headers = {"Cache-Control": cache, "ETag": etag, "X-Content-Type-Options": "nosniff",
+               "Content-Security-Policy": "default-src 'none'"}
+    if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
+        return Response(status_code=304, headers=headers)
     data, mime = found
-    return Response(data, media_type=mime, headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
-                                                     "Content-Security-Policy": "default-src 'none'"})
+    return Response(data, media_type=mime, headers=headers)

@@ -1054,6 +1054,20 @@ def m020_index_chat_turns_by_time_for_time_bounds_only(conn: sqlite3.Connection)
     The version exists on both engines so their schema numbers agree."""
 
 
+def m024_add_persona_uuid(conn: sqlite3.Connection) -> None:
+    """A stable identity for each persona (X3): a card exported from it carries the uuid, so
+    importing that card again is recognised as the same character rather than a new one. Ids can
+    be reused after a delete and mean nothing on another deployment; the uuid is neither."""
+    run_script(
+        conn,
+        """
+        ALTER TABLE personas ADD COLUMN uuid TEXT;
+        UPDATE personas SET uuid = lower(hex(randomblob(16))) WHERE uuid IS NULL;
+        CREATE UNIQUE INDEX personas_uuid ON personas (user_id, uuid);
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -1075,6 +1089,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m018_index_turn_version_events,
     m019_index_chat_turns_by_time,
     m020_index_chat_turns_by_time_for_time_bounds_only,
+    m024_add_persona_uuid,
 ]
 
 

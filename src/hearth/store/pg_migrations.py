@@ -827,6 +827,15 @@ def m020_index_chat_turns_by_time_for_time_bounds_only(conn: "PgConnection") -> 
     conn.raw.execute(migrations.CHAT_TURN_TIME_INDEX + " AND created_at IS NOT NULL")
 
 
+def m024_add_persona_uuid(conn: "PgConnection") -> None:
+    """The twin of SQLite's migration 24: a stable uuid per persona, for card round trips."""
+    conn.raw.execute("""
+ALTER TABLE personas ADD COLUMN uuid TEXT;
+UPDATE personas SET uuid = replace(gen_random_uuid()::text, '-', '') WHERE uuid IS NULL;
+CREATE UNIQUE INDEX personas_uuid ON personas (user_id, uuid);
+""")
+
+
 PG_MIGRATIONS: dict[int, Callable[["PgConnection"], None]] = {
     BASELINE: m014_create_baseline,
     15: m015_create_message_branches,
@@ -835,6 +844,7 @@ PG_MIGRATIONS: dict[int, Callable[["PgConnection"], None]] = {
     18: m018_index_turn_version_events,
     19: m019_index_chat_turns_by_time,
     20: m020_index_chat_turns_by_time_for_time_bounds_only,
+    24: m024_add_persona_uuid,
 }
 
 
