@@ -20,6 +20,10 @@ CREATE INDEX client_chats_conversation ON client_chats (conversation_id);
 CREATE INDEX client_chats_key ON client_chats (user_id, persona_id, key, id);
 -- index conversation_memories_memory
 CREATE INDEX conversation_memories_memory ON conversation_memories (memory_id, conversation_id);
+-- index conversation_tags_user_tag
+CREATE INDEX conversation_tags_user_tag ON conversation_tags (user_id, tag, conversation_id);
+-- index conversations_user_pinned
+CREATE INDEX conversations_user_pinned ON conversations (user_id, updated_at) WHERE pinned_at IS NOT NULL;
 -- index conversations_user_updated
 CREATE INDEX conversations_user_updated ON conversations (user_id, updated_at);
 -- index events_conversation_time
@@ -272,6 +276,15 @@ CREATE TABLE conversation_summaries (
             recent_raw TEXT NOT NULL DEFAULT '',
             created_at TEXT NOT NULL
         );
+-- table conversation_tags
+CREATE TABLE conversation_tags (
+    id INTEGER PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    tag TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (conversation_id, tag)
+);
 -- table conversations
 CREATE TABLE conversations (
             id INTEGER PRIMARY KEY,
@@ -289,7 +302,7 @@ CREATE TABLE conversations (
             -- existing turn changes or goes, so cached history knows when it is stale.
             turn_count INTEGER NOT NULL DEFAULT 0,
             history_rev INTEGER NOT NULL DEFAULT 0
-        , snapshot_provenance TEXT NOT NULL DEFAULT 'legacy', snapshot_captured_at TEXT, snapshot_refreshed_at TEXT, snapshot_backfilled INTEGER NOT NULL DEFAULT 0, custom_instructions TEXT);
+        , snapshot_provenance TEXT NOT NULL DEFAULT 'legacy', snapshot_captured_at TEXT, snapshot_refreshed_at TEXT, snapshot_backfilled INTEGER NOT NULL DEFAULT 0, custom_instructions TEXT, pinned_at TEXT, tags TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tags)), imported INTEGER NOT NULL DEFAULT 0);
 -- table events
 CREATE TABLE events (
             id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -144,7 +144,7 @@ def arguments(method: Any, ids: dict[str, Any], helper: Any, *, optional_ids: bo
         "data": PROBE.encode(), "model": "quillon", "messages": [ClientMessage("user", PROBE)], "channel": "sms",
         "address": "+1 555 010 0123", "enabled": True, "answers": True, "instruction": PROBE, "metadata": {},
         "fmt": "labelled", "mime": "image/png", "turns": [], "target": "conversation", "token": "probe", "phrase": "probe",
-        "threads": "keep", "texts": [PROBE],
+        "threads": "keep", "texts": [PROBE], "tags": ["probe"],
     }
     kwargs: dict[str, Any] = {}
     for name, param in inspect.signature(method).parameters.items():

@@ -186,7 +186,7 @@ class SendPath:
         scope = self.scope
         with scope.store.write() as conn:
             conversation = scope.conversations.get(conversation_id)
-            if conversation.state == "ended" or conversation.visibility == "trashed":
+            if conversation.state == "ended" or conversation.visibility == "trashed" or conversation.imported:
                 raise Conflict("this conversation cannot take new turns")
             prompt = stored.ensure(conn, scope.user_id, conversation_id, scope._handoff_text, "inner")
             last = conn.execute("SELECT coalesce(max(id), 0) FROM messages WHERE conversation_id = ?",
@@ -407,6 +407,8 @@ def check_open(conversation: Conversation) -> None:
         raise Conflict("this conversation has ended; start a new one")
     if conversation.visibility == "trashed":
         raise Conflict("this conversation is in the trash; restore it to continue")
+    if conversation.imported:
+        raise Conflict("this conversation was imported and is read only; continue it in a new chat (Branch)")
 
 
 def last_turn(conn, conversation_id: int) -> Message | None:

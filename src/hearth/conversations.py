@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 import json
 import sqlite3
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
 from . import ledger
@@ -18,6 +18,7 @@ from .errors import Conflict, InvalidInput, NotFound
 from .ledger import Message
 from .memories import capture_snapshot
 from .store import Store, inserted_id, utcnow
+from .thread_search import MAX_TAGS, ThreadMatch, check_tag, hits_sql, parse, snippet
 from .validation import check_id, check_text
 
 MAX_TITLE = 500
@@ -63,6 +64,10 @@ class Conversation:
     updated_at: str
     ended_at: str | None
     trashed_at: str | None
+    pinned_at: str | None = None  # pinned threads are listed first (W4)
+    tags: tuple[str, ...] = ()
+    imported: bool = False  # made by an import: read only (continue it in a new chat)
+    match: ThreadMatch | None = None  # in a search: the message that matched
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Conversation":
@@ -77,6 +82,7 @@ class Conversation:
             title=row["title"], state=row["state"], visibility=visibility,
             continuity_shielded=bool(row["continuity_shielded"]), created_at=row["created_at"],
             updated_at=row["updated_at"], ended_at=row["ended_at"], trashed_at=row["trashed_at"],
+            pinned_at=row["pinned_at"], tags=tuple(json.loads(row["tags"])), imported=bool(row["imported"]),
         )
 
     @property
@@ -219,18 +225,29 @@ class Conversations:
         arriving on another channel, or the companion's own, continues (E5, E11)."""
         row = self.store.connection().execute(
             _SELECT + " WHERE c.user_id = ? AND c.persona_id = ? AND c.state = 'open' AND c.trashed_at IS NULL"
-            " ORDER BY c.updated_at DESC, c.id DESC LIMIT 1", (self.user_id, persona_id)).fetchone()
+            " AND c.imported = 0 ORDER BY c.updated_at DESC, c.id DESC LIMIT 1", (self.user_id, persona_id)).fetchone()
         return Conversation.from_row(row) if row else None
 
     def list(self, *, include_trashed: bool = False, folder_id: int | None = None,
              limit: int = 200, offset: int = 0, text: str = "", persona_id: int | None = None,
              loose: bool = False, trashed_only: bool = False,
-             before: tuple[str, int] | None = None) -> list[Conversation]:
-        """Newest first. ``text`` filters by title; ``loose`` keeps threads outside folders;
-        ``before`` is a cursor, the (updated_at, id) of the last thread of the previous page, so
-        pages stay stable and cheap however many threads there are (W4)."""
-        sql = _SELECT + " WHERE c.user_id = ?"
-        args: list[Any] = [self.user_id]
+             before: tuple[str, int] | None = None, pinned: bool | None = None) -> list[Conversation]:
+        """Newest first. ``text`` is the search box: its words match the title (contains) or the
+        text of a message (every word; the thread's newest such message is its ``match``), and
+        each ``tag:NAME`` in it keeps only threads with that tag. ``loose`` keeps threads outside
+        folders; ``pinned`` only pinned (True) or unpinned (False) ones; ``before`` is a cursor,
+        the (updated_at, id) of the last thread of the previous page, so pages stay stable and
+        cheap however many threads there are (W4)."""
+        query = parse(text)
+        conn = self.store.connection()
+        sql = _SELECT
+        args: list[Any] = []
+        if query.words:
+            cte, args = hits_sql(conn, self.user_id, query.words)
+            sql = ("WITH " + cte + " SELECT c.*, coalesce(f.hidden, 0) AS folder_hidden, h.mid AS match_id"
+                   " FROM conversations c LEFT JOIN folders f ON f.id = c.folder_id LEFT JOIN hits h ON h.cid = c.id")
+        sql += " WHERE c.user_id = ?"
+        args.append(self.user_id)
         if trashed_only:
             sql += " AND c.trashed_at IS NOT NULL"
         elif not include_trashed:
@@ -243,15 +260,51 @@ class Conversations:
         if persona_id is not None:
             sql += " AND c.persona_id = ?"
             args.append(persona_id)
-        if text:
-            sql += " AND c.title LIKE ? ESCAPE '\\'"
-            args.append("%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
+        if pinned is not None:
+            sql += " AND c.pinned_at IS NOT NULL" if pinned else " AND c.pinned_at IS NULL"
+        for tag in query.tags:
+            sql += " AND c.id IN (SELECT t.conversation_id FROM conversation_tags t WHERE t.user_id = ? AND t.tag = ?)"
+            args.extend([self.user_id, tag])
+        if query.text:
+            title = "c.title LIKE ? ESCAPE '\\'"
+            sql += f" AND ({title} OR h.mid IS NOT NULL)" if query.words else f" AND {title}"
+            args.append("%" + query.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
         if before is not None:
             sql += " AND (c.updated_at < ? OR (c.updated_at = ? AND c.id < ?))"
             args.extend([before[0], before[0], before[1]])
         sql += " ORDER BY c.updated_at DESC, c.id DESC LIMIT ? OFFSET ?"
-        rows = self.store.connection().execute(sql, (*args, limit, offset)).fetchall()
-        return [Conversation.from_row(r) for r in rows]
+        rows = conn.execute(sql, (*args, limit, offset)).fetchall()
+        found = [Conversation.from_row(r) for r in rows]
+        if not query.words:
+            return found
+        return self._with_matches(conn, found, [r["match_id"] for r in rows], query.words)
+
+    def _with_matches(self, conn: sqlite3.Connection, found: builtins.list[Conversation],
+                      match_ids: builtins.list[int | None], words: tuple[str, ...]) -> builtins.list[Conversation]:
+        """Each thread of a page with the snippet of its matching message: one read of at most a
+        page of messages."""
+        ids = [m for m in match_ids if m is not None]
+        if not ids:
+            return found
+        rows = {r["id"]: r for r in conn.execute(
+            f"SELECT id, role, created_at, content FROM messages WHERE user_id = ? AND id IN ({','.join('?' * len(ids))})",
+            (self.user_id, *ids))}
+        out = []
+        for conversation, match_id in zip(found, match_ids):
+            row = rows.get(match_id) if match_id is not None else None
+            if row is not None:
+                conversation = replace(conversation, match=ThreadMatch(
+                    row["id"], row["role"], row["created_at"], snippet(row["content"], words)))
+            out.append(conversation)
+        return out
+
+    def tags(self) -> builtins.list[dict[str, Any]]:
+        """The user's tags with how many untrashed threads carry each, most used first."""
+        rows = self.store.connection().execute(
+            "SELECT t.tag, count(*) AS n FROM conversation_tags t JOIN conversations c ON c.id = t.conversation_id"
+            " WHERE t.user_id = ? AND c.trashed_at IS NULL GROUP BY t.tag ORDER BY n DESC, t.tag",
+            (self.user_id,)).fetchall()
+        return [{"tag": r["tag"], "count": r["n"]} for r in rows]
 
     def messages(self, conversation_id: int, *, visible_only: bool = True,
                  after_id: int = 0, limit: int | None = None, before_id: int | None = None,
@@ -301,10 +354,11 @@ class Conversations:
             if folder_id is not None:
                 Folders(self.store, self.user_id).get(folder_id)
             now = created_at or utcnow()
+            # A thread an import makes holds someone's history: it is read only (W4).
             cur = conn.execute(
-                "INSERT INTO conversations (user_id, persona_id, folder_id, title, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (self.user_id, persona_id, folder_id, title, now, now),
+                "INSERT INTO conversations (user_id, persona_id, folder_id, title, created_at, updated_at, imported)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (self.user_id, persona_id, folder_id, title, now, now, int(channel == "import")),
             )
             # P1: the snapshot is captured now, before any prompt exists.
             capture_snapshot(conn, self.user_id, inserted_id(cur), "captured")
@@ -347,6 +401,44 @@ class Conversations:
 
     def rename(self, conversation_id: int, title: str) -> Conversation:
         return self._set(conversation_id, "conversation.renamed", "title = ?", (_check_title(title),))
+
+    def pin(self, conversation_id: int) -> Conversation:
+        """Pinned threads are listed first, in their own group (W4); pinning again changes nothing."""
+        return self._set(conversation_id, "conversation.pinned", "pinned_at = coalesce(pinned_at, ?)", (utcnow(),))
+
+    def unpin(self, conversation_id: int) -> Conversation:
+        return self._set(conversation_id, "conversation.unpinned", "pinned_at = NULL", ())
+
+    def set_tags(self, conversation_id: int, tags: builtins.list[str]) -> Conversation:
+        """Replace a thread's tags (W4): each trimmed and lower-cased, duplicates dropped, in the
+        order given. The ledger records how many, never the tags."""
+        if not isinstance(tags, (list, tuple)):
+            raise InvalidInput("tags must be a list")
+        wanted = builtins.list(dict.fromkeys(check_tag(t) for t in tags))
+        if len(wanted) > MAX_TAGS:
+            raise InvalidInput(f"a thread has at most {MAX_TAGS} tags")
+        with self.store.write() as conn:
+            before = self.get(conversation_id)
+            if builtins.list(before.tags) == wanted:
+                return before
+            conn.execute("DELETE FROM conversation_tags WHERE conversation_id = ? AND user_id = ?",
+                         (conversation_id, self.user_id))
+            now = utcnow()
+            for tag in wanted:
+                conn.execute("INSERT INTO conversation_tags (user_id, conversation_id, tag, created_at)"
+                             " VALUES (?, ?, ?, ?)", (self.user_id, conversation_id, tag, now))
+            return self._set(conversation_id, "conversation.tagged", "tags = ?",
+                             (json.dumps(wanted, ensure_ascii=False),), {"tags": len(wanted)})
+
+    def add_tag(self, conversation_id: int, name: str) -> Conversation:
+        tag = check_tag(name)
+        with self.store.write():
+            return self.set_tags(conversation_id, [*self.get(conversation_id).tags, tag])
+
+    def remove_tag(self, conversation_id: int, name: str) -> Conversation:
+        tag = check_tag(name)
+        with self.store.write():
+            return self.set_tags(conversation_id, [t for t in self.get(conversation_id).tags if t != tag])
 
     def move(self, conversation_id: int, folder_id: int | None, *, shield_on_leave: bool = True) -> Conversation:
         """Move between folders; leaving a hidden folder keeps the conversation shielded (V2)."""

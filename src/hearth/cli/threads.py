@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import InvalidInput
 from .base import Context, _json, cli, console, err_console, pass_ctx
@@ -145,15 +146,75 @@ def conversations() -> None:
     """Conversations: list, read, move, trash, restore, end."""
 
 
+# The same commands as `hearth threads` (the web page calls them threads).
+cli.add_command(conversations, "threads")
+
+
 @conversations.command("list")
 @click.option("--trashed", is_flag=True, help="Include trashed conversations.")
+@click.option("--search", "-s", "text", default="",
+              help="Words in the title or a message (the last may be a word's start); tag:NAME filters by tag.")
+@click.option("--pinned", is_flag=True, help="Only pinned conversations.")
 @pass_ctx
-def conversations_list(obj: Context, trashed: bool) -> None:
-    table = Table("id", "title", "state", "visibility", "updated")
-    for c in obj.scope().conversations.list(include_trashed=trashed):
+def conversations_list(obj: Context, trashed: bool, text: str, pinned: bool) -> None:
+    table = Table("id", "title", "state", "visibility", "updated", "tags")
+    found = obj.scope().conversations.list(include_trashed=trashed, text=text.strip(), pinned=True if pinned else None)
+    for c in found:
         shield = " (shielded)" if c.continuity_shielded else ""
-        table.add_row(str(c.id), c.title or "Untitled", c.state, c.visibility + shield, c.updated_at[:19])
+        marks = ("pinned " if c.pinned_at else "") + ("imported " if c.imported else "")
+        # Text(): a title or message is shown as written, never read as console markup.
+        title = (c.title or "Untitled") + (f"  ({marks.strip()})" if marks else "")
+        table.add_row(str(c.id), Text(title, overflow="fold"), c.state, c.visibility + shield, c.updated_at[:19],
+                      " ".join(c.tags))
+        if c.match:  # why it matched: the message's snippet
+            table.add_row("", Text(f"  {c.match.snippet}", overflow="fold"), "", "", "", "")
     console.print(table)
+
+
+@conversations.command("pin")
+@click.argument("conversation_id", type=int)
+@pass_ctx
+def conversations_pin(obj: Context, conversation_id: int) -> None:
+    """Pin a conversation: listed first, in the Pinned group."""
+    obj.scope().conversations.pin(conversation_id)
+    console.print(f"Conversation {conversation_id} pinned.", markup=False)
+
+
+@conversations.command("unpin")
+@click.argument("conversation_id", type=int)
+@pass_ctx
+def conversations_unpin(obj: Context, conversation_id: int) -> None:
+    """Unpin a conversation: it goes back to its place among the others."""
+    obj.scope().conversations.unpin(conversation_id)
+    console.print(f"Conversation {conversation_id} unpinned.", markup=False)
+
+
+@conversations.command("tag")
+@click.argument("conversation_id", type=int)
+@click.argument("tags", nargs=-1, required=True)
+@click.option("--remove", is_flag=True, help="Remove these tags instead.")
+@pass_ctx
+def conversations_tag(obj: Context, conversation_id: int, tags: tuple[str, ...], remove: bool) -> None:
+    """Add tags to a conversation (or remove them with --remove)."""
+    scope = obj.scope()
+    with scope.store.write():  # all or nothing: a bad tag changes none
+        current = scope.conversations.get(conversation_id).tags
+        if remove:
+            from ..thread_search import check_tag
+
+            gone = {check_tag(t) for t in tags}
+            result = scope.conversations.set_tags(conversation_id, [t for t in current if t not in gone])
+        else:
+            result = scope.conversations.set_tags(conversation_id, [*current, *tags])
+    console.print(f"Conversation {conversation_id} tags: {' '.join(result.tags) or '(none)'}", markup=False)
+
+
+@conversations.command("tags")
+@pass_ctx
+def conversations_tags(obj: Context) -> None:
+    """Every tag in use, with how many conversations carry it."""
+    for t in obj.scope().conversations.tags():
+        console.print(f"{t['tag']}\t{t['count']}", markup=False)
 
 
 @conversations.command("show")

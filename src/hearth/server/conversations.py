@@ -14,7 +14,7 @@ import json
 import logging
 from typing import Any, Iterator
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
@@ -23,6 +23,7 @@ from ..chat import SendEvent
 from ..conversations import MAX_TITLE
 from ..engine import Scope
 from ..errors import HearthError
+from ..thread_search import MAX_TAG, MAX_TAGS
 from .auth import current_scope
 from .models import MAX_ID, Estimate, IdPath, OptionalIdQuery, RequestModel, plain
 
@@ -63,6 +64,26 @@ class RetryIn(RequestModel):
     channel: str = Field(default="web", max_length=20)
 
 
+class TagIn(RequestModel):
+    tag: str = Field(max_length=MAX_TAG + 4, description="Letters, digits, '_', '-' or '.'; stored lower-cased")
+
+
+class TagsIn(RequestModel):
+    tags: list[str] = Field(max_length=MAX_TAGS, description="Replaces the thread's tags")
+
+
+class TagCount(BaseModel):
+    tag: str
+    count: int = Field(description="Threads outside the trash that carry it")
+
+
+class MatchOut(BaseModel):
+    message_id: int
+    role: str
+    created_at: str
+    snippet: str = Field(description="Plain text around the first matching word; never HTML")
+
+
 class ConversationOut(BaseModel):
     id: int
     persona_id: int
@@ -75,6 +96,10 @@ class ConversationOut(BaseModel):
     updated_at: str
     ended_at: str | None
     trashed_at: str | None
+    pinned_at: str | None = Field(default=None, description="Set while the thread is pinned (listed first)")
+    tags: list[str] = Field(default_factory=list)
+    imported: bool = Field(default=False, description="Made by an import: read only; continue it with Branch")
+    match: MatchOut | None = Field(default=None, description="In a search with words: the newest matching message")
 
 
 class MessageOut(BaseModel):
@@ -121,19 +146,28 @@ def list_conversations(
     folder_id: OptionalIdQuery = None,
     limit: int = Query(default=200, ge=1, le=1000),
     offset: int = Query(default=0, ge=0, le=MAX_ID),
-    q: str = Query(default="", max_length=MAX_TITLE, description="Only threads whose title contains this"),
+    q: str = Query(default="", max_length=MAX_TITLE, description=(
+        "The search box: threads whose title contains the words or with a message holding every word "
+        "(the last word may be the start of one); each tag:NAME keeps only threads with that tag")),
     persona_id: OptionalIdQuery = None,
     loose: bool = Query(default=False, description="Only threads outside folders"),
     trashed: bool = Query(default=False, description="Only threads in the trash"),
     before_updated_at: str | None = Query(default=None, max_length=40, description=(
         "Cursor: updated_at of the last thread of the previous page (with before_id)")),
     before_id: OptionalIdQuery = None,
+    pinned: bool | None = Query(default=None, description="Only pinned (true) or unpinned (false) threads"),
 ) -> list[dict]:
     """Threads, newest first; page with the cursor (the last thread's updated_at and id)."""
     before = (before_updated_at, before_id) if before_updated_at is not None and before_id is not None else None
     return [plain(c) for c in scope.conversations.list(
         include_trashed=include_trashed, folder_id=folder_id, limit=limit, offset=offset, text=q.strip(),
-        persona_id=persona_id, loose=loose, trashed_only=trashed, before=before)]
+        persona_id=persona_id, loose=loose, trashed_only=trashed, before=before, pinned=pinned)]
+
+
+@router.get("/tags", response_model=list[TagCount])
+def list_tags(scope: Scope = Depends(current_scope)) -> list[dict]:
+    """The caller's tags, most used first (the tag field's suggestions)."""
+    return scope.conversations.tags()
 
 
 @router.post("", response_model=ConversationOut, status_code=201)
@@ -167,6 +201,36 @@ def trash_conversation(conversation_id: IdPath, scope: Scope = Depends(current_s
 def restore_conversation(conversation_id: IdPath, body: Restore | None = None,
                          scope: Scope = Depends(current_scope)) -> dict:
     return plain(scope.conversations.restore(conversation_id, shielded=body.shielded if body else True))
+
+
+@router.post("/{conversation_id:int}/pin", response_model=ConversationOut)
+def pin_conversation(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    """Pinned threads are listed first, in their own group (W4)."""
+    return plain(scope.conversations.pin(conversation_id))
+
+
+@router.post("/{conversation_id:int}/unpin", response_model=ConversationOut)
+def unpin_conversation(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    return plain(scope.conversations.unpin(conversation_id))
+
+
+@router.put("/{conversation_id:int}/tags", response_model=ConversationOut)
+def set_tags(conversation_id: IdPath, body: TagsIn, scope: Scope = Depends(current_scope)) -> dict:
+    """Replace the thread's tags."""
+    return plain(scope.conversations.set_tags(conversation_id, body.tags))
+
+
+@router.post("/{conversation_id:int}/tags", response_model=ConversationOut)
+def add_tag(conversation_id: IdPath, body: TagIn, scope: Scope = Depends(current_scope)) -> dict:
+    """Add one tag (adding one it has changes nothing)."""
+    return plain(scope.conversations.add_tag(conversation_id, body.tag))
+
+
+@router.delete("/{conversation_id:int}/tags/{tag}", response_model=ConversationOut)
+def remove_tag(conversation_id: IdPath, tag: str = Path(max_length=MAX_TAG + 4),
+               scope: Scope = Depends(current_scope)) -> dict:
+    """Remove one tag (removing one it does not have changes nothing)."""
+    return plain(scope.conversations.remove_tag(conversation_id, tag))
 
 
 @router.post("/{conversation_id:int}/end", response_model=ConversationOut)

@@ -1068,6 +1068,40 @@ def m024_add_persona_uuid(conn: sqlite3.Connection) -> None:
     )
 
 
+# Migration 25's table, the same on both engines but for their integer types.
+CONVERSATION_TAGS = """
+CREATE TABLE conversation_tags (
+    id {id},
+    user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    tag TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (conversation_id, tag)
+);
+CREATE INDEX conversation_tags_user_tag ON conversation_tags (user_id, tag, conversation_id);
+CREATE INDEX conversations_user_pinned ON conversations (user_id, updated_at) WHERE pinned_at IS NOT NULL;
+UPDATE conversations SET imported = 1 WHERE id IN
+    (SELECT conversation_id FROM events WHERE kind = 'conversation.created' AND channel = 'import');
+"""
+
+
+def m025_add_thread_pins_tags_and_imported(conn: sqlite3.Connection) -> None:
+    """Finding chats (W4): a thread can be pinned (``pinned_at``, listed first) and tagged.
+
+    A thread's tags are kept twice, in one transaction: ``conversations.tags`` (a JSON list) so a
+    thread read anywhere carries them at no extra query, and ``conversation_tags`` so ``tag:NAME``
+    is one indexed lookup. ``imported`` marks a thread an import created (a SillyTavern chat): it
+    is read only; threads imported before are found by their creation event's channel."""
+    run_script(
+        conn,
+        """
+        ALTER TABLE conversations ADD COLUMN pinned_at TEXT;
+        ALTER TABLE conversations ADD COLUMN tags TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tags));
+        ALTER TABLE conversations ADD COLUMN imported INTEGER NOT NULL DEFAULT 0;
+        """ + CONVERSATION_TAGS.format(id="INTEGER PRIMARY KEY", int="INTEGER"),
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -1090,6 +1124,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m019_index_chat_turns_by_time,
     m020_index_chat_turns_by_time_for_time_bounds_only,
     m024_add_persona_uuid,
+    m025_add_thread_pins_tags_and_imported,
 ]
 
 
