@@ -250,3 +250,15 @@ def test_b3_without_a_provider_the_offline_rules_decide_alone(lexical):
     assert moved.payload["conflict"]["memory_id"] in (farm.id, added[0].id)
     assert me.store.connection().execute(
         "SELECT count(*) FROM events WHERE kind = 'memory.judge_fallback'").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("payload", [
+    {"text": "x" * 900_000}, {"text": "has a \x00 NUL"}, {"text": "fine", "importance": 10 ** 20},
+    {"text": "fine", "importance": "high"}, {"text": "fine", "category": "c" * 500},
+])
+def test_g4_b3_a_memory_suggestion_approval_would_refuse_is_refused_from_any_source(me, payload):
+    # Extraction and archive mining propose through the same queue as MCP: none may queue what
+    # approving would refuse.
+    with pytest.raises(InvalidInput):
+        me.layers.review.propose("memory_add", payload, "Said so", source="model")
+    assert me.layers.review.list() == []

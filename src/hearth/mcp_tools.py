@@ -27,7 +27,7 @@ from pydantic import StrictBool
 
 from . import __version__
 from .errors import AuthError, Conflict, HearthError, InvalidInput, NotFound
-from .memories import _check as check_memory  # the rule approval applies: a proposal meets it up front
+from .memories import check_memory  # the rule approval applies: a proposal meets it up front
 from .validation import check_text
 
 if TYPE_CHECKING:
@@ -187,9 +187,8 @@ def build(hearth: "Hearth", scope_for: ScopeFor) -> MCPServer:
         """Suggest a new long-term memory about the person. It waits in the review queue until the
         owner approves it (applied at once only when the owner enabled auto-approve)."""
         def action(s: "Scope") -> str:
-            checked, checked_category, checked_importance = check_memory(text, category, importance)
-            return _proposed(s, {"text": checked, "category": checked_category, "importance": checked_importance},
-                             reason)
+            # The review queue refuses what approval would refuse (memories.check_memory).
+            return _proposed(s, {"text": text, "category": category, "importance": importance}, reason)
         return run(ctx, action)
 
     @server.tool(title="Propose a correction")

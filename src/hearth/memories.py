@@ -120,7 +120,7 @@ class SnapshotInfo:
         return asdict(self)
 
 
-def _check(text: Any, category: Any, importance: Any) -> tuple[str, str, int]:
+def check_memory(text: Any, category: Any, importance: Any) -> tuple[str, str, int]:
     check_text(text, "memory text", max_chars=MAX_MEMORY_TEXT, required=True)
     if isinstance(category, str):
         check_text(category, "category")
@@ -373,7 +373,7 @@ class Memories:
                 raise InvalidInput(f"item {i} is not an object")
             try:
                 valid_from = item.get("valid_from")
-                checked.append((*_check(item.get("text"), item.get("category", ""), item.get("importance", 0)),
+                checked.append((*check_memory(item.get("text"), item.get("category", ""), item.get("importance", 0)),
                                 bool(item.get("eligible", True)),
                                 now if valid_from is None else parse_moment(valid_from, "valid_from",
                                                                              end_of_day=False)))
@@ -455,7 +455,7 @@ class Memories:
 
         def plan(conn: sqlite3.Connection) -> _Plan:
             current = self.get(memory_id)
-            new_text, new_category, new_importance = _check(
+            new_text, new_category, new_importance = check_memory(
                 current.text if text is None else text,
                 current.category if category is None else category,
                 current.importance if importance is None else importance,

@@ -27,6 +27,7 @@ from .activations import CHECKIN_KIND, parse_when
 from .errors import Conflict, HearthError, InvalidInput, NotFound
 from .helpers.base import ReviewInput, TurnText, one_line
 from .jobs import cursor, enqueue, set_cursor
+from .memories import check_memory
 from .store import inserted_id, utcnow
 
 if TYPE_CHECKING:
@@ -133,6 +134,12 @@ def _check_payload(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     missing = [k for k in required if payload.get(k) in (None, "", [])]
     if missing:
         raise InvalidInput(f"a {kind} proposal needs {', '.join(missing)}")
+    if kind == "memory_add":
+        # What approving it would refuse is refused now, whoever proposes it (MCP, extraction,
+        # mining): the queue never holds a suggestion that can never be applied.
+        text, category, importance = check_memory(payload["text"], payload.get("category", ""),
+                                                  payload.get("importance", 0))
+        payload.update(text=text, category=category, importance=importance)
     return payload
 
 
