@@ -80,6 +80,7 @@ def test_b4_forgetting_one_message_rebuilds_what_was_derived_from_it(hearth, me,
     me.send(thread.id, "Anyway, what should we cook tonight?")
     me.layers.summaries.refresh(thread.id, OfflineHelper(), force=True)
     me.search(CANARY, embed=False)
+    me.search("garden water", embed=False)  # a search that never saw the message (one thread: recall ran none)
     message_id = secret.user_message.id
     receipt = forget(me, "message", message_id)
     assert receipt.counts["messages"] == 1 and receipt.counts["search_log_entries"] >= 1

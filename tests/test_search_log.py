@@ -210,3 +210,54 @@ def test_a3_the_search_log_is_written_when_the_provider_fails_or_the_stream_is_c
     assert next(e for e in stream if e.type == "diagnostics")
     stream.close()  # the client went away before the reply
     assert _new_origins(me, before) == ["keyword_recall"]
+
+
+def _rows(me) -> list[tuple[str, int, int]]:
+    return [(e.origin, e.result_count, e.candidate_count) for e in me.search_log(limit=500)]
+
+
+def test_a3_a_send_with_nothing_to_search_logs_no_search(hearth, me):
+    """A first thread's sends: the recall layers have no other conversation and no archive to look
+    in, so they run no search and the log stays empty; the API says the same."""
+    persona = me.personas.create("keeper", "Keeper", archive_access=True)
+    now = me.conversations.create(persona.id, "Today")
+    for text in ("Good morning", "I baked bread with rosemary today",
+                 "Do you remember the lighthouse stairs? When did we paint them?",
+                 "Tell me about **markdown** and lists"):
+        me.send(now.id, text)
+    # Conversations recall may not search add nothing to search: shielded, trashed, another persona's, empty.
+    shielded = me.conversations.create(persona.id, "Private")
+    me.conversations.add_message(shielded.id, "user", "the rosemary bread we keep private")
+    me.conversations.set_shielded(shielded.id, True)
+    trashed = me.conversations.create(persona.id, "Old")
+    me.conversations.add_message(trashed.id, "user", "rosemary bread in the bin")
+    me.conversations.trash(trashed.id)
+    other = me.conversations.create(me.personas.create("sage", "Sage").id, "Sage's")
+    me.conversations.add_message(other.id, "user", "rosemary bread for Sage")
+    me.conversations.create(persona.id, "Empty")
+    me.send(now.id, "Do you remember the rosemary bread?")
+    assert _rows(me) == []
+    with TestClient(create_app(hearth.settings, hearth), base_url="http://127.0.0.1:8765") as client:
+        assert client.get("/api/search-log").json() == []
+
+
+def test_a3_every_search_that_ran_is_logged_with_its_counts_even_when_it_found_nothing(hearth, me):
+    persona = me.personas.create("keeper", "Keeper", archive_access=True)
+    now = me.conversations.create(persona.id, "Today")
+    me.send(now.id, "Good morning")
+    older = me.conversations.create(persona.id, "Garden")
+    me.conversations.add_message(older.id, "user", "we planted rosemary by the wall")
+    me.send(now.id, "I baked bread with rosemary today")
+    me.send(now.id, "The harbour ferry was late again")  # searched: nothing there matches
+    assert _rows(me) == [("keyword_recall", 0, 0), ("keyword_recall", 1, 1)]
+    # Archive recall searches the archive alone too: with a document there, a recall cue searches.
+    me.conversations.trash(older.id)
+    me.archive.add_text("Letters", "AUMA said:\nThe kite got stuck in the oak.\n", document_date="2019-07-01")
+    me.send(now.id, "Do you remember the kite in the oak?")
+    newest = me.search_log(limit=1)[0]
+    assert newest.origin == "archive_recall" and newest.result_count >= 1
+    assert newest.candidate_count >= newest.result_count and newest.conversation_id == now.id
+    with TestClient(create_app(hearth.settings, hearth), base_url="http://127.0.0.1:8765") as client:
+        logged = client.get("/api/search-log").json()
+    assert [(e["origin"], e["result_count"], e["candidate_count"]) for e in logged[1:]] == [
+        ("keyword_recall", 0, 0), ("keyword_recall", 1, 1)]

@@ -5,7 +5,8 @@ cue such as "remember" or "last time", a "when did ..." question, or an explicit
 the birth period (K3 applies to every automatic recall). It searches the user's archive chunks and
 other eligible conversations of the same persona with the hybrid search (keyword + vectors), builds
 the query from the message and the last few turns, and presents dated, cited results with the
-instruction to use the supplied dates exactly. Every search is logged (A3).
+instruction to use the supplied dates exactly. Every search is logged (A3); with nothing to
+search (no archive chunk and no other eligible conversation with a turn) none runs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..prompt.dynamic import Block, Turn, quote_reserved_headings
 from ..retrieval.candidates import vectors_ahead
 from ..retrieval.hybrid import SEND_PATH, Filters, context_block, date_hint, has_recall_cue, search
 from ..validation import check_text
-from .keyword_recall import OVERLAP_LIMIT, overlap, persona_names, shingles
+from .keyword_recall import OVERLAP_LIMIT, has_other_turns, overlap, persona_names, shingles
 
 if TYPE_CHECKING:
     from ..engine import Scope
@@ -54,7 +55,8 @@ class ArchiveRecall:
         self.db_key = db_key or str(getattr(store, "key", ""))
 
     def searches(self, turn: Turn) -> bool:
-        return bool(turn.persona.archive_access and turn.has_assistant_reply and needs_old_memory(turn.text))
+        return bool(turn.persona.archive_access and turn.has_assistant_reply and needs_old_memory(turn.text)
+                    and has_something_to_search(turn))
 
     def prefetch(self, persona: Any, text: str) -> None:
         """As soon as the message arrives: start embedding it in the background, so the search
@@ -119,6 +121,16 @@ class ArchiveRecall:
                       source_ids=tuple(r.id for r in results),
                       numbers={"results": len(results), "chunks": sum(r.kind == "chunk" for r in results),
                                "messages": sum(r.kind == "message" for r in results)})]
+
+
+def has_something_to_search(turn: Turn) -> bool:
+    """An archive chunk, or a turn in a conversation recall may search: without either a search
+    could find nothing, so none runs and none is logged (A3 logs the searches that ran)."""
+    key = ("archive_chunks", turn.user_id)
+    if key not in turn.memo:
+        turn.memo[key] = turn.conn.execute(
+            "SELECT 1 FROM archive_chunks WHERE user_id = ? LIMIT 1", (turn.user_id,)).fetchone() is not None
+    return bool(turn.memo[key]) or has_other_turns(turn, _filters(turn).exclude_conversation_ids)
 
 
 def _filters(turn: Turn) -> Filters:

@@ -11,7 +11,9 @@ It stays silent:
 - for short relational or presence messages ("hi", "love you", "good night") unless they hold a
   recall cue or a specific named topic (K2);
 and with a handoff present it skips the handoff's source conversation and any excerpt that mostly
-repeats text already in the request (K4). Every search it runs is logged (A3).
+repeats text already in the request (K4). Every search it runs is logged (A3); when there is
+nothing to search (no other eligible conversation of the persona holds a turn) it runs none and
+logs none, so a first thread's sends do not fill the search log with empty searches.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import re
 import time
 from typing import Any, Sequence
 
+from ..conversations import ELIGIBLE_SQL
 from ..prompt.dynamic import RECALL_HEADING, Block, Turn, quote_reserved_headings
 from ..retrieval import searchlog
-from ..retrieval.candidates import Filters, one_pass_terms, shared_keyword_hits
+from ..retrieval.candidates import CHAT_TURN_SQL, Filters, one_pass_terms, shared_keyword_hits
 from ..retrieval.keyword import STOPWORDS, WORD_RE, excerpt, terms
 from ..retrieval.query import build_variants, entities, has_recall_cue
 from ..retrieval.terms import rare_terms, select_terms
@@ -122,6 +125,23 @@ def skip_reason(turn: Turn) -> str | None:
     return None
 
 
+def has_other_turns(turn: Turn, exclude: Sequence[int]) -> bool:
+    """Whether any conversation recall may search holds a turn: another eligible conversation of
+    the persona, outside ``exclude``. Without one a search could find nothing, so none runs (and
+    none is logged). Newest first, so a long list of other personas' threads is rarely walked;
+    kept in the send's memo for archive recall."""
+    key = ("other_turns", turn.user_id, turn.persona.id, tuple(exclude))
+    if key not in turn.memo:
+        outside = f" AND c.id NOT IN ({','.join('?' * len(exclude))})" if exclude else ""
+        row = turn.conn.execute(
+            f"SELECT 1 FROM conversations c WHERE c.user_id = ? AND c.persona_id = ? AND {ELIGIBLE_SQL}{outside}"
+            f" AND EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND {CHAT_TURN_SQL})"
+            " ORDER BY c.updated_at DESC LIMIT 1",
+            (turn.user_id, turn.persona.id, *exclude)).fetchone()
+        turn.memo[key] = row is not None
+    return bool(turn.memo[key])
+
+
 def search_words(turn: Turn) -> list[str]:
     """The message's FTS terms as the send path asks them (``tuning.SEND_PATH``): the persona's
     names left out, the rarest kept within the postings budget. Archive recall's keyword query over
@@ -142,12 +162,14 @@ class KeywordRecall:
         if skip_reason(turn) is not None:
             return []
         started = time.monotonic()
-        words = search_words(turn)
-        if not words:
-            return []
         exclude = [turn.conversation.id]
         if turn.handoff and turn.handoff.get("source_conversation_id"):
             exclude.append(int(turn.handoff["source_conversation_id"]))
+        if not has_other_turns(turn, exclude):
+            return []
+        words = search_words(turn)
+        if not words:
+            return []
         # The same list archive recall asks on a recall cue (same words, same conversations): the
         # send's memo keeps it, so the messages index is read once.
         filters = Filters(exclude_conversation_ids=tuple(exclude), persona_id=turn.persona.id, eligible_only=True)
