@@ -322,6 +322,23 @@ CREATE TABLE folders (
             created_at TEXT NOT NULL,
             UNIQUE (user_id, name)
         );
+-- table fragment_book_personas
+CREATE TABLE fragment_book_personas (
+    book_id INTEGER NOT NULL REFERENCES fragment_books(id) ON DELETE CASCADE,
+    persona_id INTEGER NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
+    PRIMARY KEY (book_id, persona_id)
+);
+-- table fragment_books
+CREATE TABLE fragment_books (
+    id INTEGER PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    scope TEXT NOT NULL DEFAULT 'all' CHECK (scope IN ('all', 'character', 'personas')),
+    character_id INTEGER REFERENCES personas(id) ON DELETE SET NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (user_id, name)
+);
 -- table fragment_library
 CREATE TABLE fragment_library (
             user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,

@@ -45,6 +45,10 @@ PROBED_ELSEWHERE = {
     "toolbox.run": "test_g2_dynamic_context_and_tools_refuse_another_users_turn",
     "toolbox.add": "adds a tool to this scope only",
     "live_context.set": "keyword-only values; its conversation check is the same get() probed here",
+    "books.set_scope": "test_g2_book_scopes_refuse_another_users_personas",
+    "books.for_character": "test_g2_book_scopes_refuse_another_users_personas",
+    "books.for_world_info": "test_g2_book_scopes_refuse_another_users_personas",
+    "books.restore": "test_g2_book_scopes_refuse_another_users_personas",
 }
 
 

@@ -35,6 +35,7 @@ FORMATS = ("auto", "card", "lorebook", "st-chat", "chatgpt", "claude", "labelled
 # What importing a changed card of one's own persona does (X3): ask first, update it, or add a new one.
 ON_MATCH = ("ask", "update", "new")
 MAX_IMPORT_BYTES = 200_000_000
+HEARTH_SCOPE = "hearth"  # a lorebook's extensions key for the scope Hearth gave the book
 
 
 @dataclass
@@ -226,8 +227,9 @@ class Imports:
                 personas.set_avatar(persona.id, card.avatar, "image/png")
             report.ids["personas"] = [persona.id]
             report.add("personas")
+            shelf = self._character_book(persona.id, book.name, card.name) if book and book.entries else ""
             for entry in book.entries if book else ():
-                f = self._card_fragment(persona.id, book.name, entry)  # type: ignore[union-attr]
+                f = self._card_fragment(persona.id, shelf, entry)
                 report.ids.setdefault("fragments", []).append(f.id)
                 report.add("fragments")
             self._record(conn, "card", key, persona.id)
@@ -265,15 +267,16 @@ class Imports:
             report.add("avatars_updated")
         fragments = self.scope.layers.fragments
         current = {f.import_key: f for f in self._card_fragments(own.id)}
+        shelf = self._character_book(own.id, book.name, card.name) if book and book.entries else ""
         for entry in book.entries if book else ():
             have = current.pop(f"card:{own.id}:{entry.uid}", None)
             if have is None:
-                report.ids.setdefault("fragments", []).append(self._card_fragment(own.id, book.name, entry).id)
+                report.ids.setdefault("fragments", []).append(self._card_fragment(own.id, shelf, entry).id)
                 report.add("fragments_added")
             elif not (list(have.triggers) == entry.keys and have.definition == entry.content.strip()
-                      and have.enabled == entry.enabled and have.category == book.name
+                      and have.enabled == entry.enabled and have.category == shelf
                       and have.controls == check_controls(entry.controls)):
-                fragments.edit(have.id, triggers=entry.keys, definition=entry.content, category=book.name,
+                fragments.edit(have.id, triggers=entry.keys, definition=entry.content, category=shelf,
                                enabled=entry.enabled, controls=entry.controls, change="card import")
                 report.add("fragments_updated")
         for gone in current.values():  # entries the card no longer has: the card is what was chosen
@@ -313,7 +316,7 @@ class Imports:
             fields["description"] = persona.identity
         if not fields.get("system_prompt") and persona.custom_instructions:
             fields["system_prompt"] = persona.custom_instructions
-        book = character_book(self._card_fragments(persona_id))
+        book = character_book(self._own_book(persona_id))
         payload = cards.v3_json(persona.display_name, fields, book)
         if mark and persona.uuid:
             digest_now = card_identity.content_hash(cards.from_json(payload))
@@ -329,12 +332,29 @@ class Imports:
         prefix = f"card:{persona_id}:"
         return [f for f in self.scope.layers.fragments.list() if (f.import_key or "").startswith(prefix)]
 
+    def _character_book(self, persona_id: int, wanted: str, character: str) -> str:
+        """The category a card's own book takes: the book its earlier entries are in, else a new
+        book scoped to the persona (``layers.books``)."""
+        books = self.scope.layers.fragments.books
+        own = set(books.of_character(persona_id))
+        held = [f.category for f in self._card_fragments(persona_id) if f.category in own]
+        return held[0] if held else books.for_character(wanted, persona_id, character)
+
+    def _own_book(self, persona_id: int) -> list["Fragment"]:
+        """What a card export writes back as its character book: the persona's own books, with
+        fragments added to them by hand, and any its card brought in that were moved elsewhere."""
+        prefix = f"card:{persona_id}:"
+        own = set(self.scope.layers.fragments.books.of_character(persona_id))
+        return [f for f in self.scope.layers.fragments.list()
+                if f.category in own or (f.import_key or "").startswith(prefix)]
+
     # -- lorebooks (X3) -----------------------------------------------------------------------------
     def lorebook(self, data: bytes, name: str = "lorebook", *, progress: Progress | None = None) -> FileReport:
         from .importers.lorebook import parse_world_info
 
         stem = re.sub(r"\.json$", "", name.rsplit("/", 1)[-1], flags=re.I) or "lorebook"
         book = parse_world_info(_json(data, name), stem)
+        recorded = _take_scope(book.extra)
         report = FileReport(name, "lorebook")
         fragments = self.scope.layers.fragments
         total = len(book.entries)
@@ -342,6 +362,7 @@ class Imports:
             progress(0, total)
         with self.store.write():
             current = {f.import_key: f for f in fragments.list() if f.import_key}
+            shelf = fragments.books.for_world_info(book.name, f"lorebook:{book.name}:")
             if book.entries and book.extra:
                 # The book's own settings travel with its first entry, for export.
                 book.entries[0].controls["extra"]["book_meta"] = book.extra
@@ -349,7 +370,7 @@ class Imports:
                 key = f"lorebook:{book.name}:{entry.uid}"
                 have = current.get(key)
                 if have is None:
-                    f = fragments.add(entry.keys, entry.content, book.name, enabled=entry.enabled,
+                    f = fragments.add(entry.keys, entry.content, shelf, enabled=entry.enabled,
                                       controls=entry.controls, import_key=key)
                     report.add("imported")
                     report.ids.setdefault("fragments", []).append(f.id)
@@ -366,6 +387,12 @@ class Imports:
                         report.add("updated")
                 if progress and (i % 200 == 0 or i == total):
                     progress(i, total)
+            if recorded is not None and shelf:
+                # A Hearth export records who the book was for; without that, a new book is for
+                # everyone and a book imported before keeps the scope it was given since.
+                missing = fragments.books.restore(shelf, recorded)
+                if missing:
+                    report.add("scope_personas_missing", missing)
         if not report.counts.get("imported") and not report.counts.get("updated"):
             report.status = "duplicate" if total else "imported"
         elif not report.counts.get("imported"):
@@ -376,10 +403,17 @@ class Imports:
         """Fragments as a SillyTavern World Info file: one book's (by category), or all of them."""
         from .importers.lorebook import world_info
 
-        chosen = [f for f in self.scope.layers.fragments.list() if book is None or f.category == book]
+        fragments = self.scope.layers.fragments
+        chosen = [f for f in fragments.list() if book is None or f.category == book]
         if book is not None and not chosen:
             raise NotFound(f"no fragments in lorebook {book!r}")
-        return world_info(chosen, book or "Hearth fragments")
+        out = world_info(chosen, book or "Hearth fragments")
+        if book is not None:
+            # Who the book is for, so importing this file into Hearth again restores it.
+            extensions = out.get("extensions")
+            out["extensions"] = {**(extensions if isinstance(extensions, dict) else {}),
+                                 HEARTH_SCOPE: fragments.books.describe(book)}
+        return out
 
     # -- SillyTavern chats (X3) -------------------------------------------------------------------
     def _persona_for(self, character: str) -> "Persona":
@@ -512,6 +546,23 @@ class Imports:
         report.counts["proposals"] = mined.proposals
         if mined.failed:
             report.counts["mining_failed"] = mined.failed
+
+
+def _take_scope(extra: dict[str, Any]) -> dict[str, Any] | None:
+    """Take the scope a Hearth lorebook export recorded (``extensions.hearth``) out of a book's
+    settings, so it is applied rather than kept as a setting to write back."""
+    extensions = extra.get("extensions")
+    if not isinstance(extensions, dict) or HEARTH_SCOPE not in extensions:
+        return None
+    rest = {k: v for k, v in extensions.items() if k != HEARTH_SCOPE}
+    if rest:
+        extra["extensions"] = rest
+    else:
+        del extra["extensions"]
+    recorded = extensions[HEARTH_SCOPE]
+    if not isinstance(recorded, dict):
+        raise InvalidInput("extensions.hearth of a lorebook must be an object")
+    return recorded
 
 
 def _turn_text(turn: Any) -> Any:

@@ -244,14 +244,71 @@ def fragments_rm(obj: Context, fragment_id: int) -> None:
 
 @fragments.command("test")
 @click.argument("text")
+@click.option("--persona", help="Only the books in scope for this persona (short or display name).")
 @pass_ctx
-def fragments_test(obj: Context, text: str) -> None:
+def fragments_test(obj: Context, text: str, persona: str | None) -> None:
     """Show which fragments TEXT would trigger."""
-    found = obj.scope().layers.fragments.match(text)
+    scope = obj.scope()
+    persona_id = _persona(scope, persona).id if persona else None
+    found = scope.layers.fragments.match(text, persona_id=persona_id)
     for f, m in found:
         console.print(f"{f.id}\t{m.trigger}\t{f.definition}", markup=False)
     if not found:
         console.print("No fragment triggers.", markup=False)
+
+
+def _persona(scope, name: str):
+    """A persona by its short name, or else its display name (any case)."""
+    from ..errors import NotFound
+
+    wanted = name.casefold()
+    found = [p for p in scope.personas.list(include_archived=True) if p.name.casefold() == wanted] or \
+        [p for p in scope.personas.list(include_archived=True) if p.display_name.casefold() == wanted]
+    if not found:
+        raise NotFound(f"no persona named {name!r}")
+    return found[0]
+
+
+def _scope_text(book, names: dict[int, str]) -> str:
+    if book.scope == "all":
+        return "all personas"
+    who = ", ".join(names.get(pid, f"#{pid}") for pid in book.persona_ids) or "no one"
+    return f"its character: {who}" if book.scope == "character" else f"chosen personas: {who}"
+
+
+@fragments.command("books")
+@pass_ctx
+def fragments_books(obj: Context) -> None:
+    """Books (fragment categories) and which personas they fire for."""
+    scope = obj.scope()
+    names = {p.id: p.display_name for p in scope.personas.list(include_archived=True)}
+    table = Table("book", "fragments", "scope")
+    books = scope.layers.fragments.books.list()
+    for book in books:
+        table.add_row(book.name, str(book.fragments), _scope_text(book, names))
+    if books:
+        console.print(table)
+    else:
+        console.print("No books yet: a book is a fragment category (a card's book, a World Info file).",
+                      markup=False)
+
+
+@fragments.command("scope")
+@click.argument("book")
+@click.option("--persona", "personas", multiple=True, help="Fire only for this persona (repeatable).")
+@click.option("--all", "for_all", is_flag=True, help="Fire for every persona.")
+@pass_ctx
+def fragments_scope(obj: Context, book: str, personas: tuple[str, ...], for_all: bool) -> None:
+    """Choose which personas BOOK fires for: --persona NAME (repeatable) or --all."""
+    from ..errors import InvalidInput
+
+    if for_all == bool(personas):
+        raise InvalidInput("give either --all or at least one --persona")
+    scope = obj.scope()
+    ids = [_persona(scope, name).id for name in personas]
+    done = scope.layers.fragments.books.set_scope(book, "all" if for_all else "personas", ids)
+    names = {p.id: p.display_name for p in scope.personas.list(include_archived=True)}
+    console.print(f"{done.name}: {_scope_text(done, names)}.", markup=False)
 
 
 @cli.group()

@@ -4,8 +4,9 @@ A fragment has a category, trigger words or phrases, a definition, optional seco
 (``all_of``, ``any_of``, ``none_of``), a priority and an enabled flag. Matching uses the compiled
 ``triggers.TriggerIndex`` (word boundaries, case-insensitive, phrases, simple plurals). The index
 is built once per library change: every edit bumps a per-user library version in the same
-transaction, and the compiled index is cached per store and user under that version, so edits
-are live and an unchanged library is never recompiled.
+transaction, and the compiled index is cached per store, user and persona under that version, so
+edits are live and an unchanged library is never recompiled. A conversation's persona sees only
+the books in scope for it (``books``: a card's own book is its character's).
 
 The layer renders the matched fragments, trimmed to a per-message budget, as stable profile
 context to be used before episodic recall (fifth in SPEC D2).
@@ -28,6 +29,7 @@ from ..prompt.dynamic import Block, Turn
 from ..store import Store, inserted_id, utcnow
 from ..triggers import Match, normalise_trigger
 from ..validation import check_text
+from .books import ANY_SCOPED_SQL, IN_SCOPE_SQL, Books
 from .settings import LayerSettings
 
 MAX_TRIGGERS = 50
@@ -131,26 +133,37 @@ def library_version(conn: sqlite3.Connection, user_id: int) -> int:
     return row[0] if row else 0
 
 
-# -- the compiled index cache: store -> user id -> (library version, index, fragments by id) -----------
-_cache: "weakref.WeakKeyDictionary[Store, dict[int, tuple[int, Activator, dict[Hashable, Fragment]]]]" = \
-    weakref.WeakKeyDictionary()
+# -- the compiled index cache: store -> (user id, persona id or None for the whole library) ->
+# (library version, index, fragments by id) --------------------------------------------------------
+_Compiled = tuple[int, Activator, dict[Hashable, Fragment]]
+_cache: "weakref.WeakKeyDictionary[Store, dict[tuple[int, int | None], _Compiled]]" = weakref.WeakKeyDictionary()
 _cache_lock = threading.Lock()
 builds = {"count": 0}  # how many indexes were compiled (tests and diagnostics)
 
 
-def compiled(store: Store, conn: sqlite3.Connection, user_id: int) -> tuple[Activator, dict[Hashable, Fragment]]:
-    """The compiled index of a user's enabled fragments, rebuilt only when the library changed."""
+def compiled(store: Store, conn: sqlite3.Connection, user_id: int,
+             persona_id: int | None = None) -> tuple[Activator, dict[Hashable, Fragment]]:
+    """The compiled index of a user's enabled fragments, rebuilt only when the library changed.
+
+    With ``persona_id``, only the books in scope for that persona (``books``); without, the whole
+    library (the editor's test box). Scope changes bump the library version too."""
     version = library_version(conn, user_id)
+    key = (user_id, persona_id)
     with _cache_lock:
-        hit = _cache.get(store, {}).get(user_id)
+        hit = _cache.get(store, {}).get(key)
     if hit is not None and hit[0] == version:
         return hit[1], hit[2]
-    rows = conn.execute("SELECT * FROM fragments WHERE user_id = ? AND enabled = 1 ORDER BY id", (user_id,))
-    by_id: dict[Hashable, Fragment] = {f.id: f for f in map(Fragment.from_row, rows)}
-    index = Activator.build(by_id.values())
-    builds["count"] += 1
+    if persona_id is not None and conn.execute(ANY_SCOPED_SQL, (user_id,)).fetchone() is None:
+        # No book leaves anyone out: every persona shares the whole library's index.
+        index, by_id = compiled(store, conn, user_id)
+    else:
+        rows = (conn.execute(IN_SCOPE_SQL, (user_id, persona_id)) if persona_id is not None else
+                conn.execute("SELECT * FROM fragments WHERE user_id = ? AND enabled = 1 ORDER BY id", (user_id,)))
+        by_id = {f.id: f for f in map(Fragment.from_row, rows)}
+        index = Activator.build(by_id.values())
+        builds["count"] += 1
     with _cache_lock:
-        _cache.setdefault(store, {})[user_id] = (version, index, by_id)
+        _cache.setdefault(store, {})[key] = (version, index, by_id)
     return index, by_id
 
 
@@ -178,6 +191,11 @@ class Fragments:
 
     def version(self) -> int:
         return library_version(self.store.connection(), self.user_id)
+
+    @property
+    def books(self) -> Books:
+        """The books (categories) and their scope: which personas they fire for."""
+        return Books(self.store, self.user_id, bump_version)
 
     def add(self, triggers: Sequence[str], definition: str, category: str = "", *, all_of: Sequence[str] = (),
             any_of: Sequence[str] = (), none_of: Sequence[str] = (), priority: int = 0,
@@ -284,11 +302,12 @@ class Fragments:
             bump_version(conn, self.user_id)
             ledger.append(conn, user_id=self.user_id, kind="fragment.removed", payload={"fragment_id": fragment_id})
 
-    def match(self, text: str, *, budget_chars: int | None = None,
-              max_fragments: int | None = None) -> builtins.list[tuple[Fragment, Match]]:
-        """The fragments ``text`` triggers, in message order, trimmed to the budget."""
+    def match(self, text: str, *, budget_chars: int | None = None, max_fragments: int | None = None,
+              persona_id: int | None = None) -> builtins.list[tuple[Fragment, Match]]:
+        """The fragments ``text`` triggers, in message order, trimmed to the budget; with
+        ``persona_id``, only from the books in scope for that persona."""
         with self.store.read() as conn:
-            index, by_id = compiled(self.store, conn, self.user_id)
+            index, by_id = compiled(self.store, conn, self.user_id, persona_id)
         found = index.activate([text], budget_chars=budget_chars, max_fragments=max_fragments)
         return [(by_id[m.fragment_id], m) for m in found.matches]
 
@@ -305,7 +324,7 @@ class FragmentLayer:
         self._lock = threading.Lock()
 
     def blocks(self, turn: Turn) -> list[Block]:
-        index, by_id = compiled(self.store, turn.conn, turn.user_id)
+        index, by_id = compiled(self.store, turn.conn, turn.user_id, turn.persona.id)
         if not len(index):
             return []
         settings = LayerSettings(self.store, turn.user_id)

@@ -5,7 +5,7 @@ settings and job counts. Every route acts inside the caller's scope (G2).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field, create_model
@@ -16,7 +16,7 @@ from ..layers.household import MAX_NAME, MAX_VALUE, StatusFieldInfo, StatusValue
 from ..layers.settings import SETTINGS, LayerSettings
 from ..review import Proposal
 from .auth import current_scope
-from .models import IdPath, OptionalIdQuery, RequestModel
+from .models import IdPath, OptionalIdQuery, RequestModel, responses
 
 router = APIRouter(tags=["memory layers"])
 
@@ -236,6 +236,7 @@ class FragmentOut(BaseModel):
 
 class MatchIn(RequestModel):
     text: str = Field(max_length=100_000)
+    persona_id: int | None = Field(default=None, ge=1, le=2**63 - 1)
 
 
 class MatchOut(BaseModel):
@@ -274,9 +275,42 @@ def remove_fragment(fragment_id: IdPath, scope: Scope = Depends(current_scope)) 
 
 @router.post("/api/fragments/match", response_model=list[MatchOut])
 def match_fragments(body: MatchIn, scope: Scope = Depends(current_scope)) -> list[dict]:
-    """Which fragments a text would trigger (for the fragment editor's test box)."""
+    """Which fragments a text would trigger (for the fragment editor's test box); with
+    ``persona_id``, only from the books in scope for that persona."""
+    if body.persona_id is not None:
+        scope.personas.get(body.persona_id)
     return [{"fragment": f.to_dict(), "trigger": m.trigger, "position": m.position}
-            for f, m in scope.layers.fragments.match(body.text)]
+            for f, m in scope.layers.fragments.match(body.text, persona_id=body.persona_id)]
+
+
+# -- fragment books and their scope (X3) ------------------------------------------------------------
+class BookOut(BaseModel):
+    name: str = Field(description="The book: a fragment category")
+    scope: Literal["all", "character", "personas"] = Field(description=(
+        "all: every persona; character: only the persona its card made; personas: the chosen ones"))
+    character_id: int | None = Field(description="The persona whose card brought the book in, if any")
+    persona_ids: list[int] = Field(description="Who it fires for, unless the scope is all")
+    fragments: int
+
+
+class BookScopeIn(RequestModel):
+    book: str = Field(min_length=1, max_length=MAX_CATEGORY)
+    scope: Literal["all", "character", "personas"]
+    persona_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(default_factory=list, max_length=200, description=(
+        "With scope personas: who the book fires for (at least one)"))
+
+
+@router.get("/api/fragments/books", response_model=list[BookOut])
+def list_books(scope: Scope = Depends(current_scope)) -> list[dict]:
+    """Every book (fragment category) with its scope: which personas' conversations it fires in."""
+    return [b.to_dict() for b in scope.layers.fragments.books.list()]
+
+
+@router.put("/api/fragments/books/scope", response_model=BookOut,
+            responses=responses(404, s404="No such book or persona"))
+def set_book_scope(body: BookScopeIn, scope: Scope = Depends(current_scope)) -> dict:
+    """Give a book to all personas, to its character only, or to chosen personas."""
+    return scope.layers.fragments.books.set_scope(body.book, body.scope, body.persona_ids).to_dict()
 
 
 # -- review queue -------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ _NO_ID_TABLES = frozenset({
     "import_sources", "layer_settings", "persona_avatars", "persona_channels",
     "conversation_memories", "fragment_timers", "layer_cursors", "live_context",
     "response_chains", "message_embeddings", "schema_migrations", "login_attempts",
+    "fragment_book_personas", "fact_sources",
 })
 
 _STRING = re.compile(r"'(?:[^']|'')*'")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import SchemaError
 
@@ -1054,6 +1054,81 @@ def m020_index_chat_turns_by_time_for_time_bounds_only(conn: sqlite3.Connection)
     The version exists on both engines so their schema numbers agree."""
 
 
+# Migration 22's tables, the same on both engines but for their integer types (the PostgreSQL
+# twin fills in its identity column and BIGINT).
+FRAGMENT_BOOKS = """
+CREATE TABLE fragment_books (
+    id {id},
+    user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    scope TEXT NOT NULL DEFAULT 'all' CHECK (scope IN ('all', 'character', 'personas')),
+    character_id {int} REFERENCES personas(id) ON DELETE SET NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (user_id, name)
+);
+CREATE TABLE fragment_book_personas (
+    book_id {int} NOT NULL REFERENCES fragment_books(id) ON DELETE CASCADE,
+    persona_id {int} NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
+    PRIMARY KEY (book_id, persona_id)
+);
+"""
+
+
+def scope_card_books(conn: Any) -> None:
+    """Migration 22's data step, on either engine (``conn`` speaks SQLite's dialect): fragments a
+    card's character book brought in (``import_key`` ``card:PERSONA:ID``) become that persona's
+    book. A category they share with other fragments is split off under a name of its own, so
+    the other fragments stay global as they were."""
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    groups: dict[tuple[int, str, int], list[int]] = {}
+    for fid, user_id, category, key in conn.execute(
+            "SELECT id, user_id, category, import_key FROM fragments WHERE import_key LIKE 'card:%' ORDER BY id"):
+        head = key.split(":")
+        if len(head) >= 3 and head[1].isdigit():
+            groups.setdefault((user_id, category, int(head[1])), []).append(fid)
+    for (user_id, category, persona_id), ids in groups.items():
+        persona = conn.execute("SELECT display_name FROM personas WHERE id = ? AND user_id = ?",
+                               (persona_id, user_id)).fetchone()
+        if persona is None:
+            continue
+        in_category = conn.execute("SELECT count(*) FROM fragments WHERE user_id = ? AND category = ?",
+                                   (user_id, category)).fetchone()[0]
+        taken = conn.execute("SELECT 1 FROM fragment_books WHERE user_id = ? AND name = ?",
+                             (user_id, category)).fetchone()
+        name = category
+        if not category or in_category != len(ids) or taken:
+            base, n = (f"{category} ({persona[0]})" if category else persona[0]), 1
+            while True:
+                suffix = "" if n == 1 else f" {n}"
+                name = " ".join((base[:60 - len(suffix)] + suffix).split())
+                clash = conn.execute(
+                    "SELECT 1 FROM fragments WHERE user_id = ? AND category = ?"
+                    " UNION ALL SELECT 1 FROM fragment_books WHERE user_id = ? AND name = ?",
+                    (user_id, name, user_id, name)).fetchone()
+                if clash is None:
+                    break
+                n += 1
+            conn.executemany("UPDATE fragments SET category = ? WHERE id = ?", [(name, fid) for fid in ids])
+        conn.execute("INSERT INTO fragment_books (user_id, name, scope, character_id, created_at, updated_at)"
+                     " VALUES (?, ?, 'character', ?, ?, ?)", (user_id, name, persona_id, now, now))
+        book_id = conn.execute("SELECT id FROM fragment_books WHERE user_id = ? AND name = ?",
+                               (user_id, name)).fetchone()[0]
+        conn.execute("INSERT INTO fragment_book_personas (book_id, persona_id) VALUES (?, ?)", (book_id, persona_id))
+
+
+def m022_scope_fragment_books(conn: sqlite3.Connection) -> None:
+    """Lorebooks scoped as SillyTavern scopes them (X3, F1).
+
+    A book is a fragment category. ``fragment_books`` gives one a scope: ``all`` personas (a World
+    Info file's default; also every category without a row), its ``character`` (a card's own book,
+    ``character_id``) or chosen ``personas``. ``fragment_book_personas`` lists who may see a book
+    that is not for all, the character included, so the send path finds a persona's books with
+    one indexed lookup. Books a card brought in before are given their character's scope."""
+    run_script(conn, FRAGMENT_BOOKS.format(id="INTEGER PRIMARY KEY", int="INTEGER"))
+    scope_card_books(conn)
+
+
 def m024_add_persona_uuid(conn: sqlite3.Connection) -> None:
     """A stable identity for each persona (X3): a card exported from it carries the uuid, so
     importing that card again is recognised as the same character rather than a new one. Ids can
@@ -1123,6 +1198,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m018_index_turn_version_events,
     m019_index_chat_turns_by_time,
     m020_index_chat_turns_by_time_for_time_bounds_only,
+    m022_scope_fragment_books,
     m024_add_persona_uuid,
     m025_add_thread_pins_tags_and_imported,
 ]

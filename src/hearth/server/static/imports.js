@@ -18,12 +18,29 @@ const ui = {
   status: $("import-status"),
   exportPersona: $("export-persona"),
   exportCard: $("export-card"),
+  exportBook: $("export-book"),
+  exportLorebook: $("export-lorebook"),
 };
 
 function updateCardLink() {
   const id = ui.exportPersona.value;
   if (id) ui.exportCard.href = `/api/exports/personas/${encodeURIComponent(id)}/card`;
   else ui.exportCard.removeAttribute("href");
+}
+
+// One book per download, as SillyTavern keeps them apart; "All books" merges every fragment.
+function updateLorebookLink() {
+  const book = ui.exportBook.value;
+  ui.exportLorebook.href = book ? `/api/exports/lorebook?book=${encodeURIComponent(book)}` : "/api/exports/lorebook";
+}
+
+async function loadExportBooks() {
+  const books = await apiJson("GET", "/api/fragments/books");
+  const chosen = ui.exportBook.value;
+  const names = books.filter((b) => b.fragments).map((b) => b.name);
+  ui.exportBook.replaceChildren(new Option("All books", ""), ...names.map((n) => new Option(n, n)));
+  ui.exportBook.value = names.includes(chosen) ? chosen : "";
+  updateLorebookLink();
 }
 
 export async function showImports() {
@@ -38,6 +55,7 @@ export async function showImports() {
     ui.exportPersona.replaceChildren(...personas.map((p) => new Option(p.display_name, String(p.id))));
     if (chosen) ui.exportPersona.value = chosen;
     updateCardLink();
+    await loadExportBooks();
   } catch (error) {
     say(ui.status, error.message, "error");
   }
@@ -97,6 +115,7 @@ async function upload(file) {
 
 if (ui.form) {
   ui.exportPersona.addEventListener("change", updateCardLink);
+  ui.exportBook.addEventListener("change", updateLorebookLink);
   ui.form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const files = [...ui.files.files];

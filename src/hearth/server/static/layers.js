@@ -18,6 +18,7 @@ const ui = {
   fragmentForm: $("fragment-add"),
   fragmentFilter: $("fragment-filter"),
   fragments: $("fragment-list"),
+  books: $("fragment-books"),
   reviewFilter: $("review-filter"),
   reviewRun: $("review-run"),
   review: $("review-list"),
@@ -335,7 +336,7 @@ function fragmentEditor(form, f, onDone) {
 
 async function loadFragments() {
   const chosen = ui.fragmentFilter.value;
-  const all = await apiJson("GET", "/api/fragments");
+  const [all] = await Promise.all([apiJson("GET", "/api/fragments"), loadBooks()]);
   const categories = [...new Set(all.map((f) => f.category).filter(Boolean))].sort();
   ui.fragmentFilter.replaceChildren(new Option("All", ""), ...categories.map((c) => new Option(c, c)));
   ui.fragmentFilter.value = categories.includes(chosen) ? chosen : "";
@@ -387,6 +388,62 @@ function renderFragments() {
     item.append(actions);
     ui.fragments.append(item);
   }
+}
+
+// -- books: which personas each book (category) fires for (X3) -----------------------------------
+const SCOPE_NAMES = { all: "every persona", character: "its character only", personas: "the chosen personas" };
+
+async function loadBooks() {
+  const [books, personas] = await Promise.all([
+    apiJson("GET", "/api/fragments/books"), apiJson("GET", "/api/personas?include_archived=true"),
+  ]);
+  ui.books.replaceChildren();
+  if (!books.length) ui.books.append(el("li", "muted empty", "No books yet: import a card's book or a World Info file, or give fragments a category."));
+  for (const b of books) ui.books.append(bookRow(b, personas));
+}
+
+function bookRow(b, personas) {
+  const item = el("li", "fragment book");
+  item.dataset.book = b.name;
+  const head = el("div", "fragment-head");
+  head.append(el("span", "chip", b.name), el("span", "muted small", `${b.fragments} ${b.fragments === 1 ? "fragment" : "fragments"}`));
+  item.append(head);
+  const character = personas.find((p) => p.id === b.character_id);
+  const choices = [["all", "All personas"]];
+  if (character) choices.push(["character", `Only ${character.display_name} (its character)`]);
+  choices.push(["personas", "Chosen personas"]);
+  const form = el("form", "book-scope");
+  const scope = field(`Who “${b.name}” is for`, "select", { choices, value: b.scope === "character" && !character ? "personas" : b.scope });
+  const picks = el("fieldset", "book-personas");
+  picks.append(el("legend", "small", "Personas"));
+  const boxes = personas.map((p) => {
+    const box = field(p.display_name, "checkbox", { value: b.persona_ids.includes(p.id) });
+    box.input.value = String(p.id);
+    picks.append(box.wrap);
+    return box.input;
+  });
+  const showPicks = () => { picks.hidden = scope.input.value !== "personas"; };
+  scope.input.addEventListener("change", showPicks);
+  showPicks();
+  const save = el("button", "small", "Save");
+  save.type = "submit";
+  save.setAttribute("aria-label", `Save who “${b.name}” is for`);
+  form.append(scope.wrap, picks, save);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const body = { book: b.name, scope: scope.input.value, persona_ids: [] };
+    if (body.scope === "personas") body.persona_ids = boxes.filter((box) => box.checked).map((box) => Number(box.value));
+    try {
+      const saved = await apiJson("PUT", "/api/fragments/books/scope", body);
+      await loadBooks();
+      report(`“${saved.name}” now fires for ${SCOPE_NAMES[saved.scope]}. It applies from the next message.`);
+      ui.books.querySelector(`[data-book="${CSS.escape(saved.name)}"] select`)?.focus();
+    } catch (error) {
+      report(error.message, "error");
+    }
+  });
+  item.append(form);
+  return item;
 }
 
 function resetFragmentForm() {
