@@ -2,7 +2,7 @@
 // and gets one row in the report: imported, updated, skipped as duplicate, or refused and why.
 // Nothing from the files is shown; only names, counts and reasons.
 
-import { $, apiJson, el, formatNumber, say } from "./api.js";
+import { $, apiJson, button, el, formatNumber, say } from "./api.js";
 
 const csrfMeta = document.querySelector('meta[name="csrf-token"]');
 const csrfToken = csrfMeta ? csrfMeta.content : "";
@@ -21,6 +21,8 @@ const ui = {
   exportBook: $("export-book"),
   exportLorebook: $("export-lorebook"),
 };
+
+let known = []; // the personas, to name the one a card matches
 
 function updateCardLink() {
   const id = ui.exportPersona.value;
@@ -47,6 +49,7 @@ export async function showImports() {
   if (!ui.form) return;
   try {
     const personas = await apiJson("GET", "/api/personas");
+    known = personas;
     const keep = ui.persona.value;
     ui.persona.replaceChildren(new Option("First persona", ""));
     for (const p of personas) ui.persona.append(new Option(p.display_name, String(p.id)));
@@ -67,16 +70,47 @@ function describe(report) {
   return parts.join(", ") || "nothing new";
 }
 
-function addRow(name, report) {
+// A changed card of one of the person's own personas (X3) waits for a choice: update or new.
+const asks = (report) => report.status === "refused" && Boolean((report.ids || {}).existing);
+
+function fillRow(row, file, report) {
+  row.dataset.status = asks(report) ? "ask" : report.status;
+  const label = asks(report) ? "already here" : report.status === "duplicate" ? "skipped (duplicate)" : report.status;
+  row.replaceChildren(el("td", "", file.name), el("td", "", report.format || ""),
+    el("td", `import-${asks(report) ? "ask" : report.status}`, label), asks(report) ? choice(row, file, report)
+      : el("td", "", describe(report)));
+}
+
+function choice(row, file, report) {
+  const cell = el("td", "import-choice");
+  const id = report.ids.existing[0];
+  const persona = known.find((p) => p.id === id);
+  cell.append(el("span", "", `This character is already here${persona ? ` as ${persona.display_name}` : ""}`
+    + " and the card has changed: "));
+  const pick = (onMatch, text) => button(text, async () => {
+    for (const node of cell.querySelectorAll("button")) node.disabled = true;
+    say(ui.status, `Importing ${file.name}…`);
+    const again = await upload(file, onMatch);
+    fillRow(row, file, again);
+    const status = row.children[2]; // the buttons are gone: the keyboard stays on this row
+    status.tabIndex = -1;
+    status.focus();
+    say(ui.status, again.status === "refused" ? `${file.name} was refused.` : `${file.name}: ${again.status}.`,
+      again.status === "refused" ? "error" : "info");
+  }, "small", `${text}: ${file.name}`);
+  cell.append(pick("update", "Update it"), " ", pick("new", "Import as new"));
+  return cell;
+}
+
+function addRow(file, report) {
   const row = el("tr");
-  row.dataset.status = report.status;
-  row.append(el("td", "", name), el("td", "", report.format || ""), el("td", `import-${report.status}`,
-    report.status === "duplicate" ? "skipped (duplicate)" : report.status), el("td", "", describe(report)));
+  fillRow(row, file, report);
   ui.report.querySelector("tbody").append(row);
 }
 
-async function upload(file) {
+async function upload(file, onMatch = "") {
   const params = new URLSearchParams({ name: file.name });
+  if (onMatch) params.set("on_match", onMatch);
   if (ui.persona.value) params.set("persona_id", ui.persona.value);
   if (ui.mine.checked) params.set("mine", "true");
   const response = await fetch(`/api/imports?${params}`, {
@@ -127,15 +161,19 @@ if (ui.form) {
     ui.report.hidden = false;
     ui.progress.hidden = false;
     let refused = 0;
+    let asked = 0;
     for (const [i, file] of files.entries()) {
       say(ui.status, `Importing ${file.name} (${i + 1} of ${files.length})…`);
       ui.progress.removeAttribute("value");
       const report = await upload(file);
-      if (report.status === "refused") refused += 1;
-      addRow(file.name, report);
+      if (asks(report)) asked += 1;
+      else if (report.status === "refused") refused += 1;
+      addRow(file, report);
     }
     ui.progress.hidden = true;
     ui.run.disabled = false;
-    say(ui.status, refused ? `Done; ${refused} file(s) refused.` : "Done.", refused ? "error" : "info");
+    const question = asked ? ` ${asked} character(s) already here: choose below.` : "";
+    say(ui.status, (refused ? `Done; ${refused} file(s) refused.` : "Done.") + question,
+      refused ? "error" : "info");
   });
 }

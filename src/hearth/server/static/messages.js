@@ -3,6 +3,7 @@
 // on the last reply, Edit on every message of the person's, and swiping between versions.
 
 import { $, apiJson, button, el } from "./api.js";
+import { avatarFor } from "./avatars.js";
 import { forgetControl } from "./forget.js";
 import { personaName, setStatus } from "./shared.js";
 import { renderMarkdown } from "./markdown.js";
@@ -41,7 +42,9 @@ function buildMessage(message, personaId) {
       item.append(link);
     }
   } else {
-    item.append(el("div", "who", role === "user" ? "You" : personaName(personaId)));
+    const who = el("div", "who", role === "user" ? "You" : personaName(personaId));
+    if (role !== "user") who.prepend(avatarFor(personaId)); // the name is beside it: decoration
+    item.append(who);
     const body = el("div", "body markdown");
     renderMarkdown(body, message.content);
     item.append(body);

@@ -2,6 +2,7 @@
 // restore. A save rebuilds the stored prompts of that persona's conversations (P5).
 
 import { $, apiJson, button, el, say } from "./api.js";
+import { avatarFor, avatarUrl } from "./avatars.js";
 import { shared } from "./shared.js";
 
 const ui = {
@@ -43,6 +44,7 @@ function render() {
     if (p.archived_at && !ui.showArchived.checked) continue;
     const item = el("li");
     const pick = button(p.display_name, () => edit(p, true), "persona-pick");
+    pick.prepend(avatarFor(p));
     if (editing && editing.id === p.id) pick.setAttribute("aria-current", "true");
     pick.append(el("span", "persona-name-tag", ` ${p.name}`));
     if (p.archived_at) pick.append(el("span", "badge", "Archived"));
@@ -75,17 +77,22 @@ function edit(p, focus) {
   if (focus) (p ? ui.display : ui.name).focus();
 }
 
-// The avatar is an image element only while there is one to show.
+// The avatar is an image element only while there is one to show; else the name's initial. Its URL
+// carries the avatar's version, so a new upload is a new URL and the old one may stay cached.
 function showAvatar(p) {
   ui.avatarSlot.replaceChildren();
   if (!p) return;
+  if (!p.avatar_version) {
+    ui.avatarSlot.append(avatarFor(p, { size: "large" }));
+    return;
+  }
   const image = el("img", "avatar");
   image.id = "persona-avatar";
   image.width = 72;
   image.height = 72;
   image.alt = `Avatar of ${p.display_name}`;
-  image.addEventListener("error", () => image.remove()); // no avatar yet
-  image.src = `/api/personas/${p.id}/avatar?v=${Date.now()}`;
+  image.addEventListener("error", () => image.remove());
+  image.src = avatarUrl(p);
   ui.avatarSlot.append(image);
 }
 

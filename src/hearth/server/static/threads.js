@@ -4,6 +4,7 @@
 // threads per list, "Show more" the next, so the list works the same with ten threads or 100,000.
 
 import { $, apiJson, button, el, focusAfter, formatDate } from "./api.js";
+import { avatarFor } from "./avatars.js";
 import { forgetControl, periodForm } from "./forget.js";
 import { conversationTitle, openConversation, setStatus, shared } from "./shared.js";
 import { closePanels } from "./layout.js";
@@ -96,9 +97,10 @@ function remember() {
 
 function conversationButton(c) {
   const item = el("li");
-  const node = el("button", "conversation");
+  const node = el("button", "conversation has-avatar");
   node.type = "button";
   node.dataset.id = String(c.id);
+  node.append(avatarFor(c.persona_id, { labelled: true })); // the row names no persona otherwise
   if (state.current && state.current.id === c.id) node.setAttribute("aria-current", "true");
   const top = el("span", "conversation-top");
   top.append(el("span", "conversation-title", conversationTitle(c)));
@@ -299,12 +301,24 @@ export async function loadPersonas() {
     ui.personaSelect.append(option);
   }
   ui.personaField.hidden = ui.personaSelect.options.length < 2;
+  showPicked();
+  if (lists.size) renderList(); // the list may have been drawn before the personas (and avatars) came
+}
+
+// The New Chat picker shows the chosen persona's avatar beside its name.
+function showPicked() {
+  const old = ui.personaField.querySelector(".persona-avatar");
+  const id = Number(ui.personaSelect.value);
+  const node = avatarFor(id);
+  if (old) old.replaceWith(node);
+  else ui.personaSelect.before(node);
 }
 
 // New Chat starts with the open thread's persona (the picker follows the thread).
 export function followPersona(personaId) {
   if ([...ui.personaSelect.options].some((o) => o.value === String(personaId))) {
     ui.personaSelect.value = String(personaId);
+    showPicked();
   }
 }
 
@@ -395,4 +409,5 @@ ui.filter.addEventListener("submit", (event) => {
 });
 ui.filterText.addEventListener("input", refilter);
 ui.filterPersona.addEventListener("change", refilter);
+ui.personaSelect.addEventListener("change", showPicked);
 ui.filterFolder.addEventListener("change", refilter);
