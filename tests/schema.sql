@@ -32,6 +32,10 @@ CREATE INDEX events_conversation_time ON events (conversation_id, created_at, id
 CREATE INDEX events_turn_versions ON events (conversation_id, id) WHERE kind IN ('message.edited', 'message.regenerated', 'message.alternative_chosen');
 -- index events_user_time
 CREATE INDEX events_user_time ON events (user_id, created_at, id);
+-- index fact_sources_message
+CREATE INDEX fact_sources_message ON fact_sources (message_id, fact_id);
+-- index facts_user_model
+CREATE INDEX facts_user_model ON facts (user_id, embedding_model);
 -- index fragments_import_key
 CREATE UNIQUE INDEX fragments_import_key ON fragments (user_id, import_key) WHERE import_key IS NOT NULL;
 -- index fragments_user
@@ -313,6 +317,40 @@ CREATE TABLE events (
             created_at TEXT NOT NULL,
             payload TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(payload))
         , span_id INTEGER);
+-- table fact_sources
+CREATE TABLE fact_sources (
+    fact_id INTEGER NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    PRIMARY KEY (fact_id, message_id)
+);
+-- table facts
+CREATE TABLE facts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    conversation_id INTEGER REFERENCES conversations(id) ON DELETE CASCADE,
+    text TEXT NOT NULL,
+    fact_date TEXT,
+    source TEXT NOT NULL CHECK (source IN ('offline', 'model', 'import')),
+    span_id INTEGER,
+    created_at TEXT NOT NULL,
+    embedding BLOB,
+    embedding_model TEXT
+);
+-- table facts_fts
+CREATE VIRTUAL TABLE facts_fts USING fts5(
+            text, content='facts', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2'
+        );
+-- table facts_fts_config
+CREATE TABLE 'facts_fts_config'(k PRIMARY KEY, v) WITHOUT ROWID;
+-- table facts_fts_data
+CREATE TABLE 'facts_fts_data'(id INTEGER PRIMARY KEY, block BLOB);
+-- table facts_fts_docsize
+CREATE TABLE 'facts_fts_docsize'(id INTEGER PRIMARY KEY, sz BLOB);
+-- table facts_fts_idx
+CREATE TABLE 'facts_fts_idx'(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID;
+-- table facts_fts_vocab
+CREATE VIRTUAL TABLE facts_fts_vocab USING fts5vocab(facts_fts, 'row');
 -- table folders
 CREATE TABLE folders (
             id INTEGER PRIMARY KEY,
@@ -734,6 +772,57 @@ CREATE TRIGGER chunk_vectors_update AFTER UPDATE OF embedding, embedding_model O
 CREATE TRIGGER events_append_only BEFORE UPDATE ON events
         BEGIN
             SELECT RAISE(ABORT, 'events are append-only');
+        END;
+-- trigger fact_sources_gone
+CREATE TRIGGER fact_sources_gone AFTER DELETE ON fact_sources
+        BEGIN
+            DELETE FROM facts WHERE id = old.fact_id;
+        END;
+-- trigger fact_vectors_delete
+CREATE TRIGGER fact_vectors_delete AFTER DELETE ON facts
+        WHEN old.embedding_model IS NOT NULL
+        BEGIN
+            UPDATE vector_counts SET count = count - 1, rev = rev + 1
+            WHERE user_id = old.user_id AND source = 'facts' AND model = old.embedding_model;
+        END;
+-- trigger fact_vectors_insert
+CREATE TRIGGER fact_vectors_insert AFTER INSERT ON facts
+        WHEN new.embedding_model IS NOT NULL
+        BEGIN
+            INSERT INTO vector_counts (user_id, source, model, count, max_id)
+                VALUES (new.user_id, 'facts', new.embedding_model, 1, new.id)
+            ON CONFLICT (user_id, source, model) DO UPDATE SET
+                count = count + 1, rev = rev + (excluded.max_id < max_id), max_id = max(max_id, excluded.max_id);
+        END;
+-- trigger fact_vectors_update
+CREATE TRIGGER fact_vectors_update AFTER UPDATE OF embedding, embedding_model ON facts
+        BEGIN
+            UPDATE vector_counts SET count = count - 1, rev = rev + 1
+            WHERE old.embedding_model IS NOT NULL
+              AND user_id = old.user_id AND source = 'facts' AND model = old.embedding_model;
+            INSERT INTO vector_counts (user_id, source, model, count, max_id)
+                SELECT new.user_id, 'facts', new.embedding_model, 1, new.id
+                WHERE new.embedding_model IS NOT NULL
+            ON CONFLICT (user_id, source, model) DO UPDATE SET
+                count = count + 1,
+                rev = rev + (old.embedding_model IS NOT NULL OR excluded.max_id < max_id),
+                max_id = max(max_id, excluded.max_id);
+        END;
+-- trigger facts_fts_delete
+CREATE TRIGGER facts_fts_delete AFTER DELETE ON facts
+        BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END;
+-- trigger facts_fts_insert
+CREATE TRIGGER facts_fts_insert AFTER INSERT ON facts
+        BEGIN
+            INSERT INTO facts_fts (rowid, text) VALUES (new.id, new.text);
+        END;
+-- trigger facts_fts_update
+CREATE TRIGGER facts_fts_update AFTER UPDATE OF text ON facts
+        BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.id, old.text);
+            INSERT INTO facts_fts (rowid, text) VALUES (new.id, new.text);
         END;
 -- trigger message_vectors_delete
 CREATE TRIGGER message_vectors_delete AFTER DELETE ON message_embeddings

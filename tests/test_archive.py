@@ -84,7 +84,7 @@ def test_s7_s8_embeddings_live_in_the_database_and_reindex_resumes_without_dupli
         me.conversations.add_message(c.id, "user", f"message {i} about the orchard")
     conn = me.store.connection()
     model = embedder.name
-    assert pending_count(conn, model, me.user_id) == {"messages": 6, "chunks": 5}
+    assert pending_count(conn, model, me.user_id) == {"messages": 6, "chunks": 5, "facts": 0}
 
     class Interrupt(Exception):
         pass
@@ -95,7 +95,7 @@ def test_s7_s8_embeddings_live_in_the_database_and_reindex_resumes_without_dupli
 
     with pytest.raises(Interrupt):
         embed_pending(me.store, embedder, user_id=me.user_id, batch=4, progress=stop_after_first_batch)
-    assert pending_count(conn, model, me.user_id) == {"messages": 2, "chunks": 5}  # the batch was kept
+    assert pending_count(conn, model, me.user_id) == {"messages": 2, "chunks": 5, "facts": 0}  # the batch was kept
     report = embed_pending(me.store, embedder, user_id=me.user_id, batch=4)
     assert (report.messages, report.chunks, report.remaining) == (2, 5, 0)
     assert conn.execute("SELECT count(*) FROM message_embeddings").fetchone()[0] == 6

@@ -3,6 +3,8 @@
 Trash keeps a conversation; *forgetting* removes it and every place its words travelled:
 
 - the messages and their ledger events; FTS rows (triggers) and embeddings (cascade);
+- facts written at ingestion that cite any of them (E2: a trigger removes a fact with a source
+  turn), with their keyword rows and vectors;
 - verbatim handoffs that quoted them: the stored handoff record and the visible handoff bubble
   in the destination thread are rendered again from what remains (or removed), and the
   destination's stored prompt is rebuilt;
@@ -42,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from . import ledger
 from .errors import Conflict, InvalidInput, NotFound
 from .jobs import enqueue
+from .retrieval.facts import citing as citing_facts
 from .store import is_postgres
 from .temporal import parse_moment
 from .text import STOPWORDS, WORD_RE
@@ -280,6 +283,10 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
     whole_put_away = conn.execute(f"SELECT count(*) FROM branch_messages WHERE conversation_id IN ({_in(whole)})",
                                   whole).fetchone()[0]
 
+    # Facts citing any forgotten turn go with it (the trigger on fact_sources): found first, for
+    # the counts and to take their vectors out of the loaded index.
+    fact_ids = citing_facts(conn, u, sorted(gone_ids))
+    counts["facts"] = len(fact_ids)
     counts["handoffs_rewritten"], rebuild = _rewrite_handoffs(scope, conn, gone_ids, set(whole))
     counts["search_log_entries"] = _forget_searches(conn, u, gone_ids, whole, s.documents, texts, s.search_log)
     counts["suggestions"] = _forget_proposals(conn, u, whole, touched, texts, s.memories, s.proposals)
@@ -344,8 +351,8 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
     counts["memories"] = len(s.memories)
     counts["prompts_rebuilt"] = prompts + scope._rebuild_prompts(conn, sorted(rebuild - set(whole)))
 
-    enqueue(conn, u, COMPACT_JOB, {"messages": sorted(gone_ids)[:50_000], "chunks": chunk_ids[:50_000]},
-            dedupe_key=None)
+    enqueue(conn, u, COMPACT_JOB, {"messages": sorted(gone_ids)[:50_000], "chunks": chunk_ids[:50_000],
+                                   "facts": fact_ids[:50_000]}, dedupe_key=None)
     return counts
 
 
@@ -504,13 +511,14 @@ def compact(store: "Store", user_id: int | None = None) -> dict[str, int]:
     with store.write() as conn:
         conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('optimize')")
         conn.execute("INSERT INTO archive_chunks_fts (archive_chunks_fts) VALUES ('optimize')")
+        conn.execute("INSERT INTO facts_fts (facts_fts) VALUES ('optimize')")
     dropped = INDEXES.drop_saved(store.key, user_id)
     checkpoint(store)
     return {"vector_files_dropped": dropped}
 
 
 # The PostgreSQL tables that hold text or vectors forgetting removes.
-VACUUMED = ("messages", "events", "message_embeddings", "archive_chunks", "archive_documents", "memories",
+VACUUMED = ("messages", "events", "message_embeddings", "archive_chunks", "archive_documents", "memories", "facts",
             "memory_versions", "search_log", "proposals", "artifacts", "summaries")
 
 
@@ -535,7 +543,8 @@ def compact_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> No
     from .retrieval.semantic import INDEXES
 
     if not is_postgres(scope.store.connection()):
-        INDEXES.discard(scope.store.key, scope.user_id, payload.get("messages", []), payload.get("chunks", []))
+        INDEXES.discard(scope.store.key, scope.user_id, payload.get("messages", []), payload.get("chunks", []),
+                        payload.get("facts", []))
     compact(scope.store, scope.user_id)
 
 
@@ -600,7 +609,7 @@ def verify(store: "Store", canary: str) -> Verification:
             found.append(f.name)
     conn = store.connection()
     terms = 0
-    for table in ("messages_fts_vocab", "archive_chunks_fts_vocab"):
+    for table in ("messages_fts_vocab", "archive_chunks_fts_vocab", "facts_fts_vocab"):
         for word in index_words(canary):
             terms += conn.execute(f"SELECT count(*) FROM {table} WHERE term = ?", (word,)).fetchone()[0]
     return Verification(len(canary), checked, found, terms)

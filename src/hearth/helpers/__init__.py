@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from .base import (
     SUMMARY_MAX_WORDS,
     CapsuleResult,
+    FactSuggestion,
     FragmentSuggestion,
     Helper,
     HelperOutputError,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from ..engine import Hearth
 
 __all__ = [
-    "SUMMARY_MAX_WORDS", "CapsuleResult", "FragmentSuggestion", "Helper", "HelperOutputError", "LiveContextResult",
+    "SUMMARY_MAX_WORDS", "CapsuleResult", "FactSuggestion", "FragmentSuggestion", "Helper", "HelperOutputError", "LiveContextResult",
     "MemorySuggestion", "ModelHelper", "OfflineHelper", "ReviewInput", "StateChange", "StatusField", "SummaryResult",
     "TurnText", "helper_for",
 ]

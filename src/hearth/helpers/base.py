@@ -95,6 +95,16 @@ class MemorySuggestion:
 
 
 @dataclass(frozen=True)
+class FactSuggestion:
+    """A short statement for retrieval (E2, A2), citing the turns it came from by message id.
+    Written at a checkpoint as a fact, never shown in place of those turns."""
+
+    text: str
+    message_ids: tuple[int, ...]
+    source: str = "offline"
+
+
+@dataclass(frozen=True)
 class CapsuleResult:
     """A continuity capsule (E3): a compact account of the relationship, by section."""
 
@@ -128,6 +138,8 @@ class Helper(Protocol):
     def propose_fragments(self, review: ReviewInput) -> list[FragmentSuggestion]: ...
 
     def extract_memories(self, turns: Sequence[TurnText]) -> list[MemorySuggestion]: ...
+
+    def extract_facts(self, turns: Sequence[TurnText]) -> list[FactSuggestion]: ...
 
     def write_capsule(self, previous: str, turns: Sequence[TurnText],
                       channels: Sequence[str] = ()) -> CapsuleResult: ...

@@ -20,6 +20,7 @@ from ..triggers import normalise_trigger
 from .base import (
     SUMMARY_MAX_WORDS,
     CapsuleResult,
+    FactSuggestion,
     FragmentSuggestion,
     HelperOutputError,
     LiveContextResult,
@@ -82,6 +83,17 @@ MINING_TASK = (
     'Answer {"memories": []} when there is nothing durable.'
 )
 MINING_CATEGORIES = ("facts", "preferences", "people", "dates")
+FACTS_TASK = (
+    "You index a conversation between a person and their companion so that it can be searched later. "
+    "Each line of the transcript starts with the turn's number in brackets. Write short statements of "
+    "what happened or was said that someone might later ask about: events, plans, people, places, "
+    "things owned or made, preferences, and what the companion shared too. One fact per statement, "
+    "in the third person, with names where the turns give them, each at most 30 words; cite the numbers "
+    "of the turns each statement comes from. Nothing guessed. Answer with JSON only, exactly: "
+    '{"facts": [{"text": "...", "turns": [12, 13]}]}. Answer {"facts": []} when there is nothing.'
+)
+FACTS_MAX = 60  # statements kept from one answer
+FACT_CHARS = 290
 CAPSULE_TASK = (
     "You keep the continuity capsule of a relationship between a person and their companion: a compact "
     "account a fresh model session reads before the most recent turns. Merge the previous capsule with "
@@ -112,6 +124,21 @@ def transcript(turns: Sequence[TurnText], limit: int = TRANSCRIPT_CHARS) -> str:
     for turn in reversed(turns):
         who = "Person" if turn.role == "user" else "Companion"
         line = f"{who}: {clip(turn.text, MESSAGE_CHARS)}"
+        if used + len(line) > limit and lines:
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(reversed(lines))
+
+
+def numbered_transcript(turns: Sequence[TurnText], limit: int = TRANSCRIPT_CHARS) -> str:
+    """``[id] Person:`` / ``[id] Companion:`` lines (the turn's message id), newest kept when the
+    whole does not fit: the model cites turns by these numbers."""
+    lines: list[str] = []
+    used = 0
+    for turn in reversed(turns):
+        who = "Person" if turn.role == "user" else "Companion"
+        line = f"[{turn.message_id}] {who}: {clip(turn.text, MESSAGE_CHARS)}"
         if used + len(line) > limit and lines:
             break
         lines.append(line)
@@ -287,6 +314,30 @@ class ModelHelper:
                 continue
             out.append(MemorySuggestion(text, category if category in MINING_CATEGORIES else "facts", evidence,
                                         _text(item.get("reason"), 300) or "Mined by the model.", "model"))
+        return out
+
+    # -- facts for retrieval (E2, A2) ------------------------------------------------------------------
+    def extract_facts(self, turns: Sequence[TurnText]) -> list[FactSuggestion]:
+        """Statements citing turns by number; a statement that cites no turn it was shown is dropped."""
+        numbered = [t for t in turns if t.message_id]
+        if not numbered:
+            return []
+        answer = self.ask(FACTS_TASK, f"Conversation:\n{numbered_transcript(numbered)}")
+        items = answer.get("facts")
+        if not isinstance(items, list):
+            raise HelperOutputError("the facts answer has no list of facts", "shape")
+        shown = {t.message_id for t in numbered}
+        out: list[FactSuggestion] = []
+        for item in items:
+            if not isinstance(item, dict) or not isinstance(item.get("turns"), list):
+                continue
+            text = _text(item.get("text"), FACT_CHARS)
+            cited = tuple(sorted({n for n in item["turns"]
+                                  if isinstance(n, int) and not isinstance(n, bool) and n in shown}))
+            if text and cited:
+                out.append(FactSuggestion(text, cited[:20], "model"))
+            if len(out) == FACTS_MAX:
+                break
         return out
 
     # -- contradictions among memories (B3) -----------------------------------------------------------

@@ -22,6 +22,7 @@ from .base import (
     CAPSULE_SECTIONS,
     SUMMARY_MAX_WORDS,
     CapsuleResult,
+    FactSuggestion,
     FragmentSuggestion,
     LiveContextResult,
     MemorySuggestion,
@@ -181,6 +182,24 @@ class OfflineHelper:
                     seen.add(key)
                     out.append(MemorySuggestion(text, category, sentence, f"The person's own words: {why}.",
                                                 "offline"))
+        return out
+
+    # -- facts for retrieval (E2, A2) -------------------------------------------------------------
+    def extract_facts(self, turns: Sequence[TurnText]) -> list[FactSuggestion]:
+        """The memory rules over the person's own sentences, each statement citing its turn: no
+        model, so a fact offline restates what a turn says (the turn's date comes with it)."""
+        out: list[FactSuggestion] = []
+        seen: set[str] = set()
+        for turn in turns:
+            if turn.role != "user" or not turn.message_id:
+                continue
+            for sentence in sentences(turn.text):
+                for _category, text, _why in mine_sentence(sentence):
+                    key = text.casefold()
+                    if key in seen or len(text) < 12:
+                        continue
+                    seen.add(key)
+                    out.append(FactSuggestion(clip(text, 290), (turn.message_id,), "offline"))
         return out
 
     # -- fragment suggestions (F3) ----------------------------------------------------------------

@@ -270,6 +270,34 @@ def _one_pass(conn: sqlite3.Connection, user_id: int, variants: list, filters: F
     return lists, weights, query_words
 
 
+def has_facts(conn: sqlite3.Connection, user_id: int, memo: dict | None = None) -> bool:
+    """Whether this user has any fact (E2): one indexed lookup, kept for the send in ``memo``."""
+    key = ("has_facts", user_id)
+    if memo is not None and key in memo:
+        return bool(memo[key])
+    found = conn.execute("SELECT 1 FROM facts WHERE user_id = ? LIMIT 1", (user_id,)).fetchone() is not None
+    if memo is not None:
+        memo[key] = found
+    return found
+
+
+def fact_keyword_list(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, name_words: set[str],
+                      tuning: Tuning = DEFAULT, memo: dict | None = None) -> tuple[dict[str, Ranked], dict[str, float]]:
+    """The facts' keyword list (E2) as the turns they cite: the words the turns' one-pass query
+    asks, chosen again against the facts' own index."""
+    if tuning.fact_keyword_weight <= 0 or "messages" not in filters.sources or not has_facts(conn, user_id, memo):
+        return {}, {}
+    from . import facts
+
+    words = select_terms(conn, one_pass_terms(variants, name_words, tuning), "facts", tuning=tuning)
+    hits = facts.keyword_hits(conn, user_id, words, tuning.candidates, tuning.fact_origins)
+    turns = facts.as_turns(conn, hits, tuning.candidates)
+    if not turns:
+        return {}, {}
+    name = "keyword:facts:messages"
+    return {name: turns}, {name: tuning.fact_keyword_weight * tuning.signal_weights["keyword"]}
+
+
 def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, embedder: Any,
                  db_key: str, speaker_names: dict[str, str] | None,
                  tuning: Tuning = DEFAULT, context_ids: tuple[int, ...] = (),
@@ -309,6 +337,14 @@ def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters
                 lists[f"vector:{name}:{source}"] = [((kind, i), s) for i, s in hits]
                 weights[f"vector:{name}:{source}"] = (tuning.variant_weights.get(name, 1.0)
                                                       * tuning.signal_weights["vector"])
+    if tuning.fact_vector_weight > 0 and "messages" in filters.sources and has_facts(conn, user_id, memo):
+        from . import facts
+
+        [hits] = vector_search(conn, db_key, "facts", user_id, embedder, vectors[:1], vector_width(tuning))
+        turns = facts.as_turns(conn, facts.of_origins(conn, hits, tuning.fact_origins), tuning.candidates)
+        if turns:
+            lists["vector:facts:messages"] = turns
+            weights["vector:facts:messages"] = tuning.fact_vector_weight * tuning.signal_weights["vector"]
     if dated and tuning.dated_weight > 0 and "messages" in filters.sources:
         hits = dated_vector_hits(conn, user_id, filters, dated, embedder, vectors[0], tuning)
         if hits:

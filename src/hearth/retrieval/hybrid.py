@@ -29,6 +29,7 @@ from . import searchlog
 from .candidates import (
     Filters,
     Result,
+    fact_keyword_list,
     keyword_chunks,
     keyword_lists,
     keyword_messages,
@@ -177,6 +178,9 @@ def search(
     for name in (*ignore_names, *(speaker_names or {})):
         name_words.update(terms(name))
     lists, weights, query_words = keyword_lists(conn, user_id, variants, filters, name_words, tuning, memo)
+    more_lists, more_weights = fact_keyword_list(conn, user_id, variants, filters, name_words, tuning, memo)
+    lists.update(more_lists)
+    weights.update(more_weights)
     hint = date_hint(query)
     if embedder is not None:
         more, more_weights = vector_lists(conn, user_id, variants, filters, embedder, db_key, speaker_names, tuning,

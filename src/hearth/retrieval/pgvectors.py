@@ -17,7 +17,8 @@ import numpy as np
 
 # source -> (table, id column, model column)
 TABLES = {"messages": ("message_embeddings", "message_id", "model"),
-          "chunks": ("archive_chunks", "id", "embedding_model")}
+          "chunks": ("archive_chunks", "id", "embedding_model"),
+          "facts": ("facts", "id", "embedding_model")}
 EF_SEARCH = 100
 
 

@@ -114,6 +114,17 @@ def _pending_chunks(conn: sqlite3.Connection, model: str, user_id: int | None, l
     return [(r["id"], r["user_id"], f"{r['title']}\n{r['text']}") for r in rows]
 
 
+def _pending_facts(conn: sqlite3.Connection, model: str, user_id: int | None, limit: int,
+                   after: int = 0) -> list[tuple[int, int, str]]:
+    """Facts (E2) without a vector for ``model``: embedded as their text alone."""
+    where = "" if user_id is None else " AND user_id = ?"
+    args: list[Any] = [after, model] + ([] if user_id is None else [user_id]) + [limit]
+    rows = conn.execute(
+        "SELECT id, user_id, text FROM facts WHERE id > ? AND (embedding IS NULL OR embedding_model IS NOT ?)"
+        f"{where} ORDER BY id LIMIT ?", args).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
 def pending_count(conn: sqlite3.Connection, model: str, user_id: int | None = None,
                   after: dict[str, int] | None = None) -> dict[str, int]:
     """Rows without a vector for ``model``; with ``after``, only rows past those cursors (a range
@@ -129,7 +140,11 @@ def pending_count(conn: sqlite3.Connection, model: str, user_id: int | None = No
         "SELECT count(*) FROM archive_chunks WHERE id > ? AND (embedding IS NULL OR embedding_model IS NOT ?)"
         + ("" if user_id is None else " AND user_id = ?"), [after.get("chunks", 0), model, *user],
     ).fetchone()[0]
-    return {"messages": messages, "chunks": chunks}
+    facts = conn.execute(
+        "SELECT count(*) FROM facts WHERE id > ? AND (embedding IS NULL OR embedding_model IS NOT ?)"
+        + ("" if user_id is None else " AND user_id = ?"), [after.get("facts", 0), model, *user],
+    ).fetchone()[0]
+    return {"messages": messages, "chunks": chunks, "facts": facts}
 
 
 def embedded_through(conn: sqlite3.Connection, model: str, user_id: int) -> dict[str, int]:
@@ -138,7 +153,7 @@ def embedded_through(conn: sqlite3.Connection, model: str, user_id: int) -> dict
     Rows are embedded in id order and ids only grow, so every row at or below it has its vector:
     the background job starts there instead of scanning the table for rows without one.
     """
-    out = {"messages": 0, "chunks": 0}
+    out = {"messages": 0, "chunks": 0, "facts": 0}
     for source, max_id in conn.execute("SELECT source, max_id FROM vector_counts WHERE user_id = ? AND model = ?",
                                        (user_id, model)).fetchall():
         out[source] = int(max_id)
@@ -150,6 +165,7 @@ class EmbedReport:
     messages: int
     chunks: int
     remaining: int
+    facts: int = 0
 
 
 def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limit: int | None = None,
@@ -171,14 +187,17 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
     """
     model = model_id(embedder)
     conn = store.connection()
-    cursors = embedded_through(conn, model, user_id) if follow and user_id is not None else {"messages": 0, "chunks": 0}
+    cursors = (embedded_through(conn, model, user_id) if follow and user_id is not None
+               else {"messages": 0, "chunks": 0, "facts": 0})
     total = sum(pending_count(conn, model, user_id, cursors).values())
     if limit is not None:
         total = min(total, limit)
-    done = {"messages": 0, "chunks": 0}
+    done = {"messages": 0, "chunks": 0, "facts": 0}
     if progress:
         progress(0, total)
-    for kind, fetch in (("messages", _pending_messages), ("chunks", _pending_chunks)):
+    fetchers: tuple[tuple[str, Callable[..., list[tuple[int, int, str]]]], ...] = (
+        ("messages", _pending_messages), ("chunks", _pending_chunks), ("facts", _pending_facts))
+    for kind, fetch in fetchers:
         while sum(done.values()) < total:
             size = min(batch, total - sum(done.values()))
             rows = fetch(conn, model, user_id, size, cursors[kind])
@@ -205,14 +224,15 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
                             " user_id = excluded.user_id, model = excluded.model, embedding = excluded.embedding",
                             (row_id, owner, model, to_blob(vector)))
                     else:
-                        wconn.execute("UPDATE archive_chunks SET embedding = ?, embedding_model = ? WHERE id = ?",
+                        table = "archive_chunks" if kind == "chunks" else "facts"
+                        wconn.execute(f"UPDATE {table} SET embedding = ?, embedding_model = ? WHERE id = ?",
                                       (to_blob(vector), model, row_id))
             cursors[kind] = rows[-1][0]
             done[kind] += len(rows)
             if progress:
                 progress(sum(done.values()), total)
     remaining = sum(pending_count(conn, model, user_id, cursors).values())
-    return EmbedReport(done["messages"], done["chunks"], remaining)
+    return EmbedReport(done["messages"], done["chunks"], remaining, done["facts"])
 
 
 YIELD_STEP = 16  # texts per model call between two ``pause()`` calls
@@ -272,11 +292,13 @@ def _write_pg(conn: sqlite3.Connection, kind: str, row_id: int, owner: int, mode
             " embedding = excluded.embedding, vec = excluded.vec",
             (row_id, owner, model, to_blob(vector), literal(vector)))
     else:
-        conn.execute("UPDATE archive_chunks SET embedding = ?, embedding_model = ?, vec = ?::vector WHERE id = ?",
+        table = "archive_chunks" if kind == "chunks" else "facts"
+        conn.execute(f"UPDATE {table} SET embedding = ?, embedding_model = ?, vec = ?::vector WHERE id = ?",
                      (to_blob(vector), model, literal(vector), row_id))
 
 
 # -- the in-process index ---------------------------------------------------------------------------
+VECTOR_SOURCES = ("messages", "chunks", "facts")
 # Above this many vectors a cold index build is not done on the send path (see IndexCache.get).
 BACKGROUND_ABOVE = 100_000
 # A saved index this many rows behind its table is saved again once loaded, so the next start does
@@ -306,6 +328,8 @@ class IndexCache:
     def _table(source: str) -> tuple[str, str, str]:
         if source == "messages":
             return "message_embeddings", "message_id", "model"
+        if source == "facts":
+            return "facts", "id", "embedding_model"
         return "archive_chunks", "id", "embedding_model"
 
     def _signature(self, conn: sqlite3.Connection, source: str, user_id: int, model: str) -> tuple[int, int, int]:
@@ -408,7 +432,7 @@ class IndexCache:
         which was spent on the next send's critical path (docs/benchmarks.md, seventh pass)."""
         if is_postgres(conn):
             return
-        for source in ("messages", "chunks"):
+        for source in VECTOR_SOURCES:
             key = (db_key, source, user_id, model)
             with self._lock:
                 cached = self._indexes.get(key)
@@ -462,12 +486,13 @@ class IndexCache:
         with self._lock:
             self._indexes.clear()
 
-    def discard(self, db_key: str, user_id: int, message_ids: Iterable[int], chunk_ids: Iterable[int]) -> int:
+    def discard(self, db_key: str, user_id: int, message_ids: Iterable[int], chunk_ids: Iterable[int],
+                fact_ids: Iterable[int] = ()) -> int:
         """Take forgotten vectors out of this user's cached indexes (B4) instead of rebuilding them.
 
         The cached signature moves to the table's current one only when the removal explains the
         difference exactly; otherwise the next search rebuilds from the table as usual."""
-        by_source = {"messages": list(message_ids), "chunks": list(chunk_ids)}
+        by_source = {"messages": list(message_ids), "chunks": list(chunk_ids), "facts": list(fact_ids)}
         removed_total = 0
         conn = sqlite3.connect(f"file:{db_key}?mode=ro", uri=True)
         try:
@@ -528,7 +553,7 @@ def warm(hearth: Any) -> None:
     if is_postgres(conn):
         return  # the database's HNSW index is the index; nothing to load
     for (user_id,) in conn.execute("SELECT id FROM users").fetchall():
-        for source in ("messages", "chunks"):
+        for source in VECTOR_SOURCES:
             INDEXES.get(conn, hearth.store.key, source, user_id, model, embedder.dim)
 
 

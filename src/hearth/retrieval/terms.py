@@ -14,12 +14,14 @@ from typing import Any, cast
 from ..store import is_postgres
 from .tuning import DEFAULT, Tuning
 
-SOURCES = {"messages": ("messages_fts", "messages_fts_vocab"), "chunks": ("archive_chunks_fts", "archive_chunks_fts_vocab")}
+SOURCES = {"messages": ("messages_fts", "messages_fts_vocab"), "chunks": ("archive_chunks_fts", "archive_chunks_fts_vocab"),
+           "facts": ("facts_fts", "facts_fts_vocab")}
 # On PostgreSQL (S9) each FTS5 index is a GIN expression index over hearth_words(column):
 # index name -> (table, text column, the rows that are indexed, for a table alias ``a``).
 PG_INDEXES = {
     "messages_fts": ("messages", "content", "{a}.kind = 'chat' AND {a}.role IN ('user', 'assistant')"),
     "archive_chunks_fts": ("archive_chunks", "text", "TRUE"),
+    "facts_fts": ("facts", "text", "TRUE"),
 }
 
 # -- term statistics, cached per index generation ----------------------------------------------------

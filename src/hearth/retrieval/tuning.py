@@ -90,6 +90,13 @@ class Tuning:
     dated_days_after: int = 3
     dated_rows: int = 3_000
 
+    # Facts written at ingestion (E2): the facts' keyword list and vector list join the fusion as
+    # the lists of the turns they cite, at these weights; 0 leaves a list out. ``fact_origins``
+    # limits the writers whose facts are asked ("offline", "model", "import"; every one when empty).
+    fact_keyword_weight: float = 0.5
+    fact_vector_weight: float = 1.0
+    fact_origins: tuple[str, ...] = ()
+
     def with_changes(self, **changes: Any) -> "Tuning":
         return replace(self, **changes)
 

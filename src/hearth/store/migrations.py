@@ -1177,6 +1177,91 @@ def m025_add_thread_pins_tags_and_imported(conn: sqlite3.Connection) -> None:
     )
 
 
+# Migration 27's tables, the same on both engines but for their integer and byte types.
+FACTS = """
+CREATE TABLE facts (
+    id {id},
+    user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    conversation_id {int} REFERENCES conversations(id) ON DELETE CASCADE,
+    text TEXT NOT NULL,
+    fact_date TEXT,
+    source TEXT NOT NULL CHECK (source IN ('offline', 'model', 'import')),
+    span_id {int},
+    created_at TEXT NOT NULL,
+    embedding {blob},
+    embedding_model TEXT{vec}
+);
+CREATE INDEX facts_user_model ON facts (user_id, embedding_model);
+CREATE TABLE fact_sources (
+    fact_id {int} NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
+    message_id {int} NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    PRIMARY KEY (fact_id, message_id)
+);
+CREATE INDEX fact_sources_message ON fact_sources (message_id, fact_id);
+"""
+
+
+def m027_create_facts(conn: sqlite3.Connection) -> None:
+    """Facts written at ingestion (E2, A2): short dated statements, each citing the turns it came
+    from (``fact_sources``). They are searched beside the turns (their own keyword index and
+    vectors) and a hit returns its source turns, never the fact's own words. A fact goes with any
+    turn it cites (B4): the trigger removes it when a source row goes, by cascade or otherwise."""
+    run_script(
+        conn,
+        FACTS.format(id="INTEGER PRIMARY KEY AUTOINCREMENT", int="INTEGER", blob="BLOB", vec="") + """
+        CREATE TRIGGER fact_sources_gone AFTER DELETE ON fact_sources
+        BEGIN
+            DELETE FROM facts WHERE id = old.fact_id;
+        END;
+        CREATE VIRTUAL TABLE facts_fts USING fts5(
+            text, content='facts', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2'
+        );
+        CREATE VIRTUAL TABLE facts_fts_vocab USING fts5vocab(facts_fts, 'row');
+        CREATE TRIGGER facts_fts_insert AFTER INSERT ON facts
+        BEGIN
+            INSERT INTO facts_fts (rowid, text) VALUES (new.id, new.text);
+        END;
+        CREATE TRIGGER facts_fts_delete AFTER DELETE ON facts
+        BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END;
+        CREATE TRIGGER facts_fts_update AFTER UPDATE OF text ON facts
+        BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.id, old.text);
+            INSERT INTO facts_fts (rowid, text) VALUES (new.id, new.text);
+        END;
+        CREATE TRIGGER fact_vectors_insert AFTER INSERT ON facts
+        WHEN new.embedding_model IS NOT NULL
+        BEGIN
+            INSERT INTO vector_counts (user_id, source, model, count, max_id)
+                VALUES (new.user_id, 'facts', new.embedding_model, 1, new.id)
+            ON CONFLICT (user_id, source, model) DO UPDATE SET
+                count = count + 1, rev = rev + (excluded.max_id < max_id), max_id = max(max_id, excluded.max_id);
+        END;
+        CREATE TRIGGER fact_vectors_delete AFTER DELETE ON facts
+        WHEN old.embedding_model IS NOT NULL
+        BEGIN
+            UPDATE vector_counts SET count = count - 1, rev = rev + 1
+            WHERE user_id = old.user_id AND source = 'facts' AND model = old.embedding_model;
+        END;
+        CREATE TRIGGER fact_vectors_update AFTER UPDATE OF embedding, embedding_model ON facts
+        BEGIN
+            UPDATE vector_counts SET count = count - 1, rev = rev + 1
+            WHERE old.embedding_model IS NOT NULL
+              AND user_id = old.user_id AND source = 'facts' AND model = old.embedding_model;
+            INSERT INTO vector_counts (user_id, source, model, count, max_id)
+                SELECT new.user_id, 'facts', new.embedding_model, 1, new.id
+                WHERE new.embedding_model IS NOT NULL
+            ON CONFLICT (user_id, source, model) DO UPDATE SET
+                count = count + 1,
+                rev = rev + (old.embedding_model IS NOT NULL OR excluded.max_id < max_id),
+                max_id = max(max_id, excluded.max_id);
+        END;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -1201,6 +1286,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m022_scope_fragment_books,
     m024_add_persona_uuid,
     m025_add_thread_pins_tags_and_imported,
+    m027_create_facts,
 ]
 
 

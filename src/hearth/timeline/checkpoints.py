@@ -7,7 +7,10 @@ Opening a span queues a ``timeline.checkpoint`` job due one idle period later. W
 - otherwise the turns added since the previous checkpoint (per conversation, after the cursor
   ``timeline.checkpoint`` in ``layer_cursors``, and only those the span holds) go to the helper's
   memory extraction, outside any transaction;
-- then ONE transaction re-checks that nothing moved, appends the ``checkpoint.created`` event,
+- the same turns go to the helper's fact extraction (short statements citing their turns, for
+  retrieval: rules offline, the model with a provider);
+- then ONE transaction re-checks that nothing moved, writes the facts (``retrieval/facts.py``;
+  embedded by the background embedding job it queues), appends the ``checkpoint.created`` event,
   queues the extracted memories in the review queue (G4: suggestions, never applied silently),
   advances the cursors and closes the span.
 
@@ -24,6 +27,8 @@ from .. import ledger
 from ..errors import InvalidInput
 from ..helpers.base import TurnText
 from ..jobs import cursor, enqueue, set_cursor
+from ..layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE
+from ..retrieval import facts as fact_store
 from ..store import utcnow
 from . import spans as span_store
 from .spans import CHECKPOINT_JOB, Span, epoch
@@ -70,6 +75,7 @@ def run(scope: "Scope", span_id: int, helper: "Helper") -> int | None:
                     delay=due_in, now=now)
         return None
     suggestions = helper.extract_memories([t for _c, t in turns]) if turns else []  # outside any transaction
+    found_facts = helper.extract_facts([t for _c, t in turns]) if turns else []
     scope.layers.review.prepare([s.text for s in suggestions])
     with store.write() as conn:
         fresh = span_store.get(conn, scope.user_id, span_id)
@@ -82,11 +88,18 @@ def run(scope: "Scope", span_id: int, helper: "Helper") -> int | None:
             return None
         at = max(utcnow(), _newest_event(conn, scope.user_id))
         conversations = sorted({c for c, _t in turns})
+        # A turn forgotten while the helper worked is not cited; a fact citing none of its turns any
+        # more is not written (facts.add returns None).
+        written = sum(1 for f in found_facts
+                      if fact_store.add(conn, scope.user_id, f.text, f.message_ids, source=f.source, span_id=span.id,
+                                        created_at=at) is not None)
+        if written:
+            enqueue(conn, scope.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
         event_id = ledger.append(
             conn, user_id=scope.user_id, kind="checkpoint.created", channel="inner", span_id=span.id,
             created_at=at,
             payload={"span_id": span.id, "turns": len(turns), "conversations": len(conversations),
-                     "suggestions": len(suggestions), "through_message_id": turns[-1][1].message_id if turns else 0})
+                     "suggestions": len(suggestions), "facts": written, "through_message_id": turns[-1][1].message_id if turns else 0})
         conversation_of = {t.message_id: c for c, t in turns}
         evidence_conversation = conversations[-1] if conversations else None
         for s in suggestions:

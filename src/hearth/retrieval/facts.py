@@ -1,0 +1,152 @@
+"""Facts written at ingestion, searched beside the turns (E2, A2).
+
+A fact is one short dated statement ("Nate won his first video game tournament.") that cites the
+chat turns it came from (``fact_sources``). The idle checkpoint writes them from the helper's
+``extract_facts``: rules over the person's own sentences offline, the configured model otherwise.
+A search asks the facts' keyword index and their vectors with the same words and query vector as
+the turns; each ranked list of facts joins the fusion as the list of the turns those facts cite,
+best fact first. So a fact hit returns its source turns, inside the caller's visibility filters
+(the turns are loaded and filtered like any other candidate); the fact's own words are never
+shown. A fact goes with any turn it cites (B4): a trigger removes it when a source row goes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..errors import InvalidInput
+from ..store import is_postgres, utcnow
+from .query import fts_match
+
+FACT_MAX_CHARS = 300
+FACT_SOURCES = ("offline", "model", "import")
+MAX_CITED = 20  # turns one fact may cite
+
+
+@dataclass(frozen=True)
+class Fact:
+    id: int
+    text: str
+    fact_date: str | None
+    source: str
+    message_ids: tuple[int, ...]
+
+
+def add(conn: sqlite3.Connection, user_id: int, text: str, message_ids: Iterable[int], *, source: str,
+        span_id: int | None = None, created_at: str | None = None) -> int | None:
+    """Write one fact citing ``message_ids`` (this user's chat turns) in the caller's transaction;
+    its date is the newest cited turn's day. Returns its id, or None when none of the cited turns
+    exists any more (forgotten since the fact was written); bad input raises and writes nothing."""
+    if source not in FACT_SOURCES:
+        raise InvalidInput(f"a fact's source must be one of {', '.join(FACT_SOURCES)}")
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("a fact needs some text")
+    text = " ".join(text.split())
+    if len(text) > FACT_MAX_CHARS:
+        raise InvalidInput(f"a fact is at most {FACT_MAX_CHARS} characters")
+    ids = sorted({int(i) for i in message_ids if isinstance(i, int) and not isinstance(i, bool)})
+    if not ids:
+        raise InvalidInput("a fact must cite at least one turn")
+    if len(ids) > MAX_CITED:
+        raise InvalidInput(f"a fact cites at most {MAX_CITED} turns")
+    rows = conn.execute(
+        f"SELECT id, conversation_id, created_at FROM messages WHERE user_id = ? AND id IN ({','.join('?' * len(ids))})"
+        " AND kind = 'chat' AND role IN ('user', 'assistant') ORDER BY id", (user_id, *ids)).fetchall()
+    if not rows:
+        return None
+    newest = max(rows, key=lambda r: (r[2] or "", r[0]))
+    cur = conn.execute(
+        "INSERT INTO facts (user_id, conversation_id, text, fact_date, source, span_id, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (user_id, newest[1], text, (newest[2] or "")[:10] or None, source, span_id, created_at or utcnow()))
+    fact_id = int(cur.lastrowid or 0)
+    conn.executemany("INSERT INTO fact_sources (fact_id, message_id) VALUES (?, ?)", [(fact_id, r[0]) for r in rows])
+    return fact_id
+
+
+def listed(conn: sqlite3.Connection, user_id: int, *, message_ids: Iterable[int] = ()) -> list[Fact]:
+    """This user's facts, or only those citing any of ``message_ids``, oldest first."""
+    ids = list(message_ids)
+    where, args = "f.user_id = ?", [user_id]
+    if ids:
+        where += f" AND f.id IN (SELECT fact_id FROM fact_sources WHERE message_id IN ({','.join('?' * len(ids))}))"
+        args += ids
+    rows = conn.execute(f"SELECT f.id, f.text, f.fact_date, f.source FROM facts f WHERE {where} ORDER BY f.id",
+                        args).fetchall()
+    cited = cited_turns(conn, [r[0] for r in rows])
+    return [Fact(r[0], r[1], r[2], r[3], tuple(cited.get(r[0], ()))) for r in rows]
+
+
+def citing(conn: sqlite3.Connection, user_id: int, message_ids: list[int]) -> list[int]:
+    """Ids of this user's facts that cite any of ``message_ids`` (they go when those turns go)."""
+    out: set[int] = set()
+    for start in range(0, len(message_ids), 500):
+        part = message_ids[start:start + 500]
+        out.update(r[0] for r in conn.execute(
+            f"SELECT s.fact_id FROM fact_sources s JOIN facts f ON f.id = s.fact_id"
+            f" WHERE f.user_id = ? AND s.message_id IN ({','.join('?' * len(part))})", (user_id, *part)))
+    return sorted(out)
+
+
+def cited_turns(conn: sqlite3.Connection, fact_ids: list[int]) -> dict[int, list[int]]:
+    """Fact id -> the turns it cites, in turn order."""
+    out: dict[int, list[int]] = {}
+    for start in range(0, len(fact_ids), 500):
+        part = fact_ids[start:start + 500]
+        for fact_id, message_id in conn.execute(
+                f"SELECT fact_id, message_id FROM fact_sources WHERE fact_id IN ({','.join('?' * len(part))})"
+                " ORDER BY fact_id, message_id", part):
+            out.setdefault(fact_id, []).append(message_id)
+    return out
+
+
+def keyword_hits(conn: sqlite3.Connection, user_id: int, words: list[str], limit: int,
+                 origins: tuple[str, ...] = ()) -> list[tuple[int, float]]:
+    """(fact id, BM25 score, higher is better) for this user's facts matching any of ``words``."""
+    if not words:
+        return []
+    where: list[str] = ["f.user_id = ?"]
+    args: list[Any] = [user_id]
+    if origins:
+        where.append(f"f.source IN ({','.join('?' * len(origins))})")
+        args.extend(origins)
+    if is_postgres(conn):
+        from . import pgsearch
+
+        rows = pgsearch.ranked(conn, "facts_fts", "f", "f.id", "", where, args, words, limit)
+        return [(int(r[0]), float(r["score"])) for r in rows]
+    rows = conn.execute(
+        "SELECT f.id, bm25(facts_fts) AS score FROM facts_fts JOIN facts f ON f.id = facts_fts.rowid"
+        f" WHERE facts_fts MATCH ? AND {' AND '.join(where)} ORDER BY score LIMIT ?",
+        (fts_match(words), *args, limit)).fetchall()
+    return [(int(r[0]), -float(r[1])) for r in rows]
+
+
+def of_origins(conn: sqlite3.Connection, hits: list[tuple[int, float]],
+               origins: tuple[str, ...]) -> list[tuple[int, float]]:
+    """The hits whose fact was written by one of ``origins`` (all of them when empty)."""
+    if not origins or not hits:
+        return hits
+    ids = [h[0] for h in hits]
+    kept = {r[0] for r in conn.execute(
+        f"SELECT id FROM facts WHERE id IN ({','.join('?' * len(ids))}) AND source IN ({','.join('?' * len(origins))})",
+        (*ids, *origins))}
+    return [h for h in hits if h[0] in kept]
+
+
+def as_turns(conn: sqlite3.Connection, hits: list[tuple[int, float]], limit: int) -> list[tuple[tuple[str, int], Any]]:
+    """A ranked list of facts as the ranked list of the turns they cite: each turn at the rank of
+    the best fact citing it, with that fact's score; at most ``limit`` turns."""
+    cited = cited_turns(conn, [h[0] for h in hits])
+    out: list[tuple[tuple[str, int], Any]] = []
+    seen: set[int] = set()
+    for fact_id, score in hits:
+        for message_id in cited.get(fact_id, ()):
+            if message_id not in seen:
+                seen.add(message_id)
+                out.append((("message", message_id), score))
+        if len(out) >= limit:
+            break
+    return out[:limit]
