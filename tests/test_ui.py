@@ -668,7 +668,7 @@ def test_u1_pages_send_strict_csp_and_only_local_scripts(site):
     assert "default-src 'self'" in csp and "unsafe-inline" not in csp
     assert "<script>" not in page.text  # no inline script
     scripts = re.findall(r'<script[^>]*src="([^"]+)"', page.text)
-    assert scripts == ["/static/app.js"]
+    assert scripts == ["/static/theme.js", "/static/app.js"]  # the theme first: applied before the first paint
     for name in STATIC_SCRIPTS:
         source = httpx.get(f"{base}/static/{name}").text
         assert "innerHTML" not in source and "insertAdjacentHTML" not in source and "eval(" not in source

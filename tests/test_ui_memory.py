@@ -84,10 +84,11 @@ def test_b4_b5_delete_one_message_and_a_period_forever_and_the_canary_is_gone(pa
                                  created_at="2021-03-05T10:00:01.000000Z")
     me.conversations.add_message(spring.id, "assistant", "Noted.", created_at="2021-03-05T10:00:02.000000Z")
     assert not verify(me.store, said).clean and not verify(me.store, then).clean
-    # One message: its own "Delete forever", the counts, the phrase.
+    # One message: "Delete forever" in its More menu, the counts, the phrase.
     goto(page, base + f"/#conversation-{thread.id}")
     bubble = page.locator(".message.role-user", has_text=said)
-    bubble.get_by_role("button", name="Delete forever: your message").click()
+    bubble.get_by_role("button", name="More actions").click()
+    bubble.get_by_role("menuitem", name="Delete forever: your message").click()
     expect(bubble.locator(".forget-confirm")).to_contain_text("This removes 1 message")
     bubble.get_by_role("textbox", name="Type FORGET FOREVER to confirm").fill("FORGET FOREVER")
     # The confirmation's own button (exact: the control it replaced has a longer name), and its

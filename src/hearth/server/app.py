@@ -42,6 +42,7 @@ from . import (
     memories,
     openapi,
     personas,
+    pwa,
     recall,
     timeline,
     vendor,
@@ -228,7 +229,9 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
     app.include_router(version_routes.router)  # history and undo (B2)
 
     # Every module the page imports, preloaded at once instead of discovered import by import.
-    modules = [f"/static/{p.name}" for p in sorted((HERE / "static").glob("*.js")) if p.name != "login.js"]
+    # Not the login page's script, the classic theme script (loaded on its own, first) or the worker.
+    modules = [f"/static/{p.name}" for p in sorted((HERE / "static").glob("*.js"))
+               if p.name not in ("login.js", "theme.js", "sw.js")]
     modules += [f"/vendor/{name}" for name in vendor.FILES]
     vendor_dir = vendor.vendor_dir(settings)
     if vendor.missing(vendor_dir):
@@ -257,6 +260,7 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
             return RedirectResponse("/", status_code=303)
         return templates.TemplateResponse(request, "login.html", {}, headers=_page_headers())
 
+    pwa.install(app, modules)  # the installable app: manifest, icons, service worker
     app.router.routes.append(Route(MCP_PATH, endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]))
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     app.mount("/vendor", StaticFiles(directory=str(vendor_dir), check_dir=False), name="vendor")

@@ -45,7 +45,9 @@ if TYPE_CHECKING:
 COOKIE = "hearth_session"
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-PUBLIC_PATHS = frozenset({"/login", "/api/auth/login"})
+# The app's manifest, icons and service worker are public: browsers fetch the manifest and its icons
+# without the session cookie, and none of them holds anything personal.
+PUBLIC_PATHS = frozenset({"/login", "/api/auth/login", "/manifest.webmanifest", "/sw.js"})
 CLIENT_PREFIXES = ("/v1/", "/mcp/")
 LOGIN_LIMIT = 5
 LOGIN_WINDOW_SECONDS = 300.0
@@ -61,7 +63,7 @@ class Principal:
 
 def is_public(path: str) -> bool:
     # Channel webhooks authenticate by their provider's signature, not by a session (E10).
-    return path in PUBLIC_PATHS or path.startswith(("/static/", "/channels/"))
+    return path in PUBLIC_PATHS or path.startswith(("/static/", "/channels/", "/icons/"))
 
 
 def is_client_path(path: str) -> bool:

@@ -31,7 +31,8 @@ async function branchFromCurrent() {
     sessionStorage.removeItem(name);
     await loadConversations();
     await selectConversation(result.conversation.id);
-    setStatus(`Branched from “${conversationTitle(source)}”. The handoff is the first message.`);
+    setStatus(source.imported ? `Continuing “${conversationTitle(source)}” in a new chat. The handoff is the first message.`
+      : `Branched from “${conversationTitle(source)}”. The handoff is the first message.`);
   } catch (error) {
     if (error.status && error.status < 500) sessionStorage.removeItem(name); // refused: a new try gets a new key
     setStatus(error.message, "error");
@@ -42,3 +43,5 @@ async function branchFromCurrent() {
 }
 
 $("branch-conversation").addEventListener("click", branchFromCurrent);
+// An imported thread is read only: it is continued the same way, in a new thread (organise.js).
+$("imported-continue").addEventListener("click", branchFromCurrent);

@@ -7,6 +7,8 @@ import { PAGE, clearMessages, revealMessage, showMessages } from "./messages.js"
 import { clearSnapshotStatus, renderEstimate, renderSize, renderSnapshot, setRefreshEnabled } from "./sidepanel.js";
 import { connectChat, followPersona, loadConversations, renderList, restoreConversation } from "./threads.js";
 import { restoreDraft } from "./drafts.js";
+import { showVoiceChoice } from "./speech.js";
+import { renderOrganise } from "./organise.js";
 
 const ui = {
   title: $("chat-title"),
@@ -55,11 +57,13 @@ export function renderHeader() {
     if (c.continuity_shielded) parts.push("Shielded from automatic continuity");
     if (c.visibility === "hidden") parts.push("In a hidden folder");
     if (c.visibility === "trashed") parts.push("In the trash");
+    if (c.imported) parts.push("Imported");
   }
   ui.meta.textContent = parts.join(" · ");
+  showVoiceChoice(c ? c.persona_id : null); // Read aloud's voice follows the thread's persona
   const busy = state.sending;
   const trashed = Boolean(c) && c.visibility === "trashed";
-  const open = Boolean(c) && c.state !== "ended" && !trashed;
+  const open = Boolean(c) && c.state !== "ended" && !trashed && !c.imported; // an import is read only
   // The message box stays usable while a reply arrives (the next message can be written); Send waits.
   ui.text.disabled = !open;
   ui.send.disabled = !open || busy;
@@ -80,6 +84,7 @@ export function renderHeader() {
   ui.shield.title = c && c.continuity_shielded
     ? "Let this conversation feed automatic continuity and recall again"
     : "Keep this conversation out of automatic continuity and recall";
+  renderOrganise();
   if (c && c.state === "ended") ui.text.placeholder = "This conversation has ended. Start a new one to continue.";
   else if (trashed) ui.text.placeholder = "This conversation is in the trash. Restore it to continue.";
   // A phone's box is narrow: the keyboard hint would be cut off there.

@@ -5,7 +5,7 @@
 
 import { $, api, apiJson, button, el } from "./api.js";
 import { setStatus, shared } from "./shared.js";
-import { addMessage, connectActions, refreshActions, setMessageData, updateMessage } from "./messages.js";
+import { addMessage, connectActions, refreshActions, setMessageData, setSource, updateMessage } from "./messages.js";
 import { renderSize } from "./sidepanel.js";
 import { markdownFragment, renderMarkdown } from "./markdown.js";
 import { refreshCurrent, reloadMessages, renderHeader } from "./chat.js";
@@ -83,6 +83,7 @@ async function streamReply(path, body, { userBubble = null, into = null } = {}) 
   };
   const paintAll = () => {
     renderMarkdown(replyBody, text); // the whole text once more: a paragraph drawn alone may read differently
+    setSource(reply, text);
     reply.scrollIntoView({ block: "end" });
   };
   let stopped = false;

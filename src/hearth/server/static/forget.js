@@ -24,9 +24,7 @@ export function forgetControl(label, target, ariaLabel, onDone, report) {
   const start = button(label, async () => {
     try {
       const what = typeof target === "function" ? target() : target;
-      const preview = await apiJson("POST", "/api/forget/preview", what);
-      wrap.replaceChildren(confirmForm(preview, what, wrap, start, onDone, report));
-      wrap.querySelector("input")?.focus();
+      await startForget(wrap, what, () => wrap.replaceChildren(start), onDone, report);
     } catch (error) {
       report(error.message, "error");
     }
@@ -35,7 +33,15 @@ export function forgetControl(label, target, ariaLabel, onDone, report) {
   return wrap;
 }
 
-function confirmForm(preview, what, wrap, start, onDone, report) {
+// The confirmation alone, in `wrap`, for a control of its own (a message's More menu): previews the
+// counts (a failed preview throws) and asks for the phrase; Cancel calls restore().
+export async function startForget(wrap, what, restore, onDone, report) {
+  const preview = await apiJson("POST", "/api/forget/preview", what);
+  wrap.replaceChildren(confirmForm(preview, what, restore, onDone, report));
+  wrap.querySelector("input")?.focus();
+}
+
+function confirmForm(preview, what, restore, onDone, report) {
   const form = el("form", "forget-confirm");
   form.append(el("p", "small", `This removes ${describe(preview.counts)} and everything derived from them, for good.`));
   const input = el("input");
@@ -45,7 +51,7 @@ function confirmForm(preview, what, wrap, start, onDone, report) {
   input.placeholder = PHRASE;
   const go = el("button", "danger small", "Delete forever");
   go.type = "submit";
-  const cancel = button("Cancel", () => wrap.replaceChildren(start), "quiet small");
+  const cancel = button("Cancel", restore, "quiet small");
   form.append(input, go, cancel);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

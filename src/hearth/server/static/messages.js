@@ -1,11 +1,15 @@
 // The message list of the open conversation: one bubble per message (Markdown through markdown.js),
 // the handoff artifact laid out as elements with textContent, and the turn actions of W2: Regenerate
-// on the last reply, Edit on every message of the person's, and swiping between versions.
+// on the last reply, Edit on every message of the person's, and swiping between versions. Every saved
+// message also has Copy (its plain text), Read aloud (speech.js) and a More menu (menu.js) with Copy
+// as Markdown (its source) and, last and out of the way, Delete forever.
 
 import { $, apiJson, button, el } from "./api.js";
 import { avatarFor } from "./avatars.js";
-import { forgetControl } from "./forget.js";
-import { personaName, setStatus } from "./shared.js";
+import { startForget } from "./forget.js";
+import { menuButton } from "./menu.js";
+import { readButton } from "./speech.js";
+import { personaName, setStatus, shared } from "./shared.js";
 import { renderMarkdown } from "./markdown.js";
 
 const list = $("messages");
@@ -35,6 +39,7 @@ function buildMessage(message, personaId) {
     item.classList.add("handoff");
     item.append(el("div", "who", "Handoff from an earlier conversation"));
     item.append(handoffBody(message.content));
+    sources.set(item, message.content);
     const source = (message.metadata || {}).source_conversation_id;
     if (source) {
       const link = el("a", "source-link", "Open source conversation");
@@ -49,22 +54,43 @@ function buildMessage(message, personaId) {
     renderMarkdown(body, message.content);
     item.append(body);
     sources.set(item, message.content);
-    if (message.id) item.append(messageForget(item, message));
   }
   return item;
 }
 
-// Delete forever for one message (B4): with everything derived from it, after the phrase.
-function messageForget(item, message) {
-  const who = message.role === "user" ? "your message" : "this reply";
-  const control = forgetControl("Delete forever", { target: "message", id: message.id },
-    `Delete forever: ${who}`, () => {
-      item.remove();
-      refreshActions();
-    }, setStatus);
-  control.classList.add("message-forget");
-  return control;
+// The Markdown source of a reply that has just streamed in (composer.js), for Copy as Markdown.
+export function setSource(item, text) {
+  sources.set(item, text);
 }
+
+// Delete forever for one message (B4), chosen in its More menu: with everything derived from it,
+// after the counts and the phrase, in the bubble; Cancel gives the focus back to the menu button.
+function forgetMessage(item) {
+  const slot = el("span", "forget-control message-forget");
+  item.append(slot);
+  const restore = () => {
+    slot.remove();
+    item.querySelector(".menu-button")?.focus();
+  };
+  startForget(slot, { target: "message", id: Number(item.dataset.messageId) }, restore, () => {
+    item.remove();
+    refreshActions();
+  }, setStatus).catch((error) => {
+    slot.remove();
+    setStatus(error.message, "error");
+  });
+}
+
+async function copy(text, what) {
+  try {
+    await navigator.clipboard.writeText(text);
+    setStatus(`${what} copied.`, "success");
+  } catch (error) {
+    setStatus("The browser did not allow copying: select the text and copy it instead.", "error");
+  }
+}
+
+const plainText = (item) => (item.querySelector(".body")?.innerText || "").trim();
 
 // Keeps a bubble's data in step with a saved message (id, version count, chosen version).
 export function setMessageData(item, message) {
@@ -161,7 +187,7 @@ function drawHeld() {
   fragment.append(...nodes);
   if (!sentinel.isConnected) list.prepend(sentinel); // a page just fetched: the marker comes back first
   sentinel.after(fragment);
-  if (!actions.busy()) for (const node of nodes) decorate(node, false);
+  for (const node of nodes) decorate(node, false);
   placeTop();
   list.scrollTop = list.scrollHeight - keep;
 }
@@ -203,24 +229,43 @@ export function showMessages(messages, personaId, total = messages.length, conve
   list.scrollTop = pinned ? list.scrollHeight : 0;
 }
 
-const chatTurns = () => [...list.querySelectorAll('.message[data-kind="chat"][data-message-id]:not([data-message-id=""])')];
+const SAVED = '.message[data-message-id]:not([data-message-id=""])';
+const chatTurns = () => [...list.querySelectorAll(`${SAVED}[data-kind="chat"]`)];
 
 // Turn actions: Regenerate on the last reply; Edit on every message of the person's; the versions
 // (‹ n / m ›) of any turn that has more than one. A message of the person's carries the turns that
-// followed each of its versions, so choosing one of its versions reloads the thread.
+// followed each of its versions, so choosing one of its versions reloads the thread. Every saved
+// message (a handoff too) has Copy, Read aloud and More; while a reply streams, only Copy and Read
+// aloud stay.
 export function refreshActions() {
   for (const node of list.querySelectorAll(".turn-actions")) node.remove();
-  if (actions.busy()) return;
   const turns = chatTurns();
   const last = turns[turns.length - 1];
-  for (const node of turns) decorate(node, node === last);
+  for (const node of list.querySelectorAll(SAVED)) decorate(node, node === last);
 }
 
 function decorate(node, last) {
-  if (node.dataset.kind !== "chat" || !node.dataset.messageId) return;
-  if (node.classList.contains("role-user")) node.append(userActions(node));
+  if (!node.dataset.messageId) return;
+  if (node.dataset.kind !== "chat" || actions.busy()) node.append(messageTools(node, el("div", "turn-actions")));
+  else if (node.classList.contains("role-user")) node.append(userActions(node));
   else if (last) node.append(replyActions(node));
-  else if (Number(node.dataset.alternatives) > 1) node.append(replyActions(node, false));
+  else node.append(replyActions(node, false));
+}
+
+// Copy, Read aloud and the More menu, after the turn's own actions: Delete forever is in the menu,
+// last, never a click away beside Edit.
+function messageTools(node, bar) {
+  const mine = node.classList.contains("role-user");
+  bar.append(button("Copy", () => copy(plainText(node), "The message"), "quiet small copy-message"));
+  bar.append(readButton(node, () => plainText(node), () => (mine ? null : shared.current?.persona_id)));
+  if (actions.busy()) return bar;
+  const items = [{ label: "Copy as Markdown", action: () => copy(sources.get(node) ?? plainText(node), "The Markdown") }];
+  if (node.dataset.kind === "chat") {
+    items.push({ label: "Delete forever", action: () => forgetMessage(node), className: "danger",
+      ariaLabel: `Delete forever: ${mine ? "your message" : "this reply"}` });
+  }
+  bar.append(menuButton("More", items, { ariaLabel: "More actions" }));
+  return bar;
 }
 
 function versions(item, label) {
@@ -243,14 +288,14 @@ function replyActions(item, canRegenerate = true) {
   const bar = el("div", "turn-actions");
   if (Number(item.dataset.alternatives) > 1) bar.append(versions(item, "Versions of this reply"));
   if (canRegenerate) bar.append(button("Regenerate", () => actions.regenerate(item), "quiet small regenerate"));
-  return bar;
+  return messageTools(item, bar);
 }
 
 function userActions(item) {
   const bar = el("div", "turn-actions");
   if (Number(item.dataset.alternatives) > 1) bar.append(versions(item, "Versions of your message"));
   bar.append(button("Edit", () => startEdit(item), "quiet small edit-message", "Edit this message"));
-  return bar;
+  return messageTools(item, bar);
 }
 
 // Touch: a horizontal swipe on a turn with versions moves to the neighbouring version.
