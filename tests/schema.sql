@@ -711,7 +711,7 @@ CREATE TABLE users (
             is_owner INTEGER NOT NULL DEFAULT 0,
             password_hash TEXT,
             created_at TEXT NOT NULL
-        );
+        , display_name TEXT);
 -- table vector_counts
 CREATE TABLE vector_counts (
             user_id INTEGER NOT NULL,

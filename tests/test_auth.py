@@ -93,7 +93,7 @@ def test_u2_login_sets_http_only_strict_cookie_and_returns_csrf(locked, client, 
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
     assert "Secure" not in cookie  # plain http on localhost
     me = client.get("/api/auth/me").json()
-    assert me == {"user": data["user"], "method": "session", "password_configured": True}
+    assert me == {"user": data["user"], "method": "session", "password_configured": True, "display_name": None}
     page = client.get("/")
     assert page.status_code == 200 and data["csrf_token"] in page.text
 

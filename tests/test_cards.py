@@ -45,10 +45,11 @@ def test_x3_v3_png_card_imports_every_field_into_a_persona(me):
     assert card["creator_notes"] == "Works best with slow, quiet scenes."
     assert card["tags"] == ["lighthouse", "slice of life"] and card["nickname"] == "Mira"
     assert card["extensions"]["world"] == "Gull Rock" and card["book"]["token_budget"] == 400
-    # The persona speaks from the card: macros filled in for the identity and instructions.
-    assert persona.identity.startswith("Mira Vale keeps the lighthouse on Gull Rock and writes letters to the person")
-    assert "Mira Vale's personality: dry wit" in persona.identity and "Scenario: A winter storm" in persona.identity
-    assert persona.custom_instructions == "Write as Mira Vale, in the first person."
+    # The persona speaks from the card: identity and instructions keep its macros, filled when the
+    # prompt is built (tests/test_characters.py).
+    assert persona.identity.startswith("{{char}} keeps the lighthouse on Gull Rock and writes letters to {{user}}")
+    assert "{{char}}'s personality: dry wit" in persona.identity and "Scenario: A winter storm" in persona.identity
+    assert persona.custom_instructions == "Write as {{char}}, in the first person."
     data, mime = me.personas.avatar(persona.id)
     assert mime == "image/png" and cards.is_png(data) and "ccv3" not in samples.png_chunks(data)
     # The character book became fragments with their controls.

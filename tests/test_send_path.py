@@ -81,6 +81,7 @@ def test_p3_sections_follow_spec_order_and_absent_sections_have_no_heading(me, p
     persona = me.personas.create(
         "full", "Full", identity="I am Full.", custom_instructions="Be brief.", tone="Playful",
         archive_access=True, web_search=True, characters=[{"name": "Ellis", "description": "a grey cat"}],
+        card={"mes_example": "<START>\n{{user}}: Tea?\n{{char}}: Always."},
     )
     me.memories.add("Drinks tea", "habits", 4)
     conversation = me.conversations.create(persona.id)

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import ledger
+from .character import GREETING_CHANNELS, open_with_greeting
 from .conversations import ELIGIBLE_SQL, MAX_TITLE, Conversation
 from .errors import Conflict, InvalidInput, StoreError
 from .handoff import (
@@ -178,11 +179,14 @@ def _store_handoff(conn: sqlite3.Connection, user_id: int, conversation_id: int,
 # --- automatic New Chat continuity (H6) ----------------------------------------------------------
 
 def most_recent_eligible(conn: sqlite3.Connection, user_id: int, persona_id: int) -> int | None:
-    """The most recently updated eligible conversation of this persona that has a turn to carry."""
+    """The most recently updated eligible conversation of this persona that has a turn to carry.
+    A card's greeting alone is not one: a thread opened and left would otherwise carry nothing
+    but the greeting into the next, instead of the last real exchange (X3)."""
     row = conn.execute(
         f"SELECT c.id FROM conversations c WHERE c.user_id = ? AND c.persona_id = ? AND {ELIGIBLE_SQL}"
         " AND EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.kind = 'chat'"
-        " AND m.role IN ('user', 'assistant') AND trim(m.content) != '')"
+        " AND m.role IN ('user', 'assistant') AND trim(m.content) != ''"
+        " AND json_extract(m.metadata, '$.greeting') IS NULL)"
         " ORDER BY c.updated_at DESC, c.id DESC LIMIT 1",
         (user_id, persona_id),
     ).fetchone()
@@ -211,6 +215,9 @@ def new_chat(scope: "Scope", persona_id: int | None = None, *, title: str = "", 
     creates the conversation (with its memory snapshot, P1) and its handoff row, so either both
     exist or neither does: a capture failure leaves no empty conversation behind. A persona
     without ``auto_continuity`` (or ``continue_=False``) gets a plain new conversation.
+
+    On the web and the CLI a persona from a character card greets: the card's first message opens
+    the thread, with or without a handoff, as SillyTavern opens every new chat (X3, ``character``).
     """
     persona = scope.personas.get(persona_id) if persona_id else scope.personas.default()
     ledger.check_channel(channel)
@@ -223,6 +230,8 @@ def new_chat(scope: "Scope", persona_id: int | None = None, *, title: str = "", 
                 if source_id is not None:
                     handoff = capture(conn, scope.user_id, source_id, scope.hearth.settings)
             conversation = scope.conversations.create(persona.id, title=title, folder_id=folder_id, channel=channel)
+            if channel in GREETING_CHANNELS:
+                open_with_greeting(conn, scope.user_id, persona, conversation.id, channel)
             if source_id is None or handoff is None or handoff.is_empty:
                 return NewChat(conversation)
             _store_handoff(conn, scope.user_id, conversation.id, source_id, handoff)

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterator
 
-from . import activations, alternatives, ledger
+from . import activations, alternatives, character, ledger
 from .conversations import Conversation
 from .errors import Conflict, InvalidInput, NotFound, ProviderError
 from .layers.live_context import MarkerFilter
@@ -300,10 +300,13 @@ class SendPath:
                                                       after_id=capsule.through_message_id if capsule else 0)
             chain = chains.get(conn, conversation.id) if chaining and not self.regenerate else None
             persona = scope.personas.get(conversation.persona_id)
+            # A greeting (a card's first message, X3) is not a reply: the birth period goes on (K3).
             has_reply = bool(conn.execute(
-                "SELECT 1 FROM messages WHERE conversation_id = ? AND role = 'assistant' AND kind = 'chat' LIMIT 1",
+                "SELECT 1 FROM messages WHERE conversation_id = ? AND role = 'assistant' AND kind = 'chat'"
+                " AND json_extract(metadata, '$.greeting') IS NULL LIMIT 1",
                 (conversation.id,),
             ).fetchone())
+            post_history = character.post_history(conn, scope.user_id, persona, conversation.id, user_message)
             turn = Turn(conn=conn, user_id=scope.user_id, conversation=conversation, persona=persona,
                         text=user_message.content, history=history, settings=self.settings,
                         pinned_characters=tuple(pin_characters), handoff=scope._handoff_info(conn, conversation.id),
@@ -314,7 +317,8 @@ class SendPath:
             static_prompt=prompt.text, handoff_chars=prompt.handoff_chars, history=history, context=context,
             user_text=quote_reserved_headings(user_message.content), tools=scope.toolbox.specs(),
             input_limit_tokens=limit, output_reserve_tokens=reserve, birth_period=not has_reply,
-            trimmed_before=older, capsule=capsule_text,
+            trimmed_before=older, capsule=capsule_text, post_history=post_history,
+            static_sections=prompt.section_chars,
         )
         if chaining:
             # E7: continue the Responses chain (or start from a compaction's replacement input).

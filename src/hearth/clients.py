@@ -10,11 +10,13 @@ path, in the one conversation the client chat is pinned to. The pin is found by
   message), told apart from other chats with the same opening by Hearth's own first reply, which
   the client resends.
 
-Pins are stored as hashes in ``client_chats``, never as text. A request whose last user message
-is the one Hearth answered last (and whose history does not already hold Hearth's reply to it) is
-a client-side regenerate: that message is answered again instead of being saved twice. The
-client's system prompt becomes the conversation's own custom instructions; a change rebuilds that
-conversation's stored prompt (P5).
+The client's greeting (the assistant turns it sends before the first user message, such as a
+SillyTavern character's first message) is saved as the companion's first turn of the conversation
+when the pin is made, once. Pins are stored as hashes in ``client_chats``, never as text. A
+request whose last user message is the one Hearth answered last (and whose history does not
+already hold Hearth's reply to it) is a client-side regenerate: that message is answered again
+instead of being saved twice. The client's system prompt becomes the conversation's own custom
+instructions; a change rebuilds that conversation's stored prompt (P5).
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Iterator
 
+from .character import add_greeting
 from .chat import SendEvent
 from .conversations import Conversation
 from .errors import InvalidInput, NotFound
 from .personas import Persona
 from .store import utcnow
+from .validation import check_text
 
 if TYPE_CHECKING:
     from .engine import Scope
@@ -143,6 +147,12 @@ class ClientChats:
             if found is None:
                 title = " ".join(chat[first_user].text.split())[:TITLE_CHARS]
                 found = self.scope.new_chat(persona.id, title=title, channel="api").conversation
+                # The client's own greeting (its character's first message, shown before the
+                # person wrote) is the companion's first turn here too; saved once, with the pin.
+                for greeting in chat[:first_user]:
+                    if greeting.text.strip():
+                        check_text(greeting.text, "the greeting")
+                        add_greeting(conn, self.user_id, found.id, [greeting.text], source="client", channel="api")
                 conn.execute("INSERT INTO client_chats (user_id, persona_id, key, conversation_id, created_at)"
                              " VALUES (?, ?, ?, ?, ?)", (self.user_id, persona.id, key, found.id, utcnow()))
                 return Pinned(found, True, False)
@@ -158,8 +168,10 @@ class ClientChats:
 
     @staticmethod
     def _first_reply(conn, conversation_id: int) -> str | None:
+        """Hearth's first reply: a greeting is the client's own text, the same in every such chat."""
         row = conn.execute("SELECT content FROM messages WHERE conversation_id = ? AND kind = 'chat'"
-                           " AND role = 'assistant' ORDER BY id LIMIT 1", (conversation_id,)).fetchone()
+                           " AND role = 'assistant' AND json_extract(metadata, '$.greeting') IS NULL"
+                           " ORDER BY id LIMIT 1", (conversation_id,)).fetchone()
         return _norm(row[0]) if row else None
 
     @staticmethod

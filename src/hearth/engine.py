@@ -28,6 +28,7 @@ from .personas import Persona, Personas
 from .prompt import stored
 from .prompt.assembly import estimate_tokens
 from .prompt.dynamic import DynamicContext
+from .prompt.macros import user_macro_conversations
 from .providers.base import Provider
 from .registry import job_handlers, wire
 from .retrieval import searchlog
@@ -221,6 +222,19 @@ class Scope:
             ids = [r[0] for r in conn.execute(
                 "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
             return persona, self._rebuild_prompts(conn, ids)
+
+    # -- the person: what companions call them ({{user}}, X3) ---------------------------------
+    def set_display_name(self, name: str | None) -> int:
+        """Set (or with None or "" clear) the person's display name. Stored prompts whose persona
+        text names the person by macro are rebuilt in the same transaction (P5); returns how many."""
+        value = self.hearth.users.check_display_name(name)
+        with self.store.write() as conn:
+            if conn.execute("SELECT display_name FROM users WHERE id = ?", (self.user_id,)).fetchone()[0] == value:
+                return 0
+            conn.execute("UPDATE users SET display_name = ? WHERE id = ?", (value, self.user_id))
+            ledger.append(conn, user_id=self.user_id, kind="user.display_name_set",
+                          payload={"chars": len(value or "")})
+            return self._rebuild_prompts(conn, user_macro_conversations(conn, self.user_id))
 
     # -- sending -----------------------------------------------------------------------------
     def send_stream(self, conversation_id: int, text: str, *, channel: str = "web",

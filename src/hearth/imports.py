@@ -106,23 +106,22 @@ def _slug(text: str) -> str:
 
 
 def _macros(text: str, name: str) -> str:
-    for token in ("{{char}}", "<BOT>", "{{Char}}"):
-        text = text.replace(token, name)
-    for token in ("{{user}}", "<USER>", "{{User}}"):
-        text = text.replace(token, "the person")
+    """Card text as a persona keeps it: its macros ({{user}}, {{char}}, ...) stay as written and are
+    filled when the text is placed in a prompt (``prompt.macros``), so the person's display name and
+    the persona's own display name apply."""
     return text
 
 
 def identity_from_card(name: str, fields: dict[str, Any]) -> str:
-    """The persona identity a card gives: description, personality and scenario, macros filled."""
+    """The persona identity a card gives: description, personality and scenario, macros kept."""
     parts = []
     if fields.get("description"):
         parts.append(fields["description"].strip())
     if fields.get("personality"):
-        parts.append(f"{name}'s personality: {fields['personality'].strip()}")
+        parts.append(f"{{{{char}}}}'s personality: {fields['personality'].strip()}")
     if fields.get("scenario"):
         parts.append(f"Scenario: {fields['scenario'].strip()}")
-    return _macros("\n\n".join(parts), name) or f"You are {name}."
+    return _macros("\n\n".join(parts), name) or "You are {{char}}."
 
 
 def _card_values(card: Any) -> dict[str, Any]:

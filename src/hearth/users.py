@@ -14,6 +14,7 @@ import secrets
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -21,9 +22,11 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from .errors import AuthError, Conflict, InvalidInput, NotFound
 from .personas import NAME_RE
 from .store import Store, inserted_id, utcnow
+from .validation import check_text
 
 SESSION_DAYS = 30
 MIN_PASSWORD = 8
+MAX_DISPLAY_NAME = 100
 _hasher = PasswordHasher()
 
 
@@ -34,11 +37,12 @@ class User:
     is_owner: bool
     has_password: bool
     created_at: str
+    display_name: str | None = None  # what companions call the person ({{user}}, X3); None: "the person"
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "User":
         return cls(row["id"], row["name"], bool(row["is_owner"]), row["password_hash"] is not None,
-                   row["created_at"])
+                   row["created_at"], row["display_name"])
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,16 @@ class Users:
 
     def list(self) -> list[User]:
         return [User.from_row(r) for r in self.store.connection().execute("SELECT * FROM users ORDER BY id")]
+
+    @staticmethod
+    def check_display_name(value: Any) -> str | None:
+        """A display name as stored: one line of at most MAX_DISPLAY_NAME characters; empty is None."""
+        if value is None:
+            return None
+        value = check_text(value, "display name", max_chars=MAX_DISPLAY_NAME, strip=True)
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise InvalidInput("display name must be one line of text")
+        return value or None
 
     # -- passwords -------------------------------------------------------------------------
     def set_password(self, user_id: int, password: str) -> None:

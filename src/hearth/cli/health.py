@@ -147,7 +147,24 @@ def user_add(obj: Context, name: str) -> None:
 @pass_ctx
 def user_list(obj: Context) -> None:
     for u in obj.hearth.users.list():
-        console.print(f"{u.id}\t{u.name}\t{'owner' if u.is_owner else ''}", markup=False)
+        console.print(f"{u.id}\t{u.name}\t{'owner' if u.is_owner else ''}\t{u.display_name or ''}", markup=False)
+
+
+@user.command("name")
+@click.argument("display_name", required=False)
+@click.option("--clear", is_flag=True, help="Forget the display name: companions say \"the person\" again.")
+@pass_ctx
+def user_name(obj: Context, display_name: str | None, clear: bool) -> None:
+    """Show or set what companions call the acting user ({{user}} in character cards)."""
+    scope = obj.scope()
+    if display_name is None and not clear:
+        current = obj.hearth.users.get(scope.user_id).display_name
+        console.print(current or "(not set: companions say \"the person\")", markup=False)
+        return
+    rebuilt = scope.set_display_name(None if clear else display_name)
+    shown = obj.hearth.users.get(scope.user_id).display_name
+    console.print(f"Display name {'set to ' + shown if shown else 'cleared'}; {rebuilt} stored prompt(s) rebuilt.",
+                  markup=False)
 
 
 @cli.group()

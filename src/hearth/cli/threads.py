@@ -282,6 +282,10 @@ def chat(obj: Context, persona_name: str | None, conversation_id: int | None, me
         intro += f", continuing from {continued}"
     # The hint about leaving only makes sense when the chat is interactive.
     err_console.print(intro + ("." if messages else ". Ctrl-D to leave."), markup=False)
+    if conversation_id is None:
+        # A character's greeting opens the new thread (X3): shown as the companion's first turn.
+        for greeting in scope.conversations.messages(conversation.id):
+            click.echo(greeting.content)
 
     def turn(text: str) -> None:
         for event in scope.send_stream(conversation.id, text, channel="cli"):

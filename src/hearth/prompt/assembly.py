@@ -2,14 +2,15 @@
 
 The request is: stored static prompt; current-thread history (trimmed oldest-first only when the
 budget requires); the rolling summary and dynamic context system messages right before the newest
-turn; the current user message; tool definitions. Sizes are estimated from the very strings sent,
-at about four characters a token: no tokenizer, no second retrieval.
+turn; a character card's post-history instructions (X3) after them; the current user message; tool
+definitions. Sizes are estimated from the very strings sent, at about four characters a token: no
+tokenizer, no second retrieval.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from ..errors import DispatchRefused
 from ..ledger import Message
@@ -45,6 +46,11 @@ class SizeReport:
     # The continuity capsule (E3): its own system message, paired with the turns it does not cover.
     capsule_tokens: int = 0
     capsule_active: bool = False
+    # A card's post-history instructions (X3): their own system message after the history.
+    post_history_tokens: int = 0
+    # Each section of the static prompt, already counted in static_prompt_tokens (custom
+    # instructions hold a card's system prompt, example_dialogue its example dialogue).
+    static_sections: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -107,15 +113,21 @@ def assemble(
     birth_period: bool,
     trimmed_before: int = 0,
     capsule: str = "",
+    post_history: str = "",
+    static_sections: dict[str, int] | None = None,
 ) -> AssembledRequest:
     """Build the provider request; trim history oldest-first only when the budget requires (T1).
 
     ``trimmed_before`` counts older turns the caller already left unread because they could not fit.
+    ``post_history`` (a card's post-history instructions, macros filled) is persona configuration:
+    it is kept like the static prompt when the budget is tight. ``static_sections`` are the
+    characters of each static prompt section, for the report.
     """
     turns, sizes = _history_turns(history)
     user_text = quote_reserved_headings(user_text)
+    post_history = quote_reserved_headings(post_history)
     room = input_limit_tokens - output_reserve_tokens
-    essential_chars = len(static_prompt) + len(capsule) + len(user_text) + tool_chars(tools)
+    essential_chars = len(static_prompt) + len(capsule) + len(post_history) + len(user_text) + tool_chars(tools)
     if estimate_tokens(essential_chars) > room:
         # Even with no history and no context it cannot fit: refuse rather than send a request with
         # negative room. The user's message stays saved and can be retried once it fits.
@@ -143,6 +155,9 @@ def assemble(
         tail.append(ChatMessage("system", context.summary_message))
     if context.context_message:
         tail.append(ChatMessage("system", context.context_message))
+    if post_history:
+        # After the history, as SillyTavern places them; the person's message stays last (R1).
+        tail.append(ChatMessage("system", post_history))
     tail.append(ChatMessage("user", user_text))
     messages = head + kept + tail
 
@@ -173,6 +188,8 @@ def assemble(
         remaining_tokens=input_limit_tokens - total,
         capsule_tokens=estimate_tokens(len(capsule)),
         capsule_active=bool(capsule),
+        post_history_tokens=estimate_tokens(len(post_history)),
+        static_sections={key: estimate_tokens(chars) for key, chars in (static_sections or {}).items()},
     )
     return AssembledRequest(ProviderRequest(messages=messages, tools=list(tools),
                                             max_output_tokens=output_reserve_tokens), size)

@@ -9,19 +9,24 @@ the model only through the deliberate handoff and the dynamic layers.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import NamedTuple, Sequence
 
 from ..personas import Persona
+from .macros import Macros, char_name
 
 # Raised whenever the rules that shape a stored prompt change; older prompts are rebuilt (P7).
-POLICY_VERSION = 2  # 2: library access section when the library tool is offered
+# 2: library access section when the library tool is offered; 3: a card's example dialogue, and
+# macros ({{user}}, {{char}}, ...) filled when the prompt is built.
+POLICY_VERSION = 3
 
 # (key, heading) in SPEC P3 order. Keys double as names in ``persona.sections`` overrides.
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("custom_instructions", "Custom instructions"),
     ("tone", "Personality and tone"),
     ("identity", "Identity"),
+    ("example_dialogue", "Example dialogue"),  # a character card's mes_example (X3)
     ("capabilities", "Cross-thread capabilities"),
     ("library", "Library access"),
     ("archive", "Archive access"),
@@ -107,15 +112,35 @@ def _characters_text(persona: Persona) -> str:
     return "\n".join(lines)
 
 
-def section_texts(persona: Persona, memories: Sequence[MemoryRow], handoff_text: str) -> dict[str, str]:
-    """The text of every section before the absent ones are dropped."""
+_START = re.compile(r"<START>", re.IGNORECASE)
+
+
+def example_dialogue(text: str) -> str:
+    """A card's example dialogue as SillyTavern reads it: exchanges that each begin with ``<START>``,
+    shown as examples of style that are not part of the conversation."""
+    blocks = [block.strip() for block in _START.split(text or "")]
+    blocks = [block for block in blocks if block]
+    if not blocks:
+        return ""
+    return ("How {{char}} speaks and acts, by example. These exchanges did not happen; they show style only.\n\n"
+            + "\n\n".join(f"[Example {i}]\n{block}" for i, block in enumerate(blocks, 1)))
+
+
+def section_texts(persona: Persona, memories: Sequence[MemoryRow], handoff_text: str,
+                  macros: Macros | None = None) -> dict[str, str]:
+    """The text of every section before the absent ones are dropped. Macros are filled in the
+    persona's own text; memories and the quoted handoff are the person's words and stay as they are."""
     overrides = persona.sections
     texts = {key: overrides.get(key, DEFAULT_TEXT.get(key, "")) for key in SECTION_KEYS}
     texts["custom_instructions"] = persona.custom_instructions
     texts["tone"] = "" if persona.tone.strip().lower() in ("", "natural") else persona.tone
     texts["identity"] = persona.identity
-    texts["memories"] = _memories_text(memories)
+    example = persona.card.get("mes_example", "")
+    texts["example_dialogue"] = example_dialogue(example) if isinstance(example, str) else ""
     texts["characters"] = _characters_text(persona)
+    fill = macros or Macros(char_name(persona), stable=True)
+    texts = {key: fill.fill(text) for key, text in texts.items()}
+    texts["memories"] = _memories_text(memories)
     texts["continuity"] = handoff_text
     if not persona.archive_access:
         texts["archive"] = ""
@@ -124,8 +149,9 @@ def section_texts(persona: Persona, memories: Sequence[MemoryRow], handoff_text:
     return texts
 
 
-def build_static_prompt(persona: Persona, memories: Sequence[MemoryRow], handoff_text: str = "") -> StaticPrompt:
-    texts = section_texts(persona, memories, handoff_text)
+def build_static_prompt(persona: Persona, memories: Sequence[MemoryRow], handoff_text: str = "",
+                        macros: Macros | None = None) -> StaticPrompt:
+    texts = section_texts(persona, memories, handoff_text, macros)
     parts, keys, sizes = [], [], {}
     for key, heading in SECTIONS:
         body = texts[key].strip()

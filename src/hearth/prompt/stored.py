@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
 from .. import ledger
 from ..memories import Adjust, Composed, backfill, snapshot_items
 from ..personas import Persona
 from ..store import utcnow
+from . import macros
 from .dynamic import quote_reserved_headings
 from .static import POLICY_VERSION, build_static_prompt
 
@@ -32,6 +33,7 @@ class StoredPrompt:
     text: str
     handoff_chars: int
     policy_version: int
+    section_chars: dict[str, int] = field(default_factory=dict)  # per static section (R2)
 
 
 def _compose(conn: sqlite3.Connection, conversation_id: int, handoff_text: HandoffText,
@@ -43,11 +45,18 @@ def _compose(conn: sqlite3.Connection, conversation_id: int, handoff_text: Hando
     if own is not None:  # the conversation's own instructions (a client's system prompt, X1)
         persona = replace(persona, custom_instructions=own)
     items = snapshot_items(conn, conversation_id)
-    prompt = build_static_prompt(persona, adjust(items) if adjust else items, handoff_text(conn, conversation_id))
+    # Macros are filled now, with the thread's start as "now" and random picks seeded by the
+    # thread, so a rebuild (P5) gives the same text; only the display names can change it.
+    user_id, started = conn.execute("SELECT user_id, created_at FROM conversations WHERE id = ?",
+                                    (conversation_id,)).fetchone()
+    fill = macros.for_user(conn, user_id, macros.char_name(persona), at=macros.parse_stamp(started),
+                           seed=conversation_id, stable=True)
+    prompt = build_static_prompt(persona, adjust(items) if adjust else items, handoff_text(conn, conversation_id),
+                                 fill)
     # K5: user-authored text quoting the reserved recall heading is relabelled, not rejected.
     text = quote_reserved_headings(prompt.text)
     meta = {"policy_version": POLICY_VERSION, "handoff_chars": prompt.handoff_chars,
-            "sections": list(prompt.section_keys), "built_at": utcnow()}
+            "sections": list(prompt.section_keys), "section_chars": prompt.sizes, "built_at": utcnow()}
     return text, meta
 
 
@@ -60,7 +69,8 @@ def _row(conn: sqlite3.Connection, conversation_id: int) -> sqlite3.Row | None:
 
 def _stored(row: sqlite3.Row) -> StoredPrompt:
     meta = json.loads(row["metadata"])
-    return StoredPrompt(row["id"], row["content"], meta.get("handoff_chars", 0), meta.get("policy_version", 0))
+    return StoredPrompt(row["id"], row["content"], meta.get("handoff_chars", 0), meta.get("policy_version", 0),
+                        dict(meta.get("section_chars") or {}))
 
 
 def _written(conn: sqlite3.Connection, conversation_id: int) -> StoredPrompt:

@@ -35,7 +35,7 @@ from starlette.types import Scope as AsgiScope
 from ..engine import Hearth, Scope
 from ..errors import AuthError, ConfigError, Conflict, Forbidden, RateLimited
 from ..settings import Settings
-from ..users import SESSION_DAYS
+from ..users import MAX_DISPLAY_NAME, SESSION_DAYS
 from .errors import hearth_error_response
 from .models import IdPath, RequestModel, responses
 
@@ -332,6 +332,12 @@ class MeOut(BaseModel):
     user: UserOut
     method: str
     password_configured: bool
+    display_name: str | None = Field(default=None, description="What companions call you; null: \"the person\"")
+
+
+class ProfileIn(RequestModel):
+    display_name: str | None = Field(max_length=MAX_DISPLAY_NAME, description=(
+        "What companions call you: {{user}} in character cards and persona text (X3); empty or null clears it"))
 
 
 class TokenIn(RequestModel):
@@ -398,7 +404,15 @@ def logout(request: Request, _scope: Scope = Depends(current_scope)) -> Response
 def me(request: Request, scope: Scope = Depends(current_scope)) -> MeOut:
     hearth = get_hearth(request)
     return MeOut(user=_user_out(hearth, scope.user_id), method=principal_of(request).method,
-                 password_configured=hearth.users.password_configured())
+                 password_configured=hearth.users.password_configured(),
+                 display_name=hearth.users.get(scope.user_id).display_name)
+
+
+@router.patch("/me", response_model=MeOut)
+def update_me(body: ProfileIn, request: Request, scope: Scope = Depends(current_scope)) -> MeOut:
+    """Set what companions call you; stored prompts that name you by macro are rebuilt first (P5)."""
+    scope.set_display_name(body.display_name)
+    return me(request, scope)
 
 
 @router.get("/tokens", response_model=list[TokenOut])

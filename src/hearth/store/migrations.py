@@ -1143,6 +1143,65 @@ def m024_add_persona_uuid(conn: sqlite3.Connection) -> None:
     )
 
 
+# What card imports before migration 23 baked into a persona: {{char}} as the card's name and
+# {{user}} as "the person". Kept here as it was, so the migration recognises that text.
+_BAKED_CHAR = ("{{char}}", "<BOT>", "{{Char}}")
+_BAKED_USER = ("{{user}}", "<USER>", "{{User}}")
+
+
+def _baked(text: str, name: str) -> str:
+    for token in _BAKED_CHAR:
+        text = text.replace(token, name)
+    for token in _BAKED_USER:
+        text = text.replace(token, "the person")
+    return text
+
+
+def _card_identity(fields: dict, name: str | None) -> str:
+    """The identity a card gives, as imports wrote it before (``name``) or now (``None``: macros kept)."""
+    parts = []
+    if fields.get("description"):
+        parts.append(fields["description"].strip())
+    if fields.get("personality"):
+        parts.append(f"{name or '{{char}}'}'s personality: {fields['personality'].strip()}")
+    if fields.get("scenario"):
+        parts.append(f"Scenario: {fields['scenario'].strip()}")
+    text = "\n\n".join(parts)
+    return (_baked(text, name) if name else text) or f"You are {name or '{{char}}'}."
+
+
+def unbake_card_macros(conn: Any) -> None:
+    """Migration 23's data step, on either engine (``conn`` speaks SQLite's dialect): a persona
+    whose identity or custom instructions are still exactly what its card's import wrote gets the
+    card's text back with its macros, to be filled when the prompt is built. Text the owner edited
+    since is left as it is."""
+    import json
+
+    rows = conn.execute("SELECT id, display_name, identity, custom_instructions, card FROM personas"
+                        " WHERE card != '{}' ORDER BY id").fetchall()
+    for pid, name, identity, instructions, raw in rows:
+        try:
+            fields = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(fields, dict) or not all(isinstance(fields.get(k, ""), str) for k in
+                                                   ("description", "personality", "scenario", "system_prompt")):
+            continue
+        if identity == _card_identity(fields, name):
+            conn.execute("UPDATE personas SET identity = ? WHERE id = ?", (_card_identity(fields, None), pid))
+        system = fields.get("system_prompt", "")
+        if system and instructions == _baked(system, name):
+            conn.execute("UPDATE personas SET custom_instructions = ? WHERE id = ?", (system, pid))
+
+
+def m023_add_user_display_name(conn: sqlite3.Connection) -> None:
+    """What companions call the person (X3 macros): ``{{user}}`` in a card is filled with the user's
+    display name when text is placed in a prompt, "the person" while none is set. Personas that
+    card imports wrote with the macros already filled get their macros back."""
+    conn.execute("ALTER TABLE users ADD COLUMN display_name TEXT")
+    unbake_card_macros(conn)
+
+
 # Migration 25's table, the same on both engines but for their integer types.
 CONVERSATION_TAGS = """
 CREATE TABLE conversation_tags (
@@ -1284,6 +1343,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m019_index_chat_turns_by_time,
     m020_index_chat_turns_by_time_for_time_bounds_only,
     m022_scope_fragment_books,
+    m023_add_user_display_name,
     m024_add_persona_uuid,
     m025_add_thread_pins_tags_and_imported,
     m027_create_facts,

@@ -844,6 +844,12 @@ CREATE UNIQUE INDEX personas_uuid ON personas (user_id, uuid);
 """)
 
 
+def m023_add_user_display_name(conn: "PgConnection") -> None:
+    """The twin of SQLite's migration 23: the person's display name, and card macros given back."""
+    conn.raw.execute("ALTER TABLE users ADD COLUMN display_name TEXT")
+    migrations.unbake_card_macros(conn)
+
+
 def m025_add_thread_pins_tags_and_imported(conn: "PgConnection") -> None:
     """The twin of SQLite's migration 25: pinned threads, tags, and the imported mark."""
     conn.raw.execute("""
@@ -907,6 +913,7 @@ PG_MIGRATIONS: dict[int, Callable[["PgConnection"], None]] = {
     19: m019_index_chat_turns_by_time,
     20: m020_index_chat_turns_by_time_for_time_bounds_only,
     22: m022_scope_fragment_books,
+    23: m023_add_user_display_name,
     24: m024_add_persona_uuid,
     25: m025_add_thread_pins_tags_and_imported,
     27: m027_create_facts,

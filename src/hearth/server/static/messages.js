@@ -99,6 +99,7 @@ export function setMessageData(item, message) {
   item.dataset.kind = message.kind || "chat";
   item.dataset.alternatives = String(meta.alternatives || 1);
   item.dataset.chosen = String(meta.chosen || 0);
+  if (meta.greeting) item.dataset.greeting = meta.greeting; // a character's first message: swiped, not regenerated
   item.classList.toggle("partial", Boolean(meta.partial));
 }
 
@@ -248,7 +249,7 @@ function decorate(node, last) {
   if (!node.dataset.messageId) return;
   if (node.dataset.kind !== "chat" || actions.busy()) node.append(messageTools(node, el("div", "turn-actions")));
   else if (node.classList.contains("role-user")) node.append(userActions(node));
-  else if (last) node.append(replyActions(node));
+  else if (last) node.append(replyActions(node, !node.dataset.greeting));
   else node.append(replyActions(node, false));
 }
 

@@ -28,6 +28,7 @@ const SIZE_ROWS = [
   ["input_limit_tokens", "Input limit"],
   ["remaining_tokens", "Remaining"],
   ["static_prompt_tokens", "Static prompt"],
+  ["post_history_tokens", "Post-history instructions"],
   ["capsule_tokens", "Continuity capsule"],
   ["history_tokens", "History"],
   ["history_messages", "History messages"],
@@ -39,6 +40,14 @@ const SIZE_ROWS = [
   ["tools_tokens", "Tools"],
   ["tools_count", "Tool definitions"],
 ];
+
+function sub(parts) {
+  for (const [name, tokens] of Object.entries(parts || {})) {
+    const row = el("div", "size-row sub");
+    row.append(el("dt", "", `· ${name}`), el("dd", "", formatNumber(tokens)));
+    ui.sizePanel.append(row);
+  }
+}
 
 export function renderSize(size) {
   ui.sizePanel.replaceChildren();
@@ -67,13 +76,10 @@ export function renderSize(size) {
     row.dataset.key = key;
     row.append(el("dt", "", label), el("dd", "", formatNumber(size[key])));
     ui.sizePanel.append(row);
+    // The static prompt's sections (a card's example dialogue among them), already in its total.
+    if (key === "static_prompt_tokens") sub(size.static_sections);
   }
-  const blocks = size.dynamic_blocks || {};
-  for (const [name, tokens] of Object.entries(blocks)) {
-    const row = el("div", "size-row sub");
-    row.append(el("dt", "", `· ${name}`), el("dd", "", formatNumber(tokens)));
-    ui.sizePanel.append(row);
-  }
+  sub(size.dynamic_blocks);
   if (size.estimate_method) {
     const row = el("div", "size-row note");
     row.append(el("dt", "", "Estimated by"), el("dd", "", size.estimate_method));
