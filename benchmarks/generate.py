@@ -126,6 +126,33 @@ def write_messages(scope: Any, batches: Batches, conversation_id: int, tm: TextM
     advance(count % 500)
 
 
+def add_facts(scope: Any, tm: TextMaker, rng: np.random.Generator, count: int) -> int:
+    """``count`` facts as a model-backed helper writes them at checkpoints (E2): a short statement
+    citing one or two neighbouring turns of the archive, so the send path's fact lists have an
+    index and a vector graph of that size to search (embedded with the turns, below)."""
+    if count <= 0:
+        return 0
+    from hearth.retrieval import facts as fact_store
+
+    store = scope.store
+    ids = [r[0] for r in store.connection().execute(
+        "SELECT id FROM messages WHERE user_id = ? AND kind = 'chat' AND role IN ('user', 'assistant') ORDER BY id",
+        (scope.user_id,))]
+    if not ids:
+        return 0
+    written = 0
+    picks = rng.integers(0, len(ids), size=count)
+    spans = rng.integers(1, 3, size=count)
+    for start in range(0, count, BATCH):
+        with store.write() as conn:
+            for pick, span in zip(picks[start:start + BATCH], spans[start:start + BATCH]):
+                cited = ids[int(pick):int(pick) + int(span)]
+                if fact_store.add(conn, scope.user_id, tm.phrase(6, 16).capitalize() + ".", cited,
+                                  source="model") is not None:
+                    written += 1
+    return written
+
+
 def add_vectors(hearth: Any, scope: Any, kind: str, progress: Progress) -> dict[str, Any]:
     """Embed every chat turn and chunk; returns what was done (or why not)."""
     if kind == "none":
@@ -146,7 +173,7 @@ def add_vectors(hearth: Any, scope: Any, kind: str, progress: Progress) -> dict[
     result = embed_pending(scope.store, embedder, user_id=scope.user_id, batch=4_096 if kind == "hashed" else 64,
                            progress=report)
     return {"vectors": kind, "model": model_id(real), "embedded_messages": result.messages,
-            "embedded_chunks": result.chunks, "vector_seconds": round(time.perf_counter() - started, 1)}
+            "embedded_chunks": result.chunks, "embedded_facts": result.facts, "vector_seconds": round(time.perf_counter() - started, 1)}
 
 
 def archive_document(tm: TextMaker, rng: np.random.Generator, assistant: str) -> str:
@@ -266,6 +293,10 @@ def generate(args: argparse.Namespace) -> dict[str, Any]:
                 progress.advance(task)
         timings["archive_s"] = time.perf_counter() - t
 
+        t = time.perf_counter()
+        facts = add_facts(scope, tm, rng, args.facts)
+        timings["facts_s"] = time.perf_counter() - t
+
         vectors = add_vectors(hearth, scope, args.vectors, progress)
 
     conn = store.connection()
@@ -274,7 +305,7 @@ def generate(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed, "messages": args.messages, "conversations": args.conversations,
         "active_messages": args.active, "active_conversation_id": active.id, "persona_id": persona.id,
         "user_id": scope.user_id, "fragments": args.fragments, "memories": args.memories,
-        "documents": args.documents, "chunks": chunks, **vectors,
+        "documents": args.documents, "chunks": chunks, "facts": facts, **vectors,
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
         "database_mib": round((home / "hearth.db").stat().st_size / 2**20, 1),
     }
@@ -306,6 +337,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fragments", type=int, default=5_000)
     parser.add_argument("--memories", type=int, default=2_000)
     parser.add_argument("--documents", type=int, default=600, help="imported archive documents")
+    parser.add_argument("--facts", type=int, default=0,
+                        help="facts citing archived turns, as a model-backed helper writes them (E2)")
     parser.add_argument("--vectors", choices=("hashed", "model", "none"), default="hashed")
     parser.add_argument("--vectors-only", action="store_true", help="add vectors to an existing deployment")
     parser.add_argument("--seed", type=int, default=1)

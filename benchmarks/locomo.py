@@ -1,7 +1,7 @@
 """LoCoMo turn-level evidence recall through Hearth's own retrieval.
 
     python benchmarks/locomo.py [--data FILE] [--k 5 10 25 50] [--json] [--no-vectors] [--limit N] [--store DIR]
-                                [--config send|owner|both] [--folds]
+                                [--config send|owner|statements|both ...] [--folds]
 
 Loads LoCoMo-format data into a fresh store through the public API: each sample becomes a user
 with a persona whose labels are the two speakers' names, each session a conversation created at
@@ -13,12 +13,18 @@ found in the top k, per category (1 multi-hop, 2 temporal, 3 open-domain, 4 sing
 Each search gets the persona's speaker names and ignored names exactly as archive recall and the
 search tools pass them. ``--store DIR`` keeps the loaded and embedded store for quicker reruns.
 
-Two configurations are measured through the same ``search``: ``send`` is archive recall on the send
-path (``tuning.SEND_PATH`` and the ``recall_budget_ms`` setting), ``owner`` the owner's search and
-the tools (``tuning.DEFAULT``, no budget). ``--folds`` adds leave-one-conversation-out
-cross-validation (for the send path when both configurations run): for each conversation, the
-setting of a small grid that does best on the other conversations is chosen and the held-out
-conversation is scored with it.
+Facts (E2) are written as the idle checkpoint writes them: the offline helper's rules over each
+session's turns (``offline``), and the data set's own statements (``observation``, written by a
+model from the turns, each naming its turn) standing in for what a model-backed helper would write
+(``model``); each cites its turns. Configurations measured through the same ``search``: ``send`` is
+archive recall on the send path with the offline facts (``tuning.SEND_PATH`` and the
+``recall_budget_ms`` setting: the offline default), ``statements`` the same with the model-written
+facts beside them, ``owner`` the owner's search and the tools (``tuning.DEFAULT``, no budget,
+offline facts). ``both`` is send and owner. ``--folds`` adds leave-one-conversation-out
+cross-validation (for every configuration but the owner's search when the send path runs too):
+for each conversation, the setting of a small grid that does best on the other conversations is
+chosen and the held-out conversation is scored with it; BM25 is reported for the same folds.
+No cross-encoder reranker is measured: none ships in a PyPI package (docs/recall.md).
 With ``--json`` the last line is one JSON object: {"configurations": {...}, "bm25": {...}, "questions": n}.
 """
 
@@ -39,7 +45,10 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from hearth import Hearth, Settings  # noqa: E402
 from hearth.errors import NotFound  # noqa: E402
+from hearth.helpers import OfflineHelper  # noqa: E402
+from hearth.helpers.base import TurnText  # noqa: E402
 from hearth.layers.keyword_recall import persona_names  # noqa: E402
+from hearth.retrieval import facts as fact_store  # noqa: E402
 from hearth.retrieval.hybrid import DEFAULT, SEND_PATH, Filters, Tuning, search  # noqa: E402
 from hearth.retrieval.keyword import search_messages, terms  # noqa: E402
 
@@ -97,6 +106,35 @@ def reuse(hearth: Hearth, sample: dict) -> tuple[int, dict[int, str]] | None:
     return user.id, {r[0]: r[1] for r in rows if r[1]}
 
 
+def write_facts(hearth: Hearth, sample: dict, user_id: int, dia: dict[int, str]) -> dict[str, int]:
+    """The sample's facts, once per kept store: ``offline`` from the offline helper's rules over
+    each session's turns (what the idle checkpoint writes without a provider), ``model`` from the
+    data set's statements, each citing the turns it names. Returns facts per writer."""
+    conn = hearth.store.connection()
+    have = {r[0]: r[1] for r in conn.execute("SELECT source, count(*) FROM facts WHERE user_id = ? GROUP BY source",
+                                             (user_id,))}
+    message_of = {d: m for m, d in dia.items()}
+    with hearth.store.write() as wconn:
+        if not have.get("offline"):
+            sessions: dict[int, list[TurnText]] = {}
+            for r in conn.execute("SELECT id, conversation_id, role, content FROM messages WHERE user_id = ?"
+                                  " AND kind = 'chat' ORDER BY id", (user_id,)):
+                sessions.setdefault(r[1], []).append(TurnText(r[2], r[3], r[0]))
+            for turns in sessions.values():
+                for fact in OfflineHelper().extract_facts(turns):
+                    fact_store.add(wconn, user_id, fact.text, fact.message_ids, source="offline")
+        if not have.get("model"):
+            for session in (sample.get("observation") or {}).values():
+                for statements in session.values():
+                    for text, cited in statements:
+                        ids = [message_of[d] for d in evidence_ids(cited if isinstance(cited, list) else [cited])
+                               if d in message_of]
+                        if ids and str(text).strip():
+                            fact_store.add(wconn, user_id, str(text)[:fact_store.FACT_MAX_CHARS], ids, source="model")
+    return {r[0]: r[1] for r in conn.execute("SELECT source, count(*) FROM facts WHERE user_id = ? GROUP BY source",
+                                             (user_id,))}
+
+
 def recall_at(found: list[str], gold: set[str], k: int) -> float:
     return len(gold & set(found[:k])) / len(gold)
 
@@ -112,13 +150,20 @@ def summarise(scores: dict[str, dict[int, list[float]]], ks: list[int]) -> dict[
     return out
 
 
-CONFIGURATIONS = ("send", "owner")
+CONFIGURATIONS = ("send", "owner", "statements")
+OFFLINE_FACTS = ("offline",)  # what a deployment without a provider has
+MODEL_FACTS = ("offline", "model")  # with the data set's statements standing in for the model's
 
 
 def configuration(name: str, settings: Settings, porter: bool = False) -> tuple[Tuning, float | None]:
-    """(tuning, budget) of a configuration: ``send`` is archive recall's, ``owner`` the owner's search.
+    """(tuning, budget) of a configuration: ``send`` is archive recall's with offline facts,
+    ``statements`` the same with the model-written facts too, ``owner`` the owner's search.
     With ``porter`` the index stems, so the query's words are asked as they are (no prefix terms)."""
-    tuning, budget = (SEND_PATH, float(settings.recall_budget_ms)) if name == "send" else (DEFAULT, None)
+    if name == "owner":
+        tuning, budget = DEFAULT.with_changes(fact_origins=OFFLINE_FACTS), None
+    else:
+        tuning = SEND_PATH.with_changes(fact_origins=MODEL_FACTS if name == "statements" else OFFLINE_FACTS)
+        budget = float(settings.recall_budget_ms)
     return (tuning.with_changes(stem_prefixes=False) if porter else tuning), budget
 
 
@@ -157,6 +202,19 @@ GRID: dict[str, dict] = {
     "no question penalty": {"question_penalty": 0.0},
     "question penalty 0.3": {"question_penalty": 0.3},
     "question penalty 0.7": {"question_penalty": 0.7},
+}
+# The facts' weights (E2), for the configuration whose facts carry what the turns do not say.
+FACT_GRID: dict[str, dict] = {
+    "as shipped": {},
+    "no fact lists": {"fact_keyword_weight": 0.0, "fact_vector_weight": 0.0},
+    "fact keyword list 0": {"fact_keyword_weight": 0.0},
+    "fact keyword list 1.0": {"fact_keyword_weight": 1.0},
+    "fact vector list 0.5": {"fact_vector_weight": 0.5},
+    "fact vector list 2.0": {"fact_vector_weight": 2.0},
+    "fact lists 1.0 / 2.0": {"fact_keyword_weight": 1.0, "fact_vector_weight": 2.0},
+    "no feedback list": {"feedback_docs": 0},
+    "conversation lift 0.3": {"session_weight": 0.3},
+    "no question penalty": {"question_penalty": 0.0},
 }
 
 Scores = dict[str, dict[str, dict[int, list[float]]]]  # sample -> category -> k -> recall per question
@@ -252,9 +310,9 @@ def r10(scores: Scores, samples: list[str], group: str = "1-4") -> float:
     return summarise(merged(scores, samples), [10])[group]["10"]
 
 
-def cross_validate(grid_scores: dict[str, Scores], samples: list[str]) -> list[dict]:
+def cross_validate(grid_scores: dict[str, Scores], samples: list[str], bm25: Scores | None = None) -> list[dict]:
     """Leave one conversation out: choose the grid setting best on the others (R@10, 1-4), report
-    the held-out conversation with it."""
+    the held-out conversation with it (and plain BM25's on the same conversation)."""
     folds = []
     for held in samples:
         rest = [s for s in samples if s != held]
@@ -265,6 +323,8 @@ def cross_validate(grid_scores: dict[str, Scores], samples: list[str]) -> list[d
                       "held_r10_all": r10(grid_scores[chosen], [held], "all"),
                       "shipped_held_r10_1_4": r10(shipped, [held]), "shipped_held_r10_all": r10(shipped, [held], "all"),
                       "questions": sum(len(v[10]) for v in merged(shipped, [held]).values())})
+        if bm25 is not None:
+            folds[-1]["bm25_held_r10_1_4"] = r10(bm25, [held])
     return folds
 
 
@@ -276,8 +336,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--no-vectors", action="store_true", help="keyword signals only (no embedding model)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N samples")
     parser.add_argument("--store", default="", help="keep the loaded store in this folder and reuse it on later runs")
-    parser.add_argument("--config", choices=(*CONFIGURATIONS, "both"), default="both",
-                        help="send: archive recall's tuning and latency budget; owner: the owner's search")
+    parser.add_argument("--config", choices=(*CONFIGURATIONS, "both"), nargs="+", default=["both"],
+                        help="send: archive recall's tuning and latency budget with offline facts (the offline "
+                             "default); statements: the same with the data set's statements as model-written "
+                             "facts; owner: the owner's search; both: send and owner")
     parser.add_argument("--porter", action="store_true",
                         help="run on a copy of --store whose keyword index uses FTS5's porter tokenizer")
     parser.add_argument("--folds", action="store_true",
@@ -288,7 +350,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.limit:
         samples = samples[:args.limit]
     started = time.monotonic()
-    configs = CONFIGURATIONS if args.config == "both" else (args.config,)
+    configs = list(dict.fromkeys(c for name in args.config
+                                 for c in (("send", "owner") if name == "both" else (name,))))
     result: dict = {"configurations": {}, "tokenizer": "porter" if args.porter else "unicode61 with prefix stems"}
     with tempfile.TemporaryDirectory() as scratch:
         home = args.store or scratch
@@ -317,6 +380,9 @@ def main(argv: list[str] | None = None) -> dict:
                 semantic.embed_pending(hearth.store, embedder)
                 semantic.QUERY_CACHE_SIZE = 20_000  # the grid asks every question again
             log(f"loaded {sum(len(d) for _, _, d in loaded)} turns in {time.monotonic() - started:.1f}s")
+            result["facts"] = {s["sample_id"]: write_facts(hearth, s, user_id, dia) for s, user_id, dia in loaded}
+            if embedder is not None:
+                semantic.embed_pending(hearth.store, embedder)  # the facts' vectors
             names = [s["sample_id"] for s in samples]
             bm25 = bm25_scores(hearth, loaded, ks)
             result["bm25"] = summarise(merged(bm25), ks)
@@ -334,15 +400,16 @@ def main(argv: list[str] | None = None) -> dict:
                          "load_average": [round(x, 1) for x in os.getloadavg()]}
                 if floor.samples and timings:
                     entry["search_over_floor"] = round(entry["search_ms"]["median_ms"] / entry["floor_ms"]["median_ms"], 2)
-                if args.folds and (config == "send" or args.config != "both"):
+                if args.folds and (config != "owner" or len(configs) == 1):
                     grid = {"as shipped": scores}
-                    for label, changes in GRID.items():
+                    for label, changes in (FACT_GRID if config == "statements" else GRID).items():
                         if changes:
                             grid[label] = evaluate(hearth, loaded, embedder, tuning.with_changes(**changes),
                                                    budget_ms, [10])
-                    entry["folds"] = cross_validate(grid, names)
+                    entry["folds"] = cross_validate(grid, names, bm25)
                     entry["grid"] = {label: r10(g, names) for label, g in grid.items()}
                 result["configurations"][config] = entry
+    result["bm25_per_conversation"] = {n: summarise(merged(bm25, [n]), [10]) for n in names}
     result["questions"] = sum(len(v[10]) for v in merged(bm25).values())
     log(f"{result['questions']} questions in {time.monotonic() - started:.1f}s")
     print_result(result, ks)
@@ -359,7 +426,15 @@ def summary_ms(samples: list[float]) -> dict[str, float]:
             "p99_ms": round(ordered[round(0.99 * (len(ordered) - 1))], 2)}
 
 
+def fold_mean(folds: list[dict]) -> float:
+    """The mean of the held-out folds' R@10 (1-4), each fold counting once."""
+    return sum(f["held_r10_1_4"] for f in folds) / len(folds) if folds else 0.0
+
+
 def print_result(result: dict, ks: list[int]) -> None:
+    if result.get("facts"):
+        print("facts per conversation (writer: count): " + "; ".join(
+            f"{n} " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) for n, c in result["facts"].items()))
     for config, entry in result["configurations"].items():
         print(f"configuration: {config} (search median {entry['search_ms'].get('median_ms')} ms,"
               f" p99 {entry['search_ms'].get('p99_ms')} ms; floor median {entry['floor_ms'].get('median_ms')} ms,"
@@ -383,7 +458,9 @@ def print_result(result: dict, ks: list[int]) -> None:
                 print(f"  {f['held_out']:<10} chose {f['chosen']!r:<24} train {f['train_r10_1_4']:.3f}"
                       f"  held-out 1-4 {f['held_r10_1_4']:.3f} all {f['held_r10_all']:.3f}"
                       f"  (as shipped {f['shipped_held_r10_1_4']:.3f} / {f['shipped_held_r10_all']:.3f},"
-                      f" {f['questions']} questions)")
+                      f" {f['questions']} questions; BM25 {f.get('bm25_held_r10_1_4', 0):.3f})")
+            print(f"  mean of the held-out folds, R@10 1-4: {fold_mean(entry['folds']):.3f}; lowest"
+                  f" {min(f['held_r10_1_4'] for f in entry['folds']):.3f}")
 
 
 def log(message: str) -> None:
