@@ -1,18 +1,27 @@
 """The web UI in headless Chromium: first paint and readiness of the chat page on a large deployment,
-where the time goes, and typing latency while a reply streams (W4, W5 speed goals).
+where the time goes, the sidebar search, and typing latency while a reply streams (W4, W5 goals).
 
-    python benchmarks/web_ui.py [--conversations 10000] [--messages 5000] [--runs 7]
+    python benchmarks/web_ui.py [--conversations 10000] [--messages 5000] [--runs 7] [--searches 15]
+                                [--no-typing]
 
-Builds a deployment in a temporary directory (10,000 conversations and one 5,000-message thread
-of Markdown-ish text), serves it on 127.0.0.1 with uvicorn, and drives Debian's chromium through
-Playwright:
+Builds a deployment in a temporary directory (10,000 conversations of two messages each, five of
+them pinned and tagged, and one 5,000-message thread of Markdown-ish text), serves it on 127.0.0.1
+with uvicorn, and drives Debian's chromium through Playwright:
 
 * first paint: a fresh page (cold cache) opens the big thread; measured are first contentful paint,
-  the time until the newest messages are drawn, and the time until the page says it is ready
-  (thread list, messages, side panel shown and the message box usable). Each run also records
+  the frame in which the thread list is first painted and the frame in which the thread's newest
+  messages are (``list_painted``, ``messages_painted``; ``both_painted`` is the later of the two),
+  and the time until the page says it is ready (thread list, messages, side panel shown and the
+  message box usable). Each run also records
   where the time went: scripts and styles loaded (DOMContentLoaded), the thread's messages request
   (start to last byte, and its size), and main-thread work in long tasks. The floor is the same
   page on a deployment with one conversation of two messages, measured in the same run.
+* sidebar search: words typed into *Find a conversation*, timed from the input event to the frame
+  in which the matching list (each thread with its message's snippet) is painted, 200 ms of it the
+  filter's pause after typing; also the search request alone, over HTTP from this script. Three
+  queries: a rare word (in one thread), a common word (in every thread, so the index answers
+  10,000 threads and the page shows the newest 50) and a word's start. The floor is the same on
+  the one-thread deployment.
 * typing latency: 60 keys typed into the message box, each timed from the key event to its
   ``input`` event (the main thread's queueing delay) and to the next frame the page paints, while a
   reply streams 6,000 small pieces in paragraphs of 60 (Markdown drawn as it grows); the peer is the
@@ -70,14 +79,30 @@ class StreamingProvider:
         yield StreamEvent("usage", usage=Usage(10, self.pieces))
 
 
+PLACES = ("harbour", "market", "lighthouse", "orchard", "station", "library", "bakery", "river")
+TOPICS = ("the weather", "an old friend", "the garden", "a book", "dinner plans", "the holidays", "music")
+SEARCHES = {"rare": "zephyrquill", "common": "harbour", "prefix": "lightho"}
+
+
 def build(home: Path, conversations: int, messages: int) -> tuple[Hearth, int]:
     settings = Settings.resolve({"home": str(home), "input_token_limit": 32_000}, environ={})
     hearth = Hearth(settings, provider=StreamingProvider())
     me = hearth.scope()
     persona = me.personas.create("elion", "Elion")
-    with me.store.write():
+    # Every thread has an exchange (so the keyword index holds 10,000 threads' turns); "harbour" is
+    # in every one, "zephyrquill" in one; five threads are pinned and tagged.
+    with me.store.write() as conn:
         for i in range(conversations - 1):
-            me.conversations.create(persona.id, title=f"Conversation {i}")
+            c = me.conversations.create(persona.id, title=f"Conversation {i}")
+            place, topic = PLACES[i % len(PLACES)], TOPICS[i % len(TOPICS)]
+            rare = " We heard the zephyrquill." if i == conversations // 2 else ""
+            ledger.append_message(conn, user_id=me.user_id, conversation_id=c.id, role="user",
+                                  content=f"Shall we meet at the harbour, then walk to the {place}?{rare}")
+            ledger.append_message(conn, user_id=me.user_id, conversation_id=c.id, role="assistant",
+                                  content=f"*smiles* Yes, and we can talk about {topic} on the way.")
+            if i >= conversations - 6:
+                me.conversations.pin(c.id)
+                me.conversations.set_tags(c.id, ["walks", f"week-{i % 3}"])
         big = me.conversations.create(persona.id, title="The long one")
     with me.store.write() as conn:
         for i in range(messages):
@@ -110,11 +135,16 @@ class Server:
 
 PHASES = """() => {
   const nav = performance.getEntriesByType('navigation')[0];
+  const list = window.__listPaint ?? -1;
+  const messages = window.__messagesPaint ?? -1;
   const thread = performance.getEntriesByType('resource').find((r) => r.name.includes('/messages?newest='));
   const long = (window.__long || []).filter(([start]) => start <= window.__readyAt);
   return {
     fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? -1,
     drawn: window.__drawnAt ?? -1,
+    list_painted: list,
+    messages_painted: messages,
+    both_painted: list < 0 || messages < 0 ? -1 : Math.max(list, messages),
     ready_in_page: window.__readyAt ?? -1,
     dom_content_loaded: nav.domContentLoadedEventEnd,
     thread_request: thread ? thread.responseEnd - thread.startTime : -1,
@@ -127,7 +157,8 @@ PHASES = """() => {
 }"""
 
 # Installed before the page's own scripts: long tasks, the moment the first bubbles are in the
-# list, and the moment the page says it is ready.
+# list, the frames in which the thread list and the bubbles are first painted (the animation frame
+# after they are in the document: its paint follows), and the moment the page says it is ready.
 OBSERVE = """
 window.__long = [];
 new PerformanceObserver((list) => {
@@ -137,6 +168,11 @@ document.addEventListener('DOMContentLoaded', () => {
   new MutationObserver((_, observer) => {
     if (document.querySelector('#messages .message') && window.__drawnAt === undefined) {
       window.__drawnAt = performance.now();
+      requestAnimationFrame((t) => { window.__messagesPaint = t; });
+    }
+    if (document.querySelector('#threads .conversation') && window.__listAt === undefined) {
+      window.__listAt = performance.now();
+      requestAnimationFrame((t) => { window.__listPaint = t; });
     }
     if (document.body.dataset.ready === 'true') {
       window.__readyAt = performance.now();
@@ -156,7 +192,8 @@ def merge(results: list[dict]) -> dict:
     return out
 
 
-TIMED = ("first_contentful_paint", "messages_drawn", "ready", "ready_wall")
+TIMED = ("first_contentful_paint", "messages_drawn", "list_painted", "messages_painted", "both_painted", "ready",
+         "ready_wall")
 
 
 def first_paint(browser, url: str, runs: int) -> dict:
@@ -164,6 +201,7 @@ def first_paint(browser, url: str, runs: int) -> dict:
     moment seen from this script (it adds the driver's polling, which a loaded machine stretches)."""
     fcp, drawn, ready, wall = [], [], [], []
     phases: dict[str, list[float]] = {}
+    painted: dict[str, list[float]] = {}
     for _ in range(runs):
         context = browser.new_context(viewport={"width": 1280, "height": 800})
         context.add_init_script(OBSERVE)
@@ -176,13 +214,78 @@ def first_paint(browser, url: str, runs: int) -> dict:
         fcp.append(seen.pop("fcp"))
         drawn.append(seen.pop("drawn"))
         ready.append(seen.pop("ready_in_page"))
+        for key in ("list_painted", "messages_painted", "both_painted"):
+            painted.setdefault(key, []).append(seen.pop(key))
         # What the page does once the thread's messages have arrived (drawing them, the list, the panel).
         seen["after_thread_data"] = ready[-1] - seen["thread_request_end"]
         for key, value in seen.items():
             phases.setdefault(key, []).append(value)
         context.close()
-    samples = {"first_contentful_paint": fcp, "messages_drawn": drawn, "ready": ready, "ready_wall": wall, **phases}
+    samples = {"first_contentful_paint": fcp, "messages_drawn": drawn, **painted, "ready": ready, "ready_wall": wall,
+               **phases}
     return {"samples": samples}
+
+
+SEARCH_PROBE = """async (query) => {
+  const box = document.getElementById('filter-text');
+  const heading = document.getElementById('conversation-list-heading');
+  box.value = '';
+  box.dispatchEvent(new Event('input'));
+  await new Promise((resolve) => {
+    const wait = () => heading.textContent === 'Conversations' ? resolve() : setTimeout(wait, 20);
+    wait();
+  });
+  const list = document.getElementById('conversation-list');
+  const shown = () => heading.textContent === 'Matching conversations'
+    && list.querySelector('.conversation-snippet mark, li.empty');
+  const start = performance.now();
+  box.value = query;
+  box.dispatchEvent(new Event('input'));
+  return await new Promise((resolve) => {
+    new MutationObserver((_, observer) => {
+      if (!shown()) return;
+      observer.disconnect();
+      requestAnimationFrame((t) => resolve({ painted: t - start, rows: list.querySelectorAll('.conversation').length }));
+    }).observe(list, { childList: true, subtree: true });
+  });
+}"""
+
+
+def sidebar_search(browser, url: str, runs: int) -> dict:
+    """Each query typed ``runs`` times into the sidebar filter of one open page; the time from the
+    input event to the painted matching list (the filter waits 200 ms after typing stops)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("body[data-ready=true]", timeout=60_000)
+    out: dict = {}
+    for name, query in SEARCHES.items():
+        times, rows = [], 0
+        for _ in range(runs):
+            seen = page.evaluate(SEARCH_PROBE, query)
+            times.append(seen["painted"])
+            rows = seen["rows"]
+        out[name] = {**summary(times), "rows": rows}
+    context.close()
+    return out
+
+
+def search_requests(base: str, runs: int) -> dict:
+    """The list request of each query alone (its first page of 50 with snippets), over HTTP."""
+    import httpx
+
+    out: dict = {}
+    with httpx.Client(base_url=base, timeout=60) as client:
+        for name, query in SEARCHES.items():
+            client.get("/api/conversations", params={"q": query, "limit": 50})  # warm
+            times = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                found = client.get("/api/conversations", params={"q": query, "limit": 50})
+                times.append((time.perf_counter() - t0) * 1000)
+                found.raise_for_status()
+            out[name] = {**summary(times), "rows": len(found.json())}
+    return out
 
 
 TYPE_PROBE = """() => {
@@ -223,11 +326,25 @@ def typing(page, keys: int, streaming: bool) -> dict:
     return out
 
 
+def typing_pair(browser, url: str, out: dict) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(url)
+    page.wait_for_selector("body[data-ready=true]")
+    out["typing_idle_peer"] = typing(page, 60, False)
+    out["typing_while_streaming"] = typing(page, 60, True)
+    page.wait_for_selector(".message.streaming", state="detached", timeout=120_000)
+    for key in ("input_event", "next_paint"):
+        out[f"typing_{key}_ratio"] = round(out["typing_while_streaming"][key]["median_ms"]
+                                           / max(out["typing_idle_peer"][key]["median_ms"], 0.001), 2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--conversations", type=int, default=10_000)
     parser.add_argument("--messages", type=int, default=5_000)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--searches", type=int, default=15, help="Times each sidebar query is typed and asked")
+    parser.add_argument("--no-typing", action="store_true", help="Leave out the typing-while-streaming part")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -249,15 +366,16 @@ def main() -> None:
             out["first_paint_floor_small"] = merge(floor)
             ratio = out["first_paint_large"]["ready"]["median_ms"] / out["first_paint_floor_small"]["ready"]["median_ms"]
             out["first_paint_ready_ratio"] = round(ratio, 2)
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            page.goto(f"{big_url}/#conversation-{big_id}")
-            page.wait_for_selector("body[data-ready=true]")
-            out["typing_idle_peer"] = typing(page, 60, False)
-            out["typing_while_streaming"] = typing(page, 60, True)
-            page.wait_for_selector(".message.streaming", state="detached", timeout=120_000)
-            for key in ("input_event", "next_paint"):
-                out[f"typing_{key}_ratio"] = round(out["typing_while_streaming"][key]["median_ms"]
-                                                   / max(out["typing_idle_peer"][key]["median_ms"], 0.001), 2)
+            both = out["first_paint_large"]["both_painted"]["median_ms"]
+            out["list_and_thread_painted_median_ms"] = both
+            out["list_and_thread_painted_goal_met"] = both <= 1000
+            out["sidebar_search_large"] = sidebar_search(browser, f"{big_url}/#conversation-{big_id}", args.searches)
+            out["sidebar_search_floor_small"] = sidebar_search(browser, f"{small_url}/#conversation-{small_id}",
+                                                               args.searches)
+            out["search_request_large"] = search_requests(big_url, args.searches * 2)
+            out["search_request_floor_small"] = search_requests(small_url, args.searches * 2)
+            if not args.no_typing:
+                typing_pair(browser, f"{big_url}/#conversation-{big_id}", out)
             browser.close()
         big.close()
         small.close()

@@ -16,6 +16,7 @@ from hearth.server import create_app
 from hearth.store import Store
 from hearth.thread_search import parse, snippet
 from tests import samples
+from tests.conftest import ENGINE
 from tests.test_server import BASE, assert_error, parse_sse, row_counts
 
 
@@ -134,6 +135,32 @@ def test_w4_search_is_one_indexed_keyword_query_on_sqlite(me, persona):
     assert not [step for step in plan if step.startswith("SCAN") and "VIRTUAL TABLE" not in step], plan
     # Then one read of the page's matching messages, by id.
     assert len([s for s in statements if s.startswith("SELECT id, role, created_at, content FROM messages")]) == 1
+
+
+@pytest.mark.skipif(ENGINE != "postgres", reason="the PostgreSQL lane's plan (SQLite's is checked above)")
+def test_w4_search_is_answered_by_the_gin_index_postgres(hearth, me, persona):
+    conversation = thread(me, persona, "Sunday", "The lighthouse keeper waved.")
+    with hearth.store.write():
+        for i in range(1_000):
+            me.conversations.add_message(conversation.id, "assistant", f"ordinary words number {i}")
+    conn = hearth.store.connection()
+    # As on a table no ANALYZE has reached yet: the planner must still take the word index.
+    conn.execute("DELETE FROM pg_statistic WHERE starelid = 'messages'::regclass")
+    plans: list[str] = []
+    execute = conn.execute
+
+    def explained(sql, args=()):
+        if sql.startswith("WITH hits"):
+            plans.append(" ".join(r[0] for r in execute("EXPLAIN " + sql, args).fetchall()))
+        return execute(sql, args)
+
+    conn.execute = explained
+    try:
+        assert titles(me.conversations.list(text="lighthouse")) == ["Sunday"]
+    finally:
+        conn.execute = execute
+    assert len(plans) == 1 and "messages_search" in plans[0], plans
+    assert "Seq Scan on messages" not in plans[0], plans
 
 
 def test_w4_the_search_box_is_parsed_into_words_tags_and_a_title_text():
