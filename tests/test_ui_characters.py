@@ -1,5 +1,6 @@
-"""A character card's greeting in headless Chromium (X3, W2): New Chat opens with it, its alternate
-greetings swipe, and it offers no Regenerate (it answers nothing)."""
+"""A character card's greeting in headless Chromium (X3, W2): your name set on the Personas page
+fills it, New Chat opens with it, its alternate greetings swipe, and it offers no Regenerate (it
+answers nothing)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,21 @@ pytestmark = pytest.mark.ui
 def test_x3_w2_new_chat_shows_the_greeting_and_its_alternates_swipe(site, page):  # noqa: F811
     base, hearth, provider = site
     me = hearth.scope()
-    report = me.imports.file(samples.card_png(samples.card_v3(book=False)), "mira.png")
+    card = samples.card_v3(book=False)
+    card["data"]["first_mes"] = "*sets the kettle on* You made it, {{user}}."
+    report = me.imports.file(samples.card_png(card), "mira.png")
     mira = me.personas.get(report.ids["personas"][0])
-    me.set_display_name("Sam")
+    # Your name, from the Personas page: what {{user}} becomes.
+    goto(page, base + "/#personas")
+    page.get_by_label("What companions call you").fill("Sam")
+    page.locator("#profile-form").get_by_role("button", name="Save").click()
+    expect(page.locator("#personas-status")).to_have_text("Companions call you Sam.")
+    assert hearth.users.get(me.user_id).display_name == "Sam"
     goto(page, base + "/#chat")
     page.select_option("#persona-select", str(mira.id))
     page.get_by_role("button", name="New Chat").click()
     greeting = page.locator(".message.role-assistant").first
-    expect(greeting.locator(".body")).to_have_text("sets the kettle on You made it before the tide turned.")
+    expect(greeting.locator(".body")).to_have_text("sets the kettle on You made it, Sam.")
     expect(greeting.locator(".swipe-count")).to_have_text("1 / 2")
     expect(greeting.get_by_role("button", name="Regenerate")).to_have_count(0)
     greeting.get_by_role("button", name="Next version").click()

@@ -32,6 +32,7 @@ let personas = [];
 let editing = null; // the persona in the form; null while creating one
 
 export async function showPersonas() {
+  showProfile();
   personas = await apiJson("GET", "/api/personas?include_archived=true");
   shared.personas = personas;
   render();
@@ -168,3 +169,26 @@ ui.archive.addEventListener("click", async () => {
 
 ui.create.addEventListener("click", () => edit(null, true));
 ui.showArchived.addEventListener("change", render);
+
+// What companions call you ({{user}} in character cards, X3): PATCH /api/auth/me.
+const profile = { form: $("profile-form"), name: $("profile-name") };
+
+async function showProfile() {
+  try {
+    profile.name.value = (await apiJson("GET", "/api/auth/me")).display_name || "";
+  } catch (error) {
+    say(ui.status, error.message, "error");
+  }
+}
+
+profile.form.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  try {
+    const me = await apiJson("PATCH", "/api/auth/me", { display_name: profile.name.value });
+    profile.name.value = me.display_name || "";
+    say(ui.status, me.display_name ? `Companions call you ${me.display_name}.` : "Companions say “the person” again.",
+      "success");
+  } catch (error) {
+    say(ui.status, error.message, "error");
+  }
+});
