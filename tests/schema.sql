@@ -306,7 +306,7 @@ CREATE TABLE conversations (
             -- existing turn changes or goes, so cached history knows when it is stale.
             turn_count INTEGER NOT NULL DEFAULT 0,
             history_rev INTEGER NOT NULL DEFAULT 0
-        , snapshot_provenance TEXT NOT NULL DEFAULT 'legacy', snapshot_captured_at TEXT, snapshot_refreshed_at TEXT, snapshot_backfilled INTEGER NOT NULL DEFAULT 0, custom_instructions TEXT, pinned_at TEXT, tags TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tags)), imported INTEGER NOT NULL DEFAULT 0);
+        , snapshot_provenance TEXT NOT NULL DEFAULT 'legacy', snapshot_captured_at TEXT, snapshot_refreshed_at TEXT, snapshot_backfilled INTEGER NOT NULL DEFAULT 0, custom_instructions TEXT, pinned_at TEXT, tags TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tags)), imported INTEGER NOT NULL DEFAULT 0, model TEXT);
 -- table events
 CREATE TABLE events (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -611,6 +611,16 @@ CREATE TABLE personas (
             updated_at TEXT NOT NULL, card TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(card)), archived_at TEXT, uuid TEXT,
             UNIQUE (user_id, name)
         );
+-- table prompt_presets
+CREATE TABLE prompt_presets (
+    id INTEGER PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (user_id, name)
+);
 -- table proposals
 CREATE TABLE "proposals" (
             id INTEGER PRIMARY KEY,
@@ -637,7 +647,7 @@ CREATE TABLE response_chains (
             replacement_input TEXT CHECK (replacement_input IS NULL OR json_valid(replacement_input)),
             compacted_at TEXT,
             updated_at TEXT NOT NULL
-        );
+        , model TEXT);
 -- table schema_migrations
 CREATE TABLE schema_migrations ( version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL);
 -- table search_log

@@ -55,6 +55,9 @@ def _config() -> SchemathesisConfig:
             # Webhooks answer only requests signed by their provider.
             {"include-path-regex": "^/channels/", "checks": {
                 "positive_data_acceptance": {"expected-statuses": ["2XX", "403", "404"]}}},
+            # A model name the provider's list does not have is refused with 400 (unknown_model).
+            {"include-path": "/api/conversations/{conversation_id}/model", "checks": {
+                "positive_data_acceptance": {"expected-statuses": ["2XX", "400", "404", "409", "422"]}}},
             # OpenAI's clients expect 400 for every invalid request (a tool message last, ...).
             {"include-path-regex": "^/v1/", "checks": {
                 "positive_data_acceptance": {"expected-statuses": ["2XX", "400", "404", "409"]}}},

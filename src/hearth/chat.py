@@ -65,6 +65,7 @@ class SendPath:
         self.settings = scope.hearth.settings
         self.span_id: int | None = None  # the activity span of this send (E1)
         self.regenerate = False  # answering the newest user message again: the chain is not continued
+        self.model: str | None = None  # the model this send asks for (the conversation's, set by ``assemble``)
         # What the layers searched (A3) and the request's size, not yet written (``assemble``).
         self._diagnostics: tuple[list[dict[str, Any]], str | None, dict[str, Any]] | None = None
 
@@ -163,7 +164,7 @@ class SendPath:
                 raise Conflict("this message was answered by another request meanwhile")
             self._keep_span_open(conn, conversation, channel)
             self._write_diagnostics(conn, conversation_id)  # before the reply, in the ledger's order
-            metadata: dict[str, Any] = {"provider": provider.name, "model": provider.model,
+            metadata: dict[str, Any] = {"provider": provider.name, "model": self.model or provider.model,
                                         "tool_rounds": tool_rounds, "reply_to": user_message.id}
             if regenerate:
                 metadata["regenerated"] = True
@@ -212,7 +213,7 @@ class SendPath:
                 self._write_diagnostics(conn, conversation_id)
                 message = scope.conversations.add_message(
                     conversation_id, "assistant", text_out, channel="inner", span_id=self.span_id,
-                    metadata={**metadata, "provider": provider.name, "model": provider.model,
+                    metadata={**metadata, "provider": provider.name, "model": self.model or provider.model,
                               "tool_rounds": tool_rounds})
                 # The same after-turn path as any reply: the person's next turn chains from this
                 # one, so the model sees what it said on its own (E7, E11).
@@ -242,12 +243,13 @@ class SendPath:
         ledger.append(conn, user_id=user_id, conversation_id=conversation.id, kind="context.usage",
                       channel=channel, payload=usage_payload, span_id=self.span_id)
         if response_id and getattr(self.hearth.provider, "chains", False):
-            chains.after_turn(conn, user_id, conversation.id, response_id)
+            chains.after_turn(conn, user_id, conversation.id, response_id, self.model)
         if compacted:
             ledger.append(conn, user_id=user_id, conversation_id=conversation.id, kind="context.compacted",
                           channel=channel, span_id=self.span_id, payload={"mode": "auto"})
             capsules.schedule(conn, user_id, conversation.id, "compaction")
-        elif capsules.crossed(usage.input_tokens, self.hearth.input_token_limit(), self.settings.capsule_threshold):
+        elif capsules.crossed(usage.input_tokens, self.hearth.input_token_limit(self.model),
+                              self.settings.capsule_threshold):
             capsules.schedule(conn, user_id, conversation.id, "threshold")
         return usage_payload
 
@@ -287,7 +289,10 @@ class SendPath:
         ``context.request_size`` event when ``size_channel`` is given, are left for the reply's
         transaction (``_write_diagnostics``): nothing is written between the save and the provider."""
         scope = self.scope
-        limit = self.hearth.input_token_limit()
+        # The conversation's own model, if it chose one: its name goes into the request and its
+        # context window sets the budget.
+        self.model = model = self.hearth.model_for(conversation)
+        limit = self.hearth.input_token_limit(model)
         reserve = min(self.settings.output_token_reserve, limit // 4)
         room_chars = max(0, (limit - reserve) * 4 - len(prompt.text) - len(user_message.content))
         chaining = bool(getattr(self.hearth.provider, "chains", False))
@@ -299,6 +304,8 @@ class SendPath:
                                                       max(0, room_chars - len(capsule_text)),
                                                       after_id=capsule.through_message_id if capsule else 0)
             chain = chains.get(conn, conversation.id) if chaining and not self.regenerate else None
+            if chain is not None and not chain.continues(model, conversation.model):
+                chain = None  # the model changed: the chain restarts with the whole thread
             persona = scope.personas.get(conversation.persona_id)
             # A greeting (a card's first message, X3) is not a reply: the birth period goes on (K3).
             has_reply = bool(conn.execute(
@@ -325,8 +332,9 @@ class SendPath:
             request = replace(assembled.request,
                               previous_response_id=chain.response_id if chain else None,
                               replacement_input=chain.replacement_input if chain else (),
-                              compact_threshold=chains.compaction_threshold_tokens(scope))
+                              compact_threshold=chains.compaction_threshold_tokens(scope, model))
             assembled = replace(assembled, request=request)
+        assembled = replace(assembled, request=replace(assembled.request, model=model))
         self._diagnostics = (turn.search_log, size_channel, assembled.size.to_dict())
         return assembled
 

@@ -68,6 +68,7 @@ class Conversation:
     tags: tuple[str, ...] = ()
     imported: bool = False  # made by an import: read only (continue it in a new chat)
     match: ThreadMatch | None = None  # in a search: the message that matched
+    model: str | None = None  # the model its requests ask for; None: the deployment's default
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Conversation":
@@ -83,6 +84,7 @@ class Conversation:
             continuity_shielded=bool(row["continuity_shielded"]), created_at=row["created_at"],
             updated_at=row["updated_at"], ended_at=row["ended_at"], trashed_at=row["trashed_at"],
             pinned_at=row["pinned_at"], tags=tuple(json.loads(row["tags"])), imported=bool(row["imported"]),
+            model=row["model"],
         )
 
     @property

@@ -37,9 +37,13 @@ from .settings import Settings
 from .store import Store, open_store
 from .tools import Toolbox
 from .users import Users
+from .validation import check_text
 
 if TYPE_CHECKING:
     from .clients import ClientChats
+    from .conversations import Conversation
+    from .presets import Presets
+    from .providers.catalog import ModelCatalog, ModelChoice
     from .registry import MemoryLayers
     from .retrieval.hybrid import SearchOutcome
 
@@ -54,6 +58,7 @@ class Hearth:
         self.history = HistoryCache()
         self._provider = provider
         self._embedder = None
+        self._models: ModelCatalog | None = None
         # The relationship timeline's process state: the clock idle checkpoints are judged by,
         # live-only notices (E6), and what runs in each conversation now (E7).
         from .timeline.activity import Activity
@@ -88,13 +93,27 @@ class Hearth:
         """The job kinds a default worker runs (``registry.job_handlers``)."""
         return job_handlers()
 
-    def input_token_limit(self) -> int:
-        """Model-specific input safety limit (R1): configured, or derived from the model name."""
+    @property
+    def models(self) -> "ModelCatalog":
+        """The models a conversation may choose (W3): the provider's list, read on demand, cached briefly."""
+        if self._models is None:
+            from .providers.catalog import ModelCatalog
+
+            self._models = ModelCatalog(lambda: self.provider)
+        return self._models
+
+    def model_for(self, conversation: "Conversation") -> str:
+        """The model a conversation's requests ask for: its own choice, or the deployment's."""
+        return conversation.model or self.provider.model
+
+    def input_token_limit(self, model: str | None = None) -> int:
+        """Model-specific input safety limit (R1): configured, or derived from the model name (the
+        conversation's chosen ``model``, else the deployment's)."""
         if self.settings.input_token_limit:
             return self.settings.input_token_limit
         from .providers import context_window_for
 
-        return context_window_for(self.provider.model)
+        return context_window_for(model or self.provider.model)
 
     def scope(self, user_id: int | None = None) -> "Scope":
         if user_id is None:
@@ -310,6 +329,8 @@ class Scope:
         text again changes nothing. Returns whether anything changed."""
         if text is not None and (not isinstance(text, str) or len(text) > MAX_INSTRUCTIONS):
             raise InvalidInput(f"custom instructions must be text of at most {MAX_INSTRUCTIONS} characters")
+        if text is not None:
+            check_text(text, "custom instructions")  # no NUL, no lone surrogate
         with self.store.write() as conn:
             self.conversations.get(conversation_id)
             current = conn.execute("SELECT custom_instructions FROM conversations WHERE id = ?",
@@ -323,6 +344,35 @@ class Scope:
                           payload={"chars": None if text is None else len(text)})
             self._rebuild_prompts(conn, [conversation_id])
             return True
+
+    @property
+    def presets(self) -> "Presets":
+        """The person's prompt presets: named texts applied as a conversation's instructions (W3)."""
+        from .presets import Presets
+
+        return Presets(self)
+
+    def set_model(self, conversation_id: int, name: str | None) -> tuple["Conversation", "ModelChoice | None"]:
+        """Choose the model one conversation's requests ask for (None: the deployment's default again).
+
+        The name is checked against the provider's model list when it can be read (``UnknownModel``
+        otherwise); a change forgets the Responses chain in the same transaction, so no response id
+        of one model is continued with another, switching back included."""
+        self.conversations.get(conversation_id)  # an unknown id is 404 before the provider is asked
+        choice = None if name is None else self.hearth.models.check(name)
+        model = choice.model if choice else None
+        with self.store.write() as conn:
+            conversation = self.conversations.get(conversation_id)
+            if conversation.model != model:
+                conn.execute("UPDATE conversations SET model = ? WHERE id = ? AND user_id = ?",
+                             (model, conversation_id, self.user_id))
+                from .timeline import chains
+
+                chains.reset(conn, conversation_id)
+                ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id,
+                              kind="conversation.model_set", payload={"default": model is None})
+                conversation = self.conversations.get(conversation_id)
+            return conversation, choice
 
     # -- diagnostics ---------------------------------------------------------------------------
     def request_size(self, conversation_id: int) -> dict[str, Any] | None:

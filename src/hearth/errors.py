@@ -55,6 +55,12 @@ class TooLarge(InvalidInput):
     code = "too_large"
 
 
+class UnknownModel(InvalidInput):
+    """A model name the provider does not offer (its model list is known): HTTP 400."""
+
+    code = "unknown_model"
+
+
 class NotFound(HearthError):
     code = "not_found"
 

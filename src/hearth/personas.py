@@ -17,6 +17,12 @@ from .store import Store, inserted_id, utcnow
 from .validation import check_id, check_text, check_tree
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# The persona ``default()`` creates so a fresh install can chat at once; while it is the only one,
+# untouched and unused, the web page offers its first-run welcome instead (``onboarding``).
+DEFAULT_NAME = "companion"
+DEFAULT_DISPLAY_NAME = "Companion"
+DEFAULT_IDENTITY = ("You are Companion, a warm and attentive companion who remembers what matters to the "
+                    "person you talk with and keeps one continuous relationship across conversations.")
 MAX_TEXT = 50_000
 # Saved characters are short profiles pinned into context on demand (D2).
 MAX_CHARACTERS = 200
@@ -285,6 +291,4 @@ class Personas:
             personas = self.list()
             if personas:
                 return personas[0]
-            return self.create("companion", "Companion", identity=(
-                "You are Companion, a warm and attentive companion who remembers what matters to the "
-                "person you talk with and keeps one continuous relationship across conversations."))
+            return self.create(DEFAULT_NAME, DEFAULT_DISPLAY_NAME, identity=DEFAULT_IDENTITY)

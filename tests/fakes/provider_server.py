@@ -6,6 +6,9 @@ One Starlette app serves three endpoints, each in its provider's own server-sent
     POST /v1/chat/completions   OpenAI-compatible Chat Completions (chunks, usage chunk, [DONE])
     POST /v1/messages           Anthropic Messages (message_start ... message_stop)
     POST /v1/responses/compact  OpenAI Responses compaction (a JSON ``response.compaction`` object)
+    GET  /v1/models             the model list: OpenAI's ``{"object": "list", "data"}``, or, for a
+                                request carrying ``anthropic-version``, Anthropic's paged
+                                ``{"data", "has_more", "first_id", "last_id"}`` (``limit``, ``after_id``)
 
 Tests queue what the next request gets with ``script(...)``: text chunks, tool calls, usage, an
 error status, a delay before answering, or a stream that ends early / drops its connection. Every
@@ -59,6 +62,11 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    query: dict[str, str] = field(default_factory=dict)
+
+
+# What GET /v1/models lists until a test sets ``models`` (or ``models_status`` for an error).
+DEFAULT_MODELS = ("gpt-4.1", "gpt-4.1-mini", "text-embedding-3-small", "claude-sonnet-4-6", "llama3.1")
 
 
 class _Abort(Exception):
@@ -72,6 +80,9 @@ class FakeProviderServer:
         self._queue: deque[Scripted] = deque()
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
+        self.models: list[str] = list(DEFAULT_MODELS)
+        self.models_status: int | None = None  # answer GET /v1/models with this error status
+        self.models_page = 1000  # Anthropic: at most this many per page, so a test sees the SDK page on
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -102,6 +113,9 @@ class FakeProviderServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.models = list(DEFAULT_MODELS)
+            self.models_status = None
+            self.models_page = 1000
 
     def _next(self, request: RecordedRequest) -> Scripted:
         with self._lock:
@@ -149,8 +163,32 @@ class FakeProviderServer:
                 Route("/v1/responses", self._endpoint(_responses_events, _openai_error), methods=["POST"]),
                 Route("/v1/chat/completions", self._endpoint(_chat_events, _openai_error), methods=["POST"]),
                 Route("/v1/messages", self._endpoint(_anthropic_events, _anthropic_error), methods=["POST"]),
+                Route("/v1/models", self._models_endpoint, methods=["GET"]),
             ]
         )
+
+    async def _models_endpoint(self, request: Request) -> Response:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        query = dict(request.query_params)
+        anthropic = "anthropic-version" in headers
+        with self._lock:
+            self.requests.append(RecordedRequest(request.url.path, headers, {}, query))
+            names, status, most = list(self.models), self.models_status, self.models_page
+        if status is not None:
+            error = _anthropic_error(status) if anthropic else _openai_error(status)
+            return JSONResponse(error, status_code=status)
+        if not anthropic:
+            return JSONResponse({"object": "list", "data": [
+                {"id": name, "object": "model", "created": 1_700_000_000, "owned_by": "fake"} for name in names]})
+        start = names.index(query["after_id"]) + 1 if query.get("after_id") in names else 0
+        page = names[start:start + min(int(query.get("limit", "20")), most)]
+        return JSONResponse({
+            "data": [{"type": "model", "id": name, "display_name": name, "created_at": "2025-01-01T00:00:00Z"}
+                     for name in page],
+            "has_more": start + len(page) < len(names),
+            "first_id": page[0] if page else None,
+            "last_id": page[-1] if page else None,
+        })
 
     def _compact_endpoint(self) -> Any:
         async def handle(request: Request) -> Response:

@@ -9,6 +9,7 @@ errors with code 1.
 from . import (  # noqa: F401  (registers commands)
     activations,
     channels,
+    choices,  # noqa: F401  (registers threads model / instructions and presets)
     forget,  # noqa: F401  (registers `hearth forget`)
     health,
     history,  # noqa: F401  (registers history and restore for fragments, personas, status)

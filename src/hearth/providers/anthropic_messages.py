@@ -17,12 +17,14 @@ import anthropic
 
 from ..errors import ProviderError
 from .base import (
+    LIST_TIMEOUT,
     ChatMessage,
     ProviderRequest,
     StreamEvent,
     ToolCall,
     ToolSpec,
     Usage,
+    listed_names,
     map_transport_error,
     parse_tool_arguments,
     status_error,
@@ -89,7 +91,7 @@ class AnthropicProvider:
     def build_params(self, request: ProviderRequest) -> dict[str, Any]:
         system, messages = to_anthropic(request.messages)
         params: dict[str, Any] = {
-            "model": self.model,
+            "model": request.model or self.model,
             "messages": messages,
             "max_tokens": request.max_output_tokens,
             "stream": True,
@@ -99,6 +101,17 @@ class AnthropicProvider:
         if request.tools:
             params["tools"] = to_anthropic_tools(request.tools)
         return params
+
+    def list_models(self) -> list[str]:
+        """The ids of ``GET /v1/models`` through the SDK, every page (the SDK follows ``has_more``)."""
+        wait = min(self.timeout, LIST_TIMEOUT)
+        try:
+            return listed_names(m.id for m in self._client.with_options(timeout=wait).models.list(limit=1000))
+        except anthropic.AnthropicError as exc:
+            log.info("anthropic model listing failed (%s)", type(exc).__name__)
+            raise _map_error(exc, started=False, timeout=wait, base_url=self.base_url) from None
+        except transport_errors() as exc:
+            raise map_transport_error(exc, started=False, timeout=wait, base_url=self.base_url) from None
 
     def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
         started = False

@@ -70,6 +70,8 @@ class ProviderRequest:
     # Responses API only (E7): the replacement input of a "Compact now", sent in place of the
     # earlier chain (no previous response id) until the next successful turn.
     replacement_input: tuple[dict[str, Any], ...] = ()
+    # The model this request asks for (a conversation's own choice); None: the provider's default.
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,26 @@ class Provider(Protocol):
     def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
         """Yield the reply. A tool call ends the turn: the caller runs it and calls again."""
         ...
+
+
+# Providers may also offer ``list_models() -> list[str]``: the model names the server offers, read
+# on demand (never on the send path; ``providers.catalog`` caches it). Without it, only the
+# provider's own ``model`` is offered.
+MAX_LISTED_MODELS = 1000  # a server that pages forever cannot keep a listing running
+MAX_MODEL_NAME = 200
+LIST_TIMEOUT = 10.0  # seconds: a model list is asked for while a person waits for a menu
+
+
+def listed_names(ids: Iterator[Any]) -> list[str]:
+    """Model ids from a listing, in order: storable one-line names only, at most MAX_LISTED_MODELS."""
+    names: dict[str, None] = {}  # ordered, without repeats
+    for count, value in enumerate(ids):
+        if count >= MAX_LISTED_MODELS:
+            break
+        if (isinstance(value, str) and value.strip() == value and 0 < len(value) <= MAX_MODEL_NAME
+                and value.isprintable()):
+            names[value] = None
+    return list(names)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -45,6 +45,9 @@ class OfflineProvider:
     def __init__(self, model: str = "offline") -> None:
         self.model = model or "offline"
 
+    def list_models(self) -> list[str]:
+        return [self.model]  # nothing to choose between
+
     def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
         messages = request.messages
         call = _tool_command(messages)

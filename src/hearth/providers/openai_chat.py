@@ -28,7 +28,7 @@ from .base import (
     stream_error,
     transport_errors,
 )
-from .openai_responses import make_openai_client, map_openai_error
+from .openai_responses import list_openai_models, make_openai_client, map_openai_error
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class OpenAIChatProvider:
 
     def build_params(self, request: ProviderRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
-            "model": self.model,
+            "model": request.model or self.model,
             "messages": to_chat_messages(request.messages),
             # max_tokens rather than max_completion_tokens: the one every compatible server knows.
             "max_tokens": request.max_output_tokens,
@@ -93,6 +93,9 @@ class OpenAIChatProvider:
         if request.tools:  # some servers reject an empty list
             params["tools"] = to_chat_tools(request.tools)
         return params
+
+    def list_models(self) -> list[str]:
+        return list_openai_models(self._client, timeout=self.timeout, base_url=self.base_url)
 
     def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
         started = False

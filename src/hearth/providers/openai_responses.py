@@ -19,6 +19,7 @@ import openai
 
 from ..errors import ProviderError
 from .base import (
+    LIST_TIMEOUT,
     ChatMessage,
     CompactResult,
     ProviderRequest,
@@ -26,6 +27,7 @@ from .base import (
     ToolCall,
     ToolSpec,
     Usage,
+    listed_names,
     map_transport_error,
     parse_tool_arguments,
     status_error,
@@ -65,6 +67,19 @@ def map_openai_error(exc: openai.OpenAIError, *, started: bool, timeout: float, 
         )
     return ProviderError("The model provider client failed before sending the request.", kind="bad_request",
                          retryable=False)
+
+
+def list_openai_models(client: openai.OpenAI, *, timeout: float, base_url: str) -> list[str]:
+    """The ids of ``GET /models`` through the SDK (OpenAI, and compatible servers: Ollama, vLLM,
+    llama.cpp, LM Studio, OpenRouter), in the server's order."""
+    wait = min(timeout, LIST_TIMEOUT)
+    try:
+        return listed_names(model.id for model in client.with_options(timeout=wait).models.list())
+    except openai.OpenAIError as exc:
+        log.info("openai model listing failed (%s)", type(exc).__name__)
+        raise map_openai_error(exc, started=False, timeout=wait, base_url=base_url) from None
+    except transport_errors() as exc:
+        raise map_transport_error(exc, started=False, timeout=wait, base_url=base_url) from None
 
 
 def to_responses_input(messages: list[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
@@ -120,7 +135,7 @@ class OpenAIResponsesProvider:
             # A compaction's output stands for the whole earlier chain (E7).
             items = [*request.replacement_input, *items]
         params: dict[str, Any] = {
-            "model": self.model,
+            "model": request.model or self.model,
             "input": items,
             "max_output_tokens": request.max_output_tokens,
             "stream": True,
@@ -170,10 +185,13 @@ class OpenAIResponsesProvider:
             raise stream_error()
 
 
+    def list_models(self) -> list[str]:
+        return list_openai_models(self._client, timeout=self.timeout, base_url=self.base_url)
+
     def compact(self, *, instructions: str, items: list[dict[str, Any]],
-                previous_response_id: str | None) -> CompactResult:
+                previous_response_id: str | None, model: str | None = None) -> CompactResult:
         """Call the Responses compaction endpoint; its output replaces the chain's input (E7)."""
-        params: dict[str, Any] = {"model": self.model}
+        params: dict[str, Any] = {"model": model or self.model}
         if items:
             params["input"] = items
         if instructions:

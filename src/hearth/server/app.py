@@ -32,6 +32,7 @@ from . import (
     auth,
     backups,
     channels,
+    choices,
     continuity,
     conversations,
     diagnostics,
@@ -223,7 +224,7 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
                    memories.snapshots, memories.router, conversations.events_router, layers.router, diagnostics.router,
                    recall.router, openai_router, channels.router, channels.webhooks, activations.router,
                    imports.router, voice.router, voice.webhooks, timeline.router, alternatives.router,
-                   backups.router):
+                   backups.router, choices.router):
         app.include_router(router)
     app.include_router(forget_routes.router)  # delete forever and retention (B4, B5)
     app.include_router(version_routes.router)  # history and undo (B2)

@@ -100,6 +100,8 @@ class ConversationOut(BaseModel):
     tags: list[str] = Field(default_factory=list)
     imported: bool = Field(default=False, description="Made by an import: read only; continue it with Branch")
     match: MatchOut | None = Field(default=None, description="In a search with words: the newest matching message")
+    model: str | None = Field(default=None, description=(
+        "The model this conversation's requests ask for; null: the deployment's default (PUT .../model)"))
 
 
 class MessageOut(BaseModel):

@@ -30,6 +30,7 @@ from ..errors import (
     StoreBusy,
     StoreError,
     TooLarge,
+    UnknownModel,
 )
 from ..store.connection import translate
 
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 # Most specific first; the first matching class decides the status.
 STATUS: tuple[tuple[type[HearthError], int], ...] = (
     (TooLarge, 413),
+    (UnknownModel, 400),
     (InvalidInput, 422),
     (NotFound, 404),
     (Conflict, 409),

@@ -1236,6 +1236,37 @@ def m025_add_thread_pins_tags_and_imported(conn: sqlite3.Connection) -> None:
     )
 
 
+# Migration 26's table, the same on both engines but for their integer types.
+PROMPT_PRESETS = """
+CREATE TABLE prompt_presets (
+    id {id},
+    user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (user_id, name)
+);
+"""
+
+
+def m026_add_chat_models_and_prompt_presets(conn: sqlite3.Connection) -> None:
+    """Per-chat model choice and prompt presets (W3, PR1, P5).
+
+    ``conversations.model`` is the model a conversation asks for (NULL: the deployment's default).
+    ``response_chains.model`` is the model whose response the chain continues from, so a chain is
+    never continued with another model (NULL: a chain from before, made with the default).
+    ``prompt_presets`` are a person's named texts, applied to a conversation as its custom
+    instructions (a copy: editing a preset later changes no conversation)."""
+    run_script(
+        conn,
+        """
+        ALTER TABLE conversations ADD COLUMN model TEXT;
+        ALTER TABLE response_chains ADD COLUMN model TEXT;
+        """ + PROMPT_PRESETS.format(id="INTEGER PRIMARY KEY", int="INTEGER"),
+    )
+
+
 # Migration 27's tables, the same on both engines but for their integer and byte types.
 FACTS = """
 CREATE TABLE facts (
@@ -1346,6 +1377,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m023_add_user_display_name,
     m024_add_persona_uuid,
     m025_add_thread_pins_tags_and_imported,
+    m026_add_chat_models_and_prompt_presets,
     m027_create_facts,
 ]
 

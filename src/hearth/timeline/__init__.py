@@ -113,7 +113,8 @@ class Timeline:
         """The chat header's figures: input usage against the compaction threshold, capsule, compaction."""
         hearth = self.scope.hearth
         conversation = self.scope.conversations.get(conversation_id)
-        limit = hearth.input_token_limit()
+        model = hearth.model_for(conversation)  # the limit follows the conversation's model
+        limit = hearth.input_token_limit(model)
         with self.store.read() as conn:
             usage = conn.execute("SELECT payload FROM events WHERE conversation_id = ? AND kind = 'context.usage'"
                                  " ORDER BY created_at DESC, id DESC LIMIT 1", (conversation.id,)).fetchone()
@@ -123,7 +124,7 @@ class Timeline:
                 "SELECT max(created_at) FROM events WHERE conversation_id = ? AND kind = 'context.compacted'",
                 (conversation.id,)).fetchone()[0]
         input_tokens = json.loads(usage[0]).get("input", 0) if usage else 0
-        compaction = chains.compaction_threshold_tokens(self.scope)
+        compaction = chains.compaction_threshold_tokens(self.scope, model)
         threshold = compaction or limit
         provider = hearth.provider
         return Context(

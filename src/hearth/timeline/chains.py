@@ -30,6 +30,13 @@ class Chain:
     response_id: str | None
     replacement_input: tuple[dict[str, Any], ...]
     compacted_at: str | None
+    model: str | None = None  # whose responses it continues; None: a chain from before models were kept
+
+    def continues(self, model: str, chosen: str | None) -> bool:
+        """Whether a request for ``model`` may continue this chain: a response id (or a compaction's
+        output) from another model is never sent (the chain restarts). ``chosen`` is the
+        conversation's own choice; a chain kept before models were recorded was made with the default."""
+        return self.model == model if self.model is not None else chosen is None
 
 
 @dataclass(frozen=True)
@@ -46,21 +53,23 @@ class Compaction:
 
 
 def get(conn: sqlite3.Connection, conversation_id: int) -> Chain | None:
-    row = conn.execute("SELECT response_id, replacement_input, compacted_at FROM response_chains"
+    row = conn.execute("SELECT response_id, replacement_input, compacted_at, model FROM response_chains"
                        " WHERE conversation_id = ?", (conversation_id,)).fetchone()
     if row is None:
         return None
     replacement = tuple(json.loads(row[1])) if row[1] else ()
-    return Chain(row[0], replacement, row[2])
+    return Chain(row[0], replacement, row[2], row[3])
 
 
-def after_turn(conn: sqlite3.Connection, user_id: int, conversation_id: int, response_id: str) -> None:
-    """A successful turn: continue from its response; a compaction's replacement input is spent."""
+def after_turn(conn: sqlite3.Connection, user_id: int, conversation_id: int, response_id: str,
+               model: str | None = None) -> None:
+    """A successful turn: continue from its response (made by ``model``); a compaction's
+    replacement input is spent."""
     conn.execute(
-        "INSERT INTO response_chains (conversation_id, user_id, response_id, updated_at) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (conversation_id) DO UPDATE SET response_id = excluded.response_id,"
+        "INSERT INTO response_chains (conversation_id, user_id, response_id, model, updated_at) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (conversation_id) DO UPDATE SET response_id = excluded.response_id, model = excluded.model,"
         " replacement_input = NULL, updated_at = excluded.updated_at",
-        (conversation_id, user_id, response_id or None, utcnow()))
+        (conversation_id, user_id, response_id or None, model, utcnow()))
 
 
 def reset(conn: sqlite3.Connection, conversation_id: int) -> None:
@@ -68,9 +77,9 @@ def reset(conn: sqlite3.Connection, conversation_id: int) -> None:
     conn.execute("DELETE FROM response_chains WHERE conversation_id = ?", (conversation_id,))
 
 
-def compaction_threshold_tokens(scope: "Scope") -> int | None:
+def compaction_threshold_tokens(scope: "Scope", model: str | None = None) -> int | None:
     fraction = scope.hearth.settings.compaction_threshold
-    return int(fraction * scope.hearth.input_token_limit()) if fraction > 0 else None
+    return int(fraction * scope.hearth.input_token_limit(model)) if fraction > 0 else None
 
 
 def compact(scope: "Scope", conversation_id: int, *, channel: str = "web") -> Compaction:
@@ -84,9 +93,12 @@ def compact(scope: "Scope", conversation_id: int, *, channel: str = "web") -> Co
     from ..providers.base import ChatMessage
     from ..providers.openai_responses import to_responses_input
 
+    model = hearth.model_for(conversation)
     with hearth.activity.compaction(conversation.id):
         with scope.store.read() as conn:
             chain = get(conn, conversation.id)
+            if chain is not None and not chain.continues(model, conversation.model):
+                chain = None  # another model's chain: compact the thread itself
             prompt = conn.execute("SELECT content FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
                                   (conversation.id,)).fetchone()
             messages: list[ChatMessage] = []
@@ -102,15 +114,15 @@ def compact(scope: "Scope", conversation_id: int, *, channel: str = "web") -> Co
             raise InvalidInput("there is nothing to compact in this conversation yet")
         result = provider.compact(  # type: ignore[attr-defined]
             instructions=prompt[0] if prompt else instructions, items=items,
-            previous_response_id=chain.response_id if chain and not chain.replacement_input else None)
+            previous_response_id=chain.response_id if chain and not chain.replacement_input else None, model=model)
         with scope.store.write() as conn:
             now = utcnow()
             conn.execute(
                 "INSERT INTO response_chains (conversation_id, user_id, response_id, replacement_input, compacted_at,"
-                " updated_at) VALUES (?, ?, NULL, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET"
+                " model, updated_at) VALUES (?, ?, NULL, ?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET"
                 " response_id = NULL, replacement_input = excluded.replacement_input,"
-                " compacted_at = excluded.compacted_at, updated_at = excluded.updated_at",
-                (conversation.id, scope.user_id, json.dumps(result.output, separators=(",", ":")), now, now))
+                " compacted_at = excluded.compacted_at, model = excluded.model, updated_at = excluded.updated_at",
+                (conversation.id, scope.user_id, json.dumps(result.output, separators=(",", ":")), now, model, now))
             span_id = capsules.open_span_of(conn, scope.user_id, conversation.persona_id)
             ledger.append(conn, user_id=scope.user_id, conversation_id=conversation.id, kind="context.compacted",
                           channel=channel, created_at=now, span_id=span_id,
