@@ -5,6 +5,7 @@ snippet, pinned threads, tag chips and the tag: filter, and an imported thread t
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -173,7 +174,8 @@ def test_x4_w6_an_imported_chat_opens_read_only_and_continues_in_a_new_chat(size
     expect(page.locator("#composer")).to_be_hidden()
     expect(page.locator("#chat-meta")).to_contain_text("Imported")
     expect(page.locator(".message.role-user")).to_have_count(2)
-    expect(page.locator("#messages .edit-message:visible, #messages .regenerate:visible")).to_have_count(0)
+    expect(page.locator("#messages .message .turn-actions").first).to_be_attached()  # the turns' actions are drawn
+    expect(page.locator("#messages").get_by_role("button", name=re.compile(r"^(Edit|Regenerate)"))).to_have_count(0)
     open_header(page, size)
     expect(page.locator("#end-conversation")).to_be_disabled()
     no_axe_violations(page, f"{size} imported", found)
