@@ -2,6 +2,8 @@
 // show, rename, delete), the trash with Restore, a filter by title, persona and folder, and the New
 // Chat and New folder forms. Every list is paged with a cursor (W4): the page loads one page of
 // threads per list, "Show more" the next, so the list works the same with ten threads or 100,000.
+// Pinned threads have a group of their own above the others. The filter's words find titles and
+// message text (each match shows its message's snippet, as text); tag:NAME filters by tag.
 
 import { $, apiJson, button, el, focusAfter, formatDate } from "./api.js";
 import { avatarFor } from "./avatars.js";
@@ -10,6 +12,9 @@ import { conversationTitle, openConversation, setStatus, shared } from "./shared
 import { closePanels } from "./layout.js";
 
 const ui = {
+  pinnedSection: $("pinned-section"),
+  pinnedList: $("pinned-list"),
+  pinnedMore: $("pinned-more"),
   list: $("conversation-list"),
   listHeading: $("conversation-list-heading"),
   more: $("conversation-more"),
@@ -52,7 +57,7 @@ function filtering() {
 }
 
 function mainParams() {
-  if (!filtering()) return { loose: "true" };
+  if (!filtering()) return { loose: "true", pinned: "false" }; // pinned ones have their own group
   const params = {};
   if (ui.filterText.value.trim()) params.q = ui.filterText.value.trim();
   if (ui.filterPersona.value) params.persona_id = ui.filterPersona.value;
@@ -71,10 +76,17 @@ async function fetchPage(params, after, limit) {
 }
 
 // (Re)loads a list with as many threads as it showed before, so an action never shrinks the view.
+// Only the newest request of a list is kept: typing into the filter asks again on every pause, and an
+// earlier, slower answer must not replace a later one.
+const asked = new Map();
+
 async function loadList(key, params) {
+  const ticket = (asked.get(key) || 0) + 1;
+  asked.set(key, ticket);
   const old = lists.get(key);
   const wanted = old && JSON.stringify(old.params) === JSON.stringify(params) ? old.wanted : PAGE;
   const items = await fetchPage(params, null, Math.min(wanted, 1000));
+  if (asked.get(key) !== ticket) return;
   lists.set(key, { params, items, more: items.length >= wanted, wanted });
 }
 
@@ -95,7 +107,43 @@ function remember() {
   state.conversations = [...known.values()];
 }
 
-function conversationButton(c) {
+// The words of the filter, for marking them in a match's snippet (tag: parts filter, they are not words).
+function filterWords() {
+  const text = ui.filterText.value.split(/\s+/).filter((w) => !/^tag:/i.test(w)).join(" ");
+  return [...new Set(text.toLowerCase().match(/[\p{L}\p{N}]{2,}/gu) || [])];
+}
+
+// The snippet as text nodes, each word of the filter in a <mark>; never parsed as HTML.
+function snippetNode(text, words) {
+  const node = el("span", "conversation-snippet");
+  if (!words.length) {
+    node.textContent = text;
+    return node;
+  }
+  const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(?:${words.join("|")})[\\p{L}\\p{N}]*`, "giu"); // the whole word
+  let at = 0;
+  for (const found of text.matchAll(pattern)) {
+    node.append(document.createTextNode(text.slice(at, found.index)), el("mark", "", found[0]));
+    at = found.index + found[0].length;
+  }
+  node.append(document.createTextNode(text.slice(at)));
+  return node;
+}
+
+async function togglePin(c) {
+  const from = document.activeElement;
+  try {
+    await apiJson("POST", `/api/conversations/${c.id}/${c.pinned_at ? "unpin" : "pin"}`);
+    if (state.current && state.current.id === c.id) await chat.refreshCurrent();
+    else await loadConversations();
+    setStatus(c.pinned_at ? `Unpinned “${conversationTitle(c)}”.` : `Pinned “${conversationTitle(c)}”.`);
+    focusAfter(document.querySelector(`#threads .pin-toggle[data-id="${c.id}"]`), from);
+  } catch (error) {
+    setStatus(error.message, "error");
+  }
+}
+
+function conversationButton(c, { pinnable = true } = {}) {
   const item = el("li");
   const node = el("button", "conversation has-avatar");
   node.type = "button";
@@ -105,15 +153,36 @@ function conversationButton(c) {
   const top = el("span", "conversation-top");
   top.append(el("span", "conversation-title", conversationTitle(c)));
   if (c.continuity_shielded) top.append(el("span", "badge shield-badge", "Shielded"));
+  if (c.pinned_at && filtering()) top.append(el("span", "badge", "Pinned"));
   node.append(top);
   const when = formatDate(c.updated_at);
-  node.append(el("span", "conversation-meta", c.state === "ended" ? `Ended · ${when}` : when));
+  const meta = c.state === "ended" ? `Ended · ${when}` : when;
+  node.append(el("span", "conversation-meta", c.imported ? `Imported · ${meta}` : meta));
+  if (c.tags && c.tags.length) {
+    const chips = el("span", "conversation-tags");
+    for (const tag of c.tags) chips.append(el("span", "chip tag-chip", tag));
+    node.append(chips);
+  }
+  if (c.match) node.append(snippetNode(c.match.snippet, filterWords()));
   node.addEventListener("click", () => {
     openConversation(c.id);
     closePanels(); // on a phone the drawer closes on a choice
   });
   item.append(node);
+  if (pinnable) {
+    const pin = button(c.pinned_at ? "Unpin" : "Pin", () => togglePin(c), "quiet small pin-toggle",
+      `${c.pinned_at ? "Unpin" : "Pin"} ${conversationTitle(c)}`);
+    pin.dataset.id = String(c.id);
+    item.classList.add("pinnable");
+    item.append(pin);
+  }
   return item;
+}
+
+// The filter box set from elsewhere (a tag chip of the open thread): the list shows what it finds.
+export function searchFor(text) {
+  ui.filterText.value = text;
+  refilter();
 }
 
 function moreButton(key, label) {
@@ -125,10 +194,15 @@ export function renderList() {
   const searching = filtering();
   ui.listHeading.textContent = searching ? "Matching conversations" : "Conversations";
   ui.foldersSection.hidden = searching;
+  const pinned = lists.get("pinned") || { items: [], more: false };
+  ui.pinnedSection.hidden = searching || !pinned.items.length;
+  ui.pinnedList.replaceChildren(...pinned.items.map((c) => conversationButton(c)));
+  ui.pinnedMore.hidden = !pinned.more;
   ui.list.replaceChildren();
   if (!main.items.length) {
     ui.list.append(el("li", "muted empty", searching ? "No conversation matches."
-      : state.folders.length ? "No conversations outside folders." : "No conversations yet."));
+      : state.folders.length ? "No conversations outside folders."
+        : pinned.items.length ? "No other conversations." : "No conversations yet."));
   }
   for (const c of main.items) ui.list.append(conversationButton(c));
   ui.more.hidden = !main.more;
@@ -142,7 +216,7 @@ export function renderList() {
   ui.trashCount.textContent = trash.items.length ? `${trash.items.length}${trash.more ? "+" : ""}` : "";
   if (!trash.items.length) ui.trashList.append(el("li", "muted empty", "The trash is empty."));
   for (const c of trash.items) {
-    const item = conversationButton(c);
+    const item = conversationButton(c, { pinnable: false });
     item.classList.add("trashed");
     item.append(button("Restore", () => restoreConversation(c.id), "quiet small",
       `Restore ${conversationTitle(c)}`));
@@ -172,7 +246,7 @@ function folderGroup(folder) {
     if (collapsed.has(folder.id)) collapsed.delete(folder.id);
     else collapsed.add(folder.id);
     sessionStorage.setItem("hearth.collapsed", JSON.stringify([...collapsed]));
-    if (!collapsed.has(folder.id)) await loadList(key, { folder_id: String(folder.id) }).catch(() => {});
+    if (!collapsed.has(folder.id)) await loadList(key, folderParams(folder)).catch(() => {});
     remember();
     renderList();
     focusAfter(ui.folderGroups.querySelector(`[data-folder-id="${folder.id}"] .folder-toggle`), from);
@@ -276,16 +350,21 @@ function renderFilterChoices() {
   ui.filterFolder.value = [...ui.filterFolder.options].some((o) => o.value === folder) ? folder : "";
 }
 
+const folderParams = (folder) => ({ folder_id: String(folder.id), pinned: "false" });
+
 export async function loadConversations() {
   // The main list does not depend on the folders: both requests travel together.
   const main = loadList("main", mainParams());
   main.catch(() => {}); // awaited below, where a failure is reported
+  const pinned = filtering() ? null : loadList("pinned", { pinned: "true" });
+  if (pinned) pinned.catch(() => {});
   state.folders = await apiJson("GET", "/api/folders");
   // The trash loads once it is opened: most visits never look, and it costs a scan.
   const loads = [main];
+  if (pinned) loads.push(pinned);
   if (ui.trash.open) loads.push(loadList("trash", { trashed: "true" }));
   for (const folder of state.folders) {
-    if (!collapsed.has(folder.id)) loads.push(loadList(`folder-${folder.id}`, { folder_id: String(folder.id) }));
+    if (!collapsed.has(folder.id)) loads.push(loadList(`folder-${folder.id}`, folderParams(folder)));
   }
   await Promise.all(loads);
   remember();
@@ -392,13 +471,16 @@ ui.trash.addEventListener("toggle", () => {
 });
 
 ui.more.addEventListener("click", () => loadMore("main").catch((error) => setStatus(error.message, "error")));
+ui.pinnedMore.addEventListener("click", () => loadMore("pinned").catch((error) => setStatus(error.message, "error")));
 ui.trashMore.addEventListener("click", () => loadMore("trash").catch((error) => setStatus(error.message, "error")));
 
 // The filter reloads the main list a moment after typing stops.
 let filterTimer = 0;
 const refilter = () => {
   clearTimeout(filterTimer);
-  filterTimer = setTimeout(() => loadList("main", mainParams()).then(() => {
+  // Back from a search, the Pinned group is read again (pins may have changed meanwhile).
+  filterTimer = setTimeout(() => Promise.all([loadList("main", mainParams()),
+    filtering() ? null : loadList("pinned", { pinned: "true" })]).then(() => {
     remember();
     renderList();
   }).catch((error) => setStatus(error.message, "error")), 200);
