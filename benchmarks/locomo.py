@@ -202,19 +202,21 @@ GRID: dict[str, dict] = {
     "no question penalty": {"question_penalty": 0.0},
     "question penalty 0.3": {"question_penalty": 0.3},
     "question penalty 0.7": {"question_penalty": 0.7},
+    "no fact lists": {"fact_keyword_weight": 0.0, "fact_vector_weight": 0.0},
+    "fact keyword list 0": {"fact_keyword_weight": 0.0},
 }
 # The facts' weights (E2), for the configuration whose facts carry what the turns do not say.
 FACT_GRID: dict[str, dict] = {
     "as shipped": {},
     "no fact lists": {"fact_keyword_weight": 0.0, "fact_vector_weight": 0.0},
     "fact keyword list 0": {"fact_keyword_weight": 0.0},
-    "fact keyword list 1.0": {"fact_keyword_weight": 1.0},
+    "fact keyword list 0.5": {"fact_keyword_weight": 0.5},
     "fact vector list 0.5": {"fact_vector_weight": 0.5},
-    "fact vector list 2.0": {"fact_vector_weight": 2.0},
-    "fact lists 1.0 / 2.0": {"fact_keyword_weight": 1.0, "fact_vector_weight": 2.0},
+    "fact vector list 1.5": {"fact_vector_weight": 1.5},
+    "fact floor at rank 30": {"fact_floor_rank": 30},
+    "no fact floor": {"fact_floor_rank": 0},
     "no feedback list": {"feedback_docs": 0},
     "conversation lift 0.3": {"session_weight": 0.3},
-    "no question penalty": {"question_penalty": 0.0},
 }
 
 Scores = dict[str, dict[str, dict[int, list[float]]]]  # sample -> category -> k -> recall per question

@@ -140,6 +140,25 @@ def test_a2_facts_are_embedded_and_their_vector_list_names_their_source_turns(he
     assert weights["vector:facts:messages"] == DEFAULT.fact_vector_weight
 
 
+def test_a2_a_fact_farther_from_the_query_than_the_tenth_turn_does_not_count(hearth, me, persona, embedder):
+    chat = me.conversations.create(persona.id, "Garden")
+    for i in range(12):
+        me.conversations.add_message(chat.id, "user", f"We planted apple tree number {i} in the orchard today.")
+    me.conversations.add_message(chat.id, "user", "Nothing much happened.")
+    turns = user_turns(me, chat.id)
+    with hearth.store.write() as conn:
+        facts.add(conn, me.user_id, "The person repaired a red bicycle's brakes.", [turns[-1].id], source="model")
+        facts.add(conn, me.user_id, "The person planted an apple orchard.", [turns[0].id], source="model")
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
+    conn = hearth.store.connection()
+    variants = build_variants("When did we plant the apple orchard?")
+    lists, _ = vector_lists(conn, me.user_id, variants, Filters(), embedder, str(hearth.store.key), None)
+    assert [key for key, _ in lists["vector:facts:messages"]] == [("message", turns[0].id)]
+    every, _ = vector_lists(conn, me.user_id, variants, Filters(), embedder, str(hearth.store.key), None,
+                            DEFAULT.with_changes(fact_floor_rank=0))
+    assert [key for key, _ in every["vector:facts:messages"]] == [("message", turns[0].id), ("message", turns[-1].id)]
+
+
 def test_e2_a_fact_must_cite_this_users_turns_and_bad_input_writes_nothing(hearth, me, persona):
     chat = me.conversations.create(persona.id)
     me.send(chat.id, "Hello there.")

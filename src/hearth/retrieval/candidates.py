@@ -341,6 +341,12 @@ def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters
         from . import facts
 
         [hits] = vector_search(conn, db_key, "facts", user_id, embedder, vectors[:1], vector_width(tuning))
+        turn_hits = lists.get(f"vector:{names[0]}:messages", [])
+        if tuning.fact_floor_rank and len(turn_hits) >= tuning.fact_floor_rank:
+            # A fact counts only if it is as close to the query as the turn at that rank: a small
+            # fact index otherwise answers every query with all its facts, close or not.
+            floor = turn_hits[tuning.fact_floor_rank - 1][1]
+            hits = [h for h in hits if h[1] >= floor]
         turns = facts.as_turns(conn, facts.of_origins(conn, hits, tuning.fact_origins), tuning.candidates)
         if turns:
             lists["vector:facts:messages"] = turns
