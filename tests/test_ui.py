@@ -455,7 +455,9 @@ def test_u1_v2_a3_search_with_include_shielded_and_the_search_log(page, site, me
     expect(page.locator("#search-results .result-title", has_text="Secret harbour").first).to_be_visible()
     assert open_chat.id != hidden.id
 
-    # The search log lists both searches; an entry shows counts, reliability and per-signal scores.
+    # The search log lists both searches; an entry shows counts, reliability and, with the details
+    # shown, per-signal scores and filters.
+    page.get_by_label("Show details (scores, query variants, filters)").check()
     entries = page.locator("#searchlog-list .log-entry", has_text="lighthouse keeper")
     expect(entries).to_have_count(2)
     entries.first.locator("button").click()
@@ -470,6 +472,7 @@ def test_u1_v2_a3_search_with_include_shielded_and_the_search_log(page, site, me
 def test_u1_e_timeline_lists_inner_plane_events_with_numbers_only(page, base, me):
     chat_with_messages(me, "Timeline thread", ["A private sentence about the timeline"])
     goto(page, base + "/#timeline")
+    page.get_by_label("Show details", exact=True).check()  # the internal kinds and their raw figures
     usage = page.locator('#timeline-list .event[data-kind="context.usage"]').last
     usage.locator("summary").click()  # Inner Plane entries expand to their numbers
     expect(usage.locator(".pair-key")).to_contain_text(["input", "output", "total"])

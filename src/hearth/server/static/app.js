@@ -13,6 +13,7 @@ import "./branch.js";
 import "./voice.js";
 import "./drafts.js";
 import "./layout.js";
+import "./phone.js";
 import "./shortcuts.js";
 import "./appearance.js";
 import "./install.js";

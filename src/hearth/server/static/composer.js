@@ -186,7 +186,10 @@ function offerPartial(reply, text, before) {
     setStatus(before ? "The earlier reply stays." : "Nothing was kept. Your message is saved.");
   }, "quiet small discard-partial"));
   reply.append(box);
-  box.querySelector("button").focus();
+  // All of the choice in view (focusing alone can leave it half under the list's edge on a phone);
+  // runSend brings it back into view once the turns' buttons are drawn again.
+  box.scrollIntoView({ block: "end" });
+  box.querySelector("button").focus({ preventScroll: true });
 }
 
 async function reloadMessage(item) {
@@ -211,6 +214,14 @@ function showReplyError(reply, data) {
   }
 }
 
+// A reply's buttons (or a stopped reply's choice) are drawn after its text, and drawing the turns'
+// buttons again moves the list: the end of the thread comes back into view, as the streamed text
+// was, so they never sit under the composer.
+function revealLastTurn() {
+  const last = document.getElementById("messages").lastElementChild;
+  if (last && last.classList.contains("message")) last.scrollIntoView({ block: "end" });
+}
+
 async function runSend(work) {
   state.sending = true;
   ui.stop.hidden = false;
@@ -225,6 +236,7 @@ async function runSend(work) {
     ui.stop.hidden = true;
     renderHeader();
     refreshActions();
+    revealLastTurn();
     if (state.current) {
       try {
         await refreshCurrent();

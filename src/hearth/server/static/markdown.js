@@ -36,3 +36,39 @@ export function markdownFragment(text) {
 export function renderMarkdown(target, text) {
   target.replaceChildren(markdownFragment(text));
 }
+
+// A message as plain words, its Markdown marks gone (the timeline, search results and the search
+// log): markdown-it's own parse, so what counts as a mark is what the chat renders as one. Block
+// ends become line breaks, list items a bullet; an excerpt cut inside a mark loses the mark too.
+export function markdownText(text) {
+  const lines = [];
+  let line = "";
+  const flush = () => {
+    if (line.trim()) lines.push(line.trim());
+    line = "";
+  };
+  for (const token of md.parse(String(text ?? ""), {})) {
+    if (token.type === "inline") {
+      for (const child of token.children || []) {
+        if (child.type === "text" || child.type === "code_inline" || child.type === "image") line += child.content;
+        else if (child.type === "softbreak" || child.type === "hardbreak") line += "\n";
+      }
+    } else if (token.type === "fence" || token.type === "code_block") {
+      flush();
+      lines.push(token.content.replace(/\n$/, ""));
+    } else if (token.type === "list_item_open") {
+      flush();
+      line = token.info ? `${token.info}${token.markup} ` : "• ";
+    } else if (token.type === "th_close" || token.type === "td_close") {
+      line += "  ";
+    } else if ((token.block && token.nesting === -1) || token.type === "hr") {
+      flush();
+    }
+  }
+  flush();
+  return lines.join("\n")
+    .replace(/\*\*|__|~~/g, "")
+    .replace(/(^|\s)[*_]+(?=\S)/g, "$1")
+    .replace(/(\S)[*_]+(?=\s|$|[.,;:!?)])/g, "$1")
+    .replace(/^#{1,6}\s+/gm, "");
+}

@@ -1,7 +1,11 @@
 // Recall panel: the owner's search (shielded conversations only when asked, per search) and the
-// search log with its counts, reliability and per-signal scores.
+// search log with its counts, reliability and per-signal scores. Texts are plain words (their
+// Markdown marks dropped); origins read as words (labels.js); scores, variants and filters show
+// under "Show details".
 
 import { $, apiJson, button, el, formatDate, say } from "./api.js";
+import { RELIABILITY_LABELS, bindDetails, originLabel } from "./labels.js";
+import { markdownText } from "./markdown.js";
 
 // The recall routes (see the HTTP API page).
 const SEARCH = "/api/search";
@@ -18,7 +22,12 @@ const ui = {
   logList: $("searchlog-list"),
   logDetail: $("searchlog-detail"),
   logRefresh: $("searchlog-refresh"),
+  details: $("recall-details"),
 };
+
+// What is on screen, drawn again when "Show details" changes.
+const shown = { results: null, entries: null, entry: null };
+const plain = (text) => markdownText(text).replace(/\s+/g, " ").trim();
 
 const SCORE_KEYS = [["fused", "fused"], ["keyword", "keyword"], ["keyword_rank", "keyword rank"],
   ["vector", "vector"], ["vector_rank", "vector rank"], ["rrf", "rrf"], ["boost", "boost"], ["score", "score"]];
@@ -62,9 +71,9 @@ function resultItem(r) {
   if (r.date) head.append(el("span", "muted small", /^\d{4}-\d{2}-\d{2}$/.test(r.date) ? r.date : formatDate(r.date)));
   if (r.speaker) head.append(el("span", "chip quiet-chip", r.speaker));
   item.append(head);
-  const text = r.text ?? r.preview ?? "";
+  const text = markdownText(r.text ?? r.preview ?? "");
   item.append(el("p", "result-text", text.length > 600 ? `${text.slice(0, 600)}…` : text));
-  item.append(scoreLine(r.scores || {}));
+  if (ui.details.checked) item.append(scoreLine(r.scores || {}));
   return item;
 }
 
@@ -73,6 +82,7 @@ ui.form.addEventListener("submit", async (event) => {
   const query = ui.query.value.trim();
   if (!query) return;
   say(ui.status, "Searching…");
+  shown.results = null;
   ui.results.replaceChildren();
   try {
     const params = new URLSearchParams({
@@ -80,8 +90,8 @@ ui.form.addEventListener("submit", async (event) => {
     });
     const outcome = await apiJson("GET", `${SEARCH}?${params}`);
     const results = outcome.results || [];
-    if (!results.length) ui.results.append(el("li", "muted empty", "Nothing found."));
-    for (const r of results) ui.results.append(resultItem(r));
+    shown.results = results;
+    drawResults();
     await loadLog();
     const shielded = ui.shielded.checked ? " Shielded conversations were included." : "";
     say(ui.status, `${results.length} ${results.length === 1 ? "result" : "results"} of ${outcome.candidates ?? results.length}`
@@ -104,49 +114,81 @@ async function loadLog() {
     }
     throw error;
   }
+  shown.entries = entries;
+  drawLog();
+}
+
+function drawResults() {
+  ui.results.replaceChildren();
+  if (!shown.results) return;
+  if (!shown.results.length) ui.results.append(el("li", "muted empty", "Nothing found."));
+  for (const r of shown.results) ui.results.append(resultItem(r));
+}
+
+function drawLog() {
   ui.logList.replaceChildren();
-  if (!entries.length) ui.logList.append(el("li", "muted empty", "No searches yet."));
-  for (const entry of entries) {
+  if (!shown.entries.length) ui.logList.append(el("li", "muted empty", "No searches yet."));
+  for (const entry of shown.entries) {
     const item = el("li", "log-entry");
     item.dataset.entryId = String(entry.id);
     const open = button("", () => showEntry(entry, open), "log-button");
-    open.append(el("span", "log-query", entry.query));
+    open.append(el("span", "log-query", plain(entry.query) || "(no words)"));
     const meta = el("span", "log-meta");
-    meta.append(el("span", "chip quiet-chip", entry.origin));
-    meta.append(el("span", "", `${entry.result_count} of ${entry.candidate_count}`));
-    meta.append(el("span", `reliability rel-${entry.reliability}`, entry.reliability));
+    meta.append(el("span", "chip quiet-chip", ui.details.checked ? entry.origin : originLabel(entry.origin)));
+    meta.append(el("span", "", found(entry)));
+    // With nothing found the judgement adds nothing in words; the details keep it ("none").
+    if (entry.result_count || ui.details.checked) {
+      meta.append(el("span", `reliability rel-${entry.reliability}`, reliabilityWords(entry.reliability)));
+    }
     meta.append(el("span", "muted", formatDate(entry.created_at)));
     open.append(meta);
-    open.setAttribute("aria-expanded", "false");
+    open.setAttribute("aria-expanded", String(shown.entry !== null && shown.entry.id === entry.id));
     item.append(open);
     ui.logList.append(item);
   }
 }
 
+// "0 of 0" reads as nothing found; the candidate count is a detail.
+function found(entry) {
+  if (!entry.result_count) return ui.details.checked ? `nothing found (${entry.candidate_count} candidates)` : "nothing found";
+  const results = `${entry.result_count} ${entry.result_count === 1 ? "result" : "results"}`;
+  return ui.details.checked ? `${results} of ${entry.candidate_count} candidates` : results;
+}
+
+function reliabilityWords(value) {
+  return ui.details.checked ? value : RELIABILITY_LABELS[value] || value;
+}
+
 function showEntry(entry, opener) {
   for (const node of ui.logList.querySelectorAll("[aria-expanded=true]")) node.setAttribute("aria-expanded", "false");
   opener.setAttribute("aria-expanded", "true");
+  shown.entry = entry;
+  drawEntry();
+}
+
+function drawEntry() {
+  const entry = shown.entry;
   const d = ui.logDetail;
   d.hidden = false;
   d.replaceChildren();
-  d.append(el("h3", "", entry.query));
+  d.append(el("h3", "", plain(entry.query) || "(no words)"));
   const facts = el("dl", "numbers");
   const add = (label, value) => facts.append(el("dt", "", label), el("dd", "", String(value)));
-  add("Origin", entry.origin);
+  add("Origin", ui.details.checked ? entry.origin : originLabel(entry.origin));
   add("Results", entry.result_count);
   add("Candidates", entry.candidate_count);
-  add("Reliability", entry.reliability);
+  add("Reliability", reliabilityWords(entry.reliability));
   add("Took", `${entry.duration_ms} ms`);
   add("When", formatDate(entry.created_at));
   d.append(facts);
-  if (entry.variants && entry.variants.length) {
+  if (ui.details.checked && entry.variants && entry.variants.length) {
     d.append(el("h4", "", "Variants"));
     const list = el("ul", "plain-list");
     for (const v of entry.variants) list.append(el("li", "", v));
     d.append(list);
   }
   const filters = Object.entries(entry.filters || {});
-  if (filters.length) {
+  if (ui.details.checked && filters.length) {
     d.append(el("h4", "", "Filters"));
     d.append(el("p", "small", filters.map(([k, v]) => `${k}: ${Array.isArray(v) ? v.join(", ") : v}`).join(" · ")));
   }
@@ -157,4 +199,9 @@ function showEntry(entry, opener) {
   d.append(results);
 }
 
+bindDetails(ui.details, () => {
+  drawResults();
+  if (shown.entries) drawLog();
+  if (shown.entry) drawEntry();
+});
 ui.logRefresh.addEventListener("click", () => loadLog().catch((e) => say(ui.status, e.message, "error")));

@@ -3,14 +3,18 @@
 // channel it came through; Inner Plane entries (retrieval, context, memory, tools, checkpoints)
 // expand to their numbers. "Load older" asks for the page before the oldest event shown, with the
 // server's compound cursor, and prepends only that page. Inner Plane payloads hold kinds, ids and
-// numbers only; message text is placed with textContent, never parsed.
+// numbers only; message text is placed with textContent, never parsed. Each kind reads as words
+// (labels.js); the internal kind and its raw figures show only under "Show details".
 
 import { $, apiJson, el, formatDate, formatNumber, say } from "./api.js";
 import { shared, personaName } from "./shared.js";
+import { bindDetails, eventWords } from "./labels.js";
+import { markdownText } from "./markdown.js";
 import "./context.js"; // the chat header's context meter belongs to this layer (E7)
 
 const ui = {
   inner: $("timeline-inner"),
+  details: $("timeline-details"),
   refresh: $("timeline-refresh"),
   older: $("timeline-older"),
   status: $("timeline-status"),
@@ -136,7 +140,8 @@ function messageEntry(event) {
   const head = el("span", "message-head");
   head.append(el("span", "message-who", who), el("span", "channel", event.channel));
   item.append(head);
-  item.append(el("p", "message-text", event.message.content));
+  // Plain words: the Markdown marks a chat bubble would render are dropped, never shown raw.
+  item.append(el("p", "message-text", markdownText(event.message.content)));
   item.append(conversationLink(event));
   return item;
 }
@@ -150,11 +155,22 @@ function innerEntry(event) {
   const item = el("li", "event inner");
   item.dataset.kind = event.kind;
   item.append(timeOf(event));
-  const details = el("details", "inner-entry");
   const family = event.kind.split(".")[0];
+  const words = eventWords(event);
+  const label = el("span", `event-label kind-${family}`, words.label);
+  if (!ui.details.checked) {
+    const line = el("p", "inner-entry");
+    line.append(label);
+    if (words.summary) line.append(el("span", "event-summary", words.summary));
+    line.append(el("span", "channel", event.channel));
+    item.append(line, conversationLink(event));
+    return item;
+  }
+  const details = el("details", "inner-entry");
   const summary = el("summary", "");
-  summary.append(el("span", `event-kind kind-${family}`, event.kind));
-  summary.append(el("span", "channel", event.channel));
+  summary.append(label);
+  if (words.summary) summary.append(el("span", "event-summary", words.summary));
+  summary.append(el("code", "event-kind", event.kind), el("span", "channel", event.channel));
   details.append(summary);
   const pairs = el("span", "event-details");
   for (const [key, value] of Object.entries(event.payload || {})) {
@@ -194,5 +210,6 @@ function failed(error) {
 }
 
 ui.inner.addEventListener("change", render);
+bindDetails(ui.details, render);
 ui.refresh.addEventListener("click", () => showTimeline().catch(failed));
 ui.older.addEventListener("click", () => loadOlder().catch(failed));
