@@ -53,6 +53,10 @@ def login(client, password: str = PASSWORD, name: str | None = None):
     return client.post("/api/auth/login", json=body)
 
 
+# The installable app's manifest, service worker and icons (W5): public, nothing personal in them.
+APP_FILES = ("/manifest.webmanifest", "/sw.js", "/icons/{name}")
+
+
 def fill(path: str) -> str:
     return re.sub(r"\{[^}]+\}", "1", path)
 
@@ -61,7 +65,7 @@ def fill(path: str) -> str:
 def test_u2_every_route_but_login_needs_authentication(locked, client, app):
     checked = 0
     for path, methods, route in app_routes(app):
-        if not isinstance(route, APIRoute) or path in ("/api/auth/login", "/login"):
+        if not isinstance(route, APIRoute) or path in ("/api/auth/login", "/login") or path in APP_FILES:
             continue
         for method in methods:
             response = client.request(method, fill(path), json={} if method != "GET" else None,
@@ -81,6 +85,11 @@ def test_u2_every_route_but_login_needs_authentication(locked, client, app):
     assert client.get("/login").status_code == 200
     assert client.get("/static/app.css").status_code == 200
     assert client.get("/static/login.js").status_code == 200
+    # And the installable app's files: browsers fetch the manifest and its icons without the cookie.
+    assert client.get("/manifest.webmanifest").json()["start_url"] == "/"
+    assert client.get("/sw.js").headers["content-type"].startswith("text/javascript")
+    assert client.get("/icons/hearth-192.png").headers["content-type"] == "image/png"
+    assert_error(client.get("/icons/other.png"), 404)
 
 
 def test_u2_login_sets_http_only_strict_cookie_and_returns_csrf(locked, client, owner):

@@ -106,17 +106,23 @@ def install(app: FastAPI, modules: list[str]) -> None:
     worker = service_worker(shell)
     body = json.dumps(manifest(), indent=1)
 
-    @app.get("/manifest.webmanifest", include_in_schema=False)
+    @app.get("/manifest.webmanifest", tags=["pages"], response_class=Response,
+             responses={200: {"description": "The web app manifest", "content": {"application/manifest+json": {}}}})
     def web_manifest() -> Response:
+        """The web app manifest: name, start page, standalone display, theme colour and icons."""
         return Response(body, media_type="application/manifest+json", headers={"Cache-Control": "no-cache"})
 
-    @app.get("/sw.js", include_in_schema=False)
+    @app.get("/sw.js", tags=["pages"], response_class=Response,
+             responses={200: {"description": "The service worker's script", "content": {"text/javascript": {}}}})
     def sw() -> Response:
+        """The service worker: keeps a copy of the app shell (never an API answer)."""
         # no-cache: the browser checks for a new worker on every visit.
         return Response(worker, media_type="text/javascript", headers={"Cache-Control": "no-cache"})
 
-    @app.get("/icons/{name}", include_in_schema=False)
+    @app.get("/icons/{name}", tags=["pages"], response_class=Response,
+             responses={200: {"description": "The icon, a PNG", "content": {"image/png": {}}}})
     def icon(name: str) -> Response:
+        """The app icon named in the manifest: hearth-192.png, hearth-512.png or hearth-maskable-512.png."""
         sizes = {f"hearth-{size}.png": (size, False) for size in ICON_SIZES}
         sizes["hearth-maskable-512.png"] = (512, True)
         if name not in sizes:

@@ -8,7 +8,7 @@ import { $, apiJson, button, el } from "./api.js";
 import { avatarFor } from "./avatars.js";
 import { startForget } from "./forget.js";
 import { menuButton } from "./menu.js";
-import { readButton } from "./speech.js";
+import { readButton, speechAvailable } from "./speech.js";
 import { personaName, setStatus, shared } from "./shared.js";
 import { renderMarkdown } from "./markdown.js";
 
@@ -75,7 +75,7 @@ function forgetMessage(item) {
   startForget(slot, { target: "message", id: Number(item.dataset.messageId) }, restore, () => {
     item.remove();
     refreshActions();
-  }, setStatus).catch((error) => {
+  }, setStatus).then(() => slot.scrollIntoView({ block: "nearest" })).catch((error) => {
     slot.remove();
     setStatus(error.message, "error");
   });
@@ -258,7 +258,9 @@ function decorate(node, last) {
 function messageTools(node, bar) {
   const mine = node.classList.contains("role-user");
   bar.append(button("Copy", () => copy(plainText(node), "The message"), "quiet small copy-message"));
-  bar.append(readButton(node, () => plainText(node), () => (mine ? null : shared.current?.persona_id)));
+  if (speechAvailable()) {
+    bar.append(readButton(node, () => plainText(node), () => (mine ? null : shared.current?.persona_id)));
+  }
   if (actions.busy()) return bar;
   const items = [{ label: "Copy as Markdown", action: () => copy(sources.get(node) ?? plainText(node), "The Markdown") }];
   if (node.dataset.kind === "chat") {
