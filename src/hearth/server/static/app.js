@@ -18,6 +18,7 @@ import "./shortcuts.js";
 import "./appearance.js";
 import "./install.js";
 import "./backups.js";
+import { showWelcome } from "./welcome.js";
 import { showMemory } from "./memory.js";
 import { showPersonas } from "./personas.js";
 import { showLayers } from "./layers.js";
@@ -56,6 +57,8 @@ async function route() {
         await selectConversation(state.current.id); // kept from another panel, not shown yet
       } else if (state.current) {
         history.replaceState(null, "", `#conversation-${state.current.id}`);
+      } else {
+        await showWelcome(); // a fresh deployment: two ways in instead of an empty chat
       }
     } else {
       if (changed) document.querySelector(`#view-${view} h1`).focus();

@@ -9,6 +9,8 @@ import { connectChat, followPersona, loadConversations, renderList, restoreConve
 import { restoreDraft } from "./drafts.js";
 import { showVoiceChoice } from "./speech.js";
 import { renderOrganise } from "./organise.js";
+import { renderModelPicker } from "./modelpick.js";
+import { renderPresets } from "./presets.js";
 
 const ui = {
   title: $("chat-title"),
@@ -85,6 +87,8 @@ export function renderHeader() {
     ? "Let this conversation feed automatic continuity and recall again"
     : "Keep this conversation out of automatic continuity and recall";
   renderOrganise();
+  renderModelPicker();
+  renderPresets();
   if (c && c.state === "ended") ui.text.placeholder = "This conversation has ended. Start a new one to continue.";
   else if (trashed) ui.text.placeholder = "This conversation is in the trash. Restore it to continue.";
   // A phone's box is narrow: the keyboard hint would be cut off there.
