@@ -20,6 +20,7 @@ export const EVENT_LABELS = {
   "conversation.ended": ["Conversation ended"],
   "conversation.branched": ["Branched into a fresh chat"],
   "conversation.instructions_set": ["Conversation instructions changed"],
+  "conversation.model_set": ["Conversation model changed", (p) => (p.default ? "back to the default" : null)],
   "conversation.pinned": ["Pinned"],
   "conversation.unpinned": ["Unpinned"],
   "conversation.tagged": ["Tags changed"],
