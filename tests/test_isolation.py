@@ -75,12 +75,14 @@ def owner_data(hearth, me):
     contact = me.contacts.add("sms", "+1 555 010 0199", persona.id)
     activation = me.activations.add(persona.id, "morning", at="08:00", note=f"{MARKER} {SECRET}")
     entry_id = me.search(MARKER, embed=False).log_id
+    preset = me.presets.create(MARKER, f"Talk about the {MARKER} {SECRET}.")
     ids = {
         "conversation_id": conversation.id, "source_conversation_id": conversation.id,
         "persona_id": persona.id, "folder_id": folder.id, "memory_id": memory.id,
         "fragment_id": fragment.id, "proposal_id": proposal.id if proposal else 1, "job_id": job_id,
         "nudge_id": nudge.id, "message_id": message.id, "key": field.id, "document_id": document.id,
         "value_id": me.layers.household.history(field.id)[0].id, "span_id": me.timeline.open_spans()[0].id, "contact_id": contact.id, "activation_id": activation.id, "entry_id": entry_id, "ident": conversation.id,
+        "preset_id": preset.id,
         # Objects of the first user's, handed over whole: they must be refused by their id.
         "persona": persona, "message": message,
     }
@@ -148,7 +150,7 @@ def arguments(method: Any, ids: dict[str, Any], helper: Any, *, optional_ids: bo
         "data": PROBE.encode(), "model": "quillon", "messages": [ClientMessage("user", PROBE)], "channel": "sms",
         "address": "+1 555 010 0123", "enabled": True, "answers": True, "instruction": PROBE, "metadata": {},
         "fmt": "labelled", "mime": "image/png", "turns": [], "target": "conversation", "token": "probe", "phrase": "probe",
-        "threads": "keep", "texts": [PROBE], "tags": ["probe"],
+        "threads": "keep", "texts": [PROBE], "tags": ["probe"], "ref": MARKER,
     }
     kwargs: dict[str, Any] = {}
     for name, param in inspect.signature(method).parameters.items():
