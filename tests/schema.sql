@@ -185,6 +185,18 @@ CREATE TABLE archive_documents (
             created_at TEXT NOT NULL,
             UNIQUE (user_id, content_hash)
         );
+-- table archive_turns
+CREATE TABLE archive_turns (
+    id INTEGER PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    document_id INTEGER NOT NULL REFERENCES archive_documents(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    label TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT,
+    UNIQUE (document_id, position)
+);
 -- table auth_sessions
 CREATE TABLE auth_sessions (
             id TEXT PRIMARY KEY,
@@ -215,7 +227,7 @@ CREATE TABLE branch_requests (
             source_conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
             destination_conversation_id INTEGER NOT NULL
                 REFERENCES conversations(id) ON DELETE CASCADE,
-            created_at TEXT NOT NULL,
+            created_at TEXT NOT NULL, source_document_id INTEGER REFERENCES archive_documents(id) ON DELETE SET NULL,
             UNIQUE (user_id, retry_key)
         );
 -- table capsules
@@ -279,7 +291,7 @@ CREATE TABLE conversation_summaries (
             summary TEXT NOT NULL DEFAULT '',
             recent_raw TEXT NOT NULL DEFAULT '',
             created_at TEXT NOT NULL
-        );
+        , source_document_id INTEGER REFERENCES archive_documents(id) ON DELETE SET NULL);
 -- table conversation_tags
 CREATE TABLE conversation_tags (
     id INTEGER PRIMARY KEY,

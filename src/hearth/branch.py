@@ -10,6 +10,8 @@ Three paths share the pure renderer in :mod:`hearth.handoff`:
   the same persona (H6), when the persona has ``auto_continuity``.
 * :func:`branch` creates a conversation from a chosen source with a visible handoff bubble (H7),
   idempotently per client retry key (H8).
+* :func:`continue_document` does the same from an imported archive document (a ChatGPT or Claude
+  conversation, read only): its last eight turns are the handoff, under the same limits.
 
 Every write happens in one transaction with the conversation it belongs to (S3). The
 ``conversation_summaries`` row keeps its historical name; here it is only ever a handoff record:
@@ -111,6 +113,56 @@ def _stored_ids(raw: str) -> list[int]:
     return [v for v in data if isinstance(v, int) and not isinstance(v, bool)]
 
 
+def _turn_source(row: sqlite3.Row) -> SourceMessage:
+    """An archive document's turn as a handoff source (its id is the turn's, in document order)."""
+    return SourceMessage(id=row["id"], role=row["role"], kind="chat", content=row["text"],
+                         created_at=row["created_at"] or "")
+
+
+def document_final_eight(conn: sqlite3.Connection, user_id: int, document_id: int) -> list[SourceMessage]:
+    """The final eight eligible turns of an archive document, oldest first, read newest first."""
+    cursor = conn.execute(
+        "SELECT id, role, text, created_at FROM archive_turns WHERE document_id = ? AND user_id = ?"
+        " AND role IN ('user', 'assistant') ORDER BY position DESC", (document_id, user_id))
+    chosen: list[SourceMessage] = []
+    try:
+        for row in cursor:
+            turn = _turn_source(row)
+            if is_eligible(turn):
+                chosen.append(turn)
+                if len(chosen) == FINAL_TURNS:
+                    break
+    finally:
+        cursor.close()
+    chosen.reverse()
+    return chosen
+
+
+def _persona_labels(conn: sqlite3.Connection, user_id: int, persona_id: int) -> tuple[str, str]:
+    row = conn.execute("SELECT user_label, assistant_label FROM personas WHERE id = ? AND user_id = ?",
+                       (persona_id, user_id)).fetchone()
+    if row is None:
+        raise StoreError(f"persona {persona_id} is missing")
+    return row[0], row[1]
+
+
+def _document_handoff_text(conn: sqlite3.Connection, user_id: int, conversation_id: int, document_id: int,
+                           ids: list[int], settings: "Settings") -> str:
+    """A continuation's handoff, rendered again from the document's stored turns (H9); the labels
+    are those of the persona the continuation speaks with."""
+    rows = conn.execute(
+        f"SELECT id, role, text, created_at FROM archive_turns WHERE document_id = ? AND user_id = ?"
+        f" AND id IN ({','.join('?' * len(ids))}) ORDER BY id", (document_id, user_id, *ids)).fetchall()
+    persona = conn.execute("SELECT persona_id FROM conversations WHERE id = ? AND user_id = ?",
+                           (conversation_id, user_id)).fetchone()
+    if not rows or persona is None:
+        return ""
+    user_label, assistant_label = _persona_labels(conn, user_id, persona[0])
+    rendered = rerender([_turn_source(r) for r in rows], user_label=user_label, assistant_label=assistant_label,
+                        limits=limits_from_settings(settings))
+    return "" if rendered.is_empty else _model_text(rendered)
+
+
 def capture(conn: sqlite3.Connection, user_id: int, source_conversation_id: int, settings: "Settings") -> Handoff:
     """Render the handoff of a source conversation from database reads only (H1-H4, H6)."""
     user_label, assistant_label = _labels(conn, user_id, source_conversation_id)
@@ -140,9 +192,13 @@ def handoff_text(conn: sqlite3.Connection, user_id: int, conversation_id: int, s
     under the limits in force now (H9). ``summary`` and ``recent_raw`` are never read (H10).
     """
     row = conn.execute(
-        "SELECT source_conversation_id, source_message_ids FROM conversation_summaries"
+        "SELECT source_conversation_id, source_document_id, source_message_ids FROM conversation_summaries"
         " WHERE conversation_id = ? AND user_id = ? AND handoff != ''", (conversation_id, user_id),
     ).fetchone()
+    if row is not None and row["source_document_id"] is not None:
+        ids = _stored_ids(row["source_message_ids"])
+        return _document_handoff_text(conn, user_id, conversation_id, row["source_document_id"], ids, settings) \
+            if ids else ""
     if row is None or row["source_conversation_id"] is None:
         return ""
     source_id = row["source_conversation_id"]
@@ -164,14 +220,14 @@ def handoff_text(conn: sqlite3.Connection, user_id: int, conversation_id: int, s
     return _model_text(rendered)
 
 
-def _store_handoff(conn: sqlite3.Connection, user_id: int, conversation_id: int, source_id: int,
-                   handoff: Handoff) -> None:
+def _store_handoff(conn: sqlite3.Connection, user_id: int, conversation_id: int, source_id: int | None,
+                   handoff: Handoff, *, document_id: int | None = None) -> None:
     # The record keeps the model rendering with the fixed placeholder boundary, so it is the same
     # bytes on every retry; it is never injected as is (H9). Retired columns stay empty (H10).
     conn.execute(
-        "INSERT INTO conversation_summaries (user_id, conversation_id, source_conversation_id,"
-        " source_message_ids, handoff, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (user_id, conversation_id, source_id, json.dumps(list(handoff.source_message_ids)),
+        "INSERT INTO conversation_summaries (user_id, conversation_id, source_conversation_id, source_document_id,"
+        " source_message_ids, handoff, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (user_id, conversation_id, source_id, document_id, json.dumps(list(handoff.source_message_ids)),
          handoff.model_text(PLACEHOLDER_UUID), utcnow()),
     )
 
@@ -254,6 +310,7 @@ class BranchResult:
     # False when the retry key had already produced this destination (H8).
     created: bool
     handoff: dict[str, int] = field(default_factory=dict)
+    source_document_id: int | None = None  # an imported archive conversation continued (A5, X4)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -278,14 +335,16 @@ def _branch_title(source_title: str) -> str:
     return base[: MAX_TITLE - len(suffix)] + suffix
 
 
-def _existing(scope: "Scope", conn: sqlite3.Connection, retry_key: str, source_id: int) -> BranchResult | None:
+def _existing(scope: "Scope", conn: sqlite3.Connection, retry_key: str, source_id: int | None,
+              document_id: int | None = None) -> BranchResult | None:
     row = conn.execute(
-        "SELECT destination_conversation_id, source_conversation_id FROM branch_requests"
+        "SELECT destination_conversation_id, source_conversation_id, source_document_id FROM branch_requests"
         " WHERE user_id = ? AND retry_key = ?", (scope.user_id, retry_key),
     ).fetchone()
     if row is None:
         return None
-    if row["source_conversation_id"] is not None and row["source_conversation_id"] != source_id:
+    if ((row["source_conversation_id"] is not None and row["source_conversation_id"] != source_id)
+            or (row["source_document_id"] is not None and row["source_document_id"] != document_id)):
         raise Conflict("this retry key already made a branch from another conversation; use a new key")
     destination = row["destination_conversation_id"]
     artifact = conn.execute(
@@ -293,7 +352,7 @@ def _existing(scope: "Scope", conn: sqlite3.Connection, retry_key: str, source_i
         (destination,),
     ).fetchone()
     return BranchResult(scope.conversations.get(destination), artifact[0] if artifact else None,
-                        row["source_conversation_id"], created=False)
+                        row["source_conversation_id"], created=False, source_document_id=row["source_document_id"])
 
 
 def branch(scope: "Scope", source_conversation_id: int, retry_key: str, title: str | None = None,
@@ -342,3 +401,76 @@ def branch(scope: "Scope", source_conversation_id: int, retry_key: str, title: s
                                 created=True, handoff=diagnostics)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"the branch could not be created: {exc}") from exc
+
+
+# --- Continue an imported archive conversation (A5, X4) --------------------------------------------
+
+def _continued_title(title: str) -> str:
+    suffix = " (continued)"
+    return (title.strip() or "Imported conversation")[: MAX_TITLE - len(suffix)] + suffix
+
+
+def _continuing_persona(scope: "Scope", document: Any, persona_id: int | None) -> Any:
+    """The persona asked for; else the one whose labels the import gave the turns, while it is
+    there and not archived; else the default."""
+    if persona_id is not None:
+        return scope.personas.get(persona_id)
+    chosen = document.metadata.get("persona_id")
+    if isinstance(chosen, int) and not isinstance(chosen, bool):
+        for persona in scope.personas.list():
+            if persona.id == chosen:
+                return persona
+    return scope.personas.default()
+
+
+def continue_document(scope: "Scope", document_id: int, retry_key: str, *, persona_id: int | None = None,
+                      channel: str = "web") -> BranchResult:
+    """Continue an imported conversation (an archive document, read only) in a new chat.
+
+    Branch's machinery with an archive document as the source: one transaction creates the chat,
+    its visible handoff bubble quoting the document's last eight turns (the same limits, H1-H4)
+    and its handoff record, whose source is the document and whose ids are the turns' (so it is
+    rendered again from them under the limits in force, H9, and goes when the document is
+    forgotten, B4). The retry key makes it idempotent (H8). Another user's document is unknown.
+    """
+    retry_key = check_retry_key(retry_key)
+    ledger.check_channel(channel)
+    try:
+        with scope.store.write() as conn:
+            document = scope.archive.get(document_id)
+            done = _existing(scope, conn, retry_key, None, document.id)
+            if done is not None:
+                return done
+            if not conn.execute("SELECT 1 FROM archive_turns WHERE document_id = ? LIMIT 1",
+                                (document.id,)).fetchone():
+                raise Conflict("this document was imported before Hearth kept each turn; import the export "
+                               "again to open and continue it as a thread")
+            persona = _continuing_persona(scope, document, persona_id)
+            user_label, assistant_label = _persona_labels(conn, scope.user_id, persona.id)
+            handoff = render_handoff(document_final_eight(conn, scope.user_id, document.id), user_label=user_label,
+                                     assistant_label=assistant_label,
+                                     limits=limits_from_settings(scope.hearth.settings), source_title=document.title)
+            if handoff.is_empty:
+                raise Conflict("the document has no turns of yours or the companion's to continue from")
+            destination = scope.conversations.create(persona.id, title=_continued_title(document.title),
+                                                     channel=channel)
+            diagnostics = handoff.diagnostics()
+            artifact_id = ledger.append_message(
+                conn, user_id=scope.user_id, conversation_id=destination.id, role="assistant",
+                content=handoff.visible_text(document.title), kind="handoff_artifact", channel=channel,
+                metadata={"artifact": "branch_handoff", "source_document_id": document.id,
+                          "source_message_ids": list(handoff.source_message_ids)},
+            )
+            _store_handoff(conn, scope.user_id, destination.id, None, handoff, document_id=document.id)
+            conn.execute(
+                "INSERT INTO branch_requests (user_id, retry_key, source_document_id,"
+                " destination_conversation_id, created_at) VALUES (?, ?, ?, ?, ?)",
+                (scope.user_id, retry_key, document.id, destination.id, utcnow()),
+            )
+            ledger.append(conn, user_id=scope.user_id, conversation_id=destination.id,
+                          kind="conversation.branched", channel=channel,
+                          payload={"source_document_id": document.id, **diagnostics})
+            return BranchResult(scope.conversations.get(destination.id), artifact_id, None,
+                                created=True, handoff=diagnostics, source_document_id=document.id)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"the continuation could not be created: {exc}") from exc

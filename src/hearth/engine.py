@@ -185,12 +185,14 @@ class Scope:
 
     def _handoff_info(self, conn: sqlite3.Connection, conversation_id: int) -> dict | None:
         row = conn.execute(
-            "SELECT source_conversation_id, source_message_ids FROM conversation_summaries"
+            "SELECT source_conversation_id, source_message_ids, source_document_id FROM conversation_summaries"
             " WHERE conversation_id = ? AND user_id = ? AND handoff != ''", (conversation_id, self.user_id),
         ).fetchone()
         if row is None:
             return None
-        return {"source_conversation_id": row[0], "source_message_ids": json.loads(row[1])}
+        # An imported archive conversation's continuation names the document; its ids are turns.
+        return {"source_conversation_id": row[0], "source_message_ids": json.loads(row[1]),
+                "source_document_id": row[2]}
 
     def handoff(self, conversation_id: int) -> dict | None:
         """Where a conversation's handoff came from (source conversation and message ids), or None."""
@@ -432,3 +434,10 @@ class Scope:
         from .branch import branch
 
         return branch(self, source_conversation_id, retry_key, title, channel=channel)
+
+    def continue_document(self, document_id: int, retry_key: str, *, persona_id: int | None = None,
+                          channel: str = "web"):
+        """Continue an imported archive conversation in a new chat, idempotent per retry key (A5, H8)."""
+        from .branch import continue_document
+
+        return continue_document(self, document_id, retry_key, persona_id=persona_id, channel=channel)

@@ -13,7 +13,9 @@ Trash keeps a conversation; *forgetting* removes it and every place its words tr
 - search-log entries whose query came from them or whose results cite them;
 - suggestions (pending or decided) whose evidence quotes them or that came from a forgotten thread;
 - for a memory: its versions, snapshots and stored prompts (M2), and suggestions that proposed it;
-- for an archive document: its chunks, their FTS rows and embeddings.
+- for an archive document: its chunks, their FTS rows and embeddings, its kept turns (the
+  thread view), and the handoffs of chats that continued it (record and visible bubble removed,
+  the stored prompt rebuilt).
 
 The removal is one write transaction. The ledger keeps a receipt with counts only. Afterwards a
 durable ``forget.compact`` job merges the full-text indexes so no term of the forgotten text
@@ -340,6 +342,9 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
     chunk_ids = _ids(conn.execute(f"SELECT id FROM archive_chunks WHERE document_id IN ({_in(s.documents)})",
                                   s.documents))
     if s.documents:
+        continued, holders = _forget_document_handoffs(conn, u, s.documents)
+        counts["handoffs_rewritten"] += continued
+        rebuild |= holders
         conn.execute(f"DELETE FROM archive_documents WHERE user_id = ? AND id IN ({_in(s.documents)})",
                      (u, *s.documents))
     counts["documents"] = len(s.documents)
@@ -380,9 +385,10 @@ def _rewrite_handoffs(scope: "Scope", conn: sqlite3.Connection, gone: set[int],
     u = scope.user_id
     if not gone and not whole:
         return 0, set()
+    # Handoffs from an archive document hold turn ids, not message ids: they go with the document.
     rows = conn.execute(
         "SELECT id, conversation_id, source_conversation_id, source_message_ids FROM conversation_summaries"
-        " WHERE user_id = ?", (u,)).fetchall()
+        " WHERE user_id = ? AND source_document_id IS NULL", (u,)).fetchall()
     rewritten, destinations = 0, set()
     for row in rows:
         ids = _stored_ids(row["source_message_ids"])
@@ -421,6 +427,21 @@ def _rewrite_handoffs(scope: "Scope", conn: sqlite3.Connection, gone: set[int],
         rewritten += 1
         destinations.add(row["conversation_id"])
     return rewritten, destinations
+
+
+def _forget_document_handoffs(conn: sqlite3.Connection, user_id: int, documents: list[int]) -> tuple[int, set[int]]:
+    """Chats that continued a forgotten archive document lose the handoff quoting its turns: the
+    record is emptied and the visible bubble removed (its event, so the message goes by cascade).
+    Returns (handoffs removed, destination conversations whose prompts need a rebuild)."""
+    rows = conn.execute(
+        f"SELECT id, conversation_id FROM conversation_summaries WHERE user_id = ?"
+        f" AND source_document_id IN ({_in(documents)})", (user_id, *documents)).fetchall()
+    for row in rows:
+        conn.execute("UPDATE conversation_summaries SET source_message_ids = '[]', handoff = '', summary = '',"
+                     " recent_raw = '', source_document_id = NULL WHERE id = ?", (row["id"],))
+        conn.execute("DELETE FROM events WHERE id IN (SELECT id FROM messages WHERE conversation_id = ?"
+                     " AND kind = 'handoff_artifact')", (row["conversation_id"],))
+    return len(rows), {row["conversation_id"] for row in rows}
 
 
 def _quotes(text: str, texts: list[str]) -> bool:
@@ -518,8 +539,8 @@ def compact(store: "Store", user_id: int | None = None) -> dict[str, int]:
 
 
 # The PostgreSQL tables that hold text or vectors forgetting removes.
-VACUUMED = ("messages", "events", "message_embeddings", "archive_chunks", "archive_documents", "memories", "facts",
-            "memory_versions", "search_log", "proposals", "artifacts", "summaries")
+VACUUMED = ("messages", "events", "message_embeddings", "archive_chunks", "archive_documents", "archive_turns",
+            "memories", "facts", "memory_versions", "search_log", "proposals", "artifacts", "summaries")
 
 
 def _vacuum(store: "Store") -> None:

@@ -501,13 +501,19 @@ class Imports:
         sources = []
         with self.store.write() as conn:
             for i, doc in enumerate(documents, start=1):
+                # The persona whose labels the turns carry is the one a continuation speaks as.
+                metadata = {**doc.metadata, "persona_id": speaker.id}
                 result = archive.add_turns(doc.title, doc.turns, collection=collection, source=fmt,
-                                           document_date=doc.date, metadata=doc.metadata, hash_text=doc.hash_text)
+                                           document_date=doc.date, metadata=metadata, hash_text=doc.hash_text)
                 if result.created:
                     report.add("documents")
                     report.ids.setdefault("documents", []).append(result.document.id)
                     sources.append(Source("document", result.document.id, doc.title, doc.date,
                                           tuple(_turn_text(t) for t in doc.turns)))
+                elif result.turns_added:
+                    # Imported before documents kept their turns: now it opens as a thread.
+                    report.add("documents_updated")
+                    report.ids.setdefault("documents", []).append(result.document.id)
                 else:
                     report.add("duplicates")
                 report.add("chunks", result.chunks_added)
@@ -517,7 +523,9 @@ class Imports:
                 with self._span(conn, speaker.id):
                     pass  # archive documents are not ledger events: the span records that the import happened
                 self._queue_embedding(conn)
-        if not report.counts["documents"] and report.counts["duplicates"]:
+        if not report.counts["documents"] and report.counts.get("documents_updated"):
+            report.status = "updated"
+        elif not report.counts["documents"] and report.counts["duplicates"]:
             report.status = "duplicate"
         if mine and sources:
             self._mine(report, sources)

@@ -7,7 +7,10 @@ remembers it. Labels are persona configuration (G6): the parser accepts every pe
 user and assistant labels and legacy labels, and any plain "Name said:" line.
 
 Re-uploading the same document adds nothing: the document's normalised text has a hash, and so
-does each chunk, both unique per user. One document is one transaction (S3), so a large import that
+does each chunk, both unique per user. A document also keeps its turns as they came (speaker label,
+role, time, text; ``archive_turns``), so an imported conversation can be read as a thread, page by
+page. The chunks stay the one searchable copy: turns are not indexed, so a recall hit never
+appears twice. One document is one transaction (S3), so a large import that
 is interrupted resumes with the next document and never duplicates the finished ones (S8).
 """
 
@@ -27,6 +30,10 @@ from ..validation import check_text
 
 CHUNK_TARGET = 1_200  # characters: a few turns, enough context for a match to be read alone
 CHUNK_MAX = 2_000
+TURN_PAGE = 100  # turns a thread view reads at once; a 5,000-turn conversation is read in pages
+MAX_TURN_PAGE = 500
+# Sources whose documents are conversations from another app: listed as imported threads.
+CONVERSATION_SOURCES = ("chatgpt", "claude")
 MAX_TITLE = 300
 MAX_COLLECTION = 100
 PRONOUNS = frozenset("he she they it i we you someone everyone nobody".split())
@@ -91,6 +98,27 @@ class AddResult:
     created: bool  # False: the same content was already in the archive
     chunks_added: int
     chunks_skipped: int  # identical chunks already present from another document
+    # Turns kept for the thread view; for a document already there, the turns it lacked (it was
+    # added before turns were kept), so importing an export again gives old imports their turns.
+    turns_added: int = 0
+
+
+@dataclass(frozen=True)
+class TurnPage:
+    """A page of a document's turns, oldest first, for the read-only thread view."""
+
+    document: Document
+    turns: list[dict[str, Any]]  # position, role, speaker, label, text, created_at
+    total: int
+    has_earlier: bool
+    has_later: bool
+    # True for a document added before turns were kept: its chunks (passages of a few turns, the
+    # labels in their text) stand in for the turns, in order.
+    passages: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"document": self.document.to_dict(), "turns": self.turns, "total": self.total,
+                "has_earlier": self.has_earlier, "has_later": self.has_later, "passages": self.passages}
 
 
 # -- labels and parsing -------------------------------------------------------------------------------
@@ -120,6 +148,11 @@ class Labels:
         if m and m.group(1).casefold() not in PRONOUNS:
             return m.group(0).strip(), "", line[m.end():].strip()
         return None
+
+
+def speaker_name(label: str) -> str:
+    """The name a label speaks for: "Elion Voicefire said:" -> "Elion Voicefire"."""
+    return re.sub(r"\s*said:\s*$", "", label.strip(), flags=re.IGNORECASE).rstrip(":").strip()
 
 
 def normalise(text: str) -> str:
@@ -266,7 +299,8 @@ class Archive:
             existing = conn.execute("SELECT * FROM archive_documents WHERE user_id = ? AND content_hash = ?",
                                     (self.user_id, digest)).fetchone()
             if existing is not None:
-                return AddResult(Document.from_row(existing), False, 0, 0)
+                found = Document.from_row(existing)
+                return AddResult(found, False, 0, 0, self._keep_turns(conn, found.id, turns, only_if_none=True))
             cur = conn.execute(
                 "INSERT INTO archive_documents (user_id, collection, title, source, document_date, content_hash,"
                 " metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -283,7 +317,19 @@ class Archive:
                 added += inserted
                 skipped += 1 - inserted
             conn.execute("UPDATE archive_documents SET chunk_count = ? WHERE id = ?", (added, document_id))
-            return AddResult(self.get(document_id), True, added, skipped)
+            kept = self._keep_turns(conn, document_id, turns)
+            return AddResult(self.get(document_id), True, added, skipped, kept)
+
+    def _keep_turns(self, conn: Any, document_id: int, turns: builtins.list[Turn], *, only_if_none: bool = False) -> int:
+        """Store the document's turns in order (not indexed: the chunks are what search reads)."""
+        if only_if_none and conn.execute("SELECT 1 FROM archive_turns WHERE document_id = ? LIMIT 1",
+                                         (document_id,)).fetchone():
+            return 0
+        conn.executemany(
+            "INSERT INTO archive_turns (user_id, document_id, position, role, label, text, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(self.user_id, document_id, i, t.role, t.label, t.text, t.date) for i, t in enumerate(turns)])
+        return len(turns)
 
     def get(self, document_id: int) -> Document:
         row = self.store.connection().execute(
@@ -292,12 +338,16 @@ class Archive:
             raise NotFound(f"no archive document {document_id}")
         return Document.from_row(row)
 
-    def list(self, collection: str | None = None, limit: int = 200, offset: int = 0) -> list[Document]:
+    def list(self, collection: str | None = None, limit: int = 200, offset: int = 0,
+             sources: tuple[str, ...] = ()) -> list[Document]:
         sql = "SELECT * FROM archive_documents WHERE user_id = ?"
         args: list[Any] = [self.user_id]
         if collection:
             sql += " AND collection = ?"
             args.append(collection)
+        if sources:
+            sql += f" AND source IN ({','.join('?' * len(sources))})"
+            args.extend(sources)
         sql += " ORDER BY coalesce(document_date, created_at) DESC, id DESC LIMIT ? OFFSET ?"
         return [Document.from_row(r) for r in self.store.connection().execute(sql, (*args, limit, offset))]
 
@@ -313,6 +363,41 @@ class Archive:
             "SELECT id, position, text, speakers, chunk_date FROM archive_chunks WHERE document_id = ?"
             " AND user_id = ? ORDER BY position", (document_id, self.user_id))
         return [{**dict(r), "speakers": json.loads(r["speakers"])} for r in rows]
+
+    def turns(self, document_id: int, *, limit: int = TURN_PAGE, before: int | None = None,
+              start: int | None = None) -> TurnPage:
+        """A page of the document's turns: the newest ``limit``, those before position ``before``,
+        or those from position ``start`` on. Another user's document is unknown (``NotFound``)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_TURN_PAGE:
+            raise InvalidInput(f"limit must be 1-{MAX_TURN_PAGE}")
+        if before is not None and start is not None:
+            raise InvalidInput("give before or start, not both")
+        document = self.get(document_id)
+        conn = self.store.connection()
+        total = conn.execute("SELECT count(*) FROM archive_turns WHERE document_id = ? AND user_id = ?",
+                             (document_id, self.user_id)).fetchone()[0]
+        passages = total == 0
+        if passages:  # added before turns were kept: its chunks, in order
+            total = conn.execute("SELECT count(*) FROM archive_chunks WHERE document_id = ? AND user_id = ?",
+                                 (document_id, self.user_id)).fetchone()[0]
+            select = ("SELECT position, '' AS role, '' AS label, text, chunk_date AS created_at FROM archive_chunks"
+                      " WHERE document_id = ? AND user_id = ?")
+        else:
+            select = ("SELECT position, role, label, text, created_at FROM archive_turns"
+                      " WHERE document_id = ? AND user_id = ?")
+        args: builtins.list[Any] = [document_id, self.user_id]
+        if start is not None:
+            rows = conn.execute(f"{select} AND position >= ? ORDER BY position LIMIT ?", (*args, start, limit)).fetchall()
+        else:
+            bound = " AND position < ?" if before is not None else ""
+            rows = conn.execute(f"{select}{bound} ORDER BY position DESC LIMIT ?",
+                                (*args, *([before] if before is not None else []), limit)).fetchall()
+            rows.reverse()
+        turns = [{"position": r["position"], "role": r["role"], "speaker": speaker_name(r["label"]),
+                  "label": r["label"], "text": r["text"], "created_at": r["created_at"]} for r in rows]
+        # Positions run 0..total-1 (turns by their order, chunks as they were stored).
+        return TurnPage(document, turns, total, bool(turns) and turns[0]["position"] > 0,
+                        bool(turns) and turns[-1]["position"] < total - 1, passages)
 
     def delete(self, document_id: int) -> None:
         with self.store.write() as conn:

@@ -1,4 +1,5 @@
-"""Recall routes: the owner's search (V2), the search log (A3), archive documents and imports (A5).
+"""Recall routes: the owner's search (V2), the search log (A3), archive documents and imports (A5),
+and an imported conversation read as a thread, page by page, and continued in a new chat (X4).
 
 Search answers every result with its per-signal score breakdown; include-shielded is off unless
 the request turns it on for that one search. Imports take the file as the raw request body (the
@@ -11,15 +12,19 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from ..branch import MAX_RETRY_KEY
 from ..engine import Scope
 from ..errors import InvalidInput
 from ..imports import FORMATS
 from ..layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE
+from ..retrieval.archive import MAX_TURN_PAGE, TURN_PAGE, Document
 from ..retrieval.semantic import model_id, pending_count, shared_embedder
 from .auth import current_scope
-from .models import MAX_ID, IdPath, plain
+from .continuity import HandoffNumbers
+from .conversations import ConversationOut
+from .models import MAX_ID, IdPath, RequestModel
 
 router = APIRouter(tags=["recall"])
 
@@ -67,6 +72,45 @@ class DocumentOut(BaseModel):
     document_date: str | None
     chunk_count: int
     created_at: str
+    turns: int | None = Field(default=None, description="Turns of an imported conversation, when known")
+
+
+class TurnOut(BaseModel):
+    position: int
+    role: str = Field(description="user, assistant, or empty when the label named neither")
+    speaker: str = Field(description="The name the label speaks for ('Elion Voicefire said:' -> 'Elion Voicefire')")
+    label: str
+    text: str = Field(description="Markdown, as it was written")
+    created_at: str | None
+
+
+class TurnPageOut(BaseModel):
+    document: DocumentOut
+    turns: list[TurnOut] = Field(description="Oldest first")
+    total: int
+    has_earlier: bool
+    has_later: bool
+    passages: bool = Field(description="True for a document added before turns were kept: its chunks stand in")
+
+
+class ContinueIn(RequestModel):
+    retry_key: str = Field(min_length=1, max_length=MAX_RETRY_KEY,
+                           description="Chosen by the client once per action; repeats return the same chat")
+    persona_id: int | None = Field(default=None, ge=1, le=MAX_ID,
+                                   description="The persona to continue with; else the one the import used")
+
+
+class ContinueOut(BaseModel):
+    conversation: ConversationOut
+    artifact_message_id: int | None
+    source_document_id: int | None
+    created: bool = Field(description="False when this retry key had already made the chat")
+    handoff: HandoffNumbers | None
+
+
+def _document(d: Document) -> dict[str, Any]:
+    turns = d.metadata.get("turns")
+    return {**d.to_dict(), "turns": turns if isinstance(turns, int) and not isinstance(turns, bool) else None}
 
 
 class ImportOut(BaseModel):
@@ -121,10 +165,38 @@ def search_log_entry_route(entry_id: IdPath, scope: Scope = Depends(current_scop
 
 @router.get("/api/archive/documents", response_model=list[DocumentOut])
 def documents_route(collection: Annotated[str | None, Query(max_length=100)] = None,
+                    source: Annotated[list[str], Query(max_length=10, description="e.g. chatgpt, claude")] = [],  # noqa: B006
                     limit: Annotated[int, Query(ge=1, le=500)] = 200,
                     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
                     scope: Scope = Depends(current_scope)) -> list[dict]:
-    return [plain(d) for d in scope.archive.list(collection, limit, offset)]
+    """Newest first; ``source=chatgpt&source=claude`` lists imported conversations."""
+    return [_document(d) for d in scope.archive.list(collection, limit, offset, tuple(source))]
+
+
+@router.get("/api/archive/documents/{document_id:int}", response_model=DocumentOut)
+def document_route(document_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+    return _document(scope.archive.get(document_id))
+
+
+@router.get("/api/archive/documents/{document_id:int}/turns", response_model=TurnPageOut)
+def turns_route(document_id: IdPath,
+                limit: Annotated[int, Query(ge=1, le=MAX_TURN_PAGE)] = TURN_PAGE,
+                before: Annotated[int | None, Query(ge=0, le=MAX_ID, description="Turns before this position")] = None,
+                start: Annotated[int | None, Query(ge=0, le=MAX_ID, description="Turns from this position on")] = None,
+                scope: Scope = Depends(current_scope)) -> dict:
+    """An imported conversation read as a thread: the newest ``limit`` turns, those before a
+    position, or those from a position on (read only; another user's document answers 404)."""
+    page = scope.archive.turns(document_id, limit=limit, before=before, start=start)
+    return {**page.to_dict(), "document": _document(page.document)}
+
+
+@router.post("/api/archive/documents/{document_id:int}/continue", response_model=ContinueOut)
+def continue_route(document_id: IdPath, body: ContinueIn, scope: Scope = Depends(current_scope)) -> dict:
+    """Continue an imported conversation in a new chat whose handoff carries its last turns (H1-H9);
+    idempotent per retry key (H8)."""
+    data = scope.continue_document(document_id, body.retry_key, persona_id=body.persona_id).to_dict()
+    data["handoff"] = data["handoff"] or None
+    return data
 
 
 @router.get("/api/archive/documents/{document_id:int}/chunks")

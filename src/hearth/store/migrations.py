@@ -1352,6 +1352,32 @@ def m027_create_facts(conn: sqlite3.Connection) -> None:
     )
 
 
+# Migration 28's table, the same on both engines but for their integer types.
+ARCHIVE_TURNS = """
+CREATE TABLE archive_turns (
+    id {id},
+    user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    document_id {int} NOT NULL REFERENCES archive_documents(id) ON DELETE CASCADE,
+    position {int} NOT NULL,
+    role TEXT NOT NULL,
+    label TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT,
+    UNIQUE (document_id, position)
+);
+ALTER TABLE conversation_summaries ADD COLUMN source_document_id {int} REFERENCES archive_documents(id) ON DELETE SET NULL;
+ALTER TABLE branch_requests ADD COLUMN source_document_id {int} REFERENCES archive_documents(id) ON DELETE SET NULL;
+"""
+
+
+def m028_keep_archive_turns(conn: sqlite3.Connection) -> None:
+    """An archive document's turns as they were imported (speaker, role, time, text), so an imported
+    ChatGPT or Claude conversation opens as a read-only thread (A5, X4, W4). The chunks stay the
+    one searchable copy: turns have no keyword index and no vectors. A continuation's handoff may
+    come from a document (``source_document_id``): its source ids are then turn ids."""
+    run_script(conn, ARCHIVE_TURNS.format(id="INTEGER PRIMARY KEY", int="INTEGER"))
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -1379,6 +1405,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m025_add_thread_pins_tags_and_imported,
     m026_add_chat_models_and_prompt_presets,
     m027_create_facts,
+    m028_keep_archive_turns,
 ]
 
 
