@@ -210,12 +210,12 @@ def locomo_folds(results: dict[str, Any]) -> list[str]:
         return []
     by_fold = {c: {f["held_out"]: f for f in locomo["configurations"][c]["folds"]} for c, _ in configs}
     first = locomo["configurations"][configs[0][0]]["folds"]
-    lines = [f"{'held out':<10} {'BM25':>6} " + " ".join(f"{label:>26}" for _, label in configs)]
+    lines = [f"{'held out':<10} {'BM25':>6}  " + "  ".join(f"{label:<34}" for _, label in configs)]
     for fold in first:
         name = fold["held_out"]
-        cells = " ".join(f"{by_fold[c][name]['held_r10_1_4']:>18.3f} ({by_fold[c][name]['chosen'][:6]})"
-                         for c, _ in configs)
-        lines.append(f"{name:<10} {fold.get('bm25_held_r10_1_4', 0):>6.3f} {cells}")
+        cells = "  ".join(f"{by_fold[c][name]['held_r10_1_4']:.3f} ({by_fold[c][name]['chosen'][:26]})".ljust(34)
+                          for c, _ in configs)
+        lines.append(f"{name:<10} {fold.get('bm25_held_r10_1_4', 0):>6.3f}  {cells}")
     return lines
 
 
