@@ -19,6 +19,7 @@ import "./appearance.js";
 import "./install.js";
 import "./backups.js";
 import { showWelcome } from "./welcome.js";
+import { closeArchived, openArchived } from "./archived.js";
 import { showMemory } from "./memory.js";
 import { showPersonas } from "./personas.js";
 import { showLayers } from "./layers.js";
@@ -37,11 +38,13 @@ const VIEWS = {
 function viewFromHash() {
   const hash = window.location.hash.slice(1);
   if (/^conversation-\d+$/.test(hash)) return { view: "chat", conversation: Number(hash.split("-")[1]) };
+  // An imported ChatGPT or Claude conversation, read only, in place of the chat (archived.js).
+  if (/^archived-\d+$/.test(hash)) return { view: "chat", conversation: null, archived: Number(hash.split("-")[1]) };
   return { view: hash in VIEWS ? hash : "chat", conversation: null };
 }
 
 async function route() {
-  const { view, conversation } = viewFromHash();
+  const { view, conversation, archived } = viewFromHash();
   const changed = view !== state.view;
   state.view = view;
   for (const node of document.querySelectorAll(".view")) node.hidden = node.dataset.view !== view;
@@ -50,7 +53,10 @@ async function route() {
     else link.removeAttribute("aria-current");
   }
   try {
-    if (view === "chat") {
+    if (view === "chat" && archived) {
+      await openArchived(archived);
+    } else if (view === "chat") {
+      closeArchived();
       if (conversation && (!state.current || state.current.id !== conversation || state.shown !== conversation)) {
         await selectConversation(conversation);
       } else if (state.current && state.shown !== state.current.id) {

@@ -41,9 +41,10 @@ function buildMessage(message, personaId) {
     item.append(handoffBody(message.content));
     sources.set(item, message.content);
     const source = (message.metadata || {}).source_conversation_id;
-    if (source) {
-      const link = el("a", "source-link", "Open source conversation");
-      link.href = `#conversation-${source}`;
+    const imported = (message.metadata || {}).source_document_id; // a continued import (archived.js)
+    if (source || imported) {
+      const link = el("a", "source-link", source ? "Open source conversation" : "Open the imported conversation");
+      link.href = source ? `#conversation-${source}` : `#archived-${imported}`;
       item.append(link);
     }
   } else {

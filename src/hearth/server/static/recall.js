@@ -66,7 +66,10 @@ function resultItem(r) {
     link.href = `#conversation-${r.source_id}`;
     head.append(link);
   } else {
-    head.append(el("span", "result-title", r.title || "Archive document"));
+    // An archive passage opens its document as a read-only thread (archived.js).
+    const link = el("a", "result-title", r.title || "Archive document");
+    link.href = `#archived-${r.source_id}`;
+    head.append(link);
   }
   if (r.date) head.append(el("span", "muted small", /^\d{4}-\d{2}-\d{2}$/.test(r.date) ? r.date : formatDate(r.date)));
   if (r.speaker) head.append(el("span", "chip quiet-chip", r.speaker));
