@@ -16,8 +16,11 @@ import httpx
 import pytest
 from PIL import Image
 
+from hearth.server import create_app
+from tests.test_server import serve_in_thread
 from tests.test_ui import (  # noqa: F401  (shared fixtures)
     AXE,
+    PASSWORD,
     UI_TIMEOUT_MS,
     axe_violations,
     base,
@@ -27,6 +30,7 @@ from tests.test_ui import (  # noqa: F401  (shared fixtures)
     expect,
     goto,
     me,
+    open_hearth,
     shot,
     site,
 )
@@ -404,10 +408,11 @@ def test_w5_manifest_and_service_worker_register_and_keep_only_the_app_shell(bro
             purposes.add(icon["purpose"])
         assert {"any", "maskable"} <= purposes and {"192x192", "512x512"} <= {i["sizes"] for i in data["icons"]}
 
-        # The service worker registers at the root and takes the page over.
+        # The service worker registers at the root once the page has started; the page it was registered
+        # from goes on without it, the next one is served by it.
         scope = page.evaluate("navigator.serviceWorker.ready.then((r) => r.scope)")
         assert scope == base + "/"
-        page.wait_for_function("navigator.serviceWorker.controller !== null")
+        assert page.evaluate("navigator.serviceWorker.controller") is None
         reload(page)
         assert page.evaluate("navigator.serviceWorker.controller.scriptURL") == base + "/sw.js"
 
@@ -420,14 +425,7 @@ def test_w5_manifest_and_service_worker_register_and_keep_only_the_app_shell(bro
         assert me.conversations.messages(chat.id)[-1].role == "assistant"
 
         # The cache holds the shell and nothing else: no API answer, no conversation.
-        cached = page.evaluate("""async () => {
-            const urls = [];
-            for (const name of await caches.keys()) {
-                const cache = await caches.open(name);
-                for (const request of await cache.keys()) urls.push(new URL(request.url).pathname + new URL(request.url).search);
-            }
-            return urls;
-        }""")
+        cached = page.evaluate(CACHED)
         assert "/" in cached and "/static/app.js" in cached and "/vendor/purify.js" in cached
         assert "/manifest.webmanifest" in cached
         for path in cached:
@@ -436,3 +434,62 @@ def test_w5_manifest_and_service_worker_register_and_keep_only_the_app_shell(bro
         assert page.script_errors == []
     finally:
         context.close()
+
+
+CACHED = """async () => {
+    const paths = [];
+    for (const name of await caches.keys()) {
+        const cache = await caches.open(name);
+        for (const request of await cache.keys()) paths.push(new URL(request.url).pathname);
+    }
+    return paths;
+}"""
+
+
+def test_w5_with_a_password_the_service_worker_keeps_login_streaming_and_logout_working(browser, tmp_path):  # noqa: F811
+    hearth, _ = open_hearth(tmp_path)
+    owner = hearth.users.owner()
+    hearth.users.set_password(owner.id, PASSWORD)
+    hearth.scope().personas.create("elion", "Elion")
+    chat = thread(hearth.scope(), "Behind a password")
+    context = browser.new_context(viewport={"width": 1366, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(UI_TIMEOUT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+
+    def log_in():
+        page.wait_for_url(base + "/login")
+        page.fill("#login-password", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(re.compile(re.escape(base) + r"/(#.*)?$"))  # back where the session ended, maybe
+        page.wait_for_selector("body[data-ready=true]")
+
+    try:
+        with serve_in_thread(create_app(hearth.settings, hearth)) as base:
+            page.goto(base + "/")
+            log_in()
+            page.evaluate("navigator.serviceWorker.ready.then(() => true)")
+            assert "/" in page.evaluate(CACHED)  # the page, kept while logged in
+            goto(page, base + f"/#conversation-{chat.id}")
+            page.reload()
+            page.wait_for_selector("body[data-ready=true]")
+            assert page.evaluate("navigator.serviceWorker.controller !== null")
+            # A streamed reply through the controlled page, with the session and its CSRF token.
+            page.fill("#composer-text", "Still streaming")
+            page.click("#send")
+            expect(page.locator(".message.streaming")).to_have_count(0)
+            expect(page.locator(".message.role-assistant .body").last).to_have_text(re.compile(r"^Reply \d+$"))
+            # Logging out drops the kept page (it held that session's form token); the page is not
+            # served from the copy afterwards: the server sends the browser to the login form.
+            page.click("#logout")
+            page.wait_for_url(base + "/login")
+            eventually(lambda: "/" not in page.evaluate(CACHED))
+            page.goto(base + "/")
+            log_in()
+            expect(page.locator(".message.role-user .body").last).to_have_text("Still streaming")
+            assert all(not path.startswith("/api") for path in page.evaluate(CACHED))
+        assert errors == []
+    finally:
+        context.close()
+        hearth.close()

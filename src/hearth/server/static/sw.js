@@ -14,8 +14,17 @@ function isShell(url) {
   return url.origin === self.location.origin && url.search === "" && SHELL_PATHS.has(url.pathname);
 }
 
+// Paths whose requests never reach this worker where the browser can route them itself (the static
+// routing API): they go straight to the network, as if there were no worker, with no cost or delay.
+// (Not /login: the fetch handler sees it, to drop the kept page.)
+const NETWORK_ONLY = ["/api/*", "/v1/*", "/v1", "/channels/*", "/mcp", "/mcp/*"];
+
 self.addEventListener("install", (event) => {
-  event.waitUntil(keepAll().then(() => self.skipWaiting()));
+  const routed = event.addRoutes
+    ? event.addRoutes(NETWORK_ONLY.map((path) => ({ condition: { urlPattern: path }, source: "network" })))
+      .catch(() => {}) // not supported here: the fetch handler below lets them through instead
+    : Promise.resolve();
+  event.waitUntil(routed.then(keepAll).then(() => self.skipWaiting()));
 });
 
 // One file after the other (a burst of requests would slow the page and the server for nothing);
@@ -31,11 +40,13 @@ async function keepAll() {
   }
 }
 
+// No clients.claim(): a page that was opened without the worker keeps going without it, and the
+// worker serves the pages opened after it (a page changing hands halfway can no longer reuse the
+// images it has already loaded).
 self.addEventListener("activate", (event) => {
   event.waitUntil(caches.keys()
     .then((names) => Promise.all(names.filter((n) => n.startsWith("hearth-shell-") && n !== CACHE)
-      .map((n) => caches.delete(n))))
-    .then(() => self.clients.claim()));
+      .map((n) => caches.delete(n)))));
 });
 
 async function keep(cache, path) {
