@@ -282,9 +282,9 @@ def test_w3_avatar_urls_carry_a_version_that_changes_with_the_image_and_are_cach
 
 
 @pytest.mark.sqlite_only
-def test_x3_migration_24_gives_existing_personas_a_uuid_sqlite(tmp_path, monkeypatch):
+def test_x3_migration_23_gives_existing_personas_a_uuid_sqlite(tmp_path, monkeypatch):
     path = tmp_path / "old.db"
-    older = [m for m in migrations.MIGRATIONS if migrations.number(m) < 24]
+    older = [m for m in migrations.MIGRATIONS if migrations.number(m) < 23]
     with monkeypatch.context() as patch:
         patch.setattr(migrations, "MIGRATIONS", older)
         patch.setattr(migrations, "LATEST_VERSION", max(migrations.number(m) for m in older))

@@ -229,7 +229,7 @@ def test_x3_display_name_is_set_by_the_cli_and_over_http(hearth, me):
     assert "Display name cleared" in cleared.output
 
 
-def test_x3_migration_23_gives_imported_personas_their_macros_back(me):
+def test_x3_migration_22_gives_imported_personas_their_macros_back(me):
     """Cards imported before kept "the person" and the card's name baked in; the migration's data
     step gives them their macros back unless the owner edited the text since."""
     baked = import_mira(me)

@@ -174,7 +174,7 @@ def test_w3_e7_a_chain_kept_before_models_were_recorded_continues_only_with_the_
     me = hearth.scope()
     persona = me.personas.create("elion", "Elion")
     kept, chosen = me.conversations.create(persona.id), me.conversations.create(persona.id)
-    with hearth.store.write() as conn:  # chain rows as migration 26 leaves them: no model
+    with hearth.store.write() as conn:  # chain rows as migration 25 leaves them: no model
         for chat in (kept, chosen):
             conn.execute("INSERT INTO response_chains (conversation_id, user_id, response_id, updated_at)"
                          " VALUES (?, ?, 'resp_old', '2026-01-01T00:00:00.000000Z')", (chat.id, me.user_id))

@@ -210,7 +210,7 @@ def test_x3_the_lorebook_download_picks_one_book(client, me):
 
 
 def test_x3_books_cards_brought_in_before_scopes_get_their_characters_scope(me, persona, provider):
-    """Migration 22's data step, on data as it was: card fragments carry ``card:PERSONA:ID`` keys
+    """Migration 21's data step, on data as it was: card fragments carry ``card:PERSONA:ID`` keys
     and no book has a scope. One that shares its category with a World Info entry is split off."""
     fragments = me.layers.fragments
     tom = me.personas.create("old-tom", "Old Tom")
@@ -256,20 +256,20 @@ def test_g2_book_scopes_refuse_another_users_personas(hearth, me):
 
 
 def test_s1_s9_a_migration_numbered_below_the_newest_applied_still_runs_postgres(pg_url):
-    """Migration 22 landed after 24: a database already past 22 gets it when next opened."""
+    """Migration 21 landed after 23: a database already past 21 gets it when next opened."""
     from hearth.store import PgStore
 
     store = PgStore(pg_url)
     with store.write() as conn:
         conn.execute("DROP TABLE fragment_book_personas")
         conn.execute("DROP TABLE fragment_books")
-        conn.execute("DELETE FROM schema_migrations WHERE version = 22")
+        conn.execute("DELETE FROM schema_migrations WHERE version = 21")
     store.close()
     again = PgStore(pg_url)
     try:
         conn = again.connection()
-        assert conn.execute("SELECT name FROM schema_migrations WHERE version = 22").fetchone()[0] == \
-            "m022_scope_fragment_books"
+        assert conn.execute("SELECT name FROM schema_migrations WHERE version = 21").fetchone()[0] == \
+            "m021_scope_fragment_books"
         assert conn.execute("SELECT count(*) FROM fragment_books").fetchone()[0] == 0
     finally:
         again.close()

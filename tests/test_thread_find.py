@@ -302,15 +302,15 @@ def test_x4_threads_a_web_chat_makes_are_not_imported(me, persona):
 
 
 @pytest.mark.sqlite_only
-def test_x4_threads_imported_before_migration_25_are_marked_read_only_sqlite(tmp_path, settings, persona, me, imported):
-    """An older database: migration 25 finds earlier imports by their creation event's channel."""
+def test_x4_threads_imported_before_migration_24_are_marked_read_only_sqlite(tmp_path, settings, persona, me, imported):
+    """An older database: migration 24 finds earlier imports by their creation event's channel."""
     web = me.conversations.create(persona.id, title="Mine")
     path = me.store.path
     conn = sqlite3.connect(path, isolation_level=None)
     conn.executescript("""
         DROP INDEX conversations_user_pinned; DROP INDEX conversation_tags_user_tag; DROP TABLE conversation_tags;
         ALTER TABLE conversations DROP COLUMN pinned_at; ALTER TABLE conversations DROP COLUMN tags;
-        ALTER TABLE conversations DROP COLUMN imported; DELETE FROM schema_migrations WHERE version = 25;
+        ALTER TABLE conversations DROP COLUMN imported; DELETE FROM schema_migrations WHERE version = 24;
     """)
     conn.close()
     store = Store(path)

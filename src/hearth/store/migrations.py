@@ -1054,7 +1054,7 @@ def m020_index_chat_turns_by_time_for_time_bounds_only(conn: sqlite3.Connection)
     The version exists on both engines so their schema numbers agree."""
 
 
-# Migration 22's tables, the same on both engines but for their integer types (the PostgreSQL
+# Migration 21's tables, the same on both engines but for their integer types (the PostgreSQL
 # twin fills in its identity column and BIGINT).
 FRAGMENT_BOOKS = """
 CREATE TABLE fragment_books (
@@ -1076,7 +1076,7 @@ CREATE TABLE fragment_book_personas (
 
 
 def scope_card_books(conn: Any) -> None:
-    """Migration 22's data step, on either engine (``conn`` speaks SQLite's dialect): fragments a
+    """Migration 21's data step, on either engine (``conn`` speaks SQLite's dialect): fragments a
     card's character book brought in (``import_key`` ``card:PERSONA:ID``) become that persona's
     book. A category they share with other fragments is split off under a name of its own, so
     the other fragments stay global as they were."""
@@ -1117,7 +1117,7 @@ def scope_card_books(conn: Any) -> None:
         conn.execute("INSERT INTO fragment_book_personas (book_id, persona_id) VALUES (?, ?)", (book_id, persona_id))
 
 
-def m022_scope_fragment_books(conn: sqlite3.Connection) -> None:
+def m021_scope_fragment_books(conn: sqlite3.Connection) -> None:
     """Lorebooks scoped as SillyTavern scopes them (X3, F1).
 
     A book is a fragment category. ``fragment_books`` gives one a scope: ``all`` personas (a World
@@ -1129,7 +1129,7 @@ def m022_scope_fragment_books(conn: sqlite3.Connection) -> None:
     scope_card_books(conn)
 
 
-def m024_add_persona_uuid(conn: sqlite3.Connection) -> None:
+def m023_add_persona_uuid(conn: sqlite3.Connection) -> None:
     """A stable identity for each persona (X3): a card exported from it carries the uuid, so
     importing that card again is recognised as the same character rather than a new one. Ids can
     be reused after a delete and mean nothing on another deployment; the uuid is neither."""
@@ -1143,7 +1143,7 @@ def m024_add_persona_uuid(conn: sqlite3.Connection) -> None:
     )
 
 
-# What card imports before migration 23 baked into a persona: {{char}} as the card's name and
+# What card imports before migration 22 baked into a persona: {{char}} as the card's name and
 # {{user}} as "the person". Kept here as it was, so the migration recognises that text.
 _BAKED_CHAR = ("{{char}}", "<BOT>", "{{Char}}")
 _BAKED_USER = ("{{user}}", "<USER>", "{{User}}")
@@ -1171,7 +1171,7 @@ def _card_identity(fields: dict, name: str | None) -> str:
 
 
 def unbake_card_macros(conn: Any) -> None:
-    """Migration 23's data step, on either engine (``conn`` speaks SQLite's dialect): a persona
+    """Migration 22's data step, on either engine (``conn`` speaks SQLite's dialect): a persona
     whose identity or custom instructions are still exactly what its card's import wrote gets the
     card's text back with its macros, to be filled when the prompt is built. Text the owner edited
     since is left as it is."""
@@ -1194,7 +1194,7 @@ def unbake_card_macros(conn: Any) -> None:
             conn.execute("UPDATE personas SET custom_instructions = ? WHERE id = ?", (system, pid))
 
 
-def m023_add_user_display_name(conn: sqlite3.Connection) -> None:
+def m022_add_user_display_name(conn: sqlite3.Connection) -> None:
     """What companions call the person (X3 macros): ``{{user}}`` in a card is filled with the user's
     display name when text is placed in a prompt, "the person" while none is set. Personas that
     card imports wrote with the macros already filled get their macros back."""
@@ -1202,7 +1202,7 @@ def m023_add_user_display_name(conn: sqlite3.Connection) -> None:
     unbake_card_macros(conn)
 
 
-# Migration 25's table, the same on both engines but for their integer types.
+# Migration 24's table, the same on both engines but for their integer types.
 CONVERSATION_TAGS = """
 CREATE TABLE conversation_tags (
     id {id},
@@ -1219,7 +1219,7 @@ UPDATE conversations SET imported = 1 WHERE id IN
 """
 
 
-def m025_add_thread_pins_tags_and_imported(conn: sqlite3.Connection) -> None:
+def m024_add_thread_pins_tags_and_imported(conn: sqlite3.Connection) -> None:
     """Finding chats (W4): a thread can be pinned (``pinned_at``, listed first) and tagged.
 
     A thread's tags are kept twice, in one transaction: ``conversations.tags`` (a JSON list) so a
@@ -1236,7 +1236,7 @@ def m025_add_thread_pins_tags_and_imported(conn: sqlite3.Connection) -> None:
     )
 
 
-# Migration 26's table, the same on both engines but for their integer types.
+# Migration 25's table, the same on both engines but for their integer types.
 PROMPT_PRESETS = """
 CREATE TABLE prompt_presets (
     id {id},
@@ -1250,7 +1250,7 @@ CREATE TABLE prompt_presets (
 """
 
 
-def m026_add_chat_models_and_prompt_presets(conn: sqlite3.Connection) -> None:
+def m025_add_chat_models_and_prompt_presets(conn: sqlite3.Connection) -> None:
     """Per-chat model choice and prompt presets (W3, PR1, P5).
 
     ``conversations.model`` is the model a conversation asks for (NULL: the deployment's default).
@@ -1267,7 +1267,7 @@ def m026_add_chat_models_and_prompt_presets(conn: sqlite3.Connection) -> None:
     )
 
 
-# Migration 27's tables, the same on both engines but for their integer and byte types.
+# Migration 26's tables, the same on both engines but for their integer and byte types.
 FACTS = """
 CREATE TABLE facts (
     id {id},
@@ -1291,7 +1291,7 @@ CREATE INDEX fact_sources_message ON fact_sources (message_id, fact_id);
 """
 
 
-def m027_create_facts(conn: sqlite3.Connection) -> None:
+def m026_create_facts(conn: sqlite3.Connection) -> None:
     """Facts written at ingestion (E2, A2): short dated statements, each citing the turns it came
     from (``fact_sources``). They are searched beside the turns (their own keyword index and
     vectors) and a hit returns its source turns, never the fact's own words. A fact goes with any
@@ -1352,7 +1352,7 @@ def m027_create_facts(conn: sqlite3.Connection) -> None:
     )
 
 
-# Migration 28's table, the same on both engines but for their integer types.
+# Migration 27's table, the same on both engines but for their integer types.
 ARCHIVE_TURNS = """
 CREATE TABLE archive_turns (
     id {id},
@@ -1370,7 +1370,7 @@ ALTER TABLE branch_requests ADD COLUMN source_document_id {int} REFERENCES archi
 """
 
 
-def m028_keep_archive_turns(conn: sqlite3.Connection) -> None:
+def m027_keep_archive_turns(conn: sqlite3.Connection) -> None:
     """An archive document's turns as they were imported (speaker, role, time, text), so an imported
     ChatGPT or Claude conversation opens as a read-only thread (A5, X4, W4). The chunks stay the
     one searchable copy: turns have no keyword index and no vectors. A continuation's handoff may
@@ -1399,13 +1399,13 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m018_index_turn_version_events,
     m019_index_chat_turns_by_time,
     m020_index_chat_turns_by_time_for_time_bounds_only,
-    m022_scope_fragment_books,
-    m023_add_user_display_name,
-    m024_add_persona_uuid,
-    m025_add_thread_pins_tags_and_imported,
-    m026_add_chat_models_and_prompt_presets,
-    m027_create_facts,
-    m028_keep_archive_turns,
+    m021_scope_fragment_books,
+    m022_add_user_display_name,
+    m023_add_persona_uuid,
+    m024_add_thread_pins_tags_and_imported,
+    m025_add_chat_models_and_prompt_presets,
+    m026_create_facts,
+    m027_keep_archive_turns,
 ]
 
 
