@@ -7,10 +7,10 @@ import { PAGE, clearMessages, revealMessage, showMessages } from "./messages.js"
 import { clearSnapshotStatus, renderEstimate, renderSize, renderSnapshot, setRefreshEnabled } from "./sidepanel.js";
 import { connectChat, followPersona, loadConversations, renderList, restoreConversation } from "./threads.js";
 import { restoreDraft } from "./drafts.js";
-import { showVoiceChoice } from "./speech.js";
 import { renderOrganise } from "./organise.js";
 import { renderModelPicker } from "./modelpick.js";
 import { renderPresets } from "./presets.js";
+import { showVoiceChoice } from "./speech.js";
 
 const ui = {
   title: $("chat-title"),
