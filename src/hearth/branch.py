@@ -24,7 +24,7 @@ import json
 import sqlite3
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import ledger
 from .character import GREETING_CHANNELS, open_with_greeting
@@ -83,15 +83,19 @@ def final_eight(conn: sqlite3.Connection, user_id: int, conversation_id: int) ->
     Reads newest first and stops once eight eligible turns are found, so a long conversation is
     not loaded whole. Eligibility is decided by the renderer's own rule, not restated in SQL.
     """
-    cursor = conn.execute(
+    return _last_eligible(conn.execute(
         "SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ? AND user_id = ?"
         " AND kind = 'chat' AND role IN ('user', 'assistant') ORDER BY id DESC",
         (conversation_id, user_id),
-    )
+    ), _as_source)
+
+
+def _last_eligible(cursor: Any, as_source: Callable[[Any], SourceMessage]) -> list[SourceMessage]:
+    """The first ``FINAL_TURNS`` eligible rows of a newest-first cursor, oldest first."""
     chosen: list[SourceMessage] = []
     try:
         for row in cursor:
-            message = _as_source(row)
+            message = as_source(row)
             if is_eligible(message):
                 chosen.append(message)
                 if len(chosen) == FINAL_TURNS:
@@ -121,21 +125,9 @@ def _turn_source(row: sqlite3.Row) -> SourceMessage:
 
 def document_final_eight(conn: sqlite3.Connection, user_id: int, document_id: int) -> list[SourceMessage]:
     """The final eight eligible turns of an archive document, oldest first, read newest first."""
-    cursor = conn.execute(
+    return _last_eligible(conn.execute(
         "SELECT id, role, text, created_at FROM archive_turns WHERE document_id = ? AND user_id = ?"
-        " AND role IN ('user', 'assistant') ORDER BY position DESC", (document_id, user_id))
-    chosen: list[SourceMessage] = []
-    try:
-        for row in cursor:
-            turn = _turn_source(row)
-            if is_eligible(turn):
-                chosen.append(turn)
-                if len(chosen) == FINAL_TURNS:
-                    break
-    finally:
-        cursor.close()
-    chosen.reverse()
-    return chosen
+        " AND role IN ('user', 'assistant') ORDER BY position DESC", (document_id, user_id)), _turn_source)
 
 
 def _persona_labels(conn: sqlite3.Connection, user_id: int, persona_id: int) -> tuple[str, str]:
