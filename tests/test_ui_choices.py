@@ -18,29 +18,13 @@ from hearth.server import create_app
 from tests.conftest import RecordingProvider
 from tests.test_server import serve_in_thread
 from tests.test_ui import AXE, UI_TIMEOUT_MS, axe_violations, browser, eventually, expect  # noqa: F401
+from tests.test_ui_threads import sized  # noqa: F401  (the page at 1366 x 860 and 390 x 844)
 
 pytestmark = pytest.mark.ui
 
-SIZES = {"wide": (1366, 860), "phone": (390, 844)}
 CARD = {"spec": "chara_card_v2", "spec_version": "2.0",
         "data": {"name": "Mira", "description": "A lighthouse keeper who keeps a log of every ship.",
                  "first_mes": "The lamp is lit. Come in out of the wind."}}
-
-
-@pytest.fixture(params=list(SIZES))
-def sized(request, browser):  # noqa: F811
-    """(page, size name) in a fresh context of that size; axe may be injected (CSP bypassed)."""
-    width, height = SIZES[request.param]
-    phone = request.param == "phone"
-    context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone,
-                                  bypass_csp=True)
-    page = context.new_page()
-    page.set_default_timeout(UI_TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    yield page, request.param
-    assert errors == [], errors
-    context.close()
 
 
 def serve(hearth):
@@ -72,7 +56,7 @@ def open_header(page, size):
 
 
 # -- U1: the first run -------------------------------------------------------------------------------------
-def test_u1_w5_w6_a_fresh_deployment_welcomes_and_creates_a_companion(sized, tmp_path):
+def test_u1_w5_w6_a_fresh_deployment_welcomes_and_creates_a_companion(sized, tmp_path):  # noqa: F811
     page, size = sized
     settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000}, environ={})
     with Hearth(settings) as hearth, serve(hearth) as base:  # offline: one model, so no picker
@@ -113,7 +97,7 @@ def test_u1_w5_w6_a_fresh_deployment_welcomes_and_creates_a_companion(sized, tmp
         assert found == {}, json.dumps(found, indent=1)
 
 
-def test_u1_w5_the_welcome_imports_a_character_card_whose_greeting_opens_the_chat(sized, tmp_path):
+def test_u1_w5_the_welcome_imports_a_character_card_whose_greeting_opens_the_chat(sized, tmp_path):  # noqa: F811
     page, size = sized
     settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000}, environ={})
     card = tmp_path / "mira.json"
@@ -154,7 +138,7 @@ def chat_site(tmp_path, fake_provider_server):
         yield base, hearth, chat, fake_provider_server
 
 
-def test_w3_w5_w6_the_model_picker_in_the_header_sets_the_chats_model(sized, chat_site):
+def test_w3_w5_w6_the_model_picker_in_the_header_sets_the_chats_model(sized, chat_site):  # noqa: F811
     page, size = sized
     base, hearth, chat, fake = chat_site
     me = hearth.scope()
@@ -190,7 +174,7 @@ def test_w3_w5_w6_the_model_picker_in_the_header_sets_the_chats_model(sized, cha
     assert found == {}, json.dumps(found, indent=1)
 
 
-def test_w3_p5_w6_presets_are_saved_applied_and_inserted_from_the_header(sized, tmp_path):
+def test_w3_p5_w6_presets_are_saved_applied_and_inserted_from_the_header(sized, tmp_path):  # noqa: F811
     page, size = sized
     settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000}, environ={})
     provider = RecordingProvider()
@@ -244,3 +228,24 @@ def test_w3_p5_w6_presets_are_saved_applied_and_inserted_from_the_header(sized, 
         expect(panel).to_be_hidden()
         expect(toggle).to_be_focused()
         assert found == {}, json.dumps(found, indent=1)
+
+
+# -- PR3: what a new user sees with no key ----------------------------------------------------------------
+def test_pr3_w5_the_offline_reply_shows_the_text_each_layer_gave(sized, tmp_path):  # noqa: F811
+    page, size = sized
+    settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000}, environ={})
+    with Hearth(settings) as hearth, serve(hearth) as base:  # the offline provider: no key
+        me = hearth.scope()
+        wren = me.personas.create("wren", "Wren", identity="Wren keeps the **garden** journal.")
+        me.memories.add("The person's sister is called Mia.", "people", 5)
+        chat = me.conversations.create(wren.id, title="First evening")
+        ready(page, f"{base}/#conversation-{chat.id}")
+        page.fill("#composer-text", "What do you know about my family?")
+        page.click("#send")
+        reply = page.locator(".message.role-assistant .body").last
+        expect(reply).to_contain_text("[offline reply: no model is configured]")
+        # The trimmed text of the prompt's sections, not only their names, rendered as Markdown.
+        expect(reply).to_contain_text("Identity: Wren keeps the garden journal.")
+        expect(reply).to_contain_text("sister is called Mia")
+        expect(reply.locator("li").first).to_be_visible()
+        assert no_sideways_scroll(page)
