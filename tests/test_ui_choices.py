@@ -147,7 +147,7 @@ def test_w3_w5_w6_the_model_picker_in_the_header_sets_the_chats_model(sized, cha
     picker = page.locator("#model-select")
     if size == "phone":
         expect(picker).to_be_hidden()  # the header keeps one line: the picker is behind More
-        box = page.locator(".chat-header").bounding_box()
+        box = page.locator("section[aria-labelledby=chat-title] > .chat-header").bounding_box()
         assert box is not None and box["height"] < 80
     open_header(page, size)
     expect(picker).to_be_visible()

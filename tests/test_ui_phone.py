@@ -131,7 +131,7 @@ def test_w5_w6_every_panel_is_reached_on_a_phone_through_the_section_list_by_poi
 def one_row(page):
     """(the header's content height, the tallest visible child, the rows its visible children take)."""
     return page.evaluate("""() => {
-        const header = document.querySelector('.chat-header');
+        const header = document.querySelector('section[aria-labelledby=chat-title] > .chat-header');
         const style = getComputedStyle(header);
         const inner = header.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
         const boxes = [...header.children].filter((c) => c.getClientRects().length).map((c) => c.getBoundingClientRect());
