@@ -14,6 +14,14 @@ export class ApiError extends Error {
 
 let leaving = false; // on the way to the login page
 
+// Go to the login page once: other requests of the page may meet the ended session a moment later,
+// and a second navigation would cancel the first one while it loads.
+export function leaveForLogin() {
+  if (leaving) return;
+  leaving = true;
+  window.location.assign("/login");
+}
+
 export async function api(method, path, body, { signal } = {}) {
   const headers = { "X-CSRF-Token": csrfToken, Accept: "application/json" };
   const init = { method, headers, credentials: "same-origin", signal };
@@ -29,11 +37,8 @@ export async function api(method, path, body, { signal } = {}) {
     throw new ApiError(0, "network", "The server could not be reached.");
   }
   if (response.status === 401 && !leaving) {
-    // Once: other requests of the page may meet the same expired session a moment later, and a
-    // second navigation would cancel the first one while it loads.
-    leaving = true;
     window.dispatchEvent(new Event("hearth:login-needed")); // the draft and the open thread are kept
-    window.location.assign("/login");
+    leaveForLogin();
   }
   if (!response.ok) {
     let code = "error";

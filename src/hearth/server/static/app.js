@@ -4,7 +4,7 @@
 // Chat), sidepanel.js (estimate, request size, memory snapshot), and one module per other panel.
 // User text is only ever placed with textContent, never parsed as HTML.
 
-import { $, apiJson } from "./api.js";
+import { $, apiJson, leaveForLogin } from "./api.js";
 import { setStatus, shared } from "./shared.js";
 import { loadConversations, loadPersonas } from "./threads.js";
 import { prefetchConversation, renderHeader, selectConversation } from "./chat.js";
@@ -81,7 +81,7 @@ if (logout) {
     try {
       await apiJson("POST", "/api/auth/logout");
     } finally {
-      window.location.assign("/login");
+      leaveForLogin();
     }
   });
 }
