@@ -117,28 +117,14 @@ _CAPSULE_KEYS = {"facts": "Established facts", "commitments": "Commitments", "un
                  "corrections": "Corrections", "preferences": "Preferences", "cross_channel": "Cross-channel context"}
 
 
-def transcript(turns: Sequence[TurnText], limit: int = TRANSCRIPT_CHARS) -> str:
-    """'Person:' / 'Companion:' lines, newest kept when the whole does not fit."""
+def transcript(turns: Sequence[TurnText], limit: int = TRANSCRIPT_CHARS, *, numbered: bool = False) -> str:
+    """'Person:' / 'Companion:' lines, newest kept when the whole does not fit; ``numbered`` puts
+    each turn's message id first (``[id] Person:``), so the model can cite turns by it."""
     lines: list[str] = []
     used = 0
     for turn in reversed(turns):
         who = "Person" if turn.role == "user" else "Companion"
-        line = f"{who}: {clip(turn.text, MESSAGE_CHARS)}"
-        if used + len(line) > limit and lines:
-            break
-        lines.append(line)
-        used += len(line) + 1
-    return "\n".join(reversed(lines))
-
-
-def numbered_transcript(turns: Sequence[TurnText], limit: int = TRANSCRIPT_CHARS) -> str:
-    """``[id] Person:`` / ``[id] Companion:`` lines (the turn's message id), newest kept when the
-    whole does not fit: the model cites turns by these numbers."""
-    lines: list[str] = []
-    used = 0
-    for turn in reversed(turns):
-        who = "Person" if turn.role == "user" else "Companion"
-        line = f"[{turn.message_id}] {who}: {clip(turn.text, MESSAGE_CHARS)}"
+        line = (f"[{turn.message_id}] " if numbered else "") + f"{who}: {clip(turn.text, MESSAGE_CHARS)}"
         if used + len(line) > limit and lines:
             break
         lines.append(line)
@@ -322,7 +308,7 @@ class ModelHelper:
         numbered = [t for t in turns if t.message_id]
         if not numbered:
             return []
-        answer = self.ask(FACTS_TASK, f"Conversation:\n{numbered_transcript(numbered)}")
+        answer = self.ask(FACTS_TASK, f"Conversation:\n{transcript(numbered, numbered=True)}")
         items = answer.get("facts")
         if not isinstance(items, list):
             raise HelperOutputError("the facts answer has no list of facts", "shape")
