@@ -371,28 +371,38 @@ def branch(scope: "Scope", source_conversation_id: int, retry_key: str, title: s
             handoff = capture(conn, scope.user_id, source.id, scope.hearth.settings)
             if handoff.is_empty:
                 raise Conflict("the source conversation has no messages to branch from")
-            destination = scope.conversations.create(
-                source.persona_id, title=_branch_title(source.title) if title is None else title, channel=channel)
-            diagnostics = handoff.diagnostics()
-            artifact_id = ledger.append_message(
-                conn, user_id=scope.user_id, conversation_id=destination.id, role="assistant",
-                content=handoff.visible_text(source.title), kind="handoff_artifact", channel=channel,
-                metadata={"artifact": "branch_handoff", "source_conversation_id": source.id,
-                          "source_message_ids": list(handoff.source_message_ids)},
-            )
-            _store_handoff(conn, scope.user_id, destination.id, source.id, handoff)
-            conn.execute(
-                "INSERT INTO branch_requests (user_id, retry_key, source_conversation_id,"
-                " destination_conversation_id, created_at) VALUES (?, ?, ?, ?, ?)",
-                (scope.user_id, retry_key, source.id, destination.id, utcnow()),
-            )
-            ledger.append(conn, user_id=scope.user_id, conversation_id=destination.id,
-                          kind="conversation.branched", channel=channel,
-                          payload={"source_conversation_id": source.id, **diagnostics})
-            return BranchResult(scope.conversations.get(destination.id), artifact_id, source.id,
-                                created=True, handoff=diagnostics)
+            return _open_branch(scope, conn, handoff, source.persona_id,
+                                _branch_title(source.title) if title is None else title, source.title, channel,
+                                retry_key, source_conversation_id=source.id)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"the branch could not be created: {exc}") from exc
+
+
+def _open_branch(scope: "Scope", conn: sqlite3.Connection, handoff: Handoff, persona_id: int, title: str,
+                 source_title: str, channel: str, retry_key: str, *, source_conversation_id: int | None = None,
+                 source_document_id: int | None = None) -> BranchResult:
+    """In the caller's transaction: the destination chat, its visible handoff bubble, its handoff
+    record, the retry key and the ``conversation.branched`` event. The source is a conversation
+    (Branch) or an imported archive document (Continue in a new chat)."""
+    source = ({"source_conversation_id": source_conversation_id} if source_document_id is None
+              else {"source_document_id": source_document_id})
+    [(column, source_id)] = source.items()
+    destination = scope.conversations.create(persona_id, title=title, channel=channel)
+    diagnostics = handoff.diagnostics()
+    artifact_id = ledger.append_message(
+        conn, user_id=scope.user_id, conversation_id=destination.id, role="assistant",
+        content=handoff.visible_text(source_title), kind="handoff_artifact", channel=channel,
+        metadata={"artifact": "branch_handoff", **source, "source_message_ids": list(handoff.source_message_ids)},
+    )
+    _store_handoff(conn, scope.user_id, destination.id, source_conversation_id, handoff,
+                   document_id=source_document_id)
+    conn.execute(  # the column is one of two fixed names, never input
+        f"INSERT INTO branch_requests (user_id, retry_key, {column}, destination_conversation_id, created_at)"
+        " VALUES (?, ?, ?, ?, ?)", (scope.user_id, retry_key, source_id, destination.id, utcnow()))
+    ledger.append(conn, user_id=scope.user_id, conversation_id=destination.id, kind="conversation.branched",
+                  channel=channel, payload={**source, **diagnostics})
+    return BranchResult(scope.conversations.get(destination.id), artifact_id, source_conversation_id,
+                        created=True, handoff=diagnostics, source_document_id=source_document_id)
 
 
 # --- Continue an imported archive conversation (A5, X4) --------------------------------------------
@@ -444,25 +454,7 @@ def continue_document(scope: "Scope", document_id: int, retry_key: str, *, perso
                                      limits=limits_from_settings(scope.hearth.settings), source_title=document.title)
             if handoff.is_empty:
                 raise Conflict("the document has no turns of yours or the companion's to continue from")
-            destination = scope.conversations.create(persona.id, title=_continued_title(document.title),
-                                                     channel=channel)
-            diagnostics = handoff.diagnostics()
-            artifact_id = ledger.append_message(
-                conn, user_id=scope.user_id, conversation_id=destination.id, role="assistant",
-                content=handoff.visible_text(document.title), kind="handoff_artifact", channel=channel,
-                metadata={"artifact": "branch_handoff", "source_document_id": document.id,
-                          "source_message_ids": list(handoff.source_message_ids)},
-            )
-            _store_handoff(conn, scope.user_id, destination.id, None, handoff, document_id=document.id)
-            conn.execute(
-                "INSERT INTO branch_requests (user_id, retry_key, source_document_id,"
-                " destination_conversation_id, created_at) VALUES (?, ?, ?, ?, ?)",
-                (scope.user_id, retry_key, document.id, destination.id, utcnow()),
-            )
-            ledger.append(conn, user_id=scope.user_id, conversation_id=destination.id,
-                          kind="conversation.branched", channel=channel,
-                          payload={"source_document_id": document.id, **diagnostics})
-            return BranchResult(scope.conversations.get(destination.id), artifact_id, None,
-                                created=True, handoff=diagnostics, source_document_id=document.id)
+            return _open_branch(scope, conn, handoff, persona.id, _continued_title(document.title), document.title,
+                                channel, retry_key, source_document_id=document.id)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"the continuation could not be created: {exc}") from exc
