@@ -24,6 +24,7 @@ from tests.test_ui import (  # noqa: F401  (shared fixtures)
     browser,
     chat_with_messages,
     elion,
+    eventually,
     expect,
     goto,
     me,
@@ -201,7 +202,7 @@ def test_w5_w2_after_stop_the_stopped_reply_and_keep_discard_are_in_view_above_t
         goto(page, base + f"/#conversation-{chat.id}")
         last_actions = page.locator(".message.role-assistant").last.locator(".turn-actions")
         expect(last_actions.get_by_role("button", name="Regenerate")).to_be_visible()
-        assert above_composer(page, last_actions)  # the last reply's buttons are never under the composer
+        eventually(lambda: above_composer(page, last_actions))  # the last reply's buttons: never under the composer
         long_story = [f"Paragraph {i} of a long story, told slowly.\n\n" for i in range(30)]
         provider.replies.append(scripted(*long_story, pause=0.15))
         page.fill("#composer-text", "Tell me a long story")
@@ -211,15 +212,14 @@ def test_w5_w2_after_stop_the_stopped_reply_and_keep_discard_are_in_view_above_t
         keep = page.get_by_role("button", name="Keep partial reply")
         discard = page.get_by_role("button", name="Discard")
         expect(keep).to_be_focused()
-        page.wait_for_timeout(300)  # the page settles (the composer's buttons change back)
+        # Once the page settles (the composer's buttons change back), each is in view.
         for control in (keep, discard, page.locator(".message.role-assistant").last.locator(".stopped p")):
-            assert above_composer(page, control), control
+            eventually(lambda control=control: above_composer(page, control))
         shot(page, "w5-390-stopped")
         keep.click()
         expect(page.locator(".message.role-assistant.partial")).to_have_count(1)
         expect(page.locator(".message.role-assistant").last.get_by_role("button", name="Regenerate")).to_be_visible()
-        page.wait_for_timeout(300)
-        assert above_composer(page, page.locator(".message.role-assistant").last.locator(".turn-actions"))
+        eventually(lambda: above_composer(page, page.locator(".message.role-assistant").last.locator(".turn-actions")))
         # A reply that ends normally: its buttons, drawn after it, are in view too.
         provider.replies.append(scripted(*long_story[:12]))
         page.fill("#composer-text", "And another one")
@@ -227,8 +227,7 @@ def test_w5_w2_after_stop_the_stopped_reply_and_keep_discard_are_in_view_above_t
         expect(page.locator(".message.streaming")).to_have_count(0)
         last_actions = page.locator(".message.role-assistant").last.locator(".turn-actions")
         expect(last_actions.get_by_role("button", name="Regenerate")).to_be_visible()
-        page.wait_for_timeout(300)
-        assert above_composer(page, last_actions)
+        eventually(lambda: above_composer(page, last_actions))
         assert page.script_errors == []
     finally:
         context.close()
