@@ -5,6 +5,7 @@
     ├── StoreError                   the database cannot be used as asked (HTTP 503)
     │   ├── StoreBusy                another writer holds the database too long (HTTP 503)
     │   └── SchemaError              the file is from a newer Hearth, or damaged
+    ├── ConstraintError              a write broke a unique, reference or check rule of the schema
     ├── InvalidInput                 a value that is wrongly typed, out of range or too long (HTTP 422)
     │   └── TooLarge                 a request body or uploaded file over its size limit (HTTP 413)
     ├── NotFound                     unknown id, or an id that belongs to another user (HTTP 404)
@@ -45,6 +46,14 @@ class StoreBusy(StoreError):
 
 class SchemaError(StoreError):
     code = "schema_error"
+
+
+class ConstraintError(HearthError):
+    """A write broke a rule of the schema: mostly a duplicate of a unique key, which code that
+    expects one (a concurrent insert of the same name) catches. Either engine raises it (the store
+    translates its driver's error). One that escapes is a bug, so it stays an HTTP 500."""
+
+    code = "constraint_violated"
 
 
 class InvalidInput(HearthError):

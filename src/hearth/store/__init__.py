@@ -1,7 +1,16 @@
-"""Storage: one SQLite file (or a PostgreSQL database), numbered migrations, transactions."""
+"""Storage: one SQLite file (or a PostgreSQL database), numbered migrations, transactions.
 
+Module code reaches the engine through the store seam (store/engine.py): ``Connection`` and
+``Row`` in type hints, ``store.engine`` / ``engine_of(conn)`` where the engines differ, ``state``
+for ``app_state``, Hearth's errors (``ConstraintError``, ``StoreError``) from either driver.
+"""
+
+from . import state
 from .connection import Store, inserted_id, utcnow
+from .engine import Connection, Cursor, Engine, Row, engine_of
 from .migrations import LATEST_VERSION
 from .postgres import PgStore, is_postgres, open_store
+from .sqlite import DRIVER_ERRORS
 
-__all__ = ["Store", "PgStore", "inserted_id", "utcnow", "LATEST_VERSION", "is_postgres", "open_store"]
+__all__ = ["Store", "PgStore", "inserted_id", "utcnow", "LATEST_VERSION", "is_postgres", "open_store",
+           "Connection", "Cursor", "Engine", "Row", "engine_of", "state", "DRIVER_ERRORS"]

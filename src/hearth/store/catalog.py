@@ -6,16 +6,21 @@ the same shapes. FTS5's virtual tables and their shadow tables are not data and 
 
 from __future__ import annotations
 
-import sqlite3
+from typing import Any
 
-from .postgres import is_postgres
+from .engine import Connection, engine_of
+
+
+def is_postgres(conn: Any) -> bool:
+    return engine_of(conn).name == "postgresql"
+
 
 # PostgreSQL's stand-in for FTS5's totals record (kept by triggers from the rows it counts): like
 # FTS5's shadow tables, not data.
 PG_DERIVED = ("keyword_totals",)
 
 
-def tables(conn: sqlite3.Connection) -> list[str]:
+def tables(conn: Connection) -> list[str]:
     """Ordinary data tables, by name."""
     if is_postgres(conn):
         return [r[0] for r in conn.execute(
@@ -33,7 +38,7 @@ _AS_SQLITE = {"bigint": "INTEGER", "integer": "INTEGER", "smallint": "INTEGER", 
               "bytea": "BLOB", "double precision": "REAL", "real": "REAL"}
 
 
-def columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
+def columns(conn: Connection, table: str) -> list[tuple[str, str]]:
     """(name, declared type, as SQLite would declare it) of each column, in table order."""
     if is_postgres(conn):
         # pgvector's ``vec`` is derived from the ``embedding`` bytes beside it: not data of its own.
@@ -44,7 +49,7 @@ def columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
     return [(r["name"], r["type"] or "") for r in conn.execute(f'PRAGMA table_info("{table}")')]
 
 
-def parents(conn: sqlite3.Connection, table: str) -> dict[str, list[tuple[str, str]]]:
+def parents(conn: Connection, table: str) -> dict[str, list[tuple[str, str]]]:
     """{parent table: [(column, parent column), ...]} from the table's foreign keys."""
     out: dict[str, list[tuple[str, str]]] = {}
     if is_postgres(conn):
@@ -64,7 +69,7 @@ def parents(conn: sqlite3.Connection, table: str) -> dict[str, list[tuple[str, s
     return out
 
 
-def dependency_order(conn: sqlite3.Connection, names: list[str]) -> list[str]:
+def dependency_order(conn: Connection, names: list[str]) -> list[str]:
     """``names`` with every table after the tables it refers to."""
     order: list[str] = []
 
@@ -81,7 +86,7 @@ def dependency_order(conn: sqlite3.Connection, names: list[str]) -> list[str]:
     return order
 
 
-def advance_identities(conn: sqlite3.Connection, tables: list[str]) -> None:
+def advance_identities(conn: Connection, tables: list[str]) -> None:
     """PostgreSQL: identity columns continue after ids inserted as they were (a copy, an import)."""
     for table in tables:
         if "id" not in [c for c, _ in columns(conn, table)]:

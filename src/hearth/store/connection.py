@@ -12,41 +12,16 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
-from ..errors import HearthError, InvalidInput, StoreBusy, StoreError
+from ..errors import StoreError
 from . import migrations
+from .sqlite import SQLITE, translate
+
+__all__ = ["Store", "inserted_id", "translate", "utcnow"]
 
 BUSY_TIMEOUT_MS = 30_000
 PAGE_CACHE_KIB = 32 * 1024  # per connection, filled only as pages are read
-
-
-def translate(exc: BaseException) -> HearthError | None:
-    """The Hearth error for a database failure, or None when ``exc`` is not one (S3, U3).
-
-    Runtime conditions (busy, disk full, read-only, damaged file) become ``StoreError`` with a
-    plain reason; a value SQLite cannot bind (a lone surrogate, an integer past 64 bits) is the
-    caller's ``InvalidInput``. Integrity errors are left to the code that expects them.
-    """
-    if isinstance(exc, UnicodeEncodeError):
-        return InvalidInput("text contains a lone surrogate and cannot be stored")
-    if isinstance(exc, OverflowError):
-        return InvalidInput("a number is outside the 64-bit range the database stores")
-    if isinstance(exc, sqlite3.IntegrityError) or not isinstance(exc, sqlite3.Error):
-        return None
-    message = str(exc)
-    lowered = message.lower()
-    if "locked" in lowered or "busy" in lowered:
-        return StoreBusy("the database is busy; try again")
-    if "full" in lowered:
-        reason = "the disk holding the database is full"
-    elif "readonly" in lowered or "read-only" in lowered:
-        reason = "the database is read-only"
-    elif "malformed" in lowered or "not a database" in lowered or "corrupt" in lowered:
-        reason = "the database file is damaged; run hearth doctor and restore a backup"
-    else:
-        reason = f"the database failed: {message}"
-    return StoreError(reason)
 
 
 def utcnow() -> str:
@@ -64,6 +39,8 @@ def inserted_id(cursor: sqlite3.Cursor) -> int:
 
 class Store:
     """A Hearth database file. Safe to share between threads: each thread gets its own connection."""
+
+    engine: Any = SQLITE  # what differs between the engines (store/engine.py); PgStore's is PostgreSQL's
 
     def __init__(self, path: str | Path, *, migrate: bool = True):
         self.path = Path(path)
@@ -97,13 +74,14 @@ class Store:
     def _open(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000,
             )
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open database {self.path}: {exc}") from exc
         conn.row_factory = sqlite3.Row
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            # sqlite3's own execute: the driver's message says what the file is instead.
+            sqlite3.Connection.execute(conn, "PRAGMA journal_mode=WAL")
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is not a Hearth database: {exc}") from exc
         conn.execute("PRAGMA foreign_keys=ON")
@@ -141,7 +119,7 @@ class Store:
             return
         try:
             self._begin_write(conn, exclusive)
-        except sqlite3.Error as exc:
+        except sqlite3.Error as exc:  # connections raise Hearth's errors; this is for a plain one
             raise translate(exc) or exc from exc
         self._local.depth = 1
         try:
@@ -157,10 +135,13 @@ class Store:
         self._local.depth = 0
         try:
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except Exception as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            raise translate(exc) or exc from exc
+            error = translate(exc)
+            if error is None:
+                raise
+            raise error from exc
 
     def _begin_write(self, conn: sqlite3.Connection, exclusive: bool) -> None:
         conn.execute("BEGIN IMMEDIATE")

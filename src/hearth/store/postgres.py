@@ -19,12 +19,15 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence, cast
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, cast
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError, StoreError
-from . import dialect, pg_migrations
+from . import catalog, dialect, pg_migrations
 from .connection import BUSY_TIMEOUT_MS, Store
+
+if TYPE_CHECKING:
+    from .engine import Connection, CopyRows
 
 # The key of the one advisory lock every write transaction takes (S3: writers are serialised).
 WRITE_LOCK_KEY = 0x4865617274  # "Heart"
@@ -33,6 +36,98 @@ WRITE_LOCK_KEY = 0x4865617274  # "Heart"
 def is_postgres(conn: Any) -> bool:
     """True for a connection of the PostgreSQL store (the few engine-specific branches ask this)."""
     return isinstance(conn, PgConnection)
+
+
+# The columns the keyword indexes cover: each is a GIN expression index over hearth_words(column)
+# (store/pg_migrations.py), PostgreSQL's stand-in for an FTS5 table.
+KEYWORD_COLUMNS = (("messages", "content"), ("archive_chunks", "text"), ("facts", "text"))
+
+
+class PgEngine:
+    """PostgreSQL: a server several Hearth processes share; tsvector + GIN, pgvector's HNSW."""
+
+    name = "postgresql"
+    shared = True
+    keyword_index = "tsvector"
+    vector_index = "pgvector"
+    chained_writes = True
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+
+    def json_get(self, column: str, path: str) -> str:
+        return f"({column}::jsonb #>> '{{{','.join(path.split('.'))}}}')"
+
+    def not_timestamp(self, column: str) -> str:
+        return rf"{column} !~ '^\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d.*Z$'"
+
+    def database_key(self, conn: "Connection") -> str:
+        return cast(PgConnection, conn).key
+
+    def foreign_key_violations(self, conn: "Connection") -> int:
+        return 0  # every statement's references are checked as it runs
+
+    def index_problems(self, conn: "Connection") -> list[str]:
+        return []  # the keyword index is an index of the rows' own table: it cannot drift
+
+    def index_damage(self, conn: "Connection") -> list[str]:
+        return []  # the server checks its own indexes
+
+    def advance_identities(self, conn: "Connection", tables: list[str]) -> None:
+        catalog.advance_identities(conn, tables)
+
+    def after_copy(self, conn: "Connection", tables: list[str]) -> None:
+        catalog.advance_identities(conn, tables)
+
+    def empty_tables(self, conn: "Connection", tables: list[str]) -> None:
+        if tables:
+            conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY")
+
+    def backup(self, store: "Store", partial: Path, copy_rows: "CopyRows") -> tuple[dict[str, int], int]:
+        # The server's files are not Hearth's to copy: every row goes into a new SQLite file.
+        return copy_rows(store, partial)
+
+    def reclaim(self, store: "Store", tables: tuple[str, ...]) -> None:
+        # VACUUM removes dead rows and their GIN and HNSW index entries and marks their space free.
+        conn = store.connection()
+        if conn.in_transaction:
+            return  # VACUUM cannot run inside a transaction; the next compaction (or autovacuum) does it
+        present = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
+        for table in tables:
+            if table in present:
+                conn.execute(f"VACUUM {table}")
+
+    def checkpoint(self, conn: "Connection") -> None:
+        """Nothing to do: the server owns its files and its log."""
+
+    def find_text(self, store: "Store", text: str, words: list[str]) -> tuple[int, list[str], int]:
+        # The server's files are not readable here: every text column of every table instead
+        # (places are ``table.column``), and the words in the keyword indexes' terms.
+        found: list[str] = []
+        with store.read() as conn:
+            columns = conn.execute(
+                "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+                " AND data_type IN ('text', 'character varying', 'json', 'jsonb') ORDER BY table_name, column_name"
+            ).fetchall()
+            checked = len({r[0] for r in columns})
+            pattern = "%" + text.lower().replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
+            for table, column in columns:
+                hit = conn.execute(f'SELECT 1 FROM "{table}" WHERE lower(CAST("{column}" AS TEXT)) LIKE ? ESCAPE \'!\''
+                                   " LIMIT 1", (pattern,)).fetchone()
+                if hit:
+                    found.append(f"{table}.{column}")
+            terms = 0
+            for table, column in KEYWORD_COLUMNS:
+                for word in words:
+                    terms += conn.execute(f"SELECT count(*) FROM {table} WHERE hearth_words({column})"
+                                          " @@ plainto_tsquery('simple', hearth_fold(?))", (word,)).fetchone()[0]
+        return checked, found, terms
+
+    def describe(self, store: "Store") -> list[tuple[str, str]]:
+        info = cast(PgStore, store).server_info()
+        return [("engine", "postgresql"), ("postgresql", info["server"]), ("database", info["database"]),
+                ("pgvector", info["pgvector"]), ("keyword index", "tsvector + GIN")]
+
+
+POSTGRES = PgEngine()
 
 
 def _psycopg():
@@ -154,6 +249,8 @@ class PgCursor:
 
 class PgConnection:
     """A psycopg connection with the sqlite3 surface module code is written against."""
+
+    engine = POSTGRES
 
     def __init__(self, raw: Any):
         self.raw = raw
@@ -280,7 +377,7 @@ def describe_url(url: str) -> str:
 class PgStore(Store):
     """A Hearth database on PostgreSQL: the same interface as the SQLite ``Store`` (S9)."""
 
-    engine = "postgresql"
+    engine = POSTGRES
 
     def __init__(self, url: str, *, migrate: bool = True):
         self.url = url
