@@ -1443,14 +1443,15 @@ def check_version(conn: sqlite3.Connection) -> int:
     return version
 
 
-def migrate(conn: sqlite3.Connection) -> list[int]:
-    """Apply missing migrations inside the caller's transaction; return the versions applied."""
+def migrate(conn: sqlite3.Connection, *, upto: int | None = None) -> list[int]:
+    """Apply missing migrations (up to version ``upto``, all by default) inside the caller's
+    transaction; return the versions applied."""
     _ensure_table(conn)
     check_version(conn)
     done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
     applied = []
     for migration in sorted(MIGRATIONS, key=number):
-        if number(migration) in done:
+        if number(migration) in done or (upto is not None and number(migration) > upto):
             continue
         migration(conn)
         conn.execute(

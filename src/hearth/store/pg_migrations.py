@@ -978,8 +978,9 @@ def ensure_vector(conn: "PgConnection") -> None:
                           f"a superuser must run CREATE EXTENSION vector in it once") from None
 
 
-def migrate(conn: "PgConnection") -> list[int]:
-    """Apply missing migrations inside the caller's transaction; return the versions applied."""
+def migrate(conn: "PgConnection", *, upto: int | None = None) -> list[int]:
+    """Apply missing migrations (up to version ``upto``, all by default) inside the caller's
+    transaction; return the versions applied."""
     check_version(conn)
     ensure_vector(conn)
     _ensure_table(conn)
@@ -989,7 +990,7 @@ def migrate(conn: "PgConnection") -> list[int]:
     done = {int(r[0]) for r in conn.raw.execute("SELECT version FROM schema_migrations").fetchall()}
     applied = []
     for number in sorted(PG_MIGRATIONS):
-        if number in done:
+        if number in done or (upto is not None and number > upto):
             continue
         PG_MIGRATIONS[number](conn)
         recorded = range(1, BASELINE + 1) if number == BASELINE else [number]
