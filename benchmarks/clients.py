@@ -44,7 +44,7 @@ def log(message: str) -> None:
 def v1_overhead(sends: int) -> dict[str, Any]:
     from fastapi.testclient import TestClient
 
-    from hearth.clients import ClientMessage
+    from hearth.interop.client_chats import ClientMessage
     from hearth.server import create_app
 
     with tempfile.TemporaryDirectory() as home:
@@ -119,7 +119,7 @@ def mcp_round_trip(data: Path, samples: int, queries: int) -> dict[str, Any]:
 
     from mcp import Client, StdioServerParameters
 
-    from hearth.layers.archive_recall import owner_search
+    from hearth.prompt.layers.archive_recall import owner_search
     from hearth.retrieval.semantic import embed_pending, shared_embedder
 
     with tempfile.TemporaryDirectory() as home:

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hearth import Hearth, Settings  # noqa: E402
-from hearth.ledger import verify  # noqa: E402
+from hearth.records.ledger import verify  # noqa: E402
 from hearth.store import utcnow  # noqa: E402
 
 OLD_CHECK = """

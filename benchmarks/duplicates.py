@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hearth.duplicates import compare, contradicts, lexical_similarity
+from hearth.memory.duplicates import compare, contradicts, lexical_similarity
 
 DATA = Path(__file__).parent / "data" / "memory_quads.tsv"
 

@@ -35,7 +35,7 @@ from common import StopwatchProvider, TextMaker, machine, summary  # noqa: E402
 from servers import children, cpu_seconds  # noqa: E402
 
 from hearth import Hearth, Settings  # noqa: E402
-from hearth.jobs import JobQueue  # noqa: E402
+from hearth.ops.jobs import JobQueue  # noqa: E402
 from hearth.retrieval.keyword import search_messages  # noqa: E402
 from hearth.store import open_store  # noqa: E402
 

@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import HashedEmbedder, StopwatchProvider, TextMaker, machine, summary  # noqa: E402
 
 from hearth import Hearth, Settings  # noqa: E402
-from hearth.forget import CONFIRMATION_PHRASE, compact, verify  # noqa: E402
 from hearth.prompt import stored  # noqa: E402
+from hearth.records.forget import CONFIRMATION_PHRASE, compact, verify  # noqa: E402
 
 CANARY = "zephyrquokkacanary"
 

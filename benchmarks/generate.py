@@ -267,7 +267,7 @@ def generate(args: argparse.Namespace) -> dict[str, Any]:
             batches.abort(exc)
             raise
         if args.active:
-            from hearth.helpers import OfflineHelper
+            from hearth.memory.helpers import OfflineHelper
 
             layers.live_context.set(active.id, mood="tired but hopeful", events="dentist on Thursday",
                                     needs="a calm evening", summary="talking through the week")

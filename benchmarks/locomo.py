@@ -45,9 +45,9 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from hearth import Hearth, Settings  # noqa: E402
 from hearth.errors import NotFound  # noqa: E402
-from hearth.helpers import OfflineHelper  # noqa: E402
-from hearth.helpers.base import TurnText  # noqa: E402
-from hearth.layers.keyword_recall import persona_names  # noqa: E402
+from hearth.memory.helpers import OfflineHelper  # noqa: E402
+from hearth.memory.helpers.base import TurnText  # noqa: E402
+from hearth.prompt.layers.keyword_recall import persona_names  # noqa: E402
 from hearth.retrieval import facts as fact_store  # noqa: E402
 from hearth.retrieval.hybrid import DEFAULT, SEND_PATH, Filters, Tuning, search  # noqa: E402
 from hearth.retrieval.keyword import search_messages, terms  # noqa: E402

@@ -51,7 +51,7 @@ from common import (  # noqa: E402
 )
 
 from hearth import Hearth, Settings  # noqa: E402
-from hearth.jobs import JobQueue  # noqa: E402
+from hearth.ops.jobs import JobQueue  # noqa: E402
 from hearth.store import is_postgres  # noqa: E402
 
 WORDS = ("tea garden rain letter harbour morning cat music bread window river lamp story walk "
@@ -406,7 +406,7 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
                 layer.embedder = None
     if args.send_tuning:
         # Archive recall with other settings (an experiment beside the shipped ``SEND_PATH``).
-        from hearth.layers import archive_recall
+        from hearth.prompt.layers import archive_recall
 
         changes = {k: type(getattr(archive_recall.SEND_PATH, k))(v)
                    for k, v in (item.split("=", 1) for item in args.send_tuning)}
@@ -423,7 +423,7 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     notes.append(f"vector indexes warmed in {warm_s:.1f} s before the timed sends")
     worker = None
     if not args.no_worker:
-        from hearth.jobs import Worker
+        from hearth.ops.jobs import Worker
 
         # As `hearth serve` runs it: summaries, live context, review and the embedding of new turns.
         # Paced by the worker, it looks for new jobs every 50 ms instead of every 2 s when idle, so

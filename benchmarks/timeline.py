@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import StopwatchProvider, machine, summary  # noqa: E402
 
 from hearth import Hearth, Settings  # noqa: E402
-from hearth import chat as send_path  # noqa: E402
-from hearth.timeline import pages  # noqa: E402
-from hearth.timeline.spans import stamp  # noqa: E402
+from hearth.continuity.timeline import pages  # noqa: E402
+from hearth.continuity.timeline.spans import stamp  # noqa: E402
+from hearth.thread import send as send_path  # noqa: E402
 
 WORDS = ("tea garden rain letter harbour morning cat music bread window river lamp story walk "
          "winter friend book kitchen train market sea song quiet light").split()

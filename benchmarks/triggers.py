@@ -3,7 +3,7 @@
 Builds libraries of 1,000 and 10,000 fragments and matches 200 realistic chat messages against
 each, printing build time and median / p99 match time. It also measures an Aho-Corasick design
 (``ahocorasick_rs`` over the folded message, with word-boundary checks afterwards) on the same
-data, which is how the token/phrase hash index in ``hearth.triggers`` was chosen.
+data, which is how the token/phrase hash index in ``hearth.lorebook.triggers`` was chosen.
 
 Times are CPU time of this process (``time.process_time``) so that other work on the machine
 disturbs them less; wall-clock figures are printed alongside.
@@ -11,7 +11,7 @@ disturbs them less; wall-clock figures are printed alongside.
 Lorebook activation (X3): the same 10,000 fragments as SillyTavern-style entries with controls
 (secondary keys and selective logic, case-sensitive, partial-word and punctuated keys, some
 regex keys, constant / sticky / cooldown / probability entries, recursion two levels deep)
-matched through ``hearth.activation.Activator``, next to the plain index on the plain library as
+matched through ``hearth.lorebook.activation.Activator``, next to the plain index on the plain library as
 the floor, per class of message (short: under 40 words; long: 40 words or more).
 
 Run: ``python benchmarks/triggers.py``
@@ -27,8 +27,8 @@ from functools import partial
 
 import ahocorasick_rs
 
-from hearth.activation import Activator
-from hearth.triggers import TriggerFragment, TriggerIndex, fold, normalise_trigger, word_forms
+from hearth.lorebook.activation import Activator
+from hearth.lorebook.triggers import TriggerFragment, TriggerIndex, fold, normalise_trigger, word_forms
 
 COMMON = (
     "i you we it the a an and but so because just really maybe today yesterday tomorrow morning "

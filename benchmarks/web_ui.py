@@ -49,12 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from common import machine, summary  # noqa: E402
 
-from hearth import (  # noqa: E402
-    Hearth,
-    Settings,
-    ledger,  # noqa: E402
-)
+from hearth import Hearth, Settings
 from hearth.providers.base import StreamEvent, Usage  # noqa: E402
+from hearth.records import ledger
 from hearth.server import create_app  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"

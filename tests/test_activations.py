@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from hearth import Hearth, Settings
-from hearth.activations import find_mentions, resolve_day
 from hearth.errors import InvalidInput
-from hearth.jobs import Worker
+from hearth.ops.jobs import Worker
+from hearth.outreach.checkins import find_mentions, resolve_day
 
 UTC = timezone.utc
 

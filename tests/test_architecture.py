@@ -123,7 +123,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_reader_sees_lazy_imports_and_skips_type_checking_blocks():
     graph = import_graph()
-    assert "hearth.engine" in graph["hearth"]
+    assert "hearth.scope" in graph["hearth"]
     # A cycle made through an import inside a function is still a cycle.
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
@@ -152,7 +152,7 @@ def test_g1_the_library_and_cli_import_and_chat_offline_without_any_extra(tmp_pa
     importing the server, a provider SDK or the local model's runtime."""
     result = _run(f"""
         import sys
-        import hearth, hearth.cli, hearth.registry, hearth.engine
+        import hearth, hearth.cli, hearth.wiring, hearth.scope
         from hearth import Hearth, Settings
         with Hearth(Settings.resolve({{"provider": "offline"}})) as h:
             me = h.scope()

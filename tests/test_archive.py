@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 
 from hearth.errors import InvalidInput
-from hearth.layers.archive_recall import TRUST, RecallTools, needs_old_memory
-from hearth.library import Library
+from hearth.prompt.layers.archive_recall import TRUST, RecallTools, needs_old_memory
 from hearth.providers.base import ToolCall
 from hearth.retrieval import searchlog
 from hearth.retrieval.archive import Archive, Labels, chunk_turns, parse_turns
 from hearth.retrieval.hybrid import Filters, context_block, date_hint, fuse, search
 from hearth.retrieval.semantic import embed_pending, embed_texts, pending_count, shared_embedder, vector_search
 from hearth.retrieval.vectors import from_blob
-from hearth.tools import ToolContext
+from hearth.thread.files import Library
+from hearth.thread.tools import ToolContext
 from tests.engines import keyword_ids
 
 TRANSCRIPT = """Notes copied from the old portal.
@@ -229,8 +229,8 @@ def test_a4_p3_library_section_is_in_the_prompt_when_the_tool_is_offered(me, leg
 
 
 def test_s7_s8_background_embedding_job_works_in_slices_and_requeues(me, legacy_persona, embedder):
-    from hearth.jobs import JobQueue
-    from hearth.layers.archive_recall import EMBED_JOB, embed_job
+    from hearth.ops.jobs import JobQueue
+    from hearth.prompt.layers.archive_recall import EMBED_JOB, embed_job
 
     c = me.conversations.create(legacy_persona.id, "Chat")
     for i in range(3):

@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from hearth import Hearth, Settings
-from hearth.branch import handoff_text
-from hearth.forget import verify
+from hearth.continuity.branch import handoff_text
+from hearth.records.forget import verify
 from hearth.server import create_app
 from tests.test_forget import drain
 from tests.test_server import BASE

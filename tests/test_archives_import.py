@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from hearth import Hearth, Settings
 from hearth.cli import cli
-from hearth.jobs import JobQueue, Worker
-from hearth.layers.archive_recall import EMBED_JOB
+from hearth.ops.jobs import JobQueue, Worker
+from hearth.prompt.layers.archive_recall import EMBED_JOB
 from hearth.retrieval.archive import Archive
 from tests import samples
 

@@ -11,9 +11,16 @@ import pytest
 from click.testing import CliRunner
 
 from hearth import Hearth, Settings
-from hearth.backup import STATE_KEY, backup, last_verified, manifest_path, restore_deployment, verify_backup
 from hearth.cli import cli
 from hearth.errors import Conflict, SchemaError, StoreError
+from hearth.ops.backup import (
+    STATE_KEY,
+    backup,
+    last_verified,
+    manifest_path,
+    restore_deployment,
+    verify_backup,
+)
 from hearth.store import LATEST_VERSION, catalog, open_store
 from tests.importfuzz import _postgres_hash
 

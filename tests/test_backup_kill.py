@@ -1,7 +1,7 @@
 """kill -9 during a backup, at every step (S4): the destination is visible only whole and verified.
 
 Each trial runs ``backup`` in a real subprocess that is killed with SIGKILL, either at a named
-step (the subprocess replaces ``hearth.backup._checkpoint`` with a function that kills itself
+step (the subprocess replaces ``hearth.ops.backup._checkpoint`` with a function that kills itself
 there) or at a moment while the copy is being written. Afterwards the live database is intact,
 the destination is either absent or a complete verified backup that restores, and a new backup
 to the same name works (or, over a complete one, is refused as existing).
@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from hearth import Conflict, StoreError
-from hearth.backup import STEPS, backup, manifest_path, restore, verify_backup
+from hearth.ops.backup import STEPS, backup, manifest_path, restore, verify_backup
 
 KILL_AT_STEP = """
 import os, signal, sys
-from hearth import backup as b
+from hearth.ops import backup as b
 from hearth.store import Store
 
 def checkpoint(name):
@@ -37,7 +37,7 @@ b.backup(Store(sys.argv[1]), sys.argv[2])
 
 RUN = """
 import sys
-from hearth import backup as b
+from hearth.ops import backup as b
 from hearth.store import Store
 b.backup(Store(sys.argv[1]), sys.argv[2])
 """

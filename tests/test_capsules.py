@@ -10,11 +10,11 @@ import httpx
 import pytest
 
 from hearth import Hearth, Settings
-from hearth.helpers import HelperOutputError, ModelHelper, OfflineHelper
-from hearth.jobs import JobQueue, Worker
+from hearth.continuity.timeline import capsules
+from hearth.memory.helpers import HelperOutputError, ModelHelper, OfflineHelper
+from hearth.ops.jobs import JobQueue, Worker
 from hearth.providers.base import StreamEvent, Usage
 from hearth.server import create_app
-from hearth.timeline import capsules
 from tests.conftest import RecordingProvider
 from tests.test_server import serve_in_thread
 

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from hearth.cli import cli
-from hearth.importers import card_identity, cards
+from hearth.interop.importers import card_identity, cards
 from hearth.server import create_app
 from hearth.store import Store, migrations
 from tests import samples

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hearth.cli import cli
-from hearth.importers import cards
+from hearth.interop.importers import cards
 from tests import samples
 
 

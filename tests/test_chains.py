@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from hearth import Conflict, Hearth, InvalidInput, Settings
 from hearth.cli import cli
+from hearth.continuity.timeline import capsules
 from hearth.server import create_app
-from hearth.timeline import capsules
 from tests.test_server import serve_in_thread
 
 CAPSULE_JSON = json.dumps({"facts": ["The person likes rain."], "commitments": [], "unresolved": [],

@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 from twilio.request_validator import RequestValidator
 
 from hearth import Hearth, Settings
-from hearth.channels import mail, receive, sms
 from hearth.errors import Forbidden, InvalidInput
-from hearth.jobs import Worker
+from hearth.ops.jobs import Worker
+from hearth.outreach.channels import mail, receive, sms
 from hearth.server import create_app
 from tests.fakes.twilio_server import FakeTwilio
 

@@ -15,10 +15,10 @@ import time
 import numpy as np
 
 from hearth import Hearth, Settings
-from hearth.jobs import JobQueue, Worker
+from hearth.continuity.timeline.checkpoints import checkpoint_job
+from hearth.continuity.timeline.spans import CHECKPOINT_JOB
+from hearth.ops.jobs import JobQueue, Worker
 from hearth.store import is_postgres
-from hearth.timeline.checkpoints import checkpoint_job
-from hearth.timeline.spans import CHECKPOINT_JOB
 
 IDLE = 30 * 60
 CHECKPOINTS_ONLY = {CHECKPOINT_JOB: checkpoint_job}
@@ -95,9 +95,9 @@ def test_e2_a_busy_span_is_not_checkpointed_and_its_job_comes_back(me, hearth, p
 SLOW_WORKER = textwrap.dedent("""
     import os, sys, time
     from hearth import Hearth, Settings
-    from hearth.helpers import OfflineHelper
-    from hearth.jobs import JobQueue, Worker
-    from hearth.timeline.checkpoints import checkpoint_job
+    from hearth.memory.helpers import OfflineHelper
+    from hearth.ops.jobs import JobQueue, Worker
+    from hearth.continuity.timeline.checkpoints import checkpoint_job
 
     class SlowHelper(OfflineHelper):
         def extract_memories(self, turns):

@@ -15,11 +15,11 @@ from fastapi.testclient import TestClient
 from hearth import Hearth, InvalidInput, Settings
 from hearth.cli import cli
 from hearth.errors import ProviderError, UnknownModel
-from hearth.personas import DEFAULT_IDENTITY
 from hearth.providers.anthropic_messages import AnthropicProvider
 from hearth.providers.offline import OfflineProvider
 from hearth.providers.openai_chat import OpenAIChatProvider
 from hearth.providers.openai_responses import OpenAIResponsesProvider
+from hearth.records.personas import DEFAULT_IDENTITY
 from hearth.server import create_app
 from tests.test_server import BASE, assert_error, row_counts
 
@@ -435,7 +435,7 @@ def test_u1_an_imported_card_becomes_the_companion_and_the_default_is_archived(c
 
 
 def test_u1_a_companion_named_like_the_default_gets_its_own_short_name(hearth):
-    from hearth.onboarding import create_companion
+    from hearth.records.onboarding import create_companion
 
     me = hearth.scope()
     me.personas.default()

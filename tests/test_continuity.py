@@ -16,9 +16,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from hearth import Hearth
-from hearth.backup import backup
-from hearth.cleanup import CONFIRMATION_PHRASE, delete, preview
 from hearth.errors import Conflict, Forbidden, InvalidInput, NotFound, StoreError
+from hearth.ops.backup import backup
+from hearth.ops.cleanup import CONFIRMATION_PHRASE, delete, preview
 from tests.engines import failing_inserts, keyword_ids
 
 BOUNDARY_RE = re.compile(r"VERBATIM_EXCHANGE_([0-9a-f-]{36})")

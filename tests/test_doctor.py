@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from hearth.ledger import verify
+from hearth.records.ledger import verify
 
 
 @pytest.mark.sqlite_only

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from hearth import Hearth, InvalidInput, Settings
 from hearth.cli import cli
-from hearth.duplicates import compare, contradicts, lexical_similarity
+from hearth.memory.duplicates import compare, contradicts, lexical_similarity
 from hearth.server.app import create_app
 from tests.conftest import RecordingProvider
 from tests.test_memories import memory_lines

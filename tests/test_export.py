@@ -7,7 +7,7 @@ import json
 import pytest
 
 from hearth import Conflict, Hearth, InvalidInput, Settings
-from hearth.export import export_user, import_user
+from hearth.interop.export import export_user, import_user
 from tests.engines import keyword_ids
 
 
@@ -41,7 +41,7 @@ def test_s5_export_then_import_into_an_empty_store_reproduces_the_user(hearth, m
         assert target.stored_prompt(chat.id) == me.stored_prompt(chat.id)
         assert [m.text for m in target.memories.snapshot(chat.id)] == ["Likes tea"]
         assert len(keyword_ids(fresh.store.connection(), "messages_fts", "garden")) == 1
-        from hearth import ledger
+        from hearth.records import ledger
         assert ledger.verify(fresh.store.connection()).ok
         target.send(chat.id, "still here")
 

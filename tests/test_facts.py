@@ -11,15 +11,15 @@ import time
 import pytest
 
 from hearth import Hearth, InvalidInput, Settings
-from hearth.forget import CONFIRMATION_PHRASE, verify
-from hearth.helpers import OfflineHelper
-from hearth.jobs import JobQueue, Worker
+from hearth.continuity.timeline.checkpoints import checkpoint_job
+from hearth.continuity.timeline.spans import CHECKPOINT_JOB
+from hearth.memory.helpers import OfflineHelper
+from hearth.ops.jobs import JobQueue, Worker
+from hearth.records.forget import CONFIRMATION_PHRASE, verify
 from hearth.retrieval import facts
 from hearth.retrieval.candidates import vector_lists
 from hearth.retrieval.hybrid import DEFAULT, Filters, build_variants, search
 from hearth.retrieval.semantic import embed_pending, shared_embedder
-from hearth.timeline.checkpoints import checkpoint_job
-from hearth.timeline.spans import CHECKPOINT_JOB
 
 IDLE = 30 * 60
 CANARY = "wombatquasar"

@@ -6,9 +6,9 @@ import pytest
 
 from hearth import InvalidInput, NotFound
 from hearth.errors import Conflict
-from hearth.forget import CONFIRMATION_PHRASE, verify
-from hearth.helpers import OfflineHelper
-from hearth.jobs import Worker
+from hearth.memory.helpers import OfflineHelper
+from hearth.ops.jobs import Worker
+from hearth.records.forget import CONFIRMATION_PHRASE, verify
 from hearth.retrieval.archive import Archive
 from hearth.store import is_postgres
 
@@ -111,7 +111,7 @@ def test_b4_forgetting_a_memory_and_an_archive_document(hearth, me, persona):
 
 
 def test_b4_forgetting_empties_the_process_caches_keyed_by_text(hearth, me, persona):
-    from hearth import duplicates
+    from hearth.memory import duplicates
     from hearth.retrieval import semantic
 
     memory = me.memories.add(f"Hides the letters in the {CANARY} tin")

@@ -12,9 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hearth import handoff
-from hearth.errors import InvalidInput
-from hearth.handoff import (
+from hearth.continuity import handoff
+from hearth.continuity.handoff import (
     PLACEHOLDER_UUID,
     TITLE_CAP,
     HandoffLimits,
@@ -27,6 +26,7 @@ from hearth.handoff import (
     select_final_eight,
     visible_title,
 )
+from hearth.errors import InvalidInput
 
 # Sample persona configuration (labels are parameters, never product constants).
 USER = "AUMA said:"

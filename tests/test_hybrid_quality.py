@@ -170,7 +170,7 @@ def test_k1_query_terms_stay_within_a_postings_budget(me, persona):
 
 def test_k1_send_path_asks_no_keyword_query_for_a_message_whose_rarest_word_is_over_the_budget(me, persona,
                                                                                                monkeypatch):
-    from hearth.layers import keyword_recall
+    from hearth.prompt.layers import keyword_recall
     from hearth.retrieval import tuning
 
     assert tuning.SEND_PATH.rarest_over_budget is False and tuning.DEFAULT.rarest_over_budget is True

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 
 from hearth import Hearth, Settings
-from hearth.export import export_user, import_user
-from hearth.importers import import_bytes
+from hearth.interop.export import export_user, import_user
+from hearth.interop.importers import import_bytes
 from hearth.retrieval.archive import Archive
 
 from .importfuzz import all_or_nothing, json_mutants, text_mutants

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from hearth.cli import cli
 from hearth.errors import InvalidInput
-from hearth.importers import import_bytes
-from hearth.importers.chatgpt import current_branch
+from hearth.interop.importers import import_bytes
+from hearth.interop.importers.chatgpt import current_branch
 from hearth.retrieval.archive import Archive
 
 

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 from hearth import Hearth, HearthError, NotFound, Settings
-from hearth.clients import ClientMessage
-from hearth.helpers import helper_for
-from hearth.library import Library
+from hearth.interop.client_chats import ClientMessage
+from hearth.memory.helpers import helper_for
 from hearth.prompt.dynamic import Turn
 from hearth.providers.base import ToolCall
-from hearth.tools import ToolContext
+from hearth.thread.files import Library
+from hearth.thread.tools import ToolContext
 from tests.conftest import RecordingProvider
 
 MARKER = "zephyrquill"  # a word in the first user's data, which the second user searches for

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from hearth import Hearth, Settings
 from hearth.errors import InvalidInput, ProviderError
-from hearth.jobs import JobQueue, Worker
-from hearth.registry import _registered, register_handler
+from hearth.ops.jobs import JobQueue, Worker
+from hearth.wiring import _registered, register_handler
 
 
 class Clock:
@@ -110,7 +110,7 @@ def test_g3_failures_back_off_exponentially_then_dead_letter_without_content(hea
 
 
 def test_g3_not_found_is_not_retried(hearth, me):
-    from hearth.layers.summary import JOB_KIND
+    from hearth.prompt.layers.summary import JOB_KIND
 
     job_id = JobQueue(hearth.store).enqueue(me.user_id, JOB_KIND, {"conversation_id": 9999})
     Worker(hearth).run_once()

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from hearth import ledger
 from hearth.errors import DispatchRefused
-from hearth.layers.keyword_recall import LABEL, TRUST, is_relational, overlap, shingles
 from hearth.prompt.assembly import refuse_birth_period_recall
 from hearth.prompt.dynamic import RECALL_HEADING, Block
+from hearth.prompt.layers.keyword_recall import LABEL, TRUST, is_relational, overlap, shingles
 from hearth.providers.base import ChatMessage
+from hearth.records import ledger
 from hearth.retrieval import searchlog
 from hearth.retrieval.hybrid import select_terms
 

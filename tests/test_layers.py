@@ -16,11 +16,11 @@ from fastapi.testclient import TestClient
 
 from hearth import Hearth, Settings
 from hearth.errors import InvalidInput
-from hearth.helpers import HelperOutputError, ModelHelper, OfflineHelper, helper_for
-from hearth.helpers.base import ReviewInput, StatusField, TurnText, word_count
-from hearth.jobs import Worker
-from hearth.layers import fragments as fragments_mod
+from hearth.memory.helpers import HelperOutputError, ModelHelper, OfflineHelper, helper_for
+from hearth.memory.helpers.base import ReviewInput, StatusField, TurnText, word_count
+from hearth.ops.jobs import Worker
 from hearth.prompt.dynamic import ORDER, SUMMARY_HEADER, Turn
+from hearth.prompt.layers import fragments as fragments_mod
 from hearth.providers.base import StreamEvent, Usage
 from hearth.providers.openai_chat import OpenAIChatProvider
 from tests.conftest import RecordingProvider
@@ -357,7 +357,7 @@ def test_g3_worker_runs_model_helper_jobs_against_the_fake_server(me, chat, hear
     fake_provider_server.script(text=[json.dumps({"summary": "The person is settling in a new kitten."})])
     provider = OpenAIChatProvider(model="fake", api_key="k", base_url=fake_provider_server.openai_base_url)
     Worker(hearth, helper=ModelHelper(provider),
-           handlers={"summary.refresh": __import__("hearth.layers.summary", fromlist=["x"]).refresh_job}).run_once()
+           handlers={"summary.refresh": __import__("hearth.prompt.layers.summary", fromlist=["x"]).refresh_job}).run_once()
     summary = me.layers.summaries.current(chat.id)
     assert summary.source == "model" and summary.display == "The person is settling in a new kitten."
 

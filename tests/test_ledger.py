@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from hearth import ledger
+from hearth.records import ledger
 from tests.engines import foreign_keys_off
 
 

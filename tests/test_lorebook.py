@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hearth.activation import Activator
 from hearth.cli import cli
-from hearth.layers.fragments import Fragment
+from hearth.lorebook.activation import Activator
+from hearth.prompt.layers.fragments import Fragment
 from tests import samples
 from tests.test_layers import context_message
 
@@ -245,7 +245,7 @@ def test_x3_fuzzed_lorebooks_never_crash_nor_import_partially(me, field, value, 
 
 
 def test_x3_f2_lorebook_edits_are_live_and_compiled_once_per_library_version(me, book, chat, provider):
-    from hearth.layers import fragments as fragments_mod
+    from hearth.prompt.layers import fragments as fragments_mod
 
     me.send(chat.id, "Tell me about the dice")
     assert "Never shows" not in context_message(provider.requests[-1])

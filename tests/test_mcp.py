@@ -330,7 +330,7 @@ VALID_CALLS: dict[str, dict[str, Any]] = {
 def test_x2_u3_hostile_values_sweep_no_tracebacks_and_no_unusable_writes(hearth, me, persona, caplog):
     import logging
 
-    from hearth import mcp_tools
+    from hearth.mcp import tools as mcp_tools
 
     me.memories.add("Robin takes her tea without sugar", "habits", 3)
     me.send(me.conversations.create(persona.id, title="Kites").id, "We flew kites on the beach")

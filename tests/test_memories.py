@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from hearth import Hearth, InvalidInput, NotFound, Settings, reconcile
+from hearth import Hearth, InvalidInput, NotFound, Settings
+from hearth.prompt import reconcile
 from hearth.prompt.static import POLICY_VERSION
 
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from hearth import Hearth, Settings
 from hearth.errors import ConfigError, SchemaError
-from hearth.jobs import JobQueue
+from hearth.ops.jobs import JobQueue
 from hearth.store import PgStore, migrations, open_store, pg_migrations
 from hearth.store.dialect import to_postgres
 
@@ -71,7 +71,7 @@ def test_s9_ledger_is_append_only_on_postgres(pg_url):
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             with hearth.store.write() as conn:
                 conn.execute("UPDATE events SET kind = 'x'")
-        from hearth import ledger
+        from hearth.records import ledger
 
         assert ledger.verify(hearth.store.connection()).problems == []
     finally:
@@ -191,9 +191,9 @@ def _counts(store) -> dict[str, int]:
 
 
 def test_s11_migrate_store_copies_sqlite_to_postgres_and_back_resumably(tmp_path, pg_url, monkeypatch):
-    from hearth import ledger
     from hearth.cli import cli
-    from hearth.migrate_store import copy_store
+    from hearth.ops.migrate_store import copy_store
+    from hearth.records import ledger
 
     monkeypatch.delenv("HEARTH_DATABASE_URL", raising=False)
     hearth, last = _deployment(tmp_path / "home")
@@ -316,9 +316,9 @@ def test_s9_nothing_is_written_beside_a_path_made_from_the_url_postgres(tmp_path
     """Sends, embeddings, searches, forgetting, compaction and a backup on PostgreSQL leave the
     working directory as they found it: no SQLite file and no vector-index folder named after the
     database URL (pgvector is the index of record; the store has no file)."""
-    from hearth.backup import backup
     from hearth.errors import StoreError
-    from hearth.forget import compact, verify
+    from hearth.ops.backup import backup
+    from hearth.records.forget import compact, verify
     from hearth.retrieval.archive import Archive
     from hearth.retrieval.semantic import INDEXES, embed_pending, shared_embedder, warm
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hearth import Hearth, Settings, ledger
+from hearth import Hearth, Settings
+from hearth.records import ledger
 from hearth.retrieval import pgsearch, pgvectors
 from hearth.retrieval.archive import Archive
 from hearth.retrieval.semantic import embed_pending, shared_embedder
@@ -104,7 +105,7 @@ def test_s9_a_saved_message_is_one_statement_and_keeps_the_ledger_postgres(tmp_p
 
 
 def test_s11_migrate_store_builds_the_hnsw_index_over_the_copied_vectors_postgres(tmp_path, pg_url, monkeypatch):
-    from hearth.migrate_store import copy_store
+    from hearth.ops.migrate_store import copy_store
 
     monkeypatch.delenv("HEARTH_DATABASE_URL", raising=False)
     home = tmp_path / "home"

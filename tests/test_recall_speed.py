@@ -10,7 +10,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from hearth.jobs import chat_messages_after
+from hearth.ops.jobs import chat_messages_after
 from hearth.retrieval import searchlog, semantic
 from hearth.retrieval.archive import Archive
 from hearth.retrieval.hybrid import Budget, Filters, Result, Tuning, feedback_step, search
@@ -238,7 +238,7 @@ def test_a2_tuning_shortens_the_context_embedded_with_the_message():
 
 @pytest.mark.sqlite_only
 def test_s7_sqlite_plan_embedding_job_follows_a_cursor_instead_of_scanning(me, archive_persona, embedder):
-    from hearth.layers.archive_recall import embed_job
+    from hearth.prompt.layers.archive_recall import embed_job
 
     c = _thread(me, archive_persona, "Chat", [("user", f"line {i}") for i in range(4)])
     embed_job(me, {"limit": 100})
@@ -545,7 +545,7 @@ def test_a2_query_embedding_reads_at_most_its_first_tokens(embedder):
 
 
 def test_s7_a2_background_embedding_waits_while_a_send_assembles(me, hearth, archive_persona):
-    from hearth.layers.archive_recall import embed_job
+    from hearth.prompt.layers.archive_recall import embed_job
 
     calls: list[float] = []
 
@@ -638,7 +638,7 @@ def test_a2_send_path_feedback_reads_few_frequencies_and_stays_within_the_postin
 @pytest.mark.sqlite_only
 def test_s7_sqlite_the_embedding_job_adds_new_vectors_to_the_loaded_index_so_the_next_search_adds_none(
         me, archive_persona, embedder, monkeypatch):
-    from hearth.layers.archive_recall import embed_job
+    from hearth.prompt.layers.archive_recall import embed_job
 
     old = _thread(me, archive_persona, "Old", [("user", "the lighthouse keeper's cat"), ("assistant", "Juniper!")])
     embed_job(me, {})
@@ -721,7 +721,7 @@ def test_a2_scoring_breaks_down_only_the_results_it_returns_and_counts_every_can
 def test_a2_a_running_worker_collects_the_youngest_generation_less_often_and_restores_it(hearth):
     import gc
 
-    from hearth.jobs import YOUNG_THRESHOLD, Worker
+    from hearth.ops.jobs import YOUNG_THRESHOLD, Worker
 
     before = gc.get_threshold()
     worker = Worker(hearth, handlers={}, poll_seconds=0.01, settle_every_seconds=3600.0)
@@ -746,7 +746,7 @@ def test_a2_worker_collects_garbage_between_sends_and_freezes_what_is_left(heart
     import gc
     import weakref
 
-    from hearth.jobs import Worker
+    from hearth.ops.jobs import Worker
 
     class Node:
         pass

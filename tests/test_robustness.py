@@ -197,7 +197,7 @@ def test_u3_cli_import_of_hostile_chatgpt_files_is_one_line_exit_2(tmp_path, mon
 
 # -- Hearth export restore -----------------------------------------------------------------------------------
 def test_u3_s3_a_broken_hearth_export_is_refused_whole_before_any_write(hearth, me, persona, tmp_path, monkeypatch):
-    from hearth.export import export_user, import_user
+    from hearth.interop.export import export_user, import_user
 
     conversation = me.conversations.create(persona.id, title="Morning")
     me.conversations.add_message(conversation.id, "user", "Good morning")

@@ -132,7 +132,7 @@ def test_s10_two_servers_and_two_workers_share_one_postgres_database(tmp_path, p
             doubled = conn.execute("SELECT span_id FROM events WHERE kind = 'checkpoint.created'"
                                    " GROUP BY span_id HAVING count(*) > 1").fetchall()
             assert doubled == []
-            from hearth import ledger
+            from hearth.records import ledger
 
             assert ledger.verify(conn).problems == []
             events = conn.execute("SELECT payload FROM events WHERE kind = 'message'").fetchall()

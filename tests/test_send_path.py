@@ -334,7 +334,7 @@ def test_t1_e3_history_after_a_capsule_is_cached_and_a_newer_capsule_reads_afres
     """Once a continuity capsule covers the older turns, each send reads only the turns added
     since the last send, not every turn since the capsule again; a newer capsule's bound is never
     served the older window."""
-    from hearth.history import HistoryCache
+    from hearth.thread.turns import HistoryCache
 
     conversation = me.conversations.create(persona.id)
     ids = [me.conversations.add_message(conversation.id, "user" if i % 2 == 0 else "assistant", f"turn {i}").id
@@ -353,9 +353,9 @@ def test_t1_e3_history_after_a_capsule_is_cached_and_a_newer_capsule_reads_afres
 
 
 def test_t1_the_cached_window_keeps_provider_messages_in_step_and_assembly_does_not_walk_the_turns(me, persona):
-    from hearth.history import HistoryCache
     from hearth.prompt.assembly import HistoryTurns, assemble
     from hearth.prompt.dynamic import RenderedContext
+    from hearth.thread.turns import HistoryCache
 
     conversation = me.conversations.create(persona.id)
     ids = [me.conversations.add_message(conversation.id, "user" if i % 2 == 0 else "assistant", f"turn {i} " * (i + 1)).id

@@ -11,7 +11,8 @@ import time
 
 import httpx
 
-from hearth import Hearth, Settings, reconcile
+from hearth import Hearth, Settings
+from hearth.prompt import reconcile
 from hearth.prompt.static import POLICY_VERSION
 
 

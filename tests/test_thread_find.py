@@ -14,7 +14,7 @@ from hearth import Conflict, InvalidInput
 from hearth.cli import cli
 from hearth.server import create_app
 from hearth.store import Store
-from hearth.thread_search import parse, snippet
+from hearth.thread.search import parse, snippet
 from tests import samples
 from tests.conftest import ENGINE
 from tests.test_server import BASE, assert_error, parse_sse, row_counts

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from hearth import Hearth, ledger
-from hearth.layers.thread_recall import T2_LABEL, T3_LABEL, TRUST, tier
+from hearth import Hearth
+from hearth.prompt.layers.thread_recall import T2_LABEL, T3_LABEL, TRUST, tier
+from hearth.records import ledger
 from hearth.retrieval import searchlog
 
 

@@ -18,10 +18,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from hearth import ConfigError, Hearth, InvalidInput, NotFound, Settings, ledger
+from hearth import ConfigError, Hearth, InvalidInput, NotFound, Settings
 from hearth.cli import cli
+from hearth.continuity.timeline import spans
+from hearth.records import ledger
 from hearth.server import create_app
-from hearth.timeline import spans
 from tests.test_server import serve_in_thread
 
 IDLE = 30 * 60

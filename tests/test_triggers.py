@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hearth import triggers as triggers_module
 from hearth.errors import InvalidInput
-from hearth.triggers import Match, TriggerFragment, TriggerIndex, normalise_trigger, word_forms
+from hearth.lorebook import triggers as triggers_module
+from hearth.lorebook.triggers import Match, TriggerFragment, TriggerIndex, normalise_trigger, word_forms
 
 
 def frag(fid, *triggers, **kw):

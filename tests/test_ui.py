@@ -20,7 +20,7 @@ import pytest
 
 import hearth.server as hearth_server
 from hearth import Hearth, Settings
-from hearth.backup import backup
+from hearth.ops.backup import backup
 from hearth.providers.base import StreamEvent, Usage
 from hearth.server import create_app
 from tests.conftest import RecordingProvider
@@ -911,7 +911,7 @@ def test_w2_editing_an_earlier_message_in_the_browser_continues_from_it_and_its_
 
 
 def test_u1_a_long_thread_draws_its_newest_messages_first_and_older_ones_as_the_reader_scrolls_up(browser, base, me):
-    from hearth import ledger
+    from hearth.records import ledger
 
     chat = me.conversations.create(elion(me).id, title="Very long talk")
     with me.store.write() as conn:

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from hearth import Hearth, Settings
-from hearth.presets import conversation_instructions
+from hearth.prompt.presets import conversation_instructions
 from hearth.server import create_app
 from tests.conftest import RecordingProvider
 from tests.test_server import serve_in_thread

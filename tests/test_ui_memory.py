@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hearth import NotFound
-from hearth.forget import verify
+from hearth.records.forget import verify
 from tests.test_forget import drain
 from tests.test_ui import base, browser, chat_with_messages, elion, expect, goto, me, page, site  # noqa: F401  (shared fixtures)  # noqa: F401
 

@@ -23,7 +23,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from hearth import Hearth, Settings
-from hearth.helpers import OfflineHelper
+from hearth.memory.helpers import OfflineHelper
 from hearth.server import create_app
 from hearth.server import voice as voice_server
 from hearth.server.voice import stream_token
@@ -224,7 +224,7 @@ def test_e10_phone_call_is_signature_checked_and_bridged_over_media_streams(voic
 
 
 def test_e10_an_outbound_call_is_placed_through_the_twilio_sdk_and_answered_by_the_same_webhook(tmp_path, realtime):
-    from hearth.voice import call
+    from hearth.outreach.voice import call
     from tests.fakes.twilio_server import FakeTwilio
 
     twilio = FakeTwilio(SID, TOKEN).start()

@@ -107,7 +107,7 @@ def ids(me, conversation_id):
 
 
 def test_w2_editing_an_earlier_message_continues_from_it_and_keeps_the_later_turns_as_a_branch(me, persona, provider):
-    from hearth import ledger
+    from hearth.records import ledger
 
     chat = me.conversations.create(persona.id)
     a = me.send(chat.id, "I like tea")
@@ -178,7 +178,7 @@ def test_w2_editing_an_earlier_message_continues_from_it_and_keeps_the_later_tur
 def test_w2_s7_switching_versions_embeds_the_chosen_text_again_so_search_finds_only_it(hearth, me, persona, provider):
     import numpy as np
 
-    from hearth.jobs import Worker
+    from hearth.ops.jobs import Worker
     from hearth.retrieval.semantic import embed_texts, message_text
     from hearth.retrieval.vectors import from_blob
 
@@ -221,8 +221,8 @@ def test_w2_s7_switching_versions_embeds_the_chosen_text_again_so_search_finds_o
 
 
 def test_w2_b4_forgetting_an_edited_message_forgets_the_turns_kept_after_it(hearth, me, persona):
-    from hearth import ledger
-    from hearth.forget import verify
+    from hearth.records import ledger
+    from hearth.records.forget import verify
     from tests.test_forget import CANARY, drain, forget
 
     chat = me.conversations.create(persona.id)
@@ -319,7 +319,7 @@ def test_w2_http_edit_of_an_earlier_message_streams_the_new_reply_and_choosing_b
 
 # -- W4: titles, rename, a paged and filtered thread list, folders renamed and deleted ---------------
 from hearth.providers.base import StreamEvent  # noqa: E402
-from hearth.titles import offline_title  # noqa: E402
+from hearth.thread.titles import offline_title  # noqa: E402
 
 
 def test_w4_threads_are_titled_from_the_first_exchange_and_a_given_title_is_kept(me, persona):
@@ -340,8 +340,8 @@ def test_w4_threads_are_titled_from_the_first_exchange_and_a_given_title_is_kept
 
 
 def test_w4_model_title_job_replaces_the_offline_title_unless_renamed(me, persona, provider):
-    from hearth import titles
-    from hearth.helpers import ModelHelper
+    from hearth.memory.helpers import ModelHelper
+    from hearth.thread import titles
 
     chat = me.conversations.create(persona.id)
     reply = me.send(chat.id, "What should we cook tonight")

@@ -7,7 +7,8 @@
     reply = me.send(chat.id, "Good morning")
 """
 
-from .engine import Hearth, Scope
+from hearth.scope import Hearth, Scope
+
 from .errors import (
     AuthError,
     ConfigError,

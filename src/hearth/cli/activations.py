@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from ..activations import DELIVERY
+from hearth.outreach.checkins import DELIVERY
+
 from .base import Context, _json, cli, console, pass_ctx
 
 

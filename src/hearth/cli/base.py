@@ -16,8 +16,9 @@ from typing import Any
 import click
 from rich.console import Console
 
+from hearth.scope import Hearth, Scope
+
 from .. import __version__
-from ..engine import Hearth, Scope
 from ..errors import ConfigError, HearthError, InvalidInput, SchemaError
 from ..settings import Settings
 from ..store.connection import translate

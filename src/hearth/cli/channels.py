@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from ..channels.contacts import ANSWERABLE, MESSAGING
+from hearth.outreach.channels.contacts import ANSWERABLE, MESSAGING
+
 from .base import Context, cli, console, pass_ctx
 
 
@@ -61,7 +62,7 @@ def answer(obj: Context, persona: str, channel: str, state: str) -> None:
 @pass_ctx
 def poll_email(obj: Context) -> None:
     """Read the mailbox once now (the worker also polls it on a schedule)."""
-    from ..channels import mail
+    from hearth.outreach.channels import mail
 
     hearth = obj.hearth
     counts = mail.poll(hearth, mail.mailbox_user(hearth))
@@ -73,6 +74,6 @@ def poll_email(obj: Context) -> None:
 @pass_ctx
 def call(obj: Context, contact_id: int) -> None:
     """Ring a phone contact; the answered call is a voice session in the same thread."""
-    from ..voice import call as place_call
+    from hearth.outreach.voice import call as place_call
 
     console.print(f"Calling; Twilio call {place_call(obj.scope(), contact_id)}.", markup=False)

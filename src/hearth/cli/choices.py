@@ -49,7 +49,7 @@ def threads_model(obj: Context, conversation_id: int, name: str | None, use_defa
 def threads_instructions(obj: Context, conversation_id: int, text: str | None, clear: bool) -> None:
     """Set a conversation's own custom instructions (TEXT, or --clear); without either, show them.
     The stored prompt is rebuilt at once."""
-    from ..presets import conversation_instructions
+    from hearth.prompt.presets import conversation_instructions
 
     scope = obj.scope()
     if text is not None and clear:

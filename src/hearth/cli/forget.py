@@ -21,7 +21,7 @@ def forget(click_ctx: click.Context, obj: Context, canary: str | None) -> None:
     if canary is None:
         click.echo(click_ctx.get_help())
         return
-    from ..forget import compact, verify
+    from hearth.records.forget import compact, verify
 
     compact(obj.hearth.store)  # pending index merges first, so the check sees the settled state
     result = verify(obj.hearth.store, canary)

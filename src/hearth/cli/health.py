@@ -30,8 +30,9 @@ def doctor(obj: Context) -> None:
     import platform
     import sqlite3
 
-    from ..jobs import JobQueue
-    from ..ledger import verify
+    from hearth.ops.jobs import JobQueue
+    from hearth.records.ledger import verify
+
     from ..store import LATEST_VERSION, PgStore, is_postgres
 
     hearth = obj.hearth
@@ -88,7 +89,7 @@ def doctor(obj: Context) -> None:
 def _backup_leftovers_line(hearth) -> str:
     """Remove the partial files killed backups left where backups were made (none in use: a running
     backup holds its partial file locked)."""
-    from ..backup import sweep_known
+    from hearth.ops.backup import sweep_known
 
     removed = sweep_known(hearth.store, hearth.settings.home)
     if not removed:
@@ -109,7 +110,7 @@ def _embedder_line(hearth) -> str:
 
 
 def _reconciliation_line(conn) -> str:
-    from ..reconcile import state
+    from hearth.prompt.reconcile import state
 
     current = state(conn)
     if not current:

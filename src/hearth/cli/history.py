@@ -12,7 +12,8 @@ from typing import Any, Sequence
 
 import click
 
-from ..versions import Version
+from hearth.records.versions import Version
+
 from .base import Context, console, pass_ctx
 from .layers import fragments, status
 from .threads import persona

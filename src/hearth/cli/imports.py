@@ -41,8 +41,9 @@ def import_cmd(obj: Context, args: tuple[str, ...], fmt: str, collection: str, p
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    from hearth.interop.imports import detect
+
     from ..errors import InvalidInput
-    from ..imports import detect
 
     if update and as_new:
         raise InvalidInput("choose one of --update and --as-new")

@@ -18,9 +18,9 @@ from .base import Context, cli, console, err_console, pass_ctx
 @pass_ctx
 def worker_cmd(obj: Context, once: bool, poll: float) -> None:
     """Run background jobs (summaries, live context, status detection, review) until Ctrl-C."""
-    from .. import activations
-    from ..channels import mail
-    from ..jobs import Worker
+    from hearth.ops.jobs import Worker
+    from hearth.outreach import checkins as activations
+    from hearth.outreach.channels import mail
 
     worker = Worker(obj.hearth, poll_seconds=poll)
     mail.schedule(obj.hearth)  # the mailbox poll, when email is configured (E10)

@@ -14,7 +14,7 @@ from .base import Context, _json, cli, console, err_console, pass_ctx
 @pass_ctx
 def backup_cmd(obj: Context, dest: str) -> None:
     """Write a verified copy of the database and its manifest (on PostgreSQL: a SQLite-format copy)."""
-    from ..backup import backup
+    from hearth.ops.backup import backup
 
     report = backup(obj.hearth.store, dest)
     if report.removed:
@@ -30,7 +30,8 @@ def backup_cmd(obj: Context, dest: str) -> None:
 @pass_ctx
 def restore_cmd(obj: Context, src: str, yes: bool) -> None:
     """Replace this deployment's database with a verified backup (stop the server first)."""
-    from ..backup import restore_deployment, verify_backup
+    from hearth.ops.backup import restore_deployment, verify_backup
+
     from ..store.postgres import describe_url
 
     verify_backup(src)  # refuse before asking anything
@@ -53,7 +54,8 @@ def migrate_store_cmd(obj: Context, to: str, from_: str | None) -> None:
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from ..migrate_store import check_target, copy_store
+    from hearth.ops.migrate_store import check_target, copy_store
+
     from ..store import open_store
 
     def opened(where: str | None):
@@ -98,7 +100,7 @@ def cleanup() -> None:
 @pass_ctx
 def cleanup_preview(obj: Context) -> None:
     """Counts and dates only, and the scope token deletion needs."""
-    from .. import cleanup as cleanup_mod
+    from hearth.ops import cleanup as cleanup_mod
 
     _json(cleanup_mod.preview(obj.scope()).to_dict())
 
@@ -109,7 +111,7 @@ def cleanup_preview(obj: Context) -> None:
 @click.option("--phrase", required=True, help='Exactly "DELETE RETIRED GENERATED SUMMARIES".')
 @pass_ctx
 def cleanup_delete(obj: Context, token: str, backup_verified: bool, phrase: str) -> None:
-    from .. import cleanup as cleanup_mod
+    from hearth.ops import cleanup as cleanup_mod
 
     receipt = cleanup_mod.delete(obj.scope(), token=token, backup_verified=backup_verified, phrase=phrase)
     console.print(f"Removed {receipt.removed} record(s).", markup=False)
@@ -121,7 +123,7 @@ def cleanup_delete(obj: Context, token: str, backup_verified: bool, phrase: str)
 @pass_ctx
 def export_(obj: Context, output: str | None) -> None:
     """Write all of the acting user's data as one JSON document."""
-    from ..export import export_user
+    from hearth.interop.export import export_user
 
     scope = obj.scope()
     text = json.dumps(export_user(obj.hearth.store, scope.user_id), ensure_ascii=False)

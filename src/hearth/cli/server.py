@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..engine import Hearth
+from hearth.scope import Hearth
+
 from ..errors import HearthError
 from .base import Context, cli, err_console, pass_ctx
 
@@ -39,7 +40,8 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
 
     import uvicorn  # present once the server package imported (it checks for the extra)
 
-    from ..reconcile import reconcile
+    from hearth.prompt.reconcile import reconcile
+
     from ..retrieval.semantic import warm
     from ..server import check_bind, create_app, vendor
 
@@ -68,9 +70,9 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
                                   "see `hearth doctor`.", markup=False)
             warm(hearth)  # vector indexes: loaded from their saved files or built, off the send path
 
-    from .. import activations
-    from ..channels import mail
-    from ..jobs import Worker
+    from hearth.ops.jobs import Worker
+    from hearth.outreach import checkins as activations
+    from hearth.outreach.channels import mail
 
     worker = Worker(hearth)  # summaries, live context, status detection, review, embeddings
     mail.schedule(hearth)  # the mailbox poll, when email is configured (E10)
@@ -100,7 +102,7 @@ def mcp(obj: Context, token: str | None) -> None:
     require("mcp", "server", "hearth mcp")
     import anyio
 
-    from ..mcp_tools import build, fixed_user
+    from hearth.mcp.tools import build, fixed_user
 
     hearth = obj.hearth
     if token:

@@ -73,7 +73,7 @@ def persona_edit(obj: Context, name: str, legacy_labels: tuple[str, ...], no_leg
     """Change a persona's fields (C1, G6); only the options given change. Stored prompts are rebuilt."""
     from pathlib import Path
 
-    from ..avatars import checked_image
+    from hearth.records.avatars import checked_image
 
     scope = obj.scope()
     persona_ = scope.personas.by_name(name)
@@ -200,7 +200,7 @@ def conversations_tag(obj: Context, conversation_id: int, tags: tuple[str, ...],
     with scope.store.write():  # all or nothing: a bad tag changes none
         current = scope.conversations.get(conversation_id).tags
         if remove:
-            from ..thread_search import check_tag
+            from hearth.thread.search import check_tag
 
             gone = {check_tag(t) for t in tags}
             result = scope.conversations.set_tags(conversation_id, [t for t in current if t not in gone])

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from hearth.records.ledger import Message
+
 from ..errors import DispatchRefused
-from ..ledger import Message
 from ..providers.base import ChatMessage, ProviderRequest, ToolSpec
 from ..text import ESTIMATE_METHOD, estimate_tokens
 from .dynamic import RECALL_HEADING, RenderedContext, quote_reserved_headings

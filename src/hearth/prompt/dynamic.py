@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import NotFound
 
 if TYPE_CHECKING:
-    from ..conversations import Conversation
-    from ..history import HistoryTurn
-    from ..personas import Persona
+    from hearth.records.conversations import Conversation
+    from hearth.records.personas import Persona
+    from hearth.thread.turns import HistoryTurn
+
     from ..settings import Settings
 
 log = logging.getLogger(__name__)

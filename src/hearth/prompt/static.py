@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple, Sequence
 
-from ..personas import Persona
+from hearth.records.personas import Persona
+
 from .macros import Macros, char_name
 
 # Raised whenever the rules that shape a stored prompt change; older prompts are rebuilt (P7).

@@ -15,9 +15,10 @@ import sqlite3
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
-from .. import ledger
-from ..memories import Adjust, Composed, backfill, snapshot_items
-from ..personas import Persona
+from hearth.memory.memories import Adjust, Composed, backfill, snapshot_items
+from hearth.records import ledger
+from hearth.records.personas import Persona
+
 from ..store import utcnow
 from . import macros
 from .dynamic import quote_reserved_headings

@@ -270,7 +270,7 @@ class Archive:
         self.user_id = user_id
 
     def labels(self) -> Labels:
-        from ..personas import Persona
+        from hearth.records.personas import Persona
 
         rows = self.store.connection().execute("SELECT * FROM personas WHERE user_id = ?", (self.user_id,))
         return Labels.from_personas(Persona.from_row(r) for r in rows)

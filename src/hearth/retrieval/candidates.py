@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..conversations import ELIGIBLE_SQL, VISIBLE_SQL
+from hearth.records.conversations import ELIGIBLE_SQL, VISIBLE_SQL
+
 from ..store import is_postgres
 from ..text import unit_rows
 from .keyword import KeywordHit, search_messages

@@ -12,7 +12,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..conversations import ELIGIBLE_SQL, VISIBLE_SQL
+from hearth.records.conversations import ELIGIBLE_SQL, VISIBLE_SQL
+
 from ..store import is_postgres
 from ..text import STOPWORDS, WORD_RE
 from .terms import database_key

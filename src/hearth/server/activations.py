@@ -7,8 +7,9 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field
 
-from ..activations import Prefs
-from ..engine import Scope
+from hearth.outreach.checkins import Prefs
+from hearth.scope import Scope
+
 from .auth import current_scope
 from .models import MAX_ID, IdPath, RequestModel, plain
 

@@ -15,7 +15,8 @@ from fastapi import APIRouter, Depends, Path
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from ..engine import Scope
+from hearth.scope import Scope
+
 from ..errors import NotFound
 from .auth import current_scope
 from .conversations import SSE_RESPONSES, MessageOut, RetryIn, _stream, plain_message

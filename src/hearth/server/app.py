@@ -21,8 +21,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from hearth.scope import Hearth
+
 from .. import __version__
-from ..engine import Hearth
 from ..errors import TooLarge
 from ..settings import Settings
 from ..store import is_postgres

@@ -32,10 +32,11 @@ from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from ..engine import Hearth, Scope
+from hearth.records.users import MAX_DISPLAY_NAME, SESSION_DAYS
+from hearth.scope import Hearth, Scope
+
 from ..errors import AuthError, ConfigError, Conflict, Forbidden, RateLimited
 from ..settings import Settings
-from ..users import MAX_DISPLAY_NAME, SESSION_DAYS
 from .errors import hearth_error_response
 from .models import IdPath, RequestModel, responses
 

@@ -10,9 +10,10 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from pydantic import BaseModel
 
-from ..backup import backup
-from ..engine import Scope
-from ..export import export_user
+from hearth.interop.export import export_user
+from hearth.ops.backup import backup
+from hearth.scope import Scope
+
 from .auth import current_scope, require_owner_with_password
 
 router = APIRouter(tags=["maintenance"])

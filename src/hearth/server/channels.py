@@ -10,9 +10,10 @@ from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from ..channels import receive, sms
-from ..channels.contacts import ANSWERABLE
-from ..engine import Scope
+from hearth.outreach.channels import receive, sms
+from hearth.outreach.channels.contacts import ANSWERABLE
+from hearth.scope import Scope
+
 from ..errors import Forbidden
 from .auth import current_scope
 from .models import IdPath, RequestModel, plain
@@ -67,7 +68,7 @@ class CallOut(BaseModel):
 @router.post("/contacts/{contact_id:int}/call", response_model=CallOut, status_code=201)
 def call_contact(contact_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     """Ring a phone contact (E10); the answered call becomes a voice session in the same thread."""
-    from ..voice import call
+    from hearth.outreach.voice import call
 
     return {"call_sid": call(scope, contact_id)}
 

@@ -15,12 +15,13 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from .. import onboarding
-from ..engine import Scope
+from hearth.prompt.presets import MAX_NAME, conversation_instructions
+from hearth.records import onboarding
+from hearth.records.onboarding import MAX_DISPLAY_NAME, Onboarding
+from hearth.records.personas import MAX_TEXT
+from hearth.scope import Scope
+
 from ..errors import InvalidInput
-from ..onboarding import MAX_DISPLAY_NAME, Onboarding
-from ..personas import MAX_TEXT
-from ..presets import MAX_NAME, conversation_instructions
 from ..providers.base import MAX_MODEL_NAME
 from ..providers.catalog import ModelList
 from .auth import current_scope

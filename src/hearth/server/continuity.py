@@ -11,10 +11,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
-from .. import cleanup
-from ..branch import MAX_RETRY_KEY
-from ..conversations import MAX_TITLE
-from ..engine import Scope
+from hearth.continuity.branch import MAX_RETRY_KEY
+from hearth.ops import cleanup
+from hearth.records.conversations import MAX_TITLE
+from hearth.scope import Scope
+
 from .auth import current_scope, require_owner_with_password
 from .conversations import ConversationOut
 from .models import MAX_ID, IdPath, RequestModel, plain

@@ -18,12 +18,13 @@ from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from .. import ledger
-from ..chat import SendEvent
-from ..conversations import MAX_TITLE
-from ..engine import Scope
+from hearth.records import ledger
+from hearth.records.conversations import MAX_TITLE
+from hearth.scope import Scope
+from hearth.thread.search import MAX_TAG, MAX_TAGS
+from hearth.thread.send import SendEvent
+
 from ..errors import HearthError
-from ..thread_search import MAX_TAG, MAX_TAGS
 from .auth import current_scope
 from .models import MAX_ID, Estimate, IdPath, OptionalIdQuery, RequestModel, plain
 

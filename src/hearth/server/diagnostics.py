@@ -6,8 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from .. import reconcile
-from ..engine import Scope
+from hearth.prompt import reconcile
+from hearth.scope import Scope
+
 from .auth import current_scope
 
 router = APIRouter(tags=["diagnostics"])

@@ -7,8 +7,9 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from ..conversations import MAX_FOLDER_NAME
-from ..engine import Scope
+from hearth.records.conversations import MAX_FOLDER_NAME
+from hearth.scope import Scope
+
 from .auth import current_scope
 from .models import IdPath, RequestModel, plain
 

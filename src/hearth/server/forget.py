@@ -8,9 +8,10 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
-from ..engine import Scope
+from hearth.records.forget import CONFIRMATION_PHRASE, compact, verify
+from hearth.scope import Scope
+
 from ..errors import Forbidden
-from ..forget import CONFIRMATION_PHRASE, compact, verify
 from .auth import current_scope, get_hearth
 from .models import MAX_ID, RequestModel
 

@@ -25,9 +25,10 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ..engine import Scope
+from hearth.interop.imports import FORMATS, ON_MATCH, FileReport
+from hearth.scope import Scope
+
 from ..errors import HearthError, InvalidInput
-from ..imports import FORMATS, ON_MATCH, FileReport
 from .auth import current_scope
 from .errors import error_body
 from .models import IdPath, OptionalIdQuery, responses

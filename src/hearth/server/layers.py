@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field, create_model
 
-from ..engine import Scope
-from ..layers.fragments import MAX_CATEGORY, MAX_DEFINITION
-from ..layers.household import MAX_NAME, MAX_VALUE, StatusFieldInfo, StatusValue
-from ..layers.settings import SETTINGS, LayerSettings
-from ..review import Proposal
+from hearth.memory.review import Proposal
+from hearth.prompt.layers.fragments import MAX_CATEGORY, MAX_DEFINITION
+from hearth.prompt.layers.household import MAX_NAME, MAX_VALUE, StatusFieldInfo, StatusValue
+from hearth.prompt.layers.settings import SETTINGS, LayerSettings
+from hearth.scope import Scope
+
 from .auth import current_scope
 from .models import IdPath, OptionalIdQuery, RequestModel, responses
 

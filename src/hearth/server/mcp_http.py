@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
-from ..mcp_tools import build, http_user
+from hearth.mcp.tools import build, http_user
+
 from .errors import error_response
 
 if TYPE_CHECKING:
-    from ..engine import Hearth
+    from hearth.scope import Hearth
 
 PATH = "/mcp"
 

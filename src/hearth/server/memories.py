@@ -12,8 +12,9 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from ..engine import Scope
-from ..memories import MAX_IMPORT, MAX_MEMORY_TEXT, Memory, MemoryVersion, SnapshotInfo
+from hearth.memory.memories import MAX_IMPORT, MAX_MEMORY_TEXT, Memory, MemoryVersion, SnapshotInfo
+from hearth.scope import Scope
+
 from .auth import current_scope
 from .models import MAX_ID, Count, IdPath, RequestModel
 

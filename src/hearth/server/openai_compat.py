@@ -1,7 +1,7 @@
 """The OpenAI-compatible endpoint (X1): ``/v1/models`` and ``/v1/chat/completions``.
 
 This module only translates between the Chat Completions wire format and ``scope.clients``
-(``hearth.clients``), which pins the client's chat to a conversation and runs Hearth's own send
+(``hearth.interop.client_chats``), which pins the client's chat to a conversation and runs Hearth's own send
 path for the last user message. The API token in ``Authorization: Bearer`` decides the user (G2);
 the auth middleware refuses these routes without one. Errors leave in OpenAI's error shape
 (``server/errors.py``). Parameters Hearth does not use (temperature, max_tokens, tools, ...) are
@@ -23,9 +23,10 @@ from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from ..chat import SendEvent
-from ..clients import ClientMessage, chat_id_from, unknown_model
-from ..engine import Scope
+from hearth.interop.client_chats import ClientMessage, chat_id_from, unknown_model
+from hearth.scope import Scope
+from hearth.thread.send import SendEvent
+
 from ..errors import HearthError, InvalidInput, ProviderError
 from ..text import estimate_tokens
 from ..validation import text_problem

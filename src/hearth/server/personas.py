@@ -8,10 +8,11 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from .. import avatars
-from ..engine import Scope
+from hearth.records import avatars
+from hearth.records.personas import MAX_TEXT
+from hearth.scope import Scope
+
 from ..errors import NotFound
-from ..personas import MAX_TEXT
 from .auth import current_scope
 from .models import IdPath, RequestModel, plain
 

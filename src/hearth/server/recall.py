@@ -14,11 +14,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
-from ..branch import MAX_RETRY_KEY
-from ..engine import Scope
+from hearth.continuity.branch import MAX_RETRY_KEY
+from hearth.interop.imports import FORMATS
+from hearth.prompt.layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE
+from hearth.scope import Scope
+
 from ..errors import InvalidInput
-from ..imports import FORMATS
-from ..layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE
 from ..retrieval.archive import MAX_TURN_PAGE, TURN_PAGE, Document
 from ..retrieval.semantic import model_id, pending_count, shared_embedder
 from .auth import current_scope

@@ -16,12 +16,13 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from ..engine import Scope
-from ..history import HistoryTurn
-from ..timeline import Context, Page
-from ..timeline.capsules import Capsule
-from ..timeline.chains import Compaction
-from ..timeline.spans import Span
+from hearth.continuity.timeline import Context, Page
+from hearth.continuity.timeline.capsules import Capsule
+from hearth.continuity.timeline.chains import Compaction
+from hearth.continuity.timeline.spans import Span
+from hearth.scope import Scope
+from hearth.thread.turns import HistoryTurn
+
 from .auth import current_scope
 from .conversations import ConversationOut
 from .models import IdPath, RequestModel

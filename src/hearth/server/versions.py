@@ -11,8 +11,9 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from pydantic import Field
 
-from ..engine import Scope
-from ..versions import Version
+from hearth.records.versions import Version
+from hearth.scope import Scope
+
 from .auth import current_scope
 from .models import MAX_ID, IdPath, RequestModel
 

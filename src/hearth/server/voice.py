@@ -35,9 +35,10 @@ from fastapi import APIRouter, Request, Response, WebSocket, WebSocketDisconnect
 from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocketState
 
-from .. import voice
-from ..channels.contacts import Contact, find
-from ..engine import Scope
+from hearth.outreach import voice
+from hearth.outreach.channels.contacts import Contact, find
+from hearth.scope import Scope
+
 from ..errors import ConfigError, HearthError, InvalidInput, TooLarge
 from .auth import principal_of_connection
 from .channels import public_base, signed_form

@@ -1,0 +1,460 @@
+"""Cross-thread continuity: stored handoffs, automatic New Chat continuity, Branch / Fresh Chat.
+
+Three paths share the pure renderer in :mod:`hearth.continuity.handoff`:
+
+* :func:`handoff_text` gives the model-facing continuity block for a conversation's stored
+  prompt. It re-renders the stored source message ids under the current limits (H9), only while
+  the source conversation is eligible (V1, V2), with a fresh boundary UUID every time (H5).
+  Retired generated-summary text is never read (H10).
+* :func:`new_chat` creates a conversation that continues the most recent eligible conversation of
+  the same persona (H6), when the persona has ``auto_continuity``.
+* :func:`branch` creates a conversation from a chosen source with a visible handoff bubble (H7),
+  idempotently per client retry key (H8).
+* :func:`continue_document` does the same from an imported archive document (a ChatGPT or Claude
+  conversation, read only): its last eight turns are the handoff, under the same limits.
+
+Every write happens in one transaction with the conversation it belongs to (S3). The
+``conversation_summaries`` row keeps its historical name; here it is only ever a handoff record:
+the chosen source message ids plus a rendering kept for the record, never injected as is.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from hearth.continuity.handoff import (
+    FINAL_TURNS,
+    PLACEHOLDER_UUID,
+    Handoff,
+    SourceMessage,
+    is_eligible,
+    limits_from_settings,
+    render_handoff,
+    rerender,
+)
+from hearth.errors import Conflict, InvalidInput, StoreError
+from hearth.records import ledger
+from hearth.records.conversations import ELIGIBLE_SQL, MAX_TITLE, Conversation
+from hearth.store import utcnow
+from hearth.thread.character import GREETING_CHANNELS, open_with_greeting
+
+if TYPE_CHECKING:
+    from hearth.scope import Scope
+    from hearth.settings import Settings
+
+MAX_RETRY_KEY = 200
+# A collision of a fresh UUID with quoted text is astronomically unlikely; a few tries suffice.
+_BOUNDARY_TRIES = 5
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+def _eligible_conversation(conn: sqlite3.Connection, user_id: int, conversation_id: int) -> sqlite3.Row | None:
+    """The conversation row if it may feed automatic continuity now (V1, V2), else None."""
+    return conn.execute(
+        f"SELECT c.* FROM conversations c WHERE c.id = ? AND c.user_id = ? AND {ELIGIBLE_SQL}",
+        (conversation_id, user_id),
+    ).fetchone()
+
+
+def _labels(conn: sqlite3.Connection, user_id: int, conversation_id: int) -> tuple[str, str]:
+    """The speaker labels of the persona that held the source conversation (G6)."""
+    row = conn.execute(
+        "SELECT p.user_label, p.assistant_label FROM conversations c JOIN personas p ON p.id = c.persona_id"
+        " WHERE c.id = ? AND c.user_id = ?", (conversation_id, user_id),
+    ).fetchone()
+    if row is None:
+        raise StoreError(f"conversation {conversation_id} has no persona")
+    return row[0], row[1]
+
+
+def _as_source(row: sqlite3.Row) -> SourceMessage:
+    return SourceMessage(id=row["id"], role=row["role"], kind=row["kind"], content=row["content"],
+                         created_at=row["created_at"])
+
+
+def final_eight(conn: sqlite3.Connection, user_id: int, conversation_id: int) -> list[SourceMessage]:
+    """The final eight eligible messages of a conversation, oldest first (H1).
+
+    Reads newest first and stops once eight eligible turns are found, so a long conversation is
+    not loaded whole. Eligibility is decided by the renderer's own rule, not restated in SQL.
+    """
+    return _last_eligible(conn.execute(
+        "SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ? AND user_id = ?"
+        " AND kind = 'chat' AND role IN ('user', 'assistant') ORDER BY id DESC",
+        (conversation_id, user_id),
+    ), _as_source)
+
+
+def _last_eligible(cursor: Any, as_source: Callable[[Any], SourceMessage]) -> list[SourceMessage]:
+    """The first ``FINAL_TURNS`` eligible rows of a newest-first cursor, oldest first."""
+    chosen: list[SourceMessage] = []
+    try:
+        for row in cursor:
+            message = as_source(row)
+            if is_eligible(message):
+                chosen.append(message)
+                if len(chosen) == FINAL_TURNS:
+                    break
+    finally:
+        cursor.close()
+    chosen.reverse()
+    return chosen
+
+
+def _stored_ids(raw: str) -> list[int]:
+    """Source message ids from a stored row; anything malformed is ignored, never trusted."""
+    try:
+        data = json.loads(raw or "[]")
+    except json.JSONDecodeError:
+        return []
+    if not isinstance(data, list):
+        return []
+    return [v for v in data if isinstance(v, int) and not isinstance(v, bool)]
+
+
+def _turn_source(row: sqlite3.Row) -> SourceMessage:
+    """An archive document's turn as a handoff source (its id is the turn's, in document order)."""
+    return SourceMessage(id=row["id"], role=row["role"], kind="chat", content=row["text"],
+                         created_at=row["created_at"] or "")
+
+
+def document_final_eight(conn: sqlite3.Connection, user_id: int, document_id: int) -> list[SourceMessage]:
+    """The final eight eligible turns of an archive document, oldest first, read newest first."""
+    return _last_eligible(conn.execute(
+        "SELECT id, role, text, created_at FROM archive_turns WHERE document_id = ? AND user_id = ?"
+        " AND role IN ('user', 'assistant') ORDER BY position DESC", (document_id, user_id)), _turn_source)
+
+
+def _persona_labels(conn: sqlite3.Connection, user_id: int, persona_id: int) -> tuple[str, str]:
+    row = conn.execute("SELECT user_label, assistant_label FROM personas WHERE id = ? AND user_id = ?",
+                       (persona_id, user_id)).fetchone()
+    if row is None:
+        raise StoreError(f"persona {persona_id} is missing")
+    return row[0], row[1]
+
+
+def _document_handoff_text(conn: sqlite3.Connection, user_id: int, conversation_id: int, document_id: int,
+                           ids: list[int], settings: "Settings") -> str:
+    """A continuation's handoff, rendered again from the document's stored turns (H9); the labels
+    are those of the persona the continuation speaks with."""
+    rows = conn.execute(
+        f"SELECT id, role, text, created_at FROM archive_turns WHERE document_id = ? AND user_id = ?"
+        f" AND id IN ({','.join('?' * len(ids))}) ORDER BY id", (document_id, user_id, *ids)).fetchall()
+    persona = conn.execute("SELECT persona_id FROM conversations WHERE id = ? AND user_id = ?",
+                           (conversation_id, user_id)).fetchone()
+    if not rows or persona is None:
+        return ""
+    user_label, assistant_label = _persona_labels(conn, user_id, persona[0])
+    rendered = rerender([_turn_source(r) for r in rows], user_label=user_label, assistant_label=assistant_label,
+                        limits=limits_from_settings(settings))
+    return "" if rendered.is_empty else _model_text(rendered)
+
+
+def capture(conn: sqlite3.Connection, user_id: int, source_conversation_id: int, settings: "Settings") -> Handoff:
+    """Render the handoff of a source conversation from database reads only (H1-H4, H6)."""
+    user_label, assistant_label = _labels(conn, user_id, source_conversation_id)
+    title_row = conn.execute("SELECT title FROM conversations WHERE id = ?", (source_conversation_id,)).fetchone()
+    return render_handoff(
+        final_eight(conn, user_id, source_conversation_id),
+        user_label=user_label, assistant_label=assistant_label,
+        limits=limits_from_settings(settings), source_title=title_row[0] if title_row else None,
+    )
+
+
+def _model_text(handoff: Handoff) -> str:
+    for _ in range(_BOUNDARY_TRIES):
+        try:
+            return handoff.model_text(uuid.uuid4())
+        except InvalidInput:
+            continue  # the quoted text contains this very boundary; draw another
+    raise StoreError("could not choose a handoff boundary that is absent from the quoted text")
+
+
+def handoff_text(conn: sqlite3.Connection, user_id: int, conversation_id: int, settings: "Settings") -> str:
+    """The model-facing continuity block for a conversation's stored prompt, or ``""``.
+
+    Only a row with a non-empty ``handoff`` counts, and only while its source conversation is
+    eligible: not trashed, not in a hidden folder, not shielded (V1, V2). The stored rendering is
+    not used: the stored source ids that still exist and are still eligible are rendered again
+    under the limits in force now (H9). ``summary`` and ``recent_raw`` are never read (H10).
+    """
+    row = conn.execute(
+        "SELECT source_conversation_id, source_document_id, source_message_ids FROM conversation_summaries"
+        " WHERE conversation_id = ? AND user_id = ? AND handoff != ''", (conversation_id, user_id),
+    ).fetchone()
+    if row is not None and row["source_document_id"] is not None:
+        ids = _stored_ids(row["source_message_ids"])
+        return _document_handoff_text(conn, user_id, conversation_id, row["source_document_id"], ids, settings) \
+            if ids else ""
+    if row is None or row["source_conversation_id"] is None:
+        return ""
+    source_id = row["source_conversation_id"]
+    if _eligible_conversation(conn, user_id, source_id) is None:
+        return ""
+    ids = _stored_ids(row["source_message_ids"])
+    if not ids:
+        return ""
+    rows = conn.execute(
+        f"SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ? AND user_id = ?"
+        f" AND id IN ({','.join('?' * len(ids))}) ORDER BY id",
+        (source_id, user_id, *ids),
+    ).fetchall()
+    user_label, assistant_label = _labels(conn, user_id, source_id)
+    rendered = rerender([_as_source(r) for r in rows], user_label=user_label, assistant_label=assistant_label,
+                        limits=limits_from_settings(settings))
+    if rendered.is_empty:
+        return ""
+    return _model_text(rendered)
+
+
+def _store_handoff(conn: sqlite3.Connection, user_id: int, conversation_id: int, source_id: int | None,
+                   handoff: Handoff, *, document_id: int | None = None) -> None:
+    # The record keeps the model rendering with the fixed placeholder boundary, so it is the same
+    # bytes on every retry; it is never injected as is (H9). Retired columns stay empty (H10).
+    conn.execute(
+        "INSERT INTO conversation_summaries (user_id, conversation_id, source_conversation_id, source_document_id,"
+        " source_message_ids, handoff, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (user_id, conversation_id, source_id, document_id, json.dumps(list(handoff.source_message_ids)),
+         handoff.model_text(PLACEHOLDER_UUID), utcnow()),
+    )
+
+
+# --- automatic New Chat continuity (H6) ----------------------------------------------------------
+
+def most_recent_eligible(conn: sqlite3.Connection, user_id: int, persona_id: int) -> int | None:
+    """The most recently updated eligible conversation of this persona that has a turn to carry.
+    A card's greeting alone is not one: a thread opened and left would otherwise carry nothing
+    but the greeting into the next, instead of the last real exchange (X3)."""
+    row = conn.execute(
+        f"SELECT c.id FROM conversations c WHERE c.user_id = ? AND c.persona_id = ? AND {ELIGIBLE_SQL}"
+        " AND EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.kind = 'chat'"
+        " AND m.role IN ('user', 'assistant') AND trim(m.content) != ''"
+        " AND json_extract(m.metadata, '$.greeting') IS NULL)"
+        " ORDER BY c.updated_at DESC, c.id DESC LIMIT 1",
+        (user_id, persona_id),
+    ).fetchone()
+    return row[0] if row else None
+
+
+@dataclass(frozen=True)
+class NewChat:
+    """A new conversation and, when one was carried, where its continuity came from."""
+
+    conversation: Conversation
+    source_conversation_id: int | None = None
+    # Numbers only (selected, verbatim, markers, sizes); empty when nothing was carried.
+    handoff: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"conversation": self.conversation.to_dict(), "source_conversation_id": self.source_conversation_id,
+                "handoff": dict(self.handoff)}
+
+
+def new_chat(scope: "Scope", persona_id: int | None = None, *, title: str = "", folder_id: int | None = None,
+             channel: str = "web", continue_: bool = True) -> NewChat:
+    """Create a conversation, carrying the final eight of the most recent eligible one (H6).
+
+    Selection and rendering are database reads inside the same write transaction that then
+    creates the conversation (with its memory snapshot, P1) and its handoff row, so either both
+    exist or neither does: a capture failure leaves no empty conversation behind. A persona
+    without ``auto_continuity`` (or ``continue_=False``) gets a plain new conversation.
+
+    On the web and the CLI a persona from a character card greets: the card's first message opens
+    the thread, with or without a handoff, as SillyTavern opens every new chat (X3, ``character``).
+    """
+    persona = scope.personas.get(persona_id) if persona_id else scope.personas.default()
+    ledger.check_channel(channel)
+    try:
+        with scope.store.write() as conn:
+            source_id = None
+            handoff = None
+            if continue_ and persona.auto_continuity:
+                source_id = most_recent_eligible(conn, scope.user_id, persona.id)
+                if source_id is not None:
+                    handoff = capture(conn, scope.user_id, source_id, scope.hearth.settings)
+            conversation = scope.conversations.create(persona.id, title=title, folder_id=folder_id, channel=channel)
+            if channel in GREETING_CHANNELS:
+                open_with_greeting(conn, scope.user_id, persona, conversation.id, channel)
+            if source_id is None or handoff is None or handoff.is_empty:
+                return NewChat(conversation)
+            _store_handoff(conn, scope.user_id, conversation.id, source_id, handoff)
+            diagnostics = handoff.diagnostics()
+            ledger.append(conn, user_id=scope.user_id, conversation_id=conversation.id,
+                          kind="continuity.captured", channel=channel,
+                          payload={"source_conversation_id": source_id, **diagnostics})
+            return NewChat(conversation, source_id, diagnostics)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"the new conversation could not be created: {exc}") from exc
+
+
+# --- Branch / Fresh Chat (H7, H8) ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BranchResult:
+    conversation: Conversation
+    artifact_message_id: int | None
+    source_conversation_id: int | None
+    # False when the retry key had already produced this destination (H8).
+    created: bool
+    handoff: dict[str, int] = field(default_factory=dict)
+    source_document_id: int | None = None  # an imported archive conversation continued (A5, X4)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["conversation"] = self.conversation.to_dict()
+        return data
+
+
+def check_retry_key(retry_key: Any) -> str:
+    if not isinstance(retry_key, str) or not retry_key.strip():
+        raise InvalidInput("a branch needs a retry key (any unique text chosen by the client)")
+    retry_key = retry_key.strip()
+    if len(retry_key) > MAX_RETRY_KEY:
+        raise InvalidInput(f"retry key is longer than {MAX_RETRY_KEY} characters")
+    return retry_key
+
+
+def _branch_title(source_title: str) -> str:
+    base = source_title.strip()
+    if not base:
+        return "Branch"
+    suffix = " (branch)"
+    return base[: MAX_TITLE - len(suffix)] + suffix
+
+
+def _existing(scope: "Scope", conn: sqlite3.Connection, retry_key: str, source_id: int | None,
+              document_id: int | None = None) -> BranchResult | None:
+    row = conn.execute(
+        "SELECT destination_conversation_id, source_conversation_id, source_document_id FROM branch_requests"
+        " WHERE user_id = ? AND retry_key = ?", (scope.user_id, retry_key),
+    ).fetchone()
+    if row is None:
+        return None
+    if ((row["source_conversation_id"] is not None and row["source_conversation_id"] != source_id)
+            or (row["source_document_id"] is not None and row["source_document_id"] != document_id)):
+        raise Conflict("this retry key already made a branch from another conversation; use a new key")
+    destination = row["destination_conversation_id"]
+    artifact = conn.execute(
+        "SELECT id FROM messages WHERE conversation_id = ? AND kind = 'handoff_artifact' ORDER BY id LIMIT 1",
+        (destination,),
+    ).fetchone()
+    return BranchResult(scope.conversations.get(destination), artifact[0] if artifact else None,
+                        row["source_conversation_id"], created=False, source_document_id=row["source_document_id"])
+
+
+def branch(scope: "Scope", source_conversation_id: int, retry_key: str, title: str | None = None,
+           *, channel: str = "web") -> BranchResult:
+    """Create a Branch / Fresh Chat from a chosen source conversation (H7, H8).
+
+    One transaction creates the destination (same persona, fresh memory snapshot), its visible
+    assistant handoff bubble (kind ``handoff_artifact``, never eligible for a later handoff,
+    keyword recall or archive ingestion) and its handoff row, so the first stored prompt can carry
+    the continuity block while the source stays eligible. The retry key is recorded in the same
+    transaction: the same key always returns the same destination, and concurrent requests with
+    one key are serialised by the write lock, so exactly one destination is created.
+
+    Branching is deliberate access: a hidden, trashed or shielded source may be branched from.
+    """
+    retry_key = check_retry_key(retry_key)
+    ledger.check_channel(channel)
+    try:
+        with scope.store.write() as conn:
+            done = _existing(scope, conn, retry_key, source_conversation_id)
+            if done is not None:
+                return done
+            source = scope.conversations.get(source_conversation_id)
+            handoff = capture(conn, scope.user_id, source.id, scope.hearth.settings)
+            if handoff.is_empty:
+                raise Conflict("the source conversation has no messages to branch from")
+            return _open_branch(scope, conn, handoff, source.persona_id,
+                                _branch_title(source.title) if title is None else title, source.title, channel,
+                                retry_key, source_conversation_id=source.id)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"the branch could not be created: {exc}") from exc
+
+
+def _open_branch(scope: "Scope", conn: sqlite3.Connection, handoff: Handoff, persona_id: int, title: str,
+                 source_title: str, channel: str, retry_key: str, *, source_conversation_id: int | None = None,
+                 source_document_id: int | None = None) -> BranchResult:
+    """In the caller's transaction: the destination chat, its visible handoff bubble, its handoff
+    record, the retry key and the ``conversation.branched`` event. The source is a conversation
+    (Branch) or an imported archive document (Continue in a new chat)."""
+    source = ({"source_conversation_id": source_conversation_id} if source_document_id is None
+              else {"source_document_id": source_document_id})
+    [(column, source_id)] = source.items()
+    destination = scope.conversations.create(persona_id, title=title, channel=channel)
+    diagnostics = handoff.diagnostics()
+    artifact_id = ledger.append_message(
+        conn, user_id=scope.user_id, conversation_id=destination.id, role="assistant",
+        content=handoff.visible_text(source_title), kind="handoff_artifact", channel=channel,
+        metadata={"artifact": "branch_handoff", **source, "source_message_ids": list(handoff.source_message_ids)},
+    )
+    _store_handoff(conn, scope.user_id, destination.id, source_conversation_id, handoff,
+                   document_id=source_document_id)
+    conn.execute(  # the column is one of two fixed names, never input
+        f"INSERT INTO branch_requests (user_id, retry_key, {column}, destination_conversation_id, created_at)"
+        " VALUES (?, ?, ?, ?, ?)", (scope.user_id, retry_key, source_id, destination.id, utcnow()))
+    ledger.append(conn, user_id=scope.user_id, conversation_id=destination.id, kind="conversation.branched",
+                  channel=channel, payload={**source, **diagnostics})
+    return BranchResult(scope.conversations.get(destination.id), artifact_id, source_conversation_id,
+                        created=True, handoff=diagnostics, source_document_id=source_document_id)
+
+
+# --- Continue an imported archive conversation (A5, X4) --------------------------------------------
+
+def _continued_title(title: str) -> str:
+    suffix = " (continued)"
+    return (title.strip() or "Imported conversation")[: MAX_TITLE - len(suffix)] + suffix
+
+
+def _continuing_persona(scope: "Scope", document: Any, persona_id: int | None) -> Any:
+    """The persona asked for; else the one whose labels the import gave the turns, while it is
+    there and not archived; else the default."""
+    if persona_id is not None:
+        return scope.personas.get(persona_id)
+    chosen = document.metadata.get("persona_id")
+    if isinstance(chosen, int) and not isinstance(chosen, bool):
+        for persona in scope.personas.list():
+            if persona.id == chosen:
+                return persona
+    return scope.personas.default()
+
+
+def continue_document(scope: "Scope", document_id: int, retry_key: str, *, persona_id: int | None = None,
+                      channel: str = "web") -> BranchResult:
+    """Continue an imported conversation (an archive document, read only) in a new chat.
+
+    Branch's machinery with an archive document as the source: one transaction creates the chat,
+    its visible handoff bubble quoting the document's last eight turns (the same limits, H1-H4)
+    and its handoff record, whose source is the document and whose ids are the turns' (so it is
+    rendered again from them under the limits in force, H9, and goes when the document is
+    forgotten, B4). The retry key makes it idempotent (H8). Another user's document is unknown.
+    """
+    retry_key = check_retry_key(retry_key)
+    ledger.check_channel(channel)
+    try:
+        with scope.store.write() as conn:
+            document = scope.archive.get(document_id)
+            done = _existing(scope, conn, retry_key, None, document.id)
+            if done is not None:
+                return done
+            if not conn.execute("SELECT 1 FROM archive_turns WHERE document_id = ? LIMIT 1",
+                                (document.id,)).fetchone():
+                raise Conflict("this document was imported before Hearth kept each turn; import the export "
+                               "again to open and continue it as a thread")
+            persona = _continuing_persona(scope, document, persona_id)
+            user_label, assistant_label = _persona_labels(conn, scope.user_id, persona.id)
+            handoff = render_handoff(document_final_eight(conn, scope.user_id, document.id), user_label=user_label,
+                                     assistant_label=assistant_label,
+                                     limits=limits_from_settings(scope.hearth.settings), source_title=document.title)
+            if handoff.is_empty:
+                raise Conflict("the document has no turns of yours or the companion's to continue from")
+            return _open_branch(scope, conn, handoff, persona.id, _continued_title(document.title), document.title,
+                                channel, retry_key, source_document_id=document.id)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"the continuation could not be created: {exc}") from exc

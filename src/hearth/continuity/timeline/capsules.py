@@ -1,0 +1,155 @@
+"""Continuity capsules (E3): a compact account of the relationship for a new or recycled session.
+
+A capsule holds established facts, commitments, unresolved work, corrections, preferences and
+cross-channel context. It is written by the helper (the model when one is configured, otherwise
+the offline extractive version, labelled as such) from the previous capsule and the turns since,
+and covers every turn of the conversation except the newest ``capsule_recent_turns``. It is
+persisted as a ``context.capsule`` event (status ``completed``) with its text in ``capsules``;
+started and failed refreshes are live notices only (E6).
+
+On the send path the latest capsule travels as its own system message, followed by the verbatim
+turns it does not cover; it is never a user or assistant message, and the request-size report
+shows it as its own section. A refresh is queued when a reply's input usage crosses
+``capsule_threshold`` of the input limit, and after every compaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hearth.errors import InvalidInput
+from hearth.memory.helpers.base import TurnText
+from hearth.ops.jobs import enqueue
+from hearth.records import ledger
+from hearth.store import utcnow
+from hearth.store.migrations import TURN_VERSION_EVENTS
+
+if TYPE_CHECKING:
+    from hearth.memory.helpers.base import Helper
+    from hearth.scope import Scope
+
+JOB_KIND = "timeline.capsule"
+HEADING = "=== CONTINUITY CAPSULE ==="
+NOTE = ("Internal continuity notes about this relationship, written from earlier turns ({source}). They are "
+        "reference, not a message from anyone; the turns after them are verbatim and newer.")
+MAX_INPUT_TURNS = 400
+
+
+@dataclass(frozen=True)
+class Capsule:
+    id: int
+    conversation_id: int
+    text: str
+    source: str
+    through_message_id: int
+    created_at: str
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Capsule":
+        return cls(row["id"], row["conversation_id"], row["text"], row["source"], row["through_message_id"],
+                   row["created_at"])
+
+    def render(self) -> str:
+        source = "model-written" if self.source == "model" else "offline extractive"
+        return f"{HEADING}\n{NOTE.format(source=source)}\n{self.text}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+# The newest capsule still current: its last turn is in the thread and no turn it covers took
+# another version since it was written (the partial index of migration 18 answers the second).
+LATEST_SQL = ("SELECT * FROM capsules c WHERE c.conversation_id = ?"
+              " AND EXISTS (SELECT 1 FROM messages m WHERE m.id = c.through_message_id)"
+              " AND NOT EXISTS (SELECT 1 FROM events e WHERE e.conversation_id = c.conversation_id AND e.id > c.id"
+              f"  AND e.kind IN {TURN_VERSION_EVENTS}"
+              "  AND json_extract(e.payload, '$.message_id') <= c.through_message_id)"
+              " ORDER BY c.id DESC LIMIT 1")
+
+
+def latest(conn: sqlite3.Connection, conversation_id: int) -> Capsule | None:
+    """The newest capsule that still describes the thread: its last turn is in the thread and no
+    turn it covers took another version since it was written (W2); an older one serves otherwise."""
+    row = conn.execute(LATEST_SQL, (conversation_id,)).fetchone()
+    return Capsule.from_row(row) if row else None
+
+
+def schedule(conn: sqlite3.Connection, user_id: int, conversation_id: int, reason: str) -> int:
+    return enqueue(conn, user_id, JOB_KIND, {"conversation_id": conversation_id, "reason": reason},
+                   dedupe_key=f"conversation:{conversation_id}")
+
+
+def crossed(input_tokens: int, input_limit: int, threshold: float) -> bool:
+    return input_limit > 0 and input_tokens >= threshold * input_limit
+
+
+def refresh(scope: "Scope", conversation_id: int, helper: "Helper", *, reason: str = "threshold") -> Capsule | None:
+    """Write a new capsule for a conversation; None when it has no turns to cover yet.
+
+    Announces ``started`` and, on failure, ``failed`` live only; the completed capsule is an event.
+    """
+    hearth = scope.hearth
+    recent = hearth.settings.capsule_recent_turns
+    live = hearth.live
+    with scope.store.read() as conn:
+        conversation = scope.conversations.get(conversation_id)
+        previous = latest(conn, conversation.id)
+        # The newest `recent` turns stay verbatim; everything before them is what the capsule covers.
+        boundary = conn.execute(
+            "SELECT id FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role IN ('user', 'assistant')"
+            " ORDER BY id DESC LIMIT 1 OFFSET ?", (conversation.id, recent)).fetchone()
+        through = boundary[0] if boundary else 0
+        since = previous.through_message_id if previous else 0
+        if through <= since:
+            return None
+        rows = conn.execute(
+            "SELECT id, role, content, channel FROM messages WHERE conversation_id = ? AND id > ? AND id <= ?"
+            " AND kind = 'chat' AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?",
+            (conversation.id, since, through, MAX_INPUT_TURNS)).fetchall()
+    if reason == "threshold" and previous is not None and len(rows) < recent:
+        return None  # usage stays high between refreshes: at most one per `recent` new turns
+    turns = [TurnText(r["role"], r["content"], r["id"]) for r in reversed(rows)]
+    channels = sorted({r["channel"] for r in rows})
+    live.publish(scope.user_id, {"kind": "context.capsule", "status": "started", "conversation_id": conversation.id,
+                                 "reason": reason})
+    try:
+        result = helper.write_capsule(previous.text if previous else "", turns, channels)  # outside a transaction
+        if not result.text.strip():
+            raise InvalidInput("the capsule helper wrote nothing")
+    except Exception as exc:
+        # Live only (E6); the job records the failure kind and retries.
+        live.publish(scope.user_id, {"kind": "context.capsule", "status": "failed",
+                                     "conversation_id": conversation.id, "error": type(exc).__name__})
+        raise
+    with scope.store.write() as conn:
+        now = utcnow()
+        span_id = open_span_of(conn, scope.user_id, conversation.persona_id)
+        event_id = ledger.append(conn, user_id=scope.user_id, conversation_id=conversation.id, kind="context.capsule",
+                                 channel="inner", created_at=now, span_id=span_id,
+                                 payload={"status": "completed", "source": result.source,
+                                          "through_message_id": through, "turns": len(turns),
+                                          "chars": len(result.text), "reason": reason})
+        conn.execute("INSERT INTO capsules (id, user_id, conversation_id, text, source, through_message_id, created_at)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     (event_id, scope.user_id, conversation.id, result.text, result.source, through, now))
+        capsule = latest(conn, conversation.id)
+    assert capsule is not None
+    live.publish(scope.user_id, {"kind": "context.capsule", "status": "completed", "conversation_id": conversation.id,
+                                 "capsule_id": capsule.id})
+    return capsule
+
+
+def open_span_of(conn: sqlite3.Connection, user_id: int, persona_id: int) -> int | None:
+    """Capsule refreshes belong to the span whose activity caused them, when it is still open."""
+    row = conn.execute("SELECT id FROM spans WHERE user_id = ? AND persona_id = ? AND closed_at IS NULL",
+                       (user_id, persona_id)).fetchone()
+    return row[0] if row else None
+
+
+def capsule_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+    conversation_id = payload.get("conversation_id")
+    if not isinstance(conversation_id, int) or isinstance(conversation_id, bool):
+        raise InvalidInput("a capsule job needs a conversation id")
+    refresh(scope, conversation_id, helper, reason=str(payload.get("reason", "threshold"))[:20])

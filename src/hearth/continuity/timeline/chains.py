@@ -1,0 +1,141 @@
+"""The Responses API working chain of a conversation (E7): chaining, compaction, "Compact now".
+
+With a provider that chains (the OpenAI Responses provider), each turn continues from the last
+response id instead of resending the thread, and every request (the first and each tool
+continuation) enables server-side compaction when ``compaction_threshold`` is set. "Compact now"
+calls the compaction endpoint: its output (the user messages and one opaque compaction item) is
+kept as the replacement input, sent in place of the earlier chain until the next successful turn,
+and the durable capsule is refreshed. The model's working chain is shortened; the timeline is
+not touched.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from hearth.continuity.timeline import capsules
+from hearth.errors import InvalidInput
+from hearth.records import ledger
+from hearth.store import utcnow
+
+if TYPE_CHECKING:
+    from hearth.scope import Scope
+
+
+@dataclass(frozen=True)
+class Chain:
+    response_id: str | None
+    replacement_input: tuple[dict[str, Any], ...]
+    compacted_at: str | None
+    model: str | None = None  # whose responses it continues; None: a chain from before models were kept
+
+    def continues(self, model: str, chosen: str | None) -> bool:
+        """Whether a request for ``model`` may continue this chain: a response id (or a compaction's
+        output) from another model is never sent (the chain restarts). ``chosen`` is the
+        conversation's own choice; a chain kept before models were recorded was made with the default."""
+        return self.model == model if self.model is not None else chosen is None
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What "Compact now" did (the HTTP answer is this record as it is)."""
+
+    conversation_id: int
+    compacted_at: str
+    items: int  # replacement input items the compaction endpoint returned
+    capsule_id: int | None  # the capsule it refreshed; None when the refresh was queued as a job
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def get(conn: sqlite3.Connection, conversation_id: int) -> Chain | None:
+    row = conn.execute("SELECT response_id, replacement_input, compacted_at, model FROM response_chains"
+                       " WHERE conversation_id = ?", (conversation_id,)).fetchone()
+    if row is None:
+        return None
+    replacement = tuple(json.loads(row[1])) if row[1] else ()
+    return Chain(row[0], replacement, row[2], row[3])
+
+
+def after_turn(conn: sqlite3.Connection, user_id: int, conversation_id: int, response_id: str,
+               model: str | None = None) -> None:
+    """A successful turn: continue from its response (made by ``model``); a compaction's
+    replacement input is spent."""
+    conn.execute(
+        "INSERT INTO response_chains (conversation_id, user_id, response_id, model, updated_at) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (conversation_id) DO UPDATE SET response_id = excluded.response_id, model = excluded.model,"
+        " replacement_input = NULL, updated_at = excluded.updated_at",
+        (conversation_id, user_id, response_id or None, model, utcnow()))
+
+
+def reset(conn: sqlite3.Connection, conversation_id: int) -> None:
+    """Forget the chain (the next turn sends the thread again); the timeline is untouched."""
+    conn.execute("DELETE FROM response_chains WHERE conversation_id = ?", (conversation_id,))
+
+
+def compaction_threshold_tokens(scope: "Scope", model: str | None = None) -> int | None:
+    fraction = scope.hearth.settings.compaction_threshold
+    return int(fraction * scope.hearth.input_token_limit(model)) if fraction > 0 else None
+
+
+def compact(scope: "Scope", conversation_id: int, *, channel: str = "web") -> Compaction:
+    """Compact now: refused (409) while a reply or compaction of this conversation runs."""
+    hearth = scope.hearth
+    provider = hearth.provider
+    conversation = scope.conversations.get(conversation_id)
+    if not getattr(provider, "chains", False) or not hasattr(provider, "compact"):
+        raise InvalidInput(f"Compact now needs the OpenAI Responses provider; this deployment uses "
+                           f"{provider.name!r}")
+    from hearth.providers.base import ChatMessage
+    from hearth.providers.openai_responses import to_responses_input
+
+    model = hearth.model_for(conversation)
+    with hearth.activity.compaction(conversation.id):
+        with scope.store.read() as conn:
+            chain = get(conn, conversation.id)
+            if chain is not None and not chain.continues(model, conversation.model):
+                chain = None  # another model's chain: compact the thread itself
+            prompt = conn.execute("SELECT content FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
+                                  (conversation.id,)).fetchone()
+            messages: list[ChatMessage] = []
+            if chain is None or (not chain.replacement_input and not chain.response_id):
+                rows = conn.execute(
+                    "SELECT role, content FROM messages WHERE conversation_id = ? AND role IN ('user', 'assistant')"
+                    " AND kind IN ('chat', 'handoff_artifact') ORDER BY id", (conversation.id,)).fetchall()
+                messages = [ChatMessage(r[0], r[1]) for r in rows]
+        instructions, items = to_responses_input(messages)
+        if chain is not None and chain.replacement_input:
+            items = list(chain.replacement_input)
+        if not items and not (chain and chain.response_id):
+            raise InvalidInput("there is nothing to compact in this conversation yet")
+        result = provider.compact(  # type: ignore[attr-defined]
+            instructions=prompt[0] if prompt else instructions, items=items,
+            previous_response_id=chain.response_id if chain and not chain.replacement_input else None, model=model)
+        with scope.store.write() as conn:
+            now = utcnow()
+            conn.execute(
+                "INSERT INTO response_chains (conversation_id, user_id, response_id, replacement_input, compacted_at,"
+                " model, updated_at) VALUES (?, ?, NULL, ?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET"
+                " response_id = NULL, replacement_input = excluded.replacement_input,"
+                " compacted_at = excluded.compacted_at, model = excluded.model, updated_at = excluded.updated_at",
+                (conversation.id, scope.user_id, json.dumps(result.output, separators=(",", ":")), now, model, now))
+            span_id = capsules.open_span_of(conn, scope.user_id, conversation.persona_id)
+            ledger.append(conn, user_id=scope.user_id, conversation_id=conversation.id, kind="context.compacted",
+                          channel=channel, created_at=now, span_id=span_id,
+                          payload={"mode": "manual", "items": len(result.output),
+                                   "input_tokens": result.usage.input_tokens,
+                                   "output_tokens": result.usage.output_tokens})
+        # Refresh the durable capsule now; a failure is announced live and retried by a job.
+        from hearth.memory.helpers import helper_for
+
+        capsule = None
+        try:
+            capsule = capsules.refresh(scope, conversation.id, helper_for(hearth), reason="compaction")
+        except Exception:  # noqa: BLE001 - the compaction stands; the capsule job tries again
+            with scope.store.write() as conn:
+                capsules.schedule(conn, scope.user_id, conversation.id, "compaction")
+        return Compaction(conversation.id, now, len(result.output), capsule.id if capsule else None)

@@ -1,0 +1,181 @@
+"""Activity spans (E1): bursts of activity grouped as containers in the relationship timeline.
+
+A span is a text exchange, a voice session, an autonomous activation or an import. It is an
+observability container, never a chat: conversations go on across spans and a span may touch
+several conversations of the same companion. At most one span per user and companion is open (a
+partial unique index holds it). Opening and closing are ledger events (``span.opened``,
+``span.closed``); the ``spans`` row is the view kept in the same transaction, and every event that
+happens inside a span carries its id.
+
+The send path pays for this with one indexed ``UPDATE ... RETURNING`` in the message's existing
+write transaction. Only when no fresh span of the same kind is open does it do more: close a stale
+one (the idle checkpoint job may not have run yet, e.g. while the server was down), open a new one
+and queue its checkpoint.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from hearth.errors import NotFound
+from hearth.ops.jobs import enqueue
+from hearth.records import ledger
+from hearth.store import inserted_id, utcnow
+
+if TYPE_CHECKING:
+    from hearth.scope import Hearth
+
+CHECKPOINT_JOB = "timeline.checkpoint"
+KIND_OF_CHANNEL = {"voice": "voice", "inner": "inner", "import": "import"}  # every other channel: text
+
+
+def span_kind(channel: str) -> str:
+    return KIND_OF_CHANNEL.get(channel, "text")
+
+
+def stamp(epoch: float) -> str:
+    """The sortable UTC form of every timestamp column (see ``store.utcnow``)."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def epoch(stamp_text: str) -> float:
+    return datetime.strptime(stamp_text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+@dataclass(frozen=True)
+class Span:
+    """One activity span; the HTTP API answers with this record as it is (one definition per record)."""
+
+    id: int
+    persona_id: int | None
+    kind: str
+    channel: str
+    start_event_id: int
+    started_at: str
+    last_at: str
+    closed_at: str | None
+    close_reason: str | None
+    checkpoint_event_id: int | None
+    open: bool  # closed_at is None; a field rather than a property so that answers carry it
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Span":
+        return cls(row["id"], row["persona_id"], row["kind"], row["channel"], row["start_event_id"],
+                   row["started_at"], row["last_at"], row["closed_at"], row["close_reason"],
+                   row["checkpoint_event_id"], row["closed_at"] is None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def touch(conn: sqlite3.Connection, user_id: int, persona_id: int | None, channel: str, *, now: str,
+          idle_cutoff: str, idle_seconds: float, conversation_id: int | None = None) -> int:
+    """The id of the open span this activity belongs to, opening one when needed.
+
+    ``now`` is the activity's timestamp; a span whose last activity is older than ``idle_cutoff``
+    is stale and is closed instead of extended. Runs in the caller's write transaction.
+    """
+    kind = span_kind(channel)
+    row = conn.execute(
+        "UPDATE spans SET last_at = max(last_at, ?) WHERE user_id = ? AND persona_id IS ? AND closed_at IS NULL"
+        " AND kind = ? AND last_at >= ? RETURNING id", (now, user_id, persona_id, kind, idle_cutoff),
+    ).fetchone()
+    if row is not None:
+        return row[0]
+    stale = conn.execute("SELECT * FROM spans WHERE user_id = ? AND persona_id IS ? AND closed_at IS NULL",
+                         (user_id, persona_id)).fetchone()
+    if stale is not None:
+        reason = "idle" if stale["last_at"] < idle_cutoff else "switched"
+        close(conn, user_id, Span.from_row(stale), reason, at=now)
+        # Its turns still go to memory extraction: the checkpoint job runs at once.
+        enqueue(conn, user_id, CHECKPOINT_JOB, {"span_id": stale["id"]}, dedupe_key=f"span:{stale['id']}")
+    return open_span(conn, user_id, persona_id, channel, now=now, idle_seconds=idle_seconds,
+                     conversation_id=conversation_id, checkpoint=kind != "import")
+
+
+def keep_open(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, span_id: int, persona_id: int | None,
+              channel: str, *, conversation_id: int | None = None) -> int:
+    """The span for a turn of an exchange already under way (its reply, a tool round): the send's
+    own span, kept open and extended however long the reply streamed. If a checkpoint closed it
+    meanwhile (another process's worker), the turn joins the span open now, or a new one, so the
+    next checkpoint still reads it (E2)."""
+    row = conn.execute(
+        "UPDATE spans SET last_at = max(last_at, ?) WHERE id = ? AND user_id = ? AND closed_at IS NULL RETURNING id",
+        (utcnow(), span_id, user_id)).fetchone()
+    if row is not None:
+        return span_id
+    return touch_now(conn, hearth, user_id, persona_id, channel, conversation_id=conversation_id)[0]
+
+
+def touch_now(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, persona_id: int | None, channel: str, *,
+              conversation_id: int | None = None) -> tuple[int, str]:
+    """``touch`` for activity happening now, judged by the deployment's clock and idle setting;
+    returns the span id and the timestamp used."""
+    idle = hearth.settings.idle_checkpoint_minutes * 60
+    now = utcnow()
+    span_id = touch(conn, user_id, persona_id, channel, now=now, idle_cutoff=stamp(hearth.clock() - idle),
+                    idle_seconds=idle, conversation_id=conversation_id)
+    return span_id, now
+
+
+def open_span(conn: sqlite3.Connection, user_id: int, persona_id: int | None, channel: str, *, now: str,
+              idle_seconds: float, conversation_id: int | None = None, checkpoint: bool = True) -> int:
+    cur = conn.execute(
+        "INSERT INTO spans (user_id, persona_id, kind, channel, start_event_id, started_at, last_at)"
+        " VALUES (?, ?, ?, ?, 0, ?, ?)", (user_id, persona_id, span_kind(channel), channel, now, now),
+    )
+    span_id = inserted_id(cur)
+    event_id = ledger.append(conn, user_id=user_id, conversation_id=conversation_id, kind="span.opened",
+                             channel=channel, created_at=now, span_id=span_id,
+                             payload={"span_id": span_id, "kind": span_kind(channel)})
+    conn.execute("UPDATE spans SET start_event_id = ? WHERE id = ?", (event_id, span_id))
+    if not checkpoint:
+        return span_id
+    # The idle checkpoint (E2) is a durable job; it reschedules itself while the span stays busy.
+    enqueue(conn, user_id, CHECKPOINT_JOB, {"span_id": span_id}, dedupe_key=f"span:{span_id}",
+            delay=idle_seconds)
+    return span_id
+
+
+@contextmanager
+def burst(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, persona_id: int | None, channel: str, *,
+          reason: str) -> Iterator[int]:
+    """A span that opens and closes inside the caller's transaction: activity that happens all at
+    once (an import). It queues no checkpoint: what it brought is not a conversation that went idle."""
+    span_id, _now = touch_now(conn, hearth, user_id, persona_id, channel)
+    yield span_id
+    close(conn, user_id, get(conn, user_id, span_id), reason, at=utcnow())
+
+
+def close(conn: sqlite3.Connection, user_id: int, span: Span, reason: str, *, at: str,
+          checkpoint_event_id: int | None = None) -> None:
+    conn.execute("UPDATE spans SET closed_at = ?, close_reason = ? WHERE id = ? AND closed_at IS NULL",
+                 (max(at, span.last_at), reason, span.id))
+    ledger.append(conn, user_id=user_id, kind="span.closed", channel=span.channel, span_id=span.id,
+                  created_at=max(at, span.last_at),
+                  payload={"span_id": span.id, "reason": reason, "checkpoint_event_id": checkpoint_event_id})
+
+
+def get(conn: sqlite3.Connection, user_id: int, span_id: int) -> Span:
+    row = conn.execute("SELECT * FROM spans WHERE id = ? AND user_id = ?", (span_id, user_id)).fetchone()
+    if row is None:
+        raise NotFound(f"no span {span_id}")
+    return Span.from_row(row)
+
+
+def open_spans(conn: sqlite3.Connection, user_id: int) -> list[Span]:
+    return [Span.from_row(r) for r in conn.execute(
+        "SELECT * FROM spans WHERE user_id = ? AND closed_at IS NULL ORDER BY last_at DESC, id DESC", (user_id,))]
+
+
+def by_ids(conn: sqlite3.Connection, user_id: int, ids: set[int]) -> dict[int, Span]:
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    return {r["id"]: Span.from_row(r) for r in conn.execute(
+        f"SELECT * FROM spans WHERE user_id = ? AND id IN ({marks})", (user_id, *ids))}

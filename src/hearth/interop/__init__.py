@@ -1,0 +1,1 @@
+"""Other tools' formats: imports, exports, OpenAI-compatible client chats (SPEC 17)."""

@@ -1,0 +1,1 @@
+"""The MCP server's tools and resources (SPEC 17)."""

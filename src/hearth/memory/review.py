@@ -1,0 +1,469 @@
+"""The review queue (F3, G4): suggestions about the person wait here until a human decides.
+
+Proposals come from background helpers: household status changes (HS2), fragment additions and
+updates (the review job, "DreamWeave" in the seeds), and later extracted memories. Each carries its
+kind, the proposed change, a reason, and where it helps the person's own quoted words (evidence,
+shown in the queue and never logged). Approving applies the change, optionally with edits, in the
+same transaction; dismissing remembers the proposal's content hash so the same suggestion is not
+offered again unchanged. Nothing is applied automatically unless the owner turned on auto-approve
+for that kind (``auto_approve.status_change``, ``auto_approve.fragment``, ``auto_approve.memory``;
+all off by default).
+
+The review job reads the recent conversation, the rolling summary, the live context and the
+fragment list, and asks the helper for fragment suggestions.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hearth.errors import Conflict, HearthError, InvalidInput, NotFound
+from hearth.memory import duplicates
+from hearth.memory.helpers.base import ReviewInput, TurnText, one_line
+from hearth.memory.memories import check_memory
+from hearth.ops.jobs import cursor, enqueue, set_cursor
+from hearth.outreach.checkins import CHECKIN_KIND, parse_when
+from hearth.records import ledger
+from hearth.store import inserted_id, utcnow
+
+if TYPE_CHECKING:
+    from hearth.memory.helpers.base import Helper
+    from hearth.memory.memories import Memory
+    from hearth.scope import Scope
+
+JOB_KIND = "review.run"
+KINDS = ("fragment_add", "fragment_update", "status_change", "memory_add", CHECKIN_KIND)
+AUTO_SETTING = {"fragment_add": "auto_approve.fragment", "fragment_update": "auto_approve.fragment",
+                "status_change": "auto_approve.status_change", "memory_add": "auto_approve.memory",
+                CHECKIN_KIND: "auto_approve.checkin"}
+# Fields an approval may edit, per kind.
+EDITABLE = {
+    "fragment_add": ("category", "triggers", "definition", "all_of", "any_of", "none_of", "priority"),
+    "fragment_update": ("category", "triggers", "definition", "all_of", "any_of", "none_of", "priority"),
+    "status_change": ("to",),
+    "memory_add": ("text", "category", "importance", "resolution"),
+    CHECKIN_KIND: ("note", "at", "channel"),
+}
+REVIEW_MESSAGES = 40
+MAX_REASON = 500
+MAX_EVIDENCE = 1_000
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One suggestion in the review queue; the HTTP API answers with this record as it is."""
+
+    id: int
+    kind: str
+    conversation_id: int | None
+    payload: dict[str, Any]
+    reason: str
+    evidence: str
+    source: str
+    status: str
+    decided_by: str | None
+    result_id: int | None
+    created_at: str
+    decided_at: str | None
+    label: str  # one line for lists (see describe); a field so that answers carry it
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Proposal":
+        payload = json.loads(row["payload"])
+        return cls(row["id"], row["kind"], row["conversation_id"], payload, row["reason"],
+                   row["evidence"], row["source"], row["status"], row["decided_by"], row["result_id"],
+                   row["created_at"], row["decided_at"], describe(row["kind"], payload, row["source"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def describe(kind: str, p: dict[str, Any], source: str) -> str:
+    """One line for lists: what would change, offline suggestions labelled (G3)."""
+    if kind == "status_change":
+        text = f"{p['field']}: {p.get('from') or '(unset)'} -> {p['to']}"
+    elif kind in ("fragment_add", "fragment_update"):
+        verb = "add" if kind == "fragment_add" else f"update #{p.get('fragment_id')}"
+        text = f"fragment {verb} [{p.get('category', '')}] {', '.join(p.get('triggers', []))}: {p.get('definition', '')}"
+    elif kind == CHECKIN_KIND:
+        text = f"check-in at {p.get('at', '')}: {p.get('note', '')}"
+    elif p.get("memory_id"):
+        verb = "update" if p.get("fact_changed") else "correction"
+        text = f"memory {verb} #{p['memory_id']}: {p.get('text', '')}"
+    else:
+        text = f"memory: {p.get('text', '')}"
+        conflict = p.get("conflict")
+        if isinstance(conflict, dict):
+            verb = "contradicts" if conflict.get("relation") == "contradiction" else "repeats"
+            text += f" ({verb} memory #{conflict.get('memory_id')}: {conflict.get('existing_text', '')})"
+            if conflict.get("judge") == "model":
+                text += " [the model's verdict]"
+            elif conflict.get("fallback"):
+                text += " [offline verdict: the model check failed]"
+    return f"(offline suggestion) {text}" if source == "offline" else text
+
+
+def _norm(value: Any) -> Any:
+    if isinstance(value, str):
+        return one_line(value).casefold()
+    if isinstance(value, (list, tuple)):
+        return sorted(_norm(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _norm(v) for k, v in sorted(value.items())}
+    return value
+
+
+def content_hash(kind: str, payload: dict[str, Any]) -> str:
+    """Identity of a suggestion's content: case, spacing and trigger order do not make it new."""
+    canonical = json.dumps({"kind": kind, "payload": _norm(payload)}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _check_payload(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    if kind not in KINDS:
+        raise InvalidInput(f"unknown proposal kind {kind!r}")
+    if not isinstance(payload, dict):
+        raise InvalidInput("a proposal payload must be an object")
+    required = {"status_change": ("field_id", "field", "to"), "fragment_add": ("triggers", "definition"),
+                "fragment_update": ("fragment_id", "definition", "triggers"), "memory_add": ("text",),
+                CHECKIN_KIND: ("persona_id", "note", "at")}[kind]
+    missing = [k for k in required if payload.get(k) in (None, "", [])]
+    if missing:
+        raise InvalidInput(f"a {kind} proposal needs {', '.join(missing)}")
+    if kind == "memory_add":
+        # What approving it would refuse is refused now, whoever proposes it (MCP, extraction,
+        # mining): the queue never holds a suggestion that can never be applied.
+        text, category, importance = check_memory(payload["text"], payload.get("category", ""),
+                                                  payload.get("importance", 0))
+        payload.update(text=text, category=category, importance=importance)
+    return payload
+
+
+class ReviewQueue:
+    def __init__(self, scope: "Scope"):
+        self.scope = scope
+        self.store = scope.store
+        self.user_id = scope.user_id
+
+    # -- reading ---------------------------------------------------------------------------------
+    def get(self, proposal_id: int) -> Proposal:
+        row = self.store.connection().execute("SELECT * FROM proposals WHERE id = ? AND user_id = ?",
+                                              (proposal_id, self.user_id)).fetchone()
+        if row is None:
+            raise NotFound(f"no proposal {proposal_id}")
+        return Proposal.from_row(row)
+
+    def list(self, status: str | None = "pending", kind: str | None = None, limit: int = 200) -> list[Proposal]:
+        sql = "SELECT * FROM proposals WHERE user_id = ?"
+        args: list[Any] = [self.user_id]
+        if status is not None:
+            if status not in ("pending", "approved", "dismissed"):
+                raise InvalidInput("status must be pending, approved or dismissed")
+            sql += " AND status = ?"
+            args.append(status)
+        if kind is not None:
+            if kind not in KINDS:
+                raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
+            sql += " AND kind = ?"
+            args.append(kind)
+        sql += " ORDER BY id DESC LIMIT ?"
+        args.append(max(1, min(limit, 1000)))
+        return [Proposal.from_row(r) for r in self.store.connection().execute(sql, args)]
+
+    def counts(self) -> dict[str, int]:
+        found = dict(self.store.connection().execute(
+            "SELECT status, count(*) FROM proposals WHERE user_id = ? GROUP BY status", (self.user_id,)).fetchall())
+        return {s: found.get(s, 0) for s in ("pending", "approved", "dismissed")}
+
+    # -- proposing -------------------------------------------------------------------------------
+    def propose(self, kind: str, payload: dict[str, Any], reason: str, *, evidence: str = "",
+                source: str = "offline", conversation_id: int | None = None,
+                repeat_dismissed: bool = False, span_id: int | None = None) -> Proposal | None:
+        """Queue a suggestion. Returns None when the same content is already pending or was
+        dismissed before. With auto-approve on for its kind, it is applied at once."""
+        payload = _check_payload(kind, dict(payload))
+        if source not in ("offline", "model"):
+            raise InvalidInput("source must be offline or model")
+        reason = one_line(reason)[:MAX_REASON] or "No reason given."
+        digest = content_hash(kind, {k: v for k, v in payload.items() if k != "conflict"})
+        fallback = None
+        if kind == "memory_add" and "conflict" not in payload and not payload.get("memory_id"):
+            # B3: a suggested memory that repeats or contradicts one already kept waits with both
+            # texts side by side, as merge / supersede / keep both; it is never applied unseen.
+            embedder = duplicate_embedder(self.scope)
+            judgement = self._judge(str(payload["text"]), embedder)
+            findings = duplicates.find(self.store.connection(), self.user_id, str(payload["text"]),
+                                       embedder=embedder, judgement=judgement)
+            if findings:
+                payload["conflict"] = findings[0].to_dict()
+            fallback = judgement.fallback if judgement is not None else None
+        with self.store.write() as conn:
+            statuses = "('pending')" if repeat_dismissed else "('pending', 'dismissed')"
+            if conn.execute(f"SELECT 1 FROM proposals WHERE user_id = ? AND content_hash = ?"
+                            f" AND status IN {statuses} LIMIT 1", (self.user_id, digest)).fetchone():
+                return None
+            cur = conn.execute(
+                "INSERT INTO proposals (user_id, kind, conversation_id, payload, reason, evidence, source,"
+                " content_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (self.user_id, kind, conversation_id, json.dumps(payload, ensure_ascii=False), reason,
+                 (evidence or "")[:MAX_EVIDENCE], source, digest, utcnow()))
+            event = {"proposal_id": inserted_id(cur), "kind": kind, "source": source}
+            if fallback is not None:  # the model judge failed: the offline verdict decided (B3)
+                event["judge_fallback"] = fallback
+            ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="review.proposed",
+                          channel="inner", payload=event, span_id=span_id)
+            if self.scope.layers.settings.get(AUTO_SETTING[kind]) and "conflict" not in payload:
+                # A suggestion that cannot be applied as it stands stays pending for the owner.
+                conn.execute("SAVEPOINT auto_approve")
+                try:
+                    decided = self._decide(conn, inserted_id(cur), "auto", None)
+                except (InvalidInput, Conflict, NotFound):
+                    conn.execute("ROLLBACK TO auto_approve")
+                    decided = None
+                conn.execute("RELEASE auto_approve")
+                if decided is not None:
+                    return decided
+            return self.get(inserted_id(cur))
+
+    def remember(self, items: builtins.list[dict[str, Any]], *, actor: str = "owner") -> tuple[
+            builtins.list[Memory], builtins.list[Proposal]]:
+        """Add memories (the owner's, or imported facts), except any that repeats or contradicts a
+        memory already kept, or an earlier item of the same batch: it waits in the review queue
+        with both texts, to merge, supersede or keep both (B3). One transaction."""
+        if not isinstance(items, list) or not items:
+            raise InvalidInput("a memory import needs a non-empty list")
+        memories = self.scope.memories
+        embedder = duplicate_embedder(self.scope)
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+                raise InvalidInput(f"item {i}: memory text must not be empty")
+        # The model judge (when configured) is asked before the write transaction opens: the write
+        # lock is never held while a model answers. Earlier items of the batch meet the offline rules.
+        judgements = [self._judge(item["text"], embedder) if item["text"].strip() else None for item in items]
+        self.prepare([item["text"] for item in items])
+        added: builtins.list[Memory] = []
+        queued: builtins.list[Proposal] = []
+        with self.store.write() as conn:
+            for i, item in enumerate(items):
+                judgement = judgements[i]
+                findings = duplicates.find(conn, self.user_id, item["text"], embedder=embedder, judgement=judgement)
+                if not findings:
+                    try:
+                        added.append(memories.import_many([item], actor=actor)[0])
+                    except InvalidInput as exc:
+                        raise InvalidInput(str(exc).replace("item 0", f"item {i}", 1)) from None
+                    if judgement is not None and judgement.fallback is not None:
+                        # Kept on the offline verdict alone; the ledger says so (codes and counts only).
+                        ledger.append(conn, user_id=self.user_id, kind="memory.judge_fallback",
+                                      payload={"memory_id": added[-1].id, "pairs": judgement.asked,
+                                               "error": judgement.fallback})
+                    continue
+                top = findings[0]
+                payload = {"text": item["text"].strip(), "category": str(item.get("category", "") or ""),
+                           "importance": int(item.get("importance", 0) or 0), "conflict": top.to_dict()}
+                what = "contradicts" if top.relation == "contradiction" else "repeats"
+                proposal = self.propose("memory_add", payload, f"It {what} memory #{top.memory_id} ({top.reason}).",
+                                        repeat_dismissed=True)
+                if proposal is None:  # the same suggestion is already waiting
+                    digest = content_hash("memory_add", {k: v for k, v in payload.items() if k != "conflict"})
+                    proposal = self._pending_by_hash(conn, digest)
+                queued.append(proposal)
+        return added, queued
+
+    def prepare(self, texts: builtins.list[str]) -> None:
+        """Embed what duplicate detection will compare ``texts`` with, before a caller opens the
+        write transaction its proposals join (B3: the write lock is never held while a model runs)."""
+        duplicates.prepare(self.store.connection(), self.user_id, texts, duplicate_embedder(self.scope))
+
+    def _judge(self, text: str, embedder: Any) -> duplicates.Judgement | None:
+        """The model judge's verdicts on ``text`` against the same-subject memories (B3), or None
+        when no provider is configured (the offline rules decide alone). Inside a caller's write
+        transaction the model is not asked (it would hold the write lock): the offline verdict
+        stands, recorded as ``in_transaction``."""
+        judge = contradiction_judge(self.scope)
+        if judge is None:
+            return None
+        conn = self.store.connection()
+        if conn.in_transaction:
+            return duplicates.Judgement({}, 0, "in_transaction")
+        return duplicates.ask_judge(conn, self.user_id, text, judge, embedder=embedder)
+
+    def _pending_by_hash(self, conn: sqlite3.Connection, digest: str) -> Proposal:
+        row = conn.execute("SELECT id FROM proposals WHERE user_id = ? AND content_hash = ? AND status = 'pending'",
+                           (self.user_id, digest)).fetchone()
+        return self.get(row[0])
+
+    # -- deciding --------------------------------------------------------------------------------
+    def approve(self, proposal_id: int, edits: dict[str, Any] | None = None) -> Proposal:
+        """Apply a pending proposal, optionally edited first, in one transaction."""
+        with self.store.write() as conn:
+            return self._decide(conn, proposal_id, "owner", edits or {})
+
+    def dismiss(self, proposal_id: int) -> Proposal:
+        with self.store.write() as conn:
+            proposal = self._pending(proposal_id)
+            conn.execute("UPDATE proposals SET status = 'dismissed', decided_by = 'owner', decided_at = ?"
+                         " WHERE id = ?", (utcnow(), proposal.id))
+            ledger.append(conn, user_id=self.user_id, conversation_id=proposal.conversation_id,
+                          kind="review.dismissed", payload={"proposal_id": proposal.id, "kind": proposal.kind})
+            return self.get(proposal.id)
+
+    def _pending(self, proposal_id: int) -> Proposal:
+        proposal = self.get(proposal_id)
+        if proposal.status != "pending":
+            raise Conflict(f"proposal {proposal_id} is already {proposal.status}")
+        return proposal
+
+    def _decide(self, conn: sqlite3.Connection, proposal_id: int, by: str, edits: dict[str, Any] | None) -> Proposal:
+        proposal = self._pending(proposal_id)
+        edits = edits or {}
+        unknown = set(edits) - set(EDITABLE[proposal.kind])
+        if unknown:
+            raise InvalidInput(f"a {proposal.kind} proposal cannot edit {', '.join(sorted(unknown))}")
+        payload = {**proposal.payload, **edits}
+        result_id = self._apply(proposal, payload, by)
+        conn.execute("UPDATE proposals SET status = 'approved', decided_by = ?, decided_at = ?, result_id = ?,"
+                     " payload = ? WHERE id = ?",
+                     (by, utcnow(), result_id, json.dumps(payload, ensure_ascii=False), proposal.id))
+        ledger.append(conn, user_id=self.user_id, conversation_id=proposal.conversation_id, kind="review.approved",
+                      payload={"proposal_id": proposal.id, "kind": proposal.kind, "by": by, "edited": bool(edits)})
+        return self.get(proposal.id)
+
+    def _apply(self, proposal: Proposal, payload: dict[str, Any], by: str) -> int:
+        layers = self.scope.layers
+        fragment_fields = {k: payload[k] for k in ("all_of", "any_of", "none_of", "priority") if k in payload}
+        if proposal.kind == "status_change":
+            source = "auto" if by == "auto" else "approved"
+            return layers.household.set(int(payload["field_id"]), payload["to"], source=source,
+                                        proposal_id=proposal.id).id
+        if proposal.kind == "fragment_add":
+            return layers.fragments.add(payload["triggers"], payload["definition"], payload.get("category", ""),
+                                        **fragment_fields, actor="auto" if by == "auto" else "suggestion").id
+        if proposal.kind == "fragment_update":
+            try:
+                return layers.fragments.edit(int(payload["fragment_id"]), triggers=payload["triggers"],
+                                             definition=payload["definition"], category=payload.get("category"),
+                                             **fragment_fields, actor="auto" if by == "auto" else "suggestion").id
+            except NotFound:
+                raise Conflict("the fragment this proposal updates no longer exists; dismiss it") from None
+        if proposal.kind == CHECKIN_KIND:
+            return self.scope.activations.add(
+                int(payload["persona_id"]), "checkin", note=str(payload["note"]),
+                channel=str(payload.get("channel", "web")), first_at=parse_when(payload["at"])).id
+        actor = "auto" if by == "auto" else "suggestion"
+        if payload.get("memory_id"):
+            # A proposed change to an existing memory: a correction (it was never true as written),
+            # or with fact_changed a new version superseding the old one (B1).
+            try:
+                memory, _rebuilt = self.scope.memories.edit(
+                    int(payload["memory_id"]), text=payload["text"], correction=not payload.get("fact_changed"),
+                    actor=actor, proposal_id=proposal.id)
+            except NotFound:
+                raise Conflict("the memory this proposal changes no longer exists; dismiss it") from None
+            return memory.id
+        conflict = payload.get("conflict")
+        resolution = payload.get("resolution")
+        if isinstance(conflict, dict) and resolution != "keep_both":
+            return self._resolve(proposal, payload, conflict, resolution, actor)
+        if resolution is not None and resolution not in duplicates.RESOLUTIONS:
+            raise InvalidInput(f"resolution must be one of {', '.join(duplicates.RESOLUTIONS)}")
+        memory = self.scope.memories.add(payload["text"], payload.get("category", ""),
+                                         int(payload.get("importance", 0)), actor=actor, proposal_id=proposal.id)
+        return memory.id
+
+    def _resolve(self, proposal: Proposal, payload: dict[str, Any], conflict: dict[str, Any], resolution: Any,
+                 actor: str) -> int:
+        """Merge into, or supersede, the memory a suggestion repeats or contradicts (B3)."""
+        if resolution not in duplicates.RESOLUTIONS:
+            raise InvalidInput("this suggestion repeats or contradicts a memory: choose a resolution, "
+                               f"one of {', '.join(duplicates.RESOLUTIONS)}")
+        memories = self.scope.memories
+        try:
+            existing = memories.get(int(conflict["memory_id"]))
+        except NotFound:
+            raise Conflict("the memory this suggestion compares with no longer exists; keep both or dismiss") from None
+        text = str(payload["text"]).strip()
+        importance = max(existing.importance, int(payload.get("importance", 0)))
+        if resolution == "supersede":
+            # The old meaning is retired and kept in history (B1).
+            memories.edit(existing.id, text=text, importance=importance, actor=actor, proposal_id=proposal.id)
+        elif text != existing.text or importance != existing.importance:
+            # Merge: one memory stays, worded as approved; a rewording, so a correction of it.
+            memories.edit(existing.id, text=text, importance=importance, correction=True, actor=actor,
+                          proposal_id=proposal.id)
+        return existing.id
+
+    # -- running the review ----------------------------------------------------------------------
+    def request(self, conversation_id: int) -> int:
+        """Queue a review of a conversation now (the worker runs it)."""
+        with self.store.write() as conn:
+            self.scope.conversations.get(conversation_id)
+            return enqueue(conn, self.user_id, JOB_KIND, {"conversation_id": conversation_id, "full": True},
+                           dedupe_key=f"conversation:{conversation_id}")
+
+    def run(self, conversation_id: int, helper: "Helper", *, full: bool = False) -> builtins.list[Proposal]:
+        """Read the recent conversation and context, ask the helper, queue its suggestions."""
+        layers = self.scope.layers
+        self.scope.conversations.get(conversation_id)
+        with self.store.read() as conn:
+            since = 0 if full else cursor(conn, conversation_id, JOB_KIND)
+            rows = conn.execute(
+                "SELECT id, role, content FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
+                " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?",
+                (conversation_id, since, REVIEW_MESSAGES)).fetchall()
+        if not rows:
+            return []
+        turns = [TurnText(r["role"], r["content"], r["id"]) for r in reversed(rows)]
+        summary = layers.summaries.current(conversation_id)
+        live = layers.live_context.get(conversation_id)
+        material = ReviewInput(
+            messages=turns, summary=summary.text if summary else "",
+            live_context={k: getattr(live, k) for k in ("mood", "events", "needs", "summary")} if live else {},
+            fragments=[f.to_dict() for f in layers.fragments.list()])
+        suggestions = helper.propose_fragments(material)  # outside any transaction
+        made: list[Proposal] = []
+        with self.store.write() as conn:
+            for s in suggestions:
+                payload: dict[str, Any] = {"category": s.category, "triggers": list(s.triggers), "definition": s.definition}
+                if s.action == "update":
+                    payload["fragment_id"] = s.fragment_id
+                proposal = self.propose("fragment_update" if s.action == "update" else "fragment_add", payload,
+                                        s.reason, evidence=s.evidence, source=s.source, conversation_id=conversation_id)
+                if proposal is not None:
+                    made.append(proposal)
+            set_cursor(conn, self.user_id, conversation_id, JOB_KIND, turns[-1].message_id)
+        return made
+
+
+def duplicate_embedder(scope: "Scope") -> Any:
+    """The deployment's embedder for duplicate checks (B3), or None when it cannot load: the
+    lexical and rule checks still run."""
+    if not scope.hearth.settings.duplicate_embeddings:
+        return None
+    try:
+        from hearth.retrieval.semantic import shared_embedder
+
+        return shared_embedder(scope.hearth)
+    except (HearthError, OSError, ImportError):
+        return None
+
+
+def contradiction_judge(scope: "Scope") -> duplicates.Judge | None:
+    """The model helper when a provider is configured, to judge contradictions (B3); None when
+    offline, where the rules decide alone."""
+    from hearth.memory.helpers import helper_for
+
+    helper = helper_for(scope.hearth)
+    return helper if helper.name == "model" else None
+
+
+def review_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+    conversation_id = payload.get("conversation_id")
+    if not isinstance(conversation_id, int):
+        raise InvalidInput("review job needs a conversation id")
+    scope.layers.review.run(conversation_id, helper, full=bool(payload.get("full")))

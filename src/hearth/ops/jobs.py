@@ -1,0 +1,413 @@
+"""Background jobs: a small durable queue in the database and the worker that runs it.
+
+Model-written work (rolling summary, live context refresh, state-change detection, review) never
+runs on the send path. After a reply is saved, a hook decides in the same transaction what is due
+and enqueues it; a ``Worker`` claims jobs one at a time in a write transaction and runs the handler
+for their kind. The queue knows no kinds: the handlers come from ``registry.job_handlers()``.
+
+A job is ``pending`` -> ``running`` -> ``done``; a failure goes back to ``pending`` with exponential
+backoff and becomes ``dead`` after ``max_attempts``. A job left ``running`` by a crash is claimed
+again once its lease expires, so a restart resumes pending work. ``last_error`` records an error
+class or kind, never text that could carry conversation content.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Callable
+
+from hearth.errors import HearthError, InvalidInput, NotFound, ProviderError
+from hearth.store import Store, inserted_id, is_postgres
+
+if TYPE_CHECKING:
+    from hearth.memory.helpers.base import Helper
+    from hearth.scope import Hearth, Scope
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+BACKOFF_SECONDS = 30.0
+BACKOFF_CAP_SECONDS = 3600.0
+LEASE_SECONDS = 300.0
+STATUSES = ("pending", "running", "done", "dead")
+
+# What runs a job of one kind: handler(the job owner's scope, payload, helper).
+Handler = Callable[["Scope", dict[str, Any], "Helper"], None]
+
+
+def _stamp(epoch: float) -> str:
+    """The sortable UTC form every timestamp column uses (see ``store.utcnow``)."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    user_id: int
+    kind: str
+    payload: dict[str, Any]
+    dedupe_key: str | None
+    status: str
+    attempts: int
+    max_attempts: int
+    run_after: str
+    last_error: str | None
+    created_at: str
+    updated_at: str
+    finished_at: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Job":
+        return cls(row["id"], row["user_id"], row["kind"], json.loads(row["payload"]), row["dedupe_key"],
+                   row["status"], row["attempts"], row["max_attempts"], row["run_after"], row["last_error"],
+                   row["created_at"], row["updated_at"], row["finished_at"])
+
+    def to_dict(self) -> dict[str, Any]:
+        # The payload holds ids only; it is safe to show.
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def enqueue(conn: sqlite3.Connection, user_id: int, kind: str, payload: dict[str, Any] | None = None, *,
+            dedupe_key: str | None = None, delay: float = 0.0, max_attempts: int = MAX_ATTEMPTS,
+            now: float | None = None) -> int:
+    """Queue a job in the caller's write transaction; with a dedupe key, an identical pending job
+    is reused instead of queuing a second one. Returns the job id."""
+    if not kind or not isinstance(kind, str):
+        raise InvalidInput("a job needs a kind")
+    if max_attempts < 1:
+        raise InvalidInput("max_attempts must be at least 1")
+    if dedupe_key is not None:
+        row = conn.execute(
+            "SELECT id FROM jobs WHERE user_id = ? AND kind = ? AND dedupe_key = ? AND status = 'pending'",
+            (user_id, kind, dedupe_key),
+        ).fetchone()
+        if row:
+            return row[0]
+    at = time.time() if now is None else now
+    stamp = _stamp(at)
+    cur = conn.execute(
+        "INSERT INTO jobs (user_id, kind, payload, dedupe_key, max_attempts, run_after, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (user_id, kind, json.dumps(payload or {}, separators=(",", ":")), dedupe_key, max_attempts,
+         _stamp(at + max(0.0, delay)), stamp, stamp),
+    )
+    return inserted_id(cur)
+
+
+class JobQueue:
+    """The queue over one store. ``clock`` (seconds since the epoch) is injectable for tests."""
+
+    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time,
+                 lease_seconds: float = LEASE_SECONDS, backoff_seconds: float = BACKOFF_SECONDS,
+                 backoff_cap_seconds: float = BACKOFF_CAP_SECONDS):
+        self.store = store
+        self.clock = clock
+        self.lease_seconds = lease_seconds
+        self.backoff_seconds = backoff_seconds
+        self.backoff_cap_seconds = backoff_cap_seconds
+
+    def enqueue(self, user_id: int, kind: str, payload: dict[str, Any] | None = None, *,
+                dedupe_key: str | None = None, delay: float = 0.0, max_attempts: int = MAX_ATTEMPTS) -> int:
+        with self.store.write() as conn:
+            return enqueue(conn, user_id, kind, payload, dedupe_key=dedupe_key, delay=delay,
+                           max_attempts=max_attempts, now=self.clock())
+
+    def claim(self, kinds: tuple[str, ...] | None = None) -> Job | None:
+        """Take the next due job, or one whose lease ran out (its worker died), atomically."""
+        now = self.clock()
+        stamp = _stamp(now)
+        kind_sql = ""
+        args: list[Any] = [stamp, stamp]
+        if kinds is not None:
+            if not kinds:
+                return None
+            kind_sql = f" AND kind IN ({','.join('?' * len(kinds))})"
+            args.extend(kinds)
+        # On PostgreSQL several workers claim at once: each locks the row it takes and skips rows
+        # another claim holds (S10), so no job is handed out twice and no worker waits.
+        with self.store.write(exclusive=False) as conn:
+            row = conn.execute(
+                "SELECT id FROM jobs WHERE ((status = 'pending' AND run_after <= ?)"
+                " OR (status = 'running' AND lease_until <= ?))" + kind_sql +
+                " ORDER BY run_after, id LIMIT 1" + (" FOR UPDATE SKIP LOCKED" if is_postgres(conn) else ""), args,
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute(
+                "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_until = ?, updated_at = ?"
+                " WHERE id = ?", (_stamp(now + self.lease_seconds), stamp, row[0]),
+            )
+            return Job.from_row(conn.execute("SELECT * FROM jobs WHERE id = ?", (row[0],)).fetchone())
+
+    def complete(self, job: Job) -> None:
+        stamp = _stamp(self.clock())
+        with self.store.write() as conn:
+            conn.execute(
+                "UPDATE jobs SET status = 'done', lease_until = NULL, last_error = NULL, updated_at = ?,"
+                " finished_at = ? WHERE id = ? AND status = 'running'", (stamp, stamp, job.id),
+            )
+
+    def fail(self, job: Job, error_kind: str, *, retryable: bool = True) -> str:
+        """Record a failure: back to pending with backoff, or dead. Returns the new status."""
+        now = self.clock()
+        dead = not retryable or job.attempts >= job.max_attempts
+        delay = min(self.backoff_cap_seconds, self.backoff_seconds * 2 ** max(0, job.attempts - 1))
+        with self.store.write() as conn:
+            conn.execute(
+                "UPDATE jobs SET status = ?, run_after = ?, lease_until = NULL, last_error = ?, updated_at = ?,"
+                " finished_at = ? WHERE id = ? AND status = 'running'",
+                ("dead" if dead else "pending", _stamp(now if dead else now + delay), error_kind[:80],
+                 _stamp(now), _stamp(now) if dead else None, job.id),
+            )
+        return "dead" if dead else "pending"
+
+    def retry(self, job_id: int, user_id: int | None = None) -> Job:
+        """Give a dead job another round of attempts (owner action)."""
+        stamp = _stamp(self.clock())
+        with self.store.write() as conn:
+            job = self.get(job_id, user_id)
+            if job.status != "dead":
+                raise InvalidInput(f"job {job_id} is {job.status}, not dead")
+            conn.execute("UPDATE jobs SET status = 'pending', attempts = 0, run_after = ?, updated_at = ?,"
+                         " finished_at = NULL WHERE id = ?", (stamp, stamp, job_id))
+            return self.get(job_id, user_id)
+
+    def get(self, job_id: int, user_id: int | None = None) -> Job:
+        row = self.store.connection().execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None or (user_id is not None and row["user_id"] != user_id):
+            raise NotFound(f"no job {job_id}")
+        return Job.from_row(row)
+
+    def list(self, *, user_id: int | None = None, status: str | None = None, limit: int = 50) -> list[Job]:
+        sql = "SELECT * FROM jobs WHERE 1=1"
+        args: list[Any] = []
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            args.append(user_id)
+        if status is not None:
+            if status not in STATUSES:
+                raise InvalidInput(f"status must be one of {', '.join(STATUSES)}")
+            sql += " AND status = ?"
+            args.append(status)
+        sql += " ORDER BY id DESC LIMIT ?"
+        args.append(max(1, min(limit, 1000)))
+        return [Job.from_row(r) for r in self.store.connection().execute(sql, args)]
+
+    def idle(self) -> bool:
+        """No job is running and none is due now (a delayed one may wait for its time)."""
+        stamp = _stamp(self.clock())
+        row = self.store.connection().execute(
+            "SELECT 1 FROM jobs WHERE (status = 'pending' AND run_after <= ?) OR status = 'running' LIMIT 1",
+            (stamp,)).fetchone()
+        return row is None
+
+    def counts(self, user_id: int | None = None) -> dict[str, int]:
+        """Jobs by status (all four keys, zeros included), for ``hearth doctor`` and the API."""
+        sql = "SELECT status, count(*) FROM jobs"
+        args: list[Any] = []
+        if user_id is not None:
+            sql += " WHERE user_id = ?"
+            args.append(user_id)
+        found = dict(self.store.connection().execute(sql + " GROUP BY status", args).fetchall())
+        return {status: found.get(status, 0) for status in STATUSES}
+
+    def prune(self, older_than_seconds: float = 7 * 86400) -> int:
+        """Forget finished jobs older than the given age; pending, running and dead ones stay."""
+        with self.store.write() as conn:
+            cur = conn.execute("DELETE FROM jobs WHERE status = 'done' AND finished_at < ?",
+                               (_stamp(self.clock() - older_than_seconds),))
+            return cur.rowcount
+
+
+class UserJobs:
+    """One user's view of the queue (``scope.jobs``): every read and retry carries the user id, so
+    another user's job answers exactly like an unknown one (G2)."""
+
+    def __init__(self, store: Store, user_id: int):
+        self._queue = JobQueue(store)
+        self.user_id = user_id
+
+    def get(self, job_id: int) -> Job:
+        return self._queue.get(job_id, self.user_id)
+
+    def list(self, *, status: str | None = None, limit: int = 50) -> list[Job]:
+        return self._queue.list(user_id=self.user_id, status=status, limit=limit)
+
+    def counts(self) -> dict[str, int]:
+        return self._queue.counts(self.user_id)
+
+    def retry(self, job_id: int) -> Job:
+        return self._queue.retry(job_id, self.user_id)
+
+    def enqueue(self, kind: str, payload: dict[str, Any] | None = None, *, dedupe_key: str | None = None,
+                delay: float = 0.0) -> int:
+        return self._queue.enqueue(self.user_id, kind, payload, dedupe_key=dedupe_key, delay=delay)
+
+
+def _error_kind(exc: BaseException) -> tuple[str, bool]:
+    """A content-free description of a failure, and whether trying again may help."""
+    if isinstance(exc, ProviderError):
+        return f"provider:{exc.kind}", exc.retryable
+    if isinstance(exc, NotFound):
+        return "not_found", False  # the conversation or user is gone; retrying cannot help
+    if isinstance(exc, HearthError):
+        return exc.code, True
+    return type(exc).__name__, True
+
+
+# While a worker runs (every `hearth serve`), the interpreter's youngest generation is collected
+# after this many new objects instead of 700: a send makes thousands of short-lived rows, lists
+# and tuples, and most are freed before a collection would walk them (docs/jobs.md).
+YOUNG_THRESHOLD = 20_000
+
+
+class Worker:
+    """Runs due jobs. ``run_once()`` drains what is due now (tests, ``hearth worker --once``);
+    ``start()`` runs a daemon thread until ``stop()``."""
+
+    def __init__(self, hearth: "Hearth", *, handlers: dict[str, Handler] | None = None,
+                 helper: "Helper | None" = None, queue: JobQueue | None = None, poll_seconds: float = 2.0,
+                 prune_every_seconds: float = 3600.0, settle_every_seconds: float = 60.0,
+                 young_threshold: int | None = YOUNG_THRESHOLD):
+        self.hearth = hearth
+        self.queue = queue or JobQueue(hearth.store, lease_seconds=hearth.settings.job_lease_seconds)
+        # Jobs of kinds without a handler here stay pending (visible in counts) for a worker that
+        # knows them; they are never failed for being unknown.
+        self.handlers = handlers if handlers is not None else hearth.job_handlers()
+        self._helper = helper
+        self.poll_seconds = poll_seconds
+        self.prune_every_seconds = prune_every_seconds
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_prune = 0.0
+        self.settle_every_seconds = settle_every_seconds
+        self._last_settle = 0.0
+        self.young_threshold = young_threshold
+
+    @property
+    def helper(self) -> "Helper":
+        if self._helper is None:
+            from hearth.memory.helpers import helper_for
+
+            self._helper = helper_for(self.hearth)
+        return self._helper
+
+    def run_one(self) -> Job | None:
+        """Claim and run one due job; returns it as claimed, or None when nothing is due."""
+        job = self.queue.claim(tuple(self.handlers))
+        if job is None:
+            return None
+        handler = self.handlers[job.kind]
+        try:
+            scope = self.hearth.scope(job.user_id)
+            handler(scope, job.payload, self.helper)
+        except Exception as exc:  # noqa: BLE001 - any failure is recorded and retried, never lost
+            kind, retryable = _error_kind(exc)
+            status = self.queue.fail(job, kind, retryable=retryable)
+            # Numbers and fixed names only: an exception message could quote conversation text.
+            log.warning("job %d (%s) failed with %s; now %s", job.id, job.kind, kind, status)
+            return job
+        self.queue.complete(job)
+        return job
+
+    def run_once(self, limit: int = 1000) -> int:
+        """Run jobs until none is due (or ``limit`` ran). Returns how many ran."""
+        ran = 0
+        while ran < limit and self.run_one() is not None:
+            ran += 1
+        return ran
+
+    # -- background thread -----------------------------------------------------------------------
+    def start(self) -> threading.Thread:
+        if self._thread and self._thread.is_alive():
+            return self._thread
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="hearth-worker", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run_forever(self) -> None:
+        """Run in the calling thread until ``stop()`` (or Ctrl-C in the CLI)."""
+        self._stop.clear()
+        self._loop()
+
+    def _loop(self) -> None:
+        previous = gc.get_threshold()
+        if self.young_threshold:
+            gc.set_threshold(self.young_threshold, *previous[1:])
+        try:
+            self._run_until_stopped()
+        finally:
+            gc.set_threshold(*previous)
+
+    def _run_until_stopped(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ran = self.run_once(limit=50)
+                if time.monotonic() - self._last_prune > self.prune_every_seconds:
+                    self._last_prune = time.monotonic()
+                    self.queue.prune()
+            except (HearthError, sqlite3.Error) as exc:
+                # The database was busy or closed under us; wait and try again rather than die.
+                log.warning("worker loop error: %s", type(exc).__name__)
+                ran = 0
+            if not ran:
+                if time.monotonic() - self._last_settle > self.settle_every_seconds:
+                    self.settle_memory()
+                self._stop.wait(self.poll_seconds)
+
+    def settle_memory(self) -> bool:
+        """Between sends: collect the interpreter's cyclic garbage, then freeze what is left, so
+        the collections a send triggers walk only the objects made since (True when it ran).
+
+        A full collection walks every tracked object (the indexes, the caches, the loaded
+        fragments): about 60 ms at a million messages, on about one send in a hundred. Here it runs
+        only while no send assembles, once every ``settle_every_seconds`` of idle time; the objects
+        frozen last time are unfrozen first, so garbage among them is still freed."""
+        if not self.hearth.activity.wait_quiet(0):
+            return False
+        self._last_settle = time.monotonic()
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        return True
+
+
+# -- cursors: how far a background layer has read a conversation ------------------------------------
+def cursor(conn: sqlite3.Connection, conversation_id: int, layer: str) -> int:
+    row = conn.execute("SELECT message_id FROM layer_cursors WHERE conversation_id = ? AND layer = ?",
+                       (conversation_id, layer)).fetchone()
+    return row[0] if row else 0
+
+
+def set_cursor(conn: sqlite3.Connection, user_id: int, conversation_id: int, layer: str, message_id: int) -> None:
+    from hearth.store import utcnow
+
+    conn.execute(
+        "INSERT INTO layer_cursors (conversation_id, layer, user_id, message_id, updated_at) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (conversation_id, layer) DO UPDATE SET message_id = max(message_id, excluded.message_id),"
+        " updated_at = excluded.updated_at",
+        (conversation_id, layer, user_id, message_id, utcnow()),
+    )
+
+
+def chat_messages_after(conn: sqlite3.Connection, conversation_id: int, after_id: int, cap: int = -1) -> int:
+    """Chat turns after ``after_id``, counted up to ``cap`` (-1: all). A due check needs only to know
+    whether the count reached its threshold; counting a 100k thread in the reply's write
+    transaction would hold the lock for 100 ms."""
+    return conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
+        " AND role IN ('user', 'assistant') LIMIT ?)", (conversation_id, after_id, cap),
+    ).fetchone()[0]

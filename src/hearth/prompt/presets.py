@@ -1,0 +1,145 @@
+"""Prompt presets (W3, P5): named texts a person saves once and reuses ("Be brief", "Roleplay narrator").
+
+A preset is applied to a conversation as its custom instructions, through
+``Scope.set_custom_instructions``, which rebuilds that conversation's stored prompt in the same
+transaction (P5). Applying copies the text: editing or deleting the preset later changes no
+conversation. A preset's text follows the rules of custom instructions (at most ``MAX_TEXT``
+characters, storable text); its name is one line, unique per person.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from hearth.errors import Conflict, InvalidInput, NotFound
+from hearth.records.personas import MAX_TEXT
+from hearth.store import inserted_id, utcnow
+from hearth.validation import check_id, check_text
+
+if TYPE_CHECKING:
+    from hearth.scope import Scope
+
+MAX_NAME = 100
+MAX_PRESETS = 500  # per person: a list a menu can still show
+
+
+@dataclass(frozen=True)
+class Preset:
+    id: int
+    name: str
+    text: str
+    created_at: str
+    updated_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_name(value: Any) -> str:
+    name = check_text(value, "preset name", max_chars=MAX_NAME, required=True, strip=True)
+    if not name.isprintable():
+        raise InvalidInput("a preset name must be one line of printable characters")
+    return name
+
+
+def check_preset_text(value: Any) -> str:
+    text = check_text(value, "preset text", max_chars=MAX_TEXT, required=True)
+    return text
+
+
+class Presets:
+    """One person's presets; every query carries their user id (G2)."""
+
+    def __init__(self, scope: "Scope"):
+        self.scope = scope
+        self.store = scope.store
+        self.user_id = scope.user_id
+
+    def list(self) -> list[Preset]:
+        rows = self.store.connection().execute(
+            "SELECT id, name, text, created_at, updated_at FROM prompt_presets WHERE user_id = ?"
+            " ORDER BY lower(name), id", (self.user_id,)).fetchall()
+        return [Preset(*r) for r in rows]
+
+    def get(self, preset_id: int) -> Preset:
+        row = self.store.connection().execute(
+            "SELECT id, name, text, created_at, updated_at FROM prompt_presets WHERE id = ? AND user_id = ?",
+            (check_id(preset_id, "preset id"), self.user_id)).fetchone()
+        if row is None:
+            raise NotFound(f"no preset {preset_id}")
+        return Preset(*row)
+
+    def find(self, ref: str) -> Preset:
+        """A preset by id (digits) or by name, as the CLI names them."""
+        if ref.isdigit():
+            return self.get(int(ref))
+        row = self.store.connection().execute(
+            "SELECT id, name, text, created_at, updated_at FROM prompt_presets WHERE name = ? AND user_id = ?",
+            (ref, self.user_id)).fetchone()
+        if row is None:
+            raise NotFound(f"no preset named {ref!r}")
+        return Preset(*row)
+
+    def create(self, name: str, text: str) -> Preset:
+        name, text = check_name(name), check_preset_text(text)
+        with self.store.write() as conn:
+            count = conn.execute("SELECT count(*) FROM prompt_presets WHERE user_id = ?", (self.user_id,)).fetchone()[0]
+            if count >= MAX_PRESETS:
+                raise Conflict(f"you have {MAX_PRESETS} presets already; delete one first")
+            now = utcnow()
+            try:
+                cur = conn.execute(
+                    "INSERT INTO prompt_presets (user_id, name, text, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                    (self.user_id, name, text, now, now))
+            except sqlite3.IntegrityError:
+                raise Conflict(f"a preset named {name!r} already exists") from None
+            return self.get(inserted_id(cur))
+
+    def update(self, preset_id: int, *, name: str | None = None, text: str | None = None) -> Preset:
+        """Rename a preset or change its text; conversations it was applied to keep their copy."""
+        if name is None and text is None:
+            raise InvalidInput("nothing to change: give a name or a text")
+        new_name = None if name is None else check_name(name)
+        new_text = None if text is None else check_preset_text(text)
+        with self.store.write() as conn:
+            current = self.get(preset_id)
+            try:
+                conn.execute("UPDATE prompt_presets SET name = ?, text = ?, updated_at = ? WHERE id = ? AND user_id = ?",
+                             (new_name if new_name is not None else current.name,
+                              new_text if new_text is not None else current.text, utcnow(), current.id,
+                              self.user_id))
+            except sqlite3.IntegrityError:
+                raise Conflict(f"a preset named {new_name!r} already exists") from None
+            return self.get(current.id)
+
+    def delete(self, preset_id: int) -> None:
+        with self.store.write() as conn:
+            self.get(preset_id)
+            conn.execute("DELETE FROM prompt_presets WHERE id = ? AND user_id = ?", (preset_id, self.user_id))
+
+    def apply(self, preset_id: int, conversation_id: int) -> bool:
+        """Make the preset's text the conversation's custom instructions; its stored prompt is
+        rebuilt before this returns (P5). Returns whether anything changed."""
+        with self.store.write():
+            preset = self.get(preset_id)
+            return self.scope.set_custom_instructions(conversation_id, preset.text)
+
+    def matching(self, text: str | None) -> Preset | None:
+        """The preset whose text a conversation's instructions are, if any (for the chat header)."""
+        if text is None:
+            return None
+        row = self.store.connection().execute(
+            "SELECT id, name, text, created_at, updated_at FROM prompt_presets WHERE user_id = ? AND text = ?"
+            " ORDER BY id LIMIT 1", (self.user_id, text)).fetchone()
+        return Preset(*row) if row else None
+
+
+def conversation_instructions(scope: "Scope", conversation_id: int) -> str | None:
+    """A conversation's own custom instructions, or None while it uses its persona's."""
+    scope.conversations.get(conversation_id)
+    row = scope.store.connection().execute(
+        "SELECT custom_instructions FROM conversations WHERE id = ? AND user_id = ?",
+        (conversation_id, scope.user_id)).fetchone()
+    return row[0]

@@ -1,0 +1,110 @@
+"""Legacy reconciliation (P7, M6): bring dormant stored prompts up to the current policy.
+
+Prompts built under an older prompt-policy version are rebuilt in bounded batches, each batch its
+own short write transaction so a send is never held up for long. A candidate that fails is
+retried; completion is recorded durably only when every candidate succeeded, so a later start can
+skip the scan, and the remaining failure count is kept for diagnostics. The server runs this in a
+background thread once its port is open; a legacy prompt met on a send is rebuilt before use
+anyway (``prompt.stored.ensure``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Callable
+
+from hearth.errors import StoreError
+from hearth.memory.memories import backfill
+from hearth.prompt import stored
+from hearth.prompt.static import POLICY_VERSION
+from hearth.store import utcnow
+
+if TYPE_CHECKING:
+    from hearth.scope import Hearth, Scope
+
+log = logging.getLogger(__name__)
+
+STATE_KEY = "prompt_reconciliation"
+BATCH_SIZE = 50
+MAX_ATTEMPTS = 3
+
+# Rebuild one conversation's prompt in the caller's transaction: (conn, user_id, conversation_id).
+RebuildOne = Callable[[sqlite3.Connection, int, int], None]
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    candidates: int
+    rebuilt: int
+    failed: int
+    backfilled: int
+    completed: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def candidates(conn: sqlite3.Connection) -> list[tuple[int, int]]:
+    """(user_id, conversation_id) of every stored prompt built under an older policy."""
+    rows = conn.execute(
+        "SELECT user_id, conversation_id FROM messages WHERE kind = 'static_prompt'"
+        " AND coalesce(json_extract(metadata, '$.policy_version'), 0) < ? ORDER BY conversation_id",
+        (POLICY_VERSION,),
+    ).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+def state(conn: sqlite3.Connection) -> dict:
+    row = conn.execute("SELECT value FROM app_state WHERE key = ?", (STATE_KEY,)).fetchone()
+    return json.loads(row[0]) if row else {}
+
+
+def _save_state(conn: sqlite3.Connection, value: dict) -> None:
+    conn.execute("INSERT INTO app_state (key, value) VALUES (?, ?)"
+                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (STATE_KEY, json.dumps(value)))
+
+
+def reconcile(hearth: "Hearth", *, batch_size: int = BATCH_SIZE, max_attempts: int = MAX_ATTEMPTS,
+              rebuild_one: RebuildOne | None = None) -> ReconcileResult:
+    store = hearth.store
+    conn = store.connection()
+    if state(conn).get("completed_policy_version") == POLICY_VERSION:
+        return ReconcileResult(0, 0, 0, 0, True)
+    with store.write() as w:
+        users = [r[0] for r in w.execute("SELECT id FROM users")]
+        backfilled = sum(backfill(w, user_id) for user_id in users)
+
+    if rebuild_one is None:
+        scopes: dict[int, Scope] = {}
+
+        def rebuild_one(c: sqlite3.Connection, user_id: int, conversation_id: int) -> None:
+            scope = scopes.setdefault(user_id, hearth.scope(user_id))
+            stored.rebuild(c, user_id, [conversation_id], scope._handoff_text)
+
+    pending = candidates(conn)
+    total, rebuilt = len(pending), 0
+    for attempt in range(1, max_attempts + 1):
+        failures: list[tuple[int, int]] = []
+        for start in range(0, len(pending), batch_size):
+            for user_id, conversation_id in pending[start:start + batch_size]:
+                try:
+                    with store.write() as w:
+                        rebuild_one(w, user_id, conversation_id)
+                    rebuilt += 1
+                except (StoreError, sqlite3.Error, ValueError, KeyError) as exc:
+                    log.warning("prompt reconciliation failed for conversation %d (attempt %d): %s",
+                                conversation_id, attempt, type(exc).__name__)
+                    failures.append((user_id, conversation_id))
+        pending = failures
+        if not pending:
+            break
+    completed = not pending
+    with store.write() as w:
+        value = {"remaining_failures": len(pending), "checked_at": utcnow(), "policy_version": POLICY_VERSION}
+        if completed:
+            value["completed_policy_version"] = POLICY_VERSION
+        _save_state(w, value)
+    return ReconcileResult(total, rebuilt, len(pending), backfilled, completed)

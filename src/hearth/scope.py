@@ -1,0 +1,444 @@
+"""``Hearth``: opens the store, wires the layers and the provider, and hands out user scopes.
+
+Everything a person can do goes through a ``Scope``, which is bound to one user id: every query
+it runs carries that id, so one user's data never reaches another user's prompt, search or export
+(G2). ``Hearth.scope()`` without an id is the owner, created on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+from hearth.errors import InvalidInput
+from hearth.memory.memories import Adjust, Composed, Memories
+from hearth.ops.jobs import Handler, UserJobs
+from hearth.outreach.channels import Contacts, PersonaChannels, deliver_reply
+from hearth.outreach.checkins import Activations
+from hearth.prompt import stored
+from hearth.prompt.assembly import estimate_tokens
+from hearth.prompt.dynamic import DynamicContext
+from hearth.prompt.macros import user_macro_conversations
+from hearth.providers.base import Provider
+from hearth.records import ledger
+from hearth.records.conversations import Conversations, Folders
+from hearth.records.ledger import Message
+from hearth.records.personas import MAX_TEXT as MAX_INSTRUCTIONS
+from hearth.records.personas import Persona, Personas
+from hearth.records.users import Users
+from hearth.retrieval import searchlog
+from hearth.retrieval.archive import Archive
+from hearth.settings import Settings
+from hearth.store import Store, open_store
+from hearth.thread import alternatives
+from hearth.thread.alternatives import Alternative
+from hearth.thread.send import Reply, SendEvent, SendPath, check_open, collect, keep_partial
+from hearth.thread.tools import Toolbox
+from hearth.thread.turns import HistoryCache
+from hearth.validation import check_text
+from hearth.wiring import job_handlers, wire
+
+if TYPE_CHECKING:
+    from hearth.interop.client_chats import ClientChats
+    from hearth.prompt.presets import Presets
+    from hearth.providers.catalog import ModelCatalog, ModelChoice
+    from hearth.records.conversations import Conversation
+    from hearth.retrieval.hybrid import SearchOutcome
+    from hearth.wiring import MemoryLayers
+
+
+class Hearth:
+    """One deployment: a database file, a provider and the settings they were opened with."""
+
+    def __init__(self, settings: Settings | None = None, *, provider: Provider | None = None):
+        self.settings = settings or Settings.resolve()
+        self.store: Store = open_store(self.settings.database_url, self.settings.database_path)
+        self.users = Users(self.store)
+        self.history = HistoryCache()
+        self._provider = provider
+        self._embedder = None
+        self._models: ModelCatalog | None = None
+        # The relationship timeline's process state: the clock idle checkpoints are judged by,
+        # live-only notices (E6), and what runs in each conversation now (E7).
+        from hearth.continuity.timeline.activity import Activity
+        from hearth.continuity.timeline.live import LiveBus
+
+        self.clock: Callable[[], float] = time.time
+        self.live = LiveBus()
+        self.activity = Activity()
+
+    @classmethod
+    def open(cls, home: str | None = None, **overrides: Any) -> "Hearth":
+        return cls(Settings.resolve({"home": home, **overrides}))
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            from hearth.providers import provider_from_settings
+
+            self._provider = provider_from_settings(self.settings)
+        return self._provider
+
+    @property
+    def embedder(self):
+        """The configured embedder (S7), created on first use; the local model loads on first embed."""
+        if self._embedder is None:
+            from hearth.retrieval.embedder import embedder_from_settings
+
+            self._embedder = embedder_from_settings(self.settings)
+        return self._embedder
+
+    def job_handlers(self) -> dict[str, Handler]:
+        """The job kinds a default worker runs (``registry.job_handlers``)."""
+        return job_handlers()
+
+    @property
+    def models(self) -> "ModelCatalog":
+        """The models a conversation may choose (W3): the provider's list, read on demand, cached briefly."""
+        if self._models is None:
+            from hearth.providers.catalog import ModelCatalog
+
+            self._models = ModelCatalog(lambda: self.provider)
+        return self._models
+
+    def model_for(self, conversation: "Conversation") -> str:
+        """The model a conversation's requests ask for: its own choice, or the deployment's."""
+        return conversation.model or self.provider.model
+
+    def input_token_limit(self, model: str | None = None) -> int:
+        """Model-specific input safety limit (R1): configured, or derived from the model name (the
+        conversation's chosen ``model``, else the deployment's)."""
+        if self.settings.input_token_limit:
+            return self.settings.input_token_limit
+        from hearth.providers import context_window_for
+
+        return context_window_for(model or self.provider.model)
+
+    def scope(self, user_id: int | None = None) -> "Scope":
+        if user_id is None:
+            user_id = self.users.owner().id
+        else:
+            self.users.get(user_id)
+        return Scope(self, user_id)
+
+    def resume(self, user_id: int | None = None):
+        """Startup (E4): the most recently active open conversation, rebuilt from the ledger, with
+        its latest capsule and any open span."""
+        from hearth.continuity.timeline import resume
+
+        return resume(self, user_id)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Hearth":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Scope:
+    """Everything one user can see and do."""
+
+    def __init__(self, hearth: Hearth, user_id: int):
+        self.hearth = hearth
+        self.store = hearth.store
+        self.user_id = user_id
+        self.personas = Personas(self.store, user_id)
+        self.folders = Folders(self.store, user_id, self._refresh_sources)
+        self.conversations = Conversations(self.store, user_id, self._refresh_sources)
+        self.memories = Memories(self.store, user_id, self._rebuild_prompts, self._compose_prompts)
+        self.contacts = Contacts(self.store, user_id, hearth.settings)  # who may write in by SMS or email (E10)
+        self.persona_channels = PersonaChannels(self.store, user_id)  # where each persona answers (E5)
+        self.activations = Activations(self.store, user_id)  # the companion reaching out, off by default (E11)
+        self.jobs = UserJobs(self.store, user_id)  # this user's background jobs (G2)
+        self.archive = Archive(self.store, user_id)  # imported documents and their chunks (A1)
+        # Household status, live context, rolling summary, fragments and the review queue; the
+        # dynamic layers in D2 order, the model's tools and the after-reply hooks (registry.py).
+        wiring = wire(self)
+        self.layers: MemoryLayers = wiring.layers
+        self.dynamic = DynamicContext(user_id, wiring.dynamic)
+        self.toolbox = Toolbox(user_id, wiring.tools)
+        self._after_reply = list(wiring.after_reply)
+        from hearth.records.forget import Forgetting
+
+        self.forget = Forgetting(self)  # delete forever with everything derived (B4, B5)
+        from hearth.continuity.timeline import Timeline
+
+        self.timeline = Timeline(self)  # spans, checkpoints, capsules, chains, the timeline (E1-E8)
+
+    @property
+    def imports(self):
+        """Imports and exports of outside formats: cards, lorebooks, chats, archives (X3, X4)."""
+        from hearth.interop.imports import Imports
+
+        return Imports(self)
+
+    # -- stored prompts: the connection-taking parts run inside the caller's transaction --------
+    def _handoff_text(self, conn: sqlite3.Connection, conversation_id: int) -> str:
+        """Model-facing handoff for a conversation's prompt: re-rendered while its source is eligible."""
+        from hearth.continuity.branch import handoff_text
+
+        return handoff_text(conn, self.user_id, conversation_id, self.hearth.settings)
+
+    def _handoff_info(self, conn: sqlite3.Connection, conversation_id: int) -> dict | None:
+        row = conn.execute(
+            "SELECT source_conversation_id, source_message_ids, source_document_id FROM conversation_summaries"
+            " WHERE conversation_id = ? AND user_id = ? AND handoff != ''", (conversation_id, self.user_id),
+        ).fetchone()
+        if row is None:
+            return None
+        # An imported archive conversation's continuation names the document; its ids are turns.
+        return {"source_conversation_id": row[0], "source_message_ids": json.loads(row[1]),
+                "source_document_id": row[2]}
+
+    def handoff(self, conversation_id: int) -> dict | None:
+        """Where a conversation's handoff came from (source conversation and message ids), or None."""
+        self.conversations.get(conversation_id)
+        return self._handoff_info(self.store.connection(), conversation_id)
+
+    def _rebuild_prompts(self, conn: sqlite3.Connection, conversation_ids: Iterable[int],
+                         composed: Composed | None = None) -> int:
+        return stored.rebuild(conn, self.user_id, conversation_ids, self._handoff_text, composed)
+
+    def _compose_prompts(self, conn: sqlite3.Connection, conversation_ids: Iterable[int],
+                         adjust: Adjust) -> Composed:
+        return stored.compose(conn, conversation_ids, self._handoff_text, adjust)
+
+    def stored_prompt(self, conversation_id: int) -> str | None:
+        """The stored static prompt text, or None before the first send."""
+        self.conversations.get(conversation_id)
+        row = self.store.connection().execute(
+            "SELECT content FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
+            (conversation_id,),
+        ).fetchone()
+        return row[0] if row else None
+
+    # -- visibility: changes that alter what prompts may hold refresh them first (V1, V3) ---------
+    def _refresh_sources(self, conn: sqlite3.Connection, source_ids: Iterable[int]) -> int:
+        """Rebuild the stored prompts whose handoff came from any of these conversations."""
+        ids = list(source_ids)
+        if not ids:
+            return 0
+        holders = [r[0] for r in conn.execute(
+            f"SELECT conversation_id FROM conversation_summaries WHERE user_id = ?"
+            f" AND source_conversation_id IN ({','.join('?' * len(ids))})", (self.user_id, *ids))]
+        return self._rebuild_prompts(conn, holders)
+
+    # -- personas: a settings save rebuilds that persona's existing prompts (P5) -----------------
+    def update_persona(self, persona_id: int, **values: Any) -> tuple[Persona, int]:
+        with self.store.write() as conn:
+            persona = self.personas.update(persona_id, **values)
+            ids = [r[0] for r in conn.execute(
+                "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
+            return persona, self._rebuild_prompts(conn, ids)
+
+    def restore_persona(self, persona_id: int, version: int) -> tuple[Persona, int]:
+        """Apply an older version of a persona's settings as a new version (B2); rebuilds its prompts."""
+        with self.store.write() as conn:
+            values = self.personas.version_values(persona_id, version)
+            persona = self.personas.update(persona_id, change=f"restored v{version}", **values)
+            ids = [r[0] for r in conn.execute(
+                "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
+            return persona, self._rebuild_prompts(conn, ids)
+
+    # -- the person: what companions call them ({{user}}, X3) ---------------------------------
+    def set_display_name(self, name: str | None) -> int:
+        """Set (or with None or "" clear) the person's display name. Stored prompts whose persona
+        text names the person by macro are rebuilt in the same transaction (P5); returns how many."""
+        value = self.hearth.users.check_display_name(name)
+        with self.store.write() as conn:
+            if conn.execute("SELECT display_name FROM users WHERE id = ?", (self.user_id,)).fetchone()[0] == value:
+                return 0
+            conn.execute("UPDATE users SET display_name = ? WHERE id = ?", (value, self.user_id))
+            ledger.append(conn, user_id=self.user_id, kind="user.display_name_set",
+                          payload={"chars": len(value or "")})
+            return self._rebuild_prompts(conn, user_macro_conversations(conn, self.user_id))
+
+    # -- sending -----------------------------------------------------------------------------
+    def send_stream(self, conversation_id: int, text: str, *, channel: str = "web",
+                    pin_characters: tuple[str, ...] = ()) -> Iterator[SendEvent]:
+        return SendPath(self).stream(conversation_id, text, channel=channel, pin_characters=pin_characters)
+
+    def send(self, conversation_id: int, text: str, *, channel: str = "web",
+             pin_characters: tuple[str, ...] = ()) -> Reply:
+        return collect(self.send_stream(conversation_id, text, channel=channel, pin_characters=pin_characters),
+                       self.conversations)
+
+    def inner_turn(self, conversation_id: int, instruction: str, *, metadata: dict[str, Any]) -> Message:
+        """A turn the companion starts itself (E11); the instruction is never saved as a message."""
+        return SendPath(self).inner(conversation_id, instruction, metadata=metadata)
+
+    def deliver(self, channel: str, persona_id: int, message: Message) -> None:
+        """Send a message on a messaging channel to this user's contact there (E10, E11)."""
+        deliver_reply(self, channel, persona_id, message)
+
+    def retry_stream(self, conversation_id: int, *, channel: str = "web") -> Iterator[SendEvent]:
+        """Answer the last unanswered user message again (after a provider error, PR5)."""
+        return SendPath(self).stream(conversation_id, "", channel=channel, retry=True)
+
+    def retry(self, conversation_id: int, *, channel: str = "web") -> Reply:
+        return collect(self.retry_stream(conversation_id, channel=channel), self.conversations)
+
+    # -- alternatives: stop, regenerate, swipe, edit (W2) ---------------------------------------------
+    def regenerate_stream(self, conversation_id: int, *, channel: str = "web") -> Iterator[SendEvent]:
+        """Write another version of the last reply; it becomes the chosen one when it completes. An
+        unanswered newest message (a client regenerating after a failed reply, X1) is answered."""
+        return SendPath(self).stream(conversation_id, "", channel=channel, regenerate=True)
+
+    def regenerate(self, conversation_id: int, *, channel: str = "web") -> Reply:
+        return collect(self.regenerate_stream(conversation_id, channel=channel), self.conversations)
+
+    def edit_stream(self, conversation_id: int, message_id: int, text: str, *,
+                    channel: str = "web") -> Iterator[SendEvent]:
+        """Replace one of the person's messages with ``text`` and continue from it (W2): the original
+        stays as version 0 and the turns that followed it as that version's branch."""
+        return SendPath(self).stream(conversation_id, text, channel=channel, edit_message_id=message_id)
+
+    def edit(self, conversation_id: int, message_id: int, text: str, *, channel: str = "web") -> Reply:
+        return collect(self.edit_stream(conversation_id, message_id, text, channel=channel), self.conversations)
+
+    def keep_partial_reply(self, conversation_id: int, text: str, *, channel: str = "web") -> Message:
+        """Keep what arrived of a stopped reply, marked partial (only when the person chooses to)."""
+        return keep_partial(self, conversation_id, text, channel=channel)
+
+    def alternatives(self, message_id: int) -> list[Alternative]:
+        """Every version of a message, the chosen one marked."""
+        with self.store.read() as conn:
+            return alternatives.listing(conn, self.user_id, message_id)
+
+    def choose_alternative(self, message_id: int, position: int, *, channel: str = "web") -> Message:
+        """Swipe: the version at ``position`` becomes what the thread shows and later requests read;
+        for a message of the person's, the turns that followed that version come back with it."""
+        with self.store.write() as conn:
+            message = self.conversations.message(message_id)
+            check_open(self.conversations.get(message.conversation_id))
+            return alternatives.choose(conn, self.user_id, message_id, position, channel=channel)
+
+    @property
+    def clients(self) -> "ClientChats":
+        """Chats of OpenAI-compatible clients pinned to conversations (X1)."""
+        from hearth.interop.client_chats import ClientChats
+
+        return ClientChats(self)
+
+    def set_custom_instructions(self, conversation_id: int, text: str | None) -> bool:
+        """Give one conversation its own custom instructions (None: the persona's again).
+
+        A change rebuilds that conversation's stored prompt in the same transaction (P5); the same
+        text again changes nothing. Returns whether anything changed."""
+        if text is not None and (not isinstance(text, str) or len(text) > MAX_INSTRUCTIONS):
+            raise InvalidInput(f"custom instructions must be text of at most {MAX_INSTRUCTIONS} characters")
+        if text is not None:
+            check_text(text, "custom instructions")  # no NUL, no lone surrogate
+        with self.store.write() as conn:
+            self.conversations.get(conversation_id)
+            current = conn.execute("SELECT custom_instructions FROM conversations WHERE id = ?",
+                                   (conversation_id,)).fetchone()[0]
+            if current == text:
+                return False
+            conn.execute("UPDATE conversations SET custom_instructions = ? WHERE id = ? AND user_id = ?",
+                         (text, conversation_id, self.user_id))
+            ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id,
+                          kind="conversation.instructions_set",
+                          payload={"chars": None if text is None else len(text)})
+            self._rebuild_prompts(conn, [conversation_id])
+            return True
+
+    @property
+    def presets(self) -> "Presets":
+        """The person's prompt presets: named texts applied as a conversation's instructions (W3)."""
+        from hearth.prompt.presets import Presets
+
+        return Presets(self)
+
+    def set_model(self, conversation_id: int, name: str | None) -> tuple["Conversation", "ModelChoice | None"]:
+        """Choose the model one conversation's requests ask for (None: the deployment's default again).
+
+        The name is checked against the provider's model list when it can be read (``UnknownModel``
+        otherwise); a change forgets the Responses chain in the same transaction, so no response id
+        of one model is continued with another, switching back included."""
+        self.conversations.get(conversation_id)  # an unknown id is 404 before the provider is asked
+        choice = None if name is None else self.hearth.models.check(name)
+        model = choice.model if choice else None
+        with self.store.write() as conn:
+            conversation = self.conversations.get(conversation_id)
+            if conversation.model != model:
+                conn.execute("UPDATE conversations SET model = ? WHERE id = ? AND user_id = ?",
+                             (model, conversation_id, self.user_id))
+                from hearth.continuity.timeline import chains
+
+                chains.reset(conn, conversation_id)
+                ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id,
+                              kind="conversation.model_set", payload={"default": model is None})
+                conversation = self.conversations.get(conversation_id)
+            return conversation, choice
+
+    # -- diagnostics ---------------------------------------------------------------------------
+    def request_size(self, conversation_id: int) -> dict[str, Any] | None:
+        """The last request-size details of a conversation (R2): numbers only."""
+        self.conversations.get(conversation_id)
+        row = self.store.connection().execute(
+            "SELECT payload FROM events WHERE conversation_id = ? AND kind = 'context.request_size'"
+            " ORDER BY created_at DESC, id DESC LIMIT 1", (conversation_id,),
+        ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def visible_estimate(self, conversation_id: int) -> dict[str, int]:
+        """The chat header's compact estimate: visible current-thread messages only (R4)."""
+        self.conversations.get(conversation_id)
+        # Counted in SQL, so a long thread's header costs one aggregate, not a read of every message.
+        count, chars = self.store.connection().execute(
+            "SELECT count(*), coalesce(sum(length(content)), 0) FROM messages WHERE conversation_id = ?"
+            " AND user_id = ? AND kind IN ('chat', 'handoff_artifact')", (conversation_id, self.user_id)).fetchone()
+        return {"messages": count, "tokens": estimate_tokens(chars)}
+
+    # -- search and the search log (U1, V2, A3) --------------------------------------------------
+    def search(self, query: str, *, include_shielded: bool = False, archive: bool = True,
+               messages: bool = True, date_from: str | None = None, date_to: str | None = None,
+               collections: tuple[str, ...] = (), limit: int = 10, embed: bool = True) -> SearchOutcome:
+        """The owner's deliberate search over conversations and the archive; shielded conversations
+        only with ``include_shielded``. Logged like every search (A3)."""
+        from hearth.prompt.layers.archive_recall import owner_search
+
+        return owner_search(self, query, include_shielded=include_shielded, archive=archive, messages=messages,
+                            date_from=date_from, date_to=date_to, collections=collections, limit=limit,
+                            embed=embed)
+
+    def search_log(self, *, limit: int = 50, before_id: int | None = None,
+                   origin: str | None = None) -> list[searchlog.LogEntry]:
+        """This user's searches, newest first; page with ``before_id``."""
+        return searchlog.entries(self.store.connection(), self.user_id, limit=limit, before_id=before_id,
+                                 origin=origin)
+
+    def search_log_entry(self, entry_id: int) -> searchlog.LogEntry:
+        return searchlog.entry(self.store.connection(), self.user_id, entry_id)
+
+    # -- new conversations: two ways, named for what they carry ------------------------------------
+    # ``conversations.create(persona_id)`` makes a bare conversation. ``new_chat()`` is the New Chat
+    # button: it also carries the most recent eligible thread's final eight when the persona has
+    # automatic continuity (H6).
+    def new_chat(self, persona_id: int | None = None, *, title: str = "", folder_id: int | None = None,
+                 channel: str = "web", continue_: bool = True):
+        """New conversation that carries the most recent eligible thread's final eight (H6); the
+        default persona when none is given, no handoff with ``continue_=False``."""
+        from hearth.continuity.branch import new_chat
+
+        return new_chat(self, persona_id, title=title, folder_id=folder_id, channel=channel, continue_=continue_)
+
+    def branch(self, source_conversation_id: int, retry_key: str, title: str | None = None, *,
+               channel: str = "web"):
+        """Branch / Fresh Chat from a chosen conversation, idempotent per retry key (H7, H8)."""
+        from hearth.continuity.branch import branch
+
+        return branch(self, source_conversation_id, retry_key, title, channel=channel)
+
+    def continue_document(self, document_id: int, retry_key: str, *, persona_id: int | None = None,
+                          channel: str = "web"):
+        """Continue an imported archive conversation in a new chat, idempotent per retry key (A5, H8)."""
+        from hearth.continuity.branch import continue_document
+
+        return continue_document(self, document_id, retry_key, persona_id=persona_id, channel=channel)

@@ -1,0 +1,85 @@
+"""Thread titles (W4): every untitled thread is named after its first exchange.
+
+Offline the title is the opening of the person's first message (no model involved). When a model
+provider is configured, a background job then asks it for a short title, which replaces the
+offline one unless the person renamed the thread meanwhile. A title the person gave is never
+changed.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+from hearth.errors import InvalidInput
+from hearth.ops import jobs
+from hearth.records import ledger
+from hearth.store import utcnow
+
+if TYPE_CHECKING:
+    from hearth.memory.helpers import Helper
+    from hearth.records.conversations import Conversation
+    from hearth.records.ledger import Message
+    from hearth.scope import Scope
+
+JOB_KIND = "title"
+MAX_CHARS = 60
+_MARKUP = re.compile(r"[*_`#>\[\]~|]+")
+
+
+def offline_title(text: str) -> str:
+    """The first line of ``text`` without Markdown marks, cut at a word within MAX_CHARS."""
+    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = " ".join(_MARKUP.sub("", line).split())
+    if len(line) <= MAX_CHARS:
+        return line
+    cut = line[:MAX_CHARS].rsplit(" ", 1)[0] or line[:MAX_CHARS]
+    return cut.rstrip(",;:.-") + "…"
+
+
+def after_reply(conn: sqlite3.Connection, conversation: "Conversation", user_message: "Message",
+                reply: "Message", *, model_titles: bool) -> None:
+    """The hook run after each saved reply: titles an untitled thread after its first exchange."""
+    title = conn.execute("SELECT title FROM conversations WHERE id = ?", (conversation.id,)).fetchone()[0]
+    if title or user_message.role != "user":
+        return
+    auto = offline_title(user_message.content)
+    if not auto:
+        return
+    conn.execute("UPDATE conversations SET title = ?, updated_at = ? WHERE id = ?", (auto, utcnow(), conversation.id))
+    ledger.append(conn, user_id=conversation.user_id, conversation_id=conversation.id, kind="conversation.titled",
+                  payload={"source": "first_exchange", "chars": len(auto)})
+    if model_titles:
+        jobs.enqueue(conn, conversation.user_id, JOB_KIND,
+                     {"conversation_id": conversation.id, "user_message_id": user_message.id, "reply_id": reply.id},
+                     dedupe_key=f"title:{conversation.id}")
+
+
+def title_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+    """Ask the model for a short title; keep the offline one if the answer is unusable."""
+    conversation_id = payload.get("conversation_id")
+    if not isinstance(conversation_id, int):
+        raise InvalidInput("a title job needs a conversation id")
+    ask = getattr(helper, "ask", None)
+    if ask is None:  # the offline helper: the offline title stays
+        return
+    conversation = scope.conversations.get(conversation_id)
+    user_message = scope.conversations.message(int(payload["user_message_id"]))
+    reply = scope.conversations.message(int(payload["reply_id"]))
+    if conversation.title != offline_title(user_message.content):
+        return  # renamed by the person meanwhile
+    answer = ask("Write a short title of at most six words for the conversation below, in the language it"
+                 ' is written in, without quotes. Answer only with JSON: {"title": "..."}',
+                 f"Person: {user_message.content[:2000]}\n\nCompanion: {reply.content[:2000]}")
+    title = " ".join(str(answer.get("title", "")).split()).strip("\"'")[:MAX_CHARS * 2]
+    if not title:
+        return
+    with scope.store.write() as conn:
+        current = conn.execute("SELECT title FROM conversations WHERE id = ? AND user_id = ?",
+                               (conversation_id, scope.user_id)).fetchone()
+        if current is None or current[0] != conversation.title:
+            return
+        conn.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+        ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id, kind="conversation.titled",
+                      payload={"source": "model", "chars": len(title)})
