@@ -334,12 +334,12 @@ def test_t1_e3_history_after_a_capsule_is_cached_and_a_newer_capsule_reads_afres
     """Once a continuity capsule covers the older turns, each send reads only the turns added
     since the last send, not every turn since the capsule again; a newer capsule's bound is never
     served the older window."""
-    from hearth.thread.turns import HistoryCache
+    from hearth.thread.turns import TurnCache
 
     conversation = me.conversations.create(persona.id)
     ids = [me.conversations.add_message(conversation.id, "user" if i % 2 == 0 else "assistant", f"turn {i}").id
            for i in range(10)]
-    cache = HistoryCache()
+    cache = TurnCache()
     conn = me.store.connection()
     first, left_out = cache.read(conn, conversation.id, ids[8], 10_000, after_id=ids[3])
     assert [t.content for t in first] == [f"turn {i}" for i in range(4, 8)] and left_out == 0
@@ -355,12 +355,12 @@ def test_t1_e3_history_after_a_capsule_is_cached_and_a_newer_capsule_reads_afres
 def test_t1_the_cached_window_keeps_provider_messages_in_step_and_assembly_does_not_walk_the_turns(me, persona):
     from hearth.prompt.assembly import HistoryTurns, assemble
     from hearth.prompt.dynamic import RenderedContext
-    from hearth.thread.turns import HistoryCache
+    from hearth.thread.turns import TurnCache
 
     conversation = me.conversations.create(persona.id)
     ids = [me.conversations.add_message(conversation.id, "user" if i % 2 == 0 else "assistant", f"turn {i} " * (i + 1)).id
            for i in range(12)]
-    cache = HistoryCache()
+    cache = TurnCache()
     conn = me.store.connection()
     reads = [cache.read(conn, conversation.id, ids[6], 10_000)[0],  # read afresh
              cache.read(conn, conversation.id, ids[11] + 1, 10_000)[0],  # the window and the turns since

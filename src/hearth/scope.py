@@ -8,7 +8,6 @@ it runs carries that id, so one user's data never reaches another user's prompt,
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
@@ -31,12 +30,12 @@ from hearth.records.users import Users
 from hearth.retrieval import searchlog
 from hearth.retrieval.archive import Archive
 from hearth.settings import Settings
-from hearth.store import Store, open_store
+from hearth.store import Connection, Store, open_store
 from hearth.thread import alternatives
 from hearth.thread.alternatives import Alternative
 from hearth.thread.send import Reply, SendEvent, SendPath, check_open, collect, keep_partial
 from hearth.thread.tools import Toolbox
-from hearth.thread.turns import HistoryCache
+from hearth.thread.turns import TurnCache
 from hearth.validation import check_text
 from hearth.wiring import job_handlers, wire
 
@@ -56,7 +55,7 @@ class Hearth:
         self.settings = settings or Settings.resolve()
         self.store: Store = open_store(self.settings.database_url, self.settings.database_path)
         self.users = Users(self.store)
-        self.history = HistoryCache()
+        self.turns = TurnCache()
         self._provider = provider
         self._embedder = None
         self._models: ModelCatalog | None = None
@@ -178,13 +177,13 @@ class Scope:
         return Imports(self)
 
     # -- stored prompts: the connection-taking parts run inside the caller's transaction --------
-    def _handoff_text(self, conn: sqlite3.Connection, conversation_id: int) -> str:
+    def _handoff_text(self, conn: Connection, conversation_id: int) -> str:
         """Model-facing handoff for a conversation's prompt: re-rendered while its source is eligible."""
         from hearth.continuity.branch import handoff_text
 
         return handoff_text(conn, self.user_id, conversation_id, self.hearth.settings)
 
-    def _handoff_info(self, conn: sqlite3.Connection, conversation_id: int) -> dict | None:
+    def _handoff_info(self, conn: Connection, conversation_id: int) -> dict | None:
         row = conn.execute(
             "SELECT source_conversation_id, source_message_ids, source_document_id FROM conversation_summaries"
             " WHERE conversation_id = ? AND user_id = ? AND handoff != ''", (conversation_id, self.user_id),
@@ -200,11 +199,11 @@ class Scope:
         self.conversations.get(conversation_id)
         return self._handoff_info(self.store.connection(), conversation_id)
 
-    def _rebuild_prompts(self, conn: sqlite3.Connection, conversation_ids: Iterable[int],
+    def _rebuild_prompts(self, conn: Connection, conversation_ids: Iterable[int],
                          composed: Composed | None = None) -> int:
         return stored.rebuild(conn, self.user_id, conversation_ids, self._handoff_text, composed)
 
-    def _compose_prompts(self, conn: sqlite3.Connection, conversation_ids: Iterable[int],
+    def _compose_prompts(self, conn: Connection, conversation_ids: Iterable[int],
                          adjust: Adjust) -> Composed:
         return stored.compose(conn, conversation_ids, self._handoff_text, adjust)
 
@@ -218,7 +217,7 @@ class Scope:
         return row[0] if row else None
 
     # -- visibility: changes that alter what prompts may hold refresh them first (V1, V3) ---------
-    def _refresh_sources(self, conn: sqlite3.Connection, source_ids: Iterable[int]) -> int:
+    def _refresh_sources(self, conn: Connection, source_ids: Iterable[int]) -> int:
         """Rebuild the stored prompts whose handoff came from any of these conversations."""
         ids = list(source_ids)
         if not ids:

@@ -73,7 +73,7 @@ def history_messages(history: list) -> list[ChatMessage]:
 
 
 class HistoryTurns(list):
-    """The turns the history cache read for one send (``HistoryTurn``, oldest first), with each
+    """The turns the history cache read for one send (``ThreadTurn``, oldest first), with each
     turn's provider message, token estimate and length beside them, kept by its cached window.
     Assembly takes these lists as they are: walking a long thread's ~2,000 turn objects again on
     every send cost 1.5-2 ms in a server whose heap holds a million-vector index."""

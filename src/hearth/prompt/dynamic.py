@@ -10,17 +10,18 @@ Layers are read-only and cheap: none calls a model on the send path.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+from hearth.store import Connection
 
 from ..errors import NotFound
 
 if TYPE_CHECKING:
     from hearth.records.conversations import Conversation
     from hearth.records.personas import Persona
-    from hearth.thread.turns import HistoryTurn
+    from hearth.thread.turns import ThreadTurn
 
     from ..settings import Settings
 
@@ -68,12 +69,12 @@ class Block:
 class Turn:
     """What a layer may read about the turn being assembled."""
 
-    conn: sqlite3.Connection
+    conn: Connection
     user_id: int
     conversation: "Conversation"
     persona: "Persona"
     text: str
-    history: list["HistoryTurn"]
+    history: list["ThreadTurn"]
     settings: "Settings"
     pinned_characters: tuple[str, ...] = ()
     handoff: dict[str, Any] | None = None  # {"source_conversation_id", "text"} when the prompt holds one

@@ -21,7 +21,7 @@ from hearth.continuity.timeline.capsules import Capsule
 from hearth.continuity.timeline.chains import Compaction
 from hearth.continuity.timeline.spans import Span
 from hearth.scope import Scope
-from hearth.thread.turns import HistoryTurn
+from hearth.thread.turns import ThreadTurn
 
 from .auth import current_scope
 from .conversations import ConversationOut
@@ -31,7 +31,7 @@ router = APIRouter(tags=["timeline"])
 
 
 # Answers are the core records themselves (one definition per record): Page (with its
-# TimelineEvent and Span records), Context, Compaction, Capsule and HistoryTurn are dataclasses
+# TimelineEvent and Span records), Context, Compaction, Capsule and ThreadTurn are dataclasses
 # FastAPI serializes and describes directly.
 class CapsuleOut(BaseModel):
     capsule: Capsule | None
@@ -43,7 +43,7 @@ class CompactIn(RequestModel):
 
 class ResumeOut(BaseModel):
     conversation: ConversationOut | None
-    turns: list[HistoryTurn] = Field(description="The newest turns, oldest first")
+    turns: list[ThreadTurn] = Field(description="The newest turns, oldest first")
     capsule: Capsule | None
     span: Span | None
 

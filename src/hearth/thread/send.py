@@ -302,7 +302,7 @@ class SendPath:
             # E3: the latest capsule travels with the turns it does not cover.
             capsule = capsules.latest(conn, conversation.id)
             capsule_text = capsule.render() if capsule else ""
-            history, older = self.hearth.history.read(conn, conversation.id, user_message.id,
+            history, older = self.hearth.turns.read(conn, conversation.id, user_message.id,
                                                       max(0, room_chars - len(capsule_text)),
                                                       after_id=capsule.through_message_id if capsule else 0)
             chain = chains.get(conn, conversation.id) if chaining and not self.regenerate else None

@@ -9,7 +9,6 @@ edited or deleted, so a cached window is never served stale.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from functools import cached_property
 from hearth.prompt.assembly import HistoryTurns
 from hearth.prompt.dynamic import quote_reserved_headings
 from hearth.providers.base import ChatMessage
+from hearth.store import Connection
 from hearth.text import estimate_tokens
 
 _TURNS = ("SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ? AND id > ? AND id < ?"
@@ -25,7 +25,7 @@ _TURNS = ("SELECT id, role, kind, content, created_at FROM messages WHERE conver
 
 
 @dataclass(frozen=True)
-class HistoryTurn:
+class ThreadTurn:
     id: int
     role: str
     kind: str
@@ -47,7 +47,7 @@ class HistoryTurn:
 _Parts = tuple[list[ChatMessage], list[int], list[int]]
 
 
-def _parts(turns: list[HistoryTurn]) -> _Parts:
+def _parts(turns: list[ThreadTurn]) -> _Parts:
     chats = [t.chat for t in turns]
     return chats, [t.tokens for t in turns], [len(c.content) for c in chats]
 
@@ -55,14 +55,14 @@ def _parts(turns: list[HistoryTurn]) -> _Parts:
 @dataclass
 class _Window:
     rev: int
-    turns: list[HistoryTurn]  # oldest first, contiguous up to the newest turn read
+    turns: list[ThreadTurn]  # oldest first, contiguous up to the newest turn read
     chars: int
     complete: bool  # the window starts at the thread's first turn (or the first after ``after_id``)
     parts: _Parts  # ``_parts(turns)``, kept in step with ``turns``
     after_id: int = 0  # the window read only turns after this one (a continuity capsule's end)
 
 
-class HistoryCache:
+class TurnCache:
     """Per-process cache of the newest turns of recently used conversations (LRU)."""
 
     def __init__(self, max_conversations: int = 32):
@@ -70,7 +70,7 @@ class HistoryCache:
         self._windows: OrderedDict[int, _Window] = OrderedDict()
         self._lock = threading.Lock()
 
-    def read(self, conn: sqlite3.Connection, conversation_id: int, before_id: int,
+    def read(self, conn: Connection, conversation_id: int, before_id: int,
              budget_chars: int, after_id: int = 0) -> tuple[HistoryTurns, int]:
         """Turns before ``before_id`` that fit ``budget_chars`` (oldest first), and how many older
         turns were left out because they did not fit.
@@ -88,7 +88,7 @@ class HistoryCache:
         if window is not None and usable and not window.complete and window.chars < budget_chars * 0.9:
             usable = False
         if window is not None and usable:
-            newer = [HistoryTurn(*r) for r in conn.execute(_TURNS + " ORDER BY id", (conversation_id, window.turns[-1].id,
+            newer = [ThreadTurn(*r) for r in conn.execute(_TURNS + " ORDER BY id", (conversation_id, window.turns[-1].id,
                                                                               before_id))]
             turns = window.turns + newer
             chars = window.chars + sum(len(t.content) for t in newer)
@@ -128,16 +128,16 @@ class HistoryCache:
         return history, max(0, total - older_in_thread - len(turns))
 
     def _read_newest(self, conn, conversation_id, before_id, budget_chars,
-                     after_id: int = 0) -> tuple[list[HistoryTurn], int, bool]:
+                     after_id: int = 0) -> tuple[list[ThreadTurn], int, bool]:
         cursor = conn.execute(_TURNS + " ORDER BY id DESC", (conversation_id, after_id, before_id))
-        turns: list[HistoryTurn] = []
+        turns: list[ThreadTurn] = []
         chars = 0
         complete = True
         for row in cursor:
             if turns and chars + len(row[3]) > budget_chars:
                 complete = False
                 break
-            turns.append(HistoryTurn(*row))
+            turns.append(ThreadTurn(*row))
             chars += len(row[3])
         cursor.close()
         turns.reverse()

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
     from hearth.records.conversations import Conversation
     from hearth.scope import Hearth, Scope
-    from hearth.thread.turns import HistoryTurn
+    from hearth.thread.turns import ThreadTurn
 
 __all__ = ["Context", "Cursor", "Page", "Resumed", "Timeline", "resume"]
 
@@ -152,7 +152,7 @@ class Timeline:
 @dataclass(frozen=True)
 class Resumed:
     conversation: "Conversation | None"
-    turns: list["HistoryTurn"]  # the newest turns, oldest first, rebuilt from the ledger
+    turns: list["ThreadTurn"]  # the newest turns, oldest first, rebuilt from the ledger
     capsule: capsules.Capsule | None
     span: spans.Span | None
 
@@ -165,7 +165,7 @@ class Resumed:
 
 def resume(hearth: "Hearth", user_id: int | None = None, turns: int = RESUME_TURNS) -> Resumed:
     """The most recently active open conversation, its newest turns, latest capsule and open span."""
-    from hearth.thread.turns import HistoryTurn
+    from hearth.thread.turns import ThreadTurn
 
     scope = hearth.scope(user_id)
     with scope.store.read() as conn:
@@ -182,5 +182,5 @@ def resume(hearth: "Hearth", user_id: int | None = None, turns: int = RESUME_TUR
         capsule = capsules.latest(conn, conversation.id)
         span_row = conn.execute("SELECT * FROM spans WHERE user_id = ? AND persona_id = ? AND closed_at IS NULL",
                                 (scope.user_id, conversation.persona_id)).fetchone()
-    return Resumed(conversation, [HistoryTurn(*r) for r in reversed(recent)], capsule,
+    return Resumed(conversation, [ThreadTurn(*r) for r in reversed(recent)], capsule,
                    spans.Span.from_row(span_row) if span_row else None)
