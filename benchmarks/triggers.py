@@ -11,7 +11,7 @@ disturbs them less; wall-clock figures are printed alongside.
 Lorebook activation (X3): the same 10,000 fragments as SillyTavern-style entries with controls
 (secondary keys and selective logic, case-sensitive, partial-word and punctuated keys, some
 regex keys, constant / sticky / cooldown / probability entries, recursion two levels deep)
-matched through ``hearth.lorebook.activation.Activator``, next to the plain index on the plain library as
+matched through ``hearth.lorebook.controls.Activator``, next to the plain index on the plain library as
 the floor, per class of message (short: under 40 words; long: 40 words or more).
 
 Run: ``python benchmarks/triggers.py``
@@ -27,7 +27,7 @@ from functools import partial
 
 import ahocorasick_rs
 
-from hearth.lorebook.activation import Activator
+from hearth.lorebook.controls import Activator
 from hearth.lorebook.triggers import TriggerFragment, TriggerIndex, fold, normalise_trigger, word_forms
 
 COMMON = (

@@ -18,7 +18,7 @@ import pytest
 from hearth import Hearth, Settings
 from hearth.errors import InvalidInput
 from hearth.ops.jobs import Worker
-from hearth.outreach.checkins import find_mentions, resolve_day
+from hearth.outreach.activations import find_mentions, resolve_day
 
 UTC = timezone.utc
 

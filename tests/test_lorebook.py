@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hearth.cli import cli
-from hearth.lorebook.activation import Activator
+from hearth.lorebook.controls import Activator
 from hearth.prompt.layers.fragments import Fragment
 from tests import samples
 from tests.test_layers import context_message

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from hearth.errors import InvalidInput
 from hearth.memory.memories import Adjust, Composed, Memories
 from hearth.ops.jobs import Handler, UserJobs
+from hearth.outreach.activations import Activations
 from hearth.outreach.channels import Contacts, PersonaChannels, deliver_reply
-from hearth.outreach.checkins import Activations
 from hearth.prompt import stored
 from hearth.prompt.assembly import estimate_tokens
 from hearth.prompt.dynamic import DynamicContext

@@ -8,7 +8,6 @@ this module's table, so the job queue knows no layer and no layer knows this mod
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -16,7 +15,7 @@ from hearth.continuity.timeline import capsules, checkpoints, spans
 from hearth.errors import InvalidInput
 from hearth.memory import review
 from hearth.ops.jobs import Handler, chat_messages_after, cursor, enqueue
-from hearth.outreach import checkins as activations
+from hearth.outreach import activations
 from hearth.outreach.channels import inbound, mail, outbound
 from hearth.prompt.dynamic import Layer
 from hearth.prompt.layers import archive_recall, fragments, household, live_context, summary
@@ -25,6 +24,7 @@ from hearth.prompt.layers.keyword_recall import KeywordRecall
 from hearth.prompt.layers.settings import LayerSettings
 from hearth.prompt.layers.thread_recall import ThreadRecall
 from hearth.records import forget
+from hearth.store import Connection
 from hearth.thread import titles
 from hearth.thread.tools import Tool
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from hearth.scope import Scope
 
 # Called after a reply is saved, inside its transaction: (conn, conversation, user msg, reply).
-AfterReply = Callable[[sqlite3.Connection, "Conversation", "Message", "Message"], None]
+AfterReply = Callable[[Connection, "Conversation", "Message", "Message"], None]
 
 _registered: dict[str, Handler] = {}
 
@@ -80,7 +80,7 @@ class MemoryLayers:
         self.review = review.ReviewQueue(scope)
 
 
-def schedule_due(conn: sqlite3.Connection, user_id: int, conversation_id: int, settings: LayerSettings) -> list[str]:
+def schedule_due(conn: Connection, user_id: int, conversation_id: int, settings: LayerSettings) -> list[str]:
     """Queue the background work a conversation is due for; returns the kinds queued."""
     queued = []
     payload = {"conversation_id": conversation_id}
@@ -124,7 +124,7 @@ def wire(scope: Scope) -> Wiring:
 
     fragment_layer = fragments.FragmentLayer(store)
 
-    def after_reply(conn: sqlite3.Connection, conversation: Conversation, user_message: Message,
+    def after_reply(conn: Connection, conversation: Conversation, user_message: Message,
                     reply: Message) -> None:
         """Inside the reply's transaction: mark used nudges, record lorebook timers, then queue
         what is due. No model calls."""
@@ -132,7 +132,7 @@ def wire(scope: Scope) -> Wiring:
         fragment_layer.record_timers(conn, conversation.id, user_message.id)
         schedule_due(conn, user_id, conversation.id, layers.settings)
 
-    def queue_embedding(conn: sqlite3.Connection, conversation: Conversation, user_message: Message,
+    def queue_embedding(conn: Connection, conversation: Conversation, user_message: Message,
                         reply: Message) -> None:
         enqueue(conn, user_id, archive_recall.EMBED_JOB, {"limit": archive_recall.EMBED_JOB_SLICE},
                 dedupe_key="embed")
@@ -148,7 +148,7 @@ def wire(scope: Scope) -> Wiring:
         KeywordRecall(store),
         archive_recall.ArchiveRecall(store, embedder),
     ]
-    def title(conn: sqlite3.Connection, conversation: Conversation, user_message: Message, reply: Message) -> None:
+    def title(conn: Connection, conversation: Conversation, user_message: Message, reply: Message) -> None:
         from hearth.providers import choose_provider_name  # W4: a model-written title only with a model
 
         titles.after_reply(conn, conversation, user_message, reply,

@@ -12,7 +12,6 @@ from . import (  # noqa: F401  (registers commands)
     choices,  # noqa: F401  (registers threads model / instructions and presets)
     forget,  # noqa: F401  (registers `hearth forget`)
     health,
-    history,  # noqa: F401  (registers history and restore for fragments, personas, status)
     imports,
     layers,
     maintenance,
@@ -20,7 +19,8 @@ from . import (  # noqa: F401  (registers commands)
     recall,
     server,
     threads,
-    timeline,  # noqa: F401  (registers commands)
+    timeline,
+    versions,  # noqa: F401  (registers history and restore for fragments, personas, status)
 )
 from .base import cli, main
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from hearth.outreach.checkins import DELIVERY
+from hearth.outreach.activations import DELIVERY
 
 from .base import Context, _json, cli, console, pass_ctx
 

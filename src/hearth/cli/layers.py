@@ -19,7 +19,7 @@ from .base import Context, cli, console, err_console, pass_ctx
 def worker_cmd(obj: Context, once: bool, poll: float) -> None:
     """Run background jobs (summaries, live context, status detection, review) until Ctrl-C."""
     from hearth.ops.jobs import Worker
-    from hearth.outreach import checkins as activations
+    from hearth.outreach import activations
     from hearth.outreach.channels import mail
 
     worker = Worker(obj.hearth, poll_seconds=poll)

@@ -71,7 +71,7 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
             warm(hearth)  # vector indexes: loaded from their saved files or built, off the send path
 
     from hearth.ops.jobs import Worker
-    from hearth.outreach import checkins as activations
+    from hearth.outreach import activations
     from hearth.outreach.channels import mail
 
     worker = Worker(hearth)  # summaries, live context, status detection, review, embeddings

@@ -242,7 +242,7 @@ class Imports:
                     on_match: str) -> FileReport:
         """A card of this user's own persona, met again: the same, an update, or a question."""
         from hearth.interop.importers.card_identity import pixels
-        from hearth.lorebook.activation import check_controls
+        from hearth.lorebook.controls import check_controls
 
         report.ids["personas"] = [own.id]
         same_text = self.card_hash(own.id) == key
@@ -374,7 +374,7 @@ class Imports:
                     report.add("imported")
                     report.ids.setdefault("fragments", []).append(f.id)
                 else:
-                    from hearth.lorebook.activation import check_controls
+                    from hearth.lorebook.controls import check_controls
 
                     same = (list(have.triggers) == entry.keys and have.definition == entry.content.strip()
                             and have.enabled == entry.enabled and have.controls == check_controls(entry.controls))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import builtins
 import hashlib
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,9 +26,9 @@ from hearth.memory import duplicates
 from hearth.memory.helpers.base import ReviewInput, TurnText, one_line
 from hearth.memory.memories import check_memory
 from hearth.ops.jobs import cursor, enqueue, set_cursor
-from hearth.outreach.checkins import CHECKIN_KIND, parse_when
+from hearth.outreach.activations import CHECKIN_KIND, parse_when
 from hearth.records import ledger
-from hearth.store import inserted_id, utcnow
+from hearth.store import Connection, Row, inserted_id, utcnow
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -73,7 +72,7 @@ class Proposal:
     label: str  # one line for lists (see describe); a field so that answers carry it
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Proposal":
+    def from_row(cls, row: Row) -> "Proposal":
         payload = json.loads(row["payload"])
         return cls(row["id"], row["kind"], row["conversation_id"], payload, row["reason"],
                    row["evidence"], row["source"], row["status"], row["decided_by"], row["result_id"],
@@ -293,7 +292,7 @@ class ReviewQueue:
             return duplicates.Judgement({}, 0, "in_transaction")
         return duplicates.ask_judge(conn, self.user_id, text, judge, embedder=embedder)
 
-    def _pending_by_hash(self, conn: sqlite3.Connection, digest: str) -> Proposal:
+    def _pending_by_hash(self, conn: Connection, digest: str) -> Proposal:
         row = conn.execute("SELECT id FROM proposals WHERE user_id = ? AND content_hash = ? AND status = 'pending'",
                            (self.user_id, digest)).fetchone()
         return self.get(row[0])
@@ -319,7 +318,7 @@ class ReviewQueue:
             raise Conflict(f"proposal {proposal_id} is already {proposal.status}")
         return proposal
 
-    def _decide(self, conn: sqlite3.Connection, proposal_id: int, by: str, edits: dict[str, Any] | None) -> Proposal:
+    def _decide(self, conn: Connection, proposal_id: int, by: str, edits: dict[str, Any] | None) -> Proposal:
         proposal = self._pending(proposal_id)
         edits = edits or {}
         unknown = set(edits) - set(EDITABLE[proposal.kind])

@@ -7,7 +7,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field
 
-from hearth.outreach.checkins import Prefs
+from hearth.outreach.activations import Prefs
 from hearth.scope import Scope
 
 from .auth import current_scope

@@ -26,7 +26,6 @@ from hearth.scope import Hearth
 from .. import __version__
 from ..errors import TooLarge
 from ..settings import Settings
-from ..store import is_postgres
 from . import (
     activations,
     alternatives,
@@ -209,8 +208,8 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
         lifespan=lifespan,
     )
     app.state.hearth = hearth
-    # On PostgreSQL several servers share one database, so failed logins are counted there (S10).
-    app.state.login_limiter = (auth.StoredLoginLimiter(hearth.store) if is_postgres(hearth.store.connection())
+    # Where several servers share one database (PostgreSQL), failed logins are counted there (S10).
+    app.state.login_limiter = (auth.StoredLoginLimiter(hearth.store) if hearth.store.engine.shared
                                else auth.LoginLimiter())
     templates = Jinja2Templates(directory=str(HERE / "templates"))
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from hearth.continuity.timeline import capsules, chains, spans
 from hearth.errors import Conflict, InvalidInput, NotFound, ProviderError
-from hearth.outreach import checkins as activations
+from hearth.outreach import activations
 from hearth.prompt import stored
 from hearth.prompt.assembly import AssembledRequest, assemble
 from hearth.prompt.dynamic import Turn, quote_reserved_headings

@@ -73,7 +73,7 @@ def _hex(value: Any, length: int) -> bool:
 def content_hash(card: Card) -> str:
     """The hash of the card's normalised content (name, fields, character book; not the image)."""
     from hearth.interop.importers.lorebook import parse_character_book
-    from hearth.lorebook.activation import DEFAULTS, check_controls
+    from hearth.lorebook.controls import DEFAULTS, check_controls
 
     fields = copy.deepcopy(card.fields)
     fields.pop("modification_date", None)

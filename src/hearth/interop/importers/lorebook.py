@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hearth.errors import InvalidInput
-from hearth.lorebook.activation import LOGICS
+from hearth.lorebook.controls import LOGICS
 
 MAX_ENTRIES = 20_000
 
@@ -221,7 +221,7 @@ def parse_character_book(book: Any, default_name: str) -> Lorebook:
 # -- export ---------------------------------------------------------------------------------------
 
 def _controls_of(fragment: Any) -> dict[str, Any]:
-    from hearth.lorebook.activation import DEFAULTS
+    from hearth.lorebook.controls import DEFAULTS
 
     controls = fragment.controls
     if controls:

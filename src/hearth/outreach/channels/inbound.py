@@ -11,16 +11,15 @@ active open conversation with that persona continues (E5).
 from __future__ import annotations
 
 import logging
-import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hearth.continuity.timeline import spans
 from hearth.errors import Forbidden, InvalidInput
 from hearth.ops import jobs
-from hearth.outreach import checkins as activations
+from hearth.outreach import activations
 from hearth.outreach.channels.contacts import Contact, answers, find
-from hearth.store import utcnow
+from hearth.store import Connection, utcnow
 
 if TYPE_CHECKING:
     from hearth.records.ledger import Message
@@ -86,7 +85,7 @@ def receive(hearth: "Hearth", channel: str, address: str, external_id: str, text
         return Inbound("accepted", contact.user_id, conversation_id, message.id, job_id)
 
 
-def sent_parts(conn: sqlite3.Connection, channel: str, reply_id: int) -> set[str]:
+def sent_parts(conn: Connection, channel: str, reply_id: int) -> set[str]:
     """External ids of the parts of a reply already delivered (a retried job skips them)."""
     return {r[0] for r in conn.execute(
         "SELECT external_id FROM channel_messages WHERE channel = ? AND direction = 'out' AND message_id = ?",

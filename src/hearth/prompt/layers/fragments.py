@@ -16,20 +16,19 @@ from __future__ import annotations
 
 import builtins
 import json
-import sqlite3
 import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Hashable, Sequence
 
 from hearth.errors import InvalidInput, NotFound
-from hearth.lorebook.activation import Activation, Activator, check_controls, check_keys
+from hearth.lorebook.controls import Activation, Activator, check_controls, check_keys
 from hearth.lorebook.triggers import Match, normalise_trigger
 from hearth.prompt.dynamic import Block, Turn
 from hearth.prompt.layers.books import ANY_SCOPED_SQL, IN_SCOPE_SQL, Books
 from hearth.prompt.layers.settings import LayerSettings
 from hearth.records import ledger, versions
-from hearth.store import Store, inserted_id, utcnow
+from hearth.store import Connection, Row, Store, inserted_id, utcnow
 from hearth.validation import check_text
 
 MAX_TRIGGERS = 50
@@ -63,7 +62,7 @@ class Fragment:
     import_key: str | None = None  # where an imported fragment came from
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Fragment":
+    def from_row(cls, row: Row) -> "Fragment":
         return cls(row["id"], row["category"], tuple(json.loads(row["triggers"])), row["definition"],
                    tuple(json.loads(row["all_of"])), tuple(json.loads(row["any_of"])),
                    tuple(json.loads(row["none_of"])), row["priority"], bool(row["enabled"]),
@@ -122,13 +121,13 @@ def _priority(value: Any) -> int:
     return value
 
 
-def bump_version(conn: sqlite3.Connection, user_id: int) -> int:
+def bump_version(conn: Connection, user_id: int) -> int:
     conn.execute("INSERT INTO fragment_library (user_id, version) VALUES (?, 1)"
                  " ON CONFLICT (user_id) DO UPDATE SET version = version + 1", (user_id,))
     return library_version(conn, user_id)
 
 
-def library_version(conn: sqlite3.Connection, user_id: int) -> int:
+def library_version(conn: Connection, user_id: int) -> int:
     row = conn.execute("SELECT version FROM fragment_library WHERE user_id = ?", (user_id,)).fetchone()
     return row[0] if row else 0
 
@@ -141,7 +140,7 @@ _cache_lock = threading.Lock()
 builds = {"count": 0}  # how many indexes were compiled (tests and diagnostics)
 
 
-def compiled(store: Store, conn: sqlite3.Connection, user_id: int,
+def compiled(store: Store, conn: Connection, user_id: int,
              persona_id: int | None = None) -> tuple[Activator, dict[Hashable, Fragment]]:
     """The compiled index of a user's enabled fragments, rebuilt only when the library changed.
 
@@ -350,7 +349,7 @@ class FragmentLayer:
                 self._pending[(conversation_id, number)] = dict(found.timers)
         return render(found, by_id)
 
-    def record_timers(self, conn: sqlite3.Connection, conversation_id: int, user_message_id: int) -> int:
+    def record_timers(self, conn: Connection, conversation_id: int, user_message_id: int) -> int:
         """After the reply: start the sticky / cooldown timers of the entries this turn brought in."""
         with self._lock:
             if not any(key[0] == conversation_id for key in self._pending):
@@ -369,7 +368,7 @@ class FragmentLayer:
         return len(started)
 
 
-def turn_number(conn: sqlite3.Connection, conversation_id: int, up_to: int | None = None) -> int:
+def turn_number(conn: Connection, conversation_id: int, up_to: int | None = None) -> int:
     """User turns in a conversation so far (lorebook timers count these)."""
     sql = "SELECT count(*) FROM messages WHERE conversation_id = ? AND role = 'user' AND kind = 'chat'"
     args: list[Any] = [conversation_id]
@@ -379,7 +378,7 @@ def turn_number(conn: sqlite3.Connection, conversation_id: int, up_to: int | Non
     return conn.execute(sql, args).fetchone()[0]
 
 
-def timers(conn: sqlite3.Connection, conversation_id: int) -> dict[int, tuple[int, int]]:
+def timers(conn: Connection, conversation_id: int) -> dict[int, tuple[int, int]]:
     return {r[0]: (r[1], r[2]) for r in conn.execute(
         "SELECT fragment_id, sticky_until, cooldown_until FROM fragment_timers WHERE conversation_id = ?",
         (conversation_id,))}

@@ -24,16 +24,15 @@ from __future__ import annotations
 import json
 import logging
 import re
-import sqlite3
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from hearth.errors import InvalidInput, NotFound
+from hearth.errors import ConstraintError, InvalidInput, NotFound
 from hearth.ops import jobs
 from hearth.records import ledger
-from hearth.store import Store, utcnow
+from hearth.store import Connection, Row, Store, utcnow
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -79,7 +78,7 @@ class Activation:
     updated_at: str
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Activation":
+    def from_row(cls, row: Row) -> "Activation":
         data = dict(row)
         data["enabled"] = bool(data["enabled"])
         return cls(**data)
@@ -177,7 +176,7 @@ class Activations:
         self.user_id = user_id
 
     # -- preferences ---------------------------------------------------------------------------
-    def prefs(self, conn: sqlite3.Connection | None = None) -> Prefs:
+    def prefs(self, conn: Connection | None = None) -> Prefs:
         row = (conn or self.store.connection()).execute(
             "SELECT timezone, quiet_start, quiet_end, daily_limit, stopped FROM activation_prefs WHERE user_id = ?",
             (self.user_id,)).fetchone()
@@ -200,7 +199,7 @@ class Activations:
                     self._reschedule(conn, activation, new, datetime.now(timezone.utc))
         return self.prefs()
 
-    def _save_prefs(self, conn: sqlite3.Connection, prefs: Prefs) -> None:
+    def _save_prefs(self, conn: Connection, prefs: Prefs) -> None:
         conn.execute(
             "INSERT INTO activation_prefs (user_id, timezone, quiet_start, quiet_end, daily_limit, stopped)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user_id) DO UPDATE SET timezone = excluded.timezone,"
@@ -208,7 +207,7 @@ class Activations:
             " daily_limit = excluded.daily_limit, stopped = excluded.stopped",
             (self.user_id, prefs.timezone, prefs.quiet_start, prefs.quiet_end, prefs.daily_limit, int(prefs.stopped)))
 
-    def _set_stopped(self, conn: sqlite3.Connection, stopped: bool, channel: str) -> None:
+    def _set_stopped(self, conn: Connection, stopped: bool, channel: str) -> None:
         prefs = self.prefs(conn)
         if prefs.stopped != stopped:
             self._save_prefs(conn, Prefs(prefs.timezone, prefs.quiet_start, prefs.quiet_end, prefs.daily_limit, stopped))
@@ -296,7 +295,7 @@ class Activations:
                                                (self.user_id,))
         return [Activation.from_row(r) for r in rows]
 
-    def _reschedule(self, conn: sqlite3.Connection, activation: Activation, prefs: Prefs, now: datetime) -> None:
+    def _reschedule(self, conn: Connection, activation: Activation, prefs: Prefs, now: datetime) -> None:
         if not activation.rule or activation.kind == "checkin":
             return
         upcoming = next_occurrence(activation.rule, prefs.zone, _parse_stamp(activation.created_at), now)
@@ -324,7 +323,7 @@ class Activations:
                 counts[status] = counts.get(status, 0) + 1
         return counts
 
-    def _reflection_due(self, conn: sqlite3.Connection, activation: Activation) -> datetime | None:
+    def _reflection_due(self, conn: Connection, activation: Activation) -> datetime | None:
         row = conn.execute(
             "SELECT max(m.created_at) FROM messages m JOIN conversations c ON c.id = m.conversation_id"
             " WHERE c.user_id = ? AND c.persona_id = ? AND m.role = 'user' AND m.kind = 'chat'",
@@ -333,13 +332,13 @@ class Activations:
             return None
         return _parse_stamp(row[0]) + timedelta(minutes=activation.idle_minutes or 0)
 
-    def _fire(self, conn: sqlite3.Connection, activation: Activation, due_at: datetime, now: datetime) -> str | None:
+    def _fire(self, conn: Connection, activation: Activation, due_at: datetime, now: datetime) -> str | None:
         """Claim one occurrence and advance the schedule, in the caller's transaction."""
         try:
             cur = conn.execute(
                 "INSERT INTO activation_runs (activation_id, user_id, due_at, status, created_at)"
                 " VALUES (?, ?, ?, 'claimed', ?)", (activation.id, self.user_id, _stamp(due_at), utcnow()))
-        except sqlite3.IntegrityError:
+        except ConstraintError:
             return None  # this occurrence already fired
         prefs = self.prefs(conn)
         if activation.rule:
@@ -366,7 +365,7 @@ class Activations:
                                "status": status})
         return status
 
-    def _sent_today(self, conn: sqlite3.Connection, prefs: Prefs, now: datetime) -> int:
+    def _sent_today(self, conn: Connection, prefs: Prefs, now: datetime) -> int:
         local_midnight = datetime.combine(now.astimezone(prefs.zone).date(), time(0), prefs.zone)
         return conn.execute(
             "SELECT count(*) FROM activation_runs r JOIN activations a ON a.id = r.activation_id"
@@ -375,7 +374,7 @@ class Activations:
 
 
 # -- stop / start in any channel ------------------------------------------------------------------
-def note_user_message(conn: sqlite3.Connection, store: Store, user_id: int, text: str, channel: str) -> None:
+def note_user_message(conn: Connection, store: Store, user_id: int, text: str, channel: str) -> None:
     """"stop check-ins" / "start check-ins" as a whole message, in any channel."""
     if _STOP.match(text):
         Activations(store, user_id)._set_stopped(conn, True, channel)
@@ -473,7 +472,7 @@ def scan_for_checkins(scope: "Scope", activation: Activation, now: datetime) -> 
 
 
 # -- jobs --------------------------------------------------------------------------------------------
-def schedule_tick(conn: sqlite3.Connection, user_id: int, delay: float = 0.0) -> int:
+def schedule_tick(conn: Connection, user_id: int, delay: float = 0.0) -> int:
     return jobs.enqueue(conn, user_id, TICK_JOB, {}, dedupe_key=TICK_JOB, delay=delay, max_attempts=1)
 
 
