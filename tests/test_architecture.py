@@ -137,6 +137,18 @@ def test_no_import_cycles_in_src():
     assert not found, f"import cycles in src/{PACKAGE}:\n{detail}"
 
 
+
+ROOT_LIMIT = 10  # the package root holds the public API and the wiring; everything else sits in its area
+
+
+def test_the_package_root_holds_at_most_ten_modules_and_every_area_is_a_package():
+    root = sorted(p.name for p in (SRC / PACKAGE).glob("*.py"))
+    assert len(root) <= ROOT_LIMIT, root
+    areas = {p.name for p in (SRC / PACKAGE).iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert {"records", "thread", "prompt", "continuity", "lorebook", "memory", "outreach", "interop", "ops",
+            "store", "retrieval", "providers", "server", "cli", "mcp"} <= areas
+    assert all((SRC / PACKAGE / area / "__init__.py").exists() for area in areas)
+
 # -- a bare install: the core needs none of the extras ---------------------------------------------
 OPTIONAL = ("fastapi", "uvicorn", "starlette", "jinja2", "openai", "anthropic", "onnxruntime", "tokenizers",
             "mcp", "twilio", "websockets")
