@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from hearth.store import PgStore, migrations, pg_migrations
+from hearth.store import PgStore, migrations
+from hearth.store.migrations import POSTGRESQL
 
 HERE = Path(__file__).parent
 SQLITE_SCHEMA = HERE / "schema.sql"
@@ -85,21 +86,13 @@ def recorded(engine: str) -> dict[int, str]:
     return {int(k): v for k, v in json.loads(VERSIONS.read_text())[engine].items()}
 
 
-def _migrate_sqlite(conn: sqlite3.Connection, upto: int) -> list[int]:
-    return migrations.migrate(conn, upto=upto)
-
-
-def _migrate_postgres(conn, upto: int) -> list[int]:
-    return pg_migrations.migrate(conn, upto=upto)
-
-
 def test_s1_sqlite_reaches_the_recorded_schema_at_every_version(tmp_path):
     conn = sqlite3.connect(tmp_path / "hearth.db", isolation_level=None)
     conn.execute("PRAGMA foreign_keys = ON")
     seen = {}
     conn.execute("BEGIN")
     for version in range(1, migrations.LATEST_VERSION + 1):
-        assert _migrate_sqlite(conn, version) == [version]
+        assert migrations.migrate(conn, upto=version) == [version]
         seen[version] = digest(dump_sqlite(conn))
     conn.execute("COMMIT")
     assert seen == recorded("sqlite")
@@ -127,7 +120,7 @@ def test_s9_postgres_reaches_the_recorded_schema_at_every_version(blank_pg):
         with store.write():
             applied = []
             for version in sorted(recorded("postgresql")):
-                applied += _migrate_postgres(conn, version)
+                applied += migrations.migrate(conn, POSTGRESQL, upto=version)
                 seen[version] = digest(dump_postgres(conn.raw))
         assert applied == list(range(1, migrations.LATEST_VERSION + 1))
         assert seen == recorded("postgresql")

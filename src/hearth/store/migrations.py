@@ -1,149 +1,63 @@
-"""Numbered, forward-only migrations.
+"""Numbered, forward-only migrations, each written once for both engines.
 
-Each migration is a function ``mNNN_verb_noun(conn)``; ``migrate()`` applies the missing ones in
-order, each together with its row in ``schema_migrations`` inside the caller's transaction. A
-shipped migration is never edited: change the schema by adding the next number. A database whose
-recorded version is newer than this code knows is refused (S1).
+Each migration is a function ``mNNN_verb_noun()`` returning its operations (``store/schema.py``):
+neutral SQL with the few words the engines spell differently written as tokens (``{int}``,
+``{key}``, ``{json:col}``...), named ``Step``s where the engines have no common form (FTS5 tables
+against GIN indexes, SQLite trigger bodies against plpgsql functions), and data steps in Python.
+``migrate()`` applies the missing ones in order, rendered for the database's engine, each together
+with its row in ``schema_migrations`` inside the caller's transaction. A shipped migration is never
+edited: change the schema by adding the next number. A database whose recorded version is newer
+than this code knows is refused (S1).
+
+The numbers and names recorded are the same on both engines, so a database on either says which
+Hearth schema it holds (``hearth migrate-store`` compares them). SQLite databases exist at every
+version from 1 and take each migration in turn. PostgreSQL databases start at version 14: a blank
+one gets the schema migrations 1 to 14 leave, folded into one script from the same operations
+(``schema.fold``: each table created once with the columns later migrations added, PostgreSQL's
+rendering of each step), and records all fourteen; every later migration runs on both engines
+one by one. ``tests/test_migrations.py`` checks that each engine reaches exactly its recorded
+schema at every version (``tests/schema.sql``, ``tests/schema_postgres.txt``).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from ..errors import SchemaError
+from .schema import POSTGRESQL, SQLITE, Call, Migration, Operation, Renderer, Sql, Step, ensure_vector, fold
+
+__all__ = ["LATEST_VERSION", "MIGRATIONS", "POSTGRESQL", "SQLITE", "check_version", "current_version",
+           "ensure_vector", "migrate", "number"]
+
+migration = Migration
 
 
-def run_script(conn: sqlite3.Connection, script: str) -> None:
-    """Run several statements inside the current transaction.
+# -- Steps of migrations 1 to 14 ---------------------------------------------------------------
 
-    ``executescript`` would commit first, which would split a migration from its record.
-    """
-    statement = ""
-    for line in script.splitlines(keepends=True):
-        statement += line
-        if sqlite3.complete_statement(statement):
-            conn.execute(statement)
-            statement = ""
-    if statement.strip():
-        raise ValueError("incomplete SQL statement at the end of a migration script")
-
-
-def m001_create_foundation(conn: sqlite3.Connection) -> None:
-    run_script(
-        conn,
-        """
-        CREATE TABLE users (
-            id INTEGER PRIMARY KEY,
-            name TEXT NOT NULL UNIQUE,
-            is_owner INTEGER NOT NULL DEFAULT 0,
-            password_hash TEXT,
-            created_at TEXT NOT NULL
-        );
-        CREATE TABLE api_tokens (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            name TEXT NOT NULL,
-            token_hash TEXT NOT NULL UNIQUE,
-            created_at TEXT NOT NULL,
-            last_used_at TEXT,
-            revoked_at TEXT
-        );
-        CREATE TABLE auth_sessions (
-            id TEXT PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            csrf_token TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            expires_at TEXT NOT NULL
-        );
-        CREATE TABLE app_state (
-            key TEXT PRIMARY KEY,
-            value TEXT NOT NULL CHECK (json_valid(value))
-        );
-        CREATE TABLE personas (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            name TEXT NOT NULL,
-            display_name TEXT NOT NULL,
-            identity TEXT NOT NULL DEFAULT '',
-            user_label TEXT NOT NULL,
-            assistant_label TEXT NOT NULL,
-            legacy_labels TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(legacy_labels)),
-            tone TEXT NOT NULL DEFAULT 'Natural',
-            custom_instructions TEXT NOT NULL DEFAULT '',
-            sections TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(sections)),
-            characters TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(characters)),
-            auto_continuity INTEGER NOT NULL DEFAULT 1,
-            archive_access INTEGER NOT NULL DEFAULT 0,
-            web_search INTEGER NOT NULL DEFAULT 0,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            UNIQUE (user_id, name)
-        );
-        CREATE TABLE folders (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            name TEXT NOT NULL,
-            hidden INTEGER NOT NULL DEFAULT 0,
-            created_at TEXT NOT NULL,
-            UNIQUE (user_id, name)
-        );
-        CREATE TABLE conversations (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            persona_id INTEGER NOT NULL REFERENCES personas(id),
-            folder_id INTEGER REFERENCES folders(id) ON DELETE SET NULL,
-            title TEXT NOT NULL DEFAULT '',
-            state TEXT NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'ended')),
-            trashed_at TEXT,
-            continuity_shielded INTEGER NOT NULL DEFAULT 0,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            ended_at TEXT,
-            -- Kept by triggers on messages: visible turns, and a revision bumped whenever an
-            -- existing turn changes or goes, so cached history knows when it is stale.
-            turn_count INTEGER NOT NULL DEFAULT 0,
-            history_rev INTEGER NOT NULL DEFAULT 0
-        );
-        CREATE INDEX conversations_user_updated ON conversations (user_id, updated_at);
-
-        -- The ledger (S2): append-only; ordered by (created_at, id).
-        CREATE TABLE events (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            conversation_id INTEGER REFERENCES conversations(id) ON DELETE CASCADE,
-            kind TEXT NOT NULL,
-            channel TEXT NOT NULL DEFAULT 'web',
-            created_at TEXT NOT NULL,
-            payload TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(payload))
-        );
-        CREATE INDEX events_user_time ON events (user_id, created_at, id);
-        CREATE INDEX events_conversation_time ON events (conversation_id, created_at, id);
+LEDGER_APPEND_ONLY = Step(
+    "ledger_append_only",  # the ledger (S2) refuses any change to an event
+    sqlite="""
         CREATE TRIGGER events_append_only BEFORE UPDATE ON events
         BEGIN
             SELECT RAISE(ABORT, 'events are append-only');
         END;
+        """,
+    postgresql="""
+-- The ledger is append-only (S2): a trigger refuses any change to an event.
+CREATE FUNCTION hearth_events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'events are append-only' USING ERRCODE = 'integrity_constraint_violation';
+END $$;
+CREATE TRIGGER events_append_only BEFORE UPDATE ON events
+    FOR EACH ROW EXECUTE FUNCTION hearth_events_append_only();
 
-        -- A message is an event with a row here: messages.id is its event's id, so the two are
-        -- written in one transaction and can never drift apart.
-        CREATE TABLE messages (
-            id INTEGER PRIMARY KEY REFERENCES events(id) ON DELETE CASCADE,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-            role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
-            kind TEXT NOT NULL DEFAULT 'chat'
-                CHECK (kind IN ('chat', 'static_prompt', 'handoff_artifact', 'tool_result')),
-            content TEXT NOT NULL,
-            channel TEXT NOT NULL DEFAULT 'web',
-            created_at TEXT NOT NULL,
-            metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata))
-        );
-        CREATE INDEX messages_conversation ON messages (conversation_id, id);
-        -- Exactly one stored static prompt per conversation (P2).
-        CREATE UNIQUE INDEX messages_one_static_prompt ON messages (conversation_id)
-            WHERE kind = 'static_prompt';
+""",
+)
 
+MESSAGES_KEYWORD_INDEX = Step(
+    "messages_keyword_index",  # S6: FTS5 kept by triggers; PostgreSQL's GIN index is part of the table
+    sqlite="""
         -- Keyword index (S6) over ordinary chat turns only: stored prompts, handoff artifacts and
         -- tool results never enter it (P6, K1).
         CREATE VIRTUAL TABLE messages_fts USING fts5(
@@ -160,6 +74,27 @@ def m001_create_foundation(conn: sqlite3.Connection) -> None:
         BEGIN
             INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
         END;
+        CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, kind, role ON messages
+        BEGIN
+            INSERT INTO messages_fts (messages_fts, rowid, content)
+                SELECT 'delete', old.id, old.content
+                WHERE old.kind = 'chat' AND old.role IN ('user', 'assistant');
+            INSERT INTO messages_fts (rowid, content)
+                SELECT new.id, new.content
+                WHERE new.kind = 'chat' AND new.role IN ('user', 'assistant');
+        END;
+        """,
+    postgresql="""
+-- Keyword search (S6, S9): an expression GIN index over the same rows FTS5 indexes on SQLite.
+-- The index is part of the table, so it is in step with every insert, edit and delete.
+CREATE INDEX messages_search ON messages USING gin (to_tsvector('simple', content))
+    WHERE kind = 'chat' AND role IN ('user', 'assistant');
+""",
+)
+
+TURN_COUNTS = Step(
+    "turn_counts",  # conversations.turn_count and history_rev, kept in the writing transaction
+    sqlite="""
         CREATE TRIGGER messages_turn_insert AFTER INSERT ON messages
         WHEN new.kind IN ('chat', 'handoff_artifact') AND new.role IN ('user', 'assistant')
         BEGIN
@@ -180,201 +115,62 @@ def m001_create_foundation(conn: sqlite3.Connection) -> None:
                     + (new.kind IN ('chat', 'handoff_artifact') AND new.role IN ('user', 'assistant'))
             WHERE id = new.conversation_id;
         END;
-        CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, kind, role ON messages
-        BEGIN
-            INSERT INTO messages_fts (messages_fts, rowid, content)
-                SELECT 'delete', old.id, old.content
-                WHERE old.kind = 'chat' AND old.role IN ('user', 'assistant');
-            INSERT INTO messages_fts (rowid, content)
-                SELECT new.id, new.content
-                WHERE new.kind = 'chat' AND new.role IN ('user', 'assistant');
-        END;
-        """
-    )
-
-
-def m002_create_memories_and_continuity(conn: sqlite3.Connection) -> None:
-    run_script(
-        conn,
-        """
-        -- Long-term memories (M1). AUTOINCREMENT: a deleted id is never handed out again (M7).
-        CREATE TABLE memories (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            text TEXT NOT NULL,
-            category TEXT NOT NULL DEFAULT '',
-            importance INTEGER NOT NULL DEFAULT 0,
-            position INTEGER NOT NULL,
-            eligible INTEGER NOT NULL DEFAULT 1,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL
-        );
-        CREATE INDEX memories_user_position ON memories (user_id, position);
-
-        -- Snapshot membership (M2): which memory ids a conversation may carry.
-        CREATE TABLE conversation_memories (
-            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-            memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
-            PRIMARY KEY (conversation_id, memory_id)
-        ) WITHOUT ROWID;
-        CREATE INDEX conversation_memories_memory ON conversation_memories (memory_id, conversation_id);
-
-        -- Snapshot metadata (M5): timestamps and provenance only. Rows that predate snapshots keep
-        -- provenance 'legacy' and no invented capture time.
-        ALTER TABLE conversations ADD COLUMN snapshot_provenance TEXT NOT NULL DEFAULT 'legacy';
-        ALTER TABLE conversations ADD COLUMN snapshot_captured_at TEXT;
-        ALTER TABLE conversations ADD COLUMN snapshot_refreshed_at TEXT;
-        ALTER TABLE conversations ADD COLUMN snapshot_backfilled INTEGER NOT NULL DEFAULT 0;
-
-        -- Continuity rows (H10): the historical table name and its retired columns are kept; the
-        -- runtime reads and writes only handoff and the structured source columns.
-        CREATE TABLE conversation_summaries (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            conversation_id INTEGER NOT NULL UNIQUE REFERENCES conversations(id) ON DELETE CASCADE,
-            source_conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
-            source_message_ids TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(source_message_ids)),
-            handoff TEXT NOT NULL DEFAULT '',
-            summary TEXT NOT NULL DEFAULT '',
-            recent_raw TEXT NOT NULL DEFAULT '',
-            created_at TEXT NOT NULL
-        );
         """,
-    )
+    # One function keeps the counts and invalidates rolling summaries (migration 4's step).
+    postgresql=r"""
+-- Visible turns and the history revision of each conversation, kept in the same transaction.
+CREATE FUNCTION hearth_is_turn(kind TEXT, role TEXT) RETURNS BIGINT LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN kind IN ('chat', 'handoff_artifact') AND role IN ('user', 'assistant') THEN 1 ELSE 0 END
+$$;
+CREATE FUNCTION hearth_utcnow() RETURNS TEXT LANGUAGE sql AS $$
+    SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+$$;
+CREATE FUNCTION hearth_messages_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF hearth_is_turn(NEW.kind, NEW.role) = 1 THEN
+            UPDATE conversations SET turn_count = turn_count + 1 WHERE id = NEW.conversation_id;
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        IF hearth_is_turn(OLD.kind, OLD.role) = 1 THEN
+            UPDATE conversations SET turn_count = turn_count - 1, history_rev = history_rev + 1
+            WHERE id = OLD.conversation_id;
+        END IF;
+        IF OLD.kind = 'chat' THEN
+            UPDATE thread_summaries SET invalidated_at = hearth_utcnow()
+            WHERE conversation_id = OLD.conversation_id AND through_message_id >= OLD.id
+              AND invalidated_at IS NULL;
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF OLD.kind IN ('chat', 'handoff_artifact') OR NEW.kind IN ('chat', 'handoff_artifact') THEN
+        UPDATE conversations SET history_rev = history_rev + 1,
+            turn_count = turn_count - hearth_is_turn(OLD.kind, OLD.role) + hearth_is_turn(NEW.kind, NEW.role)
+        WHERE id = NEW.conversation_id;
+    END IF;
+    IF OLD.kind = 'chat' AND (NEW.content IS DISTINCT FROM OLD.content OR NEW.role IS DISTINCT FROM OLD.role
+                              OR NEW.kind IS DISTINCT FROM OLD.kind) THEN
+        UPDATE thread_summaries SET invalidated_at = hearth_utcnow()
+        WHERE conversation_id = OLD.conversation_id AND through_message_id >= OLD.id
+          AND invalidated_at IS NULL;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER messages_changed_insert AFTER INSERT ON messages
+    FOR EACH ROW EXECUTE FUNCTION hearth_messages_changed();
+CREATE TRIGGER messages_changed_delete AFTER DELETE ON messages
+    FOR EACH ROW EXECUTE FUNCTION hearth_messages_changed();
+CREATE TRIGGER messages_changed_update AFTER UPDATE OF content, kind, role ON messages
+    FOR EACH ROW EXECUTE FUNCTION hearth_messages_changed();
 
+""",
+)
 
-def m003_create_branch_requests(conn: sqlite3.Connection) -> None:
-    run_script(
-        conn,
-        """
-        -- Branch idempotency (H8): one destination per client retry key and user.
-        CREATE TABLE branch_requests (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            retry_key TEXT NOT NULL,
-            source_conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
-            destination_conversation_id INTEGER NOT NULL
-                REFERENCES conversations(id) ON DELETE CASCADE,
-            created_at TEXT NOT NULL,
-            UNIQUE (user_id, retry_key)
-        );
-        """,
-    )
-
-
-def m004_create_layers(conn: sqlite3.Connection) -> None:
-    run_script(
-        conn,
-        """
-        -- Background jobs: a durable queue, so a restart resumes pending work. last_error holds an
-        -- error class or kind only, never content. One pending job per (user, kind, dedupe key).
-        CREATE TABLE jobs (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            kind TEXT NOT NULL,
-            payload TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(payload)),
-            dedupe_key TEXT,
-            status TEXT NOT NULL DEFAULT 'pending'
-                CHECK (status IN ('pending', 'running', 'done', 'dead')),
-            attempts INTEGER NOT NULL DEFAULT 0,
-            max_attempts INTEGER NOT NULL DEFAULT 5,
-            run_after TEXT NOT NULL,
-            lease_until TEXT,
-            last_error TEXT,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            finished_at TEXT
-        );
-        CREATE INDEX jobs_due ON jobs (status, run_after, id);
-        CREATE UNIQUE INDEX jobs_one_pending ON jobs (user_id, kind, dedupe_key)
-            WHERE status = 'pending' AND dedupe_key IS NOT NULL;
-
-        -- Per-user settings of the memory layers (cadences, budgets, auto-approve per kind).
-        CREATE TABLE layer_settings (
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            key TEXT NOT NULL,
-            value TEXT NOT NULL CHECK (json_valid(value)),
-            PRIMARY KEY (user_id, key)
-        ) WITHOUT ROWID;
-
-        -- How far a background layer has read a conversation (status detection, review).
-        CREATE TABLE layer_cursors (
-            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-            layer TEXT NOT NULL,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            message_id INTEGER NOT NULL,
-            updated_at TEXT NOT NULL,
-            PRIMARY KEY (conversation_id, layer)
-        ) WITHOUT ROWID;
-
-        -- Household status (HS1): named fields; a value is retired (valid_to), never overwritten.
-        CREATE TABLE status_fields (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            name TEXT NOT NULL,
-            options TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(options)),
-            aliases TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(aliases)),
-            position INTEGER NOT NULL,
-            created_at TEXT NOT NULL,
-            retired_at TEXT
-        );
-        CREATE UNIQUE INDEX status_fields_active_name ON status_fields (user_id, name COLLATE NOCASE)
-            WHERE retired_at IS NULL;
-        CREATE TABLE status_values (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            field_id INTEGER NOT NULL REFERENCES status_fields(id) ON DELETE CASCADE,
-            value TEXT NOT NULL,
-            source TEXT NOT NULL DEFAULT 'manual' CHECK (source IN ('manual', 'approved', 'auto')),
-            proposal_id INTEGER,
-            valid_from TEXT NOT NULL,
-            valid_to TEXT
-        );
-        CREATE UNIQUE INDEX status_values_current ON status_values (field_id) WHERE valid_to IS NULL;
-        CREATE INDEX status_values_field_time ON status_values (field_id, valid_from);
-
-        -- Live context (LC1): one current row per thread; nudges (LC2) with a hidden marker.
-        CREATE TABLE live_context (
-            conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            mood TEXT NOT NULL DEFAULT '',
-            events TEXT NOT NULL DEFAULT '',
-            needs TEXT NOT NULL DEFAULT '',
-            summary TEXT NOT NULL DEFAULT '',
-            source TEXT NOT NULL DEFAULT 'offline' CHECK (source IN ('offline', 'model', 'manual')),
-            through_message_id INTEGER NOT NULL DEFAULT 0,
-            updated_at TEXT NOT NULL
-        );
-        CREATE TABLE nudges (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-            text TEXT NOT NULL,
-            marker TEXT NOT NULL,
-            source TEXT NOT NULL DEFAULT 'offline' CHECK (source IN ('offline', 'model', 'manual')),
-            status TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'used', 'dropped')),
-            created_at TEXT NOT NULL,
-            used_at TEXT,
-            used_message_id INTEGER,
-            UNIQUE (conversation_id, marker)
-        );
-        CREATE INDEX nudges_open ON nudges (conversation_id, status);
-
-        -- Rolling thread summaries (RS1), each tied to the message it was made at. Editing or
-        -- deleting a chat message at or before that point invalidates it, so the layer falls back
-        -- to the last summary that is still valid.
-        CREATE TABLE thread_summaries (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-            text TEXT NOT NULL,
-            source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
-            through_message_id INTEGER NOT NULL,
-            section_messages INTEGER NOT NULL,
-            created_at TEXT NOT NULL,
-            invalidated_at TEXT
-        );
-        CREATE INDEX thread_summaries_conversation ON thread_summaries (conversation_id, through_message_id);
+SUMMARIES_FOLLOW_EDITS = Step(
+    "summaries_follow_edits",  # RS1: editing or deleting a summarised chat turn invalidates it
+    sqlite="""
         CREATE TRIGGER thread_summaries_invalidate_on_delete AFTER DELETE ON messages
         WHEN old.kind = 'chat'
         BEGIN
@@ -390,92 +186,13 @@ def m004_create_layers(conn: sqlite3.Connection) -> None:
             WHERE conversation_id = old.conversation_id AND through_message_id >= old.id
               AND invalidated_at IS NULL;
         END;
+""",
+    postgresql=None,  # hearth_messages_changed (TURN_COUNTS) does it
+)
 
-        -- Memory fragments (F1): trigger-based stable profile context. The library version is
-        -- bumped by every edit, so a compiled trigger index is rebuilt only after a change (F2).
-        CREATE TABLE fragments (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            category TEXT NOT NULL DEFAULT '',
-            triggers TEXT NOT NULL CHECK (json_valid(triggers)),
-            definition TEXT NOT NULL,
-            all_of TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(all_of)),
-            any_of TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(any_of)),
-            none_of TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(none_of)),
-            priority INTEGER NOT NULL DEFAULT 0,
-            enabled INTEGER NOT NULL DEFAULT 1,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL
-        );
-        CREATE INDEX fragments_user ON fragments (user_id, id);
-        CREATE TABLE fragment_library (
-            user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
-            version INTEGER NOT NULL
-        );
-
-        -- Review queue (F3, G4): suggestions wait for approval. A dismissed proposal's content
-        -- hash keeps the same suggestion from coming back unchanged.
-        CREATE TABLE proposals (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            kind TEXT NOT NULL
-                CHECK (kind IN ('fragment_add', 'fragment_update', 'status_change', 'memory_add')),
-            conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
-            payload TEXT NOT NULL CHECK (json_valid(payload)),
-            reason TEXT NOT NULL,
-            evidence TEXT NOT NULL DEFAULT '',
-            source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
-            content_hash TEXT NOT NULL,
-            status TEXT NOT NULL DEFAULT 'pending'
-                CHECK (status IN ('pending', 'approved', 'dismissed')),
-            decided_by TEXT,
-            result_id INTEGER,
-            created_at TEXT NOT NULL,
-            decided_at TEXT
-        );
-        CREATE INDEX proposals_user_status ON proposals (user_id, status, id);
-        CREATE INDEX proposals_user_hash ON proposals (user_id, content_hash, status);
-        CREATE UNIQUE INDEX proposals_one_pending ON proposals (user_id, content_hash)
-            WHERE status = 'pending';
-        """,
-    )
-
-
-def m005_create_recall(conn: sqlite3.Connection) -> None:
-    run_script(
-        conn,
-        """
-        -- Deep archive (A1): documents and their labelled chunks. Content hashes make re-uploads
-        -- add nothing; the embedding BLOB is the source of truth for the vector index (S7).
-        CREATE TABLE archive_documents (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            collection TEXT NOT NULL DEFAULT 'default',
-            title TEXT NOT NULL,
-            source TEXT NOT NULL DEFAULT '',
-            document_date TEXT,
-            content_hash TEXT NOT NULL,
-            chunk_count INTEGER NOT NULL DEFAULT 0,
-            metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
-            created_at TEXT NOT NULL,
-            UNIQUE (user_id, content_hash)
-        );
-        CREATE INDEX archive_documents_user_collection ON archive_documents (user_id, collection);
-        CREATE TABLE archive_chunks (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            document_id INTEGER NOT NULL REFERENCES archive_documents(id) ON DELETE CASCADE,
-            position INTEGER NOT NULL,
-            text TEXT NOT NULL,
-            speakers TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(speakers)),
-            chunk_date TEXT,
-            content_hash TEXT NOT NULL,
-            embedding BLOB,
-            embedding_model TEXT,
-            UNIQUE (user_id, content_hash),
-            UNIQUE (document_id, position)
-        );
-        CREATE INDEX archive_chunks_user_model ON archive_chunks (user_id, embedding_model);
+CHUNKS_KEYWORD_INDEX = Step(
+    "chunks_keyword_index",  # A1, S6: archive chunks searched by keyword
+    sqlite="""
         CREATE VIRTUAL TABLE archive_chunks_fts USING fts5(
             text, content='archive_chunks', content_rowid='id',
             tokenize='unicode61 remove_diacritics 2'
@@ -493,65 +210,25 @@ def m005_create_recall(conn: sqlite3.Connection) -> None:
             INSERT INTO archive_chunks_fts (archive_chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
             INSERT INTO archive_chunks_fts (rowid, text) VALUES (new.id, new.text);
         END;
+""",
+    postgresql="""
+CREATE INDEX archive_chunks_search ON archive_chunks USING gin (to_tsvector('simple', text));
+""",
+)
 
-        -- Message embeddings (S7), one row per embedded chat turn and model.
-        CREATE TABLE message_embeddings (
-            message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            model TEXT NOT NULL,
-            embedding BLOB NOT NULL
-        );
-        CREATE INDEX message_embeddings_user_model ON message_embeddings (user_id, model, message_id);
-
+KEYWORD_VOCABULARIES = Step(
+    "keyword_vocabularies",  # K1 at scale: document frequencies, to drop very common terms
+    sqlite="""
         -- Document frequencies for query building: very common terms are dropped (K1 at scale).
         CREATE VIRTUAL TABLE messages_fts_vocab USING fts5vocab(messages_fts, 'row');
         CREATE VIRTUAL TABLE archive_chunks_fts_vocab USING fts5vocab(archive_chunks_fts, 'row');
+""",
+    postgresql=None,  # retrieval/pgsearch.py reads frequencies from the GIN index's statistics
+)
 
-        -- Search log (A3, G5): every automatic or deliberate search, visible to its owner.
-        CREATE TABLE search_log (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
-            origin TEXT NOT NULL,
-            query TEXT NOT NULL,
-            variants TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(variants)),
-            filters TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(filters)),
-            results TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(results)),
-            candidate_count INTEGER NOT NULL DEFAULT 0,
-            result_count INTEGER NOT NULL DEFAULT 0,
-            reliability TEXT NOT NULL CHECK (reliability IN ('high', 'medium', 'low', 'none')),
-            duration_ms INTEGER NOT NULL DEFAULT 0,
-            created_at TEXT NOT NULL
-        );
-        CREATE INDEX search_log_user_time ON search_log (user_id, created_at, id);
-        """,
-    )
-
-
-def m006_count_vectors(conn: sqlite3.Connection) -> None:
-    run_script(
-        conn,
-        """
-        -- Per user, source and model: how many vectors, the highest id, and a revision that moves
-        -- when a vector is removed, replaced or arrives out of id order. Kept by triggers so the
-        -- in-process vector index can tell in one lookup whether it is current, and whether new
-        -- rows can simply be added to it.
-        CREATE TABLE vector_counts (
-            user_id INTEGER NOT NULL,
-            source TEXT NOT NULL,
-            model TEXT NOT NULL,
-            count INTEGER NOT NULL DEFAULT 0,
-            max_id INTEGER NOT NULL DEFAULT 0,
-            rev INTEGER NOT NULL DEFAULT 0,
-            PRIMARY KEY (user_id, source, model)
-        ) WITHOUT ROWID;
-        INSERT INTO vector_counts (user_id, source, model, count, max_id)
-            SELECT user_id, 'messages', model, count(*), max(message_id) FROM message_embeddings
-            GROUP BY user_id, model;
-        INSERT INTO vector_counts (user_id, source, model, count, max_id)
-            SELECT user_id, 'chunks', embedding_model, count(*), max(id) FROM archive_chunks
-            WHERE embedding_model IS NOT NULL GROUP BY user_id, embedding_model;
-
+VECTOR_COUNTS = Step(
+    "vector_counts",  # vector_counts kept by triggers as embeddings come and go
+    sqlite="""
         CREATE TRIGGER message_vectors_insert AFTER INSERT ON message_embeddings
         BEGIN
             INSERT INTO vector_counts (user_id, source, model, count, max_id)
@@ -602,38 +279,531 @@ def m006_count_vectors(conn: sqlite3.Connection) -> None:
                 max_id = max(max_id, excluded.max_id);
         END;
         """,
-    )
+    postgresql=r"""
+-- Vector counts per (user, source, model): the revision tells cached indexes they are stale.
+CREATE FUNCTION hearth_vector_added(u BIGINT, src TEXT, m TEXT, item BIGINT, bump BOOLEAN) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO vector_counts AS v (user_id, source, model, count, max_id, rev)
+        VALUES (u, src, m, 1, item, CASE WHEN bump THEN 1 ELSE 0 END)
+    ON CONFLICT (user_id, source, model) DO UPDATE SET
+        count = v.count + 1,
+        rev = v.rev + CASE WHEN bump OR excluded.max_id < v.max_id THEN 1 ELSE 0 END,
+        max_id = GREATEST(v.max_id, excluded.max_id)
+$$;
+CREATE FUNCTION hearth_vector_removed(u BIGINT, src TEXT, m TEXT) RETURNS void LANGUAGE sql AS $$
+    UPDATE vector_counts SET count = count - 1, rev = rev + 1
+    WHERE user_id = u AND source = src AND model = m
+$$;
+CREATE FUNCTION hearth_message_vectors_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM hearth_vector_removed(OLD.user_id, 'messages', OLD.model);
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') THEN
+        PERFORM hearth_vector_added(NEW.user_id, 'messages', NEW.model, NEW.message_id, TG_OP = 'UPDATE');
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER message_vectors_changed AFTER INSERT OR UPDATE OR DELETE ON message_embeddings
+    FOR EACH ROW EXECUTE FUNCTION hearth_message_vectors_changed();
+CREATE FUNCTION hearth_chunk_vectors_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.embedding_model IS NOT NULL THEN
+        PERFORM hearth_vector_removed(OLD.user_id, 'chunks', OLD.embedding_model);
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') AND NEW.embedding_model IS NOT NULL THEN
+        PERFORM hearth_vector_added(NEW.user_id, 'chunks', NEW.embedding_model, NEW.id,
+                                    TG_OP = 'UPDATE' AND OLD.embedding_model IS NOT NULL);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER chunk_vectors_insert_delete AFTER INSERT OR DELETE ON archive_chunks
+    FOR EACH ROW EXECUTE FUNCTION hearth_chunk_vectors_changed();
+CREATE TRIGGER chunk_vectors_update AFTER UPDATE OF embedding, embedding_model ON archive_chunks
+    FOR EACH ROW EXECUTE FUNCTION hearth_chunk_vectors_changed();
+
+""",
+)
 
 
-def m007_add_memory_versions(conn: sqlite3.Connection) -> None:
+@migration
+def m001_create_foundation() -> list[Operation]:
+    return [Sql(
+        """
+        CREATE TABLE users (
+            id {key},
+            name TEXT NOT NULL UNIQUE,
+            is_owner {int} NOT NULL DEFAULT 0,
+            password_hash TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE api_tokens (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            token_hash TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL,
+            last_used_at TEXT,
+            revoked_at TEXT
+        );
+        CREATE TABLE auth_sessions (
+            id TEXT PRIMARY KEY,
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            csrf_token TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL
+        );
+        CREATE TABLE app_state (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL CHECK ({json:value})
+        );
+        CREATE TABLE personas (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            display_name TEXT NOT NULL,
+            identity TEXT NOT NULL DEFAULT '',
+            user_label TEXT NOT NULL,
+            assistant_label TEXT NOT NULL,
+            legacy_labels TEXT NOT NULL DEFAULT '[]' CHECK ({json:legacy_labels}),
+            tone TEXT NOT NULL DEFAULT 'Natural',
+            custom_instructions TEXT NOT NULL DEFAULT '',
+            sections TEXT NOT NULL DEFAULT '{}' CHECK ({json:sections}),
+            characters TEXT NOT NULL DEFAULT '[]' CHECK ({json:characters}),
+            auto_continuity {int} NOT NULL DEFAULT 1,
+            archive_access {int} NOT NULL DEFAULT 0,
+            web_search {int} NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            UNIQUE (user_id, name)
+        );
+        CREATE TABLE folders (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            hidden {int} NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            UNIQUE (user_id, name)
+        );
+        CREATE TABLE conversations (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            persona_id {int} NOT NULL REFERENCES personas(id),
+            folder_id {int} REFERENCES folders(id) ON DELETE SET NULL,
+            title TEXT NOT NULL DEFAULT '',
+            state TEXT NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'ended')),
+            trashed_at TEXT,
+            continuity_shielded {int} NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            ended_at TEXT,
+            -- Kept by triggers on messages: visible turns, and a revision bumped whenever an
+            -- existing turn changes or goes, so cached history knows when it is stale.
+            turn_count {int} NOT NULL DEFAULT 0,
+            history_rev {int} NOT NULL DEFAULT 0
+        );
+        CREATE INDEX conversations_user_updated ON conversations (user_id, updated_at);
+
+        -- The ledger (S2): append-only; ordered by (created_at, id).
+        CREATE TABLE events (
+            id {serial},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id {int} REFERENCES conversations(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            channel TEXT NOT NULL DEFAULT 'web',
+            created_at TEXT NOT NULL,
+            payload TEXT NOT NULL DEFAULT '{}' CHECK ({json:payload})
+        );
+        CREATE INDEX events_user_time ON events (user_id, created_at, id);
+        CREATE INDEX events_conversation_time ON events (conversation_id, created_at, id);
+        """),
+        LEDGER_APPEND_ONLY,
+        Sql("""
+
+        -- A message is an event with a row here: messages.id is its event's id, so the two are
+        -- written in one transaction and can never drift apart.
+        CREATE TABLE messages (
+            id {int} PRIMARY KEY REFERENCES events(id) ON DELETE CASCADE,
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+            kind TEXT NOT NULL DEFAULT 'chat'
+                CHECK (kind IN ('chat', 'static_prompt', 'handoff_artifact', 'tool_result')),
+            content TEXT NOT NULL,
+            channel TEXT NOT NULL DEFAULT 'web',
+            created_at TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}' CHECK ({json:metadata})
+        );
+        CREATE INDEX messages_conversation ON messages (conversation_id, id);
+        -- Exactly one stored static prompt per conversation (P2).
+        CREATE UNIQUE INDEX messages_one_static_prompt ON messages (conversation_id)
+            WHERE kind = 'static_prompt';
+
+        """),
+        MESSAGES_KEYWORD_INDEX,
+        TURN_COUNTS,
+    ]
+
+
+@migration
+def m002_create_memories_and_continuity() -> list[Operation]:
+    return [Sql(
+        """
+        -- Long-term memories (M1). AUTOINCREMENT: a deleted id is never handed out again (M7).
+        CREATE TABLE memories (
+            id {serial},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            text TEXT NOT NULL,
+            category TEXT NOT NULL DEFAULT '',
+            importance {int} NOT NULL DEFAULT 0,
+            position {int} NOT NULL,
+            eligible {int} NOT NULL DEFAULT 1,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX memories_user_position ON memories (user_id, position);
+
+        -- Snapshot membership (M2): which memory ids a conversation may carry.
+        CREATE TABLE conversation_memories (
+            conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            memory_id {int} NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+            PRIMARY KEY (conversation_id, memory_id)
+        ) {without_rowid};
+        CREATE INDEX conversation_memories_memory ON conversation_memories (memory_id, conversation_id);
+
+        -- Snapshot metadata (M5): timestamps and provenance only. Rows that predate snapshots keep
+        -- provenance 'legacy' and no invented capture time.
+        ALTER TABLE conversations ADD COLUMN snapshot_provenance TEXT NOT NULL DEFAULT 'legacy';
+        ALTER TABLE conversations ADD COLUMN snapshot_captured_at TEXT;
+        ALTER TABLE conversations ADD COLUMN snapshot_refreshed_at TEXT;
+        ALTER TABLE conversations ADD COLUMN snapshot_backfilled {int} NOT NULL DEFAULT 0;
+
+        -- Continuity rows (H10): the historical table name and its retired columns are kept; the
+        -- runtime reads and writes only handoff and the structured source columns.
+        CREATE TABLE conversation_summaries (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id {int} NOT NULL UNIQUE REFERENCES conversations(id) ON DELETE CASCADE,
+            source_conversation_id {int} REFERENCES conversations(id) ON DELETE SET NULL,
+            source_message_ids TEXT NOT NULL DEFAULT '[]' CHECK ({json:source_message_ids}),
+            handoff TEXT NOT NULL DEFAULT '',
+            summary TEXT NOT NULL DEFAULT '',
+            recent_raw TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL
+        );
+        """)]
+
+
+@migration
+def m003_create_branch_requests() -> list[Operation]:
+    return [Sql(
+        """
+        -- Branch idempotency (H8): one destination per client retry key and user.
+        CREATE TABLE branch_requests (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            retry_key TEXT NOT NULL,
+            source_conversation_id {int} REFERENCES conversations(id) ON DELETE SET NULL,
+            destination_conversation_id {int} NOT NULL
+                REFERENCES conversations(id) ON DELETE CASCADE,
+            created_at TEXT NOT NULL,
+            UNIQUE (user_id, retry_key)
+        );
+        """)]
+
+
+@migration
+def m004_create_layers() -> list[Operation]:
+    return [Sql(
+        """
+        -- Background jobs: a durable queue, so a restart resumes pending work. last_error holds an
+        -- error class or kind only, never content. One pending job per (user, kind, dedupe key).
+        CREATE TABLE jobs (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL DEFAULT '{}' CHECK ({json:payload}),
+            dedupe_key TEXT,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'running', 'done', 'dead')),
+            attempts {int} NOT NULL DEFAULT 0,
+            max_attempts {int} NOT NULL DEFAULT 5,
+            run_after TEXT NOT NULL,
+            lease_until TEXT,
+            last_error TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE INDEX jobs_due ON jobs (status, run_after, id);
+        CREATE UNIQUE INDEX jobs_one_pending ON jobs (user_id, kind, dedupe_key)
+            WHERE status = 'pending' AND dedupe_key IS NOT NULL;
+
+        -- Per-user settings of the memory layers (cadences, budgets, auto-approve per kind).
+        CREATE TABLE layer_settings (
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL CHECK ({json:value}),
+            PRIMARY KEY (user_id, key)
+        ) {without_rowid};
+
+        -- How far a background layer has read a conversation (status detection, review).
+        CREATE TABLE layer_cursors (
+            conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            layer TEXT NOT NULL,
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            message_id {int} NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (conversation_id, layer)
+        ) {without_rowid};
+
+        -- Household status (HS1): named fields; a value is retired (valid_to), never overwritten.
+        CREATE TABLE status_fields (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            options TEXT NOT NULL DEFAULT '[]' CHECK ({json:options}),
+            aliases TEXT NOT NULL DEFAULT '[]' CHECK ({json:aliases}),
+            position {int} NOT NULL,
+            created_at TEXT NOT NULL,
+            retired_at TEXT
+        );
+        CREATE UNIQUE INDEX status_fields_active_name ON status_fields (user_id, {nocase:name})
+            WHERE retired_at IS NULL;
+        CREATE TABLE status_values (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            field_id {int} NOT NULL REFERENCES status_fields(id) ON DELETE CASCADE,
+            value TEXT NOT NULL,
+            source TEXT NOT NULL DEFAULT 'manual' CHECK (source IN ('manual', 'approved', 'auto')),
+            proposal_id {int},
+            valid_from TEXT NOT NULL,
+            valid_to TEXT
+        );
+        CREATE UNIQUE INDEX status_values_current ON status_values (field_id) WHERE valid_to IS NULL;
+        CREATE INDEX status_values_field_time ON status_values (field_id, valid_from);
+
+        -- Live context (LC1): one current row per thread; nudges (LC2) with a hidden marker.
+        CREATE TABLE live_context (
+            conversation_id {int} PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            mood TEXT NOT NULL DEFAULT '',
+            events TEXT NOT NULL DEFAULT '',
+            needs TEXT NOT NULL DEFAULT '',
+            summary TEXT NOT NULL DEFAULT '',
+            source TEXT NOT NULL DEFAULT 'offline' CHECK (source IN ('offline', 'model', 'manual')),
+            through_message_id {int} NOT NULL DEFAULT 0,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE nudges (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            text TEXT NOT NULL,
+            marker TEXT NOT NULL,
+            source TEXT NOT NULL DEFAULT 'offline' CHECK (source IN ('offline', 'model', 'manual')),
+            status TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'used', 'dropped')),
+            created_at TEXT NOT NULL,
+            used_at TEXT,
+            used_message_id {int},
+            UNIQUE (conversation_id, marker)
+        );
+        CREATE INDEX nudges_open ON nudges (conversation_id, status);
+
+        -- Rolling thread summaries (RS1), each tied to the message it was made at. Editing or
+        -- deleting a chat message at or before that point invalidates it, so the layer falls back
+        -- to the last summary that is still valid.
+        CREATE TABLE thread_summaries (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            text TEXT NOT NULL,
+            source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
+            through_message_id {int} NOT NULL,
+            section_messages {int} NOT NULL,
+            created_at TEXT NOT NULL,
+            invalidated_at TEXT
+        );
+        CREATE INDEX thread_summaries_conversation ON thread_summaries (conversation_id, through_message_id);
+        """),
+        SUMMARIES_FOLLOW_EDITS,
+        Sql("""
+        -- Memory fragments (F1): trigger-based stable profile context. The library version is
+        -- bumped by every edit, so a compiled trigger index is rebuilt only after a change (F2).
+        CREATE TABLE fragments (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            category TEXT NOT NULL DEFAULT '',
+            triggers TEXT NOT NULL CHECK ({json:triggers}),
+            definition TEXT NOT NULL,
+            all_of TEXT NOT NULL DEFAULT '[]' CHECK ({json:all_of}),
+            any_of TEXT NOT NULL DEFAULT '[]' CHECK ({json:any_of}),
+            none_of TEXT NOT NULL DEFAULT '[]' CHECK ({json:none_of}),
+            priority {int} NOT NULL DEFAULT 0,
+            enabled {int} NOT NULL DEFAULT 1,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX fragments_user ON fragments (user_id, id);
+        CREATE TABLE fragment_library (
+            user_id {int} PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+            version {int} NOT NULL
+        );
+
+        -- Review queue (F3, G4): suggestions wait for approval. A dismissed proposal's content
+        -- hash keeps the same suggestion from coming back unchanged.
+        CREATE TABLE proposals (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL
+                CHECK (kind IN ('fragment_add', 'fragment_update', 'status_change', 'memory_add')),
+            conversation_id {int} REFERENCES conversations(id) ON DELETE SET NULL,
+            payload TEXT NOT NULL CHECK ({json:payload}),
+            reason TEXT NOT NULL,
+            evidence TEXT NOT NULL DEFAULT '',
+            source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
+            content_hash TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'approved', 'dismissed')),
+            decided_by TEXT,
+            result_id {int},
+            created_at TEXT NOT NULL,
+            decided_at TEXT
+        );
+        CREATE INDEX proposals_user_status ON proposals (user_id, status, id);
+        CREATE INDEX proposals_user_hash ON proposals (user_id, content_hash, status);
+        CREATE UNIQUE INDEX proposals_one_pending ON proposals (user_id, content_hash)
+            WHERE status = 'pending';
+        """)]
+
+
+@migration
+def m005_create_recall() -> list[Operation]:
+    return [Sql(
+        """
+        -- Deep archive (A1): documents and their labelled chunks. Content hashes make re-uploads
+        -- add nothing; the embedding BLOB is the source of truth for the vector index (S7).
+        CREATE TABLE archive_documents (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            collection TEXT NOT NULL DEFAULT 'default',
+            title TEXT NOT NULL,
+            source TEXT NOT NULL DEFAULT '',
+            document_date TEXT,
+            content_hash TEXT NOT NULL,
+            chunk_count {int} NOT NULL DEFAULT 0,
+            metadata TEXT NOT NULL DEFAULT '{}' CHECK ({json:metadata}),
+            created_at TEXT NOT NULL,
+            UNIQUE (user_id, content_hash)
+        );
+        CREATE INDEX archive_documents_user_collection ON archive_documents (user_id, collection);
+        CREATE TABLE archive_chunks (
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            document_id {int} NOT NULL REFERENCES archive_documents(id) ON DELETE CASCADE,
+            position {int} NOT NULL,
+            text TEXT NOT NULL,
+            speakers TEXT NOT NULL DEFAULT '[]' CHECK ({json:speakers}),
+            chunk_date TEXT,
+            content_hash TEXT NOT NULL,
+            embedding {blob},
+            embedding_model TEXT{vec},
+            UNIQUE (user_id, content_hash),
+            UNIQUE (document_id, position)
+        );
+        CREATE INDEX archive_chunks_user_model ON archive_chunks (user_id, embedding_model);
+        """),
+        CHUNKS_KEYWORD_INDEX,
+        Sql("""
+        -- Message embeddings (S7), one row per embedded chat turn and model.
+        CREATE TABLE message_embeddings (
+            message_id {int} PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            model TEXT NOT NULL,
+            embedding {blob} NOT NULL{vec}
+        );
+        CREATE INDEX message_embeddings_user_model ON message_embeddings (user_id, model, message_id);
+
+        """),
+        KEYWORD_VOCABULARIES,
+        Sql("""
+        -- Search log (A3, G5): every automatic or deliberate search, visible to its owner.
+        CREATE TABLE search_log (
+            id {serial},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id {int} REFERENCES conversations(id) ON DELETE SET NULL,
+            origin TEXT NOT NULL,
+            query TEXT NOT NULL,
+            variants TEXT NOT NULL DEFAULT '[]' CHECK ({json:variants}),
+            filters TEXT NOT NULL DEFAULT '{}' CHECK ({json:filters}),
+            results TEXT NOT NULL DEFAULT '[]' CHECK ({json:results}),
+            candidate_count {int} NOT NULL DEFAULT 0,
+            result_count {int} NOT NULL DEFAULT 0,
+            reliability TEXT NOT NULL CHECK (reliability IN ('high', 'medium', 'low', 'none')),
+            duration_ms {int} NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX search_log_user_time ON search_log (user_id, created_at, id);
+        """)]
+
+
+@migration
+def m006_count_vectors() -> list[Operation]:
+    return [Sql(
+        """
+        -- Per user, source and model: how many vectors, the highest id, and a revision that moves
+        -- when a vector is removed, replaced or arrives out of id order. Kept by triggers so the
+        -- in-process vector index can tell in one lookup whether it is current, and whether new
+        -- rows can simply be added to it.
+        CREATE TABLE vector_counts (
+            user_id {int} NOT NULL,
+            source TEXT NOT NULL,
+            model TEXT NOT NULL,
+            count {int} NOT NULL DEFAULT 0,
+            max_id {int} NOT NULL DEFAULT 0,
+            rev {int} NOT NULL DEFAULT 0,
+            PRIMARY KEY (user_id, source, model)
+        ) {without_rowid};
+        INSERT INTO vector_counts (user_id, source, model, count, max_id)
+            SELECT user_id, 'messages', model, count(*), max(message_id) FROM message_embeddings
+            GROUP BY user_id, model;
+        INSERT INTO vector_counts (user_id, source, model, count, max_id)
+            SELECT user_id, 'chunks', embedding_model, count(*), max(id) FROM archive_chunks
+            WHERE embedding_model IS NOT NULL GROUP BY user_id, embedding_model;
+        """),
+        VECTOR_COUNTS,
+    ]
+
+
+@migration
+def m007_add_memory_versions() -> list[Operation]:
     """Bi-temporal memories and household status (B1): versions with valid and recorded times.
 
     A memory keeps its stable id (snapshots hold it, M2); each meaning it has had is a row in
     ``memory_versions``. Existing memories become version 1, valid and recorded from their
     creation time (the only honest time there is for them).
     """
-    run_script(
-        conn,
+    return [Sql(
         """
         ALTER TABLE memories ADD COLUMN valid_from TEXT;
         ALTER TABLE memories ADD COLUMN valid_until TEXT;
         ALTER TABLE memories ADD COLUMN recorded_at TEXT;
         ALTER TABLE memories ADD COLUMN retired_at TEXT;
-        ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE memories ADD COLUMN version {int} NOT NULL DEFAULT 1;
         UPDATE memories SET valid_from = created_at, recorded_at = created_at;
 
         -- One row per version of a memory. valid_from/valid_until: when it was true in the
         -- person's life; recorded_at/retired_at: when Hearth held it (a correction retires the
         -- corrected row); superseded_at: when its valid_until was recorded.
         CREATE TABLE memory_versions (
-            id INTEGER PRIMARY KEY,
-            memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            version INTEGER NOT NULL,
+            id {key},
+            memory_id {int} NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            version {int} NOT NULL,
             text TEXT NOT NULL,
             category TEXT NOT NULL DEFAULT '',
-            importance INTEGER NOT NULL DEFAULT 0,
-            eligible INTEGER NOT NULL DEFAULT 1,
+            importance {int} NOT NULL DEFAULT 0,
+            eligible {int} NOT NULL DEFAULT 1,
             valid_from TEXT NOT NULL,
             valid_until TEXT,
             recorded_at TEXT NOT NULL,
@@ -641,7 +811,7 @@ def m007_add_memory_versions(conn: sqlite3.Connection) -> None:
             superseded_at TEXT,
             change TEXT NOT NULL,
             actor TEXT NOT NULL,
-            proposal_id INTEGER,
+            proposal_id {int},
             UNIQUE (memory_id, version)
         );
         CREATE INDEX memory_versions_user_time ON memory_versions (user_id, valid_from);
@@ -654,11 +824,11 @@ def m007_add_memory_versions(conn: sqlite3.Connection) -> None:
         ALTER TABLE status_values ADD COLUMN retired_at TEXT;
         ALTER TABLE status_values ADD COLUMN superseded_at TEXT;
         UPDATE status_values SET recorded_at = valid_from, superseded_at = valid_to;
-        """
-    )
+        """)]
 
 
-def m008_add_interop(conn: sqlite3.Connection) -> None:
+@migration
+def m008_add_interop() -> list[Operation]:
     """SillyTavern interop and richer imports (X3, X4).
 
     Personas gain a ``card`` (the character card fields that have no column of their own), an
@@ -666,77 +836,74 @@ def m008_add_interop(conn: sqlite3.Connection) -> None:
     controls) and ``import_key`` (where an imported fragment came from, so re-imports add nothing),
     per-conversation timers for sticky / cooldown entries, and a record of imported sources.
     """
-    run_script(
-        conn,
+    return [Sql(
         """
-        ALTER TABLE personas ADD COLUMN card TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(card));
+        ALTER TABLE personas ADD COLUMN card TEXT NOT NULL DEFAULT '{}' CHECK ({json:card});
         CREATE TABLE IF NOT EXISTS persona_avatars (
-            persona_id INTEGER PRIMARY KEY REFERENCES personas(id) ON DELETE CASCADE,
-            user_id INTEGER NOT NULL,
+            persona_id {int} PRIMARY KEY REFERENCES personas(id) ON DELETE CASCADE,
+            user_id {int} NOT NULL,
             mime TEXT NOT NULL,
-            data BLOB NOT NULL,
+            data {blob} NOT NULL,
             updated_at TEXT NOT NULL
         );
-        ALTER TABLE fragments ADD COLUMN controls TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(controls));
+        ALTER TABLE fragments ADD COLUMN controls TEXT NOT NULL DEFAULT '{}' CHECK ({json:controls});
         ALTER TABLE fragments ADD COLUMN import_key TEXT;
         CREATE UNIQUE INDEX fragments_import_key ON fragments (user_id, import_key) WHERE import_key IS NOT NULL;
         -- Lorebook timed effects, counted in user turns of one conversation.
         CREATE TABLE fragment_timers (
-            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-            fragment_id INTEGER NOT NULL REFERENCES fragments(id) ON DELETE CASCADE,
-            sticky_until INTEGER NOT NULL DEFAULT 0,
-            cooldown_until INTEGER NOT NULL DEFAULT 0,
+            conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            fragment_id {int} NOT NULL REFERENCES fragments(id) ON DELETE CASCADE,
+            sticky_until {int} NOT NULL DEFAULT 0,
+            cooldown_until {int} NOT NULL DEFAULT 0,
             PRIMARY KEY (conversation_id, fragment_id)
-        ) WITHOUT ROWID;
+        ) {without_rowid};
         -- What each import created, keyed by the source's own identity (a file or item hash), so
         -- importing the same thing again is recognised and skipped (S8).
         CREATE TABLE import_sources (
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
             kind TEXT NOT NULL,
             source_key TEXT NOT NULL,
-            target_id INTEGER,
+            target_id {int},
             created_at TEXT NOT NULL,
             PRIMARY KEY (user_id, kind, source_key)
-        ) WITHOUT ROWID;
-        """,
-    )
+        ) {without_rowid};
+        """)]
 
 
-def m009_create_client_chats(conn: sqlite3.Connection) -> None:
-    run_script(
-        conn,
+@migration
+def m009_create_client_chats() -> list[Operation]:
+    return [Sql(
         """
         -- X1: which Hearth conversation a chat in an OpenAI-compatible client maps to. The key is
         -- 'header:' or 'first:' and a SHA-256 (of the client's conversation id header, or of the
         -- first user message), never the text itself.
         CREATE TABLE client_chats (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            persona_id INTEGER NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            persona_id {int} NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
             key TEXT NOT NULL,
-            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
             created_at TEXT NOT NULL
         );
         CREATE INDEX client_chats_key ON client_chats (user_id, persona_id, key, id);
         CREATE INDEX client_chats_conversation ON client_chats (conversation_id);
         -- A conversation's own custom instructions (a client's system prompt); NULL: the persona's.
         ALTER TABLE conversations ADD COLUMN custom_instructions TEXT;
-        """,
-    )
+        """)]
 
 
-def m010_create_channels(conn: sqlite3.Connection) -> None:
-    run_script(
-        conn,
+@migration
+def m010_create_channels() -> list[Operation]:
+    return [Sql(
         """
         -- Who may reach a user on a messaging channel (E10): an address (a phone number, an email
         -- address) belongs to one user across the deployment, so inbound routing is one lookup.
         CREATE TABLE channel_contacts (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
             channel TEXT NOT NULL,
             address TEXT NOT NULL,
-            persona_id INTEGER REFERENCES personas(id) ON DELETE SET NULL,
+            persona_id {int} REFERENCES personas(id) ON DELETE SET NULL,
             created_at TEXT NOT NULL,
             UNIQUE (channel, address)
         );
@@ -744,14 +911,14 @@ def m010_create_channels(conn: sqlite3.Connection) -> None:
         -- Message-ID): a replayed webhook or a re-polled mailbox is recognised and never answered
         -- twice. No text is kept here; the conversation's messages hold it.
         CREATE TABLE channel_messages (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
             channel TEXT NOT NULL,
             direction TEXT NOT NULL CHECK (direction IN ('in', 'out')),
             external_id TEXT NOT NULL,
-            conversation_id INTEGER REFERENCES conversations(id) ON DELETE CASCADE,
-            message_id INTEGER,
-            contact_id INTEGER REFERENCES channel_contacts(id) ON DELETE SET NULL,
+            conversation_id {int} REFERENCES conversations(id) ON DELETE CASCADE,
+            message_id {int},
+            contact_id {int} REFERENCES channel_contacts(id) ON DELETE SET NULL,
             provider_ref TEXT,  -- the provider's id for what was sent (a Twilio SID, a Message-ID)
             status TEXT NOT NULL,
             created_at TEXT NOT NULL,
@@ -760,31 +927,30 @@ def m010_create_channels(conn: sqlite3.Connection) -> None:
         CREATE INDEX channel_messages_message ON channel_messages (message_id);
         -- Which channels a persona answers on; a persona without a row answers on every channel.
         CREATE TABLE persona_channels (
-            persona_id INTEGER NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
+            persona_id {int} NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
             channel TEXT NOT NULL,
-            answers INTEGER NOT NULL,
+            answers {int} NOT NULL,
             PRIMARY KEY (persona_id, channel)
-        ) WITHOUT ROWID;
-        """,
-    )
+        ) {without_rowid};
+        """)]
 
 
-def m011_create_activations(conn: sqlite3.Connection) -> None:
-    run_script(
-        conn,
+@migration
+def m011_create_activations() -> list[Operation]:
+    return [Sql(
         """
         -- Autonomous activations (E11), off unless created: a recurrence rule (RFC 5545) or an
         -- idle period, the channel the message is delivered on, and when it is next due (UTC).
         CREATE TABLE activations (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            persona_id INTEGER NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            persona_id {int} NOT NULL REFERENCES personas(id) ON DELETE CASCADE,
             kind TEXT NOT NULL CHECK (kind IN ('morning', 'reflection', 'checkins', 'checkin')),
             rule TEXT,
-            idle_minutes INTEGER,
+            idle_minutes {int},
             note TEXT NOT NULL DEFAULT '',
             channel TEXT NOT NULL,
-            enabled INTEGER NOT NULL DEFAULT 1,
+            enabled {int} NOT NULL DEFAULT 1,
             next_run_at TEXT,
             created_at TEXT NOT NULL,
             updated_at TEXT NOT NULL
@@ -792,34 +958,34 @@ def m011_create_activations(conn: sqlite3.Connection) -> None:
         CREATE INDEX activations_due ON activations (user_id, next_run_at) WHERE enabled = 1;
         -- One row per fired occurrence; the unique key is what makes firing happen once.
         CREATE TABLE activation_runs (
-            id INTEGER PRIMARY KEY,
-            activation_id INTEGER NOT NULL REFERENCES activations(id) ON DELETE CASCADE,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            id {key},
+            activation_id {int} NOT NULL REFERENCES activations(id) ON DELETE CASCADE,
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
             due_at TEXT NOT NULL,
             status TEXT NOT NULL,
-            conversation_id INTEGER,
-            message_id INTEGER,
+            conversation_id {int},
+            message_id {int},
             created_at TEXT NOT NULL,
             UNIQUE (activation_id, due_at)
         );
         CREATE INDEX activation_runs_user ON activation_runs (user_id, created_at);
         CREATE TABLE activation_prefs (
-            user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+            user_id {int} PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
             timezone TEXT NOT NULL DEFAULT 'UTC',
             quiet_start TEXT NOT NULL DEFAULT '22:00',
             quiet_end TEXT NOT NULL DEFAULT '08:00',
-            daily_limit INTEGER NOT NULL DEFAULT 3,
-            stopped INTEGER NOT NULL DEFAULT 0
+            daily_limit {int} NOT NULL DEFAULT 3,
+            stopped {int} NOT NULL DEFAULT 0
         );
 
         -- Review kinds are checked by the review module, so a new kind (here a proposed check-in)
         -- needs no table rebuild again: the kind list leaves the table.
         CREATE TABLE proposals_new (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
             kind TEXT NOT NULL,
-            conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
-            payload TEXT NOT NULL CHECK (json_valid(payload)),
+            conversation_id {int} REFERENCES conversations(id) ON DELETE SET NULL,
+            payload TEXT NOT NULL CHECK ({json:payload}),
             reason TEXT NOT NULL,
             evidence TEXT NOT NULL DEFAULT '',
             source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
@@ -827,7 +993,7 @@ def m011_create_activations(conn: sqlite3.Connection) -> None:
             status TEXT NOT NULL DEFAULT 'pending'
                 CHECK (status IN ('pending', 'approved', 'dismissed')),
             decided_by TEXT,
-            result_id INTEGER,
+            result_id {int},
             created_at TEXT NOT NULL,
             decided_at TEXT
         );
@@ -838,23 +1004,22 @@ def m011_create_activations(conn: sqlite3.Connection) -> None:
         CREATE INDEX proposals_user_hash ON proposals (user_id, content_hash, status);
         CREATE UNIQUE INDEX proposals_one_pending ON proposals (user_id, content_hash)
             WHERE status = 'pending';
-        """,
-    )
+        """)]
 
 
 
-def m012_add_item_versions(conn: sqlite3.Connection) -> None:
+@migration
+def m012_add_item_versions() -> list[Operation]:
     """Version history of fragments, personas and status fields (B2); existing ones become version 1."""
-    run_script(
-        conn,
+    return [Sql(
         """
         CREATE TABLE item_versions (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
             noun TEXT NOT NULL CHECK (noun IN ('fragment', 'persona', 'status_field')),
-            item_id INTEGER NOT NULL,
-            version INTEGER NOT NULL,
-            data TEXT NOT NULL CHECK (json_valid(data)),
+            item_id {int} NOT NULL,
+            version {int} NOT NULL,
+            data TEXT NOT NULL CHECK ({json:data}),
             change TEXT NOT NULL,
             actor TEXT NOT NULL,
             created_at TEXT NOT NULL,
@@ -881,45 +1046,44 @@ def m012_add_item_versions(conn: sqlite3.Connection) -> None:
             SELECT user_id, 'status_field', id, 1,
                    json_object('name', name, 'options', json(options), 'aliases', json(aliases)),
                    'created', 'unknown', created_at FROM status_fields;
-        """,
-    )
+        """)]
 
 
-def m013_create_timeline(conn: sqlite3.Connection) -> None:
-    run_script(
-        conn,
+@migration
+def m013_create_timeline() -> list[Operation]:
+    return [Sql(
         """
         -- Activity spans (E1): containers in the relationship timeline, never chats. At most one
         -- open span per user and companion; its start is the (created_at, id) of its span.opened
         -- event, so a timeline page can reach back to it.
         CREATE TABLE spans (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            persona_id INTEGER REFERENCES personas(id) ON DELETE SET NULL,
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            persona_id {int} REFERENCES personas(id) ON DELETE SET NULL,
             kind TEXT NOT NULL CHECK (kind IN ('text', 'voice', 'inner', 'import')),
             channel TEXT NOT NULL,
-            start_event_id INTEGER NOT NULL,
+            start_event_id {int} NOT NULL,
             started_at TEXT NOT NULL,
             last_at TEXT NOT NULL,
             closed_at TEXT,
             close_reason TEXT,
-            checkpoint_event_id INTEGER
+            checkpoint_event_id {int}
         );
         CREATE UNIQUE INDEX spans_one_open ON spans (user_id, persona_id) WHERE closed_at IS NULL;
         CREATE INDEX spans_user_start ON spans (user_id, started_at, start_event_id);
 
         -- The span an event happened in (NULL for events outside any burst of activity).
-        ALTER TABLE events ADD COLUMN span_id INTEGER;
+        ALTER TABLE events ADD COLUMN span_id {int};
 
         -- Continuity capsules (E3): the text lives here, its context.capsule event in the ledger;
         -- the row id is the event id, as with messages.
         CREATE TABLE capsules (
-            id INTEGER PRIMARY KEY REFERENCES events(id) ON DELETE CASCADE,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            id {int} PRIMARY KEY REFERENCES events(id) ON DELETE CASCADE,
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
             text TEXT NOT NULL,
             source TEXT NOT NULL CHECK (source IN ('offline', 'model')),
-            through_message_id INTEGER NOT NULL,
+            through_message_id {int} NOT NULL,
             created_at TEXT NOT NULL
         );
         CREATE INDEX capsules_conversation ON capsules (conversation_id, id);
@@ -927,39 +1091,38 @@ def m013_create_timeline(conn: sqlite3.Connection) -> None:
         -- The Responses API working chain of a conversation (E7): the last response id, and the
         -- replacement input of a compaction, kept until the next successful turn.
         CREATE TABLE response_chains (
-            conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id {int} PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
             response_id TEXT,
-            replacement_input TEXT CHECK (replacement_input IS NULL OR json_valid(replacement_input)),
+            replacement_input TEXT CHECK (replacement_input IS NULL OR {json:replacement_input}),
             compacted_at TEXT,
             updated_at TEXT NOT NULL
         );
-        """,
-    )
+        """)]
 
 
-def m014_add_message_alternatives_and_persona_archive(conn: sqlite3.Connection) -> None:
+@migration
+def m014_add_message_alternatives_and_persona_archive() -> list[Operation]:
     """Every version of a regenerated reply or an edited message (W2); archived personas (W3)."""
-    run_script(
-        conn,
+    return [Sql(
         """
         CREATE TABLE message_alternatives (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
-            position INTEGER NOT NULL CHECK (position >= 0),
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            message_id {int} NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            position {int} NOT NULL CHECK (position >= 0),
             content TEXT NOT NULL,
-            metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+            metadata TEXT NOT NULL DEFAULT '{}' CHECK ({json:metadata}),
             created_at TEXT NOT NULL,
             UNIQUE (message_id, position)
         );
         CREATE INDEX message_alternatives_user ON message_alternatives (user_id);
         ALTER TABLE personas ADD COLUMN archived_at TEXT;
-        """,
-    )
+        """)]
 
 
-def m015_create_message_branches(conn: sqlite3.Connection) -> None:
+@migration
+def m015_create_message_branches() -> list[Operation]:
     """The turns after an edited message, kept when the thread continues from another version (W2).
 
     A branch is the continuation of one version of one message. Its turns leave ``messages`` (so
@@ -968,54 +1131,178 @@ def m015_create_message_branches(conn: sqlite3.Connection) -> None:
     ``message_id`` has no foreign key: a branch keeps existing while its message itself waits inside
     an earlier branch.
     """
-    run_script(
-        conn,
+    return [Sql(
         """
         CREATE TABLE message_branches (
-            id INTEGER PRIMARY KEY,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-            message_id INTEGER NOT NULL,
-            position INTEGER NOT NULL CHECK (position >= 0),
+            id {key},
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            message_id {int} NOT NULL,
+            position {int} NOT NULL CHECK (position >= 0),
             created_at TEXT NOT NULL,
             UNIQUE (message_id, position)
         );
         CREATE INDEX message_branches_user ON message_branches (user_id);
         CREATE INDEX message_branches_conversation ON message_branches (conversation_id);
         CREATE TABLE branch_messages (
-            id INTEGER PRIMARY KEY REFERENCES events(id) ON DELETE CASCADE,
-            branch_id INTEGER NOT NULL REFERENCES message_branches(id) ON DELETE CASCADE,
-            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            id {int} PRIMARY KEY REFERENCES events(id) ON DELETE CASCADE,
+            branch_id {int} NOT NULL REFERENCES message_branches(id) ON DELETE CASCADE,
+            user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
             role TEXT NOT NULL,
             kind TEXT NOT NULL,
             content TEXT NOT NULL,
             channel TEXT NOT NULL,
             created_at TEXT NOT NULL,
-            metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
-            alternatives TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(alternatives))
+            metadata TEXT NOT NULL DEFAULT '{}' CHECK ({json:metadata}),
+            alternatives TEXT NOT NULL DEFAULT '[]' CHECK ({json:alternatives})
         );
         CREATE INDEX branch_messages_branch ON branch_messages (branch_id, id);
         CREATE INDEX branch_messages_user ON branch_messages (user_id);
-        """,
-    )
+        """)]
 
 
-def m016_keep_keyword_totals(conn: sqlite3.Connection) -> None:
+
+KEYWORD_TOTALS = r"""
+-- Rows and total length (distinct words, as BM25 scores them) of each keyword index, kept by
+-- triggers in the writing transaction: reading them is one primary-key lookup, where counting the
+-- indexed rows took a scan per query (100 ms at a million messages). An upsert, so a table
+-- emptied by hand starts again from zero.
+CREATE TABLE keyword_totals (
+    name TEXT PRIMARY KEY,
+    rows BIGINT NOT NULL DEFAULT 0,
+    lengths BIGINT NOT NULL DEFAULT 0
+);
+CREATE FUNCTION hearth_keyword_add(idx TEXT, n BIGINT, len BIGINT) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO keyword_totals AS k (name, rows, lengths) VALUES (idx, n, len)
+    ON CONFLICT (name) DO UPDATE SET rows = k.rows + excluded.rows, lengths = k.lengths + excluded.lengths
+$$;
+CREATE FUNCTION hearth_message_indexed(kind TEXT, role TEXT) RETURNS BOOLEAN LANGUAGE sql IMMUTABLE AS $$
+    SELECT kind = 'chat' AND role IN ('user', 'assistant')
+$$;
+CREATE FUNCTION hearth_messages_keyword_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') AND hearth_message_indexed(OLD.kind, OLD.role) THEN
+        PERFORM hearth_keyword_add('messages_fts', -1, -length(to_tsvector('simple', OLD.content)));
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') AND hearth_message_indexed(NEW.kind, NEW.role) THEN
+        PERFORM hearth_keyword_add('messages_fts', 1, length(to_tsvector('simple', NEW.content)));
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER messages_keyword_totals AFTER INSERT OR DELETE OR UPDATE OF content, kind, role ON messages
+    FOR EACH ROW EXECUTE FUNCTION hearth_messages_keyword_totals();
+CREATE FUNCTION hearth_chunks_keyword_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM hearth_keyword_add('archive_chunks_fts', -1, -length(to_tsvector('simple', OLD.text)));
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') THEN
+        PERFORM hearth_keyword_add('archive_chunks_fts', 1, length(to_tsvector('simple', NEW.text)));
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER archive_chunks_keyword_totals AFTER INSERT OR DELETE OR UPDATE OF text ON archive_chunks
+    FOR EACH ROW EXECUTE FUNCTION hearth_chunks_keyword_totals();
+INSERT INTO keyword_totals (name, rows, lengths)
+    SELECT 'messages_fts', count(*), coalesce(sum(length(to_tsvector('simple', content))), 0)
+    FROM messages WHERE hearth_message_indexed(kind, role);
+INSERT INTO keyword_totals (name, rows, lengths)
+    SELECT 'archive_chunks_fts', count(*), coalesce(sum(length(to_tsvector('simple', text))), 0)
+    FROM archive_chunks;
+
+"""
+
+# The totals' triggers again, counting the folded words the indexes now hold (migration 17).
+KEYWORD_TOTALS_FOLDED = r"""
+CREATE OR REPLACE FUNCTION hearth_messages_keyword_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') AND hearth_message_indexed(OLD.kind, OLD.role) THEN
+        PERFORM hearth_keyword_add('messages_fts', -1, -length(hearth_words(OLD.content)));
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') AND hearth_message_indexed(NEW.kind, NEW.role) THEN
+        PERFORM hearth_keyword_add('messages_fts', 1, length(hearth_words(NEW.content)));
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION hearth_chunks_keyword_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM hearth_keyword_add('archive_chunks_fts', -1, -length(hearth_words(OLD.text)));
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') THEN
+        PERFORM hearth_keyword_add('archive_chunks_fts', 1, length(hearth_words(NEW.text)));
+    END IF;
+    RETURN NULL;
+END $$;
+DELETE FROM keyword_totals;
+INSERT INTO keyword_totals (name, rows, lengths)
+    SELECT 'messages_fts', count(*), coalesce(sum(length(hearth_words(content))), 0)
+    FROM messages WHERE hearth_message_indexed(kind, role);
+INSERT INTO keyword_totals (name, rows, lengths)
+    SELECT 'archive_chunks_fts', count(*), coalesce(sum(length(hearth_words(text))), 0)
+    FROM archive_chunks;
+
+"""
+
+
+@migration
+def m016_keep_keyword_totals() -> list[Operation]:
     """Each keyword index's row count and total length, kept as rows change (K1 at scale, S9).
 
     The common-term guard and BM25 need how many rows an index holds and their average length on
     every query. FTS5 keeps both itself (its totals record and docsize table), so on SQLite there
     is nothing to add; PostgreSQL's GIN index does not, and counting a million rows per query is
-    what its twin in ``pg_migrations`` avoids."""
-    del conn
+    what ``keyword_totals`` avoids."""
+    return [Step("keyword_totals", sqlite=None, postgresql=KEYWORD_TOTALS)]
 
 
-def m017_fold_diacritics_in_keyword_search(conn: sqlite3.Connection) -> None:
-    """Keyword search folds diacritics on PostgreSQL as it does here (S6). FTS5's tokenizer
-    (``remove_diacritics``) has folded them on SQLite since the indexes were created, so there is
-    nothing to add; the twin in ``pg_migrations`` rebuilds PostgreSQL's indexes over folded words."""
-    del conn
+def _fold_table() -> tuple[str, str]:
+    """The Latin letters with diacritics and their plain letters, one for one, for ``translate``:
+    what FTS5's ``remove_diacritics`` folds on SQLite. Letters that decompose to more than one
+    letter (æ, ß) stay as they are."""
+    import unicodedata
+
+    accented, plain = [], []
+    for code in range(0xC0, 0x250):
+        char = chr(code)
+        if char != char.lower():
+            continue  # lower() runs first
+        base = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+        base = {"ø": "o", "đ": "d", "ł": "l", "ħ": "h", "ŧ": "t", "ı": "i"}.get(char, base)
+        if len(base) == 1 and base.isascii() and base.isalpha() and base != char:
+            accented.append(char)
+            plain.append(base)
+    return "".join(accented), "".join(plain)
+
+
+def _folded_keyword_indexes() -> str:
+    accented, plain = _fold_table()
+    return f"""
+CREATE FUNCTION hearth_fold(t TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT translate(lower(t), '{accented}', '{plain}')
+$$;
+CREATE FUNCTION hearth_words(t TEXT) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT to_tsvector('simple', translate(lower(t), '{accented}', '{plain}'))
+$$;
+DROP INDEX messages_search;
+DROP INDEX archive_chunks_search;
+CREATE INDEX messages_search ON messages USING gin (hearth_words(content))
+    WHERE kind = 'chat' AND role IN ('user', 'assistant');
+CREATE INDEX archive_chunks_search ON archive_chunks USING gin (hearth_words(text));
+""" + KEYWORD_TOTALS_FOLDED
+
+
+@migration
+def m017_fold_diacritics_in_keyword_search() -> list[Operation]:
+    """Keyword search folds diacritics on PostgreSQL as it does on SQLite (S6): "creme" finds
+    "crème". FTS5's tokenizer (``remove_diacritics``) has folded them on SQLite since the indexes
+    were created, so there is nothing to add there. On PostgreSQL the indexes and the totals'
+    lengths are rebuilt over ``hearth_words``, and queries fold their words with ``hearth_fold``,
+    so both sides of a match see the same letters. ``hearth_words`` calls only built-in functions:
+    PostgreSQL builds indexes with a search path of ``pg_catalog`` alone, where ``hearth_fold``
+    cannot be found."""
+    return [Step("fold_diacritics", sqlite=None, postgresql=_folded_keyword_indexes)]
 
 
 # The events that give a saved turn another version; a continuity capsule is stale once one of
@@ -1023,14 +1310,15 @@ def m017_fold_diacritics_in_keyword_search(conn: sqlite3.Connection) -> None:
 TURN_VERSION_EVENTS = "('message.edited', 'message.regenerated', 'message.alternative_chosen')"
 
 
-def m018_index_turn_version_events(conn: sqlite3.Connection) -> None:
+@migration
+def m018_index_turn_version_events() -> list[Operation]:
     """A small partial index over the events that give a turn another version (E3, W2).
 
     Every send asks whether the thread's latest capsule is still current, which looked through
     every event of the thread (3.7 ms for 35,000 events on the 1M deployment); the partial index
     holds only those few events (0.003 ms; built in 0.7 s at 1M)."""
-    conn.execute("CREATE INDEX events_turn_versions ON events (conversation_id, id)"
-                 f" WHERE kind IN {TURN_VERSION_EVENTS}")
+    return [Sql("CREATE INDEX events_turn_versions ON events (conversation_id, id)"
+                f" WHERE kind IN {TURN_VERSION_EVENTS}")]
 
 
 # Written as the searches state it (``retrieval.candidates.CHAT_TURN_SQL``): a partial index is used
@@ -1039,26 +1327,34 @@ CHAT_TURN_TIME_INDEX = ("CREATE INDEX messages_chat_time ON messages (user_id, c
                         " WHERE kind = 'chat' AND role IN ('user', 'assistant')")
 
 
-def m019_index_chat_turns_by_time(conn: sqlite3.Connection) -> None:
+@migration
+def m019_index_chat_turns_by_time() -> list[Operation]:
     """One user's chat turns by time (A2): a question that names a date ranks the turns of that
     range apart, and counts them first on this index to learn whether the range is narrow enough
     to read on a send."""
-    conn.execute(CHAT_TURN_TIME_INDEX)
+    return [Sql(CHAT_TURN_TIME_INDEX)]
 
 
-def m020_index_chat_turns_by_time_for_time_bounds_only(conn: sqlite3.Connection) -> None:
-    """PostgreSQL's migration 20 narrows migration 19's index to queries that bound the time. Here
-    migration 19's index stays: SQLite does not take "created_at IS NOT NULL" as implied by a
-    range over a NOT NULL column, so the narrowed index would serve no query; its searches keep
-    the user's term out of the choice of index instead ("+m.user_id", ``retrieval.candidates``).
-    The version exists on both engines so their schema numbers agree."""
+@migration
+def m020_index_chat_turns_by_time_for_time_bounds_only() -> list[Operation]:
+    """Migration 19's index, on PostgreSQL, for queries that bound the time only. A partial index
+    is used only for a query whose conditions imply its own, and migration 19's were those of every
+    search over chat turns: with no statistics yet (a new or freshly imported table), the planner
+    walked this index for keyword searches too and re-tokenised every turn (1.4 s for one common
+    word over 5,000 turns). "created_at IS NOT NULL" is implied only by a query that bounds the
+    time, as the dated list does.
+
+    On SQLite migration 19's index stays: SQLite does not take "created_at IS NOT NULL" as implied
+    by a range over a NOT NULL column, so the narrowed index would serve no query; its searches
+    keep the user's term out of the choice of index instead ("+m.user_id", ``retrieval.candidates``)."""
+    return [Step("chat_time_index_for_time_bounds", sqlite=None,
+                 postgresql=f"DROP INDEX messages_chat_time;\n{CHAT_TURN_TIME_INDEX} AND created_at IS NOT NULL;")]
 
 
-# Migration 21's tables, the same on both engines but for their integer types (the PostgreSQL
-# twin fills in its identity column and BIGINT).
+# Migration 21's tables.
 FRAGMENT_BOOKS = """
 CREATE TABLE fragment_books (
-    id {id},
+    id {key},
     user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     name TEXT NOT NULL,
     scope TEXT NOT NULL DEFAULT 'all' CHECK (scope IN ('all', 'character', 'personas')),
@@ -1117,7 +1413,8 @@ def scope_card_books(conn: Any) -> None:
         conn.execute("INSERT INTO fragment_book_personas (book_id, persona_id) VALUES (?, ?)", (book_id, persona_id))
 
 
-def m021_scope_fragment_books(conn: sqlite3.Connection) -> None:
+@migration
+def m021_scope_fragment_books() -> list[Operation]:
     """Lorebooks scoped as SillyTavern scopes them (X3, F1).
 
     A book is a fragment category. ``fragment_books`` gives one a scope: ``all`` personas (a World
@@ -1125,22 +1422,7 @@ def m021_scope_fragment_books(conn: sqlite3.Connection) -> None:
     ``character_id``) or chosen ``personas``. ``fragment_book_personas`` lists who may see a book
     that is not for all, the character included, so the send path finds a persona's books with
     one indexed lookup. Books a card brought in before are given their character's scope."""
-    run_script(conn, FRAGMENT_BOOKS.format(id="INTEGER PRIMARY KEY", int="INTEGER"))
-    scope_card_books(conn)
-
-
-def m023_add_persona_uuid(conn: sqlite3.Connection) -> None:
-    """A stable identity for each persona (X3): a card exported from it carries the uuid, so
-    importing that card again is recognised as the same character rather than a new one. Ids can
-    be reused after a delete and mean nothing on another deployment; the uuid is neither."""
-    run_script(
-        conn,
-        """
-        ALTER TABLE personas ADD COLUMN uuid TEXT;
-        UPDATE personas SET uuid = lower(hex(randomblob(16))) WHERE uuid IS NULL;
-        CREATE UNIQUE INDEX personas_uuid ON personas (user_id, uuid);
-        """,
-    )
+    return [Sql(FRAGMENT_BOOKS), Call(scope_card_books)]
 
 
 # What card imports before migration 22 baked into a persona: {{char}} as the card's name and
@@ -1194,18 +1476,39 @@ def unbake_card_macros(conn: Any) -> None:
             conn.execute("UPDATE personas SET custom_instructions = ? WHERE id = ?", (system, pid))
 
 
-def m022_add_user_display_name(conn: sqlite3.Connection) -> None:
+@migration
+def m022_add_user_display_name() -> list[Operation]:
     """What companions call the person (X3 macros): ``{{user}}`` in a card is filled with the user's
     display name when text is placed in a prompt, "the person" while none is set. Personas that
     card imports wrote with the macros already filled get their macros back."""
-    conn.execute("ALTER TABLE users ADD COLUMN display_name TEXT")
-    unbake_card_macros(conn)
+    return [Sql("ALTER TABLE users ADD COLUMN display_name TEXT"), Call(unbake_card_macros)]
 
 
-# Migration 24's table, the same on both engines but for their integer types.
+@migration
+def m023_add_persona_uuid() -> list[Operation]:
+    """A stable identity for each persona (X3): a card exported from it carries the uuid, so
+    importing that card again is recognised as the same character rather than a new one. Ids can
+    be reused after a delete and mean nothing on another deployment; the uuid is neither. Each
+    engine fills it from its own random source (32 hex digits)."""
+    return [
+        Sql("""
+        ALTER TABLE personas ADD COLUMN uuid TEXT;
+        """),
+        Step("persona_uuids",
+             sqlite="""
+        UPDATE personas SET uuid = lower(hex(randomblob(16))) WHERE uuid IS NULL;
+        """,
+             postgresql="UPDATE personas SET uuid = replace(gen_random_uuid()::text, '-', '') WHERE uuid IS NULL;"),
+        Sql("""
+        CREATE UNIQUE INDEX personas_uuid ON personas (user_id, uuid);
+        """),
+    ]
+
+
+# Migration 24's table.
 CONVERSATION_TAGS = """
 CREATE TABLE conversation_tags (
-    id {id},
+    id {key},
     user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
     tag TEXT NOT NULL,
@@ -1219,27 +1522,26 @@ UPDATE conversations SET imported = 1 WHERE id IN
 """
 
 
-def m024_add_thread_pins_tags_and_imported(conn: sqlite3.Connection) -> None:
+@migration
+def m024_add_thread_pins_tags_and_imported() -> list[Operation]:
     """Finding chats (W4): a thread can be pinned (``pinned_at``, listed first) and tagged.
 
     A thread's tags are kept twice, in one transaction: ``conversations.tags`` (a JSON list) so a
     thread read anywhere carries them at no extra query, and ``conversation_tags`` so ``tag:NAME``
     is one indexed lookup. ``imported`` marks a thread an import created (a SillyTavern chat): it
     is read only; threads imported before are found by their creation event's channel."""
-    run_script(
-        conn,
+    return [Sql(
         """
         ALTER TABLE conversations ADD COLUMN pinned_at TEXT;
-        ALTER TABLE conversations ADD COLUMN tags TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(tags));
-        ALTER TABLE conversations ADD COLUMN imported INTEGER NOT NULL DEFAULT 0;
-        """ + CONVERSATION_TAGS.format(id="INTEGER PRIMARY KEY", int="INTEGER"),
-    )
+        ALTER TABLE conversations ADD COLUMN tags TEXT NOT NULL DEFAULT '[]' CHECK ({json:tags});
+        ALTER TABLE conversations ADD COLUMN imported {int} NOT NULL DEFAULT 0;
+        """ + CONVERSATION_TAGS)]
 
 
-# Migration 25's table, the same on both engines but for their integer types.
+# Migration 25's table.
 PROMPT_PRESETS = """
 CREATE TABLE prompt_presets (
-    id {id},
+    id {key},
     user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     name TEXT NOT NULL,
     text TEXT NOT NULL,
@@ -1250,7 +1552,8 @@ CREATE TABLE prompt_presets (
 """
 
 
-def m025_add_chat_models_and_prompt_presets(conn: sqlite3.Connection) -> None:
+@migration
+def m025_add_chat_models_and_prompt_presets() -> list[Operation]:
     """Per-chat model choice and prompt presets (W3, PR1, P5).
 
     ``conversations.model`` is the model a conversation asks for (NULL: the deployment's default).
@@ -1258,19 +1561,17 @@ def m025_add_chat_models_and_prompt_presets(conn: sqlite3.Connection) -> None:
     never continued with another model (NULL: a chain from before, made with the default).
     ``prompt_presets`` are a person's named texts, applied to a conversation as its custom
     instructions (a copy: editing a preset later changes no conversation)."""
-    run_script(
-        conn,
+    return [Sql(
         """
         ALTER TABLE conversations ADD COLUMN model TEXT;
         ALTER TABLE response_chains ADD COLUMN model TEXT;
-        """ + PROMPT_PRESETS.format(id="INTEGER PRIMARY KEY", int="INTEGER"),
-    )
+        """ + PROMPT_PRESETS)]
 
 
-# Migration 26's tables, the same on both engines but for their integer and byte types.
+# Migration 26's tables.
 FACTS = """
 CREATE TABLE facts (
-    id {id},
+    id {serial},
     user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     conversation_id {int} REFERENCES conversations(id) ON DELETE CASCADE,
     text TEXT NOT NULL,
@@ -1290,19 +1591,28 @@ CREATE TABLE fact_sources (
 CREATE INDEX fact_sources_message ON fact_sources (message_id, fact_id);
 """
 
-
-def m026_create_facts(conn: sqlite3.Connection) -> None:
-    """Facts written at ingestion (E2, A2): short dated statements, each citing the turns it came
-    from (``fact_sources``). They are searched beside the turns (their own keyword index and
-    vectors) and a hit returns its source turns, never the fact's own words. A fact goes with any
-    turn it cites (B4): the trigger removes it when a source row goes, by cascade or otherwise."""
-    run_script(
-        conn,
-        FACTS.format(id="INTEGER PRIMARY KEY AUTOINCREMENT", int="INTEGER", blob="BLOB", vec="") + """
+FACT_GOES_WITH_ITS_SOURCES = Step(
+    "fact_goes_with_its_sources",  # B4: a fact goes when any turn it cites goes
+    sqlite="""
         CREATE TRIGGER fact_sources_gone AFTER DELETE ON fact_sources
         BEGIN
             DELETE FROM facts WHERE id = old.fact_id;
         END;
+        """,
+    postgresql=r"""
+CREATE FUNCTION hearth_fact_sources_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM facts WHERE id = OLD.fact_id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER fact_sources_gone AFTER DELETE ON fact_sources
+    FOR EACH ROW EXECUTE FUNCTION hearth_fact_sources_gone();
+""",
+)
+
+FACTS_KEYWORD_INDEX = Step(
+    "facts_keyword_index",  # their own keyword index (and, on PostgreSQL, its totals)
+    sqlite="""
         CREATE VIRTUAL TABLE facts_fts USING fts5(
             text, content='facts', content_rowid='id',
             tokenize='unicode61 remove_diacritics 2'
@@ -1321,6 +1631,28 @@ def m026_create_facts(conn: sqlite3.Connection) -> None:
             INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.id, old.text);
             INSERT INTO facts_fts (rowid, text) VALUES (new.id, new.text);
         END;
+        """,
+    postgresql=r"""
+CREATE FUNCTION hearth_facts_keyword_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM hearth_keyword_add('facts_fts', -1, -length(hearth_words(OLD.text)));
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') THEN
+        PERFORM hearth_keyword_add('facts_fts', 1, length(hearth_words(NEW.text)));
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER facts_keyword_totals AFTER INSERT OR DELETE OR UPDATE OF text ON facts
+    FOR EACH ROW EXECUTE FUNCTION hearth_facts_keyword_totals();
+INSERT INTO keyword_totals (name, rows, lengths) VALUES ('facts_fts', 0, 0);
+CREATE INDEX facts_search ON facts USING gin (hearth_words(text));
+""",
+)
+
+FACT_VECTOR_COUNTS = Step(
+    "fact_vector_counts",  # vector_counts for facts' embeddings
+    sqlite="""
         CREATE TRIGGER fact_vectors_insert AFTER INSERT ON facts
         WHEN new.embedding_model IS NOT NULL
         BEGIN
@@ -1349,13 +1681,39 @@ def m026_create_facts(conn: sqlite3.Connection) -> None:
                 max_id = max(max_id, excluded.max_id);
         END;
         """,
-    )
+    postgresql=r"""
+CREATE FUNCTION hearth_fact_vectors_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.embedding_model IS NOT NULL THEN
+        PERFORM hearth_vector_removed(OLD.user_id, 'facts', OLD.embedding_model);
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') AND NEW.embedding_model IS NOT NULL THEN
+        PERFORM hearth_vector_added(NEW.user_id, 'facts', NEW.embedding_model, NEW.id,
+                                    TG_OP = 'UPDATE' AND OLD.embedding_model IS NOT NULL);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER fact_vectors_insert_delete AFTER INSERT OR DELETE ON facts
+    FOR EACH ROW EXECUTE FUNCTION hearth_fact_vectors_changed();
+CREATE TRIGGER fact_vectors_update AFTER UPDATE OF embedding, embedding_model ON facts
+    FOR EACH ROW EXECUTE FUNCTION hearth_fact_vectors_changed();
+""",
+)
 
 
-# Migration 27's table, the same on both engines but for their integer types.
+@migration
+def m026_create_facts() -> list[Operation]:
+    """Facts written at ingestion (E2, A2): short dated statements, each citing the turns it came
+    from (``fact_sources``). They are searched beside the turns (their own keyword index and
+    vectors) and a hit returns its source turns, never the fact's own words. A fact goes with any
+    turn it cites (B4): the trigger removes it when a source row goes, by cascade or otherwise."""
+    return [Sql(FACTS), FACT_GOES_WITH_ITS_SOURCES, FACTS_KEYWORD_INDEX, FACT_VECTOR_COUNTS]
+
+
+# Migration 27's table.
 ARCHIVE_TURNS = """
 CREATE TABLE archive_turns (
-    id {id},
+    id {key},
     user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
     document_id {int} NOT NULL REFERENCES archive_documents(id) ON DELETE CASCADE,
     position {int} NOT NULL,
@@ -1370,15 +1728,16 @@ ALTER TABLE branch_requests ADD COLUMN source_document_id {int} REFERENCES archi
 """
 
 
-def m027_keep_archive_turns(conn: sqlite3.Connection) -> None:
+@migration
+def m027_keep_archive_turns() -> list[Operation]:
     """An archive document's turns as they were imported (speaker, role, time, text), so an imported
     ChatGPT or Claude conversation opens as a read-only thread (A5, X4, W4). The chunks stay the
     one searchable copy: turns have no keyword index and no vectors. A continuation's handoff may
     come from a document (``source_document_id``): its source ids are then turn ids."""
-    run_script(conn, ARCHIVE_TURNS.format(id="INTEGER PRIMARY KEY", int="INTEGER"))
+    return [Sql(ARCHIVE_TURNS)]
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+MIGRATIONS: list[Callable[..., None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
     m003_create_branch_requests,
@@ -1409,7 +1768,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
 ]
 
 
-def number(migration: Callable[[sqlite3.Connection], None]) -> int:
+def number(migration: Callable[..., None]) -> int:
     """A migration's number is in its name: ``m007_add_things`` is version 7."""
     return int(migration.__name__[1:4])
 
@@ -1417,24 +1776,20 @@ def number(migration: Callable[[sqlite3.Connection], None]) -> int:
 LATEST_VERSION = max(number(m) for m in MIGRATIONS)
 
 
-def _ensure_table(conn: sqlite3.Connection) -> None:
-    conn.execute(
+def _ensure_table(conn: Any, renderer: Renderer = SQLITE) -> None:
+    renderer.run(conn, renderer.render(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
-        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-    )
+        " version {int} PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"))
 
 
-def current_version(conn: sqlite3.Connection) -> int:
-    exists = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-    ).fetchone()
-    if not exists:
+def current_version(conn: Any, renderer: Renderer = SQLITE) -> int:
+    if not renderer.has_table(conn, "schema_migrations"):
         return 0
-    return conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+    return int(renderer.query(conn, "SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0])
 
 
-def check_version(conn: sqlite3.Connection) -> int:
-    version = current_version(conn)
+def check_version(conn: Any, renderer: Renderer = SQLITE) -> int:
+    version = current_version(conn, renderer)
     if version > LATEST_VERSION:
         raise SchemaError(
             f"this database is at schema version {version}, newer than this Hearth knows "
@@ -1443,20 +1798,37 @@ def check_version(conn: sqlite3.Connection) -> int:
     return version
 
 
-def migrate(conn: sqlite3.Connection, *, upto: int | None = None) -> list[int]:
-    """Apply missing migrations (up to version ``upto``, all by default) inside the caller's
-    transaction; return the versions applied."""
-    _ensure_table(conn)
-    check_version(conn)
-    done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+def _record(conn: Any, renderer: Renderer, migration: Callable[..., None]) -> int:
+    renderer.query(conn, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                   (number(migration), migration.__name__, datetime.now(timezone.utc).isoformat()))
+    return number(migration)
+
+
+def migrate(conn: Any, renderer: Renderer = SQLITE, *, upto: int | None = None) -> list[int]:
+    """Apply missing migrations (up to version ``upto``, all by default) for ``renderer``'s engine
+    inside the caller's transaction; return the versions applied."""
+    check_version(conn, renderer)
+    renderer.prepare(conn)
+    _ensure_table(conn, renderer)
+    # By the recorded numbers, not the newest one: a migration numbered below one already applied
+    # (two landed in the other order) still runs.
+    done = {int(r[0]) for r in renderer.query(conn, "SELECT version FROM schema_migrations").fetchall()}
+    pending = [m for m in sorted(MIGRATIONS, key=number)
+               if number(m) not in done and (upto is None or number(m) <= upto)]
     applied = []
-    for migration in sorted(MIGRATIONS, key=number):
-        if number(migration) in done or (upto is not None and number(migration) > upto):
-            continue
-        migration(conn)
-        conn.execute(
-            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-            (number(migration), migration.__name__, datetime.now(timezone.utc).isoformat()),
-        )
-        applied.append(number(migration))
+    if renderer.baseline > 1:
+        # The versions up to the baseline are one step on this engine (module docstring).
+        first = [m for m in pending if number(m) <= renderer.baseline]
+        pending = pending[len(first):]
+        if first and renderer.baseline not in done:
+            if upto is not None and upto < renderer.baseline:
+                raise ValueError(f"a {renderer.name} database starts at version {renderer.baseline}")
+            renderer.run(conn, fold(renderer, (m.operations for m in first)))  # type: ignore[attr-defined]
+            applied += [_record(conn, renderer, m) for m in first]
+    for m in pending:
+        if isinstance(m, Migration):
+            m(conn, renderer)
+        else:
+            m(conn)  # a plain function (tests add one): SQLite's
+        applied.append(_record(conn, renderer, m))
     return applied
