@@ -136,3 +136,48 @@ def test_s9_postgres_store_opened_on_a_blank_database_reaches_the_recorded_schem
         assert store.schema_version() == migrations.LATEST_VERSION
     finally:
         store.close()
+
+
+def regenerate() -> None:
+    """Write the fixtures from what the migrations build now (``python -m tests.test_migrations``).
+
+    Only versions not yet recorded get a digest: a recorded version whose schema changed means a
+    shipped migration was edited, which is refused instead of recorded."""
+    import tempfile
+
+    from tests.pgserver import LocalPostgres
+
+    old = json.loads(VERSIONS.read_text())
+    new: dict[str, dict[str, str]] = {"sqlite": {}, "postgresql": {}}
+    with tempfile.TemporaryDirectory() as folder:
+        conn = sqlite3.connect(Path(folder) / "hearth.db", isolation_level=None)
+        conn.execute("BEGIN")
+        for version in range(1, migrations.LATEST_VERSION + 1):
+            migrations.migrate(conn, upto=version)
+            new["sqlite"][str(version)] = digest(dump_sqlite(conn))
+        conn.execute("COMMIT")
+        sqlite_schema = dump_sqlite(conn)
+        conn.close()
+    server = LocalPostgres().start()
+    try:
+        server.admin("CREATE DATABASE fixtures")
+        store = PgStore(server.url("fixtures"), migrate=False)
+        pg = store.connection()
+        with store.write():
+            for version in range(POSTGRESQL.baseline, migrations.LATEST_VERSION + 1):
+                migrations.migrate(pg, POSTGRESQL, upto=version)
+                new["postgresql"][str(version)] = digest(dump_postgres(pg.raw))
+        postgres_schema = dump_postgres(pg.raw)
+        store.close()
+    finally:
+        server.stop()
+    changed = [f"{engine} {v}" for engine in new for v in old[engine] if new[engine][v] != old[engine][v]]
+    if changed:
+        raise SystemExit(f"shipped migrations now build another schema ({', '.join(changed)}): add a new one instead")
+    SQLITE_SCHEMA.write_text(sqlite_schema)
+    POSTGRES_SCHEMA.write_text(postgres_schema)
+    VERSIONS.write_text(json.dumps(new, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    regenerate()
