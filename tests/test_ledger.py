@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
+from hearth.errors import ConstraintError
 from hearth.records import ledger
 from tests.engines import foreign_keys_off
 
@@ -24,7 +23,7 @@ def test_s2_message_and_its_event_are_one_row_pair(me, persona):
 def test_s2_events_are_append_only(me, persona):
     conversation = me.conversations.create(persona.id)
     message = me.conversations.add_message(conversation.id, "user", "hello")
-    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+    with pytest.raises(ConstraintError, match="append-only"):
         with me.store.write() as conn:
             conn.execute("UPDATE events SET kind = 'forged' WHERE id = ?", (message.id,))
 
@@ -32,7 +31,7 @@ def test_s2_events_are_append_only(me, persona):
 def test_s2_a_crash_between_event_and_message_leaves_neither(me, persona):
     conversation = me.conversations.create(persona.id)
     before = me.store.connection().execute("SELECT count(*) FROM events").fetchone()[0]
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(ConstraintError):
         with me.store.write() as conn:
             # The event goes in, then the message insert fails on its role check.
             ledger.append_message(conn, user_id=me.user_id, conversation_id=conversation.id,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import sqlite3
 from datetime import datetime, timedelta, timezone
 
 import httpx
@@ -21,6 +20,7 @@ from hypothesis import strategies as st
 from hearth import ConfigError, Hearth, InvalidInput, NotFound, Settings
 from hearth.cli import cli
 from hearth.continuity.timeline import spans
+from hearth.errors import ConstraintError
 from hearth.records import ledger
 from hearth.server import create_app
 from tests.test_server import serve_in_thread
@@ -78,7 +78,7 @@ def test_e1_switching_to_a_voice_session_opens_its_own_span_and_one_span_stays_o
     assert [s.kind for s in open_now] == ["voice"]
     closed = [s for s in me.timeline.page().spans if not s.open]
     assert [(s.kind, s.close_reason) for s in closed] == [("text", "switched")]
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(ConstraintError):
         with hearth.store.write() as conn:  # the partial unique index: one open span per companion
             conn.execute("INSERT INTO spans (user_id, persona_id, kind, channel, start_event_id, started_at,"
                          " last_at) VALUES (?, ?, 'text', 'web', 0, 'x', 'x')", (me.user_id, persona.id))

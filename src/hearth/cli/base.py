@@ -9,7 +9,6 @@ errors with code 1.
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 from typing import Any
 
@@ -21,6 +20,7 @@ from hearth.scope import Hearth, Scope
 from .. import __version__
 from ..errors import ConfigError, HearthError, InvalidInput, SchemaError
 from ..settings import Settings
+from ..store import DriverError
 from ..store.connection import translate
 
 console = Console(highlight=False)
@@ -67,7 +67,7 @@ class HearthGroup(click.Group):
         except HearthError as exc:
             err_console.print(f"Error: {exc}", markup=False)
             sys.exit(1)
-        except (sqlite3.Error, UnicodeEncodeError, OverflowError) as exc:
+        except (DriverError, UnicodeEncodeError, OverflowError) as exc:
             # Outside a store transaction (which translates on its own): the same translation.
             error = translate(exc)
             if error is None:

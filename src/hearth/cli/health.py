@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 import click
 from rich.table import Table
 
@@ -28,46 +26,21 @@ def init(obj: Context) -> None:
 def doctor(obj: Context) -> None:
     """Versions, database, indexes and configuration at a glance."""
     import platform
-    import sqlite3
 
     from hearth.ops.jobs import JobQueue
     from hearth.records.ledger import verify
 
-    from ..store import LATEST_VERSION, PgStore, is_postgres
+    from ..store import LATEST_VERSION
 
     hearth = obj.hearth
     conn = hearth.store.connection()
-    postgres = is_postgres(conn)
-    fts5 = False
-    if not postgres:
-        try:
-            conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
-            conn.execute("DROP TABLE temp.fts5_probe")
-            fts5 = True
-        except sqlite3.OperationalError:
-            fts5 = False
+    engine_rows = hearth.store.engine.describe(hearth.store)  # engine, versions, keyword index
     report = verify(conn)
     try:
         provider = f"{hearth.provider.name} ({hearth.provider.model})"
     except HearthError as exc:
         provider = f"not usable: {exc}"
     table = Table(show_header=False, box=None)
-    if postgres:
-        info = cast(PgStore, hearth.store).server_info()
-        engine_rows = [
-            ("engine", "postgresql"),
-            ("postgresql", info["server"]),
-            ("database", info["database"]),
-            ("pgvector", info["pgvector"]),
-            ("keyword index", "tsvector + GIN"),
-        ]
-    else:
-        engine_rows = [
-            ("engine", "sqlite"),
-            ("sqlite", sqlite3.sqlite_version),
-            ("database", str(hearth.settings.database_path)),
-            ("keyword index (FTS5)", "available" if fts5 else "missing"),
-        ]
     for key, value in [
         ("hearth", __version__),
         ("python", platform.python_version()),

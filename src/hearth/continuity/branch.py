@@ -21,7 +21,6 @@ the chosen source message ids plus a rendering kept for the record, never inject
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -36,10 +35,10 @@ from hearth.continuity.handoff import (
     render_handoff,
     rerender,
 )
-from hearth.errors import Conflict, InvalidInput, StoreError
+from hearth.errors import Conflict, ConstraintError, InvalidInput, StoreError
 from hearth.records import ledger
 from hearth.records.conversations import ELIGIBLE_SQL, MAX_TITLE, Conversation
-from hearth.store import utcnow
+from hearth.store import Connection, Row, utcnow
 from hearth.thread.character import GREETING_CHANNELS, open_with_greeting
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ _BOUNDARY_TRIES = 5
 
 # --- reading ------------------------------------------------------------------------------------
 
-def _eligible_conversation(conn: sqlite3.Connection, user_id: int, conversation_id: int) -> sqlite3.Row | None:
+def _eligible_conversation(conn: Connection, user_id: int, conversation_id: int) -> Row | None:
     """The conversation row if it may feed automatic continuity now (V1, V2), else None."""
     return conn.execute(
         f"SELECT c.* FROM conversations c WHERE c.id = ? AND c.user_id = ? AND {ELIGIBLE_SQL}",
@@ -61,7 +60,7 @@ def _eligible_conversation(conn: sqlite3.Connection, user_id: int, conversation_
     ).fetchone()
 
 
-def _labels(conn: sqlite3.Connection, user_id: int, conversation_id: int) -> tuple[str, str]:
+def _labels(conn: Connection, user_id: int, conversation_id: int) -> tuple[str, str]:
     """The speaker labels of the persona that held the source conversation (G6)."""
     row = conn.execute(
         "SELECT p.user_label, p.assistant_label FROM conversations c JOIN personas p ON p.id = c.persona_id"
@@ -72,12 +71,12 @@ def _labels(conn: sqlite3.Connection, user_id: int, conversation_id: int) -> tup
     return row[0], row[1]
 
 
-def _as_source(row: sqlite3.Row) -> SourceMessage:
+def _as_source(row: Row) -> SourceMessage:
     return SourceMessage(id=row["id"], role=row["role"], kind=row["kind"], content=row["content"],
                          created_at=row["created_at"])
 
 
-def final_eight(conn: sqlite3.Connection, user_id: int, conversation_id: int) -> list[SourceMessage]:
+def final_eight(conn: Connection, user_id: int, conversation_id: int) -> list[SourceMessage]:
     """The final eight eligible messages of a conversation, oldest first (H1).
 
     Reads newest first and stops once eight eligible turns are found, so a long conversation is
@@ -117,20 +116,20 @@ def _stored_ids(raw: str) -> list[int]:
     return [v for v in data if isinstance(v, int) and not isinstance(v, bool)]
 
 
-def _turn_source(row: sqlite3.Row) -> SourceMessage:
+def _turn_source(row: Row) -> SourceMessage:
     """An archive document's turn as a handoff source (its id is the turn's, in document order)."""
     return SourceMessage(id=row["id"], role=row["role"], kind="chat", content=row["text"],
                          created_at=row["created_at"] or "")
 
 
-def document_final_eight(conn: sqlite3.Connection, user_id: int, document_id: int) -> list[SourceMessage]:
+def document_final_eight(conn: Connection, user_id: int, document_id: int) -> list[SourceMessage]:
     """The final eight eligible turns of an archive document, oldest first, read newest first."""
     return _last_eligible(conn.execute(
         "SELECT id, role, text, created_at FROM archive_turns WHERE document_id = ? AND user_id = ?"
         " AND role IN ('user', 'assistant') ORDER BY position DESC", (document_id, user_id)), _turn_source)
 
 
-def _persona_labels(conn: sqlite3.Connection, user_id: int, persona_id: int) -> tuple[str, str]:
+def _persona_labels(conn: Connection, user_id: int, persona_id: int) -> tuple[str, str]:
     row = conn.execute("SELECT user_label, assistant_label FROM personas WHERE id = ? AND user_id = ?",
                        (persona_id, user_id)).fetchone()
     if row is None:
@@ -138,7 +137,7 @@ def _persona_labels(conn: sqlite3.Connection, user_id: int, persona_id: int) -> 
     return row[0], row[1]
 
 
-def _document_handoff_text(conn: sqlite3.Connection, user_id: int, conversation_id: int, document_id: int,
+def _document_handoff_text(conn: Connection, user_id: int, conversation_id: int, document_id: int,
                            ids: list[int], settings: "Settings") -> str:
     """A continuation's handoff, rendered again from the document's stored turns (H9); the labels
     are those of the persona the continuation speaks with."""
@@ -155,7 +154,7 @@ def _document_handoff_text(conn: sqlite3.Connection, user_id: int, conversation_
     return "" if rendered.is_empty else _model_text(rendered)
 
 
-def capture(conn: sqlite3.Connection, user_id: int, source_conversation_id: int, settings: "Settings") -> Handoff:
+def capture(conn: Connection, user_id: int, source_conversation_id: int, settings: "Settings") -> Handoff:
     """Render the handoff of a source conversation from database reads only (H1-H4, H6)."""
     user_label, assistant_label = _labels(conn, user_id, source_conversation_id)
     title_row = conn.execute("SELECT title FROM conversations WHERE id = ?", (source_conversation_id,)).fetchone()
@@ -175,7 +174,7 @@ def _model_text(handoff: Handoff) -> str:
     raise StoreError("could not choose a handoff boundary that is absent from the quoted text")
 
 
-def handoff_text(conn: sqlite3.Connection, user_id: int, conversation_id: int, settings: "Settings") -> str:
+def handoff_text(conn: Connection, user_id: int, conversation_id: int, settings: "Settings") -> str:
     """The model-facing continuity block for a conversation's stored prompt, or ``""``.
 
     Only a row with a non-empty ``handoff`` counts, and only while its source conversation is
@@ -212,7 +211,7 @@ def handoff_text(conn: sqlite3.Connection, user_id: int, conversation_id: int, s
     return _model_text(rendered)
 
 
-def _store_handoff(conn: sqlite3.Connection, user_id: int, conversation_id: int, source_id: int | None,
+def _store_handoff(conn: Connection, user_id: int, conversation_id: int, source_id: int | None,
                    handoff: Handoff, *, document_id: int | None = None) -> None:
     # The record keeps the model rendering with the fixed placeholder boundary, so it is the same
     # bytes on every retry; it is never injected as is (H9). Retired columns stay empty (H10).
@@ -226,7 +225,7 @@ def _store_handoff(conn: sqlite3.Connection, user_id: int, conversation_id: int,
 
 # --- automatic New Chat continuity (H6) ----------------------------------------------------------
 
-def most_recent_eligible(conn: sqlite3.Connection, user_id: int, persona_id: int) -> int | None:
+def most_recent_eligible(conn: Connection, user_id: int, persona_id: int) -> int | None:
     """The most recently updated eligible conversation of this persona that has a turn to carry.
     A card's greeting alone is not one: a thread opened and left would otherwise carry nothing
     but the greeting into the next, instead of the last real exchange (X3)."""
@@ -288,7 +287,7 @@ def new_chat(scope: "Scope", persona_id: int | None = None, *, title: str = "", 
                           kind="continuity.captured", channel=channel,
                           payload={"source_conversation_id": source_id, **diagnostics})
             return NewChat(conversation, source_id, diagnostics)
-    except sqlite3.DatabaseError as exc:
+    except ConstraintError as exc:
         raise StoreError(f"the new conversation could not be created: {exc}") from exc
 
 
@@ -327,7 +326,7 @@ def _branch_title(source_title: str) -> str:
     return base[: MAX_TITLE - len(suffix)] + suffix
 
 
-def _existing(scope: "Scope", conn: sqlite3.Connection, retry_key: str, source_id: int | None,
+def _existing(scope: "Scope", conn: Connection, retry_key: str, source_id: int | None,
               document_id: int | None = None) -> BranchResult | None:
     row = conn.execute(
         "SELECT destination_conversation_id, source_conversation_id, source_document_id FROM branch_requests"
@@ -374,11 +373,11 @@ def branch(scope: "Scope", source_conversation_id: int, retry_key: str, title: s
             return _open_branch(scope, conn, handoff, source.persona_id,
                                 _branch_title(source.title) if title is None else title, source.title, channel,
                                 retry_key, source_conversation_id=source.id)
-    except sqlite3.DatabaseError as exc:
+    except ConstraintError as exc:
         raise StoreError(f"the branch could not be created: {exc}") from exc
 
 
-def _open_branch(scope: "Scope", conn: sqlite3.Connection, handoff: Handoff, persona_id: int, title: str,
+def _open_branch(scope: "Scope", conn: Connection, handoff: Handoff, persona_id: int, title: str,
                  source_title: str, channel: str, retry_key: str, *, source_conversation_id: int | None = None,
                  source_document_id: int | None = None) -> BranchResult:
     """In the caller's transaction: the destination chat, its visible handoff bubble, its handoff
@@ -456,5 +455,5 @@ def continue_document(scope: "Scope", document_id: int, retry_key: str, *, perso
                 raise Conflict("the document has no turns of yours or the companion's to continue from")
             return _open_branch(scope, conn, handoff, persona.id, _continued_title(document.title), document.title,
                                 channel, retry_key, source_document_id=document.id)
-    except sqlite3.DatabaseError as exc:
+    except ConstraintError as exc:
         raise StoreError(f"the continuation could not be created: {exc}") from exc

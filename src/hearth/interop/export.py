@@ -15,12 +15,11 @@ user is refused with a clear error and changes nothing.
 from __future__ import annotations
 
 import base64
-import sqlite3
 from datetime import datetime, timezone
 from typing import Any
 
-from hearth.errors import Conflict, InvalidInput
-from hearth.store import Store, catalog, is_postgres, migrations
+from hearth.errors import Conflict, ConstraintError, InvalidInput
+from hearth.store import Connection, Store, catalog
 from hearth.validation import check_tree, load_json
 
 FORMAT = "hearth-export"
@@ -29,22 +28,22 @@ FORMAT_VERSION = 1
 EXCLUDED = frozenset({"users", "auth_sessions", "api_tokens", "schema_migrations", "app_state", "jobs"})
 
 
-def _tables(conn: sqlite3.Connection) -> list[str]:
+def _tables(conn: Connection) -> list[str]:
     """Ordinary tables, parents before children, without virtual tables and their shadows."""
     order = catalog.dependency_order(conn, catalog.tables(conn))
     return [name for name in order if name not in EXCLUDED]
 
 
-def _parents(conn: sqlite3.Connection, table: str) -> dict[str, list[tuple[str, str]]]:
+def _parents(conn: Connection, table: str) -> dict[str, list[tuple[str, str]]]:
     """{parent table: [(column, parent column), ...]} from the table's foreign keys."""
     return catalog.parents(conn, table)
 
 
-def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+def _columns(conn: Connection, table: str) -> list[str]:
     return [name for name, _ in catalog.columns(conn, table)]
 
 
-def _owner_filter(conn: sqlite3.Connection, table: str, scoped: dict[str, str]) -> str | None:
+def _owner_filter(conn: Connection, table: str, scoped: dict[str, str]) -> str | None:
     """A WHERE clause selecting the user's rows of ``table``, or None if the table is not the user's."""
     if "user_id" in _columns(conn, table):
         return "user_id = :user_id"
@@ -72,7 +71,7 @@ def export_user(store: Store, user_id: int) -> dict[str, Any]:
         return {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "schema_version": migrations.current_version(conn),
+            "schema_version": store.schema_version(),
             "exported_at": datetime.now(timezone.utc).isoformat(),
             "tables": tables,
         }
@@ -138,7 +137,7 @@ def is_export(data: bytes) -> bool:
     return head.startswith('{"format":"hearth-export"')
 
 
-def _checked_tables(conn: sqlite3.Connection, tables: Any) -> list[tuple[str, list[str], list[list[Any]]]]:
+def _checked_tables(conn: Connection, tables: Any) -> list[tuple[str, list[str], list[list[Any]]]]:
     """The whole export, shape and types, checked before anything is written: (table, columns, rows)."""
     if not isinstance(tables, dict):
         raise InvalidInput("the export has no tables")
@@ -187,10 +186,10 @@ def import_user(store: Store, user_id: int, data: bytes | str | dict) -> dict[st
         raise InvalidInput(f"unsupported export format version {doc.get('format_version')!r}")
     counts: dict[str, int] = {}
     with store.write() as conn:
-        if doc.get("schema_version") != migrations.current_version(conn):
+        if doc.get("schema_version") != store.schema_version():
             raise InvalidInput(
                 f"the export is from schema version {doc.get('schema_version')}, this store is at "
-                f"{migrations.current_version(conn)}; import it with the Hearth version that wrote it"
+                f"{store.schema_version()}; import it with the Hearth version that wrote it"
             )
         if conn.execute("SELECT 1 FROM conversations LIMIT 1").fetchone() or conn.execute(
                 "SELECT 1 FROM personas LIMIT 1").fetchone():
@@ -205,7 +204,7 @@ def import_user(store: Store, user_id: int, data: bytes | str | dict) -> dict[st
                     row[user_index] = user_id
                 try:
                     conn.execute(sql, row)
-                except sqlite3.IntegrityError as exc:
+                except ConstraintError as exc:
                     raise InvalidInput(f"table {table} in the export breaks a constraint: {exc}") from None
             counts[table] = len(rows)
         # Counters kept by triggers were copied and then counted again as rows arrived.
@@ -213,10 +212,10 @@ def import_user(store: Store, user_id: int, data: bytes | str | dict) -> dict[st
             "UPDATE conversations SET turn_count = (SELECT count(*) FROM messages m WHERE m.conversation_id ="
             " conversations.id AND m.kind IN ('chat', 'handoff_artifact') AND m.role IN ('user', 'assistant'))"
             " WHERE user_id = ?", (user_id,))
-        if is_postgres(conn):  # rows came with their ids: new rows must get ids after them
-            catalog.advance_identities(conn, list(counts))
-        # PostgreSQL checks every reference as each row arrives (an IntegrityError above).
-        problems = [] if is_postgres(conn) else conn.execute("PRAGMA foreign_key_check").fetchall()
+        # Rows came with their ids: new rows must get ids after them.
+        store.engine.advance_identities(conn, list(counts))
+        # An engine that checks every reference as each row arrives raised a ConstraintError above.
+        problems = store.engine.foreign_key_violations(conn)
         if problems:
-            raise InvalidInput(f"the export refers to rows it does not contain ({len(problems)} references)")
+            raise InvalidInput(f"the export refers to rows it does not contain ({problems} references)")
     return counts

@@ -26,7 +26,6 @@ carrying both texts, and the owner decides: ``merge`` (one memory, reworded as a
 from __future__ import annotations
 
 import re
-import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
@@ -37,6 +36,7 @@ import numpy as np
 
 from hearth.errors import HearthError
 from hearth.retrieval.semantic import model_id
+from hearth.store import Connection
 from hearth.text import WORD_RE
 
 LEXICAL_THRESHOLD = 0.70
@@ -253,7 +253,7 @@ def subject_key(text: str) -> str:
     return found[0] if found else ""
 
 
-def _current(conn: sqlite3.Connection, user_id: int, exclude: Sequence[int]) -> list[tuple[int, str]]:
+def _current(conn: Connection, user_id: int, exclude: Sequence[int]) -> list[tuple[int, str]]:
     rows = conn.execute("SELECT id, text FROM memories WHERE user_id = ? AND valid_until IS NULL ORDER BY id",
                         (user_id,)).fetchall()
     return [(r[0], r[1]) for r in rows if r[0] not in set(exclude)]
@@ -297,7 +297,7 @@ def _cosines(text: str, rows: Sequence[tuple[int, str]], embedder: Any) -> list[
     return [float(v) for v in vectors[1:] @ vectors[0]]
 
 
-def prepare(conn: sqlite3.Connection, user_id: int, texts: Sequence[str], embedder: Any) -> None:
+def prepare(conn: Connection, user_id: int, texts: Sequence[str], embedder: Any) -> None:
     """Embed the current memories and ``texts`` ahead, outside any write transaction, so that
     ``find`` inside one only compares vectors (the write lock is never held while a model runs)."""
     if embedder is None:
@@ -308,7 +308,7 @@ def prepare(conn: sqlite3.Connection, user_id: int, texts: Sequence[str], embedd
         pass  # ``find`` meets the same failure and lets the rules decide
 
 
-def find(conn: sqlite3.Connection, user_id: int, text: str, *, embedder: Any = None,
+def find(conn: Connection, user_id: int, text: str, *, embedder: Any = None,
          exclude: Sequence[int] = (), judgement: Judgement | None = None) -> list[Finding]:
     """Current memories that ``text`` repeats or contradicts, strongest first. With a
     ``judgement`` (see ``ask_judge``), the model's contradictions of memories that are still current
@@ -335,7 +335,7 @@ def find(conn: sqlite3.Connection, user_id: int, text: str, *, embedder: Any = N
     return ordered
 
 
-def ask_judge(conn: sqlite3.Connection, user_id: int, text: str, judge: Judge, *, embedder: Any = None,
+def ask_judge(conn: Connection, user_id: int, text: str, judge: Judge, *, embedder: Any = None,
           exclude: Sequence[int] = ()) -> Judgement:
     """Ask the judge about the same-subject current memories the offline rules do not already
     find contradicted, the most similar first. Call it outside any write transaction (it waits on a

@@ -20,7 +20,6 @@ nothing had been prepared, so a racing writer never leaves a stale prompt (M7, S
 from __future__ import annotations
 
 import builtins
-import sqlite3
 from bisect import bisect_left
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -30,7 +29,7 @@ from hearth.errors import Conflict, InvalidInput, NotFound
 from hearth.prompt.static import MemoryRow
 from hearth.records import ledger
 from hearth.records.temporal import check_mode, parse_moment
-from hearth.store import Store, inserted_id, utcnow
+from hearth.store import Connection, Row, Store, inserted_id, utcnow
 from hearth.validation import check_id, check_text
 
 MAX_MEMORY_TEXT = 10_000
@@ -65,7 +64,7 @@ class Memory:
     retired_at: str | None = None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row, position: int) -> "Memory":
+    def from_row(cls, row: Row, position: int) -> "Memory":
         return cls(row["id"], row["text"], row["category"], row["importance"], position,
                    bool(row["eligible"]), row["created_at"], row["updated_at"], row["version"],
                    row["valid_from"], row["valid_until"], row["recorded_at"], row["retired_at"])
@@ -99,7 +98,7 @@ class MemoryVersion:
     proposal_id: int | None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "MemoryVersion":
+    def from_row(cls, row: Row) -> "MemoryVersion":
         return cls(row["memory_id"], row["version"], row["text"], row["category"], row["importance"],
                    bool(row["eligible"]), row["valid_from"], row["valid_until"], row["recorded_at"],
                    row["retired_at"], row["superseded_at"], row["change"], row["actor"], row["proposal_id"])
@@ -132,7 +131,7 @@ def check_memory(text: Any, category: Any, importance: Any) -> tuple[str, str, i
 
 
 # -- snapshot primitives used inside other transactions ----------------------------------------
-def capture_snapshot(conn: sqlite3.Connection, user_id: int, conversation_id: int, provenance: str) -> None:
+def capture_snapshot(conn: Connection, user_id: int, conversation_id: int, provenance: str) -> None:
     """Replace a conversation's snapshot with the current eligible set, in the caller's transaction."""
     now = utcnow()
     conn.execute("DELETE FROM conversation_memories WHERE conversation_id = ?", (conversation_id,))
@@ -153,7 +152,7 @@ def capture_snapshot(conn: sqlite3.Connection, user_id: int, conversation_id: in
         )
 
 
-def snapshot_items(conn: sqlite3.Connection, conversation_id: int) -> list[MemoryRow]:
+def snapshot_items(conn: Connection, conversation_id: int) -> list[MemoryRow]:
     """Current text of the snapshot's memories in manual global order. Empty stays empty (M3).
 
     Plain ``(id, text, category, importance)`` rows: a prompt may hold tens of thousands of them."""
@@ -163,24 +162,24 @@ def snapshot_items(conn: sqlite3.Connection, conversation_id: int) -> list[Memor
         " WHERE cm.conversation_id = ? AND m.eligible = 1 AND m.valid_until IS NULL ORDER BY m.position, m.id",
         (conversation_id,),
     )
-    cursor.row_factory = None  # tuples, not sqlite3.Row (PostgreSQL rows unpack the same way)
+    cursor.row_factory = None  # tuples, not Row (PostgreSQL rows unpack the same way)
     return cast("list[MemoryRow]", cursor.fetchall())
 
 
-def snapshot_ids(conn: sqlite3.Connection, conversation_id: int) -> list[int]:
+def snapshot_ids(conn: Connection, conversation_id: int) -> list[int]:
     return [r[0] for r in conn.execute(
         "SELECT memory_id FROM conversation_memories WHERE conversation_id = ? ORDER BY memory_id",
         (conversation_id,),
     )]
 
 
-def conversations_holding(conn: sqlite3.Connection, memory_id: int) -> list[int]:
+def conversations_holding(conn: Connection, memory_id: int) -> list[int]:
     return [r[0] for r in conn.execute(
         "SELECT conversation_id FROM conversation_memories WHERE memory_id = ?", (memory_id,)
     )]
 
 
-def backfill(conn: sqlite3.Connection, user_id: int, conversation_ids: Iterable[int] | None = None) -> int:
+def backfill(conn: Connection, user_id: int, conversation_ids: Iterable[int] | None = None) -> int:
     """Give legacy threads (no recorded snapshot) the current eligible set, once (M6).
 
     Provenance stays 'legacy' and no capture time is set: the true capture moment is unknown, so
@@ -215,8 +214,8 @@ Composed = dict[int, tuple[str, dict]]
 # the stored prompts of the given conversations as they will be after ``Adjust``, from whatever the
 # connection reads; ``Rebuild`` writes them inside the current write transaction, using the
 # composed texts where given and composing the rest itself.
-Compose = Callable[[sqlite3.Connection, Iterable[int], Adjust], Composed]
-Rebuild = Callable[[sqlite3.Connection, Iterable[int], "Composed | None"], int]
+Compose = Callable[[Connection, Iterable[int], Adjust], Composed]
+Rebuild = Callable[[Connection, Iterable[int], "Composed | None"], int]
 
 
 def moved(memory_id: int, rank: dict[int, int]) -> Adjust:
@@ -279,8 +278,8 @@ class Memories:
 
     # -- changes that rebuild stored prompts: composed outside the write lock ----------------------
     @contextmanager
-    def _changing(self, plan: Callable[[sqlite3.Connection], _Plan]
-                  ) -> Iterator[tuple[sqlite3.Connection, _Plan, Composed | None]]:
+    def _changing(self, plan: Callable[[Connection], _Plan]
+                  ) -> Iterator[tuple[Connection, _Plan, Composed | None]]:
         """Plan a change and compose the prompts it leaves in a read snapshot, then open the write
         transaction. Yields (connection, plan, composed prompts or None) inside it.
 
@@ -302,7 +301,7 @@ class Memories:
         with self.store.write() as conn:
             yield conn, plan(conn), None
 
-    def _ranks(self, conn: sqlite3.Connection) -> dict[int, int]:
+    def _ranks(self, conn: Connection) -> dict[int, int]:
         """Each memory's place in the manual global order."""
         return {row[0]: rank for rank, row in enumerate(conn.execute(
             "SELECT id FROM memories WHERE user_id = ? ORDER BY position, id", (self.user_id,)))}
@@ -340,7 +339,7 @@ class Memories:
         row = self._owned_conversation(self.store.connection(), conversation_id)
         return SnapshotInfo(row["snapshot_provenance"], row["snapshot_captured_at"], row["snapshot_refreshed_at"])
 
-    def _owned_conversation(self, conn: sqlite3.Connection, conversation_id: int) -> sqlite3.Row:
+    def _owned_conversation(self, conn: Connection, conversation_id: int) -> Row:
         row = conn.execute(
             "SELECT * FROM conversations WHERE id = ? AND user_id = ?", (conversation_id, self.user_id)
         ).fetchone()
@@ -399,7 +398,7 @@ class Memories:
             return [Memory.from_row(r, place) for place, r in enumerate(rows, start=before + 1)]
 
     # -- versions (B1, B2) ------------------------------------------------------------------------
-    def _record(self, conn: sqlite3.Connection, memory_id: int, change: str, actor: str,
+    def _record(self, conn: Connection, memory_id: int, change: str, actor: str,
                 proposal_id: int | None = None) -> None:
         """Append the memory row as it now stands as its newest version."""
         conn.execute(
@@ -453,7 +452,7 @@ class Memories:
         if actor not in ACTORS:
             raise InvalidInput("unknown actor")
 
-        def plan(conn: sqlite3.Connection) -> _Plan:
+        def plan(conn: Connection) -> _Plan:
             current = self.get(memory_id)
             new_text, new_category, new_importance = check_memory(
                 current.text if text is None else text,
@@ -515,7 +514,7 @@ class Memories:
 
     def end(self, memory_id: int, valid_until: Any = None) -> tuple[Memory, int]:
         """Record that a memory stopped being true (B1): it leaves every prompt, its history stays."""
-        def plan(conn: sqlite3.Connection) -> _Plan:
+        def plan(conn: Connection) -> _Plan:
             current = self.get(memory_id)
             if not current.current:
                 raise Conflict(f"memory {memory_id} has already ended")
@@ -540,7 +539,7 @@ class Memories:
 
     def restore(self, memory_id: int, version: int, *, actor: str = "owner") -> tuple[Memory, int]:
         """Make an older version current again, as a new version valid from now (B2 undo)."""
-        def plan(conn: sqlite3.Connection) -> _Plan:
+        def plan(conn: Connection) -> _Plan:
             try:
                 current = self.get(memory_id)
             except NotFound:
@@ -579,7 +578,7 @@ class Memories:
     # -- deletions: gone from every snapshot and prompt (M2) -----------------------------------
     def delete(self, memory_id: int) -> int:
         """Delete a memory everywhere; returns the number of prompts rebuilt."""
-        def plan(conn: sqlite3.Connection) -> _Plan:
+        def plan(conn: Connection) -> _Plan:
             self.get(memory_id)
             return _Plan(conversations_holding(conn, memory_id), replaced(memory_id, None, None))
 
@@ -603,7 +602,7 @@ class Memories:
         they leave no room is the list renumbered ``GAP`` apart. Order is part of every prompt that
         holds any memory, like a settings change; those prompts are composed before the write lock.
         """
-        def plan(conn: sqlite3.Connection) -> _Plan:
+        def plan(conn: Connection) -> _Plan:
             self.get(memory_id)
             rows = conn.execute("SELECT id, position FROM memories WHERE user_id = ? ORDER BY position, id",
                                 (self.user_id,)).fetchall()
@@ -637,7 +636,7 @@ class Memories:
     # -- explicit refresh (M4) ----------------------------------------------------------------
     def refresh(self, conversation_id: int) -> SnapshotInfo:
         """Replace one thread's snapshot with the current eligible set and rebuild its prompt."""
-        def plan(conn: sqlite3.Connection) -> _Plan:
+        def plan(conn: Connection) -> _Plan:
             self._owned_conversation(conn, conversation_id)
             cursor = conn.execute("SELECT id, text, category, importance FROM memories WHERE user_id = ? AND "
                                   + CURRENT_SQL + " ORDER BY position, id", (self.user_id,))

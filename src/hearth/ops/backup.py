@@ -23,14 +23,13 @@ import fcntl
 import hashlib
 import json
 import os
-import sqlite3
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from hearth.errors import Conflict, SchemaError, StoreError
-from hearth.store import Store, is_postgres, utcnow
+from hearth.store import Store, files, state, utcnow
 from hearth.store.migrations import LATEST_VERSION
 
 MANIFEST_SUFFIX = ".manifest.json"
@@ -74,49 +73,9 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _tables(conn: sqlite3.Connection) -> list[str]:
-    """Every real table (shadow tables of the keyword index included; virtual tables are views)."""
-    return [r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        " AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name"
-    )]
-
-
-def _counts(conn: sqlite3.Connection) -> dict[str, int]:
-    return {name: conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in _tables(conn)}
-
-
-def _schema_version(conn: sqlite3.Connection) -> int:
-    exists = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").fetchone()
-    if not exists:
-        return 0
-    return conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
-
-
-def _open_read_only(path: Path) -> sqlite3.Connection:
-    # immutable: the file is only read, and no -wal/-shm files are made beside a backup.
-    uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
-    try:
-        conn = sqlite3.connect(uri, uri=True)
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path.name} is not a readable Hearth database: {exc}") from exc
-    return conn
-
-
 def _check_copy(path: Path, expected: dict[str, int]) -> int:
     """Integrity and row counts of a copy; returns its schema version. Raises StoreError."""
-    conn = _open_read_only(path)
-    try:
-        try:
-            result = [r[0] for r in conn.execute("PRAGMA integrity_check")]
-            version = _schema_version(conn)
-            counts = _counts(conn)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{path.name} failed its integrity check: {exc}") from exc
-    finally:
-        conn.close()
+    result, version, counts = files.check(path)
     if result != ["ok"]:
         raise StoreError(f"{path.name} failed its integrity check ({len(result)} problem(s))")
     if counts != expected:
@@ -250,18 +209,14 @@ def remember_folder(store: Store, folder: Path) -> None:
     """Note where a backup starts, so ``hearth doctor`` can sweep there after a killed one."""
     path = str(folder.resolve())
     with store.write() as conn:
-        row = conn.execute("SELECT value FROM app_state WHERE key = ?", (FOLDERS_KEY,)).fetchone()
-        known = [f for f in (json.loads(row[0]) if row else []) if f != path]
-        conn.execute("INSERT INTO app_state (key, value) VALUES (?, ?)"
-                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                     (FOLDERS_KEY, json.dumps([path, *known][:MAX_FOLDERS])))
+        known = [f for f in state.get(conn, FOLDERS_KEY, []) if f != path]
+        state.put(conn, FOLDERS_KEY, [path, *known][:MAX_FOLDERS])
 
 
 def sweep_known(store: Store, home: Path | None = None) -> dict[str, list[str]]:
     """:func:`sweep` every folder a backup was started in (and ``home``'s ``backups`` folder, where
     the web UI writes them): folder -> names removed, for the folders where something was."""
-    row = store.connection().execute("SELECT value FROM app_state WHERE key = ?", (FOLDERS_KEY,)).fetchone()
-    folders = [Path(f) for f in (json.loads(row[0]) if row else [])]
+    folders = [Path(f) for f in state.get(store.connection(), FOLDERS_KEY, [])]
     if home is not None and (home / "backups").resolve() not in folders:
         folders.append((home / "backups").resolve())
     result = {}
@@ -272,34 +227,10 @@ def sweep_known(store: Store, home: Path | None = None) -> dict[str, list[str]]:
     return result
 
 
-def _copy_sqlite(store: Store, partial: Path) -> tuple[dict[str, int], int]:
-    """The online backup API's copy, and the counts of the read snapshot it was taken from."""
-    source = sqlite3.connect(store.path, isolation_level=None)
-    try:
-        source.execute("BEGIN")
-        try:
-            counts = _counts(source)  # starts the read snapshot the copy is taken from
-            version = _schema_version(source)
-            target = sqlite3.connect(partial, isolation_level=None)
-            try:
-                source.backup(target)
-                # A self-contained file: no WAL header, so it opens read-only anywhere.
-                target.execute("PRAGMA journal_mode=DELETE")
-            finally:
-                target.close()
-        finally:
-            source.execute("COMMIT")
-    except sqlite3.DatabaseError as exc:
-        partial.unlink(missing_ok=True)
-        raise StoreError(f"backup failed: {exc}") from exc
-    finally:
-        source.close()
-    return counts, version
-
-
-def _copy_postgres(store: Store, partial: Path) -> tuple[dict[str, int], int]:
-    """A PostgreSQL deployment's backup: every row copied into a new SQLite Hearth file from one
-    repeatable-read snapshot (S4, S11), so it verifies, restores and moves like any backup."""
+def _copy_rows(store: Store, partial: Path) -> tuple[dict[str, int], int]:
+    """The backup of a store with no file to copy (PostgreSQL): every row copied into a new SQLite
+    Hearth file from one repeatable-read snapshot (S4, S11), so it verifies, restores and moves
+    like any backup."""
     from hearth.ops.migrate_store import copy_store
 
     target = Store(partial)
@@ -315,13 +246,7 @@ def _copy_postgres(store: Store, partial: Path) -> tuple[dict[str, int], int]:
     if not report.ok:
         _remove_sqlite(partial)
         raise StoreError(f"backup failed: {report.problems[0]}")
-    conn = sqlite3.connect(partial, isolation_level=None)
-    try:
-        conn.execute("PRAGMA journal_mode=DELETE")  # self-contained, as the SQLite backup
-        counts = _counts(conn)
-    finally:
-        conn.close()
-    return counts, version
+    return files.seal(partial), version  # self-contained, as the SQLite backup
 
 
 def _remove_sqlite(path: Path) -> None:
@@ -360,10 +285,8 @@ def backup(store: Store, dest: str | Path) -> BackupReport:
 def _write(store: Store, dest: Path, partial: Path) -> BackupReport:
     """The copy, its verification and its manifest, under the held ``partial``; see :func:`backup`."""
     manifest_partial = _partial(manifest_path(dest))
-    if is_postgres(store.connection()):
-        counts, version = _copy_postgres(store, partial)
-    else:
-        counts, version = _copy_sqlite(store, partial)
+    # SQLite copies its file with the online backup API; PostgreSQL calls ``_copy_rows``.
+    counts, version = store.engine.backup(store, partial, _copy_rows)
     _checkpoint("copied")
     try:
         _check_copy(partial, counts)
@@ -397,16 +320,14 @@ def _write(store: Store, dest: Path, partial: Path) -> BackupReport:
 
 def record_verified(store: Store, report: BackupReport) -> None:
     """Remember the newest verified backup so maintenance can require one (H11)."""
-    value = json.dumps({"path": report.path, "sha256": report.sha256, "verified_at": utcnow(),
-                        "schema_version": report.schema_version})
+    value = {"path": report.path, "sha256": report.sha256, "verified_at": utcnow(),
+             "schema_version": report.schema_version}
     with store.write() as conn:
-        conn.execute("INSERT INTO app_state (key, value) VALUES (?, ?)"
-                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (STATE_KEY, value))
+        state.put(conn, STATE_KEY, value)
 
 
 def last_verified(store: Store) -> dict[str, Any] | None:
-    row = store.connection().execute("SELECT value FROM app_state WHERE key = ?", (STATE_KEY,)).fetchone()
-    return json.loads(row[0]) if row else None
+    return state.get(store.connection(), STATE_KEY)
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
@@ -463,20 +384,7 @@ def restore(path: str | Path, store_path: str | Path) -> BackupReport:
     report = verify_backup(path)
     target_path = Path(store_path).expanduser()
     target_path.parent.mkdir(parents=True, exist_ok=True)
-    source = _open_read_only(Path(path).expanduser())
-    try:
-        target = sqlite3.connect(target_path, isolation_level=None)
-        try:
-            source.backup(target)
-            target.execute("PRAGMA journal_mode=WAL")
-            restored = _counts(target)
-            check = [r[0] for r in target.execute("PRAGMA integrity_check")]
-        finally:
-            target.close()
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"restore failed: {exc}") from exc
-    finally:
-        source.close()
+    restored, check = files.restore_file(Path(path).expanduser(), target_path)
     if check != ["ok"] or restored != report.counts:
         raise StoreError("the restored database does not match the backup; restore it again from the file")
     return report
@@ -504,8 +412,7 @@ def restore_postgres(path: str | Path, store: Store) -> BackupReport:
         source = Store(work)
         try:
             with store.write() as conn:
-                tables = [t for t in catalog.tables(conn) if t != "schema_migrations"]
-                conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY")
+                store.engine.empty_tables(conn, [t for t in catalog.tables(conn) if t != "schema_migrations"])
                 copied = copy_store(source, store)
                 if not copied.ok:
                     raise StoreError(f"the restored database does not match the backup: {copied.problems[0]}")

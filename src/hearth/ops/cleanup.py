@@ -22,13 +22,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import sqlite3
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from hearth.errors import Conflict, Forbidden, HearthError, InvalidInput
 from hearth.ops.backup import last_verified, verify_backup
 from hearth.records import ledger
+from hearth.store import Connection
 
 if TYPE_CHECKING:
     from hearth.scope import Scope
@@ -68,7 +68,7 @@ def _require_owner(scope: "Scope") -> None:
         raise Forbidden("only the owner can run continuity cleanup")
 
 
-def _scope(conn: sqlite3.Connection) -> tuple[list[int], int, str | None, str | None]:
+def _scope(conn: Connection) -> tuple[list[int], int, str | None, str | None]:
     ids = [r[0] for r in conn.execute(f"SELECT id FROM conversation_summaries WHERE {_CANDIDATE} ORDER BY id")]
     protected = conn.execute("SELECT count(*) FROM conversation_summaries WHERE handoff != ''").fetchone()[0]
     oldest, newest = conn.execute(

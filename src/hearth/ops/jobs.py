@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
 from hearth.errors import HearthError, InvalidInput, NotFound, ProviderError
-from hearth.store import Store, inserted_id, is_postgres
+from hearth.store import Connection, DriverError, Row, Store, inserted_id
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -64,7 +63,7 @@ class Job:
     finished_at: str | None
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Job":
+    def from_row(cls, row: Row) -> "Job":
         return cls(row["id"], row["user_id"], row["kind"], json.loads(row["payload"]), row["dedupe_key"],
                    row["status"], row["attempts"], row["max_attempts"], row["run_after"], row["last_error"],
                    row["created_at"], row["updated_at"], row["finished_at"])
@@ -74,7 +73,7 @@ class Job:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def enqueue(conn: sqlite3.Connection, user_id: int, kind: str, payload: dict[str, Any] | None = None, *,
+def enqueue(conn: Connection, user_id: int, kind: str, payload: dict[str, Any] | None = None, *,
             dedupe_key: str | None = None, delay: float = 0.0, max_attempts: int = MAX_ATTEMPTS,
             now: float | None = None) -> int:
     """Queue a job in the caller's write transaction; with a dedupe key, an identical pending job
@@ -130,13 +129,13 @@ class JobQueue:
                 return None
             kind_sql = f" AND kind IN ({','.join('?' * len(kinds))})"
             args.extend(kinds)
-        # On PostgreSQL several workers claim at once: each locks the row it takes and skips rows
+        # Where several workers claim at once (PostgreSQL), each locks the row it takes and skips rows
         # another claim holds (S10), so no job is handed out twice and no worker waits.
         with self.store.write(exclusive=False) as conn:
             row = conn.execute(
                 "SELECT id FROM jobs WHERE ((status = 'pending' AND run_after <= ?)"
                 " OR (status = 'running' AND lease_until <= ?))" + kind_sql +
-                " ORDER BY run_after, id LIMIT 1" + (" FOR UPDATE SKIP LOCKED" if is_postgres(conn) else ""), args,
+                " ORDER BY run_after, id LIMIT 1" + self.store.engine.skip_locked, args,
             ).fetchone()
             if row is None:
                 return None
@@ -359,7 +358,7 @@ class Worker:
                 if time.monotonic() - self._last_prune > self.prune_every_seconds:
                     self._last_prune = time.monotonic()
                     self.queue.prune()
-            except (HearthError, sqlite3.Error) as exc:
+            except (HearthError, DriverError) as exc:
                 # The database was busy or closed under us; wait and try again rather than die.
                 log.warning("worker loop error: %s", type(exc).__name__)
                 ran = 0
@@ -386,13 +385,13 @@ class Worker:
 
 
 # -- cursors: how far a background layer has read a conversation ------------------------------------
-def cursor(conn: sqlite3.Connection, conversation_id: int, layer: str) -> int:
+def cursor(conn: Connection, conversation_id: int, layer: str) -> int:
     row = conn.execute("SELECT message_id FROM layer_cursors WHERE conversation_id = ? AND layer = ?",
                        (conversation_id, layer)).fetchone()
     return row[0] if row else 0
 
 
-def set_cursor(conn: sqlite3.Connection, user_id: int, conversation_id: int, layer: str, message_id: int) -> None:
+def set_cursor(conn: Connection, user_id: int, conversation_id: int, layer: str, message_id: int) -> None:
     from hearth.store import utcnow
 
     conn.execute(
@@ -403,7 +402,7 @@ def set_cursor(conn: sqlite3.Connection, user_id: int, conversation_id: int, lay
     )
 
 
-def chat_messages_after(conn: sqlite3.Connection, conversation_id: int, after_id: int, cap: int = -1) -> int:
+def chat_messages_after(conn: Connection, conversation_id: int, after_id: int, cap: int = -1) -> int:
     """Chat turns after ``after_id``, counted up to ``cap`` (-1: all). A due check needs only to know
     whether the count reached its threshold; counting a 100k thread in the reply's write
     transaction would hold the lock for 100 ms."""

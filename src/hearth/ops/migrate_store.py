@@ -11,13 +11,12 @@ target. Both stores must be at the same schema version (the target is migrated t
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Callable
 
 from hearth.errors import ConfigError, InvalidInput
 from hearth.records.ledger import verify
-from hearth.store import Store, catalog, is_postgres
+from hearth.store import Connection, Row, Store, catalog
 
 BATCH = 2_000
 # Counters kept by triggers: copied as the source holds them, after the rows they count.
@@ -65,9 +64,9 @@ def copy_store(source: Store, target: Store, progress: Progress | None = None, *
         for row in src.execute("SELECT id, turn_count, history_rev FROM conversations").fetchall():
             conn.execute("UPDATE conversations SET turn_count = ?, history_rev = ? WHERE id = ?",
                          (row[1], row[2], row[0]))
-        if is_postgres(conn):
-            catalog.advance_identities(conn, names)
-            _fill_vectors(conn)
+        target.engine.after_copy(conn, names)  # identities continue after the ids copied as they were
+        if target.engine.vector_index == "pgvector":
+            _fill_vectors(conn)  # the database index's own form of each copied vector
     for table in names:
         here = src.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         there = dst.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
@@ -79,7 +78,7 @@ def copy_store(source: Store, target: Store, progress: Progress | None = None, *
     return report
 
 
-def _copy_table(src: sqlite3.Connection, target: Store, table: str, progress: Progress | None, batch: int) -> int:
+def _copy_table(src: Connection, target: Store, table: str, progress: Progress | None, batch: int) -> int:
     declared = catalog.columns(src, table)
     cols = [c for c, _ in declared]
     integer_id = any(c == "id" and "INT" in kind.upper() for c, kind in declared)
@@ -120,11 +119,11 @@ def _copy_table(src: sqlite3.Connection, target: Store, table: str, progress: Pr
     return copied
 
 
-def _values(row: sqlite3.Row) -> tuple:
+def _values(row: Row) -> tuple:
     return tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)
 
 
-def _fill_vectors(conn: sqlite3.Connection, batch: int = BATCH) -> None:
+def _fill_vectors(conn: Connection, batch: int = BATCH) -> None:
     """pgvector's form of every copied embedding, then the HNSW index for each size, built once
     over all of them (a bulk build is many times faster than growing the graph row by row)."""
     import numpy as np

@@ -21,7 +21,6 @@ delivered on the activation's channel (the web thread, SMS or email).
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from hearth.errors import ConstraintError, InvalidInput, NotFound
 from hearth.ops import jobs
 from hearth.records import ledger
-from hearth.store import Connection, Row, Store, utcnow
+from hearth.store import Connection, Row, Store, state, utcnow
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -446,8 +445,7 @@ def scan_for_checkins(scope: "Scope", activation: Activation, now: datetime) -> 
     """Propose check-ins for dates and promises in the persona's new user messages (G4)."""
     conn = scope.store.connection()
     key = f"activations.checkin_cursor.{activation.id}"
-    row = conn.execute("SELECT value FROM app_state WHERE key = ?", (key,)).fetchone()
-    after = json.loads(row[0]) if row else 0
+    after = state.get(conn, key, 0)
     rows = conn.execute(
         "SELECT m.id, m.conversation_id, m.content FROM messages m JOIN conversations c ON c.id = m.conversation_id"
         " WHERE c.user_id = ? AND c.persona_id = ? AND m.role = 'user' AND m.kind = 'chat' AND m.id > ?"
@@ -466,8 +464,7 @@ def scan_for_checkins(scope: "Scope", activation: Activation, now: datetime) -> 
                 proposed += 1
     if rows:
         with scope.store.write() as wconn:
-            wconn.execute("INSERT INTO app_state (key, value) VALUES (?, ?)"
-                          " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, json.dumps(rows[-1][0])))
+            state.put(wconn, key, rows[-1][0])
     return proposed
 
 

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import random
 import re
-import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
+
+from hearth.store import Connection
 
 DEFAULT_USER = "the person"
 
@@ -155,13 +156,13 @@ def char_name(persona: Any) -> str:
     return nickname.strip() if isinstance(nickname, str) and nickname.strip() else persona.display_name
 
 
-def person_name(conn: sqlite3.Connection, user_id: int) -> str:
+def person_name(conn: Connection, user_id: int) -> str:
     """What ``{{user}}`` is for this user: their display name, or "the person"."""
     row = conn.execute("SELECT display_name FROM users WHERE id = ?", (user_id,)).fetchone()
     return (row[0] if row and row[0] else "") or DEFAULT_USER
 
 
-def zone(conn: sqlite3.Connection, user_id: int) -> Any:
+def zone(conn: Connection, user_id: int) -> Any:
     """The person's time zone: the one their activation preferences name, else UTC."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -172,7 +173,7 @@ def zone(conn: sqlite3.Connection, user_id: int) -> Any:
         return timezone.utc
 
 
-def for_user(conn: sqlite3.Connection, user_id: int, char: str, *, at: datetime | None = None,
+def for_user(conn: Connection, user_id: int, char: str, *, at: datetime | None = None,
              idle: timedelta | None = None, seed: int = 0, stable: bool = False) -> Macros:
     """The macros of one placement for this user: name and zone read from the database."""
     moment = (at or datetime.now(timezone.utc)).astimezone(zone(conn, user_id))
@@ -191,7 +192,7 @@ def parse_stamp(stamp: str | None) -> datetime | None:
 _USER_MACRO = re.compile(r"\{\{\s*user\s*\}\}|<USER>", re.IGNORECASE)
 
 
-def user_macro_conversations(conn: sqlite3.Connection, user_id: int) -> list[int]:
+def user_macro_conversations(conn: Connection, user_id: int) -> list[int]:
     """This user's conversations with a stored prompt that fills ``{{user}}``: their persona's text
     (identity, instructions, sections, card) or their own instructions name the person by macro.
     A change of display name rebuilds these and no others."""

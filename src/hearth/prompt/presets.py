@@ -9,11 +9,10 @@ characters, storable text); its name is one line, unique per person.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from hearth.errors import Conflict, InvalidInput, NotFound
+from hearth.errors import Conflict, ConstraintError, InvalidInput, NotFound
 from hearth.records.personas import MAX_TEXT
 from hearth.store import inserted_id, utcnow
 from hearth.validation import check_id, check_text
@@ -93,7 +92,7 @@ class Presets:
                 cur = conn.execute(
                     "INSERT INTO prompt_presets (user_id, name, text, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
                     (self.user_id, name, text, now, now))
-            except sqlite3.IntegrityError:
+            except ConstraintError:
                 raise Conflict(f"a preset named {name!r} already exists") from None
             return self.get(inserted_id(cur))
 
@@ -110,7 +109,7 @@ class Presets:
                              (new_name if new_name is not None else current.name,
                               new_text if new_text is not None else current.text, utcnow(), current.id,
                               self.user_id))
-            except sqlite3.IntegrityError:
+            except ConstraintError:
                 raise Conflict(f"a preset named {new_name!r} already exists") from None
             return self.get(current.id)
 

@@ -10,17 +10,16 @@ anyway (``prompt.stored.ensure``).
 
 from __future__ import annotations
 
-import json
 import logging
-import sqlite3
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Callable
 
-from hearth.errors import StoreError
+from hearth.errors import ConstraintError, StoreError
 from hearth.memory.memories import backfill
 from hearth.prompt import stored
 from hearth.prompt.static import POLICY_VERSION
-from hearth.store import utcnow
+from hearth.store import Connection, DriverError, utcnow
+from hearth.store import state as app_state
 
 if TYPE_CHECKING:
     from hearth.scope import Hearth, Scope
@@ -32,7 +31,7 @@ BATCH_SIZE = 50
 MAX_ATTEMPTS = 3
 
 # Rebuild one conversation's prompt in the caller's transaction: (conn, user_id, conversation_id).
-RebuildOne = Callable[[sqlite3.Connection, int, int], None]
+RebuildOne = Callable[[Connection, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class ReconcileResult:
         return asdict(self)
 
 
-def candidates(conn: sqlite3.Connection) -> list[tuple[int, int]]:
+def candidates(conn: Connection) -> list[tuple[int, int]]:
     """(user_id, conversation_id) of every stored prompt built under an older policy."""
     rows = conn.execute(
         "SELECT user_id, conversation_id FROM messages WHERE kind = 'static_prompt'"
@@ -57,14 +56,12 @@ def candidates(conn: sqlite3.Connection) -> list[tuple[int, int]]:
     return [(r[0], r[1]) for r in rows]
 
 
-def state(conn: sqlite3.Connection) -> dict:
-    row = conn.execute("SELECT value FROM app_state WHERE key = ?", (STATE_KEY,)).fetchone()
-    return json.loads(row[0]) if row else {}
+def state(conn: Connection) -> dict:
+    return app_state.get(conn, STATE_KEY, {})
 
 
-def _save_state(conn: sqlite3.Connection, value: dict) -> None:
-    conn.execute("INSERT INTO app_state (key, value) VALUES (?, ?)"
-                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (STATE_KEY, json.dumps(value)))
+def _save_state(conn: Connection, value: dict) -> None:
+    app_state.put(conn, STATE_KEY, value)
 
 
 def reconcile(hearth: "Hearth", *, batch_size: int = BATCH_SIZE, max_attempts: int = MAX_ATTEMPTS,
@@ -80,7 +77,7 @@ def reconcile(hearth: "Hearth", *, batch_size: int = BATCH_SIZE, max_attempts: i
     if rebuild_one is None:
         scopes: dict[int, Scope] = {}
 
-        def rebuild_one(c: sqlite3.Connection, user_id: int, conversation_id: int) -> None:
+        def rebuild_one(c: Connection, user_id: int, conversation_id: int) -> None:
             scope = scopes.setdefault(user_id, hearth.scope(user_id))
             stored.rebuild(c, user_id, [conversation_id], scope._handoff_text)
 
@@ -94,7 +91,7 @@ def reconcile(hearth: "Hearth", *, batch_size: int = BATCH_SIZE, max_attempts: i
                     with store.write() as w:
                         rebuild_one(w, user_id, conversation_id)
                     rebuilt += 1
-                except (StoreError, sqlite3.Error, ValueError, KeyError) as exc:
+                except (StoreError, ConstraintError, DriverError, ValueError, KeyError) as exc:
                     log.warning("prompt reconciliation failed for conversation %d (attempt %d): %s",
                                 conversation_id, attempt, type(exc).__name__)
                     failures.append((user_id, conversation_id))

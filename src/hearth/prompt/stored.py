@@ -11,13 +11,13 @@ checked is still current (memories.py: the write lock is then held only to write
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
 from hearth.memory.memories import Adjust, Composed, backfill, snapshot_items
 from hearth.records import ledger
 from hearth.records.personas import Persona
+from hearth.store import Connection, Row
 
 from ..store import utcnow
 from . import macros
@@ -25,7 +25,7 @@ from .dynamic import quote_reserved_headings
 from .static import POLICY_VERSION, build_static_prompt
 
 # Returns the model-facing handoff text for a conversation ("" when none may be injected).
-HandoffText = Callable[[sqlite3.Connection, int], str]
+HandoffText = Callable[[Connection, int], str]
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class StoredPrompt:
     section_chars: dict[str, int] = field(default_factory=dict)  # per static section (R2)
 
 
-def _compose(conn: sqlite3.Connection, conversation_id: int, handoff_text: HandoffText,
+def _compose(conn: Connection, conversation_id: int, handoff_text: HandoffText,
              adjust: Adjust | None = None) -> tuple[str, dict]:
     row = conn.execute("SELECT p.* FROM conversations c JOIN personas p ON p.id = c.persona_id"
                        " WHERE c.id = ?", (conversation_id,)).fetchone()
@@ -61,26 +61,26 @@ def _compose(conn: sqlite3.Connection, conversation_id: int, handoff_text: Hando
     return text, meta
 
 
-def _row(conn: sqlite3.Connection, conversation_id: int) -> sqlite3.Row | None:
+def _row(conn: Connection, conversation_id: int) -> Row | None:
     return conn.execute(
         "SELECT id, content, metadata FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
         (conversation_id,),
     ).fetchone()
 
 
-def _stored(row: sqlite3.Row) -> StoredPrompt:
+def _stored(row: Row) -> StoredPrompt:
     meta = json.loads(row["metadata"])
     return StoredPrompt(row["id"], row["content"], meta.get("handoff_chars", 0), meta.get("policy_version", 0),
                         dict(meta.get("section_chars") or {}))
 
 
-def _written(conn: sqlite3.Connection, conversation_id: int) -> StoredPrompt:
+def _written(conn: Connection, conversation_id: int) -> StoredPrompt:
     row = _row(conn, conversation_id)
     assert row is not None, "the stored prompt was written in this transaction"
     return _stored(row)
 
 
-def ensure(conn: sqlite3.Connection, user_id: int, conversation_id: int, handoff_text: HandoffText,
+def ensure(conn: Connection, user_id: int, conversation_id: int, handoff_text: HandoffText,
            channel: str = "web") -> StoredPrompt:
     """The stored prompt, built on first use; a legacy prompt is rebuilt before it is used."""
     row = _row(conn, conversation_id)
@@ -98,7 +98,7 @@ def ensure(conn: sqlite3.Connection, user_id: int, conversation_id: int, handoff
     return _written(conn, conversation_id)
 
 
-def compose(conn: sqlite3.Connection, conversation_ids: Iterable[int], handoff_text: HandoffText,
+def compose(conn: Connection, conversation_ids: Iterable[int], handoff_text: HandoffText,
             adjust: Adjust) -> Composed:
     """The existing stored prompts of these conversations as ``rebuild`` would write them once a
     change (``adjust``, applied to each snapshot's items) is made; only reads."""
@@ -106,7 +106,7 @@ def compose(conn: sqlite3.Connection, conversation_ids: Iterable[int], handoff_t
             for conversation_id in sorted(set(conversation_ids)) if _row(conn, conversation_id) is not None}
 
 
-def rebuild(conn: sqlite3.Connection, user_id: int, conversation_ids: Iterable[int],
+def rebuild(conn: Connection, user_id: int, conversation_ids: Iterable[int],
             handoff_text: HandoffText, composed: Composed | None = None) -> int:
     """Rebuild existing stored prompts in place, keeping snapshot membership and handoff (P5).
 

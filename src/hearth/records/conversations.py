@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import builtins
 import json
-import sqlite3
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
-from hearth.errors import Conflict, InvalidInput, NotFound
+from hearth.errors import Conflict, ConstraintError, InvalidInput, NotFound
 from hearth.memory.memories import capture_snapshot
 from hearth.records import ledger
 from hearth.records.ledger import Message
-from hearth.store import Store, inserted_id, utcnow
+from hearth.store import Connection, Row, Store, inserted_id, utcnow
 from hearth.thread.search import MAX_TAGS, ThreadMatch, check_tag, hits_sql, parse, snippet
 from hearth.validation import check_id, check_text
 
@@ -43,7 +42,7 @@ class Folder:
     created_at: str
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Folder":
+    def from_row(cls, row: Row) -> "Folder":
         return cls(row["id"], row["user_id"], row["name"], bool(row["hidden"]), row["created_at"])
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,7 +70,7 @@ class Conversation:
     model: str | None = None  # the model its requests ask for; None: the deployment's default
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Conversation":
+    def from_row(cls, row: Row) -> "Conversation":
         if row["trashed_at"]:
             visibility = "trashed"
         elif row["folder_hidden"]:
@@ -109,7 +108,7 @@ def _check_title(title: str) -> str:
 # Called inside the transaction of a visibility change with the ids of the conversations whose
 # eligibility may have changed, so stored prompts that quote them are refreshed before the change
 # reports success (V1, V3). Installed by the engine; None leaves prompts alone.
-OnVisibility = Callable[[sqlite3.Connection, list[int]], object]
+OnVisibility = Callable[[Connection, list[int]], object]
 
 
 class Folders:
@@ -128,7 +127,7 @@ class Folders:
                     "INSERT INTO folders (user_id, name, hidden, created_at) VALUES (?, ?, ?, ?)",
                     (self.user_id, name, int(hidden), utcnow()),
                 )
-            except sqlite3.IntegrityError:
+            except ConstraintError:
                 raise Conflict(f"a folder named {name!r} already exists") from None
             return self.get(inserted_id(cur))
 
@@ -140,7 +139,7 @@ class Folders:
             self.get(folder_id)
             try:
                 conn.execute("UPDATE folders SET name = ? WHERE id = ? AND user_id = ?", (name, folder_id, self.user_id))
-            except sqlite3.IntegrityError:
+            except ConstraintError:
                 raise Conflict(f"a folder named {name!r} already exists") from None
             ledger.append(conn, user_id=self.user_id, kind="folder.renamed", payload={"folder_id": folder_id})
             return self.get(folder_id)
@@ -281,7 +280,7 @@ class Conversations:
             return found
         return self._with_matches(conn, found, [r["match_id"] for r in rows], query.words)
 
-    def _with_matches(self, conn: sqlite3.Connection, found: builtins.list[Conversation],
+    def _with_matches(self, conn: Connection, found: builtins.list[Conversation],
                       match_ids: builtins.list[int | None], words: tuple[str, ...]) -> builtins.list[Conversation]:
         """Each thread of a page with the snippet of its matching message: one read of at most a
         page of messages."""

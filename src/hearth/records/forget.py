@@ -37,10 +37,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import sqlite3
 import unicodedata
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hearth.errors import Conflict, InvalidInput, NotFound
@@ -48,7 +46,7 @@ from hearth.ops.jobs import enqueue
 from hearth.records import ledger
 from hearth.records.temporal import parse_moment
 from hearth.retrieval.facts import citing as citing_facts
-from hearth.store import is_postgres
+from hearth.store import Connection, Row
 from hearth.text import STOPWORDS, WORD_RE
 
 if TYPE_CHECKING:
@@ -114,7 +112,7 @@ class Forgetting:
         self.user_id = scope.user_id
 
     # -- what a target covers ----------------------------------------------------------------------
-    def _resolve(self, conn: sqlite3.Connection, target: str, ident: int | None,
+    def _resolve(self, conn: Connection, target: str, ident: int | None,
                  start: str | None, end: str | None) -> _Scope:
         u = self.user_id
         s = _Scope()
@@ -175,7 +173,7 @@ class Forgetting:
                 "SELECT id FROM proposals WHERE user_id = ? AND created_at >= ? AND created_at < ?", (u, start, end)))
         return s
 
-    def _counts(self, conn: sqlite3.Connection, s: _Scope) -> dict[str, int]:
+    def _counts(self, conn: Connection, s: _Scope) -> dict[str, int]:
         conv_messages = conn.execute(
             f"SELECT count(*) FROM messages WHERE conversation_id IN ({_in(s.conversations)})"
             " AND kind != 'static_prompt'", s.conversations).fetchone()[0]
@@ -255,7 +253,7 @@ class Forgetting:
 
 
 # -- the cascade ------------------------------------------------------------------------------------
-def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]:
+def purge(scope: "Scope", conn: Connection, s: _Scope) -> dict[str, int]:
     """Remove a resolved scope and everything derived from it, in the caller's transaction."""
     u = scope.user_id
     counts: dict[str, int] = {}
@@ -361,9 +359,9 @@ def purge(scope: "Scope", conn: sqlite3.Connection, s: _Scope) -> dict[str, int]
     return counts
 
 
-def _put_away(conn: sqlite3.Connection, user_id: int, message_ids: list[int]) -> list[sqlite3.Row]:
+def _put_away(conn: Connection, user_id: int, message_ids: list[int]) -> list[Row]:
     """(id, content, kind) of the turns kept after these messages' versions (W2), and after theirs."""
-    out: list[sqlite3.Row] = []
+    out: list[Row] = []
     parents = list(message_ids)
     while parents:
         rows = conn.execute(
@@ -374,7 +372,7 @@ def _put_away(conn: sqlite3.Connection, user_id: int, message_ids: list[int]) ->
     return out
 
 
-def _rewrite_handoffs(scope: "Scope", conn: sqlite3.Connection, gone: set[int],
+def _rewrite_handoffs(scope: "Scope", conn: Connection, gone: set[int],
                       whole: set[int]) -> tuple[int, set[int]]:
     """Render again every handoff that quoted a forgotten message, from what remains of it.
 
@@ -429,7 +427,7 @@ def _rewrite_handoffs(scope: "Scope", conn: sqlite3.Connection, gone: set[int],
     return rewritten, destinations
 
 
-def _forget_document_handoffs(conn: sqlite3.Connection, user_id: int, documents: list[int]) -> tuple[int, set[int]]:
+def _forget_document_handoffs(conn: Connection, user_id: int, documents: list[int]) -> tuple[int, set[int]]:
     """Chats that continued a forgotten archive document lose the handoff quoting its turns: the
     record is emptied and the visible bubble removed (its event, so the message goes by cascade).
     Returns (handoffs removed, destination conversations whose prompts need a rebuild)."""
@@ -452,7 +450,7 @@ def _quotes(text: str, texts: list[str]) -> bool:
     return any(folded in t.casefold() or (len(t) >= 12 and t.casefold() in folded) for t in texts)
 
 
-def _forget_searches(conn: sqlite3.Connection, user_id: int, gone: set[int], whole: list[int],
+def _forget_searches(conn: Connection, user_id: int, gone: set[int], whole: list[int],
                      documents: list[int], texts: list[str], dated: list[int]) -> int:
     """Search-log entries made from a forgotten thread, citing a forgotten message, chunk or
     document, or whose query quotes a forgotten single message. Candidates are found in SQL (the
@@ -493,7 +491,7 @@ def _forget_searches(conn: sqlite3.Connection, user_id: int, gone: set[int], who
     return len(ids)
 
 
-def _forget_proposals(conn: sqlite3.Connection, user_id: int, whole: list[int], touched: list[int],
+def _forget_proposals(conn: Connection, user_id: int, whole: list[int], touched: list[int],
                       texts: list[str], memories: list[int], dated: list[int]) -> int:
     doomed = set(dated)
     if whole:
@@ -526,44 +524,26 @@ def compact(store: "Store", user_id: int | None = None) -> dict[str, int]:
     duplicates.forget_cached()
     forget_queries()
 
-    if is_postgres(store.connection()):
-        _vacuum(store)
-        return {"vector_files_dropped": 0}
-    with store.write() as conn:
-        conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('optimize')")
-        conn.execute("INSERT INTO archive_chunks_fts (archive_chunks_fts) VALUES ('optimize')")
-        conn.execute("INSERT INTO facts_fts (facts_fts) VALUES ('optimize')")
-    dropped = INDEXES.drop_saved(store.key, user_id)
-    checkpoint(store)
+    # SQLite merges its FTS5 indexes and truncates the WAL; PostgreSQL vacuums these tables.
+    store.engine.reclaim(store, RECLAIMED)
+    dropped = INDEXES.drop_saved(store.key, user_id) if store.engine.vector_index == "in_process" else 0
     return {"vector_files_dropped": dropped}
 
 
-# The PostgreSQL tables that hold text or vectors forgetting removes.
-VACUUMED = ("messages", "events", "message_embeddings", "archive_chunks", "archive_documents", "archive_turns",
-            "memories", "facts", "memory_versions", "search_log", "proposals", "artifacts", "summaries")
-
-
-def _vacuum(store: "Store") -> None:
-    conn = store.connection()
-    if conn.in_transaction:
-        return  # VACUUM cannot run inside a transaction; the next compaction (or autovacuum) does it
-    present = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
-    for table in VACUUMED:
-        if table in present:
-            conn.execute(f"VACUUM {table}")
+# The tables that hold text or vectors forgetting removes (vacuumed where the engine needs it).
+RECLAIMED = ("messages", "events", "message_embeddings", "archive_chunks", "archive_documents", "archive_turns",
+             "memories", "facts", "memory_versions", "search_log", "proposals", "artifacts", "summaries")
 
 
 def checkpoint(store: "Store") -> None:
     """Copy the WAL into the database file and truncate it to zero bytes (SQLite only)."""
-    conn = store.connection()
-    if not conn.in_transaction and not is_postgres(conn):
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.engine.checkpoint(store.connection())
 
 
 def compact_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
     from hearth.retrieval.semantic import INDEXES
 
-    if not is_postgres(scope.store.connection()):
+    if scope.store.engine.vector_index == "in_process":
         INDEXES.discard(scope.store.key, scope.user_id, payload.get("messages", []), payload.get("chunks", []),
                         payload.get("facts", []))
     compact(scope.store, scope.user_id)
@@ -611,53 +591,7 @@ def verify(store: "Store", canary: str) -> Verification:
     if not isinstance(canary, str) or len(canary.strip()) < 6:
         raise InvalidInput("the canary must be at least 6 characters, so a match means something")
     canary = canary.strip()
-    if is_postgres(store.connection()):
-        return _verify_postgres(store, canary)
-    checkpoint(store)
-    needles = {canary.encode("utf-8"), canary.lower().encode("utf-8"), canary.upper().encode("utf-8")}
-    path = Path(store.path)
-    files = [path, path.with_name(path.name + "-wal")]
-    vectors = path.with_name(path.name + ".vectors")
-    if vectors.is_dir():
-        files += sorted(p for p in vectors.rglob("*") if p.is_file())
-    found, checked = [], 0
-    for f in files:
-        if not f.exists():
-            continue
-        checked += 1
-        data = f.read_bytes()
-        if any(n in data for n in needles):
-            found.append(f.name)
-    conn = store.connection()
-    terms = 0
-    for table in ("messages_fts_vocab", "archive_chunks_fts_vocab", "facts_fts_vocab"):
-        for word in index_words(canary):
-            terms += conn.execute(f"SELECT count(*) FROM {table} WHERE term = ?", (word,)).fetchone()[0]
+    checked, found, terms = store.engine.find_text(store, canary, index_words(canary))
     return Verification(len(canary), checked, found, terms)
 
 
-def _verify_postgres(store: "Store", canary: str) -> Verification:
-    """The canary check on PostgreSQL: ``found_in`` names tables (``table.column``), not files."""
-    from hearth.retrieval.terms import PG_INDEXES
-
-    found: list[str] = []
-    checked = 0
-    with store.read() as conn:
-        columns = conn.execute(
-            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
-            " AND data_type IN ('text', 'character varying', 'json', 'jsonb') ORDER BY table_name, column_name"
-        ).fetchall()
-        tables = {r[0] for r in columns}
-        checked = len(tables)
-        pattern = "%" + canary.lower().replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
-        for table, column in columns:
-            hit = conn.execute(f'SELECT 1 FROM "{table}" WHERE lower(CAST("{column}" AS TEXT)) LIKE ? ESCAPE \'!\''
-                               " LIMIT 1", (pattern,)).fetchone()
-            if hit:
-                found.append(f"{table}.{column}")
-        terms = 0
-        for table, column, _rows in PG_INDEXES.values():
-            for word in index_words(canary):
-                terms += conn.execute(f"SELECT count(*) FROM {table} WHERE hearth_words({column})"
-                                      " @@ plainto_tsquery('simple', hearth_fold(?))", (word,)).fetchone()[0]
-    return Verification(len(canary), checked, found, terms)

@@ -10,12 +10,11 @@ lives in ``messages`` only, so the ledger can be shown and exported without repe
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from hearth.errors import InvalidInput
-from hearth.store import inserted_id, is_postgres, utcnow
+from hearth.errors import ConstraintError, InvalidInput
+from hearth.store import Connection, Row, engine_of, inserted_id, utcnow
 
 CHANNELS = frozenset({"web", "cli", "api", "sms", "email", "voice", "inner", "import"})
 MESSAGE_ROLES = frozenset({"system", "user", "assistant", "tool"})
@@ -34,7 +33,7 @@ class Event:
     span_id: int | None = None  # the activity span it happened in (E1)
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Event":
+    def from_row(cls, row: Row) -> "Event":
         return cls(
             id=row["id"],
             user_id=row["user_id"],
@@ -60,7 +59,7 @@ class Message:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Message":
+    def from_row(cls, row: Row) -> "Message":
         return cls(
             id=row["id"],
             user_id=row["user_id"],
@@ -86,7 +85,7 @@ def check_channel(channel: str) -> str:
 
 
 def append(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     user_id: int,
     kind: str,
@@ -107,7 +106,7 @@ def append(
 
 
 def append_message(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     user_id: int,
     conversation_id: int,
@@ -126,7 +125,7 @@ def append_message(
         raise InvalidInput(f"unknown message kind {kind!r}")
     created_at = created_at or utcnow()
     meta = json.dumps(metadata or {}, ensure_ascii=False, separators=(",", ":"))
-    if is_postgres(conn):
+    if engine_of(conn).chained_writes:
         # One round trip instead of three (imports write messages by the hundred thousand): the
         # event, its message and the conversation's time in one statement.
         row = conn.execute(
@@ -144,7 +143,7 @@ def append_message(
         if not row[1]:
             # As the one-row INSERT on its own reports it (see store/postgres.py): the caller's
             # transaction stays usable, as on SQLite.
-            raise sqlite3.IntegrityError("UNIQUE constraint failed: messages")
+            raise ConstraintError("UNIQUE constraint failed: messages")
         return int(row[0])
     event_id = append(
         conn,
@@ -168,7 +167,7 @@ def append_message(
     return event_id
 
 
-def replay(conn: sqlite3.Connection, user_id: int, conversation_id: int) -> list[tuple[Event, Message | None]]:
+def replay(conn: Connection, user_id: int, conversation_id: int) -> list[tuple[Event, Message | None]]:
     """Every event of one conversation in ledger order, each message event with its message."""
     events = conn.execute(
         "SELECT * FROM events WHERE user_id = ? AND conversation_id = ? ORDER BY created_at, id",
@@ -179,7 +178,7 @@ def replay(conn: sqlite3.Connection, user_id: int, conversation_id: int) -> list
     return [(Event.from_row(row), messages.get(row["id"])) for row in events]
 
 
-def events_for(conn: sqlite3.Connection, user_id: int, kinds: Iterable[str] | None = None,
+def events_for(conn: Connection, user_id: int, kinds: Iterable[str] | None = None,
                limit: int = 100) -> list[Event]:
     """The newest events of a user, oldest first."""
     sql = "SELECT * FROM events WHERE user_id = ?"
@@ -204,7 +203,7 @@ class VerifyReport:
         return not self.problems
 
 
-def verify(conn: sqlite3.Connection) -> VerifyReport:
+def verify(conn: Connection) -> VerifyReport:
     """Check the ledger: every message has its event and vice versa, owners agree, indexes agree.
     A message event may also have its row in ``branch_messages`` (a turn put away by an edit, W2).
 
@@ -213,6 +212,7 @@ def verify(conn: sqlite3.Connection) -> VerifyReport:
     message ids are collected once, not looked up per event), so the cost grows linearly with the
     ledger. Problems are described with ids and counts only, never content.
     """
+    engine = engine_of(conn)
     own = not conn.in_transaction
     if own:
         conn.execute("BEGIN")
@@ -240,37 +240,21 @@ def verify(conn: sqlite3.Connection) -> VerifyReport:
             "events whose conversation belongs to another user": """
                 SELECT e.id FROM events e JOIN conversations c ON c.id = e.conversation_id
                 WHERE c.user_id != e.user_id""",
-            "events with an unreadable timestamp": """
-                SELECT id FROM events WHERE created_at NOT GLOB
-                  '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]*Z'""",
+            "events with an unreadable timestamp": f"""
+                SELECT id FROM events WHERE {engine.not_timestamp("created_at")}""",
         }
-        if is_postgres(conn):
-            checks["events with an unreadable timestamp"] = """
-                SELECT id FROM events WHERE created_at !~ '^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d.*Z$'"""
         for label, sql in checks.items():
             ids = [r[0] for r in conn.execute(sql + " LIMIT 20").fetchall()]
             if ids:
                 report.problems.append(f"{label}: ids {ids}")
-        if is_postgres(conn):
-            # PostgreSQL enforces foreign keys on every statement and its keyword index is an
-            # index of the messages table itself, so neither can drift; the server checks both.
-            return report
-        fk = conn.execute("PRAGMA foreign_key_check").fetchall()
+        # Zero where the engine checks every reference as each statement runs (PostgreSQL).
+        fk = engine.foreign_key_violations(conn)
         if fk:
-            report.problems.append(f"foreign key violations: {len(fk)}")
-        # Only chat turns are indexed, so compare the index's document count with those rows.
-        indexed = conn.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0]
-        expected = conn.execute(
-            "SELECT count(*) FROM messages WHERE kind = 'chat' AND role IN ('user', 'assistant')"
-        ).fetchone()[0]
-        if indexed != expected:
-            report.problems.append(f"keyword index holds {indexed} messages, expected {expected}")
+            report.problems.append(f"foreign key violations: {fk}")
+        report.problems.extend(engine.index_problems(conn))
     finally:
         if own:
             conn.execute("COMMIT")
-    # FTS5's own check is issued as a write statement, so it runs after the snapshot ends.
-    try:
-        conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
-    except sqlite3.DatabaseError:
-        report.problems.append("keyword index is damaged")
+    # The index's own check (FTS5's is issued as a write statement) runs after the snapshot ends.
+    report.problems.extend(engine.index_damage(conn))
     return report

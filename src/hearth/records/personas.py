@@ -6,14 +6,13 @@ import builtins
 import hashlib
 import json
 import re
-import sqlite3
 import uuid
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from hearth.errors import Conflict, InvalidInput, NotFound
+from hearth.errors import Conflict, ConstraintError, InvalidInput, NotFound
 from hearth.records import versions
-from hearth.store import Store, inserted_id, utcnow
+from hearth.store import Row, Store, inserted_id, utcnow
 from hearth.validation import check_id, check_text, check_tree
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -52,7 +51,7 @@ class Persona:
     uuid: str = ""  # stable across exports and backups: an exported card names its persona by it (X3)
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Persona":
+    def from_row(cls, row: Row) -> "Persona":
         data = dict(row)
         data["uuid"] = data.get("uuid") or ""
         for key in ("legacy_labels", "sections", "characters", "card"):
@@ -176,7 +175,7 @@ class Personas:
                     f"INSERT INTO personas ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                     (self.user_id, name, uuid.uuid4().hex, now, now, *clean.values()),
                 )
-            except sqlite3.IntegrityError:
+            except ConstraintError:
                 raise Conflict(f"a persona named {name!r} already exists") from None
             created = self.get(inserted_id(cur))
             versions.record(conn, self.user_id, "persona", created.id, created.to_dict(), "created", "owner")

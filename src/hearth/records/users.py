@@ -11,7 +11,6 @@ import builtins
 import functools
 import hashlib
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -19,9 +18,9 @@ from typing import Any
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from hearth.errors import AuthError, Conflict, InvalidInput, NotFound
+from hearth.errors import AuthError, Conflict, ConstraintError, InvalidInput, NotFound
 from hearth.records.personas import NAME_RE
-from hearth.store import Store, inserted_id, utcnow
+from hearth.store import Row, Store, inserted_id, utcnow
 from hearth.validation import check_text
 
 SESSION_DAYS = 30
@@ -40,7 +39,7 @@ class User:
     display_name: str | None = None  # what companions call the person ({{user}}, X3); None: "the person"
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "User":
+    def from_row(cls, row: Row) -> "User":
         return cls(row["id"], row["name"], bool(row["is_owner"]), row["password_hash"] is not None,
                    row["created_at"], row["display_name"])
 
@@ -78,7 +77,7 @@ class Users:
         with self.store.write() as conn:
             try:
                 cur = conn.execute("INSERT INTO users (name, created_at) VALUES (?, ?)", (name, utcnow()))
-            except sqlite3.IntegrityError:
+            except ConstraintError:
                 raise Conflict(f"a user named {name!r} already exists") from None
             return self.get(inserted_id(cur))
 

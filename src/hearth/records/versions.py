@@ -12,12 +12,11 @@ leaves no copy behind).
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from hearth.errors import InvalidInput, NotFound
-from hearth.store import utcnow
+from hearth.store import Connection, utcnow
 
 NOUNS = ("fragment", "persona", "status_field")
 ACTORS = ("owner", "suggestion", "auto", "import")
@@ -45,7 +44,7 @@ def _check(noun: str, actor: str) -> None:
         raise InvalidInput(f"unknown actor {actor!r}")
 
 
-def record(conn: sqlite3.Connection, user_id: int, noun: str, item_id: int, data: dict[str, Any],
+def record(conn: Connection, user_id: int, noun: str, item_id: int, data: dict[str, Any],
            change: str, actor: str = "owner") -> int:
     """Append ``data`` (the item as it now stands) as the item's next version; returns its number."""
     _check(noun, actor)
@@ -59,26 +58,26 @@ def record(conn: sqlite3.Connection, user_id: int, noun: str, item_id: int, data
     return int(number)
 
 
-def history(conn: sqlite3.Connection, user_id: int, noun: str, item_id: int) -> list[Version]:
+def history(conn: Connection, user_id: int, noun: str, item_id: int) -> list[Version]:
     rows = conn.execute(
         "SELECT noun, item_id, version, data, change, actor, created_at FROM item_versions"
         " WHERE user_id = ? AND noun = ? AND item_id = ? ORDER BY version DESC", (user_id, noun, item_id)).fetchall()
     return [Version(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6]) for r in rows]
 
 
-def get(conn: sqlite3.Connection, user_id: int, noun: str, item_id: int, version: int) -> Version:
+def get(conn: Connection, user_id: int, noun: str, item_id: int, version: int) -> Version:
     for v in history(conn, user_id, noun, item_id):
         if v.version == version:
             return v
     raise NotFound(f"{noun.replace('_', ' ')} {item_id} has no version {version}")
 
 
-def latest(conn: sqlite3.Connection, user_id: int, noun: str, item_id: int) -> Version | None:
+def latest(conn: Connection, user_id: int, noun: str, item_id: int) -> Version | None:
     found = history(conn, user_id, noun, item_id)
     return found[0] if found else None
 
 
-def drop(conn: sqlite3.Connection, user_id: int, noun: str, item_id: int) -> int:
+def drop(conn: Connection, user_id: int, noun: str, item_id: int) -> int:
     """Remove an item's versions with the item itself."""
     return conn.execute("DELETE FROM item_versions WHERE user_id = ? AND noun = ? AND item_id = ?",
                         (user_id, noun, item_id)).rowcount

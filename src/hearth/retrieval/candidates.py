@@ -6,7 +6,6 @@ answers, vector hits (filtered after the index answers) pass the same conditions
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
@@ -15,7 +14,7 @@ import numpy as np
 
 from hearth.records.conversations import ELIGIBLE_SQL, VISIBLE_SQL
 
-from ..store import is_postgres
+from ..store import Connection, engine_of
 from ..text import unit_rows
 from .keyword import KeywordHit, search_messages
 from .query import fts_match, match_terms, without_names
@@ -108,9 +107,9 @@ def chunk_filter_sql(user_id: int, f: Filters) -> tuple[list[str], list[Any]]:
     return where, args
 
 
-def keyword_messages(conn: sqlite3.Connection, user_id: int, words: list[str], f: Filters,
+def keyword_messages(conn: Connection, user_id: int, words: list[str], f: Filters,
                      limit: int = DEFAULT.candidates, memo: dict | None = None) -> list[tuple[int, float]]:
-    if (f.date_from or f.date_to) and is_postgres(conn):
+    if (f.date_from or f.date_to) and engine_of(conn).keyword_index == "tsvector":
         from . import pgsearch
 
         where, args = message_filter_sql(user_id, f)
@@ -128,7 +127,7 @@ def keyword_messages(conn: sqlite3.Connection, user_id: int, words: list[str], f
     return [(h.message_id, h.score) for h in hits]
 
 
-def shared_keyword_hits(conn: sqlite3.Connection, user_id: int, words: list[str], f: Filters, limit: int,
+def shared_keyword_hits(conn: Connection, user_id: int, words: list[str], f: Filters, limit: int,
                         memo: dict | None = None) -> list[KeywordHit]:
     """The best BM25 matches for ``words`` inside ``f`` (no date filters), asked once per send.
 
@@ -148,12 +147,12 @@ def shared_keyword_hits(conn: sqlite3.Connection, user_id: int, words: list[str]
     return hits
 
 
-def keyword_chunks(conn: sqlite3.Connection, user_id: int, words: list[str], f: Filters,
+def keyword_chunks(conn: Connection, user_id: int, words: list[str], f: Filters,
                    limit: int = DEFAULT.candidates) -> list[tuple[int, float]]:
     if not words:
         return []
     where, args = chunk_filter_sql(user_id, f)
-    if is_postgres(conn):
+    if engine_of(conn).keyword_index == "tsvector":
         from . import pgsearch
 
         rows = pgsearch.ranked(conn, "archive_chunks_fts", "k", "k.id",
@@ -167,7 +166,7 @@ def keyword_chunks(conn: sqlite3.Connection, user_id: int, words: list[str], f: 
     return [(r[0], -r[1]) for r in rows]
 
 
-def load_messages(conn: sqlite3.Connection, user_id: int, ids: list[int], f: Filters) -> dict[int, Result]:
+def load_messages(conn: Connection, user_id: int, ids: list[int], f: Filters) -> dict[int, Result]:
     """The allowed subset of ``ids`` as results: vector hits pass the same SQL filters as keyword hits."""
     out: dict[int, Result] = {}
     where, args = message_filter_sql(user_id, f)
@@ -183,7 +182,7 @@ def load_messages(conn: sqlite3.Connection, user_id: int, ids: list[int], f: Fil
     return out
 
 
-def load_chunks(conn: sqlite3.Connection, user_id: int, ids: list[int], f: Filters) -> dict[int, Result]:
+def load_chunks(conn: Connection, user_id: int, ids: list[int], f: Filters) -> dict[int, Result]:
     out: dict[int, Result] = {}
     where, args = chunk_filter_sql(user_id, f)
     for start in range(0, len(ids), 500):
@@ -199,7 +198,7 @@ def load_chunks(conn: sqlite3.Connection, user_id: int, ids: list[int], f: Filte
 
 
 
-def keyword_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, name_words: set[str],
+def keyword_lists(conn: Connection, user_id: int, variants: list, filters: Filters, name_words: set[str],
                   tuning: Tuning = DEFAULT, memo: dict | None = None) -> tuple[dict[str, Ranked], dict[str, float], list[str]]:
     """One FTS list per source and distinct set of chosen terms: (lists, their weights, the query's terms).
 
@@ -244,7 +243,7 @@ def one_pass_terms(variants: list, name_words: set[str], tuning: Tuning) -> list
     return list(words_in_order)
 
 
-def _one_pass(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, name_words: set[str],
+def _one_pass(conn: Connection, user_id: int, variants: list, filters: Filters, name_words: set[str],
               tuning: Tuning, memo: dict | None = None) -> tuple[dict[str, Ranked], dict[str, float], list[str]]:
     """One FTS query per source over the words of every variant together (the message's first):
     the terms are chosen once, rarest first within the postings budget, and BM25 ranks them."""
@@ -271,7 +270,7 @@ def _one_pass(conn: sqlite3.Connection, user_id: int, variants: list, filters: F
     return lists, weights, query_words
 
 
-def has_facts(conn: sqlite3.Connection, user_id: int, memo: dict | None = None) -> bool:
+def has_facts(conn: Connection, user_id: int, memo: dict | None = None) -> bool:
     """Whether this user has any fact (E2): one indexed lookup, kept for the send in ``memo``."""
     key = ("has_facts", user_id)
     if memo is not None and key in memo:
@@ -282,7 +281,7 @@ def has_facts(conn: sqlite3.Connection, user_id: int, memo: dict | None = None) 
     return found
 
 
-def fact_keyword_list(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, name_words: set[str],
+def fact_keyword_list(conn: Connection, user_id: int, variants: list, filters: Filters, name_words: set[str],
                       tuning: Tuning = DEFAULT, memo: dict | None = None) -> tuple[dict[str, Ranked], dict[str, float]]:
     """The facts' keyword list (E2) as the turns they cite: the words the turns' one-pass query
     asks, chosen again against the facts' own index."""
@@ -299,7 +298,7 @@ def fact_keyword_list(conn: sqlite3.Connection, user_id: int, variants: list, fi
     return {name: turns}, {name: tuning.fact_keyword_weight * tuning.signal_weights["keyword"]}
 
 
-def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters: Filters, embedder: Any,
+def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filters, embedder: Any,
                  db_key: str, speaker_names: dict[str, str] | None,
                  tuning: Tuning = DEFAULT, context_ids: tuple[int, ...] = (),
                  dated: tuple[str, str] | None = None,
@@ -360,7 +359,7 @@ def vector_lists(conn: sqlite3.Connection, user_id: int, variants: list, filters
     return lists, weights
 
 
-def dated_vector_hits(conn: sqlite3.Connection, user_id: int, filters: Filters, dated: tuple[str, str],
+def dated_vector_hits(conn: Connection, user_id: int, filters: Filters, dated: tuple[str, str],
                       embedder: Any, vector: Any, tuning: Tuning) -> list[tuple[int, float]]:
     """The turns dated inside the named range, or up to ``tuning.dated_days_after`` days after it
     (a turn tells of a day as "last night" or "last Friday"), ranked by exact cosine to the query.
@@ -405,7 +404,7 @@ def vector_width(tuning: Tuning) -> int:
     return tuning.candidates * 4
 
 
-def vectors_ahead(conn: sqlite3.Connection, user_id: int, query: str, filters: Filters, embedder: Any,
+def vectors_ahead(conn: Connection, user_id: int, query: str, filters: Filters, embedder: Any,
                   db_key: str, speaker_names: dict[str, str] | None, tuning: Tuning,
                   context_ids: tuple[int, ...] = (), memo: dict | None = None) -> None:
     """Start the index searches ``vector_lists`` will ask for ``query`` (``semantic.search_ahead``),
@@ -419,7 +418,7 @@ def vectors_ahead(conn: sqlite3.Connection, user_id: int, query: str, filters: F
                  vector_width(tuning), context, tuning.context_vector_weight)
 
 
-def stored_context_vector(conn: sqlite3.Connection, user_id: int, embedder: Any, message_ids: tuple[int, ...],
+def stored_context_vector(conn: Connection, user_id: int, embedder: Any, message_ids: tuple[int, ...],
                           dim: int, memo: dict | None = None) -> Any:
     """The unit mean of the stored vectors of ``message_ids`` (the turns embedded so far), or None;
     read once per send with ``memo``."""

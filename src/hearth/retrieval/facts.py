@@ -12,12 +12,11 @@ shown. A fact goes with any turn it cites (B4): a trigger removes it when a sour
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import InvalidInput
-from ..store import is_postgres, utcnow
+from ..store import Connection, engine_of, utcnow
 from .query import fts_match
 
 FACT_MAX_CHARS = 300
@@ -34,7 +33,7 @@ class Fact:
     message_ids: tuple[int, ...]
 
 
-def add(conn: sqlite3.Connection, user_id: int, text: str, message_ids: Iterable[int], *, source: str,
+def add(conn: Connection, user_id: int, text: str, message_ids: Iterable[int], *, source: str,
         span_id: int | None = None, created_at: str | None = None) -> int | None:
     """Write one fact citing ``message_ids`` (this user's chat turns) in the caller's transaction;
     its date is the newest cited turn's day. Returns its id, or None when none of the cited turns
@@ -66,7 +65,7 @@ def add(conn: sqlite3.Connection, user_id: int, text: str, message_ids: Iterable
     return fact_id
 
 
-def listed(conn: sqlite3.Connection, user_id: int, *, message_ids: Iterable[int] = ()) -> list[Fact]:
+def listed(conn: Connection, user_id: int, *, message_ids: Iterable[int] = ()) -> list[Fact]:
     """This user's facts, or only those citing any of ``message_ids``, oldest first."""
     ids = list(message_ids)
     where, args = "f.user_id = ?", [user_id]
@@ -79,7 +78,7 @@ def listed(conn: sqlite3.Connection, user_id: int, *, message_ids: Iterable[int]
     return [Fact(r[0], r[1], r[2], r[3], tuple(cited.get(r[0], ()))) for r in rows]
 
 
-def citing(conn: sqlite3.Connection, user_id: int, message_ids: list[int]) -> list[int]:
+def citing(conn: Connection, user_id: int, message_ids: list[int]) -> list[int]:
     """Ids of this user's facts that cite any of ``message_ids`` (they go when those turns go)."""
     out: set[int] = set()
     for start in range(0, len(message_ids), 500):
@@ -90,7 +89,7 @@ def citing(conn: sqlite3.Connection, user_id: int, message_ids: list[int]) -> li
     return sorted(out)
 
 
-def cited_turns(conn: sqlite3.Connection, fact_ids: list[int]) -> dict[int, list[int]]:
+def cited_turns(conn: Connection, fact_ids: list[int]) -> dict[int, list[int]]:
     """Fact id -> the turns it cites, in turn order."""
     out: dict[int, list[int]] = {}
     for start in range(0, len(fact_ids), 500):
@@ -102,7 +101,7 @@ def cited_turns(conn: sqlite3.Connection, fact_ids: list[int]) -> dict[int, list
     return out
 
 
-def keyword_hits(conn: sqlite3.Connection, user_id: int, words: list[str], limit: int,
+def keyword_hits(conn: Connection, user_id: int, words: list[str], limit: int,
                  origins: tuple[str, ...] = ()) -> list[tuple[int, float]]:
     """(fact id, BM25 score, higher is better) for this user's facts matching any of ``words``."""
     if not words:
@@ -112,7 +111,7 @@ def keyword_hits(conn: sqlite3.Connection, user_id: int, words: list[str], limit
     if origins:
         where.append(f"f.source IN ({','.join('?' * len(origins))})")
         args.extend(origins)
-    if is_postgres(conn):
+    if engine_of(conn).keyword_index == "tsvector":
         from . import pgsearch
 
         rows = pgsearch.ranked(conn, "facts_fts", "f", "f.id", "", where, args, words, limit)
@@ -124,7 +123,7 @@ def keyword_hits(conn: sqlite3.Connection, user_id: int, words: list[str], limit
     return [(int(r[0]), -float(r[1])) for r in rows]
 
 
-def of_origins(conn: sqlite3.Connection, hits: list[tuple[int, float]],
+def of_origins(conn: Connection, hits: list[tuple[int, float]],
                origins: tuple[str, ...]) -> list[tuple[int, float]]:
     """The hits whose fact was written by one of ``origins`` (all of them when empty)."""
     if not origins or not hits:
@@ -136,7 +135,7 @@ def of_origins(conn: sqlite3.Connection, hits: list[tuple[int, float]],
     return [h for h in hits if h[0] in kept]
 
 
-def as_turns(conn: sqlite3.Connection, hits: list[tuple[int, float]], limit: int) -> list[tuple[tuple[str, int], Any]]:
+def as_turns(conn: Connection, hits: list[tuple[int, float]], limit: int) -> list[tuple[tuple[str, int], Any]]:
     """A ranked list of facts as the ranked list of the turns they cite: each turn at the rank of
     the best fact citing it, with that fact's score; at most ``limit`` turns."""
     cited = cited_turns(conn, [h[0] for h in hits])

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
 from typing import Any, Iterable
+
+from hearth.store import Connection
 
 from .candidates import Filters, Ranked, Result, keyword_messages, load_messages
 from .keyword import terms
@@ -56,7 +57,7 @@ def add_list(fused: Fused, name: str, ranked: Ranked, weight: float, tuning: Tun
             entry[signal] = score
 
 
-def neighbours(conn: sqlite3.Connection, fused: Fused, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], float]:
+def neighbours(conn: Connection, fused: Fused, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], float]:
     """For each chat turn of ``keys`` (the candidates being scored), the best RRF score of the
     turn just before or after it among the fused candidates.
 
@@ -85,7 +86,7 @@ def neighbours(conn: sqlite3.Connection, fused: Fused, keys: Iterable[tuple[str,
     return out
 
 
-def feedback_list(conn: sqlite3.Connection, user_id: int, f: Filters, fused: Fused, query_words: list[str],
+def feedback_list(conn: Connection, user_id: int, f: Filters, fused: Fused, query_words: list[str],
                   name_words: set[str], tuning: Tuning = DEFAULT) -> Ranked:
     """Pseudo-relevance feedback (RM3-like, bounded): one more FTS list, the query's words plus the
     most distinctive words of the best few chat turns, each weighted by its hit's score and rarity.

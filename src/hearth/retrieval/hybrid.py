@@ -19,11 +19,12 @@ Every measured constant is on a ``Tuning`` object passed in (``tuning.DEFAULT`` 
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Iterable
+
+from hearth.store import Connection
 
 from . import searchlog
 from .candidates import (
@@ -112,7 +113,7 @@ class Budget:
             self._skipped[step] = 0
 
 
-def feedback_step(conn: sqlite3.Connection, query_words: list[str]) -> str:
+def feedback_step(conn: Connection, query_words: list[str]) -> str:
     """The budget's name for the feedback list of this query. Its cost is mostly the rows its
     terms match (its ranking reads every one), and the query's own words are most of those, so the
     cost is learned per order of magnitude of their rows: a cue of rare words (well under a
@@ -136,7 +137,7 @@ class SearchOutcome:
 
 
 def search(
-    conn: sqlite3.Connection,
+    conn: Connection,
     user_id: int,
     query: str,
     *,

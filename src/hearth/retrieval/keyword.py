@@ -7,14 +7,13 @@ allows: visibility rules are applied in SQL, not after the fact.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from hearth.records.conversations import ELIGIBLE_SQL, VISIBLE_SQL
 
-from ..store import is_postgres
+from ..store import Connection, Row, engine_of
 from ..text import STOPWORDS, WORD_RE
 from .terms import database_key
 
@@ -48,7 +47,7 @@ class KeywordHit:
 
 
 def search_messages(
-    conn: sqlite3.Connection,
+    conn: Connection,
     user_id: int,
     words: list[str],
     *,
@@ -78,7 +77,7 @@ def search_messages(
         where.append("c.persona_id = ?")
         args.append(persona_id)
     match, filters = args[0], args[1:]
-    if is_postgres(conn):
+    if engine_of(conn).keyword_index == "tsvector":
         from . import pgsearch
 
         rows = pgsearch.ranked(conn, "messages_fts", "m", "m.id, m.conversation_id, c.title, m.role, m.created_at,"
@@ -159,11 +158,11 @@ class ThreadIds:
         self._count = 0
         self._too_long: set[tuple[str, int]] = set()  # conversations only grow: never read again
 
-    def sets(self, conn: sqlite3.Connection, conversation_ids: tuple[int, ...]) -> list[set[int]]:
+    def sets(self, conn: Connection, conversation_ids: tuple[int, ...]) -> list[set[int]]:
         database = database_key(conn)
         return [ids for ids in (self._one(conn, database, c) for c in conversation_ids) if ids]
 
-    def _one(self, conn: sqlite3.Connection, database: str, conversation_id: int) -> set[int]:
+    def _one(self, conn: Connection, database: str, conversation_id: int) -> set[int]:
         key = (database, conversation_id)
         if key in self._too_long:
             return set()
@@ -190,7 +189,7 @@ class ThreadIds:
 THREAD_IDS = ThreadIds()
 
 
-def _best_allowed(conn: sqlite3.Connection, candidates: list, where: list[str], args: list,
+def _best_allowed(conn: Connection, candidates: list, where: list[str], args: list,
                   limit: int) -> list[tuple[int, float]]:
     """The first ``limit`` candidates the filters allow, in rank order. Asked in growing slices
     from the top: most lists have their ``limit`` allowed rows near the top, and each id asked
@@ -205,7 +204,7 @@ def _best_allowed(conn: sqlite3.Connection, candidates: list, where: list[str], 
     return best[:limit]
 
 
-def _allowed(conn: sqlite3.Connection, ids: list[int], where: list[str], args: list) -> set[int]:
+def _allowed(conn: Connection, ids: list[int], where: list[str], args: list) -> set[int]:
     """The ids the filters allow. Only ids: the rows behind the best ``limit`` are read after
     (``_rows``), not the content of every candidate of a 1,000-long list."""
     sql = (f"SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id"
@@ -213,7 +212,7 @@ def _allowed(conn: sqlite3.Connection, ids: list[int], where: list[str], args: l
     return {r[0] for r in conn.execute(sql, (*ids, *args))}
 
 
-def _rows(conn: sqlite3.Connection, ids: list[int], where: list[str], args: list) -> dict[int, sqlite3.Row]:
+def _rows(conn: Connection, ids: list[int], where: list[str], args: list) -> dict[int, Row]:
     """The rows of ``ids``, the filters asked again: outside a read transaction a turn may have
     been hidden since ``_allowed`` looked."""
     if not ids:
@@ -224,7 +223,7 @@ def _rows(conn: sqlite3.Connection, ids: list[int], where: list[str], args: list
     return {r["id"]: r for r in conn.execute(sql, (*ids, *args))}
 
 
-def _hit(row: sqlite3.Row, score: float) -> KeywordHit:
+def _hit(row: Row, score: float) -> KeywordHit:
     return KeywordHit(row["id"], row["conversation_id"], row["title"], row["role"], row["created_at"],
                       row["content"], score)
 

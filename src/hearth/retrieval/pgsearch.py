@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
 from typing import Any
 
+from ..store import Connection
 from .terms import PG_INDEXES as INDEXES
 from .terms import STATS, pg_totals, tsquery
 
@@ -31,7 +31,7 @@ def words_of_match(match: str) -> list[str]:
     return [m.group(1).replace('""', '"') + (m.group(2) or "") for m in _QUOTED.finditer(match)]
 
 
-def average_length(conn: sqlite3.Connection, fts: str) -> float:
+def average_length(conn: Connection, fts: str) -> float:
     """Distinct words per indexed row, over the whole index (as FTS5 averages), from the totals
     the index's triggers keep."""
     rows, lengths = pg_totals(conn, fts)
@@ -43,7 +43,7 @@ def idf(total: int, df: int) -> float:
     return max(math.log((total - df + 0.5) / (df + 0.5)), 1e-6)
 
 
-def bm25_terms(conn: sqlite3.Connection, fts: str, words: list[str]) -> tuple[list[str], list[float], float]:
+def bm25_terms(conn: Connection, fts: str, words: list[str]) -> tuple[list[str], list[float], float]:
     """The words, their IDFs and the average row length: the parameters ``score_sql`` takes."""
     total, df = STATS.frequencies(conn, fts, fts + "_vocab", words)
     return words, [idf(max(total, 1), df.get(w, 0)) for w in words], average_length(conn, fts)
@@ -63,7 +63,7 @@ def score_sql(alias: str, column: str) -> str:
     )
 
 
-def ranked(conn: sqlite3.Connection, fts: str, alias: str, select: str, joins: str, where: list[str],
+def ranked(conn: Connection, fts: str, alias: str, select: str, joins: str, where: list[str],
            args: list[Any], words: list[str], limit: int) -> list[Any]:
     """Rows matching any of ``words`` under ``where``, best BM25 first; each row ends with ``score``."""
     table, column, indexed = INDEXES[fts]

@@ -10,10 +10,11 @@ index scan keeps filling the answer when the per-user filter drops rows the grap
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import numpy as np
+
+from ..store import Connection
 
 # source -> (table, id column, model column)
 TABLES = {"messages": ("message_embeddings", "message_id", "model"),
@@ -27,7 +28,7 @@ def literal(vector: np.ndarray) -> str:
     return "[" + ",".join(f"{float(x):.8g}" for x in vector) + "]"
 
 
-def ensure_index(conn: sqlite3.Connection, source: str, dim: int) -> None:
+def ensure_index(conn: Connection, source: str, dim: int) -> None:
     """The HNSW index for vectors of ``dim`` numbers in ``source`` (idempotent)."""
     table, _, _ = TABLES[source]
     dim = int(dim)
@@ -35,7 +36,7 @@ def ensure_index(conn: sqlite3.Connection, source: str, dim: int) -> None:
                  f" USING hnsw ((vec::vector({dim})) vector_cosine_ops) WHERE vector_dims(vec) = {dim}")
 
 
-def search(conn: sqlite3.Connection, source: str, user_id: int, model: str, query_vectors: np.ndarray,
+def search(conn: Connection, source: str, user_id: int, model: str, query_vectors: np.ndarray,
            k: int) -> list[list[tuple[int, float]]]:
     """Top ``k`` (id, cosine) per query vector over one user's vectors of one model."""
     table, key, model_column = TABLES[source]

@@ -8,10 +8,11 @@ owner's database and shown to the owner, and never written to process logs.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
+
+from hearth.store import Connection, Row
 
 from ..errors import NotFound
 from ..store import inserted_id, utcnow
@@ -41,7 +42,7 @@ class LogEntry:
     created_at: str
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "LogEntry":
+    def from_row(cls, row: Row) -> "LogEntry":
         return cls(row["id"], row["user_id"], row["conversation_id"], row["origin"], row["query"],
                    json.loads(row["variants"]), json.loads(row["filters"]), json.loads(row["results"]),
                    row["candidate_count"], row["result_count"], row["reliability"], row["duration_ms"],
@@ -81,7 +82,7 @@ def result_record(result: Any) -> dict[str, Any]:
 
 
 def record(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     user_id: int,
     origin: str,
@@ -114,7 +115,7 @@ def record(
     return inserted_id(cur)
 
 
-def prune(conn: sqlite3.Connection, user_id: int) -> int:
+def prune(conn: Connection, user_id: int) -> int:
     """Apply the owner's retention setting (B5): drop entries older than it; 0 or unset keeps all."""
     row = conn.execute("SELECT value FROM layer_settings WHERE user_id = ? AND key = 'search_log.retention_days'",
                        (user_id,)).fetchone()
@@ -125,7 +126,7 @@ def prune(conn: sqlite3.Connection, user_id: int) -> int:
     return conn.execute("DELETE FROM search_log WHERE user_id = ? AND created_at < ?", (user_id, cutoff)).rowcount
 
 
-def clear(conn: sqlite3.Connection, user_id: int) -> int:
+def clear(conn: Connection, user_id: int) -> int:
     """Remove every entry of one user's search log (B5)."""
     return conn.execute("DELETE FROM search_log WHERE user_id = ?", (user_id,)).rowcount
 
@@ -147,7 +148,7 @@ def write(store: Any, **values: Any) -> int:
         return record(wconn, **values)
 
 
-def entries(conn: sqlite3.Connection, user_id: int, *, limit: int = 50, before_id: int | None = None,
+def entries(conn: Connection, user_id: int, *, limit: int = 50, before_id: int | None = None,
             origin: str | None = None) -> list[LogEntry]:
     sql = "SELECT * FROM search_log WHERE user_id = ?"
     args: list[Any] = [user_id]
@@ -162,7 +163,7 @@ def entries(conn: sqlite3.Connection, user_id: int, *, limit: int = 50, before_i
     return [LogEntry.from_row(r) for r in conn.execute(sql, args)]
 
 
-def entry(conn: sqlite3.Connection, user_id: int, entry_id: int) -> LogEntry:
+def entry(conn: Connection, user_id: int, entry_id: int) -> LogEntry:
     row = conn.execute("SELECT * FROM search_log WHERE id = ? AND user_id = ?", (entry_id, user_id)).fetchone()
     if row is None:
         raise NotFound(f"no search log entry {entry_id}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sqlite3
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,8 +27,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
+from hearth.store import Connection, Cursor
+
 from ..errors import HearthError, StoreError
-from ..store import is_postgres
+from ..store import DriverError, engine_of, open_read_only
 from ..text import unit_rows
 
 if TYPE_CHECKING:
@@ -37,6 +38,12 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
+
+
+def _database_index(conn: Connection) -> bool:
+    """Whether the database keeps the vector index (pgvector's HNSW) rather than this process
+    (an index built from the table's vectors and saved beside the database file)."""
+    return engine_of(conn).vector_index == "pgvector"
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -79,7 +86,7 @@ def message_text(label: str, content: str, previous: str = "") -> str:
     return text
 
 
-def _pending_messages(conn: sqlite3.Connection, model: str, user_id: int | None, limit: int,
+def _pending_messages(conn: Connection, model: str, user_id: int | None, limit: int,
                      after: int = 0, ids: list[int] | None = None) -> list[tuple[int, int, str]]:
     where = "" if user_id is None else " AND +m.user_id = ?"  # "+": the cursor walks ids, not the index of turns by time
     if ids is not None:  # exactly these rows (turns whose chosen text changed), wherever they are
@@ -102,7 +109,7 @@ def _pending_messages(conn: sqlite3.Connection, model: str, user_id: int | None,
     return out
 
 
-def _pending_chunks(conn: sqlite3.Connection, model: str, user_id: int | None, limit: int,
+def _pending_chunks(conn: Connection, model: str, user_id: int | None, limit: int,
                     after: int = 0) -> list[tuple[int, int, str]]:
     where = "" if user_id is None else " AND k.user_id = ?"
     args: list[Any] = [after, model] + ([] if user_id is None else [user_id]) + [limit]
@@ -114,7 +121,7 @@ def _pending_chunks(conn: sqlite3.Connection, model: str, user_id: int | None, l
     return [(r["id"], r["user_id"], f"{r['title']}\n{r['text']}") for r in rows]
 
 
-def _pending_facts(conn: sqlite3.Connection, model: str, user_id: int | None, limit: int,
+def _pending_facts(conn: Connection, model: str, user_id: int | None, limit: int,
                    after: int = 0) -> list[tuple[int, int, str]]:
     """Facts (E2) without a vector for ``model``: embedded as their text alone."""
     where = "" if user_id is None else " AND user_id = ?"
@@ -125,7 +132,7 @@ def _pending_facts(conn: sqlite3.Connection, model: str, user_id: int | None, li
     return [(r[0], r[1], r[2]) for r in rows]
 
 
-def pending_count(conn: sqlite3.Connection, model: str, user_id: int | None = None,
+def pending_count(conn: Connection, model: str, user_id: int | None = None,
                   after: dict[str, int] | None = None) -> dict[str, int]:
     """Rows without a vector for ``model``; with ``after``, only rows past those cursors (a range
     read on the primary key instead of a scan of every row)."""
@@ -147,7 +154,7 @@ def pending_count(conn: sqlite3.Connection, model: str, user_id: int | None = No
     return {"messages": messages, "chunks": chunks, "facts": facts}
 
 
-def embedded_through(conn: sqlite3.Connection, model: str, user_id: int) -> dict[str, int]:
+def embedded_through(conn: Connection, model: str, user_id: int) -> dict[str, int]:
     """Per source, the highest id embedded for this user and model (the trigger-kept counter).
 
     Rows are embedded in id order and ids only grow, so every row at or below it has its vector:
@@ -208,12 +215,12 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
             from .vectors import to_blob
 
             with store.write() as wconn:
-                if is_postgres(wconn):
+                if _database_index(wconn):
                     from . import pgvectors
 
                     pgvectors.ensure_index(wconn, kind, vectors.shape[1])
                 for (row_id, owner, _), vector in zip(rows, vectors):
-                    if is_postgres(wconn):
+                    if _database_index(wconn):
                         _write_pg(wconn, kind, row_id, owner, model, vector)
                     elif kind == "messages":
                         # An upsert, not REPLACE: REPLACE deletes without firing the delete
@@ -265,12 +272,12 @@ def embed_messages(store: Any, embedder: Any, user_id: int, ids: list[int]) -> i
     from .vectors import to_blob
 
     with store.write() as wconn:
-        if is_postgres(wconn):
+        if _database_index(wconn):
             from . import pgvectors
 
             pgvectors.ensure_index(wconn, "messages", vectors.shape[1])
         for (row_id, owner, _), vector in zip(rows, vectors):
-            if is_postgres(wconn):
+            if _database_index(wconn):
                 _write_pg(wconn, "messages", row_id, owner, model, vector)
                 continue
             wconn.execute(
@@ -280,7 +287,7 @@ def embed_messages(store: Any, embedder: Any, user_id: int, ids: list[int]) -> i
     return len(rows)
 
 
-def _write_pg(conn: sqlite3.Connection, kind: str, row_id: int, owner: int, model: str, vector: np.ndarray) -> None:
+def _write_pg(conn: Connection, kind: str, row_id: int, owner: int, model: str, vector: np.ndarray) -> None:
     """On PostgreSQL the row also gets its pgvector form, which the HNSW index reads (S9)."""
     from .pgvectors import literal
     from .vectors import to_blob
@@ -332,13 +339,13 @@ class IndexCache:
             return "facts", "id", "embedding_model"
         return "archive_chunks", "id", "embedding_model"
 
-    def _signature(self, conn: sqlite3.Connection, source: str, user_id: int, model: str) -> tuple[int, int, int]:
+    def _signature(self, conn: Connection, source: str, user_id: int, model: str) -> tuple[int, int, int]:
         """(count, highest id, revision) from the trigger-kept counter: one primary-key lookup."""
         row = conn.execute("SELECT count, max_id, rev FROM vector_counts WHERE user_id = ? AND source = ?"
                            " AND model = ?", (user_id, source, model)).fetchone()
         return tuple(row) if row else (0, 0, 0)
 
-    def _count_up_to(self, conn: sqlite3.Connection, source: str, user_id: int, model: str,
+    def _count_up_to(self, conn: Connection, source: str, user_id: int, model: str,
                      up_to: int) -> tuple[int, int]:
         """(count, highest id) of the rows at or below ``up_to``: checks a saved index at start-up."""
         table, key, model_column = self._table(source)
@@ -346,8 +353,8 @@ class IndexCache:
             f"SELECT count(*), coalesce(max({key}), 0) FROM {table} WHERE user_id = ? AND {model_column} = ?"
             f" AND {key} <= ?", (user_id, model, up_to)).fetchone())
 
-    def _rows(self, conn: sqlite3.Connection, source: str, user_id: int, model: str,
-              after: int = 0, through: int | None = None) -> sqlite3.Cursor:
+    def _rows(self, conn: Connection, source: str, user_id: int, model: str,
+              after: int = 0, through: int | None = None) -> Cursor:
         """(id, embedding BLOB) rows after ``after`` (and at most ``through``), streamed: a full
         rebuild never holds them all."""
         table, key, model_column = self._table(source)
@@ -386,12 +393,12 @@ class IndexCache:
             index.save(path, fingerprint=f"{model}:{signature[0]}:{signature[1]}")
         return index
 
-    def get(self, conn: sqlite3.Connection, db_key: str, source: str, user_id: int, model: str,
+    def get(self, conn: Connection, db_key: str, source: str, user_id: int, model: str,
             dim: int, *, wait: bool = True) -> "VectorIndex | None":
         """The current index. With ``wait=False`` a large rebuild (over ``background_above``
         vectors, minutes at a million) runs in a background thread instead: the caller gets the
         previous index, or None while there is none yet, and searches on without vectors."""
-        if is_postgres(conn):
+        if _database_index(conn):
             # pgvector's HNSW index is the index of record there; no file may be made from the URL.
             raise StoreError("the in-process vector index is not used on PostgreSQL")
         key = (db_key, source, user_id, model)
@@ -414,7 +421,7 @@ class IndexCache:
                     self._indexes[key] = (signature, index)
         return index
 
-    def loaded_graph(self, conn: sqlite3.Connection, db_key: str, source: str, user_id: int, model: str,
+    def loaded_graph(self, conn: Connection, db_key: str, source: str, user_id: int, model: str,
                      dim: int) -> "VectorIndex | None":
         """The index if it is loaded and a graph (over ``ann_threshold`` vectors), brought up to
         date; None rather than loading or building it."""
@@ -425,12 +432,12 @@ class IndexCache:
             return None
         return self._fresh(conn, key, dim)[0]
 
-    def catch_up(self, conn: sqlite3.Connection, db_key: str, user_id: int, model: str) -> None:
+    def catch_up(self, conn: Connection, db_key: str, user_id: int, model: str) -> None:
         """Add the rows written since to this user's indexes that are already loaded. The
         background embedding job calls it after writing vectors, so the next search finds its
         index current: adding a reply's two vectors to a million-vector graph costs about 3 ms,
         which was spent on the next send's critical path (docs/benchmarks.md, seventh pass)."""
-        if is_postgres(conn):
+        if _database_index(conn):
             return
         for source in VECTOR_SOURCES:
             key = (db_key, source, user_id, model)
@@ -439,7 +446,7 @@ class IndexCache:
             if cached is not None:
                 self._fresh(conn, key, cached[1].dim)
 
-    def _fresh(self, conn: sqlite3.Connection, key: tuple, dim: int) -> tuple["VectorIndex | None", "VectorIndex | None"]:
+    def _fresh(self, conn: Connection, key: tuple, dim: int) -> tuple["VectorIndex | None", "VectorIndex | None"]:
         """(the cached index brought up to date, or None if only a cold load can; the cached one)."""
         _db_key, source, user_id, model = key
         signature = self._signature(conn, source, user_id, model)
@@ -470,10 +477,10 @@ class IndexCache:
 
         def build() -> None:
             # Its own read-only connection: a connection belongs to the thread that uses it.
-            conn = sqlite3.connect(f"file:{db_key}?mode=ro", uri=True)
+            conn = open_read_only(db_key)
             try:
                 self.get(conn, db_key, source, user_id, model, dim, wait=True)
-            except (sqlite3.Error, HearthError) as exc:
+            except (DriverError, HearthError) as exc:
                 log.warning("building the %s vector index failed: %s", source, type(exc).__name__)
             finally:
                 conn.close()
@@ -494,7 +501,7 @@ class IndexCache:
         difference exactly; otherwise the next search rebuilds from the table as usual."""
         by_source = {"messages": list(message_ids), "chunks": list(chunk_ids), "facts": list(fact_ids)}
         removed_total = 0
-        conn = sqlite3.connect(f"file:{db_key}?mode=ro", uri=True)
+        conn = open_read_only(db_key)
         try:
             with self._lock:
                 items = [(k, v) for k, v in self._indexes.items() if k[0] == db_key and k[2] == user_id]
@@ -550,18 +557,18 @@ def warm(hearth: Any) -> None:
         embedder.load_queries()
     model = model_id(embedder)
     conn = hearth.store.connection()
-    if is_postgres(conn):
+    if _database_index(conn):
         return  # the database's HNSW index is the index; nothing to load
     for (user_id,) in conn.execute("SELECT id FROM users").fetchall():
         for source in VECTOR_SOURCES:
             INDEXES.get(conn, hearth.store.key, source, user_id, model, embedder.dim)
 
 
-def vector_search(conn: sqlite3.Connection, db_key: str, source: str, user_id: int, embedder: Any,
+def vector_search(conn: Connection, db_key: str, source: str, user_id: int, embedder: Any,
                   query_vectors: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
     """Top ``k`` (id, cosine) per query vector over one user's vectors of one source."""
     model = model_id(embedder)
-    if is_postgres(conn):
+    if _database_index(conn):
         from . import pgvectors
 
         return pgvectors.search(conn, source, user_id, model, query_vectors, k)
@@ -588,7 +595,7 @@ _AHEAD: dict[tuple, Future] = {}
 _AHEAD_LIMIT = 64  # searches left untaken (a send that stopped early) are dropped oldest first
 
 
-def search_ahead(conn: sqlite3.Connection, db_key: str, sources: Iterable[str], user_id: int, embedder: Any,
+def search_ahead(conn: Connection, db_key: str, sources: Iterable[str], user_id: int, embedder: Any,
                  text: str, k: int, context: np.ndarray | None = None, weight: float = 0.0) -> None:
     """Queue, on the prefetch thread behind the query's own embedding (``prefetch_query``), the
     graph searches a coming ``vector_search`` will ask: ``text``'s vector, mixed with ``context``
@@ -597,7 +604,7 @@ def search_ahead(conn: sqlite3.Connection, db_key: str, sources: Iterable[str], 
     search overlap it.
     ``vector_search`` takes a result only for the same query vector, the same ``k`` and an index
     unchanged since; otherwise it searches as usual."""
-    if is_postgres(conn) or not getattr(embedder, "dim", None):
+    if _database_index(conn) or not getattr(embedder, "dim", None):
         return
     model = model_id(embedder)
     # Only a graph already loaded. Loading one (seconds, a gigabyte at a million vectors) is the

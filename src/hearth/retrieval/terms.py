@@ -7,11 +7,9 @@ Those choices need each word's document frequency from the FTS5 vocabulary table
 
 from __future__ import annotations
 
-import sqlite3
 import threading
-from typing import Any, cast
 
-from ..store import is_postgres
+from ..store import Connection, engine_of
 from .tuning import DEFAULT, Tuning
 
 SOURCES = {"messages": ("messages_fts", "messages_fts_vocab"), "chunks": ("archive_chunks_fts", "archive_chunks_fts_vocab"),
@@ -52,10 +50,10 @@ def _varint(blob: bytes) -> int:
     raise ValueError("truncated varint")
 
 
-def indexed_rows(conn: sqlite3.Connection, fts: str) -> int:
+def indexed_rows(conn: Connection, fts: str) -> int:
     """Rows in an FTS5 index: the first number of its totals record (row id 1 of ``<fts>_data``),
     which FTS5 keeps current on every write; a count of the docsize table if it cannot be read."""
-    if is_postgres(conn):
+    if engine_of(conn).keyword_index == "tsvector":
         return pg_totals(conn, fts)[0]
     row = conn.execute(f"SELECT block FROM {fts}_data WHERE id = 1").fetchone()
     if row and row[0]:
@@ -66,17 +64,15 @@ def indexed_rows(conn: sqlite3.Connection, fts: str) -> int:
     return int(conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0])
 
 
-def pg_totals(conn: sqlite3.Connection, fts: str) -> tuple[int, int]:
+def pg_totals(conn: Connection, fts: str) -> tuple[int, int]:
     """(rows, total length) of a keyword index on PostgreSQL, from the totals its triggers keep."""
     row = conn.execute("SELECT rows, lengths FROM keyword_totals WHERE name = ?", (fts,)).fetchone()
     return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
-def database_key(conn: sqlite3.Connection) -> str:
+def database_key(conn: Connection) -> str:
     """Which database a connection reads, for the process-local caches."""
-    if is_postgres(conn):
-        return cast(Any, conn).key
-    return conn.execute("PRAGMA database_list").fetchone()[2] or f"memory:{id(conn)}"
+    return engine_of(conn).database_key(conn)
 
 
 class TermStats:
@@ -91,7 +87,7 @@ class TermStats:
         self._cache: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
         self.lookups = 0  # vocabulary queries run: what the cache saves is visible to a test
 
-    def frequencies(self, conn: sqlite3.Connection, fts: str, vocab: str, words: list[str]) -> tuple[int, dict[str, int]]:
+    def frequencies(self, conn: Connection, fts: str, vocab: str, words: list[str]) -> tuple[int, dict[str, int]]:
         """(rows in the index, each word's document frequency)."""
         total = indexed_rows(conn, fts)
         database = database_key(conn)
@@ -130,17 +126,17 @@ class TermStats:
 STATS = TermStats()
 
 
-def _stemming(conn: sqlite3.Connection, fts: str) -> bool:
+def _stemming(conn: Connection, fts: str) -> bool:
     """Whether an FTS5 index stems its words (the porter tokenizer): its vocabulary then holds
     stems, so a word's frequency is read by matching it instead."""
     row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (fts,)).fetchone()
     return bool(row and "porter" in (row[0] or "").casefold())
 
 
-def _read_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) -> dict[str, int]:
+def _read_frequencies(conn: Connection, vocab: str, words: list[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     fts = vocab.removesuffix("_vocab")
-    if is_postgres(conn):
+    if engine_of(conn).keyword_index == "tsvector":
         return {word: _pg_document_frequency(conn, fts, word) for word in words}
     stems = _stemming(conn, fts)
     for word in words:
@@ -169,7 +165,7 @@ def tsquery(words: list[str]) -> str:
     return " | ".join(parts)
 
 
-def _pg_document_frequency(conn: sqlite3.Connection, fts: str, word: str) -> int:
+def _pg_document_frequency(conn: Connection, fts: str, word: str) -> int:
     table, column, indexed = PG_INDEXES[fts]
     query = tsquery([word])
     if not query:
@@ -179,13 +175,13 @@ def _pg_document_frequency(conn: sqlite3.Connection, fts: str, word: str) -> int
     return int(row[0])
 
 
-def doc_frequencies(conn: sqlite3.Connection, vocab: str, words: list[str]) -> dict[str, int]:
+def doc_frequencies(conn: Connection, vocab: str, words: list[str]) -> dict[str, int]:
     """Each word's document frequency in one index (``messages_fts_vocab``...), through the cache."""
     fts = vocab.removesuffix("_vocab")
     return STATS.frequencies(conn, fts, vocab, words)[1]
 
 
-def select_terms(conn: sqlite3.Connection, words: list[str], source: str = "messages",
+def select_terms(conn: Connection, words: list[str], source: str = "messages",
                  max_terms: int | None = None, *, tuning: Tuning = DEFAULT) -> list[str]:
     """Rarest terms first, very common ones dropped, at most ``max_terms`` (K1 at scale)."""
     if not words:
@@ -209,7 +205,7 @@ def select_terms(conn: sqlite3.Connection, words: list[str], source: str = "mess
     return chosen
 
 
-def rare_terms(conn: sqlite3.Connection, words: list[str], source: str = "messages") -> list[str]:
+def rare_terms(conn: Connection, words: list[str], source: str = "messages") -> list[str]:
     """Terms specific enough to name a topic on their own: present, and in few rows."""
     if not words:
         return []

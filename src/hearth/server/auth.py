@@ -15,7 +15,6 @@ State-changing requests carrying an ``Origin`` of another site are refused in ev
 from __future__ import annotations
 
 import ipaddress
-import json
 import math
 import secrets
 import threading
@@ -34,6 +33,7 @@ from starlette.types import Scope as AsgiScope
 
 from hearth.records.users import MAX_DISPLAY_NAME, SESSION_DAYS
 from hearth.scope import Hearth, Scope
+from hearth.store import state
 
 from ..errors import AuthError, ConfigError, Conflict, Forbidden, RateLimited
 from ..settings import Settings
@@ -157,8 +157,7 @@ class StoredLoginLimiter(LoginLimiter):
         self.store = store
 
     def _recent(self, conn, key: str, now: float) -> list[float]:
-        row = conn.execute("SELECT value FROM app_state WHERE key = ?", (self.PREFIX + key,)).fetchone()
-        return [t for t in (json.loads(row[0]) if row else []) if now - t < self.window]
+        return [t for t in state.get(conn, self.PREFIX + key, []) if now - t < self.window]
 
     def retry_after(self, keys: tuple[str, ...]) -> int:
         now = self.clock()
@@ -174,15 +173,12 @@ class StoredLoginLimiter(LoginLimiter):
         now = self.clock()
         with self.store.write() as conn:
             for key in keys:
-                recent = [*self._recent(conn, key, now), now][-self.limit:]
-                conn.execute("INSERT INTO app_state (key, value) VALUES (?, ?)"
-                             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                             (self.PREFIX + key, json.dumps(recent)))
+                state.put(conn, self.PREFIX + key, [*self._recent(conn, key, now), now][-self.limit:])
 
     def clear(self, keys: tuple[str, ...]) -> None:
         with self.store.write() as conn:
             for key in keys:
-                conn.execute("DELETE FROM app_state WHERE key = ?", (self.PREFIX + key,))
+                state.delete(conn, self.PREFIX + key)
 
 
 class AuthGuard:

@@ -8,7 +8,6 @@ A foreign id is a ``NotFound`` like an unknown one (G2): nobody can probe for an
 from __future__ import annotations
 
 import logging
-import sqlite3
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -32,6 +31,7 @@ from ..errors import (
     TooLarge,
     UnknownModel,
 )
+from ..store import DriverError
 from ..store.connection import translate
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ def install(app: FastAPI) -> None:
             raise exc
         return hearth_error_response(error, request.url.path)
 
-    for kind in (sqlite3.Error, UnicodeEncodeError, OverflowError):
+    for kind in (DriverError, UnicodeEncodeError, OverflowError):
         app.add_exception_handler(kind, _database)
 
     @app.exception_handler(RequestValidationError)

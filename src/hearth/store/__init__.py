@@ -5,12 +5,13 @@ Module code reaches the engine through the store seam (store/engine.py): ``Conne
 for ``app_state``, Hearth's errors (``ConstraintError``, ``StoreError``) from either driver.
 """
 
-from . import state
+from . import files, state
 from .connection import Store, inserted_id, utcnow
 from .engine import Connection, Cursor, Engine, Row, engine_of
 from .migrations import LATEST_VERSION
 from .postgres import PgStore, is_postgres, open_store
-from .sqlite import DRIVER_ERRORS
+from .sqlite import DriverError, open_read_only
 
 __all__ = ["Store", "PgStore", "inserted_id", "utcnow", "LATEST_VERSION", "is_postgres", "open_store",
-           "Connection", "Cursor", "Engine", "Row", "engine_of", "state", "DRIVER_ERRORS"]
+           "Connection", "Cursor", "Engine", "Row", "engine_of", "files", "state", "DriverError",
+           "open_read_only"]

@@ -12,11 +12,14 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 from ..errors import StoreError
 from . import migrations
-from .sqlite import SQLITE, translate
+from .sqlite import SQLITE, SqliteConnection, translate
+
+if TYPE_CHECKING:
+    from .engine import Connection, Cursor
 
 __all__ = ["Store", "inserted_id", "translate", "utcnow"]
 
@@ -29,7 +32,7 @@ def utcnow() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def inserted_id(cursor: sqlite3.Cursor) -> int:
+def inserted_id(cursor: Cursor) -> int:
     """The rowid an INSERT just made (typed optional by sqlite3; always set after an INSERT)."""
     rowid = cursor.lastrowid
     if rowid is None:
@@ -45,15 +48,15 @@ class Store:
     def __init__(self, path: str | Path, *, migrate: bool = True):
         self.path = Path(path)
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[Connection] = []
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = self.connection()
         if migrate:
             with self.write():
-                migrations.migrate(conn)
+                migrations.migrate(cast(sqlite3.Connection, conn))
         else:
-            migrations.check_version(conn)
+            migrations.check_version(cast(sqlite3.Connection, conn))
 
     @property
     def key(self) -> str:
@@ -61,7 +64,7 @@ class Store:
         return str(self.path)
 
     # -- connections -----------------------------------------------------------------------
-    def connection(self) -> sqlite3.Connection:
+    def connection(self) -> Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._open()
@@ -71,10 +74,11 @@ class Store:
                 self._all.append(conn)
         return conn
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self) -> Connection:
         try:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000,
+                factory=SqliteConnection,
             )
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open database {self.path}: {exc}") from exc
@@ -103,7 +107,7 @@ class Store:
 
     # -- transactions ----------------------------------------------------------------------
     @contextmanager
-    def write(self, *, exclusive: bool = True) -> Iterator[sqlite3.Connection]:
+    def write(self, *, exclusive: bool = True) -> Iterator[Connection]:
         """One write transaction; nested calls join the outermost one.
 
         ``exclusive=False`` is for work that locks the rows it takes itself (the job queue's
@@ -143,11 +147,11 @@ class Store:
                 raise
             raise error from exc
 
-    def _begin_write(self, conn: sqlite3.Connection, exclusive: bool) -> None:
+    def _begin_write(self, conn: Connection, exclusive: bool) -> None:
         conn.execute("BEGIN IMMEDIATE")
 
     @contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
+    def read(self) -> Iterator[Connection]:
         """A consistent read: several queries see one snapshot of the database."""
         conn = self.connection()
         if self._local.depth or conn.in_transaction:
@@ -164,7 +168,7 @@ class Store:
             raise
         conn.execute("COMMIT")
 
-    def commit_mark(self, conn: sqlite3.Connection) -> object:
+    def commit_mark(self, conn: Connection) -> object:
         """What this connection's transaction sees, as a token: two marks are equal only if no other
         connection committed between them. Taken first in a ``read()`` block and again inside a
         later ``write()``, it tells whether work prepared from the read snapshot is still current.
@@ -179,4 +183,4 @@ class Store:
         return bool(getattr(self._local, "depth", 0))
 
     def schema_version(self) -> int:
-        return migrations.current_version(self.connection())
+        return migrations.current_version(cast(sqlite3.Connection, self.connection()))

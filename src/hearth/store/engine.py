@@ -36,6 +36,8 @@ class Row(Protocol):
 class Cursor(Protocol):
     """What a statement returns: its rows, the id an INSERT made, the rows it changed."""
 
+    row_factory: Any  # None for plain tuples (SQLite; PostgreSQL's rows unpack as tuples anyway)
+
     @property
     def lastrowid(self) -> int | None: ...
 
@@ -59,9 +61,9 @@ class Cursor(Protocol):
 class Connection(Protocol):
     """One thread's connection to the store, on either engine (``?`` placeholders)."""
 
-    def execute(self, sql: str, parameters: Any = (), /) -> Any: ...
+    def execute(self, sql: str, parameters: Any = (), /) -> Cursor: ...
 
-    def executemany(self, sql: str, seq_of_parameters: Any, /) -> Any: ...
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> Cursor: ...
 
     @property
     def in_transaction(self) -> bool: ...

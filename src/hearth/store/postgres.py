@@ -3,28 +3,29 @@
 Module code is written once against the sqlite3 DB-API and SQLite's dialect. ``PgConnection``
 gives it the same surface (``execute`` returning a cursor with ``fetchone``/``fetchall``/
 ``lastrowid``/``rowcount``, rows readable by index and by name, ``in_transaction``, errors raised
-as ``sqlite3`` classes) and rewrites each statement once through ``dialect.to_postgres``.
+as Hearth's, as the SQLite connection raises them) and rewrites each statement once through
+``dialect.to_postgres``. ``PgEngine`` is PostgreSQL's side of the Engine seam (store/engine.py).
 
 Transactions keep SQLite's guarantees: ``store.write()`` opens ``BEGIN`` and takes one
 transaction-scoped advisory lock, so writers are serialised exactly as ``BEGIN IMMEDIATE``
 serialises them on SQLite (read-modify-write code needs no change); ``store.read()`` is a
-``REPEATABLE READ`` snapshot. A one-row INSERT that meets a unique key raises SQLite's
-``IntegrityError`` without aborting the transaction (it is sent with ``ON CONFLICT DO NOTHING``),
-so code that handles a duplicate and goes on works as on SQLite. (A savepoint per statement would
+``REPEATABLE READ`` snapshot. A one-row INSERT that meets a unique key raises ``ConstraintError``
+without aborting the transaction (it is sent with ``ON CONFLICT DO NOTHING``), so code that
+handles a duplicate and goes on works as on SQLite. (A savepoint per statement would
 do the same for every error, but makes long transactions quadratic on PostgreSQL.)
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, cast
 from urllib.parse import urlsplit
 
-from ..errors import ConfigError, StoreError
+from ..errors import ConfigError, ConstraintError, HearthError, InvalidInput, StoreBusy, StoreError
 from . import catalog, dialect, pg_migrations
 from .connection import BUSY_TIMEOUT_MS, Store
+from .sqlite import failure
 
 if TYPE_CHECKING:
     from .engine import Connection, CopyRows
@@ -59,29 +60,29 @@ class PgEngine:
     def not_timestamp(self, column: str) -> str:
         return rf"{column} !~ '^\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d.*Z$'"
 
-    def database_key(self, conn: "Connection") -> str:
+    def database_key(self, conn: Connection) -> str:
         return cast(PgConnection, conn).key
 
-    def foreign_key_violations(self, conn: "Connection") -> int:
+    def foreign_key_violations(self, conn: Connection) -> int:
         return 0  # every statement's references are checked as it runs
 
-    def index_problems(self, conn: "Connection") -> list[str]:
+    def index_problems(self, conn: Connection) -> list[str]:
         return []  # the keyword index is an index of the rows' own table: it cannot drift
 
-    def index_damage(self, conn: "Connection") -> list[str]:
+    def index_damage(self, conn: Connection) -> list[str]:
         return []  # the server checks its own indexes
 
-    def advance_identities(self, conn: "Connection", tables: list[str]) -> None:
+    def advance_identities(self, conn: Connection, tables: list[str]) -> None:
         catalog.advance_identities(conn, tables)
 
-    def after_copy(self, conn: "Connection", tables: list[str]) -> None:
+    def after_copy(self, conn: Connection, tables: list[str]) -> None:
         catalog.advance_identities(conn, tables)
 
-    def empty_tables(self, conn: "Connection", tables: list[str]) -> None:
+    def empty_tables(self, conn: Connection, tables: list[str]) -> None:
         if tables:
             conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY")
 
-    def backup(self, store: "Store", partial: Path, copy_rows: "CopyRows") -> tuple[dict[str, int], int]:
+    def backup(self, store: "Store", partial: Path, copy_rows: CopyRows) -> tuple[dict[str, int], int]:
         # The server's files are not Hearth's to copy: every row goes into a new SQLite file.
         return copy_rows(store, partial)
 
@@ -95,7 +96,7 @@ class PgEngine:
             if table in present:
                 conn.execute(f"VACUUM {table}")
 
-    def checkpoint(self, conn: "Connection") -> None:
+    def checkpoint(self, conn: Connection) -> None:
         """Nothing to do: the server owns its files and its log."""
 
     def find_text(self, store: "Store", text: str, words: list[str]) -> tuple[int, list[str], int]:
@@ -185,24 +186,22 @@ def _row_factory(cursor: Any) -> Any:
     return lambda values: Row(values, index)
 
 
-def _to_sqlite_error(exc: BaseException) -> BaseException:
-    """The sqlite3 exception module code and ``translate()`` already know for a psycopg error."""
+def _to_hearth_error(exc: BaseException) -> HearthError:
+    """Hearth's error for a psycopg error, as SQLite's are translated (``sqlite.translate``)."""
     psycopg = _psycopg()
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, psycopg.errors.IntegrityError):
-        error: sqlite3.Error = sqlite3.IntegrityError(message)
-    elif isinstance(exc, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected,
-                          psycopg.errors.LockNotAvailable)):
-        error = sqlite3.OperationalError(f"database is locked: {message}")
-    elif isinstance(exc, psycopg.errors.DiskFull):
-        error = sqlite3.OperationalError(f"database or disk is full: {message}")
-    elif isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
-        error = sqlite3.OperationalError(f"attempt to write a readonly database: {message}")
-    elif isinstance(exc, psycopg.errors.NumericValueOutOfRange):
-        return OverflowError(message)
-    else:
-        error = sqlite3.OperationalError(message)
-    return error
+        return ConstraintError(message)
+    if isinstance(exc, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected,
+                        psycopg.errors.LockNotAvailable)):
+        return StoreBusy("the database is busy; try again")
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StoreError("the disk holding the database is full")
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return StoreError("the database is read-only")
+    if isinstance(exc, psycopg.errors.NumericValueOutOfRange):
+        return InvalidInput("a number is outside the 64-bit range the database stores")
+    return failure(message)
 
 
 class PgCursor:
@@ -211,6 +210,7 @@ class PgCursor:
     def __init__(self, cursor: Any, statement: dialect.Statement | None):
         self._cursor = cursor
         self.lastrowid: int | None = None
+        self.row_factory: Any = None  # accepted and ignored: rows unpack as tuples do
         self._done = False
         if statement is not None and statement.returns_id:
             row = cursor.fetchone() if cursor.description is not None else None
@@ -281,9 +281,9 @@ class PgConnection:
         try:
             cursor.execute(statement.sql, params)
         except psycopg.Error as exc:
-            raise _to_sqlite_error(exc) from exc
+            raise _to_hearth_error(exc) from exc
         if statement.conflict_raises and cursor.rowcount == 0:
-            raise sqlite3.IntegrityError(f"UNIQUE constraint failed: {statement.conflict_raises}")
+            raise ConstraintError(f"UNIQUE constraint failed: {statement.conflict_raises}")
         return PgCursor(cursor, statement)
 
     def _begin(self, statement: dialect.Statement) -> PgCursor:
@@ -295,7 +295,7 @@ class PgConnection:
             else:
                 cursor = self.raw.execute(statement.sql)
         except psycopg.Error as exc:
-            raise _to_sqlite_error(exc) from exc
+            raise _to_hearth_error(exc) from exc
         return PgCursor(cursor, None)
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]]) -> PgCursor:
@@ -310,7 +310,7 @@ class PgConnection:
             if rows:
                 cursor.executemany(text, rows)
         except psycopg.Error as exc:
-            raise _to_sqlite_error(exc) from exc
+            raise _to_hearth_error(exc) from exc
         return PgCursor(cursor, None)
 
     def commit(self) -> None:
@@ -407,7 +407,7 @@ class PgStore(Store):
     def path(self, value: Path) -> None:
         raise StoreError("a PostgreSQL store has no database file")
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self) -> Connection:
         psycopg = _psycopg()
         if self._adapters is None:
             self._adapters = _adapters(psycopg)
@@ -423,15 +423,15 @@ class PgStore(Store):
         # until it has enough rows instead of returning fewer (pgvector 0.8).
         raw.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false),"
                     " set_config('hnsw.ef_search', '100', false)")
-        return cast(sqlite3.Connection, PgConnection(raw))
+        return PgConnection(raw)
 
-    def _begin_write(self, conn: sqlite3.Connection, exclusive: bool) -> None:
+    def _begin_write(self, conn: Connection, exclusive: bool) -> None:
         if exclusive:
             conn.execute("BEGIN IMMEDIATE")  # BEGIN and the writers' advisory lock
         else:
             cast(PgConnection, conn).raw.execute("BEGIN")
 
-    def commit_mark(self, conn: sqlite3.Connection) -> object:
+    def commit_mark(self, conn: Connection) -> object:
         """The transaction's snapshot (``xmin:xmax:in-progress ids``). A transaction that commits
         after it either was in progress then (it leaves the list) or started later (``xmax``
         moves), so an equal snapshot taken later means nothing committed in between."""

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from ..errors import HearthError, InvalidInput, StoreBusy, StoreError
+from ..errors import ConstraintError, HearthError, InvalidInput, StoreBusy, StoreError
 from . import files
 
 if TYPE_CHECKING:
     from .connection import Store
     from .engine import Connection, CopyRows
 
-# What ``translate`` understands: the driver's errors and the two a value that cannot be bound raises.
-DRIVER_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, UnicodeEncodeError, OverflowError)
+# The driver's own errors, which a connection's ``execute`` never raises (it raises Hearth's) but
+# reading rows later may; ``translate`` turns them into Hearth's.
+DriverError = sqlite3.Error
 
 # The FTS5 indexes and their vocabulary tables (store/migrations.py).
 FTS_INDEXES = ("messages_fts", "archive_chunks_fts", "facts_fts")
@@ -31,15 +32,21 @@ def translate(exc: BaseException) -> HearthError | None:
 
     Runtime conditions (busy, disk full, read-only, damaged file) become ``StoreError`` with a
     plain reason; a value SQLite cannot bind (a lone surrogate, an integer past 64 bits) is the
-    caller's ``InvalidInput``. Integrity errors are left to the code that expects them.
+    caller's ``InvalidInput``; a broken unique, reference or check rule is ``ConstraintError``.
     """
     if isinstance(exc, UnicodeEncodeError):
         return InvalidInput("text contains a lone surrogate and cannot be stored")
     if isinstance(exc, OverflowError):
         return InvalidInput("a number is outside the 64-bit range the database stores")
-    if isinstance(exc, sqlite3.IntegrityError) or not isinstance(exc, sqlite3.Error):
+    if isinstance(exc, sqlite3.IntegrityError):
+        return ConstraintError(str(exc))
+    if not isinstance(exc, sqlite3.Error):
         return None
-    message = str(exc)
+    return failure(str(exc))
+
+
+def failure(message: str) -> StoreError:
+    """The ``StoreError`` for a driver's message (either engine's, read for the same words)."""
     lowered = message.lower()
     if "locked" in lowered or "busy" in lowered:
         return StoreBusy("the database is busy; try again")
@@ -172,13 +179,13 @@ class SqliteConnection(sqlite3.Connection):
         try:
             return _execute(self, sql, parameters)
         except sqlite3.Error as exc:
-            raise translate(exc) or exc from exc
+            raise cast(HearthError, translate(exc)) from exc
 
     def executemany(self, sql: str, seq_of_parameters: Any, /) -> sqlite3.Cursor:  # type: ignore[override]
         try:
             return _executemany(self, sql, seq_of_parameters)
         except sqlite3.Error as exc:
-            raise translate(exc) or exc from exc
+            raise cast(HearthError, translate(exc)) from exc
 
 
 def connect(path: str | Path, **kwargs: Any) -> SqliteConnection:

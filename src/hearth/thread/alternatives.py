@@ -18,7 +18,6 @@ after a branch moves its summary and live context are queued to be written again
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +27,7 @@ from hearth.ops.jobs import enqueue
 from hearth.prompt.layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE
 from hearth.records import ledger
 from hearth.records.ledger import Message
+from hearth.store import Connection
 from hearth.store.connection import utcnow
 
 # What leaves the thread with a branch: turns, never the stored prompt or a handoff bubble.
@@ -50,14 +50,14 @@ class Alternative:
                 "created_at": self.created_at, "chosen": self.chosen, "metadata": self.metadata}
 
 
-def _message(conn: sqlite3.Connection, user_id: int, message_id: int) -> Message:
+def _message(conn: Connection, user_id: int, message_id: int) -> Message:
     row = conn.execute("SELECT * FROM messages WHERE id = ? AND user_id = ?", (message_id, user_id)).fetchone()
     if row is None:
         raise NotFound(f"no message {message_id}")
     return Message.from_row(row)
 
 
-def _keep_original(conn: sqlite3.Connection, message: Message) -> None:
+def _keep_original(conn: Connection, message: Message) -> None:
     """The first time a message gets an alternative, its original version becomes position 0."""
     conn.execute(
         "INSERT OR IGNORE INTO message_alternatives (user_id, message_id, position, content, metadata, created_at)"
@@ -65,7 +65,7 @@ def _keep_original(conn: sqlite3.Connection, message: Message) -> None:
         (message.user_id, message.id, message.content, json.dumps(message.metadata), message.created_at))
 
 
-def add(conn: sqlite3.Connection, user_id: int, message_id: int, content: str, *, metadata: dict[str, Any] | None = None,
+def add(conn: Connection, user_id: int, message_id: int, content: str, *, metadata: dict[str, Any] | None = None,
         channel: str = "web", reason: str = "regenerated") -> int:
     """Store a new version of a message and make it the chosen one (in the caller's transaction).
 
@@ -90,7 +90,7 @@ def add(conn: sqlite3.Connection, user_id: int, message_id: int, content: str, *
     return position
 
 
-def choose(conn: sqlite3.Connection, user_id: int, message_id: int, position: int, *, channel: str = "web") -> Message:
+def choose(conn: Connection, user_id: int, message_id: int, position: int, *, channel: str = "web") -> Message:
     """Make the version at ``position`` the one the thread shows and later requests read."""
     message = _message(conn, user_id, message_id)
     row = conn.execute("SELECT content, metadata FROM message_alternatives WHERE message_id = ? AND position = ?",
@@ -113,7 +113,7 @@ def choose(conn: sqlite3.Connection, user_id: int, message_id: int, position: in
     return _message(conn, user_id, message_id)
 
 
-def _stash(conn: sqlite3.Connection, message: Message, position: int) -> list[int]:
+def _stash(conn: Connection, message: Message, position: int) -> list[int]:
     """Move the turns after ``message`` out of the thread, as the branch of its version ``position``."""
     kinds = ", ".join("?" * len(BRANCH_KINDS))
     rows = conn.execute(f"SELECT * FROM messages WHERE conversation_id = ? AND id > ? AND kind IN ({kinds})"
@@ -142,7 +142,7 @@ def _stash(conn: sqlite3.Connection, message: Message, position: int) -> list[in
     return ids
 
 
-def _restore(conn: sqlite3.Connection, message: Message, position: int) -> list[int]:
+def _restore(conn: Connection, message: Message, position: int) -> list[int]:
     """Bring back the branch of ``message``'s version ``position`` (nothing if it has none)."""
     row = conn.execute("SELECT id FROM message_branches WHERE message_id = ? AND position = ?",
                        (message.id, position)).fetchone()
@@ -165,7 +165,7 @@ def _restore(conn: sqlite3.Connection, message: Message, position: int) -> list[
     return ids
 
 
-def _changed(conn: sqlite3.Connection, message: Message, restored: list[int], *, moved: bool) -> None:
+def _changed(conn: Connection, message: Message, restored: list[int], *, moved: bool) -> None:
     """What follows a change of the chosen text of ``message`` (and turns brought back after it)."""
     conversation_id = message.conversation_id
     ids = [message.id, *restored]
@@ -187,7 +187,7 @@ def _changed(conn: sqlite3.Connection, message: Message, restored: list[int], *,
                     dedupe_key=f"branch:{conversation_id}")
 
 
-def _show(conn: sqlite3.Connection, message: Message, position: int, content: str, metadata: dict[str, Any]) -> None:
+def _show(conn: Connection, message: Message, position: int, content: str, metadata: dict[str, Any]) -> None:
     count = conn.execute("SELECT count(*) FROM message_alternatives WHERE message_id = ?", (message.id,)).fetchone()[0]
     shown = {k: v for k, v in message.metadata.items() if k not in ("alternatives", "chosen")}
     shown.update({k: v for k, v in metadata.items() if k not in ("alternatives", "chosen")})
@@ -196,7 +196,7 @@ def _show(conn: sqlite3.Connection, message: Message, position: int, content: st
                  (content, json.dumps(shown), message.id))
 
 
-def listing(conn: sqlite3.Connection, user_id: int, message_id: int) -> list[Alternative]:
+def listing(conn: Connection, user_id: int, message_id: int) -> list[Alternative]:
     """Every version of a message, oldest first; a message never changed has just its own."""
     message = _message(conn, user_id, message_id)
     chosen = message.metadata.get("chosen", 0)

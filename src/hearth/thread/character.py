@@ -16,13 +16,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
 from hearth.prompt import macros
 from hearth.records import ledger
-from hearth.store import utcnow
+from hearth.store import Connection, utcnow
 
 if TYPE_CHECKING:
     from hearth.records.ledger import Message
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
 GREETING_CHANNELS = ("web", "cli")
 
 
-def greeting_versions(conn: sqlite3.Connection, user_id: int, persona: "Persona", conversation_id: int) -> list[str]:
+def greeting_versions(conn: Connection, user_id: int, persona: "Persona", conversation_id: int) -> list[str]:
     """The card's greeting and its alternates with macros filled, empty ones left out."""
     card = persona.card
     texts = [card.get("first_mes", ""), *card.get("alternate_greetings", [])]
@@ -43,7 +42,7 @@ def greeting_versions(conn: sqlite3.Connection, user_id: int, persona: "Persona"
     return [text for text in filled if text.strip()]
 
 
-def open_with_greeting(conn: sqlite3.Connection, user_id: int, persona: "Persona", conversation_id: int,
+def open_with_greeting(conn: Connection, user_id: int, persona: "Persona", conversation_id: int,
                        channel: str) -> int | None:
     """Write the card's greeting as the first turn of a new conversation (in the caller's
     transaction); its alternates become versions to swipe. Returns the message id, or None."""
@@ -53,7 +52,7 @@ def open_with_greeting(conn: sqlite3.Connection, user_id: int, persona: "Persona
     return add_greeting(conn, user_id, conversation_id, versions, source="card", channel=channel)
 
 
-def add_greeting(conn: sqlite3.Connection, user_id: int, conversation_id: int, versions: Sequence[str], *,
+def add_greeting(conn: Connection, user_id: int, conversation_id: int, versions: Sequence[str], *,
                  source: str, channel: str) -> int:
     """One assistant turn marked as a greeting, with ``versions[0]`` shown and every version kept
     for swiping (position 0 onwards, as ``alternatives`` numbers them)."""
@@ -72,7 +71,7 @@ def add_greeting(conn: sqlite3.Connection, user_id: int, conversation_id: int, v
     return message_id
 
 
-def post_history(conn: sqlite3.Connection, user_id: int, persona: "Persona", conversation_id: int,
+def post_history(conn: Connection, user_id: int, persona: "Persona", conversation_id: int,
                  user_message: "Message") -> str:
     """The card's post-history instructions for this send, macros filled now; "" when it has none.
     ``{{idle_duration}}`` is the time since the person's message before this one."""

@@ -10,13 +10,12 @@ every message. The matching message is shown as a short plain-text snippet.
 from __future__ import annotations
 
 import re
-import sqlite3
 import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from hearth.errors import InvalidInput
-from hearth.store import is_postgres
+from hearth.store import Connection, engine_of
 from hearth.text import STOPWORDS
 
 MAX_TAG = 40
@@ -92,10 +91,10 @@ def _prefix(words: tuple[str, ...], i: int) -> bool:
     return i == len(words) - 1 and len(words[i]) >= PREFIX_MIN
 
 
-def hits_sql(conn: sqlite3.Connection, user_id: int, words: tuple[str, ...]) -> tuple[str, list[Any]]:
+def hits_sql(conn: Connection, user_id: int, words: tuple[str, ...]) -> tuple[str, list[Any]]:
     """A CTE ``hits(cid, mid)``: each of the user's conversations with a chat turn holding every
     word, and its newest such turn. One query on the keyword index, grouped by conversation."""
-    if is_postgres(conn):
+    if engine_of(conn).keyword_index == "tsvector":
         query = " & ".join("'" + w + "'" + (":*" if _prefix(words, i) else "") for i, w in enumerate(words))
         return ("hits AS MATERIALIZED (SELECT m.conversation_id AS cid, max(m.id) AS mid FROM messages m"
                 " WHERE hearth_words(m.content) @@ to_tsquery('simple', hearth_fold(?))"

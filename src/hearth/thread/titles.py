@@ -9,13 +9,12 @@ changed.
 from __future__ import annotations
 
 import re
-import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from hearth.errors import InvalidInput
 from hearth.ops import jobs
 from hearth.records import ledger
-from hearth.store import utcnow
+from hearth.store import Connection, utcnow
 
 if TYPE_CHECKING:
     from hearth.memory.helpers import Helper
@@ -38,7 +37,7 @@ def offline_title(text: str) -> str:
     return cut.rstrip(",;:.-") + "…"
 
 
-def after_reply(conn: sqlite3.Connection, conversation: "Conversation", user_message: "Message",
+def after_reply(conn: Connection, conversation: "Conversation", user_message: "Message",
                 reply: "Message", *, model_titles: bool) -> None:
     """The hook run after each saved reply: titles an untitled thread after its first exchange."""
     title = conn.execute("SELECT title FROM conversations WHERE id = ?", (conversation.id,)).fetchone()[0]

@@ -8,12 +8,12 @@ bubbles.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from hearth.errors import InvalidInput, NotFound
 from hearth.providers.base import ToolCall, ToolSpec
+from hearth.store import Connection
 
 if TYPE_CHECKING:
     from hearth.store import Store
@@ -29,7 +29,7 @@ class ToolContext:
     persona_id: int
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> Connection:
         # Asked for at use: a streamed reply may run each step on a different server thread, and
         # every thread has its own connection.
         return self.store.connection()

@@ -15,7 +15,6 @@ shows it as its own section. A refresh is queued when a reply's input usage cros
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +22,7 @@ from hearth.errors import InvalidInput
 from hearth.memory.helpers.base import TurnText
 from hearth.ops.jobs import enqueue
 from hearth.records import ledger
-from hearth.store import utcnow
+from hearth.store import Connection, Row, utcnow
 from hearth.store.migrations import TURN_VERSION_EVENTS
 
 if TYPE_CHECKING:
@@ -47,7 +46,7 @@ class Capsule:
     created_at: str
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Capsule":
+    def from_row(cls, row: Row) -> "Capsule":
         return cls(row["id"], row["conversation_id"], row["text"], row["source"], row["through_message_id"],
                    row["created_at"])
 
@@ -69,14 +68,14 @@ LATEST_SQL = ("SELECT * FROM capsules c WHERE c.conversation_id = ?"
               " ORDER BY c.id DESC LIMIT 1")
 
 
-def latest(conn: sqlite3.Connection, conversation_id: int) -> Capsule | None:
+def latest(conn: Connection, conversation_id: int) -> Capsule | None:
     """The newest capsule that still describes the thread: its last turn is in the thread and no
     turn it covers took another version since it was written (W2); an older one serves otherwise."""
     row = conn.execute(LATEST_SQL, (conversation_id,)).fetchone()
     return Capsule.from_row(row) if row else None
 
 
-def schedule(conn: sqlite3.Connection, user_id: int, conversation_id: int, reason: str) -> int:
+def schedule(conn: Connection, user_id: int, conversation_id: int, reason: str) -> int:
     return enqueue(conn, user_id, JOB_KIND, {"conversation_id": conversation_id, "reason": reason},
                    dedupe_key=f"conversation:{conversation_id}")
 
@@ -141,7 +140,7 @@ def refresh(scope: "Scope", conversation_id: int, helper: "Helper", *, reason: s
     return capsule
 
 
-def open_span_of(conn: sqlite3.Connection, user_id: int, persona_id: int) -> int | None:
+def open_span_of(conn: Connection, user_id: int, persona_id: int) -> int | None:
     """Capsule refreshes belong to the span whose activity caused them, when it is still open."""
     row = conn.execute("SELECT id FROM spans WHERE user_id = ? AND persona_id = ? AND closed_at IS NULL",
                        (user_id, persona_id)).fetchone()

@@ -12,14 +12,13 @@ not touched.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from hearth.continuity.timeline import capsules
 from hearth.errors import InvalidInput
 from hearth.records import ledger
-from hearth.store import utcnow
+from hearth.store import Connection, utcnow
 
 if TYPE_CHECKING:
     from hearth.scope import Scope
@@ -52,7 +51,7 @@ class Compaction:
         return asdict(self)
 
 
-def get(conn: sqlite3.Connection, conversation_id: int) -> Chain | None:
+def get(conn: Connection, conversation_id: int) -> Chain | None:
     row = conn.execute("SELECT response_id, replacement_input, compacted_at, model FROM response_chains"
                        " WHERE conversation_id = ?", (conversation_id,)).fetchone()
     if row is None:
@@ -61,7 +60,7 @@ def get(conn: sqlite3.Connection, conversation_id: int) -> Chain | None:
     return Chain(row[0], replacement, row[2], row[3])
 
 
-def after_turn(conn: sqlite3.Connection, user_id: int, conversation_id: int, response_id: str,
+def after_turn(conn: Connection, user_id: int, conversation_id: int, response_id: str,
                model: str | None = None) -> None:
     """A successful turn: continue from its response (made by ``model``); a compaction's
     replacement input is spent."""
@@ -72,7 +71,7 @@ def after_turn(conn: sqlite3.Connection, user_id: int, conversation_id: int, res
         (conversation_id, user_id, response_id or None, model, utcnow()))
 
 
-def reset(conn: sqlite3.Connection, conversation_id: int) -> None:
+def reset(conn: Connection, conversation_id: int) -> None:
     """Forget the chain (the next turn sends the thread again); the timeline is untouched."""
     conn.execute("DELETE FROM response_chains WHERE conversation_id = ?", (conversation_id,))
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
 from hearth.continuity.timeline import spans as span_store
 from hearth.errors import InvalidInput, NotFound
+from hearth.store import Connection
 
 # Expansion stops here even if a span is longer (an import can be one huge span): a page is never
 # unbounded. Documented in docs/timeline.md.
@@ -103,7 +103,7 @@ def _events(rows: list) -> list[TimelineEvent]:
     return out
 
 
-def check_cursor(conn: sqlite3.Connection, user_id: int, cursor: Cursor) -> None:
+def check_cursor(conn: Connection, user_id: int, cursor: Cursor) -> None:
     """A cursor names one of this user's events; anyone else's answers like an unknown one (G2)."""
     row = conn.execute("SELECT 1 FROM events WHERE id = ? AND user_id = ? AND created_at = ?",
                        (cursor.event_id, user_id, cursor.created_at)).fetchone()
@@ -111,7 +111,7 @@ def check_cursor(conn: sqlite3.Connection, user_id: int, cursor: Cursor) -> None
         raise NotFound("unknown timeline cursor; reload the timeline")
 
 
-def page(conn: sqlite3.Connection, user_id: int, *, before: Cursor | None = None, limit: int = 500,
+def page(conn: Connection, user_id: int, *, before: Cursor | None = None, limit: int = 500,
          max_events: int = MAX_PAGE_EVENTS) -> Page:
     """The newest ``limit`` events before ``before`` (or the newest of all), grown to span starts."""
     if not 1 <= limit <= 10_000:

@@ -15,7 +15,6 @@ and queue its checkpoint.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from hearth.errors import NotFound
 from hearth.ops.jobs import enqueue
 from hearth.records import ledger
-from hearth.store import inserted_id, utcnow
+from hearth.store import Connection, Row, inserted_id, utcnow
 
 if TYPE_CHECKING:
     from hearth.scope import Hearth
@@ -64,7 +63,7 @@ class Span:
     open: bool  # closed_at is None; a field rather than a property so that answers carry it
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> "Span":
+    def from_row(cls, row: Row) -> "Span":
         return cls(row["id"], row["persona_id"], row["kind"], row["channel"], row["start_event_id"],
                    row["started_at"], row["last_at"], row["closed_at"], row["close_reason"],
                    row["checkpoint_event_id"], row["closed_at"] is None)
@@ -73,7 +72,7 @@ class Span:
         return asdict(self)
 
 
-def touch(conn: sqlite3.Connection, user_id: int, persona_id: int | None, channel: str, *, now: str,
+def touch(conn: Connection, user_id: int, persona_id: int | None, channel: str, *, now: str,
           idle_cutoff: str, idle_seconds: float, conversation_id: int | None = None) -> int:
     """The id of the open span this activity belongs to, opening one when needed.
 
@@ -98,7 +97,7 @@ def touch(conn: sqlite3.Connection, user_id: int, persona_id: int | None, channe
                      conversation_id=conversation_id, checkpoint=kind != "import")
 
 
-def keep_open(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, span_id: int, persona_id: int | None,
+def keep_open(conn: Connection, hearth: "Hearth", user_id: int, span_id: int, persona_id: int | None,
               channel: str, *, conversation_id: int | None = None) -> int:
     """The span for a turn of an exchange already under way (its reply, a tool round): the send's
     own span, kept open and extended however long the reply streamed. If a checkpoint closed it
@@ -112,7 +111,7 @@ def keep_open(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, span_id:
     return touch_now(conn, hearth, user_id, persona_id, channel, conversation_id=conversation_id)[0]
 
 
-def touch_now(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, persona_id: int | None, channel: str, *,
+def touch_now(conn: Connection, hearth: "Hearth", user_id: int, persona_id: int | None, channel: str, *,
               conversation_id: int | None = None) -> tuple[int, str]:
     """``touch`` for activity happening now, judged by the deployment's clock and idle setting;
     returns the span id and the timestamp used."""
@@ -123,7 +122,7 @@ def touch_now(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, persona_
     return span_id, now
 
 
-def open_span(conn: sqlite3.Connection, user_id: int, persona_id: int | None, channel: str, *, now: str,
+def open_span(conn: Connection, user_id: int, persona_id: int | None, channel: str, *, now: str,
               idle_seconds: float, conversation_id: int | None = None, checkpoint: bool = True) -> int:
     cur = conn.execute(
         "INSERT INTO spans (user_id, persona_id, kind, channel, start_event_id, started_at, last_at)"
@@ -143,7 +142,7 @@ def open_span(conn: sqlite3.Connection, user_id: int, persona_id: int | None, ch
 
 
 @contextmanager
-def burst(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, persona_id: int | None, channel: str, *,
+def burst(conn: Connection, hearth: "Hearth", user_id: int, persona_id: int | None, channel: str, *,
           reason: str) -> Iterator[int]:
     """A span that opens and closes inside the caller's transaction: activity that happens all at
     once (an import). It queues no checkpoint: what it brought is not a conversation that went idle."""
@@ -152,7 +151,7 @@ def burst(conn: sqlite3.Connection, hearth: "Hearth", user_id: int, persona_id: 
     close(conn, user_id, get(conn, user_id, span_id), reason, at=utcnow())
 
 
-def close(conn: sqlite3.Connection, user_id: int, span: Span, reason: str, *, at: str,
+def close(conn: Connection, user_id: int, span: Span, reason: str, *, at: str,
           checkpoint_event_id: int | None = None) -> None:
     conn.execute("UPDATE spans SET closed_at = ?, close_reason = ? WHERE id = ? AND closed_at IS NULL",
                  (max(at, span.last_at), reason, span.id))
@@ -161,19 +160,19 @@ def close(conn: sqlite3.Connection, user_id: int, span: Span, reason: str, *, at
                   payload={"span_id": span.id, "reason": reason, "checkpoint_event_id": checkpoint_event_id})
 
 
-def get(conn: sqlite3.Connection, user_id: int, span_id: int) -> Span:
+def get(conn: Connection, user_id: int, span_id: int) -> Span:
     row = conn.execute("SELECT * FROM spans WHERE id = ? AND user_id = ?", (span_id, user_id)).fetchone()
     if row is None:
         raise NotFound(f"no span {span_id}")
     return Span.from_row(row)
 
 
-def open_spans(conn: sqlite3.Connection, user_id: int) -> list[Span]:
+def open_spans(conn: Connection, user_id: int) -> list[Span]:
     return [Span.from_row(r) for r in conn.execute(
         "SELECT * FROM spans WHERE user_id = ? AND closed_at IS NULL ORDER BY last_at DESC, id DESC", (user_id,))]
 
 
-def by_ids(conn: sqlite3.Connection, user_id: int, ids: set[int]) -> dict[int, Span]:
+def by_ids(conn: Connection, user_id: int, ids: set[int]) -> dict[int, Span]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))

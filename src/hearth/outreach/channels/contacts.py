@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-import sqlite3
 from dataclasses import dataclass
 from email.utils import parseaddr
 
-from hearth.errors import Conflict, InvalidInput, NotFound
+from hearth.errors import Conflict, ConstraintError, InvalidInput, NotFound
 from hearth.records.ledger import CHANNELS
 from hearth.settings import Settings
-from hearth.store import Store, utcnow
+from hearth.store import Connection, Store, utcnow
 
 # Channels a person can write in from outside Hearth; their addresses identify the sender.
 MESSAGING = ("sms", "email")
@@ -51,7 +50,7 @@ class Contact:
                 "persona_id": self.persona_id, "created_at": self.created_at}
 
 
-def find(conn: sqlite3.Connection, channel: str, address: str) -> Contact | None:
+def find(conn: Connection, channel: str, address: str) -> Contact | None:
     """The contact an inbound sender is, across all users (an address belongs to one user)."""
     try:
         address = normalise_address(channel, address)
@@ -100,7 +99,7 @@ class Contacts:
                 cur = conn.execute(
                     "INSERT INTO channel_contacts (user_id, channel, address, persona_id, created_at)"
                     " VALUES (?, ?, ?, ?, ?)", (self.user_id, channel, address, persona_id, utcnow()))
-            except sqlite3.IntegrityError:  # added by a concurrent request since the check above
+            except ConstraintError:  # added by a concurrent request since the check above
                 raise _taken(channel) from None
             assert cur.lastrowid is not None
             return self.get(cur.lastrowid)
@@ -130,7 +129,7 @@ class PersonaChannels:
         self.store = store
         self.user_id = user_id
 
-    def _persona(self, conn: sqlite3.Connection, persona_id: int) -> None:
+    def _persona(self, conn: Connection, persona_id: int) -> None:
         if not conn.execute("SELECT 1 FROM personas WHERE id = ? AND user_id = ?",
                             (persona_id, self.user_id)).fetchone():
             raise NotFound(f"no persona {persona_id}")
@@ -151,7 +150,7 @@ class PersonaChannels:
         return {channel: answers(conn, persona_id, channel) for channel in ANSWERABLE}
 
 
-def answers(conn: sqlite3.Connection, persona_id: int, channel: str) -> bool:
+def answers(conn: Connection, persona_id: int, channel: str) -> bool:
     row = conn.execute("SELECT answers FROM persona_channels WHERE persona_id = ? AND channel = ?",
                        (persona_id, channel)).fetchone()
     return True if row is None else bool(row[0])

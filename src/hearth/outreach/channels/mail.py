@@ -10,7 +10,6 @@ References. The poll runs as a durable ``email.poll`` job that queues the next o
 from __future__ import annotations
 
 import imaplib
-import json
 import logging
 import re
 import smtplib
@@ -28,6 +27,7 @@ from hearth.ops import jobs
 from hearth.outreach.channels.contacts import Contact
 from hearth.outreach.channels.inbound import receive, record_sent, sent_parts
 from hearth.settings import Settings
+from hearth.store import state
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -100,16 +100,12 @@ def _cursor_key(user_id: int) -> str:
 
 
 def _load_cursor(hearth: "Hearth", user_id: int) -> dict[str, Any]:
-    row = hearth.store.connection().execute("SELECT value FROM app_state WHERE key = ?",
-                                            (_cursor_key(user_id),)).fetchone()
-    return json.loads(row[0]) if row else {"uidvalidity": None, "last_uid": 0}
+    return state.get(hearth.store.connection(), _cursor_key(user_id), {"uidvalidity": None, "last_uid": 0})
 
 
 def _save_cursor(hearth: "Hearth", user_id: int, cursor: dict[str, Any]) -> None:
     with hearth.store.write() as conn:
-        conn.execute("INSERT INTO app_state (key, value) VALUES (?, ?)"
-                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                     (_cursor_key(user_id), json.dumps(cursor)))
+        state.put(conn, _cursor_key(user_id), cursor)
 
 
 def poll(hearth: "Hearth", user_id: int) -> dict[str, int]:

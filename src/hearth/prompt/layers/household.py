@@ -14,7 +14,6 @@ approves it (or has turned on auto-approve for status changes, G4).
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -23,7 +22,7 @@ from hearth.memory.helpers.base import StatusField, TurnText
 from hearth.prompt.dynamic import Block, Turn
 from hearth.records import ledger, versions
 from hearth.records.temporal import check_mode, parse_moment
-from hearth.store import Store, inserted_id, utcnow
+from hearth.store import Connection, Row, Store, inserted_id, utcnow
 from hearth.validation import check_text
 
 if TYPE_CHECKING:
@@ -112,16 +111,16 @@ _FIELD_SQL = (
 )
 
 
-def _field_from_row(row: sqlite3.Row) -> StatusFieldInfo:
+def _field_from_row(row: Row) -> StatusFieldInfo:
     return StatusFieldInfo(row[0], row[1], tuple(json.loads(row[2])), tuple(json.loads(row[3])), row[4],
                            row[5], row[6], row[7])
 
 
-def fields(conn: sqlite3.Connection, user_id: int) -> list[StatusFieldInfo]:
+def fields(conn: Connection, user_id: int) -> list[StatusFieldInfo]:
     return [_field_from_row(r) for r in conn.execute(_FIELD_SQL + " ORDER BY f.position, f.id", (user_id,))]
 
 
-def has_fields(conn: sqlite3.Connection, user_id: int) -> bool:
+def has_fields(conn: Connection, user_id: int) -> bool:
     return conn.execute("SELECT 1 FROM status_fields WHERE user_id = ? AND retired_at IS NULL LIMIT 1",
                         (user_id,)).fetchone() is not None
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import sqlite3
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,7 @@ from hearth.errors import InvalidInput, NotFound
 from hearth.memory.helpers.base import LiveContextResult, TurnText, clip, content_words
 from hearth.prompt.dynamic import Block, Turn
 from hearth.records import ledger
-from hearth.store import Store, inserted_id, utcnow
+from hearth.store import Connection, Store, inserted_id, utcnow
 from hearth.validation import check_text
 
 if TYPE_CHECKING:
@@ -104,7 +103,7 @@ _NUDGE_SQL = ("SELECT id, conversation_id, text, marker, source, status, created
               " FROM nudges")
 
 
-def _nudges(conn: sqlite3.Connection, conversation_id: int, status: str | None = "open") -> tuple[Nudge, ...]:
+def _nudges(conn: Connection, conversation_id: int, status: str | None = "open") -> tuple[Nudge, ...]:
     sql = _NUDGE_SQL + " WHERE conversation_id = ?"
     args: list[Any] = [conversation_id]
     if status:
@@ -113,7 +112,7 @@ def _nudges(conn: sqlite3.Connection, conversation_id: int, status: str | None =
     return tuple(Nudge(*r) for r in conn.execute(sql + " ORDER BY id", args))
 
 
-def state(conn: sqlite3.Connection, conversation_id: int) -> LiveState | None:
+def state(conn: Connection, conversation_id: int) -> LiveState | None:
     row = conn.execute("SELECT conversation_id, mood, events, needs, summary, source, through_message_id,"
                        " updated_at FROM live_context WHERE conversation_id = ?", (conversation_id,)).fetchone()
     nudges = _nudges(conn, conversation_id)
@@ -124,26 +123,26 @@ def state(conn: sqlite3.Connection, conversation_id: int) -> LiveState | None:
     return replace(LiveState(*row), nudges=nudges)
 
 
-def _latest_chat_id(conn: sqlite3.Connection, conversation_id: int) -> int:
+def _latest_chat_id(conn: Connection, conversation_id: int) -> int:
     row = conn.execute("SELECT max(id) FROM messages WHERE conversation_id = ? AND kind = 'chat'",
                        (conversation_id,)).fetchone()
     return row[0] or 0
 
 
-def _unread(conn: sqlite3.Connection, conversation_id: int, after_id: int, cap: int = -1) -> int:
+def _unread(conn: Connection, conversation_id: int, after_id: int, cap: int = -1) -> int:
     # Counted up to ``cap`` (-1: all): the due check runs inside the reply's write transaction.
     return conn.execute("SELECT count(*) FROM (SELECT 1 FROM messages WHERE conversation_id = ? AND id > ?"
                         " AND kind = 'chat' AND role IN ('user', 'assistant') LIMIT ?)",
                         (conversation_id, after_id, cap)).fetchone()[0]
 
 
-def is_due(conn: sqlite3.Connection, conversation_id: int, every: int) -> bool:
+def is_due(conn: Connection, conversation_id: int, every: int) -> bool:
     row = conn.execute("SELECT through_message_id FROM live_context WHERE conversation_id = ?",
                        (conversation_id,)).fetchone()
     return _unread(conn, conversation_id, row[0] if row else 0, every) >= every
 
 
-def is_stale(conn: sqlite3.Connection, conversation_id: int, stale_minutes: int, now: datetime | None = None) -> bool:
+def is_stale(conn: Connection, conversation_id: int, stale_minutes: int, now: datetime | None = None) -> bool:
     """Unread messages exist and the state is older than the stale age (or there is no state yet)."""
     row = conn.execute("SELECT through_message_id, updated_at FROM live_context WHERE conversation_id = ?",
                        (conversation_id,)).fetchone()
@@ -155,7 +154,7 @@ def is_stale(conn: sqlite3.Connection, conversation_id: int, stale_minutes: int,
     return (now or datetime.now(timezone.utc)) - updated >= timedelta(minutes=stale_minutes)
 
 
-def _new_marker(conn: sqlite3.Connection, conversation_id: int) -> str:
+def _new_marker(conn: Connection, conversation_id: int) -> str:
     for _ in range(50):
         marker = secrets.token_hex(2)
         if not conn.execute("SELECT 1 FROM nudges WHERE conversation_id = ? AND marker = ?",
@@ -164,7 +163,7 @@ def _new_marker(conn: sqlite3.Connection, conversation_id: int) -> str:
     raise InvalidInput("this conversation has too many nudges")
 
 
-def _add_nudge(conn: sqlite3.Connection, user_id: int, conversation_id: int, text: str, source: str) -> int | None:
+def _add_nudge(conn: Connection, user_id: int, conversation_id: int, text: str, source: str) -> int | None:
     """Insert a nudge unless the same text was ever offered in this thread (used ones never return)."""
     text = clip(text, 200)
     for row in conn.execute("SELECT text FROM nudges WHERE conversation_id = ?", (conversation_id,)):
@@ -314,7 +313,7 @@ class LiveContext:
                                                     "through_message_id": recent[-1].message_id})
             return state(conn, conversation_id)
 
-    def _save(self, conn: sqlite3.Connection, conversation_id: int, values: dict[str, str], source: str,
+    def _save(self, conn: Connection, conversation_id: int, values: dict[str, str], source: str,
               through: int) -> None:
         conn.execute(
             "INSERT INTO live_context (conversation_id, user_id, mood, events, needs, summary, source,"
@@ -326,7 +325,7 @@ class LiveContext:
              source, through, utcnow()))
 
 
-def mark_used(conn: sqlite3.Connection, user_id: int, conversation_id: int, reply: "Message") -> list[int]:
+def mark_used(conn: Connection, user_id: int, conversation_id: int, reply: "Message") -> list[int]:
     """After a reply (inside its transaction): mark the nudges it used, strip echoed markers."""
     markers = set(MARKER_RE.findall(reply.content))
     used = [n for n in _nudges(conn, conversation_id) if _used_by(n, reply.content, markers)]

@@ -15,7 +15,6 @@ summaries are labelled "(offline summary)".
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +28,7 @@ from hearth.memory.helpers.base import (
     word_count,
 )
 from hearth.prompt.dynamic import Block, Turn
-from hearth.store import Store, utcnow
+from hearth.store import Connection, Row, Store, utcnow
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -66,25 +65,25 @@ _SQL = ("SELECT id, conversation_id, text, source, through_message_id, section_m
         " invalidated_at FROM thread_summaries")
 
 
-def latest_valid(conn: sqlite3.Connection, conversation_id: int) -> ThreadSummary | None:
+def latest_valid(conn: Connection, conversation_id: int) -> ThreadSummary | None:
     row = conn.execute(_SQL + " WHERE conversation_id = ? AND invalidated_at IS NULL"
                        " ORDER BY through_message_id DESC, id DESC LIMIT 1", (conversation_id,)).fetchone()
     return ThreadSummary(*row) if row else None
 
 
-def _chat_after(conn: sqlite3.Connection, conversation_id: int, after_id: int, cap: int = -1) -> int:
+def _chat_after(conn: Connection, conversation_id: int, after_id: int, cap: int = -1) -> int:
     # Counted up to ``cap`` (-1: all): the due check runs inside the reply's write transaction.
     return conn.execute("SELECT count(*) FROM (SELECT 1 FROM messages WHERE conversation_id = ? AND id > ?"
                         " AND kind = 'chat' AND role IN ('user', 'assistant') LIMIT ?)",
                         (conversation_id, after_id, cap)).fetchone()[0]
 
 
-def is_due(conn: sqlite3.Connection, conversation_id: int, every: int) -> bool:
+def is_due(conn: Connection, conversation_id: int, every: int) -> bool:
     previous = latest_valid(conn, conversation_id)
     return _chat_after(conn, conversation_id, previous.through_message_id if previous else 0, every) >= every
 
 
-def _fingerprint(rows: list[sqlite3.Row]) -> str:
+def _fingerprint(rows: list[Row]) -> str:
     digest = hashlib.sha256()
     for row in rows:
         digest.update(f"{row['id']}:{row['role']}:".encode())
@@ -92,7 +91,7 @@ def _fingerprint(rows: list[sqlite3.Row]) -> str:
     return digest.hexdigest()
 
 
-def _section(conn: sqlite3.Connection, conversation_id: int, after_id: int) -> list[sqlite3.Row]:
+def _section(conn: Connection, conversation_id: int, after_id: int) -> list[Row]:
     rows = conn.execute(
         "SELECT id, role, content FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
         " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?", (conversation_id, after_id, SECTION_LIMIT),
