@@ -51,7 +51,6 @@ BEGIN
 END $$;
 CREATE TRIGGER events_append_only BEFORE UPDATE ON events
     FOR EACH ROW EXECUTE FUNCTION hearth_events_append_only();
-
 """,
 )
 
@@ -164,7 +163,6 @@ CREATE TRIGGER messages_changed_delete AFTER DELETE ON messages
     FOR EACH ROW EXECUTE FUNCTION hearth_messages_changed();
 CREATE TRIGGER messages_changed_update AFTER UPDATE OF content, kind, role ON messages
     FOR EACH ROW EXECUTE FUNCTION hearth_messages_changed();
-
 """,
 )
 
@@ -321,15 +319,14 @@ CREATE TRIGGER chunk_vectors_insert_delete AFTER INSERT OR DELETE ON archive_chu
     FOR EACH ROW EXECUTE FUNCTION hearth_chunk_vectors_changed();
 CREATE TRIGGER chunk_vectors_update AFTER UPDATE OF embedding, embedding_model ON archive_chunks
     FOR EACH ROW EXECUTE FUNCTION hearth_chunk_vectors_changed();
-
 """,
 )
 
 
 @migration
 def m001_create_foundation() -> list[Operation]:
-    return [Sql(
-        """
+    return [
+        Sql("""
         CREATE TABLE users (
             id {key},
             name TEXT NOT NULL UNIQUE,
@@ -447,8 +444,8 @@ def m001_create_foundation() -> list[Operation]:
 
 @migration
 def m002_create_memories_and_continuity() -> list[Operation]:
-    return [Sql(
-        """
+    return [
+        Sql("""
         -- Long-term memories (M1). AUTOINCREMENT: a deleted id is never handed out again (M7).
         CREATE TABLE memories (
             id {serial},
@@ -491,13 +488,14 @@ def m002_create_memories_and_continuity() -> list[Operation]:
             recent_raw TEXT NOT NULL DEFAULT '',
             created_at TEXT NOT NULL
         );
-        """)]
+        """),
+    ]
 
 
 @migration
 def m003_create_branch_requests() -> list[Operation]:
-    return [Sql(
-        """
+    return [
+        Sql("""
         -- Branch idempotency (H8): one destination per client retry key and user.
         CREATE TABLE branch_requests (
             id {key},
@@ -509,13 +507,14 @@ def m003_create_branch_requests() -> list[Operation]:
             created_at TEXT NOT NULL,
             UNIQUE (user_id, retry_key)
         );
-        """)]
+        """),
+    ]
 
 
 @migration
 def m004_create_layers() -> list[Operation]:
-    return [Sql(
-        """
+    return [
+        Sql("""
         -- Background jobs: a durable queue, so a restart resumes pending work. last_error holds an
         -- error class or kind only, never content. One pending job per (user, kind, dedupe key).
         CREATE TABLE jobs (
@@ -674,13 +673,14 @@ def m004_create_layers() -> list[Operation]:
         CREATE INDEX proposals_user_hash ON proposals (user_id, content_hash, status);
         CREATE UNIQUE INDEX proposals_one_pending ON proposals (user_id, content_hash)
             WHERE status = 'pending';
-        """)]
+        """),
+    ]
 
 
 @migration
 def m005_create_recall() -> list[Operation]:
-    return [Sql(
-        """
+    return [
+        Sql("""
         -- Deep archive (A1): documents and their labelled chunks. Content hashes make re-uploads
         -- add nothing; the embedding BLOB is the source of truth for the vector index (S7).
         CREATE TABLE archive_documents (
@@ -744,13 +744,14 @@ def m005_create_recall() -> list[Operation]:
             created_at TEXT NOT NULL
         );
         CREATE INDEX search_log_user_time ON search_log (user_id, created_at, id);
-        """)]
+        """),
+    ]
 
 
 @migration
 def m006_count_vectors() -> list[Operation]:
-    return [Sql(
-        """
+    return [
+        Sql("""
         -- Per user, source and model: how many vectors, the highest id, and a revision that moves
         -- when a vector is removed, replaced or arrives out of id order. Kept by triggers so the
         -- in-process vector index can tell in one lookup whether it is current, and whether new
@@ -783,8 +784,8 @@ def m007_add_memory_versions() -> list[Operation]:
     ``memory_versions``. Existing memories become version 1, valid and recorded from their
     creation time (the only honest time there is for them).
     """
-    return [Sql(
-        """
+    return [
+        Sql("""
         ALTER TABLE memories ADD COLUMN valid_from TEXT;
         ALTER TABLE memories ADD COLUMN valid_until TEXT;
         ALTER TABLE memories ADD COLUMN recorded_at TEXT;
@@ -824,7 +825,8 @@ def m007_add_memory_versions() -> list[Operation]:
         ALTER TABLE status_values ADD COLUMN retired_at TEXT;
         ALTER TABLE status_values ADD COLUMN superseded_at TEXT;
         UPDATE status_values SET recorded_at = valid_from, superseded_at = valid_to;
-        """)]
+        """),
+    ]
 
 
 @migration
@@ -836,8 +838,8 @@ def m008_add_interop() -> list[Operation]:
     controls) and ``import_key`` (where an imported fragment came from, so re-imports add nothing),
     per-conversation timers for sticky / cooldown entries, and a record of imported sources.
     """
-    return [Sql(
-        """
+    return [
+        Sql("""
         ALTER TABLE personas ADD COLUMN card TEXT NOT NULL DEFAULT '{}' CHECK ({json:card});
         CREATE TABLE IF NOT EXISTS persona_avatars (
             persona_id {int} PRIMARY KEY REFERENCES personas(id) ON DELETE CASCADE,
@@ -867,13 +869,14 @@ def m008_add_interop() -> list[Operation]:
             created_at TEXT NOT NULL,
             PRIMARY KEY (user_id, kind, source_key)
         ) {without_rowid};
-        """)]
+        """),
+    ]
 
 
 @migration
 def m009_create_client_chats() -> list[Operation]:
-    return [Sql(
-        """
+    return [
+        Sql("""
         -- X1: which Hearth conversation a chat in an OpenAI-compatible client maps to. The key is
         -- 'header:' or 'first:' and a SHA-256 (of the client's conversation id header, or of the
         -- first user message), never the text itself.
@@ -889,13 +892,14 @@ def m009_create_client_chats() -> list[Operation]:
         CREATE INDEX client_chats_conversation ON client_chats (conversation_id);
         -- A conversation's own custom instructions (a client's system prompt); NULL: the persona's.
         ALTER TABLE conversations ADD COLUMN custom_instructions TEXT;
-        """)]
+        """),
+    ]
 
 
 @migration
 def m010_create_channels() -> list[Operation]:
-    return [Sql(
-        """
+    return [
+        Sql("""
         -- Who may reach a user on a messaging channel (E10): an address (a phone number, an email
         -- address) belongs to one user across the deployment, so inbound routing is one lookup.
         CREATE TABLE channel_contacts (
@@ -932,13 +936,14 @@ def m010_create_channels() -> list[Operation]:
             answers {int} NOT NULL,
             PRIMARY KEY (persona_id, channel)
         ) {without_rowid};
-        """)]
+        """),
+    ]
 
 
 @migration
 def m011_create_activations() -> list[Operation]:
-    return [Sql(
-        """
+    return [
+        Sql("""
         -- Autonomous activations (E11), off unless created: a recurrence rule (RFC 5545) or an
         -- idle period, the channel the message is delivered on, and when it is next due (UTC).
         CREATE TABLE activations (
@@ -1004,15 +1009,16 @@ def m011_create_activations() -> list[Operation]:
         CREATE INDEX proposals_user_hash ON proposals (user_id, content_hash, status);
         CREATE UNIQUE INDEX proposals_one_pending ON proposals (user_id, content_hash)
             WHERE status = 'pending';
-        """)]
+        """),
+    ]
 
 
 
 @migration
 def m012_add_item_versions() -> list[Operation]:
     """Version history of fragments, personas and status fields (B2); existing ones become version 1."""
-    return [Sql(
-        """
+    return [
+        Sql("""
         CREATE TABLE item_versions (
             id {key},
             user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
@@ -1046,13 +1052,14 @@ def m012_add_item_versions() -> list[Operation]:
             SELECT user_id, 'status_field', id, 1,
                    json_object('name', name, 'options', json(options), 'aliases', json(aliases)),
                    'created', 'unknown', created_at FROM status_fields;
-        """)]
+        """),
+    ]
 
 
 @migration
 def m013_create_timeline() -> list[Operation]:
-    return [Sql(
-        """
+    return [
+        Sql("""
         -- Activity spans (E1): containers in the relationship timeline, never chats. At most one
         -- open span per user and companion; its start is the (created_at, id) of its span.opened
         -- event, so a timeline page can reach back to it.
@@ -1098,14 +1105,15 @@ def m013_create_timeline() -> list[Operation]:
             compacted_at TEXT,
             updated_at TEXT NOT NULL
         );
-        """)]
+        """),
+    ]
 
 
 @migration
 def m014_add_message_alternatives_and_persona_archive() -> list[Operation]:
     """Every version of a regenerated reply or an edited message (W2); archived personas (W3)."""
-    return [Sql(
-        """
+    return [
+        Sql("""
         CREATE TABLE message_alternatives (
             id {key},
             user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
@@ -1118,7 +1126,8 @@ def m014_add_message_alternatives_and_persona_archive() -> list[Operation]:
         );
         CREATE INDEX message_alternatives_user ON message_alternatives (user_id);
         ALTER TABLE personas ADD COLUMN archived_at TEXT;
-        """)]
+        """),
+    ]
 
 
 @migration
@@ -1131,8 +1140,8 @@ def m015_create_message_branches() -> list[Operation]:
     ``message_id`` has no foreign key: a branch keeps existing while its message itself waits inside
     an earlier branch.
     """
-    return [Sql(
-        """
+    return [
+        Sql("""
         CREATE TABLE message_branches (
             id {key},
             user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
@@ -1159,7 +1168,8 @@ def m015_create_message_branches() -> list[Operation]:
         );
         CREATE INDEX branch_messages_branch ON branch_messages (branch_id, id);
         CREATE INDEX branch_messages_user ON branch_messages (user_id);
-        """)]
+        """),
+    ]
 
 
 
@@ -1530,12 +1540,13 @@ def m024_add_thread_pins_tags_and_imported() -> list[Operation]:
     thread read anywhere carries them at no extra query, and ``conversation_tags`` so ``tag:NAME``
     is one indexed lookup. ``imported`` marks a thread an import created (a SillyTavern chat): it
     is read only; threads imported before are found by their creation event's channel."""
-    return [Sql(
-        """
+    return [
+        Sql("""
         ALTER TABLE conversations ADD COLUMN pinned_at TEXT;
         ALTER TABLE conversations ADD COLUMN tags TEXT NOT NULL DEFAULT '[]' CHECK ({json:tags});
         ALTER TABLE conversations ADD COLUMN imported {int} NOT NULL DEFAULT 0;
-        """ + CONVERSATION_TAGS)]
+        """ + CONVERSATION_TAGS),
+    ]
 
 
 # Migration 25's table.
@@ -1561,11 +1572,12 @@ def m025_add_chat_models_and_prompt_presets() -> list[Operation]:
     never continued with another model (NULL: a chain from before, made with the default).
     ``prompt_presets`` are a person's named texts, applied to a conversation as its custom
     instructions (a copy: editing a preset later changes no conversation)."""
-    return [Sql(
-        """
+    return [
+        Sql("""
         ALTER TABLE conversations ADD COLUMN model TEXT;
         ALTER TABLE response_chains ADD COLUMN model TEXT;
-        """ + PROMPT_PRESETS)]
+        """ + PROMPT_PRESETS),
+    ]
 
 
 # Migration 26's tables.
