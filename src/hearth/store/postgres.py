@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, cast
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError, ConstraintError, HearthError, InvalidInput, StoreBusy, StoreError
-from . import catalog, dialect, pg_migrations
+from . import catalog, dialect, migrations
 from .connection import BUSY_TIMEOUT_MS, Store
 from .sqlite import failure
 
@@ -40,7 +40,7 @@ def is_postgres(conn: Any) -> bool:
 
 
 # The columns the keyword indexes cover: each is a GIN expression index over hearth_words(column)
-# (store/pg_migrations.py), PostgreSQL's stand-in for an FTS5 table.
+# (store/migrations.py), PostgreSQL's stand-in for an FTS5 table.
 KEYWORD_COLUMNS = (("messages", "content"), ("archive_chunks", "text"), ("facts", "text"))
 
 
@@ -389,9 +389,9 @@ class PgStore(Store):
         raw = cast(PgConnection, conn)
         if migrate:
             with self.write():
-                pg_migrations.migrate(raw)
+                migrations.migrate(raw, migrations.POSTGRESQL)
         else:
-            pg_migrations.check_version(raw)
+            migrations.check_version(raw, migrations.POSTGRESQL)
 
     @property
     def key(self) -> str:
@@ -438,7 +438,7 @@ class PgStore(Store):
         return cast(PgConnection, conn).raw.execute("SELECT pg_current_snapshot()::text").fetchone()[0]
 
     def schema_version(self) -> int:
-        return pg_migrations.current_version(cast(PgConnection, self.connection()))
+        return migrations.current_version(cast(PgConnection, self.connection()), migrations.POSTGRESQL)
 
     def server_info(self) -> dict[str, str]:
         """Engine, server and extension versions (``hearth doctor``)."""
