@@ -7,10 +7,10 @@ for ``app_state``, Hearth's errors (``ConstraintError``, ``StoreError``) from ei
 
 from . import files, state
 from .connection import Store, inserted_id, utcnow
-from .engine import Connection, Cursor, Engine, Row, engine_of
+from .engine import Connection, Cursor, Engine, Row
 from .migrations import LATEST_VERSION
 from .postgres import PgStore, is_postgres, open_store
-from .sqlite import DriverError, open_read_only
+from .sqlite import DriverError, engine_of, open_read_only
 
 __all__ = ["Store", "PgStore", "inserted_id", "utcnow", "LATEST_VERSION", "is_postgres", "open_store",
            "Connection", "Cursor", "Engine", "Row", "engine_of", "files", "state", "DriverError",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .engine import Connection, engine_of
+from .engine import Connection
+from .sqlite import engine_of
 
 
 def is_postgres(conn: Any) -> bool:

@@ -12,14 +12,14 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, cast
+from typing import TYPE_CHECKING, Iterator, cast
 
 from ..errors import StoreError
 from . import migrations
 from .sqlite import SQLITE, SqliteConnection, translate
 
 if TYPE_CHECKING:
-    from .engine import Connection, Cursor
+    from .engine import Connection, Cursor, Engine
 
 __all__ = ["Store", "inserted_id", "translate", "utcnow"]
 
@@ -43,7 +43,7 @@ def inserted_id(cursor: Cursor) -> int:
 class Store:
     """A Hearth database file. Safe to share between threads: each thread gets its own connection."""
 
-    engine: Any = SQLITE  # what differs between the engines (store/engine.py); PgStore's is PostgreSQL's
+    engine: Engine = SQLITE  # what differs between the engines (store/engine.py); PgStore's is PostgreSQL's
 
     def __init__(self, path: str | Path, *, migrate: bool = True):
         self.path = Path(path)

@@ -12,13 +12,9 @@ instead of testing which engine it runs on. Everything engine-specific lives und
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
-
-from .sqlite import SQLITE
-
-if TYPE_CHECKING:
-    from .connection import Store
+from typing import Any, Callable, Iterator, Protocol
 
 
 class Row(Protocol):
@@ -71,9 +67,26 @@ class Connection(Protocol):
     def close(self) -> None: ...
 
 
+class Database(Protocol):
+    """The part of a store an Engine works with (``Store`` and ``PgStore``; this module stays a
+    leaf that imports neither)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def key(self) -> str: ...
+
+    def connection(self) -> Connection: ...
+
+    def write(self, *, exclusive: bool = True) -> AbstractContextManager[Connection]: ...
+
+    def read(self) -> AbstractContextManager[Connection]: ...
+
+
 # The backup's fallback when an engine has no file to copy: copy every row into a new SQLite file
 # at ``partial``; returns (row counts per table, schema version).
-CopyRows = Callable[["Store", Path], "tuple[dict[str, int], int]"]
+CopyRows = Callable[[Any, Path], "tuple[dict[str, int], int]"]
 
 
 class Engine(Protocol):
@@ -127,11 +140,15 @@ class Engine(Protocol):
         """After a bulk copy into ``tables`` (migrate-store): identities and derived forms caught up."""
         ...
 
-    def backup(self, store: "Store", partial: Path, copy_rows: CopyRows) -> tuple[dict[str, int], int]:
+    def empty_tables(self, conn: Connection, tables: list[str]) -> None:
+        """Delete every row of ``tables`` (a restore onto a live database)."""
+        ...
+
+    def backup(self, store: Database, partial: Path, copy_rows: CopyRows) -> tuple[dict[str, int], int]:
         """A consistent copy of ``store`` as a SQLite file at ``partial``: (row counts, schema version)."""
         ...
 
-    def reclaim(self, store: "Store", tables: tuple[str, ...]) -> None:
+    def reclaim(self, store: Database, tables: tuple[str, ...]) -> None:
         """Make the space deleted rows of ``tables`` held free and their text unreadable."""
         ...
 
@@ -139,16 +156,11 @@ class Engine(Protocol):
         """Fold the write-ahead log into the database file (nothing where the server owns its files)."""
         ...
 
-    def find_text(self, store: "Store", text: str, words: list[str]) -> tuple[int, list[str], int]:
+    def find_text(self, store: Database, text: str, words: list[str]) -> tuple[int, list[str], int]:
         """Where ``text`` (any letter case) is still stored: (places checked, places found, how
         many of ``words`` the keyword indexes still hold)."""
         ...
 
-    def describe(self, store: "Store") -> list[tuple[str, str]]:
+    def describe(self, store: Database) -> list[tuple[str, str]]:
         """(label, value) rows about the engine and its indexes, for ``hearth doctor``."""
         ...
-
-
-def engine_of(conn: Any) -> Engine:
-    """The engine of a store connection (a plain ``sqlite3`` connection is SQLite's)."""
-    return getattr(conn, "engine", SQLITE)

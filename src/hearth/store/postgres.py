@@ -28,7 +28,7 @@ from .connection import BUSY_TIMEOUT_MS, Store
 from .sqlite import failure
 
 if TYPE_CHECKING:
-    from .engine import Connection, CopyRows
+    from .engine import Connection, CopyRows, Database
 
 # The key of the one advisory lock every write transaction takes (S3: writers are serialised).
 WRITE_LOCK_KEY = 0x4865617274  # "Heart"
@@ -82,11 +82,11 @@ class PgEngine:
         if tables:
             conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY")
 
-    def backup(self, store: "Store", partial: Path, copy_rows: CopyRows) -> tuple[dict[str, int], int]:
+    def backup(self, store: Database, partial: Path, copy_rows: CopyRows) -> tuple[dict[str, int], int]:
         # The server's files are not Hearth's to copy: every row goes into a new SQLite file.
         return copy_rows(store, partial)
 
-    def reclaim(self, store: "Store", tables: tuple[str, ...]) -> None:
+    def reclaim(self, store: Database, tables: tuple[str, ...]) -> None:
         # VACUUM removes dead rows and their GIN and HNSW index entries and marks their space free.
         conn = store.connection()
         if conn.in_transaction:
@@ -99,7 +99,7 @@ class PgEngine:
     def checkpoint(self, conn: Connection) -> None:
         """Nothing to do: the server owns its files and its log."""
 
-    def find_text(self, store: "Store", text: str, words: list[str]) -> tuple[int, list[str], int]:
+    def find_text(self, store: Database, text: str, words: list[str]) -> tuple[int, list[str], int]:
         # The server's files are not readable here: every text column of every table instead
         # (places are ``table.column``), and the words in the keyword indexes' terms.
         found: list[str] = []
@@ -122,7 +122,7 @@ class PgEngine:
                                           " @@ plainto_tsquery('simple', hearth_fold(?))", (word,)).fetchone()[0]
         return checked, found, terms
 
-    def describe(self, store: "Store") -> list[tuple[str, str]]:
+    def describe(self, store: Database) -> list[tuple[str, str]]:
         info = cast(PgStore, store).server_info()
         return [("engine", "postgresql"), ("postgresql", info["server"]), ("database", info["database"]),
                 ("pgvector", info["pgvector"]), ("keyword index", "tsvector + GIN")]

@@ -16,8 +16,7 @@ from ..errors import ConstraintError, HearthError, InvalidInput, StoreBusy, Stor
 from . import files
 
 if TYPE_CHECKING:
-    from .connection import Store
-    from .engine import Connection, CopyRows
+    from .engine import Connection, CopyRows, Database, Engine
 
 # The driver's own errors, which a connection's ``execute`` never raises (it raises Hearth's) but
 # reading rows later may; ``translate`` turns them into Hearth's.
@@ -112,11 +111,11 @@ class SqliteEngine:
         for table in tables:
             conn.execute(f'DELETE FROM "{table}"')
 
-    def backup(self, store: "Store", partial: Path, copy_rows: "CopyRows") -> tuple[dict[str, int], int]:
+    def backup(self, store: "Database", partial: Path, copy_rows: "CopyRows") -> tuple[dict[str, int], int]:
         # The online backup API: writers may go on while it copies.
         return files.copy_live(store.path, partial)
 
-    def reclaim(self, store: "Store", tables: tuple[str, ...]) -> None:
+    def reclaim(self, store: "Database", tables: tuple[str, ...]) -> None:
         # Merging an FTS5 index drops every trace of its deleted rows; the WAL is then truncated.
         with store.write() as conn:
             for index in FTS_INDEXES:
@@ -127,7 +126,7 @@ class SqliteEngine:
         if not conn.in_transaction:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def find_text(self, store: "Store", text: str, words: list[str]) -> tuple[int, list[str], int]:
+    def find_text(self, store: "Database", text: str, words: list[str]) -> tuple[int, list[str], int]:
         # The raw bytes of the database file, its WAL (after a checkpoint) and the saved vector
         # index files beside it; then the words in the FTS5 vocabularies.
         self.checkpoint(store.connection())
@@ -152,7 +151,7 @@ class SqliteEngine:
                 terms += conn.execute(f"SELECT count(*) FROM {index}_vocab WHERE term = ?", (word,)).fetchone()[0]
         return checked, found, terms
 
-    def describe(self, store: "Store") -> list[tuple[str, str]]:
+    def describe(self, store: "Database") -> list[tuple[str, str]]:
         conn = store.connection()
         try:
             conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
@@ -197,3 +196,8 @@ def open_read_only(path: str | Path) -> SqliteConnection:
     """A read-only connection of its own to a store's file (a background thread's)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, factory=SqliteConnection)
     return conn
+
+
+def engine_of(conn: Any) -> "Engine":
+    """The engine of a store connection (a plain ``sqlite3`` connection is SQLite's)."""
+    return getattr(conn, "engine", SQLITE)
