@@ -506,7 +506,7 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     cached_at_end = cached_share(files)
     result = {
         "machine": machine(),
-        "engine": getattr(hearth.store, "engine", "sqlite"),
+        "engine": hearth.store.engine.name,
         "load_average": [round(x, 1) for x in os.getloadavg()],
         "deployment": {k: manifest.get(k) for k in ("messages", "conversations", "active_messages", "fragments",
                                                     "memories", "chunks", "vectors")},

@@ -5,7 +5,9 @@ the lower-cased text with diacritics folded) on exactly the rows FTS5 indexes on
 ``store/migrations.py``): no stemming, no stop words, so a word matches the same rows on both
 engines; query words are folded with ``hearth_fold`` the same way. Matches are found through the index and
 ranked by Okapi BM25 (k1 1.2, b 0.75, FTS5's constants) computed from the matching row's own
-vector: term frequency from its positions, each term's IDF from its document frequency (the same
+vector, stored beside the row when it is written (``messages_words``, ``archive_chunks_words``,
+``facts_words``: migration 28), so a query never tokenises a candidate's text again: term
+frequency from its positions, each term's IDF from its document frequency (the same
 cached statistics the common-term guard uses), and document length against the average length
 over the index, kept with its row count by triggers (``keyword_totals``). ``ts_rank`` is not used: it has no IDF, so a common word would weigh as much as a
 rare one and the rankings of the two engines would disagree.
@@ -49,18 +51,27 @@ def bm25_terms(conn: Connection, fts: str, words: list[str]) -> tuple[list[str],
     return words, [idf(max(total, 1), df.get(w, 0)) for w in words], average_length(conn, fts)
 
 
-def score_sql(alias: str, column: str) -> str:
-    """A lateral subquery giving ``score`` (BM25, higher is better) for row ``alias``; its three
-    parameters are the terms (text[]), their IDFs (float8[]) and the average length."""
+def score_sql(alias: str, table: str, prefixes: bool) -> str:
+    """A lateral subquery giving ``score`` (BM25, higher is better) for row ``alias``, from the
+    row's stored words (``<table>_words``, written with the row) joined to the query's terms
+    (``q``, folded once per query by ``terms_sql``); its one parameter is the average length.
+    Without prefix terms only the row's lexemes that are query terms are unnested (``setweight``
+    marks them, ``ts_filter`` keeps them): a reply holds about fifty, a query a handful."""
+    words = "kw.words" if prefixes else "ts_filter(setweight(kw.words, 'A', (SELECT array_agg(term) FROM q)), '{a}')"
     return (
-        "CROSS JOIN LATERAL (SELECT coalesce(sum(q.w * l.tf * " + str(K1 + 1) + " / (l.tf + " + str(K1) +
+        f"JOIN {table}_words kw ON kw.id = {alias}.id"
+        " CROSS JOIN LATERAL (SELECT coalesce(sum(q.w * l.tf * " + str(K1 + 1) + " / (l.tf + " + str(K1) +
         " * (" + str(1 - B) + " + " + str(B) + " * l.dl / ?::float8))), 0) AS score"
-        f" FROM (SELECT lexeme, coalesce(array_length(positions, 1), 1) AS tf, count(*) OVER () AS dl"
-        f" FROM unnest(hearth_words({alias}.{column}))) l"
-        " JOIN unnest(?::text[], ?::float8[]) AS q(term, w)"
-        " ON CASE WHEN right(q.term, 1) = '*' THEN starts_with(l.lexeme, hearth_fold(rtrim(q.term, '*')))"
-        " ELSE l.lexeme = hearth_fold(q.term) END) s"
+        " FROM q JOIN (SELECT lexeme, coalesce(array_length(positions, 1), 1) AS tf, length(kw.words) AS dl"
+        f" FROM unnest({words})) l"
+        " ON CASE WHEN q.prefix THEN starts_with(l.lexeme, q.term) ELSE l.lexeme = q.term END) s"
     )
+
+
+# The query's terms folded once, not once per row and lexeme; its parameters are the terms
+# (text[], ``stem*`` for a prefix) and their IDFs (float8[]).
+TERMS_SQL = ("WITH q AS MATERIALIZED (SELECT hearth_fold(rtrim(u.t, '*')) AS term, right(u.t, 1) = '*' AS prefix,"
+             " u.w FROM unnest(?::text[], ?::float8[]) AS u(t, w)) ")
 
 
 def ranked(conn: Connection, fts: str, alias: str, select: str, joins: str, where: list[str],
@@ -72,10 +83,11 @@ def ranked(conn: Connection, fts: str, alias: str, select: str, joins: str, wher
         return []
     terms, weights, avg = bm25_terms(conn, fts, words)
     terms = [t.casefold() for t in terms]
+    prefixes = any(t.endswith("*") for t in terms)
     sql = (
-        f"SELECT {select}, s.score FROM {table} {alias} {joins} {score_sql(alias, column)}"
+        f"{TERMS_SQL}SELECT {select}, s.score FROM {table} {alias} {joins} {score_sql(alias, table, prefixes)}"
         f" WHERE hearth_words({alias}.{column}) @@ to_tsquery('simple', hearth_fold(?))"
         f" AND {indexed.format(a=alias)} AND {' AND '.join(where)}"
         f" ORDER BY s.score DESC, {alias}.id LIMIT ?"
     )
-    return conn.execute(sql, (avg, terms, weights, query, *args, limit)).fetchall()
+    return conn.execute(sql, (terms, weights, avg, query, *args, limit)).fetchall()

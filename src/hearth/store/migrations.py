@@ -1749,6 +1749,62 @@ def m027_keep_archive_turns() -> list[Operation]:
     return [Sql(ARCHIVE_TURNS)]
 
 
+def _stored_words_sql() -> str:
+    """PostgreSQL's side tables of each keyword-indexed row's words, filled by the totals'
+    triggers (which already fire on exactly the indexed rows) and from the rows already there."""
+    tables = (("messages_fts", "messages", "content", "hearth_message_indexed(OLD.kind, OLD.role)",
+               "hearth_message_indexed(NEW.kind, NEW.role)", "hearth_message_indexed(kind, role)"),
+              ("archive_chunks_fts", "archive_chunks", "text", "TRUE", "TRUE", "TRUE"),
+              ("facts_fts", "facts", "text", "TRUE", "TRUE", "TRUE"))
+    functions = {"messages": "hearth_messages_keyword_totals", "archive_chunks": "hearth_chunks_keyword_totals",
+                 "facts": "hearth_facts_keyword_totals"}
+    out = []
+    for index, table, column, old_indexed, new_indexed, indexed in tables:
+        out.append(f"""
+CREATE TABLE {table}_words (
+    id BIGINT PRIMARY KEY REFERENCES {table}(id) ON DELETE CASCADE,
+    words tsvector NOT NULL
+);
+CREATE OR REPLACE FUNCTION {functions[table]}() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    w tsvector;
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') AND {old_indexed} THEN
+        PERFORM hearth_keyword_add('{index}', -1, -length(hearth_words(OLD.{column})));
+        IF TG_OP = 'UPDATE' THEN
+            DELETE FROM {table}_words WHERE id = OLD.id;
+        END IF;
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') AND {new_indexed} THEN
+        w := hearth_words(NEW.{column});
+        PERFORM hearth_keyword_add('{index}', 1, length(w));
+        INSERT INTO {table}_words (id, words) VALUES (NEW.id, w);
+    END IF;
+    RETURN NULL;
+END $$;
+INSERT INTO {table}_words (id, words) SELECT id, hearth_words({column}) FROM {table} WHERE {indexed};
+ANALYZE {table}_words;""")
+    return "".join(out) + "\n"
+
+
+STORED_WORDS = Step(
+    "stored_words",  # FTS5 stores each row's terms in its index already
+    sqlite=None,
+    postgresql=_stored_words_sql,
+)
+
+
+@migration
+def m028_store_keyword_words() -> list[Operation]:
+    """Each keyword-indexed row's words stored beside it on PostgreSQL (``messages_words``,
+    ``archive_chunks_words``, ``facts_words``: the row's ``hearth_words`` tsvector), written by the
+    keyword totals' triggers in the writing transaction, so BM25 reads a match's term frequencies
+    and length instead of tokenising its text again on every query. A side table rather than a
+    column, so the many readers of whole rows never carry it. SQLite's FTS5 index already stores
+    its terms: nothing to do there."""
+    return [STORED_WORDS]
+
+
 MIGRATIONS: list[Callable[..., None]] = [
     m001_create_foundation,
     m002_create_memories_and_continuity,
@@ -1777,6 +1833,7 @@ MIGRATIONS: list[Callable[..., None]] = [
     m025_add_chat_models_and_prompt_presets,
     m026_create_facts,
     m027_keep_archive_turns,
+    m028_store_keyword_words,
 ]
 
 

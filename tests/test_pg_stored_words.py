@@ -1,0 +1,151 @@
+"""PostgreSQL keyword search reads each row's stored words (S6, S9, migration 28).
+
+A database at version 27 ranked by tokenising every match's text; migration 28 stores each indexed
+row's words beside it and BM25 reads them. A database upgraded from 27 and one created at 28 with
+the same rows return the same hits with the same scores, and those are the scores the ranking
+gave before the migration.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+
+import pytest
+
+from hearth.retrieval import pgsearch
+from hearth.retrieval.terms import STATS
+from hearth.store import PgStore, migrations
+from hearth.store.migrations import POSTGRESQL
+
+_names = itertools.count(1)
+NOW = "2026-01-01T00:00:00+00:00"
+VOCABULARY = ["lantern", "lanterns", "harbour", "crème", "creme", "brûlée", "anna", "tea", "the", "and",
+              "garden", "gardening", "rain", "river", "Zoë", "zoe", "bread", "winter", "lake", "song"]
+QUERIES = [["lantern"], ["creme", "harbour"], ["lan*", "rain"], ["zoe", "the", "garden*"], ["brulee"],
+           ["nothing"], ["song", "lake", "winter", "bread", "river", "tea"]]
+INDEXES = {"messages_fts": ("m", ["m.user_id = ?"]), "archive_chunks_fts": ("k", ["k.user_id = ?"]),
+           "facts_fts": ("f", ["f.user_id = ?"])}
+
+# BM25 as ranked before migration 28: each match's words tokenised again from its text.
+BEFORE = ("SELECT {a}.id, s.score FROM {table} {a} CROSS JOIN LATERAL (SELECT coalesce(sum(q.w * l.tf * 2.2"
+          " / (l.tf + 1.2 * (0.25 + 0.75 * l.dl / ?::float8))), 0) AS score FROM (SELECT lexeme,"
+          " coalesce(array_length(positions, 1), 1) AS tf, count(*) OVER () AS dl"
+          " FROM unnest(hearth_words({a}.{column}))) l JOIN unnest(?::text[], ?::float8[]) AS q(term, w)"
+          " ON CASE WHEN right(q.term, 1) = '*' THEN starts_with(l.lexeme, hearth_fold(rtrim(q.term, '*')))"
+          " ELSE l.lexeme = hearth_fold(q.term) END) s"
+          " WHERE hearth_words({a}.{column}) @@ to_tsquery('simple', hearth_fold(?)) AND {indexed}"
+          " AND {a}.user_id = ? ORDER BY s.score DESC, {a}.id LIMIT ?")
+
+
+@pytest.fixture
+def pg_databases(request):
+    if os.environ.get("HEARTH_TEST_ENGINE") != "postgres":
+        pytest.skip("PostgreSQL lane only")
+    pg_server = request.getfixturevalue("pg_server")
+    names = [f"words{os.getpid()}_{next(_names)}" for _ in range(2)]
+    for name in names:
+        pg_server.admin(f"CREATE DATABASE {name}")
+    yield [pg_server.url(name) for name in names]
+    for name in names:
+        pg_server.drop_database(pg_server.url(name))
+
+
+def _fill(conn) -> None:
+    """One user's chat turns (some not indexed), archive chunks and facts, the same every time."""
+    rng = random.Random(28)
+
+    def text() -> str:
+        return " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(1, 30)))
+
+    conn.execute("INSERT INTO users (name, created_at) VALUES ('owner', ?)", (NOW,))
+    conn.execute("INSERT INTO personas (user_id, name, display_name, user_label, assistant_label, created_at,"
+                 " updated_at) VALUES (1, 'p', 'P', 'U', 'A', ?, ?)", (NOW, NOW))
+    conn.execute("INSERT INTO conversations (user_id, persona_id, title, created_at, updated_at)"
+                 " VALUES (1, 1, 'c', ?, ?)", (NOW, NOW))
+    for i in range(1, 301):
+        role, kind = rng.choice([("user", "chat"), ("assistant", "chat"), ("system", "chat")])
+        conn.execute("INSERT INTO events (id, user_id, conversation_id, kind, created_at)"
+                     " VALUES (?, 1, 1, 'message', ?)", (i, NOW))
+        conn.execute("INSERT INTO messages (id, user_id, conversation_id, role, kind, content, created_at)"
+                     " VALUES (?, 1, 1, ?, ?, ?, ?)", (i, role, kind, text(), NOW))
+    conn.execute("INSERT INTO archive_documents (user_id, title, content_hash, created_at)"
+                 " VALUES (1, 'd', 'h', ?)", (NOW,))
+    for i in range(60):
+        conn.execute("INSERT INTO archive_chunks (user_id, document_id, position, text, content_hash)"
+                     " VALUES (1, 1, ?, ?, ?)", (i, text(), f"h{i}"))
+    for _ in range(40):
+        conn.execute("INSERT INTO facts (user_id, text, source, created_at) VALUES (1, ?, 'offline', ?)",
+                     (text(), NOW))
+    # Edits and deletions after the fact: the stored words follow the rows.
+    conn.execute("UPDATE messages SET content = 'lantern lantern harbour' WHERE id = 7")
+    conn.execute("UPDATE messages SET kind = 'handoff_artifact' WHERE id = 8")
+    conn.execute("DELETE FROM messages WHERE id = 9")
+    conn.execute("UPDATE archive_chunks SET text = 'crème brûlée by the lake' WHERE position = 3")
+
+
+def _ranked(conn) -> dict:
+    STATS.clear()
+    out = {}
+    for fts, (alias, where) in INDEXES.items():
+        for words in QUERIES:
+            rows = pgsearch.ranked(conn, fts, alias, f"{alias}.id", "", where, [1], words, 20)
+            out[(fts, tuple(words))] = [(r[0], r["score"]) for r in rows]
+    return out
+
+
+def _ranked_before(conn) -> dict:
+    STATS.clear()
+    out = {}
+    for fts, (alias, _where) in INDEXES.items():
+        table, column, indexed = pgsearch.INDEXES[fts]
+        sql = BEFORE.format(a=alias, table=table, column=column, indexed=indexed.format(a=alias))
+        for words in QUERIES:
+            query = pgsearch.tsquery(words)
+            terms, weights, avg = pgsearch.bm25_terms(conn, fts, words)
+            rows = conn.execute(sql, (avg, [t.casefold() for t in terms], weights, query, 1, 20)).fetchall()
+            out[(fts, tuple(words))] = [(r[0], r[1]) for r in rows]
+    return out
+
+
+def _same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert [i for i, _ in a[key]] == [i for i, _ in b[key]], key
+        assert [s for _, s in a[key]] == pytest.approx([s for _, s in b[key]], rel=1e-12), key
+
+
+def test_s9_a_database_upgraded_from_27_searches_as_one_created_at_28(pg_databases):
+    upgraded_url, fresh_url = pg_databases
+    upgraded = PgStore(upgraded_url, migrate=False)
+    fresh = PgStore(fresh_url)
+    try:
+        conn = upgraded.connection()
+        with upgraded.write():
+            migrations.migrate(conn, POSTGRESQL, upto=27)
+            _fill(conn)
+        before = _ranked_before(conn)
+        with upgraded.write():
+            assert migrations.migrate(conn, POSTGRESQL) == [28]
+        after_upgrade = _ranked(conn)
+        with fresh.write():
+            _fill(fresh.connection())
+        created = _ranked(fresh.connection())
+
+        assert any(len(hits) > 3 for hits in before.values())
+        _same(after_upgrade, before)
+        _same(created, before)
+        # The stored words are exactly the rows the index covers, as each text now reads.
+        for store in (upgraded, fresh):
+            c = store.connection()
+            for table, column, indexed in pgsearch.INDEXES.values():
+                stale = c.execute(
+                    f"SELECT count(*) FROM {table} a FULL JOIN {table}_words w ON w.id = a.id"
+                    f" WHERE (a.id IS NOT NULL AND {indexed.format(a='a')}) IS DISTINCT FROM (w.id IS NOT NULL)"
+                    f" OR w.words IS DISTINCT FROM (CASE WHEN {indexed.format(a='a')}"
+                    f" THEN hearth_words(a.{column}) END)").fetchone()[0]
+                assert stale == 0, table
+    finally:
+        upgraded.close()
+        fresh.close()
