@@ -99,7 +99,7 @@ def test_e11_quiet_hours_daily_limit_missed_and_bad_schedules(me, persona):
     assert len(me.activations.list()) == 2
 
 
-def test_e11_stop_check_ins_in_any_channel_pauses_every_activation(me, persona):
+def test_e11_stop_check_ins_in_any_channel_pauses_every_activation(hearth, me, persona):
     chat = me.new_chat(persona.id).conversation
     morning = me.activations.add(persona.id, "morning", at="12:00")
     me.send(chat.id, "Stop check-ins!")
@@ -109,7 +109,7 @@ def test_e11_stop_check_ins_in_any_channel_pauses_every_activation(me, persona):
     me.send(chat.id, "start check-ins")
     assert not me.activations.prefs().stopped
     assert me.activations.tick(due + timedelta(days=1, minutes=1)) == {"queued": 1}
-    kinds = [r[0] for r in me.store.connection().execute(
+    kinds = [r[0] for r in hearth.store.connection().execute(
         "SELECT kind FROM events WHERE kind LIKE 'activations.%' ORDER BY id")]
     assert kinds == ["activations.stopped", "activations.started"]
 

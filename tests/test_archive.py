@@ -41,8 +41,8 @@ def legacy_persona(me):
                               legacy_labels=["Voicefire 5.1 said:"], archive_access=True)
 
 
-def test_a1_g6_parser_accepts_current_and_legacy_labels(me, legacy_persona):
-    labels = Archive(me.store, me.user_id).labels()
+def test_a1_g6_parser_accepts_current_and_legacy_labels(hearth, me, legacy_persona):
+    labels = Archive(hearth.store, me.user_id).labels()
     turns = parse_turns(TRANSCRIPT, labels)
     assert [(t.label, t.role) for t in turns] == [
         ("", ""), ("AUMA said:", "user"), ("Elion Voicefire said:", "assistant"),
@@ -63,26 +63,26 @@ def test_a1_chunks_keep_labels_and_split_long_turns():
     assert all(len(c.text) <= 2_000 for c in chunks)
 
 
-def test_a1_s3_reupload_adds_nothing(me, legacy_persona):
-    archive = Archive(me.store, me.user_id)
+def test_a1_s3_reupload_adds_nothing(hearth, me, legacy_persona):
+    archive = Archive(hearth.store, me.user_id)
     first = archive.add_text("Garden notes", TRANSCRIPT, document_date="2021-04-03")
     again = archive.add_text("Garden notes (copy)", TRANSCRIPT.replace("\n", "\r\n") + "\n\n")
     assert first.created and first.chunks_added >= 1
     assert not again.created and again.document.id == first.document.id and again.chunks_added == 0
-    count = me.store.connection().execute("SELECT count(*) FROM archive_chunks").fetchone()[0]
+    count = hearth.store.connection().execute("SELECT count(*) FROM archive_chunks").fetchone()[0]
     assert count == first.chunks_added
     # S6: chunks are in the keyword index.
-    assert len(keyword_ids(me.store.connection(), "archive_chunks_fts", "grandmother")) == 1
+    assert len(keyword_ids(hearth.store.connection(), "archive_chunks_fts", "grandmother")) == 1
 
 
-def test_s7_s8_embeddings_live_in_the_database_and_reindex_resumes_without_duplicates(me, legacy_persona, embedder):
-    archive = Archive(me.store, me.user_id)
+def test_s7_s8_embeddings_live_in_the_database_and_reindex_resumes_without_duplicates(hearth, me, legacy_persona, embedder):
+    archive = Archive(hearth.store, me.user_id)
     for i in range(5):
         archive.add_text(f"Doc {i}", f"AUMA said:\nEntry number {i} about the orchard.\n")
     c = me.conversations.create(legacy_persona.id, "Chat")
     for i in range(6):
         me.conversations.add_message(c.id, "user", f"message {i} about the orchard")
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     model = embedder.name
     assert pending_count(conn, model, me.user_id) == {"messages": 6, "chunks": 5, "facts": 0}
 
@@ -94,9 +94,9 @@ def test_s7_s8_embeddings_live_in_the_database_and_reindex_resumes_without_dupli
             raise Interrupt
 
     with pytest.raises(Interrupt):
-        embed_pending(me.store, embedder, user_id=me.user_id, batch=4, progress=stop_after_first_batch)
+        embed_pending(hearth.store, embedder, user_id=me.user_id, batch=4, progress=stop_after_first_batch)
     assert pending_count(conn, model, me.user_id) == {"messages": 2, "chunks": 5, "facts": 0}  # the batch was kept
-    report = embed_pending(me.store, embedder, user_id=me.user_id, batch=4)
+    report = embed_pending(hearth.store, embedder, user_id=me.user_id, batch=4)
     assert (report.messages, report.chunks, report.remaining) == (2, 5, 0)
     assert conn.execute("SELECT count(*) FROM message_embeddings").fetchone()[0] == 6
     blob = conn.execute("SELECT embedding FROM archive_chunks LIMIT 1").fetchone()[0]
@@ -104,24 +104,24 @@ def test_s7_s8_embeddings_live_in_the_database_and_reindex_resumes_without_dupli
     # The index follows the table: a new row is in the next search's index (on either engine).
     def searchable() -> int:
         query = embed_texts(embedder, ["orchard"])
-        return len(vector_search(conn, me.store.key, "chunks", me.user_id, embedder, query, 100)[0])
+        return len(vector_search(conn, hearth.store.key, "chunks", me.user_id, embedder, query, 100)[0])
 
     before = searchable()
     archive.add_text("Doc new", "AUMA said:\nA brand new orchard entry.\n")
-    embed_pending(me.store, embedder, user_id=me.user_id)
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
     assert searchable() == before + 1
 
 
-def test_a2_hybrid_search_fuses_signals_with_a_breakdown_dates_and_filters(me, legacy_persona, embedder):
-    archive = Archive(me.store, me.user_id)
+def test_a2_hybrid_search_fuses_signals_with_a_breakdown_dates_and_filters(hearth, me, legacy_persona, embedder):
+    archive = Archive(hearth.store, me.user_id)
     archive.add_text("Orchard 2019", "AUMA said:\nThe apple harvest was enormous this autumn.\n", document_date="2019-10-02")
     archive.add_text("Orchard 2021", "AUMA said:\nWe pruned the apple trees in the cold.\n", document_date="2021-02-11",
                      collection="letters")
     archive.add_text("Boats", "AUMA said:\nThe sailboat needs new rigging.\n", document_date="2020-06-01")
-    embed_pending(me.store, embedder, user_id=me.user_id)
-    conn = me.store.connection()
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
+    conn = hearth.store.connection()
     outcome = search(conn, me.user_id, "apple harvest", filters=Filters(sources=("chunks",)), embedder=embedder,
-                     db_key="a2", origin="owner", store=me.store)
+                     db_key="a2", origin="owner", store=hearth.store)
     top = outcome.results[0]
     assert top.title == "Orchard 2019"
     assert set(top.scores["signals"]) == {"keyword", "vector"}
@@ -162,10 +162,10 @@ def test_a2_reciprocal_rank_fusion_keeps_each_signal():
     assert "vector" not in fused[("m", 1)]
 
 
-def test_a2_archive_recall_layer_needs_archive_access_and_a_past_cue(me, legacy_persona, provider, embedder):
-    Archive(me.store, me.user_id).add_text("Orchard", "AUMA said:\nThe quince tree was planted in 2017.\n",
+def test_a2_archive_recall_layer_needs_archive_access_and_a_past_cue(hearth, me, legacy_persona, provider, embedder):
+    Archive(hearth.store, me.user_id).add_text("Orchard", "AUMA said:\nThe quince tree was planted in 2017.\n",
                                            document_date="2017-05-01")
-    embed_pending(me.store, embedder, user_id=me.user_id)
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
     c = me.conversations.create(legacy_persona.id, "Now")
     me.send(c.id, "hello")
     me.send(c.id, "When did we plant the quince tree?")
@@ -181,34 +181,34 @@ def test_a2_archive_recall_layer_needs_archive_access_and_a_past_cue(me, legacy_
     assert all("RETRIEVED ARCHIVE MEMORY" not in m.content for m in provider.requests[-1].messages)
 
 
-def test_a4_v2_tools_cite_title_and_date_and_never_see_shielded(me, legacy_persona, embedder):
+def test_a4_v2_tools_cite_title_and_date_and_never_see_shielded(hearth, me, legacy_persona, embedder):
     old = me.conversations.create(legacy_persona.id, "Harbour day")
     me.conversations.add_message(old.id, "user", "the harbour master gave us a brass key")
     secret = me.conversations.create(legacy_persona.id, "Shielded")
     me.conversations.add_message(secret.id, "user", "the harbour master's secret brass key")
     me.conversations.set_shielded(secret.id, True)
-    Archive(me.store, me.user_id).add_text("Harbour letters", "AUMA said:\nThe brass key opens the boathouse.\n",
+    Archive(hearth.store, me.user_id).add_text("Harbour letters", "AUMA said:\nThe brass key opens the boathouse.\n",
                                            document_date="2018-07-09")
-    embed_pending(me.store, embedder, user_id=me.user_id)
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
     now = me.conversations.create(legacy_persona.id, "Now")
-    ctx = ToolContext(me.store, me.user_id, now.id, legacy_persona.id)
+    ctx = ToolContext(hearth.store, me.user_id, now.id, legacy_persona.id)
     past = me.toolbox.run(ctx, ToolCall("1", "search_past_conversations", {"query": "brass key"}))
     assert "[Harbour day, " in past and "secret" not in past
     found = me.toolbox.run(ctx, ToolCall("2", "search_archive", {"query": "brass key boathouse"}))
     assert "[Harbour letters, 2018-07-09]" in found
     bad = me.toolbox.run(ctx, ToolCall("3", "search_archive", {"query": "x", "date_from": "last week"}))
     assert bad.startswith("Error:")
-    origins = {e.origin for e in searchlog.entries(me.store.connection(), me.user_id)}
+    origins = {e.origin for e in searchlog.entries(hearth.store.connection(), me.user_id)}
     assert {"tool:search_past_conversations", "tool:search_archive"} <= origins
-    assert isinstance(RecallTools(me, None).tools()[0].spec.parameters, dict)
+    assert isinstance(RecallTools(hearth.context(me.user_id), None).tools()[0].spec.parameters, dict)
 
 
-def test_a4_library_reads_files_and_refuses_traversal(me, legacy_persona, settings, tmp_path):
+def test_a4_library_reads_files_and_refuses_traversal(hearth, me, legacy_persona, settings, tmp_path):
     library = Library(settings.home, me.user_id)
     library.save("notes/recipes.md", "Grandmother's quince jam: simmer slowly.".encode())
     (tmp_path / "outside.txt").write_text("secret")
     now = me.conversations.create(legacy_persona.id, "Now")
-    ctx = ToolContext(me.store, me.user_id, now.id, legacy_persona.id)
+    ctx = ToolContext(hearth.store, me.user_id, now.id, legacy_persona.id)
     listing = me.toolbox.run(ctx, ToolCall("1", "read_library_file", {}))
     assert "notes/recipes.md" in listing
     text = me.toolbox.run(ctx, ToolCall("2", "read_library_file", {"path": "notes/recipes.md"}))
@@ -228,17 +228,17 @@ def test_a4_p3_library_section_is_in_the_prompt_when_the_tool_is_offered(me, leg
     assert "## Library access" in me.stored_prompt(c.id) and "read_library_file" in me.stored_prompt(c.id)
 
 
-def test_s7_s8_background_embedding_job_works_in_slices_and_requeues(me, legacy_persona, embedder):
+def test_s7_s8_background_embedding_job_works_in_slices_and_requeues(hearth, me, legacy_persona, embedder):
     from hearth.ops.jobs import JobQueue
     from hearth.prompt.layers.archive_recall import EMBED_JOB, embed_job
 
     c = me.conversations.create(legacy_persona.id, "Chat")
     for i in range(3):
         me.conversations.add_message(c.id, "user", f"background line {i}")
-    embed_job(me, {"limit": 2})
-    conn = me.store.connection()
+    embed_job(hearth.context(me.user_id), {"limit": 2})
+    conn = hearth.store.connection()
     assert pending_count(conn, embedder.name, me.user_id)["messages"] == 1
-    queued = [j for j in JobQueue(me.store).list(user_id=me.user_id) if j.kind == EMBED_JOB]
+    queued = [j for j in JobQueue(hearth.store).list(user_id=me.user_id) if j.kind == EMBED_JOB]
     assert len(queued) == 1 and queued[0].status == "pending"
-    embed_job(me, {"limit": 2})
+    embed_job(hearth.context(me.user_id), {"limit": 2})
     assert pending_count(conn, embedder.name, me.user_id)["messages"] == 0

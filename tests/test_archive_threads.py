@@ -156,14 +156,14 @@ def test_x4_h1_h9_a_claude_export_continues_in_a_new_chat_carrying_its_last_eigh
             assert "Turn 1:" not in artifact["content"] and "Turn 2:" in artifact["content"]
             assert "Not included here" in artifact["content"]  # turn 9 is over the per-message limit
             assert me.handoff(chat["id"])["source_document_id"] == document_id
-            model_text = handoff_text(me.store.connection(), me.user_id, chat["id"], settings)
+            model_text = handoff_text(hearth.store.connection(), me.user_id, chat["id"], settings)
             assert "AUMA said:" in model_text and "Turn 8: the person" in model_text and "Turn 1:" not in model_text
 
             # Another persona may be chosen; its labels speak the handoff.
             other = client.post(f"/api/archive/documents/{document_id}/continue",
                                 json={"retry_key": "k-2", "persona_id": sage.id}).json()
             assert other["conversation"]["persona_id"] == sage.id
-            assert "Robin said:" in handoff_text(me.store.connection(), me.user_id, other["conversation"]["id"],
+            assert "Robin said:" in handoff_text(hearth.store.connection(), me.user_id, other["conversation"]["id"],
                                                  settings)
             # A retry key already used for one source is not reused for another.
             conflict = client.post(f"/api/conversations/{chat['id']}/branch", json={"retry_key": "k-1"})
@@ -231,19 +231,19 @@ def test_b4_forgetting_the_document_removes_the_thread_and_the_handoff_quoting_i
     assert client.delete(f"/api/archive/documents/{document_id}").status_code == 204
     assert client.get(f"/api/archive/documents/{document_id}/turns").status_code == 404
     assert client.post(f"/api/archive/documents/{document_id}/continue", json={"retry_key": "k2"}).status_code == 404
-    assert me.store.connection().execute("SELECT count(*) FROM archive_turns").fetchone()[0] == 0
+    assert hearth.store.connection().execute("SELECT count(*) FROM archive_turns").fetchone()[0] == 0
     # The continuation stays, without the bubble and the handoff that quoted the document.
     assert client.get(f"/api/conversations/{chat_id}/messages").json()["messages"] == []
     assert me.handoff(chat_id) is None
-    assert handoff_text(me.store.connection(), me.user_id, chat_id, hearth.settings) == ""
+    assert handoff_text(hearth.store.connection(), me.user_id, chat_id, hearth.settings) == ""
     drain(hearth)
     assert verify(hearth.store, CANARY).clean
 
 
-def test_x4_a_document_imported_before_turns_were_kept_shows_its_passages_until_imported_again(client, me, persona):
+def test_x4_a_document_imported_before_turns_were_kept_shows_its_passages_until_imported_again(client, hearth, me, persona):
     export = claude_export(4)
     document_id = import_file(client, export, persona_id=persona.id)
-    with me.store.write() as conn:  # as a document imported by an earlier version was stored
+    with hearth.store.write() as conn:  # as a document imported by an earlier version was stored
         conn.execute("DELETE FROM archive_turns WHERE document_id = ?", (document_id,))
     page = client.get(f"/api/archive/documents/{document_id}/turns").json()
     assert page["passages"] and page["total"] == 1

@@ -21,8 +21,8 @@ from hearth.retrieval.archive import Archive
 from tests import samples
 
 
-def counts(me) -> dict[str, int]:
-    conn = me.store.connection()
+def counts(hearth) -> dict[str, int]:
+    conn = hearth.store.connection()
     return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
             for t in ("conversations", "messages", "archive_documents", "archive_chunks", "proposals",
                       "import_sources")}
@@ -34,7 +34,7 @@ def mira(me):
     return me.personas.get(report.ids["personas"][0])
 
 
-def test_x3_sillytavern_chat_becomes_a_conversation_of_the_matching_persona(me, persona, mira):
+def test_x3_sillytavern_chat_becomes_a_conversation_of_the_matching_persona(hearth, me, persona, mira):
     report = me.imports.file(samples.st_chat(), "Mira Vale - 2024-03-02.jsonl")
     assert report.status == "imported" and report.format == "st-chat"
     assert report.counts == {"conversations": 1, "messages": 4, "system_skipped": 1}
@@ -50,11 +50,11 @@ def test_x3_sillytavern_chat_becomes_a_conversation_of_the_matching_persona(me, 
     assert swiped.metadata["swipes"] == ["The cat can go outside.", "Then the lighthouse cat stays upstairs."]
     assert swiped.metadata["swipe_id"] == 1 and swiped.metadata["extra"] == {"api": "openai", "model": "m"}
     assert messages[1].metadata["speaker"] == "Sam"
-    assert [j.kind for j in JobQueue(me.store).list(user_id=me.user_id)] == [EMBED_JOB]
+    assert [j.kind for j in JobQueue(hearth.store).list(user_id=me.user_id)] == [EMBED_JOB]
     # Idempotent: the same file again adds nothing.
-    before = counts(me)
+    before = counts(hearth)
     again = me.imports.file(samples.st_chat(), "copy.jsonl")
-    assert again.status == "duplicate" and counts(me) == before
+    assert again.status == "duplicate" and counts(hearth) == before
 
 
 def test_x3_sillytavern_chat_needs_a_persona(me, persona):
@@ -64,10 +64,10 @@ def test_x3_sillytavern_chat_needs_a_persona(me, persona):
     assert me.conversations.get(chosen.ids["conversations"][0]).persona_id == persona.id
 
 
-def test_x4_a1_a5_chatgpt_zip_and_json_label_turns_with_the_chosen_persona_and_leave_out_code(me, persona, mira):
+def test_x4_a1_a5_chatgpt_zip_and_json_label_turns_with_the_chosen_persona_and_leave_out_code(hearth, me, persona, mira):
     report = me.imports.file(samples.chatgpt_zip(), "chatgpt-export.zip", persona=persona)
     assert report.status == "imported" and report.format == "chatgpt" and report.counts["documents"] == 1
-    [chunk] = Archive(me.store, me.user_id).chunks(report.ids["documents"][0])
+    [chunk] = Archive(hearth.store, me.user_id).chunks(report.ids["documents"][0])
     text = chunk["text"]
     assert text.startswith("AUMA said:\nMy brother Felix moves to Lisbon") and "Elion Voicefire said:" in text
     for hidden in ("HIDDEN SYSTEM PROMPT", "secret_tool_code", "TOOL OUTPUT"):
@@ -78,13 +78,13 @@ def test_x4_a1_a5_chatgpt_zip_and_json_label_turns_with_the_chosen_persona_and_l
     assert again.status == "duplicate" and again.counts["duplicates"] == 1
 
 
-def test_x4_a1_claude_export_json_and_zip(me, persona):
+def test_x4_a1_claude_export_json_and_zip(hearth, me, persona):
     report = me.imports.file(json.dumps(samples.claude_conversations()).encode(), "conversations.json",
                              persona=persona)
     assert report.format == "claude" and report.counts["documents"] == 1
-    document = Archive(me.store, me.user_id).get(report.ids["documents"][0])
+    document = Archive(hearth.store, me.user_id).get(report.ids["documents"][0])
     assert document.title == "Garden plans" and document.document_date.startswith("2024-04-10")
-    [chunk] = Archive(me.store, me.user_id).chunks(document.id)
+    [chunk] = Archive(hearth.store, me.user_id).chunks(document.id)
     assert "AUMA said:\nI love growing tomatoes" in chunk["text"]
     assert "Elion Voicefire said:\nTomatoes with Iris sounds lovely." in chunk["text"]
     assert "HIDDEN_TOOL" not in chunk["text"] and "TOOL RESULT" not in chunk["text"]
@@ -102,11 +102,11 @@ def test_x4_s8_imports_queue_embedding_so_search_is_semantic_without_reindex(me,
 
     me.imports.file(samples.chatgpt_zip(), "export.zip", persona=persona)
     me.imports.file(json.dumps(samples.claude_conversations()).encode(), "claude.json", persona=persona)
-    queued = [j for j in JobQueue(me.store).list(user_id=me.user_id) if j.kind == EMBED_JOB]
+    queued = [j for j in JobQueue(hearth.store).list(user_id=me.user_id) if j.kind == EMBED_JOB]
     assert len(queued) == 1 and queued[0].status == "pending"
     Worker(hearth).run_once()
     embedder = shared_embedder(hearth)
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     assert pending_count(conn, embedder.name, me.user_id)["chunks"] == 0
     outcome = search(conn, me.user_id, "relocating to Portugal", filters=Filters(sources=("chunks",)),
                      embedder=embedder, db_key="x4")
@@ -179,12 +179,12 @@ HOSTILE_ZIPS = {
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_ZIPS))
-def test_x4_hostile_zips_are_refused_in_one_line_and_change_nothing(me, persona, case):
-    before = counts(me)
+def test_x4_hostile_zips_are_refused_in_one_line_and_change_nothing(hearth, me, persona, case):
+    before = counts(hearth)
     report = me.imports.file(HOSTILE_ZIPS[case](), f"{case}.zip", persona=persona)
     assert report.status == "refused", report
     assert report.reason and "\n" not in report.reason
-    assert counts(me) == before
+    assert counts(hearth) == before
     if case == "bomb":
         assert "decompression bomb" in report.reason
     if case in ("traversal", "backslash", "absolute"):
@@ -227,7 +227,7 @@ def test_x4_cli_asks_once_whose_the_assistant_turns_are(tmp_path, hearth, person
                                 input="sage\n")
     assert result.exit_code == 0, result.output
     assert result.output.count("Which persona spoke the assistant turns?") == 1
-    texts = [c["text"] for d in Archive(me.store, me.user_id).list() for c in Archive(me.store, me.user_id).chunks(d.id)]
+    texts = [c["text"] for d in Archive(hearth.store, me.user_id).list() for c in Archive(hearth.store, me.user_id).chunks(d.id)]
     assert len(texts) == 2 and all("Sage said:" in t and "Robin said:" in t for t in texts)
 
 
@@ -242,17 +242,17 @@ jsonl_lines = st.lists(st.one_of(
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=jsonl_lines, cut=st.integers(0, 2000), header=st.booleans())
-def test_x3_fuzzed_sillytavern_chats_never_crash_nor_import_partially(me, persona, lines, cut, header):
+def test_x3_fuzzed_sillytavern_chats_never_crash_nor_import_partially(hearth, me, persona, lines, cut, header):
     rows = ([json.dumps({"user_name": "Sam", "character_name": "Elion"})] if header else [])
     rows += [json.dumps(line) if isinstance(line, dict) else line for line in lines]
     raw = "\n".join(rows).encode()
     for blob in (raw, raw[:cut], samples.st_chat("Elion")[:cut]):
-        before = counts(me)
+        before = counts(hearth)
         report = me.imports.file(blob, "fuzz.jsonl", fmt="st-chat")
         assert report.status in ("imported", "duplicate", "refused")
         if report.status == "refused":
             assert report.reason and "\n" not in report.reason
-            assert counts(me) == before
+            assert counts(hearth) == before
 
 
 export_values = st.recursive(
@@ -267,17 +267,17 @@ export_values = st.recursive(
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(payload=export_values, fmt=st.sampled_from(["chatgpt", "claude", "auto"]), zipped=st.booleans(),
        duplicate=st.booleans())
-def test_x4_fuzzed_exports_never_crash_nor_import_partially(me, persona, payload, fmt, zipped, duplicate):
+def test_x4_fuzzed_exports_never_crash_nor_import_partially(hearth, me, persona, payload, fmt, zipped, duplicate):
     body = [payload, payload] if duplicate else payload
     data = json.dumps(body).encode()
     if zipped:
         data = zip_of({"conversations.json": data})
-    before = counts(me)
+    before = counts(hearth)
     report = me.imports.file(data, "fuzz.json", fmt=fmt, persona=persona)
     assert report.status in ("imported", "duplicate", "refused")
     if report.status == "refused":
         assert report.reason and "\n" not in report.reason
-        assert counts(me) == before
+        assert counts(hearth) == before
 
 
 member_names = st.one_of(
@@ -289,22 +289,22 @@ member_names = st.one_of(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(names=st.lists(member_names, min_size=1, max_size=3), padding=st.integers(0, 3_000_000))
-def test_x4_fuzzed_zip_names_and_sizes_never_escape_nor_import_partially(me, persona, names, padding):
+def test_x4_fuzzed_zip_names_and_sizes_never_escape_nor_import_partially(hearth, me, persona, names, padding):
     body = json.dumps(samples.chatgpt_conversations()).encode() + b" " * padding
     members = {name: body for name in names}
-    before = counts(me)
+    before = counts(hearth)
     report = me.imports.file(zip_of(members), "fuzz.zip", persona=persona)
     assert report.status in ("imported", "duplicate", "refused")
     if report.status == "refused":
         assert report.reason and "\n" not in report.reason
-        assert counts(me) == before
+        assert counts(hearth) == before
     unsafe = any(".." in n.replace("\\", "/").split("/") or n.startswith("/") or "\\" in n or n[1:2] == ":"
                  for n in names)
     if unsafe:
         assert report.status == "refused"
 
 
-def test_x3_x4_five_megabyte_fields_are_refused_whole(me, persona):
+def test_x3_x4_five_megabyte_fields_are_refused_whole(hearth, me, persona):
     huge = "x" * 5_000_000
     book = samples.lorebook()
     book["entries"]["3"]["content"] = huge
@@ -316,7 +316,7 @@ def test_x3_x4_five_megabyte_fields_are_refused_whole(me, persona):
     card["data"]["character_book"]["entries"][0]["content"] = huge
     for data, name in ((json.dumps(book).encode(), "lore.json"), ("\n".join(chat).encode(), "chat.jsonl"),
                        (samples.card_png(card), "card.png")):
-        before = counts(me)
+        before = counts(hearth)
         report = me.imports.file(data, name)
         assert report.status == "refused" and ("at most" in report.reason or "longer than" in report.reason), report
-        assert counts(me) == before
+        assert counts(hearth) == before

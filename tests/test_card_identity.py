@@ -25,8 +25,8 @@ from tests.test_server import BASE
 TABLES = ("personas", "persona_avatars", "fragments", "import_sources")
 
 
-def counts(scope) -> dict[str, int]:
-    conn = scope.store.connection()
+def counts(store) -> dict[str, int]:
+    conn = store.connection()
     return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
 

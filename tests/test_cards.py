@@ -15,8 +15,8 @@ from hearth.interop.importers import cards
 from tests import samples
 
 
-def table_counts(me) -> dict[str, int]:
-    conn = me.store.connection()
+def table_counts(hearth) -> dict[str, int]:
+    conn = hearth.store.connection()
     return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
             for t in ("personas", "persona_avatars", "fragments", "import_sources")}
 
@@ -117,12 +117,12 @@ def test_x3_card_round_trip_import_export_import_gives_the_same_persona(me, hear
         other.close()
 
 
-def test_x3_reimporting_a_card_is_a_duplicate(me):
+def test_x3_reimporting_a_card_is_a_duplicate(hearth, me):
     data = samples.card_png(samples.card_v3())
     assert me.imports.file(data, "a.png").status == "imported"
-    before = table_counts(me)
+    before = table_counts(hearth)
     again = me.imports.file(data, "a-copy.png")
-    assert again.status == "duplicate" and table_counts(me) == before
+    assert again.status == "duplicate" and table_counts(hearth) == before
 
 
 BROKEN = {
@@ -148,12 +148,12 @@ BROKEN = {
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
-def test_x3_broken_cards_are_refused_in_one_line_and_change_nothing(me, case):
-    before = table_counts(me)
+def test_x3_broken_cards_are_refused_in_one_line_and_change_nothing(hearth, me, case):
+    before = table_counts(hearth)
     report = me.imports.file(BROKEN[case](), f"{case}.png", fmt="card")
     assert report.status == "refused", report
     assert report.reason and "\n" not in report.reason and len(report.reason) < 300
-    assert table_counts(me) == before
+    assert table_counts(hearth) == before
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -161,7 +161,7 @@ def test_x3_broken_cards_are_refused_in_one_line_and_change_nothing(me, case):
        payload=st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
                             lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
                             max_leaves=12))
-def test_x3_fuzzed_card_files_never_crash_nor_import_partially(me, cut, flip, byte, payload):
+def test_x3_fuzzed_card_files_never_crash_nor_import_partially(hearth, me, cut, flip, byte, payload):
     good = samples.card_png(samples.card_v3())
     mutated = bytearray(good[:max(cut, 8)] if cut < len(good) else good)
     if flip < len(mutated):
@@ -170,12 +170,12 @@ def test_x3_fuzzed_card_files_never_crash_nor_import_partially(me, cut, flip, by
                   json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": {
                       "name": "F", "character_book": {"entries": [payload]}}}).encode()]
     for data in candidates:
-        before = table_counts(me)
+        before = table_counts(hearth)
         report = me.imports.file(data, "fuzz.png", fmt="card")
         assert report.status in ("imported", "duplicate", "refused")
         if report.status == "refused":
             assert report.reason and "\n" not in report.reason
-            assert table_counts(me) == before
+            assert table_counts(hearth) == before
 
 
 def test_x3_cli_imports_a_card_and_exports_it_back(tmp_path, hearth):

@@ -177,13 +177,13 @@ def test_x3_macros_fill_every_supported_form():
         "a few seconds", "a minute", "an hour", "5 hours", "a day", "3 days", "a year"]
 
 
-def test_x3_display_name_fills_user_macros_and_a_change_rebuilds_the_prompts_that_use_it(me, provider, persona):
+def test_x3_display_name_fills_user_macros_and_a_change_rebuilds_the_prompts_that_use_it(hearth, me, provider, persona):
     mira = import_mira(me, card_with(
         first_mes="Hello, {{user}}.{{// a note for whoever edits this card }}",
         post_history_instructions="Today is {{weekday}}; {{user}} last wrote {{idle_duration}} ago."))
     assert "{{user}}" in mira.identity  # kept as written, filled at build
     assert me.set_display_name("  Sam ") == 0
-    assert me.hearth.users.get(me.user_id).display_name == "Sam"
+    assert hearth.users.get(me.user_id).display_name == "Sam"
     chat = me.new_chat(mira.id).conversation
     assert chat_turns(me, chat.id)[0].content == "Hello, Sam."
     me.send(chat.id, "hi")
@@ -205,7 +205,7 @@ def test_x3_display_name_fills_user_macros_and_a_change_rebuilds_the_prompts_tha
     for bad in ("x" * 101, "two\nlines", "nul\x00"):
         with pytest.raises(Exception, match="display name"):
             me.set_display_name(bad)
-    assert me.hearth.users.get(me.user_id).display_name is None
+    assert hearth.users.get(me.user_id).display_name is None
 
 
 def test_x3_display_name_is_set_by_the_cli_and_over_http(hearth, me):
@@ -229,14 +229,14 @@ def test_x3_display_name_is_set_by_the_cli_and_over_http(hearth, me):
     assert "Display name cleared" in cleared.output
 
 
-def test_x3_migration_22_gives_imported_personas_their_macros_back(me):
+def test_x3_migration_22_gives_imported_personas_their_macros_back(hearth, me):
     """Cards imported before kept "the person" and the card's name baked in; the migration's data
     step gives them their macros back unless the owner edited the text since."""
     baked = import_mira(me)
     edited = import_mira(me, card_with(name="Edited"))
     old = "Mira Vale keeps the lighthouse on Gull Rock and writes letters to the person.\n\nMira Vale's personality: " \
           "dry wit, patient, notices the weather before anyone else\n\nScenario: A winter storm has cut the island off for a week."
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         conn.execute("UPDATE personas SET identity = ?, custom_instructions = ? WHERE id = ?",
                      (old, "Write as Mira Vale, in the first person.", baked.id))
         conn.execute("UPDATE personas SET identity = 'My own words for {{char}}.', custom_instructions = ''"

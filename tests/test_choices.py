@@ -439,6 +439,6 @@ def test_u1_a_companion_named_like_the_default_gets_its_own_short_name(hearth):
 
     me = hearth.scope()
     me.personas.default()
-    persona, archived = create_companion(me, "Companion", "")
+    persona, archived = create_companion(hearth.context(me.user_id), "Companion", "")
     assert persona.name == "companion-2" and persona.identity.startswith("You are Companion")
     assert archived

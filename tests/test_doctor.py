@@ -75,7 +75,7 @@ def test_s2_deleted_messages_are_not_reported_and_a_missing_row_is(hearth, me, p
     me.conversations.add_message(conversation.id, "user", "kept")
     gone = me.conversations.add_message(conversation.id, "user", "gone")
     lost = me.conversations.add_message(conversation.id, "user", "lost")
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         conn.execute("INSERT INTO events (user_id, conversation_id, kind, created_at, payload)"
                      " VALUES (?, ?, 'message.deleted', '2026-01-01T00:00:00Z', ?)",
                      (me.user_id, conversation.id, json.dumps({"message_id": gone.id})))

@@ -221,7 +221,7 @@ def test_b3_when_the_model_judge_fails_the_offline_verdict_stands_and_says_so(ju
     fake_provider_server.script(status=400)
     added, queued = me.layers.review.remember([{"text": "Nora is a keen swimmer"}])
     assert [m.text for m in added] == ["Nora is a keen swimmer"] and queued == []
-    [event] = me.store.connection().execute(
+    [event] = judged.store.connection().execute(
         "SELECT payload FROM events WHERE kind = 'memory.judge_fallback'").fetchall()
     record = json.loads(event[0])
     assert record["memory_id"] == added[0].id and record["pairs"] >= 1
@@ -230,7 +230,7 @@ def test_b3_when_the_model_judge_fails_the_offline_verdict_stands_and_says_so(ju
     fake_provider_server.script(text=[json.dumps({"something": "else"})])
     proposal = me.layers.review.propose("memory_add", {"text": "Nora swims in the lake every morning"}, "Said so")
     assert proposal.status == "pending" and "conflict" not in proposal.payload
-    [proposed] = me.store.connection().execute(
+    [proposed] = judged.store.connection().execute(
         "SELECT payload FROM events WHERE kind = 'review.proposed' ORDER BY id DESC LIMIT 1").fetchall()
     assert json.loads(proposed[0])["judge_fallback"] == "helper_output:shape"
     # Nothing was silently dropped: every fact is a memory or a pending review item.
@@ -248,7 +248,7 @@ def test_b3_without_a_provider_the_offline_rules_decide_alone(lexical):
     _, [moved] = me.layers.review.remember([{"text": "Nora grew up in a farm in Brittany"}])
     assert moved.payload["conflict"]["judge"] == "offline" and moved.payload["conflict"]["fallback"] is None
     assert moved.payload["conflict"]["memory_id"] in (farm.id, added[0].id)
-    assert me.store.connection().execute(
+    assert lexical.store.connection().execute(
         "SELECT count(*) FROM events WHERE kind = 'memory.judge_fallback'").fetchone()[0] == 0
 
 

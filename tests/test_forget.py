@@ -64,7 +64,7 @@ def test_b4_forgetting_a_conversation_leaves_no_trace_anywhere_in_the_store(hear
     assert CANARY not in (me.stored_prompt(branch.id) or "")
     assert all(CANARY not in m.content for m in me.conversations.messages(branch.id, visible_only=False))
     # The receipt in the ledger carries counts only.
-    row = me.store.connection().execute(
+    row = hearth.store.connection().execute(
         "SELECT payload FROM events WHERE kind = 'forget.receipt' ORDER BY id DESC").fetchone()
     assert CANARY not in row[0] and '"messages"' in row[0]
     drain(hearth)  # the durable compaction job: FTS merge, vector files, WAL
@@ -84,7 +84,7 @@ def test_b4_forgetting_one_message_rebuilds_what_was_derived_from_it(hearth, me,
     message_id = secret.user_message.id
     receipt = forget(me, "message", message_id)
     assert receipt.counts["messages"] == 1 and receipt.counts["search_log_entries"] >= 1
-    logged = me.store.connection().execute("SELECT query || results FROM search_log").fetchall()
+    logged = hearth.store.connection().execute("SELECT query || results FROM search_log").fetchall()
     assert logged and all(CANARY not in r[0] for r in logged)  # other searches stay
     remaining = [m.content for m in me.conversations.messages(thread.id)]
     assert len(remaining) == 5 and all(CANARY not in t for t in remaining)
@@ -99,7 +99,7 @@ def test_b4_forgetting_a_memory_and_an_archive_document(hearth, me, persona):
     thread = me.conversations.create(persona.id, "A")
     me.send(thread.id, "hello")
     assert CANARY in me.stored_prompt(thread.id)
-    document = Archive(me.store, me.user_id).add_text("Old notes", f"AUMA said: the {CANARY} lives here\n")
+    document = Archive(hearth.store, me.user_id).add_text("Old notes", f"AUMA said: the {CANARY} lives here\n")
     receipt = forget(me, "memory", memory.id)
     assert receipt.counts["memories"] == 1 and receipt.counts["prompts_rebuilt"] == 1
     assert CANARY not in me.stored_prompt(thread.id)
@@ -256,7 +256,7 @@ def test_b5_api_delete_forever_search_log_retention_and_clearing(hearth, me, per
     me.send(thread.id, "filed words")
     me.search("garden tomatoes", embed=False)
     old = (datetime.now(timezone.utc) - timedelta(days=40)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         conn.execute("UPDATE search_log SET created_at = ?", (old,))
     with TestClient(create_app(hearth.settings, hearth), base_url="http://127.0.0.1") as client:
         preview = client.post("/api/forget/preview", json={"target": "folder", "id": folder.id})
@@ -288,14 +288,14 @@ def test_b4_the_archive_delete_route_takes_search_log_citations_with_it(hearth, 
 
     from hearth.server.app import create_app
 
-    added = Archive(me.store, me.user_id).add_text("Letters", f"AUMA said: the {CANARY} letter\n")
+    added = Archive(hearth.store, me.user_id).add_text("Letters", f"AUMA said: the {CANARY} letter\n")
     me.search(CANARY, embed=False)
-    cited = me.store.connection().execute("SELECT count(*) FROM search_log").fetchone()[0]
+    cited = hearth.store.connection().execute("SELECT count(*) FROM search_log").fetchone()[0]
     assert cited == 1
     with TestClient(create_app(hearth.settings, hearth), base_url="http://127.0.0.1") as client:
         assert client.delete(f"/api/archive/documents/{added.document.id}").status_code == 204
         assert client.delete(f"/api/archive/documents/{added.document.id}").status_code == 404
-    assert me.store.connection().execute("SELECT count(*) FROM search_log").fetchone()[0] == 0
+    assert hearth.store.connection().execute("SELECT count(*) FROM search_log").fetchone()[0] == 0
     drain(hearth)
     assert verify(hearth.store, CANARY).clean
 
@@ -316,6 +316,6 @@ def test_b4_a_capsule_written_from_a_forgotten_turn_goes_too(tmp_path):
         capsule = me.timeline.refresh_capsule(thread.id)
         assert capsule is not None and CANARY in capsule.text.lower()
         forget(me, "message", secret.user_message.id)
-        assert me.store.connection().execute("SELECT count(*) FROM capsules").fetchone()[0] == 0
+        assert h.store.connection().execute("SELECT count(*) FROM capsules").fetchone()[0] == 0
         drain(h)
         assert verify(h.store, CANARY).clean

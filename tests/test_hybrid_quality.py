@@ -32,21 +32,21 @@ def test_a2_stems_reach_other_word_forms():
     assert fts_match(["paint*", "art"]) == '"paint"* OR "art"'
 
 
-def test_a2_keyword_search_finds_a_different_form_of_the_query_word(me, persona):
+def test_a2_keyword_search_finds_a_different_form_of_the_query_word(hearth, me, persona):
     _thread(me, persona, "Weekend", [("user", "I painted the old fence blue on Saturday."),
                                      ("assistant", "That sounds like a lovely afternoon."),
                                      ("user", "The garden looks tidy now.")])
-    outcome = search(me.store.connection(), me.user_id, "Tell me about the painting", filters=Filters(sources=("messages",)),
+    outcome = search(hearth.store.connection(), me.user_id, "Tell me about the painting", filters=Filters(sources=("messages",)),
                      log=False)
     assert outcome.results and outcome.results[0].text.startswith("I painted the old fence")
     assert outcome.results[0].scores["keyword_rank"] == 1
 
 
-def test_a2_a_named_speaker_is_lifted_not_searched_as_a_word(me, persona):
+def test_a2_a_named_speaker_is_lifted_not_searched_as_a_word(hearth, me, persona):
     _thread(me, persona, "Chat", [("assistant", "Hey Caroline! How was the trip, Caroline?"),
                                   ("user", "We adopted a puppy from the shelter on the way back."),
                                   ("assistant", "A puppy! What breed is the puppy?")])
-    outcome = search(me.store.connection(), me.user_id, "Which puppy did Caroline adopt?", filters=Filters(sources=("messages",)),
+    outcome = search(hearth.store.connection(), me.user_id, "Which puppy did Caroline adopt?", filters=Filters(sources=("messages",)),
                      speaker_names={"Caroline": "user", "Elion": "assistant"}, log=False)
     texts = [r.text for r in outcome.results]
     assert texts[0].startswith("We adopted a puppy")
@@ -79,7 +79,7 @@ def test_a2_rrf_constant_comes_from_the_tuning_passed_in():
     assert fuse(lists, tuning=Tuning(rrf_k=60))[("m", 1)]["rrf"] == 1 / 61  # a changed constant is not ignored
 
 
-def test_a2_feedback_words_of_the_best_hit_find_a_turn_without_the_query_words(me, persona):
+def test_a2_feedback_words_of_the_best_hit_find_a_turn_without_the_query_words(hearth, me, persona):
     # The question's word ("saxophone") reaches the first turn; that turn's distinctive words
     # ("conservatory", "audition") reach the later turn that never says saxophone.
     _thread(me, persona, "Music", [("user", "I practised the saxophone for my conservatory audition."),
@@ -88,7 +88,7 @@ def test_a2_feedback_words_of_the_best_hit_find_a_turn_without_the_query_words(m
     _thread(me, persona, "Later", [("user", "The conservatory audition went well, they liked my scales."),
                                    ("user", "My conservatory friends came too."),
                                    ("assistant", "Congratulations!")])
-    outcome = search(me.store.connection(), me.user_id, "How is the saxophone going?",
+    outcome = search(hearth.store.connection(), me.user_id, "How is the saxophone going?",
                      filters=Filters(sources=("messages",)), log=False)
     texts = [r.text for r in outcome.results]
     assert texts[0] == "I practised the saxophone for my conservatory audition."
@@ -97,20 +97,20 @@ def test_a2_feedback_words_of_the_best_hit_find_a_turn_without_the_query_words(m
     assert "Congratulations!" not in texts and not any("pasta" in t for t in texts)  # no feedback word there
 
 
-def test_a2_without_feedback_the_related_turn_is_not_found(me, persona):
+def test_a2_without_feedback_the_related_turn_is_not_found(hearth, me, persona):
     _thread(me, persona, "Music", [("user", "I practised the saxophone for my conservatory audition.")])
     _thread(me, persona, "Later", [("user", "The conservatory audition went well, they liked my scales."),
                                    ("user", "My conservatory friends came too.")])
-    outcome = search(me.store.connection(), me.user_id, "How is the saxophone going?",
+    outcome = search(hearth.store.connection(), me.user_id, "How is the saxophone going?",
                      filters=Filters(sources=("messages",)), log=False, tuning=Tuning(feedback_docs=0))
     assert [r.text for r in outcome.results] == ["I practised the saxophone for my conservatory audition."]
 
 
-def test_a2_when_question_lifts_turns_that_state_a_time(me, persona):
+def test_a2_when_question_lifts_turns_that_state_a_time(hearth, me, persona):
     _thread(me, persona, "Trips", [("user", "The lake trip was wonderful, so calm."),
                                    ("assistant", "It sounds peaceful."),
                                    ("user", "We went to the lake trip last summer with my cousins.")])
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     when = search(conn, me.user_id, "When was the lake trip?", filters=Filters(sources=("messages",)), log=False)
     assert when.results[0].text.startswith("We went to the lake trip last summer")
     assert when.results[0].scores["boost"] == Tuning().time_boost > 1
@@ -118,9 +118,9 @@ def test_a2_when_question_lifts_turns_that_state_a_time(me, persona):
     assert all(r.scores["boost"] == 1.0 for r in plain.results)  # only a "when" question is lifted
 
 
-def test_a2_a_moment_remembered_is_not_a_question_about_its_time(me, persona):
+def test_a2_a_moment_remembered_is_not_a_question_about_its_time(hearth, me, persona):
     _thread(me, persona, "Trips", [("user", "We went to the lake trip last summer with my cousins.")])
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     for cue in ("Do you remember when we did the lake trip?", "Back when we did the lake trip, who came?",
                 "I recall when we did the lake trip."):
         outcome = search(conn, me.user_id, cue, filters=Filters(sources=("messages",)), log=False)
@@ -131,14 +131,14 @@ def test_a2_a_moment_remembered_is_not_a_question_about_its_time(me, persona):
     assert asked.results[0].scores["boost"] == Tuning().time_boost  # "when ... was?" still asks for the time
 
 
-def test_a2_v2_feedback_never_takes_words_from_a_shielded_turn(me, persona):
+def test_a2_v2_feedback_never_takes_words_from_a_shielded_turn(hearth, me, persona):
     # Vector hits reach fusion before visibility is applied; the feedback step must skip them.
     one = Tuning(feedback_docs=1)
     pets = _thread(me, persona, "Pets", [("user", "We adopted a kitten from the shelter.")])
     secret = _thread(me, persona, "Secret", [("user", "The kitten came from the quokka sanctuary, tell no one.")])
     me.conversations.set_shielded(secret.id, True)
     maps = _thread(me, persona, "Maps", [("user", "The quokka sanctuary is on the island map.")])
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     ids = {c.id: conn.execute("SELECT id FROM messages WHERE conversation_id = ?", (c.id,)).fetchone()[0]
            for c in (pets, secret, maps)}
     fused = {("message", ids[secret.id]): {"rrf": 1.0}, ("message", ids[pets.id]): {"rrf": 0.5}}
@@ -151,13 +151,13 @@ def test_a2_v2_feedback_never_takes_words_from_a_shielded_turn(me, persona):
     assert ("message", ids[maps.id]) in {key for key, _ in found}
 
 
-def test_k1_query_terms_stay_within_a_postings_budget(me, persona):
+def test_k1_query_terms_stay_within_a_postings_budget(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
-    with me.store.write():
+    with hearth.store.write():
         for i in range(30):
             me.conversations.add_message(conversation.id, "user", f"weather talk number {i} with zephyr" if i == 0
                                          else f"weather talk number {i}")
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     tight = Tuning(postings_budget=10, common_min_rows=10_000)  # keep the common-word cut out of this test
     assert select_terms(conn, ["weather", "zephyr"], tuning=tight) == ["zephyr"]
     assert select_terms(conn, ["weather", "zephyr"], tuning=tight.with_changes(postings_budget=1_000)) == ["zephyr", "weather"]
@@ -168,7 +168,7 @@ def test_k1_query_terms_stay_within_a_postings_budget(me, persona):
     assert select_terms(conn, ["weather", "zephyr"], tuning=tight.with_changes(rarest_over_budget=False)) == ["zephyr"]
 
 
-def test_k1_send_path_asks_no_keyword_query_for_a_message_whose_rarest_word_is_over_the_budget(me, persona,
+def test_k1_send_path_asks_no_keyword_query_for_a_message_whose_rarest_word_is_over_the_budget(hearth, me, persona,
                                                                                                monkeypatch):
     from hearth.prompt.layers import keyword_recall
     from hearth.retrieval import tuning
@@ -177,7 +177,7 @@ def test_k1_send_path_asks_no_keyword_query_for_a_message_whose_rarest_word_is_o
     strict = tuning.SEND_PATH.with_changes(postings_budget=10, common_min_rows=10_000)  # 30 rows is over it
     monkeypatch.setattr(keyword_recall, "SEND_PATH", strict)
     old = me.conversations.create(persona.id, "Old")
-    with me.store.write():
+    with hearth.store.write():
         for i in range(30):
             me.conversations.add_message(old.id, "user", f"weather talk number {i}")
         me.conversations.add_message(old.id, "assistant", "The zephyr came through the garden.")
@@ -193,7 +193,7 @@ def test_k1_send_path_asks_no_keyword_query_for_a_message_whose_rarest_word_is_o
     assert len(asked) == 1 and "zephyr*" in asked[0] and "weather" not in asked[0]
 
 
-def test_a2_a_question_naming_a_month_finds_that_months_turn_that_shares_no_word(me, persona):
+def test_a2_a_question_naming_a_month_finds_that_months_turn_that_shares_no_word(hearth, me, persona):
     from hearth.retrieval.semantic import embed_pending, shared_embedder
 
     embedder = shared_embedder()
@@ -204,8 +204,8 @@ def test_a2_a_question_naming_a_month_finds_that_months_turn_that_shares_no_word
     for i, text in enumerate(["My physical therapy is a slow transformation.", "The physical exam went fine.",
                               "A transformation of the garden is under way.", "Physical books beat screens."]):
         me.conversations.add_message(other.id, "user", text, created_at=f"2022-09-01T10:00:0{i + 1}.000000Z")
-    embed_pending(me.store, embedder, user_id=me.user_id)
-    conn = me.store.connection()
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
+    conn = hearth.store.connection()
     narrow = Tuning(candidates=1, feedback_docs=0)  # each other list holds only the distractors' best
 
     def found(tuning):
@@ -220,11 +220,11 @@ def test_a2_a_question_naming_a_month_finds_that_months_turn_that_shares_no_word
     assert not any(t.startswith("Dyed my hair") for t in found(narrow.with_changes(dated_rows=0)))
 
 
-def test_a2_a_turn_that_only_asks_ranks_below_the_turn_that_tells(me, persona):
+def test_a2_a_turn_that_only_asks_ranks_below_the_turn_that_tells(hearth, me, persona):
     # The question shares more of the words asked now; the statement holds the answer.
     _thread(me, persona, "Asked", [("assistant", "Did you bake the lemon cake for the bake sale? Was the bake sale fun?")])
     _thread(me, persona, "Told", [("user", "I baked a lemon drizzle cake for the school sale on Friday.")])
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     query = "What cake did I bake for the bake sale?"
     plain = search(conn, me.user_id, query, filters=Filters(sources=("messages",)), log=False,
                    tuning=Tuning(question_penalty=0.0))

@@ -75,7 +75,7 @@ def archive(tmp_path_factory):
 def test_u3_s3_chatgpt_import_of_a_mutated_file_is_all_or_nothing(archive, data):
     scope = archive.scope()
     all_or_nothing(archive, lambda: import_bytes(
-        Archive(scope.store, scope.user_id), data, fmt="chatgpt", name="conversations.json",
+        Archive(archive.store, scope.user_id), data, fmt="chatgpt", name="conversations.json",
         persona=scope.personas.default()))
 
 
@@ -84,7 +84,7 @@ def test_u3_s3_chatgpt_import_of_a_mutated_file_is_all_or_nothing(archive, data)
 def test_u3_s3_auto_detected_import_of_a_mutated_file_is_all_or_nothing(archive, data):
     scope = archive.scope()
     all_or_nothing(archive, lambda: import_bytes(
-        Archive(scope.store, scope.user_id), data, name="upload", persona=scope.personas.default()))
+        Archive(archive.store, scope.user_id), data, name="upload", persona=scope.personas.default()))
 
 
 @FUZZ
@@ -92,7 +92,7 @@ def test_u3_s3_auto_detected_import_of_a_mutated_file_is_all_or_nothing(archive,
 def test_u3_s3_labelled_import_of_a_mutated_file_is_all_or_nothing(archive, data):
     scope = archive.scope()
     all_or_nothing(archive, lambda: import_bytes(
-        Archive(scope.store, scope.user_id), data, fmt="labelled", name="notes.txt"))
+        Archive(archive.store, scope.user_id), data, fmt="labelled", name="notes.txt"))
 
 
 def _export() -> dict:

@@ -34,12 +34,12 @@ def export() -> list[dict]:
              "current_node": "u2"}]
 
 
-def count(me, table):
-    return me.store.connection().execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+def count(hearth, table):
+    return hearth.store.connection().execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
 
-def test_a5_chatgpt_export_takes_the_current_branch_with_persona_labels(me, persona):
-    archive = Archive(me.store, me.user_id)
+def test_a5_chatgpt_export_takes_the_current_branch_with_persona_labels(hearth, me, persona):
+    archive = Archive(hearth.store, me.user_id)
     report = import_bytes(archive, json.dumps(export()).encode(), persona=persona)
     assert report.format == "chatgpt" and report.documents_added == 1
     [chunk] = archive.chunks(report.document_ids[0])
@@ -53,21 +53,21 @@ def test_a5_chatgpt_export_takes_the_current_branch_with_persona_labels(me, pers
     assert [n["id"] for n in path][-1] == "u2"
 
 
-def test_a5_a1_s8_reimport_adds_nothing(me, persona):
-    archive = Archive(me.store, me.user_id)
+def test_a5_a1_s8_reimport_adds_nothing(hearth, me, persona):
+    archive = Archive(hearth.store, me.user_id)
     data = json.dumps(export()).encode()
     import_bytes(archive, data, persona=persona)
     again = import_bytes(archive, data, persona=persona)
     assert (again.documents_added, again.documents_skipped, again.chunks_added) == (0, 1, 0)
-    assert count(me, "archive_documents") == 1
+    assert count(hearth, "archive_documents") == 1
 
 
-def test_a5_labelled_text_with_sections_current_and_legacy_labels(me):
+def test_a5_labelled_text_with_sections_current_and_legacy_labels(hearth, me):
     me.personas.create("e", "Elion", user_label="AUMA said:", assistant_label="Elion Voicefire said:",
                        legacy_labels=["Voicefire 5.1 said:"])
     text = ("=== Lake day (2022-08-14) ===\nAUMA said:\nThe lake was cold.\nVoicefire 5.1 said:\nYou swam anyway.\n"
             "=== Winter ===\nAUMA said: Snow again.\nElion Voicefire said: Stay warm.\n")
-    archive = Archive(me.store, me.user_id)
+    archive = Archive(hearth.store, me.user_id)
     report = import_bytes(archive, text.encode(), fmt="labelled", name="portal.txt", collection="portal")
     assert report.documents_added == 2
     docs = {d.title: d for d in archive.list()}
@@ -82,10 +82,10 @@ def test_a5_labelled_text_with_sections_current_and_legacy_labels(me):
     (b'{"no": "mapping"}', "chatgpt", "no 'mapping'"),
     (b"   ", "labelled", "empty"),
 ])
-def test_a5_u3_invalid_input_is_refused_and_nothing_is_written(me, persona, data, fmt, message):
+def test_a5_u3_invalid_input_is_refused_and_nothing_is_written(hearth, me, persona, data, fmt, message):
     with pytest.raises(InvalidInput, match=message):
-        import_bytes(Archive(me.store, me.user_id), data, fmt=fmt)
-    assert count(me, "archive_documents") == 0 and count(me, "archive_chunks") == 0
+        import_bytes(Archive(hearth.store, me.user_id), data, fmt=fmt)
+    assert count(hearth, "archive_documents") == 0 and count(hearth, "archive_chunks") == 0
 
 
 def test_a5_cli_import_and_search(tmp_path, persona, hearth):

@@ -42,13 +42,13 @@ def test_x3_card_and_lorebook_upload_report_and_download(client, me):
 
 
 def test_x3_refused_uploads_answer_4xx_with_the_report_and_write_nothing(client, me, hearth):
-    before = me.store.connection().execute("SELECT count(*) FROM personas").fetchone()[0]
+    before = hearth.store.connection().execute("SELECT count(*) FROM personas").fetchone()[0]
     broken = client.post("/api/imports?name=bad.png", content=b"\x89PNG\r\n\x1a\n\x00\x01garbage")
     assert broken.status_code == 422
     body = broken.json()
     assert body["error"] == "import_refused" and "not a readable PNG" in body["detail"]
     assert body["report"]["status"] == "refused"
-    assert me.store.connection().execute("SELECT count(*) FROM personas").fetchone()[0] == before
+    assert hearth.store.connection().execute("SELECT count(*) FROM personas").fetchone()[0] == before
     assert client.post("/api/imports?name=x", content=b"").status_code == 422
     assert client.post("/api/imports?name=x&format=nope", content=b"x").status_code == 422
     assert client.post("/api/imports?name=x&persona_id=999", content=b"x").status_code == 404

@@ -136,7 +136,7 @@ def test_k3_h7_a_visible_handoff_artifact_does_not_end_the_birth_period(me, pers
     assert recall_section(provider) == ""
 
 
-def test_k4_handoff_source_is_excluded_and_overlapping_excerpts_are_dropped(me, persona, provider):
+def test_k4_handoff_source_is_excluded_and_overlapping_excerpts_are_dropped(hearth, me, persona, provider):
     source = chat(me, persona, "Source thread", "The otter sanctuary opens at nine on Saturdays",
                   "I will drive us to the otter sanctuary")
     # Another conversation repeats the handoff's words almost exactly, and one says something new.
@@ -149,7 +149,7 @@ def test_k4_handoff_source_is_excluded_and_overlapping_excerpts_are_dropped(me, 
     assert "named Bramble" in section
     assert 'From "Source thread"' not in section
     assert 'From "Copy"' not in section  # its excerpt is already in the request via the handoff
-    entry = searchlog.entries(me.store.connection(), me.user_id, origin="keyword_recall")[0]
+    entry = searchlog.entries(hearth.store.connection(), me.user_id, origin="keyword_recall")[0]
     assert result.conversation.id in entry.filters["exclude_conversation_ids"]
     assert source.id in entry.filters["exclude_conversation_ids"]
     assert entry.filters["dropped_overlap"] >= 1
@@ -193,27 +193,27 @@ def test_k5_k6_block_renders_the_reserved_heading_and_assembly_guards_it(me, per
     assert section.splitlines()[1] == TRUST
 
 
-def test_k1_very_common_terms_are_dropped_by_document_frequency_and_terms_are_capped(me, persona):
+def test_k1_very_common_terms_are_dropped_by_document_frequency_and_terms_are_capped(hearth, me, persona):
     c = me.conversations.create(persona.id, "Bulk")
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         for i in range(2_100):
             word = "seldom" if i % 700 == 0 else "plain"
             ledger.append_message(conn, user_id=me.user_id, conversation_id=c.id, role="user",
                                   content=f"everyday chatter {word} line {i}")
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     chosen = select_terms(conn, ["everyday", "seldom", "chatter", "unknownword"])
     assert chosen == ["seldom"]  # common terms dropped, absent terms cannot match anything
     many = [f"w{i}" for i in range(30)]
-    with me.store.write() as wconn:
+    with hearth.store.write() as wconn:
         ledger.append_message(wconn, user_id=me.user_id, conversation_id=c.id, role="user", content=" ".join(many))
     assert len(select_terms(conn, many)) == 12
 
 
-def test_a3_g5_every_keyword_recall_is_logged_with_scores(me, persona, provider):
+def test_a3_g5_every_keyword_recall_is_logged_with_scores(hearth, me, persona, provider):
     chat(me, persona, "Coast", "The lighthouse keeper in Portofino waved at us.")
     now = current(me, persona)
     me.send(now.id, "Remember the lighthouse keeper?")
-    entry = searchlog.entries(me.store.connection(), me.user_id, origin="keyword_recall")[0]
+    entry = searchlog.entries(hearth.store.connection(), me.user_id, origin="keyword_recall")[0]
     assert entry.query == "Remember the lighthouse keeper?"
     assert entry.result_count == 1 and entry.conversation_id == now.id
     assert entry.results[0]["scores"]["keyword"] >= 0 and entry.results[0]["scores"]["keyword_rank"] == 1

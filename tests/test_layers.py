@@ -420,9 +420,9 @@ def test_f2_edits_are_live_and_the_index_is_built_once_per_library_version(me, c
     assert "MEMORY FRAGMENTS" not in context_message(provider.requests[-1])
 
 
-def test_f2_thousands_of_fragments_match_quickly(me):
+def test_f2_thousands_of_fragments_match_quickly(hearth, me):
     frags = me.layers.fragments
-    with me.store.write() as conn:  # bulk insert the library, as an import would
+    with hearth.store.write() as conn:  # bulk insert the library, as an import would
         now = "2026-01-01T00:00:00.000000Z"
         conn.executemany(
             "INSERT INTO fragments (user_id, category, triggers, definition, created_at, updated_at)"

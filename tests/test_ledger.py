@@ -9,10 +9,10 @@ from hearth.records import ledger
 from tests.engines import foreign_keys_off
 
 
-def test_s2_message_and_its_event_are_one_row_pair(me, persona):
+def test_s2_message_and_its_event_are_one_row_pair(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
     message = me.conversations.add_message(conversation.id, "user", "hello", channel="sms")
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     event = conn.execute("SELECT * FROM events WHERE id = ?", (message.id,)).fetchone()
     assert event["kind"] == "message" and event["channel"] == "sms"
     assert event["conversation_id"] == conversation.id and event["user_id"] == me.user_id
@@ -20,35 +20,35 @@ def test_s2_message_and_its_event_are_one_row_pair(me, persona):
     assert "hello" not in event["payload"]
 
 
-def test_s2_events_are_append_only(me, persona):
+def test_s2_events_are_append_only(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
     message = me.conversations.add_message(conversation.id, "user", "hello")
     with pytest.raises(ConstraintError, match="append-only"):
-        with me.store.write() as conn:
+        with hearth.store.write() as conn:
             conn.execute("UPDATE events SET kind = 'forged' WHERE id = ?", (message.id,))
 
 
-def test_s2_a_crash_between_event_and_message_leaves_neither(me, persona):
+def test_s2_a_crash_between_event_and_message_leaves_neither(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
-    before = me.store.connection().execute("SELECT count(*) FROM events").fetchone()[0]
+    before = hearth.store.connection().execute("SELECT count(*) FROM events").fetchone()[0]
     with pytest.raises(ConstraintError):
-        with me.store.write() as conn:
+        with hearth.store.write() as conn:
             # The event goes in, then the message insert fails on its role check.
             ledger.append_message(conn, user_id=me.user_id, conversation_id=conversation.id,
                                   role="user", content="x", kind="chat")
             conn.execute("INSERT INTO messages (id, user_id, conversation_id, role, content, created_at)"
                          " VALUES (-1, ?, ?, 'narrator', 'y', 'now')", (me.user_id, conversation.id))
-    after = me.store.connection().execute("SELECT count(*) FROM events").fetchone()[0]
+    after = hearth.store.connection().execute("SELECT count(*) FROM events").fetchone()[0]
     assert after == before
-    assert ledger.verify(me.store.connection()).ok
+    assert ledger.verify(hearth.store.connection()).ok
 
 
-def test_s2_replay_returns_the_conversation_in_ledger_order(me, persona):
+def test_s2_replay_returns_the_conversation_in_ledger_order(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
     ids = [me.conversations.add_message(conversation.id, role, text).id
            for role, text in [("user", "one"), ("assistant", "two"), ("user", "three")]]
     me.conversations.end(conversation.id)
-    replayed = ledger.replay(me.store.connection(), me.user_id, conversation.id)
+    replayed = ledger.replay(hearth.store.connection(), me.user_id, conversation.id)
     kinds = [e.kind for e, _ in replayed]
     assert kinds == ["conversation.created", "message", "message", "message", "conversation.ended"]
     assert [m.content for _, m in replayed if m] == ["one", "two", "three"]
@@ -61,15 +61,15 @@ def test_s2_replay_is_scoped_to_the_user(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
     me.conversations.add_message(conversation.id, "user", "private")
     other = hearth.users.create("guest")
-    assert ledger.replay(me.store.connection(), other.id, conversation.id) == []
+    assert ledger.replay(hearth.store.connection(), other.id, conversation.id) == []
 
 
-def test_s2_verify_reports_a_message_row_without_its_event(me, persona):
+def test_s2_verify_reports_a_message_row_without_its_event(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
     me.conversations.add_message(conversation.id, "user", "hello")
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     assert ledger.verify(conn).ok
-    with foreign_keys_off(me.store):
+    with foreign_keys_off(hearth.store):
         conn.execute("INSERT INTO messages (id, user_id, conversation_id, role, content, created_at)"
                      " VALUES (999999, ?, ?, 'user', 'orphan', '2026-01-01T00:00:00.000000Z')",
                      (me.user_id, conversation.id))
@@ -79,18 +79,18 @@ def test_s2_verify_reports_a_message_row_without_its_event(me, persona):
     assert all("orphan" not in p for p in report.problems)  # problems never quote content
 
 
-def test_s2_verify_reports_an_event_without_its_message(me, persona):
+def test_s2_verify_reports_an_event_without_its_message(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         ledger.append(conn, user_id=me.user_id, conversation_id=conversation.id, kind="message",
                       payload={"role": "user", "kind": "chat", "chars": 3})
-    report = ledger.verify(me.store.connection())
+    report = ledger.verify(hearth.store.connection())
     assert any("without a message row" in p for p in report.problems)
 
 
-def test_s2_unknown_channel_is_refused_and_nothing_is_written(me, persona):
+def test_s2_unknown_channel_is_refused_and_nothing_is_written(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
-    before = me.store.connection().execute("SELECT count(*) FROM events").fetchone()[0]
+    before = hearth.store.connection().execute("SELECT count(*) FROM events").fetchone()[0]
     with pytest.raises(Exception, match="unknown channel"):
         me.conversations.add_message(conversation.id, "user", "hi", channel="carrier-pigeon")
-    assert me.store.connection().execute("SELECT count(*) FROM events").fetchone()[0] == before
+    assert hearth.store.connection().execute("SELECT count(*) FROM events").fetchone()[0] == before

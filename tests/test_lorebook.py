@@ -163,7 +163,7 @@ def test_x3_scan_depth_reads_earlier_messages():
     assert ids(index.activate(["the kettle", "a", "b", "c"])) == []
 
 
-def test_x3_sticky_cooldown_and_delay_count_turns_per_conversation(me, book, chat, provider, persona):
+def test_x3_sticky_cooldown_and_delay_count_turns_per_conversation(hearth, me, book, chat, provider, persona):
     def sent(text, conversation=chat):
         me.send(conversation.id, text)
         return context_message(provider.requests[-1])
@@ -174,7 +174,7 @@ def test_x3_sticky_cooldown_and_delay_count_turns_per_conversation(me, book, cha
     assert "keeper's ghost" not in sent("A ghost again?")              # turn 4: cooldown (until 5)
     assert "keeper's ghost" not in sent("ghost ghost")                 # turn 5: cooldown
     assert "keeper's ghost" in sent("the ghost returns")               # turn 6: keyed again
-    timers = me.store.connection().execute(
+    timers = hearth.store.connection().execute(
         "SELECT sticky_until, cooldown_until FROM fragment_timers WHERE fragment_id = ?", (book["sticky"].id,)
     ).fetchall()
     assert [tuple(r) for r in timers] == [(8, 10)]
@@ -213,8 +213,8 @@ def test_x3_cli_imports_and_exports_a_lorebook(tmp_path, hearth):
     assert len(json.loads(out.read_text())["entries"]) == 12
 
 
-def table_counts(me):
-    conn = me.store.connection()
+def table_counts(hearth):
+    conn = hearth.store.connection()
     return [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("fragments", "events")]
 
 
@@ -227,7 +227,7 @@ entry_values = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
                               "delay", "caseSensitive", "matchWholeWords", "scanDepth", "content", "constant",
                               "uid", "disable", "useProbability", "excludeRecursion"]),
        value=entry_values, duplicate=st.booleans(), cut=st.integers(0, 3000))
-def test_x3_fuzzed_lorebooks_never_crash_nor_import_partially(me, field, value, duplicate, cut):
+def test_x3_fuzzed_lorebooks_never_crash_nor_import_partially(hearth, me, field, value, duplicate, cut):
     data = samples.lorebook()
     data["name"] = "fuzz"
     data["entries"]["5"] = copy.deepcopy(data["entries"]["5"])
@@ -236,12 +236,12 @@ def test_x3_fuzzed_lorebooks_never_crash_nor_import_partially(me, field, value, 
         data["entries"]["99"] = dict(data["entries"]["4"])
     raw = json.dumps(data).encode()
     for blob in (raw, raw[:cut]):
-        before = table_counts(me)
+        before = table_counts(hearth)
         report = me.imports.file(blob, "fuzz.json", fmt="lorebook")
         assert report.status in ("imported", "duplicate", "updated", "refused")
         if report.status == "refused":
             assert report.reason and "\n" not in report.reason
-            assert table_counts(me) == before
+            assert table_counts(hearth) == before
 
 
 def test_x3_f2_lorebook_edits_are_live_and_compiled_once_per_library_version(me, book, chat, provider):

@@ -209,7 +209,7 @@ def test_x3_the_lorebook_download_picks_one_book(client, me):
     assert "hearth" not in everything.get("extensions", {})
 
 
-def test_x3_books_cards_brought_in_before_scopes_get_their_characters_scope(me, persona, provider):
+def test_x3_books_cards_brought_in_before_scopes_get_their_characters_scope(hearth, me, persona, provider):
     """Migration 21's data step, on data as it was: card fragments carry ``card:PERSONA:ID`` keys
     and no book has a scope. One that shares its category with a World Info entry is split off."""
     fragments = me.layers.fragments
@@ -219,7 +219,7 @@ def test_x3_books_cards_brought_in_before_scopes_get_their_characters_scope(me, 
                   import_key=f"card:{tom.id}:1")
     fragments.add(["harbour"], HARBOUR, "Shared", controls={"order": 5}, import_key="lorebook:Shared:0")
     fragments.add(["dog"], "Fleur is a shy lurcher.", "pets")
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         conn.execute("DELETE FROM fragment_books")
         migrations.scope_card_books(conn)
     books = {b.name: b for b in fragments.books.list()}

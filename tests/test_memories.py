@@ -39,15 +39,15 @@ def test_m1_memories_have_stable_ids_order_category_importance_and_eligibility(m
         me.memories.add("x", importance=11)
 
 
-def _stored_numbers(me) -> dict[int, int]:
-    return {r[0]: r[1] for r in me.store.connection().execute("SELECT id, position FROM memories")}
+def _stored_numbers(hearth) -> dict[int, int]:
+    return {r[0]: r[1] for r in hearth.store.connection().execute("SELECT id, position FROM memories")}
 
 
-def test_m1_a_move_writes_one_row_and_places_stay_one_based(me, persona):
+def test_m1_a_move_writes_one_row_and_places_stay_one_based(hearth, me, persona):
     ids = [m.id for m in me.memories.import_many([{"text": f"m{i}"} for i in range(30)])]
-    before = _stored_numbers(me)
+    before = _stored_numbers(hearth)
     order = me.memories.move(ids[29], 5)
-    after = _stored_numbers(me)
+    after = _stored_numbers(hearth)
     assert [mid for mid in after if after[mid] != before[mid]] == [ids[29]]  # one row written
     assert [m.id for m in order] == ids[:4] + [ids[29]] + ids[4:29]
     assert [m.position for m in order] == list(range(1, 31)) and me.memories.get(ids[29]).position == 5
@@ -55,13 +55,13 @@ def test_m1_a_move_writes_one_row_and_places_stay_one_based(me, persona):
     assert [m.position for m in me.memories.list()] == list(range(1, 30))
     assert me.memories.get(ids[29]).position == 4
     # Numbers stored without room between them (as before gaps) are renumbered once, then moves are one row.
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         for place, m in enumerate(me.memories.list(), start=1):
             conn.execute("UPDATE memories SET position = ? WHERE id = ?", (place, m.id))
     me.memories.move(ids[10], 2)
-    before = _stored_numbers(me)
+    before = _stored_numbers(hearth)
     me.memories.move(ids[20], 3)
-    after = _stored_numbers(me)
+    after = _stored_numbers(hearth)
     assert [mid for mid in after if after[mid] != before[mid]] == [ids[20]]
 
 
@@ -92,7 +92,7 @@ def test_m1_bulk_import_persists_a_batch_together_or_not_at_all(me):
     assert [m.text for m in me.memories.list()] == ["one", "two"]
 
 
-def test_m2_the_worked_example_from_the_seed(me, persona):
+def test_m2_the_worked_example_from_the_seed(hearth, me, persona):
     m1 = me.memories.add("Memory one")
     m2 = me.memories.add("Memory two")
     thread_a = me.conversations.create(persona.id, "A")
@@ -112,7 +112,7 @@ def test_m2_the_worked_example_from_the_seed(me, persona):
     assert memory_lines(me.stored_prompt(thread_b.id)) == ["- Memory two, corrected", "- Memory three"]
     thread_c = me.conversations.create(persona.id, "C")
     assert [m.id for m in me.memories.snapshot(thread_c.id)] == [m2.id, m3.id]
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     assert conn.execute("SELECT count(*) FROM conversation_memories WHERE memory_id = ?", (m1.id,)).fetchone()[0] == 0
 
 
@@ -133,7 +133,7 @@ def test_m3_an_empty_snapshot_stays_empty(me, persona, provider):
     assert "## Long-term memories" not in provider.requests[-1].messages[0].content
 
 
-def test_m4_refresh_replaces_one_threads_snapshot_and_records_it(me, persona):
+def test_m4_refresh_replaces_one_threads_snapshot_and_records_it(hearth, me, persona):
     me.memories.add("first")
     a = me.conversations.create(persona.id)
     b = me.conversations.create(persona.id)
@@ -144,7 +144,7 @@ def test_m4_refresh_replaces_one_threads_snapshot_and_records_it(me, persona):
     assert info.provenance == "refreshed" and info.refreshed_at
     assert memory_lines(me.stored_prompt(a.id)) == ["- first", "- second"]
     assert memory_lines(me.stored_prompt(b.id)) == ["- first"]
-    kinds = [r[0] for r in me.store.connection().execute(
+    kinds = [r[0] for r in hearth.store.connection().execute(
         "SELECT kind FROM events WHERE conversation_id = ? ORDER BY id", (a.id,))]
     assert "memory.snapshot_refreshed" in kinds
     with pytest.raises(NotFound):
@@ -161,18 +161,18 @@ def test_m5_snapshot_metadata_holds_times_and_provenance_only(me, persona):
         info["captured_at"], "")
 
 
-def _legacy_conversation(me, persona) -> int:
+def _legacy_conversation(hearth, me, persona) -> int:
     conversation = me.conversations.create(persona.id)
-    with me.store.write() as conn:  # as an import of a thread from before snapshots leaves it
+    with hearth.store.write() as conn:  # as an import of a thread from before snapshots leaves it
         conn.execute("DELETE FROM conversation_memories WHERE conversation_id = ?", (conversation.id,))
         conn.execute("UPDATE conversations SET snapshot_provenance = 'legacy', snapshot_captured_at = NULL"
                      " WHERE id = ?", (conversation.id,))
     return conversation.id
 
 
-def test_m5_m6_legacy_threads_get_a_one_time_backfill_without_an_invented_time(me, persona):
+def test_m5_m6_legacy_threads_get_a_one_time_backfill_without_an_invented_time(hearth, me, persona):
     me.memories.add("known before")
-    legacy = _legacy_conversation(me, persona)
+    legacy = _legacy_conversation(hearth, me, persona)
     assert me.memories.backfill_legacy() == 1
     assert [m.text for m in me.memories.snapshot(legacy)] == ["known before"]
     info = me.memories.snapshot_info(legacy)
@@ -182,30 +182,30 @@ def test_m5_m6_legacy_threads_get_a_one_time_backfill_without_an_invented_time(m
     assert [m.text for m in me.memories.snapshot(legacy)] == ["known before"]
 
 
-def test_m6_a_legacy_thread_is_backfilled_before_its_first_prompt(me, persona):
+def test_m6_a_legacy_thread_is_backfilled_before_its_first_prompt(hearth, me, persona):
     me.memories.add("carry me")
-    legacy = _legacy_conversation(me, persona)
+    legacy = _legacy_conversation(hearth, me, persona)
     me.send(legacy, "hello")
     assert memory_lines(me.stored_prompt(legacy)) == ["- carry me"]
 
 
-def test_p5_additions_and_imports_rebuild_nothing(me, persona):
+def test_p5_additions_and_imports_rebuild_nothing(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
     me.send(conversation.id, "hi")
     before = me.stored_prompt(conversation.id)
     me.memories.add("new")
     me.memories.import_many([{"text": "bulk one"}, {"text": "bulk two"}])
     assert me.stored_prompt(conversation.id) == before
-    assert me.store.connection().execute("SELECT count(*) FROM events WHERE kind = 'prompt.rebuilt'").fetchone()[0] == 0
+    assert hearth.store.connection().execute("SELECT count(*) FROM events WHERE kind = 'prompt.rebuilt'").fetchone()[0] == 0
 
 
-def test_p5_edits_rebuild_only_prompts_that_hold_the_memory(me, persona):
+def test_p5_edits_rebuild_only_prompts_that_hold_the_memory(hearth, me, persona):
     held = me.memories.add("held")
     a = me.conversations.create(persona.id)
     me.send(a.id, "hi")
     other = me.memories.add("other")
     b = me.conversations.create(persona.id)
-    with me.store.write() as conn:  # b holds only "other"
+    with hearth.store.write() as conn:  # b holds only "other"
         conn.execute("DELETE FROM conversation_memories WHERE conversation_id = ? AND memory_id = ?", (b.id, held.id))
     me.send(b.id, "hi")
     b_before = me.stored_prompt(b.id)
@@ -293,11 +293,11 @@ def test_m7_racing_edits_deletes_refreshes_and_first_sends_always_agree(tmp_path
 
 
 # -- changes that rebuild prompts compose them before taking the write lock (M2, M7, S3) ----------
-def _prompt_as_rebuilt(me, conversation_id: int) -> str:
+def _prompt_as_rebuilt(hearth, me, conversation_id: int) -> str:
     """The stored prompt a rebuild would write now, composed from the current state."""
     from hearth.prompt import stored
 
-    with me.store.read() as conn:
+    with hearth.store.read() as conn:
         return stored._compose(conn, conversation_id, me._handoff_text)[0]
 
 
@@ -316,11 +316,11 @@ def _changes(me, held, hidden, conversations):
     ]
 
 
-def _held_and_hidden(me, persona):
+def _held_and_hidden(hearth, me, persona):
     held = [me.memories.add(f"held {i}") for i in range(5)]
     hidden = me.memories.add("hidden until shown")
     conversations = [me.conversations.create(persona.id) for _ in range(3)]
-    with me.store.write() as conn:  # the second thread holds only some of them
+    with hearth.store.write() as conn:  # the second thread holds only some of them
         conn.execute("DELETE FROM conversation_memories WHERE conversation_id = ? AND memory_id IN (?, ?, ?)",
                      (conversations[1].id, held[2].id, held[4].id, hidden.id))
     for conversation in conversations[:2]:
@@ -329,15 +329,15 @@ def _held_and_hidden(me, persona):
     return held, hidden, conversations
 
 
-def test_m2_m7_every_change_composes_prompts_outside_the_write_lock_exactly_as_a_rebuild(me, persona, monkeypatch):
+def test_m2_m7_every_change_composes_prompts_outside_the_write_lock_exactly_as_a_rebuild(hearth, me, persona, monkeypatch):
     from hearth.prompt import stored
 
-    held, hidden, conversations = _held_and_hidden(me, persona)
+    held, hidden, conversations = _held_and_hidden(hearth, me, persona)
     composed_in_lock: list[bool] = []
     compose = stored._compose
 
     def watched(conn, *args, **kwargs):
-        composed_in_lock.append(me.store.in_write)
+        composed_in_lock.append(hearth.store.in_write)
         return compose(conn, *args, **kwargs)
 
     monkeypatch.setattr(stored, "_compose", watched)
@@ -346,7 +346,7 @@ def test_m2_m7_every_change_composes_prompts_outside_the_write_lock_exactly_as_a
         change()
         assert composed_in_lock and not any(composed_in_lock), name  # composed, never under the lock
         for conversation in conversations[:2]:
-            assert me.stored_prompt(conversation.id) == _prompt_as_rebuilt(me, conversation.id), name
+            assert me.stored_prompt(conversation.id) == _prompt_as_rebuilt(hearth, me, conversation.id), name
     lines = memory_lines(me.stored_prompt(conversations[0].id))
     assert lines == ["- held 2", "- held 0", "- held 4", "- hidden until shown"]  # v1 of held 0 restored
     assert memory_lines(me.stored_prompt(conversations[1].id)) == lines  # refreshed to the current set
@@ -354,11 +354,11 @@ def test_m2_m7_every_change_composes_prompts_outside_the_write_lock_exactly_as_a
 
 @pytest.mark.parametrize("races", [1, 2])
 @pytest.mark.parametrize("change", ["move", "edit text", "hide", "show", "end", "restore", "delete", "refresh"])
-def test_m7_s3_a_write_committed_while_a_change_composes_is_not_lost_from_the_prompts(me, persona, change, races):
+def test_m7_s3_a_write_committed_while_a_change_composes_is_not_lost_from_the_prompts(hearth, me, persona, change, races):
     """Another writer commits between the read snapshot a change composes from and its write
     transaction: the change notices and composes again (from a new snapshot after one race, under
     the lock after a race on every attempt), so the prompts show both."""
-    held, hidden, conversations = _held_and_hidden(me, persona)
+    held, hidden, conversations = _held_and_hidden(hearth, me, persona)
     if change == "restore":
         me.memories.end(held[0].id)
     run = dict(_changes(me, held, hidden, conversations))[change]
@@ -389,14 +389,14 @@ def test_m7_s3_a_write_committed_while_a_change_composes_is_not_lost_from_the_pr
     assert raced == [None] * races
     for conversation in conversations[:2]:
         prompt = me.stored_prompt(conversation.id)
-        assert prompt == _prompt_as_rebuilt(me, conversation.id)
+        assert prompt == _prompt_as_rebuilt(hearth, me, conversation.id)
         shown = [f"- {m.text}" for m in me.memories.snapshot(conversation.id) if m.eligible and m.current]
         assert memory_lines(prompt) == shown
     assert f"- changed by another writer {races}" in memory_lines(me.stored_prompt(conversations[0].id))
 
 
-def _age_prompts(me, conversation_ids):
-    with me.store.write() as conn:
+def _age_prompts(hearth, conversation_ids):
+    with hearth.store.write() as conn:
         for cid in conversation_ids:
             row = conn.execute("SELECT id, metadata FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
                                (cid,)).fetchone()
@@ -411,12 +411,12 @@ def test_p7_legacy_prompts_are_rebuilt_in_batches_and_completion_is_recorded(hea
     conversations = [me.conversations.create(persona.id) for _ in range(7)]
     for c in conversations:
         me.send(c.id, "hi")
-    _age_prompts(me, [c.id for c in conversations])
+    _age_prompts(hearth, [c.id for c in conversations])
     result = reconcile.reconcile(hearth, batch_size=3)
     assert (result.candidates, result.rebuilt, result.failed, result.completed) == (7, 7, 0, True)
     for c in conversations:
         assert "remember me" in me.stored_prompt(c.id) and "OLD PROMPT" not in me.stored_prompt(c.id)
-    assert reconcile.state(me.store.connection())["completed_policy_version"] == POLICY_VERSION
+    assert reconcile.state(hearth.store.connection())["completed_policy_version"] == POLICY_VERSION
     assert reconcile.reconcile(hearth).candidates == 0  # a later start skips the scan
 
 
@@ -424,7 +424,7 @@ def test_p7_failures_are_retried_and_completion_is_not_recorded_falsely(hearth, 
     conversations = [me.conversations.create(persona.id) for _ in range(4)]
     for c in conversations:
         me.send(c.id, "hi")
-    _age_prompts(me, [c.id for c in conversations])
+    _age_prompts(hearth, [c.id for c in conversations])
     flaky_id, broken_id = conversations[0].id, conversations[1].id
     attempts: dict[int, int] = {}
     real = hearth.scope()
@@ -439,15 +439,15 @@ def test_p7_failures_are_retried_and_completion_is_not_recorded_falsely(hearth, 
     result = reconcile.reconcile(hearth, rebuild_one=rebuild_one, max_attempts=3)
     assert attempts[flaky_id] == 2 and attempts[broken_id] == 3
     assert (result.rebuilt, result.failed, result.completed) == (3, 1, False)
-    state = reconcile.state(me.store.connection())
+    state = reconcile.state(hearth.store.connection())
     assert state["remaining_failures"] == 1 and "completed_policy_version" not in state
     assert me.stored_prompt(broken_id) == "OLD PROMPT"
 
 
-def test_p7_a_legacy_prompt_met_on_a_send_is_rebuilt_before_the_model_sees_it(me, persona, provider):
+def test_p7_a_legacy_prompt_met_on_a_send_is_rebuilt_before_the_model_sees_it(hearth, me, persona, provider):
     conversation = me.conversations.create(persona.id)
     me.send(conversation.id, "hi")
-    _age_prompts(me, [conversation.id])
+    _age_prompts(hearth, [conversation.id])
     me.send(conversation.id, "again")
     assert provider.requests[-1].messages[0].content != "OLD PROMPT"
     assert me.stored_prompt(conversation.id) != "OLD PROMPT"
@@ -460,7 +460,7 @@ def test_p7_remaining_failures_are_visible_in_the_diagnostics_endpoint(hearth, m
 
     conversation = me.conversations.create(persona.id)
     me.send(conversation.id, "hi")
-    _age_prompts(me, [conversation.id])
+    _age_prompts(hearth, [conversation.id])
 
     def always_fails(conn, user_id, conversation_id):
         raise sqlite3.OperationalError("simulated failure")

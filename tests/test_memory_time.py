@@ -198,7 +198,7 @@ def test_b1_as_of_reads_through_the_api_and_the_cli(hearth, me, tmp_path, monkey
     assert history.exit_code == 0 and "superseded" in history.output and "corrected" in history.output
 
 
-def test_b2_memory_history_says_who_and_any_version_can_be_restored(me, persona):
+def test_b2_memory_history_says_who_and_any_version_can_be_restored(hearth, me, persona):
     owned = me.memories.add("Drinks coffee black")
     imported = me.memories.import_many([{"text": "Was born in Ghent"}], actor="import")[0]
     proposal = me.layers.review.propose("memory_add", {"text": "Plays the cello"}, "Mentioned it")
@@ -222,7 +222,7 @@ def test_b2_memory_history_says_who_and_any_version_can_be_restored(me, persona)
     me.memories.delete(owned.id)
     with pytest.raises(NotFound, match="deleted"):
         me.memories.restore(owned.id, 1)
-    assert me.store.connection().execute(
+    assert hearth.store.connection().execute(
         "SELECT count(*) FROM memory_versions WHERE memory_id = ?", (owned.id,)).fetchone()[0] == 0
 
 

@@ -277,7 +277,7 @@ def test_x1_changing_the_client_system_prompt_rebuilds_that_conversations_stored
         prompt = me.stored_prompt(conversation_id)
         assert "New instructions." in prompt and "Old instructions." not in prompt
         assert "Custom instructions" not in (me.personas.by_name("elion").custom_instructions or "")
-        kinds = [r[0] for r in me.store.connection().execute(
+        kinds = [r[0] for r in hearth.store.connection().execute(
             "SELECT kind FROM events WHERE conversation_id = ? ORDER BY id", (conversation_id,))]
         assert kinds.count("conversation.instructions_set") == 2
         # The other conversations of the persona keep the persona's own (empty) instructions.

@@ -340,7 +340,7 @@ def test_s9_nothing_is_written_beside_a_path_made_from_the_url_postgres(tmp_path
         me = hearth.scope()
         persona = me.personas.create("voice", "Elion", user_label="AUMA said:", assistant_label="Elion said:",
                                      archive_access=True)
-        Archive(me.store, me.user_id).add_text("Orchard", "AUMA said:\nThe quince tree was planted in 2017.\n")
+        Archive(hearth.store, me.user_id).add_text("Orchard", "AUMA said:\nThe quince tree was planted in 2017.\n")
         conv = me.conversations.create(persona.id, "Now")
         me.send(conv.id, "the garden looks lovely today")
         embedder = shared_embedder()

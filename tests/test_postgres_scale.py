@@ -46,7 +46,7 @@ def test_s9_keyword_totals_follow_every_insert_edit_and_delete_postgres(tmp_path
         first = me.conversations.add_message(conv.id, "user", "the apple tree by the north fence")
         me.conversations.add_message(conv.id, "assistant", "the Grandmother Tree, yes, the tree")
         me.conversations.add_message(conv.id, "user", "a note not in the index", kind="static_prompt")
-        archive = Archive(me.store, me.user_id)
+        archive = Archive(hearth.store, me.user_id)
         document = archive.add_text("Garden notes", TRANSCRIPT).document
         conn = hearth.store.connection()
         assert _kept(conn) == _recount(conn)

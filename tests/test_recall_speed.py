@@ -29,25 +29,25 @@ def archive_persona(me):
                               archive_access=True)
 
 
-def _thread(me, persona, title, turns):
+def _thread(hearth, me, persona, title, turns):
     c = me.conversations.create(persona.id, title)
-    with me.store.write():
+    with hearth.store.write():
         for role, text in turns:
             me.conversations.add_message(c.id, role, text)
     return c
 
 
 @pytest.mark.sqlite_only
-def test_k1_sqlite_index_size_is_read_from_the_fts5_totals_record(me, persona):
-    _thread(me, persona, "Count", [("user", f"line {i}") for i in range(37)])
-    conn = me.store.connection()
+def test_k1_sqlite_index_size_is_read_from_the_fts5_totals_record(hearth, me, persona):
+    _thread(hearth, me, persona, "Count", [("user", f"line {i}") for i in range(37)])
+    conn = hearth.store.connection()
     assert indexed_rows(conn, "messages_fts") == conn.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0] == 37
 
 
-def test_k1_term_statistics_are_kept_per_generation_and_unseen_words_read_again(me, persona):
+def test_k1_term_statistics_are_kept_per_generation_and_unseen_words_read_again(hearth, me, persona):
     stats = TermStats(stable_df=20, drift=0.1, small_index=0)  # behave as a large index would
-    _thread(me, persona, "Weather", [("user", f"weather talk number {i}") for i in range(40)])
-    conn = me.store.connection()
+    _thread(hearth, me, persona, "Weather", [("user", f"weather talk number {i}") for i in range(40)])
+    conn = hearth.store.connection()
 
     def read(*words):
         return stats.frequencies(conn, "messages_fts", "messages_fts_vocab", list(words))
@@ -55,26 +55,26 @@ def test_k1_term_statistics_are_kept_per_generation_and_unseen_words_read_again(
     assert read("weather", "zephyr") == (40, {"weather": 40, "zephyr": 0}) and stats.lookups == 2
     assert read("weather", "zephyr") == (40, {"weather": 40, "zephyr": 0}) and stats.lookups == 2  # same generation
     # A new message with an unseen word: the word is read again at once, so the message can be found.
-    _thread(me, persona, "Wind", [("user", "a zephyr and more weather")])
+    _thread(hearth, me, persona, "Wind", [("user", "a zephyr and more weather")])
     assert read("weather", "zephyr") == (41, {"weather": 40, "zephyr": 1}) and stats.lookups == 3  # weather kept
-    _thread(me, persona, "Calm", [("user", "a calm day")])
+    _thread(hearth, me, persona, "Calm", [("user", "a calm day")])
     assert read("weather", "zephyr") == (42, {"weather": 40, "zephyr": 1}) and stats.lookups == 3
     # Once the index has moved by more than the drift since a word was read, it is read again.
-    _thread(me, persona, "More", [("user", f"weather again {i}") for i in range(5)])
+    _thread(hearth, me, persona, "More", [("user", f"weather again {i}") for i in range(5)])
     assert read("weather", "zephyr") == (47, {"weather": 46, "zephyr": 1}) and stats.lookups == 5
     # On a small index a rare word is read at every new generation (one row is a large share).
     small = TermStats(stable_df=20, drift=0.1)
     small.frequencies(conn, "messages_fts", "messages_fts_vocab", ["zephyr"])
-    _thread(me, persona, "Gust", [("user", "another zephyr")])
+    _thread(hearth, me, persona, "Gust", [("user", "another zephyr")])
     assert small.frequencies(conn, "messages_fts", "messages_fts_vocab", ["zephyr"]) == (48, {"zephyr": 2})
     assert small.lookups == 2
 
 
-def test_a2_k1_budget_leaves_out_the_feedback_list_when_it_cannot_fit(me, persona, monkeypatch):
-    _thread(me, persona, "Music", [("user", "I practised the saxophone for my conservatory audition.")])
-    _thread(me, persona, "Later", [("user", "The conservatory audition went well, they liked my scales."),
+def test_a2_k1_budget_leaves_out_the_feedback_list_when_it_cannot_fit(hearth, me, persona, monkeypatch):
+    _thread(hearth, me, persona, "Music", [("user", "I practised the saxophone for my conservatory audition.")])
+    _thread(hearth, me, persona, "Later", [("user", "The conservatory audition went well, they liked my scales."),
                                    ("user", "My conservatory friends came too.")])
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     query = "How is the saxophone going?"
     unbounded = search(conn, me.user_id, query, filters=Filters(sources=("messages",)), log=False)
     assert unbounded.skipped == ()
@@ -89,12 +89,12 @@ def test_a2_k1_budget_leaves_out_the_feedback_list_when_it_cannot_fit(me, person
     assert again.skipped == () and len(again.results) == len(unbounded.results)
 
 
-def test_a2_only_a_feedback_run_that_asked_its_query_teaches_the_budget_its_cost(me, persona, monkeypatch):
-    _thread(me, persona, "Music", [("user", "I practised the saxophone for my conservatory audition.")])
-    _thread(me, persona, "Later", [("user", "The conservatory audition went well, they liked my scales."),
+def test_a2_only_a_feedback_run_that_asked_its_query_teaches_the_budget_its_cost(hearth, me, persona, monkeypatch):
+    _thread(hearth, me, persona, "Music", [("user", "I practised the saxophone for my conservatory audition.")])
+    _thread(hearth, me, persona, "Later", [("user", "The conservatory audition went well, they liked my scales."),
                                    ("user", "My conservatory friends came too.")])
-    _thread(me, persona, "Coast", [("user", "The lighthouse keeper waved.")])
-    conn = me.store.connection()
+    _thread(hearth, me, persona, "Coast", [("user", "The lighthouse keeper waved.")])
+    conn = hearth.store.connection()
     monkeypatch.setattr(Budget, "_expected", {})
 
     def ask(query):
@@ -107,10 +107,10 @@ def test_a2_only_a_feedback_run_that_asked_its_query_teaches_the_budget_its_cost
     assert list(Budget._expected) == [feedback_step(conn, ["saxophon*"])]
 
 
-def test_a2_the_feedback_lists_cost_is_learned_apart_for_queries_of_rare_and_of_common_words(me, persona):
-    _thread(me, persona, "Walks", [("user", f"We walked the dog again, walk number {i}.") for i in range(40)])
-    _thread(me, persona, "Coast", [("user", "The lighthouse keeper waved.")])
-    conn = me.store.connection()
+def test_a2_the_feedback_lists_cost_is_learned_apart_for_queries_of_rare_and_of_common_words(hearth, me, persona):
+    _thread(hearth, me, persona, "Walks", [("user", f"We walked the dog again, walk number {i}.") for i in range(40)])
+    _thread(hearth, me, persona, "Coast", [("user", "The lighthouse keeper waved.")])
+    conn = hearth.store.connection()
     # A cue of a rare word and a question of a common one read rows of different orders of
     # magnitude, so a cheap run of the first is never the expected cost of the second.
     assert feedback_step(conn, ["lighthous*"]) != feedback_step(conn, ["walked"])
@@ -125,10 +125,10 @@ def test_a2_budget_learns_a_steps_cost():
     assert not Budget(5).allows("probe-step") and Budget(None).allows("probe-step")
 
 
-def test_a2_send_path_embeds_one_query_and_repeats_come_from_the_cache(me, archive_persona, embedder, monkeypatch):
-    Archive(me.store, me.user_id).add_text("Orchard", "AUMA said:\nThe quince tree was planted in 2017.\n",
+def test_a2_send_path_embeds_one_query_and_repeats_come_from_the_cache(hearth, me, archive_persona, embedder, monkeypatch):
+    Archive(hearth.store, me.user_id).add_text("Orchard", "AUMA said:\nThe quince tree was planted in 2017.\n",
                                            document_date="2017-05-01")
-    embed_pending(me.store, embedder, user_id=me.user_id)
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
     c = me.conversations.create(archive_persona.id, "Now")
     me.send(c.id, "hello there, the garden looks lovely today")
     embedded: list[list[str]] = []
@@ -146,15 +146,15 @@ def test_a2_send_path_embeds_one_query_and_repeats_come_from_the_cache(me, archi
     assert embedded == [["quince tree planting"]]
 
 
-def test_a2_the_query_embedding_starts_when_the_message_arrives_before_it_is_saved(me, archive_persona, embedder,
+def test_a2_the_query_embedding_starts_when_the_message_arrives_before_it_is_saved(hearth, me, archive_persona, embedder,
                                                                                      monkeypatch):
-    c = _thread(me, archive_persona, "Now", [("user", "hello"), ("assistant", "hello, love")])
+    c = _thread(hearth, me, archive_persona, "Now", [("user", "hello"), ("assistant", "hello, love")])
     question = "Do you remember the harbour lamp?"
     started: list[tuple[str, int]] = []
     inner = semantic.prefetch_query
 
     def prefetch(model, text):
-        saved = me.store.connection().execute("SELECT count(*) FROM messages WHERE content = ?", (question,))
+        saved = hearth.store.connection().execute("SELECT count(*) FROM messages WHERE content = ?", (question,))
         started.append((text, saved.fetchone()[0]))
         inner(model, text)
 
@@ -167,19 +167,19 @@ def test_a2_the_query_embedding_starts_when_the_message_arrives_before_it_is_sav
     assert started == []
 
 
-def test_a2_send_path_mixes_the_stored_vectors_of_recent_turns_into_the_query(me, archive_persona, embedder,
+def test_a2_send_path_mixes_the_stored_vectors_of_recent_turns_into_the_query(hearth, me, archive_persona, embedder,
                                                                                  monkeypatch):
     from hearth.retrieval.candidates import vector_lists
     from hearth.retrieval.hybrid import SEND_PATH
     from hearth.retrieval.query import build_variants
 
-    old = _thread(me, archive_persona, "Orchard", [("user", "We planted the quince tree by the wall."),
+    old = _thread(hearth, me, archive_persona, "Orchard", [("user", "We planted the quince tree by the wall."),
                                                    ("assistant", "It will flower in April.")])
-    embed_pending(me.store, embedder, user_id=me.user_id)
-    now = _thread(me, archive_persona, "Now", [("user", "The garden looks lovely today."),
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
+    now = _thread(hearth, me, archive_persona, "Now", [("user", "The garden looks lovely today."),
                                                ("assistant", "The quince is in flower.")])
     recent = tuple(m.id for m in me.conversations.messages(now.id))
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     variants = build_variants("When did we plant it?", "The garden looks lovely today.\nThe quince is in flower.")
     filters = Filters(exclude_conversation_ids=(now.id,))
     embedded: list[list[str]] = []
@@ -188,20 +188,20 @@ def test_a2_send_path_mixes_the_stored_vectors_of_recent_turns_into_the_query(me
     monkeypatch.setattr(semantic, "_QUERY_CACHE", OrderedDict())
 
     def lists():
-        found, _ = vector_lists(conn, me.user_id, variants, filters, embedder, me.store.key, None, SEND_PATH,
+        found, _ = vector_lists(conn, me.user_id, variants, filters, embedder, hearth.store.key, None, SEND_PATH,
                                 recent)
         return found
 
     # Before the background job has embedded the recent turns: the message's own vector alone.
     assert set(lists()) == {"vector:query:messages"} and embedded == [["When did we plant it?"]]
-    embed_pending(me.store, embedder, user_id=me.user_id)
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
     embedded.clear()
     found = lists()
     # The message's vector comes from the query cache: nothing reaches the model this time.
     assert set(found) == {"vector:with_context:messages"} and embedded == []
     # The context pulls the turn about the quince tree up: its similarity rises against the bare message.
     planted = me.conversations.messages(old.id)[0].id
-    bare = dict(vector_lists(conn, me.user_id, variants, filters, embedder, me.store.key, None, SEND_PATH)[0]
+    bare = dict(vector_lists(conn, me.user_id, variants, filters, embedder, hearth.store.key, None, SEND_PATH)[0]
                 ["vector:query:messages"])
     assert dict(found["vector:with_context:messages"])[("message", planted)] > bare[("message", planted)]
 
@@ -237,12 +237,12 @@ def test_a2_tuning_shortens_the_context_embedded_with_the_message():
 
 
 @pytest.mark.sqlite_only
-def test_s7_sqlite_plan_embedding_job_follows_a_cursor_instead_of_scanning(me, archive_persona, embedder):
+def test_s7_sqlite_plan_embedding_job_follows_a_cursor_instead_of_scanning(hearth, me, archive_persona, embedder):
     from hearth.prompt.layers.archive_recall import embed_job
 
-    c = _thread(me, archive_persona, "Chat", [("user", f"line {i}") for i in range(4)])
-    embed_job(me, {"limit": 100})
-    conn = me.store.connection()
+    c = _thread(hearth, me, archive_persona, "Chat", [("user", f"line {i}") for i in range(4)])
+    embed_job(hearth.context(me.user_id), {"limit": 100})
+    conn = hearth.store.connection()
     through = embedded_through(conn, embedder.name, me.user_id)
     assert through["messages"] == conn.execute("SELECT max(id) FROM messages").fetchone()[0]
     # The pending read is a range on the primary key from the cursor, not a scan of every row.
@@ -254,19 +254,19 @@ def test_s7_sqlite_plan_embedding_job_follows_a_cursor_instead_of_scanning(me, a
     assert "INTEGER PRIMARY KEY (rowid>?)" in plan
     # A row below the cursor that lost its vector is not the job's business: reindex finds it.
     first = conn.execute("SELECT min(message_id) FROM message_embeddings").fetchone()[0]
-    with me.store.write() as w:
+    with hearth.store.write() as w:
         w.execute("DELETE FROM message_embeddings WHERE message_id = ?", (first,))
     me.conversations.add_message(c.id, "user", "a new line after the cursor")
-    embed_job(me, {"limit": 100})
+    embed_job(hearth.context(me.user_id), {"limit": 100})
     assert pending_count(conn, embedder.name, me.user_id)["messages"] == 1  # only the old gap is left
-    report = embed_pending(me.store, embedder, user_id=me.user_id)
+    report = embed_pending(hearth.store, embedder, user_id=me.user_id)
     assert report.messages == 1 and report.remaining == 0
 
 
 @pytest.mark.sqlite_only
-def test_k1_sqlite_plan_after_reply_counters_stop_at_their_threshold(me, persona):
-    c = _thread(me, persona, "Long", [("user" if i % 2 else "assistant", f"turn {i}") for i in range(50)])
-    conn = me.store.connection()
+def test_k1_sqlite_plan_after_reply_counters_stop_at_their_threshold(hearth, me, persona):
+    c = _thread(hearth, me, persona, "Long", [("user" if i % 2 else "assistant", f"turn {i}") for i in range(50)])
+    conn = hearth.store.connection()
     assert chat_messages_after(conn, c.id, 0) == 50
     assert chat_messages_after(conn, c.id, 0, 12) == 12
     plan = " ".join(r[3] for r in conn.execute(
@@ -275,14 +275,14 @@ def test_k1_sqlite_plan_after_reply_counters_stop_at_their_threshold(me, persona
     assert "messages_conversation" in plan
 
 
-def test_k1_send_path_asks_each_index_once(me, persona):
+def test_k1_send_path_asks_each_index_once(hearth, me, persona):
     from hearth.retrieval.candidates import keyword_lists
     from hearth.retrieval.query import build_variants
     from hearth.retrieval.tuning import SEND_PATH
 
-    _thread(me, persona, "Boats", [("user", "Mira painted the rowing boat green."),
+    _thread(hearth, me, persona, "Boats", [("user", "Mira painted the rowing boat green."),
                                    ("assistant", "The harbour looked lovely with Mira there.")])
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     variants = build_variants("Did Mira finish painting the boat?", "we talked about the harbour")
     filters = Filters(sources=("messages", "chunks"))
     per_variant, _, _ = keyword_lists(conn, me.user_id, variants, filters, set())
@@ -294,12 +294,12 @@ def test_k1_send_path_asks_each_index_once(me, persona):
     assert "harbour" not in query_words and "boat" in query_words
 
 
-def test_a2_send_path_loads_the_best_candidates_first_and_enough_of_them(me, persona):
+def test_a2_send_path_loads_the_best_candidates_first_and_enough_of_them(hearth, me, persona):
     turns = [("user", f"the lantern festival story number {i}") for i in range(30)]
-    _thread(me, persona, "Lanterns", turns)
-    hidden = _thread(me, persona, "Hidden", [("user", f"the lantern festival secret {i}") for i in range(30)])
+    _thread(hearth, me, persona, "Lanterns", turns)
+    hidden = _thread(hearth, me, persona, "Hidden", [("user", f"the lantern festival secret {i}") for i in range(30)])
     me.conversations.set_shielded(hidden.id, True)
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     full = search(conn, me.user_id, "lantern festival", filters=Filters(sources=("messages",)), log=False, limit=5)
     # Slices of 4: shielded turns among the best candidates are filtered out, so more slices are read.
     sliced = search(conn, me.user_id, "lantern festival", filters=Filters(sources=("messages",)), log=False,
@@ -334,11 +334,11 @@ def test_s7_small_exact_searches_run_on_one_blas_thread(monkeypatch):
     assert seen and max(seen) == max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
 
 
-def _heron_search(me, excluded: int | None) -> tuple[list, list[str]]:
+def _heron_search(hearth, me, excluded: int | None) -> tuple[list, list[str]]:
     """The hits for "heron" outside ``excluded``, and the ranked FTS5 statements that found them."""
     from hearth.retrieval.keyword import search_messages
 
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     asked: list[str] = []
     conn.set_trace_callback(lambda sql: asked.append(sql) if "messages_fts MATCH" in sql else None)
     try:
@@ -350,45 +350,45 @@ def _heron_search(me, excluded: int | None) -> tuple[list, list[str]]:
 
 
 @pytest.mark.sqlite_only
-def test_k1_sqlite_trace_a_long_current_thread_does_not_crowd_the_bounded_keyword_list(me, persona):
+def test_k1_sqlite_trace_a_long_current_thread_does_not_crowd_the_bounded_keyword_list(hearth, me, persona):
     from hearth.retrieval.keyword import CROWDED_FIRST
 
-    current = _thread(me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(CROWDED_FIRST + 50)])
-    older = _thread(me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
-    hits, asked = _heron_search(me, current.id)
+    current = _thread(hearth, me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(CROWDED_FIRST + 50)])
+    older = _thread(hearth, me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
+    hits, asked = _heron_search(hearth, me, current.id)
     # The current thread's matches crowd the bounded list; it is asked again with them left out
     # inside the FTS5 query, and the older conversation's turn is found without widening to 5,000.
     assert [h.conversation_id for h in hits] == [older.id]
     assert len(asked) == 2 and "NOT IN" not in asked[0] and "NOT IN" in asked[1]
     assert "5000" not in " ".join(asked)
     # An uncrowded list is asked once, without the exclusion.
-    _, asked = _heron_search(me, older.id)
+    _, asked = _heron_search(hearth, me, older.id)
     assert len(asked) == 1 and "NOT IN" not in asked[0]
     # A search that leaves no conversation out asks the short first list, and once.
-    _, asked = _heron_search(me, None)
+    _, asked = _heron_search(hearth, me, None)
     assert len(asked) == 1 and asked[0].rstrip().endswith("LIMIT 200"), asked
 
 
 @pytest.mark.sqlite_only
-def test_k1_sqlite_trace_a_current_thread_of_a_few_hundred_matches_costs_one_ranked_query(me, persona):
+def test_k1_sqlite_trace_a_current_thread_of_a_few_hundred_matches_costs_one_ranked_query(hearth, me, persona):
     """The first bounded list holds a few hundred matches of the current thread and still reaches
     past them: one ranked FTS5 query, not a second one that ranks every match again."""
-    current = _thread(me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(250)])
-    older = _thread(me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
-    hits, asked = _heron_search(me, current.id)
+    current = _thread(hearth, me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(250)])
+    older = _thread(hearth, me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
+    hits, asked = _heron_search(hearth, me, current.id)
     assert [h.conversation_id for h in hits] == [older.id]
     assert len(asked) == 1 and "NOT IN" not in asked[0]
 
 
 @pytest.mark.sqlite_only
-def test_k1_sqlite_trace_the_current_threads_turns_are_left_out_before_any_row_is_checked(me, persona):
+def test_k1_sqlite_trace_the_current_threads_turns_are_left_out_before_any_row_is_checked(hearth, me, persona):
     """The current thread's matches are dropped from the ranked list in memory, so the filters
     check only the other conversations' rows; the thread's ids follow its new turns."""
     from hearth.retrieval.keyword import search_messages
 
-    current = _thread(me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(250)])
-    older = _thread(me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
-    conn = me.store.connection()
+    current = _thread(hearth, me, persona, "Now", [("user", f"the heron by the pond, note {i}") for i in range(250)])
+    older = _thread(hearth, me, persona, "Before", [("user", "we watched a heron fishing at dawn")])
+    conn = hearth.store.connection()
 
     def checked() -> tuple[list, list[int]]:
         asked: list[str] = []
@@ -404,7 +404,7 @@ def test_k1_sqlite_trace_the_current_threads_turns_are_left_out_before_any_row_i
     assert [h.conversation_id for h in hits] == [older.id]
     first = hits[0].message_id
     assert sorted(set(ids)) == [first]  # not one of the thread's 250 rows was read to be checked
-    with me.store.write():
+    with hearth.store.write():
         me.conversations.add_message(current.id, "user", "another heron today")
         newer = me.conversations.add_message(older.id, "user", "the heron came back")
     hits, ids = checked()
@@ -413,17 +413,17 @@ def test_k1_sqlite_trace_the_current_threads_turns_are_left_out_before_any_row_i
 
 
 @pytest.mark.sqlite_only
-def test_k1_sqlite_thread_ids_are_bounded_and_a_thread_beyond_the_bound_is_not_read_again(me, persona):
+def test_k1_sqlite_thread_ids_are_bounded_and_a_thread_beyond_the_bound_is_not_read_again(hearth, me, persona):
     from hearth.retrieval.keyword import ThreadIds
 
-    a = _thread(me, persona, "A", [("user", f"turn {i}") for i in range(30)])
-    b = _thread(me, persona, "B", [("user", f"turn {i}") for i in range(20)])
-    huge = _thread(me, persona, "Huge", [("user", f"turn {i}") for i in range(60)])
-    conn = me.store.connection()
+    a = _thread(hearth, me, persona, "A", [("user", f"turn {i}") for i in range(30)])
+    b = _thread(hearth, me, persona, "B", [("user", f"turn {i}") for i in range(20)])
+    huge = _thread(hearth, me, persona, "Huge", [("user", f"turn {i}") for i in range(60)])
+    conn = hearth.store.connection()
     held = ThreadIds(size=8, max_ids=50)
     assert [len(ids) for ids in held.sets(conn, (a.id, b.id))] == [30, 20]
     # A third conversation pushes the total past the bound: the least recently used goes.
-    c = _thread(me, persona, "C", [("user", f"turn {i}") for i in range(10)])
+    c = _thread(hearth, me, persona, "C", [("user", f"turn {i}") for i in range(10)])
     assert [len(ids) for ids in held.sets(conn, (c.id,))] == [10]
     assert sorted(key[1] for key in held._held) == [b.id, c.id] and held._count == 30
     # Longer than the whole bound: not held, and not read again on the next search.
@@ -467,14 +467,14 @@ def test_a2_budget_runs_an_optional_step_only_within_the_median_share_and_probes
 
 
 @pytest.mark.sqlite_only
-def test_a2_sqlite_trace_neighbours_are_walked_only_for_the_scored_candidates(me, persona):
+def test_a2_sqlite_trace_neighbours_are_walked_only_for_the_scored_candidates(hearth, me, persona):
     from hearth.retrieval.fusion import neighbours
 
-    a = _thread(me, persona, "A", [("user", "the lighthouse"), ("assistant", "yes, in May")])
-    b = _thread(me, persona, "B", [("user", "a kettle")])
+    a = _thread(hearth, me, persona, "A", [("user", "the lighthouse"), ("assistant", "yes, in May")])
+    b = _thread(hearth, me, persona, "B", [("user", "a kettle")])
     first, reply = (m.id for m in me.conversations.messages(a.id))
     alone = me.conversations.messages(b.id)[0].id
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     statements: list[str] = []
     conn.set_trace_callback(lambda sql: statements.append(sql) if "FROM messages" in sql else None)
     try:
@@ -492,11 +492,11 @@ def test_a2_sqlite_trace_neighbours_are_walked_only_for_the_scored_candidates(me
         conn.set_trace_callback(None)
 
 
-def test_k1_a2_keyword_and_archive_recall_share_one_pass_over_the_messages_index(me, archive_persona, embedder,
+def test_k1_a2_keyword_and_archive_recall_share_one_pass_over_the_messages_index(hearth, me, archive_persona, embedder,
                                                                                  provider, monkeypatch):
     from hearth.retrieval import candidates
 
-    older = _thread(me, archive_persona, "Orchard", [("user", "We planted the quince tree by the wall."),
+    older = _thread(hearth, me, archive_persona, "Orchard", [("user", "We planted the quince tree by the wall."),
                                                      ("assistant", "The quince will fruit in autumn.")])
     c = me.conversations.create(archive_persona.id, "Now")
     me.send(c.id, "hello there, the garden looks lovely today")
@@ -511,7 +511,7 @@ def test_k1_a2_keyword_and_archive_recall_share_one_pass_over_the_messages_index
     # Keyword recall's block holds the turns; archive recall found them too (its own block leaves
     # out what the request already quotes, K4).
     assert "AUTO-RECALLED CONTEXT" in " ".join(m.content for m in provider.requests[-1].messages)
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     for origin in ("keyword_recall", "archive_recall"):
         entry = searchlog.entries(conn, me.user_id, origin=origin)[0]
         assert older.id in {r["source_id"] for r in entry.results}
@@ -561,7 +561,7 @@ def test_s7_a2_background_embedding_waits_while_a_send_assembles(me, hearth, arc
             return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
     hearth._embedder = Letters()  # the deployment's embedder, as Hearth.embedder would create it
-    c = _thread(me, archive_persona, "Chat", [("user", f"line {i} about the garden") for i in range(40)])
+    c = _thread(hearth, me, archive_persona, "Chat", [("user", f"line {i} about the garden") for i in range(40)])
 
     class Probe:
         name = "probe"
@@ -570,7 +570,7 @@ def test_s7_a2_background_embedding_waits_while_a_send_assembles(me, hearth, arc
         def blocks(self, turn):
             # A send is assembling: the background job started now must not reach the model yet.
             self.seen.append(hearth.activity.wait_quiet(0))
-            self.worker = threading.Thread(target=embed_job, args=(me, {"limit": 100}))
+            self.worker = threading.Thread(target=embed_job, args=(hearth.context(me.user_id), {"limit": 100}))
             self.worker.start()
             time.sleep(0.3)
             self.seen.append(len(calls))
@@ -584,19 +584,19 @@ def test_s7_a2_background_embedding_waits_while_a_send_assembles(me, hearth, arc
     assert probe.seen == [False, 0]
     assert calls and min(calls) >= probe.released  # it ran once the send had assembled
     assert hearth.activity.wait_quiet(0)
-    embedded = me.store.connection().execute(
+    embedded = hearth.store.connection().execute(
         "SELECT count(*) FROM message_embeddings WHERE model = 'recording-letters'").fetchone()[0]
     assert embedded >= 41  # the thread's 40 turns and the message sent (the reply may come after the job)
 
 
-def test_a2_send_path_feedback_reads_few_frequencies_and_stays_within_the_postings_budget(me, persona, monkeypatch):
+def test_a2_send_path_feedback_reads_few_frequencies_and_stays_within_the_postings_budget(hearth, me, persona, monkeypatch):
     from hearth.retrieval import fusion, terms
     from hearth.retrieval.hybrid import SEND_PATH
 
     rare = [f"zq{chr(97 + i)}{chr(97 + j)}velorin" for i in range(5) for j in range(6)]  # 30 words, each in 2 rows
-    best = _thread(me, persona, "Best", [("user", "lighthouse " + " ".join(rare))])
-    _thread(me, persona, "Echo", [("user", " ".join(rare))] + [("user", "lighthouse glimmerstone")] * 12)
-    best_id = me.store.connection().execute(
+    best = _thread(hearth, me, persona, "Best", [("user", "lighthouse " + " ".join(rare))])
+    _thread(hearth, me, persona, "Echo", [("user", " ".join(rare))] + [("user", "lighthouse glimmerstone")] * 12)
+    best_id = hearth.store.connection().execute(
         "SELECT id FROM messages WHERE conversation_id = ?", (best.id,)).fetchone()[0]
     read: list[str] = []
     asked: list[list[str]] = []
@@ -615,7 +615,7 @@ def test_a2_send_path_feedback_reads_few_frequencies_and_stays_within_the_postin
     monkeypatch.setattr(terms, "_read_frequencies", counting_read)
     monkeypatch.setattr(fusion, "keyword_messages", recording_keyword)
     monkeypatch.setattr(terms, "STATS", terms.TermStats())  # nothing cached from other tests
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     fused = {("message", best_id): {"rrf": 1.0}}
     filters = Filters(sources=("messages",))
 
@@ -637,17 +637,17 @@ def test_a2_send_path_feedback_reads_few_frequencies_and_stays_within_the_postin
 
 @pytest.mark.sqlite_only
 def test_s7_sqlite_the_embedding_job_adds_new_vectors_to_the_loaded_index_so_the_next_search_adds_none(
-        me, archive_persona, embedder, monkeypatch):
+        hearth, me, archive_persona, embedder, monkeypatch):
     from hearth.prompt.layers.archive_recall import embed_job
 
-    old = _thread(me, archive_persona, "Old", [("user", "the lighthouse keeper's cat"), ("assistant", "Juniper!")])
-    embed_job(me, {})
-    conn = me.store.connection()
-    db_key, model = str(me.store.key), semantic.model_id(embedder)
+    old = _thread(hearth, me, archive_persona, "Old", [("user", "the lighthouse keeper's cat"), ("assistant", "Juniper!")])
+    embed_job(hearth.context(me.user_id), {})
+    conn = hearth.store.connection()
+    db_key, model = str(hearth.store.key), semantic.model_id(embedder)
     index = semantic.INDEXES.get(conn, db_key, "messages", me.user_id, model, embedder.dim)
     loaded = len(index)
     me.conversations.add_message(old.id, "user", "the harbour lamp was lit at dusk")
-    embed_job(me, {})  # as the worker runs it after a reply
+    embed_job(hearth.context(me.user_id), {})  # as the worker runs it after a reply
     assert len(index) == loaded + 1
 
     def no_add(*args, **kwargs):
@@ -661,21 +661,21 @@ def test_s7_sqlite_the_embedding_job_adds_new_vectors_to_the_loaded_index_so_the
 
 @pytest.mark.sqlite_only
 def test_a2_k1_sqlite_plan_send_path_reads_the_index_of_turns_by_time_only_for_a_date_range(
-        me, archive_persona, embedder):
+        hearth, me, archive_persona, embedder):
     """Without table statistics SQLite takes a user's term on the index of chat turns by time
     (user_id, created_at) for a narrow one, and read the candidates behind a recall through it
     instead of their primary keys (150 ms a send at 1M). Only the statements that bound the time
     may use that index."""
     old = me.conversations.create(archive_persona.id, "Spring")
-    with me.store.write():
+    with hearth.store.write():
         for i in range(6):
             me.conversations.add_message(old.id, "user" if i % 2 else "assistant",
                                          f"the lantern by the harbour, evening {i}",
                                          created_at=f"2023-05-0{i + 1}T20:00:00.000000+00:00")
-    embed_pending(me.store, embedder, user_id=me.user_id)
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
     now = me.conversations.create(archive_persona.id, "Now")
     me.send(now.id, "hello")
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     asked: list[str] = []
     conn.set_trace_callback(asked.append)
     try:
@@ -787,18 +787,18 @@ def test_a2_worker_collects_garbage_between_sends_and_freezes_what_is_left(heart
 
 
 @pytest.mark.sqlite_only
-def test_s7_sqlite_a_recall_send_searches_the_vector_indexes_ahead_on_the_prefetch_thread(me, archive_persona,
+def test_s7_sqlite_a_recall_send_searches_the_vector_indexes_ahead_on_the_prefetch_thread(hearth, me, archive_persona,
                                                                                          embedder, monkeypatch):
     from hearth.retrieval.vectors import VectorIndex
 
-    _thread(me, archive_persona, "Harbour", [("user", "The harbour lamp was lit at dusk."),
+    _thread(hearth, me, archive_persona, "Harbour", [("user", "The harbour lamp was lit at dusk."),
                                              ("assistant", "It guided the boats home.")])
-    c = _thread(me, archive_persona, "Now", [("user", "hello"), ("assistant", "hello, love")])
-    embed_pending(me.store, embedder, user_id=me.user_id)
+    c = _thread(hearth, me, archive_persona, "Now", [("user", "hello"), ("assistant", "hello, love")])
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
     monkeypatch.setattr(semantic.INDEXES, "ann_threshold", 1)  # a graph, as a large deployment's is
     semantic.INDEXES.clear()
     # Loaded, as a server's warm-up leaves it: a search ahead never loads an index itself.
-    semantic.INDEXES.get(me.store.connection(), me.store.key, "messages", me.user_id, semantic.model_id(embedder),
+    semantic.INDEXES.get(hearth.store.connection(), hearth.store.key, "messages", me.user_id, semantic.model_id(embedder),
                          embedder.dim)
     searched_on: list[str] = []
     inner = VectorIndex.search
@@ -829,11 +829,11 @@ def test_s7_sqlite_a_recall_send_searches_the_vector_indexes_ahead_on_the_prefet
 
 
 @pytest.mark.sqlite_only
-def test_s7_sqlite_a_search_ahead_is_taken_only_for_the_same_vector_and_an_unchanged_index(me, archive_persona,
+def test_s7_sqlite_a_search_ahead_is_taken_only_for_the_same_vector_and_an_unchanged_index(hearth, me, archive_persona,
                                                                                          embedder, monkeypatch):
-    _thread(me, archive_persona, "Garden", [("user", f"The quince tree flowered in week {i}.") for i in range(12)])
-    embed_pending(me.store, embedder, user_id=me.user_id)
-    conn, key = me.store.connection(), me.store.key
+    _thread(hearth, me, archive_persona, "Garden", [("user", f"The quince tree flowered in week {i}.") for i in range(12)])
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
+    conn, key = hearth.store.connection(), hearth.store.key
     model = semantic.model_id(embedder)
     # An exact index (a small deployment's) is searched where it is asked, never ahead.
     assert semantic.INDEXES.get(conn, key, "messages", me.user_id, model, embedder.dim).mode == "exact"

@@ -20,13 +20,13 @@ from hearth.store import is_postgres
 
 
 @pytest.fixture
-def seeded(me, persona):
+def seeded(hearth, me, persona):
     visible = me.conversations.create(persona.id, "Picnic")
     me.conversations.add_message(visible.id, "user", "the picnic blanket with red squares")
     shielded = me.conversations.create(persona.id, "Quiet")
     me.conversations.add_message(shielded.id, "user", "the picnic we keep private")
     me.conversations.set_shielded(shielded.id, True)
-    Archive(me.store, me.user_id).add_text("Summer letters", "AUMA said:\nA picnic by the river.\n",
+    Archive(hearth.store, me.user_id).add_text("Summer letters", "AUMA said:\nA picnic by the river.\n",
                                            document_date="2019-07-01")
     return visible, shielded
 
@@ -154,13 +154,13 @@ def _new_origins(me, before: set[int]) -> list[str]:
 
 
 def test_a3_a_send_writes_nothing_between_the_save_and_the_provider_and_logs_with_the_reply(
-        me, persona, provider, monkeypatch):
+        hearth, me, persona, provider, monkeypatch):
     old = me.conversations.create(persona.id, "Lighthouse")
     me.conversations.add_message(old.id, "user", "the lighthouse keeper painted the spiral stairs blue")
     now = me.conversations.create(persona.id, "Today")
     me.send(now.id, "Good morning")
     writes: list[str] = []
-    begin = me.store._begin_write
+    begin = hearth.store._begin_write
 
     def counted_begin(conn, exclusive):
         writes.append("write")
@@ -172,7 +172,7 @@ def test_a3_a_send_writes_nothing_between_the_save_and_the_provider_and_logs_wit
         at_request.append(len(writes))
         yield from ()
 
-    monkeypatch.setattr(me.store, "_begin_write", counted_begin)
+    monkeypatch.setattr(hearth.store, "_begin_write", counted_begin)
     provider.replies.append(reply)
     before = {e.id for e in me.search_log(limit=500)}
     for event in me.send_stream(now.id, "What did the lighthouse keeper paint?"):
@@ -181,7 +181,7 @@ def test_a3_a_send_writes_nothing_between_the_save_and_the_provider_and_logs_wit
     assert at_request == [0]  # the search log and the size report wait for the reply's transaction
     assert writes == ["write"]  # and join it: one transaction after the provider, not two
     assert _new_origins(me, before) == ["keyword_recall"]
-    with me.store.read() as conn:
+    with hearth.store.read() as conn:
         kinds = [r[0] for r in conn.execute(
             "SELECT kind FROM events WHERE conversation_id = ? ORDER BY id", (now.id,)).fetchall()]
     assert kinds.count("context.request_size") == 2

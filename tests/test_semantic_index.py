@@ -13,9 +13,9 @@ from hearth.retrieval.vectors import to_blob
 DIM = 16
 
 
-def _add(me, conversation_id, rng, count):
+def _add(hearth, me, conversation_id, rng, count):
     ids = []
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         for _ in range(count):
             message = me.conversations.add_message(conversation_id, "user", "text")
             vector = rng.standard_normal(DIM).astype(np.float32)
@@ -26,31 +26,31 @@ def _add(me, conversation_id, rng, count):
 
 
 @pytest.mark.sqlite_only
-def test_s7_sqlite_in_process_index_adds_new_rows_rebuilds_on_deletion_and_reloads_after_restart(me, persona, monkeypatch):
+def test_s7_sqlite_in_process_index_adds_new_rows_rebuilds_on_deletion_and_reloads_after_restart(hearth, me, persona, monkeypatch):
     rng = np.random.default_rng(3)
     conversation = me.conversations.create(persona.id)
-    db_key = str(me.store.path)
-    conn = me.store.connection()
+    db_key = str(hearth.store.path)
+    conn = hearth.store.connection()
     cache = IndexCache(ann_threshold=50)
 
-    ids = _add(me, conversation.id, rng, 60)
+    ids = _add(hearth, me, conversation.id, rng, 60)
     first = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
     assert first.mode == "ann" and len(first) == 60
     saved = cache._file(db_key, "messages", me.user_id, "m")
     assert saved.with_name(saved.name + ".json").is_file()
 
-    ids += _add(me, conversation.id, rng, 5)
+    ids += _add(hearth, me, conversation.id, rng, 5)
     grown = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
     assert grown is first and len(grown) == 65  # added in place, no rebuild
 
-    with me.store.write() as w:
+    with hearth.store.write() as w:
         w.execute("DELETE FROM messages WHERE id = ?", (ids[0],))
     rebuilt = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
     assert rebuilt is not first and len(rebuilt) == 64
     assert ids[0] not in {i for i, _ in rebuilt.search(rng.standard_normal(DIM).astype(np.float32), 64)}
 
     # A restart: a new cache loads the saved graph and adds only the rows that arrived since.
-    newest = _add(me, conversation.id, rng, 2)
+    newest = _add(hearth, me, conversation.id, rng, 2)
 
     def no_rebuild(self, *args, **kwargs):
         raise AssertionError("the saved index should have been loaded, not rebuilt")
@@ -63,14 +63,14 @@ def test_s7_sqlite_in_process_index_adds_new_rows_rebuilds_on_deletion_and_reloa
 
 
 @pytest.mark.sqlite_only
-def test_s7_sqlite_a_stale_saved_index_file_is_not_trusted(me, persona):
+def test_s7_sqlite_a_stale_saved_index_file_is_not_trusted(hearth, me, persona):
     rng = np.random.default_rng(4)
     conversation = me.conversations.create(persona.id)
-    db_key = str(me.store.path)
-    conn = me.store.connection()
-    ids = _add(me, conversation.id, rng, 60)
+    db_key = str(hearth.store.path)
+    conn = hearth.store.connection()
+    ids = _add(hearth, me, conversation.id, rng, 60)
     IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
-    with me.store.write() as w:  # a deletion below the saved highest id: the file no longer matches
+    with hearth.store.write() as w:  # a deletion below the saved highest id: the file no longer matches
         w.execute("DELETE FROM messages WHERE id = ?", (ids[5],))
     index = IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
     assert len(index) == 59
@@ -94,16 +94,16 @@ def test_s7_the_ann_index_and_the_local_model_can_load_in_either_order(tmp_path)
 
 
 @pytest.mark.sqlite_only
-def test_s7_sqlite_a_large_cold_in_process_index_builds_in_the_background_without_blocking_a_search(me, persona):
+def test_s7_sqlite_a_large_cold_in_process_index_builds_in_the_background_without_blocking_a_search(hearth, me, persona):
     import time
 
     rng = np.random.default_rng(5)
     conversation = me.conversations.create(persona.id)
-    _add(me, conversation.id, rng, 30)
+    _add(hearth, me, conversation.id, rng, 30)
     cache = IndexCache(ann_threshold=1_000)
     cache.background_above = 10
-    conn = me.store.connection()
-    db_key = str(me.store.path)
+    conn = hearth.store.connection()
+    db_key = str(hearth.store.path)
     assert cache.get(conn, db_key, "messages", me.user_id, "m", DIM, wait=False) is None  # not yet built
     deadline = time.monotonic() + 30
     index = None
@@ -114,7 +114,7 @@ def test_s7_sqlite_a_large_cold_in_process_index_builds_in_the_background_withou
 
 
 @pytest.mark.sqlite_only
-def test_s7_sqlite_the_start_up_warm_and_a_first_search_load_one_index_not_two(me, persona):
+def test_s7_sqlite_the_start_up_warm_and_a_first_search_load_one_index_not_two(hearth, me, persona):
     """A search arriving while the start-up warm loads the index waits for that load instead of
     starting a second one beside it (at a million vectors each load holds about a gigabyte)."""
     import sqlite3
@@ -131,10 +131,10 @@ def test_s7_sqlite_the_start_up_warm_and_a_first_search_load_one_index_not_two(m
 
     rng = np.random.default_rng(6)
     conversation = me.conversations.create(persona.id)
-    _add(me, conversation.id, rng, 30)
+    _add(hearth, me, conversation.id, rng, 30)
     cache = CountingCache(ann_threshold=1_000)
     cache.background_above = 10
-    db_key = str(me.store.path)
+    db_key = str(hearth.store.path)
 
     def warm():
         conn = sqlite3.connect(f"file:{db_key}?mode=ro", uri=True)
@@ -146,7 +146,7 @@ def test_s7_sqlite_the_start_up_warm_and_a_first_search_load_one_index_not_two(m
     warming = threading.Thread(target=warm)
     warming.start()
     time.sleep(0.05)
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     assert cache.get(conn, db_key, "messages", me.user_id, "m", DIM, wait=False) is None  # still loading
     warming.join()
     deadline = time.monotonic() + 10
@@ -159,12 +159,12 @@ def test_s7_sqlite_the_start_up_warm_and_a_first_search_load_one_index_not_two(m
 
 
 @pytest.mark.sqlite_only
-def test_s7_sqlite_a_vector_written_between_two_reads_is_an_addition_not_a_rebuild(me, persona):
+def test_s7_sqlite_a_vector_written_between_two_reads_is_an_addition_not_a_rebuild(hearth, me, persona):
     """The embedding job commits while a search brings the index up to date: the rows read are
     bounded by the signature read just before, so the new row is not taken for a deletion."""
     rng = np.random.default_rng(7)
     conversation = me.conversations.create(persona.id)
-    _add(me, conversation.id, rng, 60)
+    _add(hearth, me, conversation.id, rng, 60)
 
     class RacedCache(IndexCache):
         loads = 0
@@ -177,14 +177,14 @@ def test_s7_sqlite_a_vector_written_between_two_reads_is_an_addition_not_a_rebui
         def _rows(self, *args, **kwargs):
             if self.race:
                 self.race = False
-                _add(me, conversation.id, rng, 1)  # committed after the signature was read
+                _add(hearth, me, conversation.id, rng, 1)  # committed after the signature was read
             return super()._rows(*args, **kwargs)
 
     cache = RacedCache(ann_threshold=50)
-    conn = me.store.connection()
-    db_key = str(me.store.path)
+    conn = hearth.store.connection()
+    db_key = str(hearth.store.path)
     first = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
-    _add(me, conversation.id, rng, 2)
+    _add(hearth, me, conversation.id, rng, 2)
     cache.race = True
     grown = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
     assert grown is first and len(grown) == 62 and cache.loads == 1
@@ -192,21 +192,21 @@ def test_s7_sqlite_a_vector_written_between_two_reads_is_an_addition_not_a_rebui
 
 
 @pytest.mark.sqlite_only
-def test_s7_sqlite_a_saved_index_far_behind_its_table_is_saved_again_once_loaded(me, persona, monkeypatch):
+def test_s7_sqlite_a_saved_index_far_behind_its_table_is_saved_again_once_loaded(hearth, me, persona, monkeypatch):
     from hearth.retrieval import semantic
 
     rng = np.random.default_rng(8)
     conversation = me.conversations.create(persona.id)
-    _add(me, conversation.id, rng, 60)
-    conn = me.store.connection()
-    db_key = str(me.store.path)
+    _add(hearth, me, conversation.id, rng, 60)
+    conn = hearth.store.connection()
+    db_key = str(hearth.store.path)
     IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
     path = IndexCache._file(db_key, "messages", me.user_id, "m")
     assert semantic._saved_signature(path)[0] == 60
     monkeypatch.setattr(semantic, "RESAVE_AFTER", 3)
-    _add(me, conversation.id, rng, 2)
+    _add(hearth, me, conversation.id, rng, 2)
     IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
     assert semantic._saved_signature(path)[0] == 60  # two rows behind: not worth a save
-    newest = _add(me, conversation.id, rng, 1)
+    newest = _add(hearth, me, conversation.id, rng, 1)
     IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
     assert semantic._saved_signature(path) == (63, newest[-1])

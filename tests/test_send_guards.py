@@ -76,16 +76,16 @@ def test_r3_a_tool_name_invented_by_the_model_is_unknown_in_sse_frames_and_ledge
     tool_frames = [json.loads(line[5:]) for line in response.text.splitlines()
                    if line.startswith("data:") and '"status"' in line]
     assert tool_frames and {f["name"] for f in tool_frames} == {"unknown"}
-    payloads = [json.loads(r[0]) for r in me.store.connection().execute(
+    payloads = [json.loads(r[0]) for r in hearth.store.connection().execute(
         "SELECT payload FROM events WHERE kind = 'tool.call'")]
     assert payloads and all(p["name"] == "unknown" for p in payloads)
-    every_payload = " ".join(r[0] for r in me.store.connection().execute("SELECT payload FROM events"))
+    every_payload = " ".join(r[0] for r in hearth.store.connection().execute("SELECT payload FROM events"))
     assert invented not in every_payload
     # A real tool keeps its fixed name.
     provider.replies += [lambda r: iter([StreamEvent("tool_call", tool_call=ToolCall(
         "c2", "search_past_conversations", {"query": "x"}))]), answer]
     me.send(conversation.id, "again")
-    names = [json.loads(r[0])["name"] for r in me.store.connection().execute(
+    names = [json.loads(r[0])["name"] for r in hearth.store.connection().execute(
         "SELECT payload FROM events WHERE kind = 'tool.call' ORDER BY id")]
     assert names == ["unknown", "search_past_conversations"]
 

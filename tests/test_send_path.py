@@ -31,12 +31,12 @@ def test_p1_snapshot_is_captured_at_creation_and_later_memories_do_not_join(me, 
     assert "Likes rain" in prompt and "Ellis" not in prompt
 
 
-def test_p2_first_send_stores_exactly_one_system_message_and_later_sends_reuse_it(me, persona, provider):
+def test_p2_first_send_stores_exactly_one_system_message_and_later_sends_reuse_it(hearth, me, persona, provider):
     conversation = me.conversations.create(persona.id)
     me.send(conversation.id, "one")
     first = me.stored_prompt(conversation.id)
     me.send(conversation.id, "two")
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     rows = conn.execute("SELECT id, content FROM messages WHERE conversation_id = ? AND role = 'system'",
                         (conversation.id,)).fetchall()
     assert len(rows) == 1 and rows[0]["content"] == first
@@ -131,15 +131,15 @@ def test_p6_stored_prompt_is_never_a_bubble_nor_in_the_visible_estimate(me, pers
     assert estimate["tokens"] == -(-sum(len(m.content) for m in visible) // 4)
 
 
-def test_p6_stored_prompt_is_not_keyword_searchable(me, persona):
+def test_p6_stored_prompt_is_not_keyword_searchable(hearth, me, persona):
     persona = me.personas.update(persona.id, identity="I am the unmistakable zanzibar companion.")
     conversation = me.conversations.create(persona.id)
     me.send(conversation.id, "hello")
-    assert keyword_ids(me.store.connection(), "messages_fts", "zanzibar") == []
+    assert keyword_ids(hearth.store.connection(), "messages_fts", "zanzibar") == []
     assert "zanzibar" in me.stored_prompt(conversation.id)  # it is there, only not indexed
 
 
-def test_d1_dynamic_context_is_a_second_system_message_right_before_the_newest_turn(me, provider):
+def test_d1_dynamic_context_is_a_second_system_message_right_before_the_newest_turn(hearth, me, provider):
     persona = me.personas.create("p", characters=[{"name": "Ellis", "description": "a grey cat who hates rain"}])
     conversation = me.conversations.create(persona.id)
     me.send(conversation.id, "first")
@@ -149,7 +149,7 @@ def test_d1_dynamic_context_is_a_second_system_message_right_before_the_newest_t
     assert messages[-2].content.count("=== PINNED CHARACTER CONTEXT ===") == 1
     assert "a grey cat who hates rain" in messages[-2].content
     # Never stored as a conversation message.
-    stored = me.store.connection().execute("SELECT count(*) FROM messages WHERE content LIKE '%PINNED CHARACTER%'")
+    stored = hearth.store.connection().execute("SELECT count(*) FROM messages WHERE content LIKE '%PINNED CHARACTER%'")
     assert stored.fetchone()[0] == 0
 
 
@@ -272,7 +272,7 @@ def test_k5_user_text_quoting_the_recall_heading_is_relabelled_not_refused(me, p
     assert sent.count(QUOTED_RECALL_HEADING) == 3
 
 
-def test_pr5_provider_error_keeps_the_user_message_and_leaves_no_partial_reply(me, persona, provider):
+def test_pr5_provider_error_keeps_the_user_message_and_leaves_no_partial_reply(hearth, me, persona, provider):
     def failing(request):
         yield StreamEvent("text", text="half a rep")
         raise ProviderError("The model provider is overloaded (503); try again.", "server")
@@ -283,14 +283,14 @@ def test_pr5_provider_error_keeps_the_user_message_and_leaves_no_partial_reply(m
         me.send(conversation.id, "please answer")
     messages = me.conversations.messages(conversation.id)
     assert [(m.role, m.content) for m in messages] == [("user", "please answer")]
-    kinds = [r[0] for r in me.store.connection().execute("SELECT kind FROM events ORDER BY id")]
+    kinds = [r[0] for r in hearth.store.connection().execute("SELECT kind FROM events ORDER BY id")]
     assert "provider.error" in kinds
     reply = me.retry(conversation.id)  # resend without saving the message twice
     assert [m.role for m in me.conversations.messages(conversation.id)] == ["user", "assistant"]
     assert reply.user_message.id == messages[0].id
 
 
-def test_tool_loop_runs_a_tool_and_continues(me, persona, provider):
+def test_tool_loop_runs_a_tool_and_continues(hearth, me, persona, provider):
     from hearth.providers.base import ToolCall
 
     old = me.conversations.create(persona.id, "Boats")
@@ -308,21 +308,21 @@ def test_tool_loop_runs_a_tool_and_continues(me, persona, provider):
     reply = me.send(conversation.id, "what was the boat called?")
     assert reply.assistant_message.content == "Found: Marigold"
     assert "[Boats," in [m for m in provider.requests[-1].messages if m.role == "tool"][0].content
-    events = [r[0] for r in me.store.connection().execute("SELECT kind FROM events WHERE kind = 'tool.call'")]
+    events = [r[0] for r in hearth.store.connection().execute("SELECT kind FROM events WHERE kind = 'tool.call'")]
     assert events == ["tool.call"]
 
 
-def test_t1_cached_history_follows_edits_and_deletions(me, persona, provider):
+def test_t1_cached_history_follows_edits_and_deletions(hearth, me, persona, provider):
     conversation = me.conversations.create(persona.id)
     me.send(conversation.id, "first message")
     me.send(conversation.id, "second message")
     first = me.conversations.messages(conversation.id)[0]
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         conn.execute("UPDATE messages SET content = 'first message, corrected' WHERE id = ?", (first.id,))
     me.send(conversation.id, "third")
     contents = [m.content for m in provider.requests[-1].messages if m.role in ("user", "assistant")]
     assert contents[0] == "first message, corrected"
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         conn.execute("DELETE FROM messages WHERE id = ?", (first.id,))
     me.send(conversation.id, "fourth")
     contents = [m.content for m in provider.requests[-1].messages if m.role in ("user", "assistant")]
@@ -330,7 +330,7 @@ def test_t1_cached_history_follows_edits_and_deletions(me, persona, provider):
     assert contents[-1] == "fourth" and len(contents) == 6
 
 
-def test_t1_e3_history_after_a_capsule_is_cached_and_a_newer_capsule_reads_afresh(me, persona):
+def test_t1_e3_history_after_a_capsule_is_cached_and_a_newer_capsule_reads_afresh(hearth, me, persona):
     """Once a continuity capsule covers the older turns, each send reads only the turns added
     since the last send, not every turn since the capsule again; a newer capsule's bound is never
     served the older window."""
@@ -340,7 +340,7 @@ def test_t1_e3_history_after_a_capsule_is_cached_and_a_newer_capsule_reads_afres
     ids = [me.conversations.add_message(conversation.id, "user" if i % 2 == 0 else "assistant", f"turn {i}").id
            for i in range(10)]
     cache = TurnCache()
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     first, left_out = cache.read(conn, conversation.id, ids[8], 10_000, after_id=ids[3])
     assert [t.content for t in first] == [f"turn {i}" for i in range(4, 8)] and left_out == 0
     second, _ = cache.read(conn, conversation.id, ids[9] + 1, 10_000, after_id=ids[3])
@@ -352,7 +352,7 @@ def test_t1_e3_history_after_a_capsule_is_cached_and_a_newer_capsule_reads_afres
     assert [t.content for t in tight] == ["turn 9"] and left_out == 5
 
 
-def test_t1_the_cached_window_keeps_provider_messages_in_step_and_assembly_does_not_walk_the_turns(me, persona):
+def test_t1_the_cached_window_keeps_provider_messages_in_step_and_assembly_does_not_walk_the_turns(hearth, me, persona):
     from hearth.prompt.assembly import HistoryTurns, assemble
     from hearth.prompt.dynamic import RenderedContext
     from hearth.thread.turns import TurnCache
@@ -361,7 +361,7 @@ def test_t1_the_cached_window_keeps_provider_messages_in_step_and_assembly_does_
     ids = [me.conversations.add_message(conversation.id, "user" if i % 2 == 0 else "assistant", f"turn {i} " * (i + 1)).id
            for i in range(12)]
     cache = TurnCache()
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     reads = [cache.read(conn, conversation.id, ids[6], 10_000)[0],  # read afresh
              cache.read(conn, conversation.id, ids[11] + 1, 10_000)[0],  # the window and the turns since
              cache.read(conn, conversation.id, ids[11] + 1, 200)[0]]  # trimmed from the front

@@ -29,7 +29,7 @@ def test_p7_serve_reconciles_legacy_prompts_after_opening_its_port(tmp_path):
         persona = me.personas.create("p")
         conversation = me.conversations.create(persona.id)
         me.send(conversation.id, "hello")
-        with me.store.write() as conn:
+        with hearth.store.write() as conn:
             row = conn.execute("SELECT id, metadata FROM messages WHERE kind = 'static_prompt'").fetchone()
             meta = json.loads(row[1]) | {"policy_version": POLICY_VERSION - 1}
             conn.execute("UPDATE messages SET content = 'OLD', metadata = ? WHERE id = ?", (json.dumps(meta), row[0]))

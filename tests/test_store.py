@@ -87,16 +87,16 @@ def test_s1_a_non_database_file_is_refused_clearly(tmp_path):
         Store(path)
 
 
-def test_s3_multi_row_change_is_all_or_nothing(me, persona):
-    before = me.store.connection().execute("SELECT count(*) FROM conversations").fetchone()[0]
+def test_s3_multi_row_change_is_all_or_nothing(hearth, me, persona):
+    before = hearth.store.connection().execute("SELECT count(*) FROM conversations").fetchone()[0]
     with pytest.raises(RuntimeError):
-        with me.store.write():
+        with hearth.store.write():
             me.conversations.create(persona.id, "one")
             me.conversations.create(persona.id, "two")
             raise RuntimeError("crash half-way")
-    after = me.store.connection().execute("SELECT count(*) FROM conversations").fetchone()[0]
+    after = hearth.store.connection().execute("SELECT count(*) FROM conversations").fetchone()[0]
     assert after == before
-    events = me.store.connection().execute("SELECT count(*) FROM events WHERE kind = 'conversation.created'")
+    events = hearth.store.connection().execute("SELECT count(*) FROM events WHERE kind = 'conversation.created'")
     assert events.fetchone()[0] == 0
 
 
@@ -123,9 +123,9 @@ def test_s3_concurrent_writers_from_threads_all_land(tmp_path):
     assert len(me.conversations.messages(conversation.id)) == 100
 
 
-def test_s3_commit_mark_moves_only_when_another_connection_commits(me, persona):
+def test_s3_commit_mark_moves_only_when_another_connection_commits(hearth, me, persona):
     """Work prepared in a read snapshot may be written later only if its mark still holds."""
-    store = me.store
+    store = hearth.store
 
     def mark_in_read():
         with store.read() as conn:
@@ -143,8 +143,8 @@ def test_s3_commit_mark_moves_only_when_another_connection_commits(me, persona):
     assert mark_in_write() != first
 
 
-def test_s6_keyword_index_follows_inserts_edits_and_deletes(me, persona):
-    conn = me.store.connection()
+def test_s6_keyword_index_follows_inserts_edits_and_deletes(hearth, me, persona):
+    conn = hearth.store.connection()
     conversation = me.conversations.create(persona.id)
     message = me.conversations.add_message(conversation.id, "user", "the lighthouse keeper waved")
 
@@ -152,28 +152,28 @@ def test_s6_keyword_index_follows_inserts_edits_and_deletes(me, persona):
         return keyword_ids(conn, "messages_fts", word)
 
     assert hits("lighthouse") == [message.id]
-    with me.store.write() as w:
+    with hearth.store.write() as w:
         w.execute("UPDATE messages SET content = 'the harbour pilot waved' WHERE id = ?", (message.id,))
     assert hits("lighthouse") == [] and hits("harbour") == [message.id]
-    with me.store.write() as w:
+    with hearth.store.write() as w:
         w.execute("DELETE FROM messages WHERE id = ?", (message.id,))
     assert hits("harbour") == []
 
 
-def test_s6_stored_prompts_and_artifacts_are_not_indexed(me, persona):
+def test_s6_stored_prompts_and_artifacts_are_not_indexed(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
     me.conversations.add_message(conversation.id, "system", "zebra prompt", kind="static_prompt")
     me.conversations.add_message(conversation.id, "assistant", "zebra artifact", kind="handoff_artifact")
     me.conversations.add_message(conversation.id, "user", "zebra chat")
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     rows = [conn.execute("SELECT kind FROM messages WHERE id = ?", (i,)).fetchone()[0]
             for i in keyword_ids(conn, "messages_fts", "zebra")]
     assert rows == ["chat"]
 
 
-def test_s6_diacritics_fold_in_keyword_search(me, persona):
+def test_s6_diacritics_fold_in_keyword_search(hearth, me, persona):
     conversation = me.conversations.create(persona.id)
     me.conversations.add_message(conversation.id, "user", "We had crème brûlée at the café")
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     assert len(keyword_ids(conn, "messages_fts", "creme", "cafe")) == 1
     assert [r.text for r in me.search("creme brulee").results] == ["We had crème brûlée at the café"]

@@ -116,10 +116,10 @@ def test_w4_search_keeps_the_lists_rules_and_pages_by_the_same_cursor(client, me
 
 
 @pytest.mark.sqlite_only
-def test_w4_search_is_one_indexed_keyword_query_on_sqlite(me, persona):
+def test_w4_search_is_one_indexed_keyword_query_on_sqlite(hearth, me, persona):
     thread(me, persona, "Sunday", "The lighthouse keeper waved.")
     statements: list[str] = []
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     conn.set_trace_callback(statements.append)
     try:
         found = me.conversations.list(text="lighthouse", limit=50)
@@ -313,10 +313,10 @@ def test_x4_threads_a_web_chat_makes_are_not_imported(me, persona):
 
 
 @pytest.mark.sqlite_only
-def test_x4_threads_imported_before_migration_24_are_marked_read_only_sqlite(tmp_path, settings, persona, me, imported):
+def test_x4_threads_imported_before_migration_24_are_marked_read_only_sqlite(tmp_path, settings, persona, hearth, me, imported):
     """An older database: migration 24 finds earlier imports by their creation event's channel."""
     web = me.conversations.create(persona.id, title="Mine")
-    path = me.store.path
+    path = hearth.store.path
     conn = sqlite3.connect(path, isolation_level=None)
     conn.executescript("""
         DROP INDEX conversations_user_pinned; DROP INDEX conversation_tags_user_tag; DROP TABLE conversation_tags;

@@ -14,8 +14,8 @@ def context_of(provider) -> str:
     return next((s for s in systems if s.startswith("Dynamic context")), "")
 
 
-def fill(me, conversation_id, contents):
-    with me.store.write() as conn:
+def fill(hearth, me, conversation_id, contents):
+    with hearth.store.write() as conn:
         for i, content in enumerate(contents):
             ledger.append_message(conn, user_id=me.user_id, conversation_id=conversation_id,
                                   role="user" if i % 2 == 0 else "assistant", content=content)
@@ -31,9 +31,9 @@ def test_t2_t3_cues_are_told_apart():
     assert tier("How are you today?") == 0
 
 
-def test_t2_earlier_cue_brings_the_last_30_messages_for_one_turn(me, persona, provider):
+def test_t2_earlier_cue_brings_the_last_30_messages_for_one_turn(hearth, me, persona, provider):
     c = me.conversations.create(persona.id, "Long")
-    fill(me, c.id, [f"message number {i:02d} about things" for i in range(40)])
+    fill(hearth, me, c.id, [f"message number {i:02d} about things" for i in range(40)])
     me.send(c.id, "What did you say earlier about the garden?")
     context = context_of(provider)
     assert f"=== {T2_LABEL} ===" in context and TRUST in context
@@ -46,9 +46,9 @@ def test_t2_earlier_cue_brings_the_last_30_messages_for_one_turn(me, persona, pr
     assert T2_LABEL not in context_of(provider)  # one turn only
 
 
-def test_t2_is_capped_at_about_30000_characters(me, persona, provider):
+def test_t2_is_capped_at_about_30000_characters(hearth, me, persona, provider):
     c = me.conversations.create(persona.id, "Big")
-    fill(me, c.id, [f"[{i:02d}] " + "x" * 2_500 for i in range(30)])
+    fill(hearth, me, c.id, [f"[{i:02d}] " + "x" * 2_500 for i in range(30)])
     me.send(c.id, "you mentioned something a while ago")
     block = context_of(provider).split(f"=== {T2_LABEL} ===")[1]
     assert "[29] " in block and "[00] " not in block
@@ -56,23 +56,23 @@ def test_t2_is_capped_at_about_30000_characters(me, persona, provider):
     assert 25_000 <= body <= 30_000 + 500
 
 
-def test_t3_whole_thread_search_finds_the_oldest_match_with_neighbours(me, persona, provider):
+def test_t3_whole_thread_search_finds_the_oldest_match_with_neighbours(hearth, me, persona, provider):
     c = me.conversations.create(persona.id, "Very long")
     contents = [f"small talk {i}" for i in range(120)]
     contents[3] = "We named the sourdough starter Clementine"
-    fill(me, c.id, contents)
+    fill(hearth, me, c.id, contents)
     me.send(c.id, "Search this whole conversation for the sourdough starter name")
     context = context_of(provider)
     assert f"=== {T3_LABEL} ===" in context
     block = context.split(f"=== {T3_LABEL} ===")[1]
     assert "Clementine" in block and "small talk 2" in block and "small talk 4" in block
-    entry = searchlog.entries(me.store.connection(), me.user_id, origin="thread_recall")[0]
+    entry = searchlog.entries(hearth.store.connection(), me.user_id, origin="thread_recall")[0]
     assert entry.filters["tier"] == 3 and entry.result_count == 3 and "sourdough" in entry.variants[0]
 
 
-def test_t3_is_capped_at_about_90000_characters_and_starts_from_the_beginning(me, persona, provider):
+def test_t3_is_capped_at_about_90000_characters_and_starts_from_the_beginning(hearth, me, persona, provider):
     c = me.conversations.create(persona.id, "Huge")
-    fill(me, c.id, [f"<{i:03d}> " + "y" * 4_000 for i in range(40)])
+    fill(hearth, me, c.id, [f"<{i:03d}> " + "y" * 4_000 for i in range(40)])
     me.send(c.id, "Go all the way back to the very start")
     block = context_of(provider).split(f"=== {T3_LABEL} ===")[1]
     assert "<000>" in block and "<039>" not in block

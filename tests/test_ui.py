@@ -75,6 +75,12 @@ def base(site):
 
 
 @pytest.fixture
+def deployment(site):
+    """The Hearth the page talks to."""
+    return site[1]
+
+
+@pytest.fixture
 def me(site):
     return site[1].scope()
 
@@ -586,7 +592,7 @@ def test_h11_cleanup_is_locked_without_a_password(page, base):
 def seed_legacy_rows(hearth, count=2):
     me = hearth.scope()
     persona = me.personas.default()
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         for i in range(count):
             target = me.conversations.create(persona.id)
             conn.execute("INSERT INTO conversation_summaries (user_id, conversation_id, summary, recent_raw,"
@@ -910,11 +916,11 @@ def test_w2_editing_an_earlier_message_in_the_browser_continues_from_it_and_its_
     expect(page.get_by_role("button", name="Regenerate")).to_have_count(1)
 
 
-def test_u1_a_long_thread_draws_its_newest_messages_first_and_older_ones_as_the_reader_scrolls_up(browser, base, me):
+def test_u1_a_long_thread_draws_its_newest_messages_first_and_older_ones_as_the_reader_scrolls_up(browser, base, deployment, me):
     from hearth.records import ledger
 
     chat = me.conversations.create(elion(me).id, title="Very long talk")
-    with me.store.write() as conn:
+    with deployment.store.write() as conn:
         for i in range(200):
             ledger.append_message(conn, user_id=me.user_id, conversation_id=chat.id,
                                   role="user" if i % 2 == 0 else "assistant", content=f"Message {i}, *waves*")

@@ -13,7 +13,6 @@ import json
 import pytest
 
 from hearth import Hearth, Settings
-from hearth.prompt.presets import conversation_instructions
 from hearth.server import create_app
 from tests.conftest import RecordingProvider
 from tests.test_server import serve_in_thread
@@ -204,7 +203,7 @@ def test_w3_p5_w6_presets_are_saved_applied_and_inserted_from_the_header(sized, 
 
         panel.get_by_role("button", name="Use for this chat: Roleplay narrator").click()
         expect(page.locator("#presets-current")).to_have_text("This conversation uses the preset “Roleplay narrator”.")
-        assert conversation_instructions(me, chat.id) == "Narrate in the third person, present tense."
+        assert me.presets.conversation_instructions(chat.id) == "Narrate in the third person, present tense."
         assert "Narrate in the third person" in me.stored_prompt(chat.id)  # rebuilt before the answer (P5)
 
         panel.get_by_role("button", name="Insert Be <i>brief</i> into the message").click()
@@ -223,7 +222,7 @@ def test_w3_p5_w6_presets_are_saved_applied_and_inserted_from_the_header(sized, 
         toggle.click()
         panel.get_by_role("button", name="Use the persona's instructions").click()
         expect(page.locator("#presets-current")).to_have_text("This conversation follows its persona's instructions.")
-        assert conversation_instructions(me, chat.id) is None
+        assert me.presets.conversation_instructions(chat.id) is None
         page.keyboard.press("Escape")
         expect(panel).to_be_hidden()
         expect(toggle).to_be_focused()

@@ -7,7 +7,7 @@ import pytest
 from hearth import NotFound
 from hearth.records.forget import verify
 from tests.test_forget import drain
-from tests.test_ui import base, browser, chat_with_messages, elion, expect, goto, me, page, site  # noqa: F401  (shared fixtures)  # noqa: F401
+from tests.test_ui import base, browser, chat_with_messages, deployment, elion, expect, goto, me, page, site  # noqa: F401  (shared fixtures)  # noqa: F401
 
 pytestmark = pytest.mark.ui
 
@@ -76,14 +76,14 @@ def test_b3_review_queue_shows_both_texts_and_supersedes(page, base, me):  # noq
     assert me.memories.history(kept.id)[1].text == "Nora works at Saint-Luc hospital"
 
 
-def test_b4_b5_delete_one_message_and_a_period_forever_and_the_canary_is_gone(page, base, me):  # noqa: F811
+def test_b4_b5_delete_one_message_and_a_period_forever_and_the_canary_is_gone(page, base, deployment, me):  # noqa: F811
     said, then = "velvetquokkalocker", "velvetquokkaspring"
     thread = chat_with_messages(me, "Locker talk", [f"My locker code is {said}", "Nothing else today"])
     spring = me.conversations.create(elion(me).id, title="Spring notes", created_at="2021-03-05T10:00:00.000000Z")
     me.conversations.add_message(spring.id, "user", f"Back then the word was {then}",
                                  created_at="2021-03-05T10:00:01.000000Z")
     me.conversations.add_message(spring.id, "assistant", "Noted.", created_at="2021-03-05T10:00:02.000000Z")
-    assert not verify(me.store, said).clean and not verify(me.store, then).clean
+    assert not verify(deployment.store, said).clean and not verify(deployment.store, then).clean
     # One message: "Delete forever" in its More menu, the counts, the phrase.
     goto(page, base + f"/#conversation-{thread.id}")
     bubble = page.locator(".message.role-user", has_text=said)
@@ -102,8 +102,8 @@ def test_b4_b5_delete_one_message_and_a_period_forever_and_the_canary_is_gone(pa
     contents = [m.content for m in me.conversations.messages(thread.id, visible_only=False)]
     assert "Nothing else today" in contents and all(said not in c for c in contents)
     assert said not in (me.stored_prompt(thread.id) or "")
-    drain(me.hearth)  # the background compaction the forgetting queued (FTS merge, WAL truncation)
-    check = verify(me.store, said)  # the raw database file, its WAL, the FTS vocabulary
+    drain(deployment)  # the background compaction the forgetting queued (FTS merge, WAL truncation)
+    check = verify(deployment.store, said)  # the raw database file, its WAL, the FTS vocabulary
     assert check.clean and check.files_checked >= 1
     # A period of time: everything begun in it goes, after the same confirmation.
     page.locator("#forget-period summary").click()

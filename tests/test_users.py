@@ -52,9 +52,9 @@ def test_g2_one_user_cannot_read_anothers_data(two_users):
     assert bob.conversations.list() == [] and bob.personas.list() == [] and bob.memories.list() == []
 
 
-def test_g2_one_user_cannot_change_anothers_data(two_users):
+def test_g2_one_user_cannot_change_anothers_data(hearth, two_users):
     alice, bob, persona, folder, conversation, message, memory = two_users
-    conn = alice.store.connection()
+    conn = hearth.store.connection()
     before = conn.execute("SELECT count(*) FROM events").fetchone()[0]
     for change in (
         lambda: bob.conversations.add_message(conversation.id, "user", "intrusion"),

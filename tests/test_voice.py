@@ -236,7 +236,7 @@ def test_e10_an_outbound_call_is_placed_through_the_twilio_sdk_and_answered_by_t
         with Hearth(settings) as h:
             me = h.scope()
             contact = me.contacts.add("sms", ROBIN, me.personas.create("elion", "Elion").id)
-            assert call(me, contact.id).startswith("CA")
+            assert call(h.context(me.user_id), contact.id).startswith("CA")
             assert twilio.calls == [{"To": ROBIN, "From": "+15550001111", "Url": PUBLIC + "/channels/voice/twilio"}]
             answered = signed_call(TestClient(create_app(hearth=h), base_url=BASE),
                                    {"CallSid": "CA" + "1" * 32, "From": "+15550001111", "To": ROBIN,
@@ -244,7 +244,7 @@ def test_e10_an_outbound_call_is_placed_through_the_twilio_sdk_and_answered_by_t
             assert "<Stream" in answered.text  # the callee is identified by the number that was called
             mail = me.contacts.add("email", "robin@example.org")
             with pytest.raises(Exception, match="phone contact"):
-                call(me, mail.id)
+                call(h.context(me.user_id), mail.id)
     finally:
         twilio.stop()
 

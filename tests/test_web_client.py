@@ -36,7 +36,7 @@ def visible(me, conversation_id):
     return [m.content for m in me.conversations.messages(conversation_id)]
 
 
-def test_w2_regenerated_replies_are_kept_and_the_chosen_one_is_what_later_requests_see(me, persona, provider):
+def test_w2_regenerated_replies_are_kept_and_the_chosen_one_is_what_later_requests_see(hearth, me, persona, provider):
     chat = me.conversations.create(persona.id)
     first = me.send(chat.id, "Hello there")
     assert first.assistant_message.content == "Reply 1"
@@ -58,15 +58,15 @@ def test_w2_regenerated_replies_are_kept_and_the_chosen_one_is_what_later_reques
     # Only the last reply can be regenerated; bad positions and other users' ids change nothing.
     with pytest.raises(InvalidInput):
         me.choose_alternative(first.assistant_message.id, 7)
-    other = me.hearth.users.create("bob")
-    them = me.hearth.scope(other.id)
+    other = hearth.users.create("bob")
+    them = hearth.scope(other.id)
     with pytest.raises(NotFound):
         them.alternatives(first.assistant_message.id)
     with pytest.raises(NotFound):
         them.choose_alternative(first.assistant_message.id, 1)
     assert me.conversations.message(first.assistant_message.id).content == "Reply 1"
     # The ledger holds every version; its events carry numbers only.
-    with me.store.read() as conn:
+    with hearth.store.read() as conn:
         kinds = [(r[0], r[1]) for r in conn.execute(
             "SELECT kind, payload FROM events WHERE conversation_id = ? AND kind LIKE 'message.%' ORDER BY id",
             (chat.id,))]
@@ -106,7 +106,7 @@ def ids(me, conversation_id):
     return [m.id for m in me.conversations.messages(conversation_id)]
 
 
-def test_w2_editing_an_earlier_message_continues_from_it_and_keeps_the_later_turns_as_a_branch(me, persona, provider):
+def test_w2_editing_an_earlier_message_continues_from_it_and_keeps_the_later_turns_as_a_branch(hearth, me, persona, provider):
     from hearth.records import ledger
 
     chat = me.conversations.create(persona.id)
@@ -116,7 +116,7 @@ def test_w2_editing_an_earlier_message_continues_from_it_and_keeps_the_later_tur
     original = visible(me, chat.id)
     original_ids = ids(me, chat.id)
     assert original == ["I like tea", "Reply 1", "Tea is best", "Reply 2", "Tell me more", "Reply 3"]
-    with me.store.read() as conn:
+    with hearth.store.read() as conn:
         events_before = conn.execute("SELECT count(*) FROM events WHERE conversation_id = ?", (chat.id,)).fetchone()[0]
 
     # Edit the first message: the thread continues from the edit, and the request sees nothing after it.
@@ -129,7 +129,7 @@ def test_w2_editing_an_earlier_message_continues_from_it_and_keeps_the_later_tur
     assert sent_texts(provider.requests[-1]) == ["I like coffee", "Reply 4", "And now?"]
     assert not any(w in " ".join(sent_texts(provider.requests[-1])) for w in ("tea", "Tell me more", "Reply 2"))
     # The later turns were never destroyed: their events stay and the ledger check is clean.
-    with me.store.read() as conn:
+    with hearth.store.read() as conn:
         assert conn.execute("SELECT count(*) FROM events WHERE conversation_id = ? AND id IN (%s)"
                             % ",".join("?" * 5), (chat.id, *original_ids[1:])).fetchone()[0] == 5
         assert conn.execute("SELECT count(*) FROM events WHERE conversation_id = ?",
@@ -160,14 +160,14 @@ def test_w2_editing_an_earlier_message_continues_from_it_and_keeps_the_later_tur
     me.choose_alternative(b.user_message.id, 0)
     assert visible(me, chat.id) == original + ["Which one?", "Reply 6"]
     assert [v.content for v in me.alternatives(b.user_message.id)] == ["Tea is best", "Tea is fine"]
-    with me.store.read() as conn:
+    with hearth.store.read() as conn:
         assert ledger.verify(conn).ok
         assert keyword_ids(conn, "messages_fts", "coffee") == []
 
     # Only the person's own messages of this thread can be edited; another user's ids are unknown.
     with pytest.raises(NotFound):
         me.edit(chat.id, edited.assistant_message.id, "not mine")
-    them = me.hearth.scope(me.hearth.users.create("bob").id)
+    them = hearth.scope(hearth.users.create("bob").id)
     with pytest.raises(NotFound):
         them.edit(chat.id, a.user_message.id, "mine now")
     with pytest.raises(NotFound):
@@ -193,13 +193,13 @@ def test_w2_s7_switching_versions_embeds_the_chosen_text_again_so_search_finds_o
     reply = me.regenerate(chat.id).assistant_message
     Worker(hearth).run_once()
     me.choose_alternative(reply.id, 0)
-    with me.store.read() as conn:  # the old vector went with the switch; a job brings the new one
+    with hearth.store.read() as conn:  # the old vector went with the switch; a job brings the new one
         assert conn.execute("SELECT count(*) FROM message_embeddings WHERE message_id = ?", (reply.id,)).fetchone()[0] == 0
     Worker(hearth).run_once()
 
     chosen, other = "The lighthouse keeper polished the brass lamp.", "My grandmother baked a chocolate cake with cherries."
     wanted = embed_texts(hearth.embedder, [message_text("Elion Voicefire said:", t, "Anything else?") for t in (chosen, other)])
-    with me.store.read() as conn:
+    with hearth.store.read() as conn:
         blob = conn.execute("SELECT embedding FROM message_embeddings WHERE message_id = ?", (reply.id,)).fetchone()[0]
     stored = from_blob(blob, wanted.shape[1])
     assert float(np.dot(stored, wanted[0])) > 0.999 and float(np.dot(stored, wanted[1])) < 0.9
@@ -210,7 +210,7 @@ def test_w2_s7_switching_versions_embeds_the_chosen_text_again_so_search_finds_o
     me.edit(chat.id, first.user_message.id, "What happened in the mountains?")
     me.choose_alternative(first.user_message.id, 0)
     Worker(hearth).run_once()
-    with me.store.read() as conn:
+    with hearth.store.read() as conn:
         turns = conn.execute("SELECT count(*) FROM messages WHERE conversation_id = ? AND kind = 'chat'",
                              (chat.id,)).fetchone()[0]
         vectors = conn.execute("SELECT count(*) FROM message_embeddings e JOIN messages m ON m.id = e.message_id"
@@ -230,12 +230,12 @@ def test_w2_b4_forgetting_an_edited_message_forgets_the_turns_kept_after_it(hear
     me.send(chat.id, f"Between us, the safe code is {CANARY}")
     me.edit(chat.id, first.id, "Hi")  # the canary turn and its reply wait as the branch of version 0
     me.edit(chat.id, first.id, "Hey")  # and the reply to "Hi" as the branch of version 1
-    with me.store.read() as conn:
+    with hearth.store.read() as conn:
         assert conn.execute("SELECT count(*) FROM branch_messages WHERE conversation_id = ?", (chat.id,)).fetchone()[0] == 4
     assert me.forget.preview("message", first.id).counts["messages"] == 5  # what the receipt will say
     receipt = forget(me, "message", first.id)
     assert receipt.counts["messages"] == 5  # the message and the four turns kept after its versions
-    with me.store.read() as conn:
+    with hearth.store.read() as conn:
         assert conn.execute("SELECT count(*) FROM message_branches WHERE conversation_id = ?", (chat.id,)).fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM branch_messages WHERE conversation_id = ?", (chat.id,)).fetchone()[0] == 0
         assert ledger.verify(conn).ok
@@ -322,7 +322,7 @@ from hearth.providers.base import StreamEvent  # noqa: E402
 from hearth.thread.titles import offline_title  # noqa: E402
 
 
-def test_w4_threads_are_titled_from_the_first_exchange_and_a_given_title_is_kept(me, persona):
+def test_w4_threads_are_titled_from_the_first_exchange_and_a_given_title_is_kept(hearth, me, persona):
     chat = me.conversations.create(persona.id)
     me.send(chat.id, "**Plans** for the garden this spring, with tomatoes and beans and a small pond by the fence")
     title = me.conversations.get(chat.id).title
@@ -334,12 +334,12 @@ def test_w4_threads_are_titled_from_the_first_exchange_and_a_given_title_is_kept
     named = me.conversations.create(persona.id, title="My own title")
     me.send(named.id, "Hello")
     assert me.conversations.get(named.id).title == "My own title"
-    with me.store.read() as conn:
+    with hearth.store.read() as conn:
         payloads = [r[0] for r in conn.execute("SELECT payload FROM events WHERE kind = 'conversation.titled'")]
     assert len(payloads) == 1 and "garden" not in payloads[0]  # numbers only
 
 
-def test_w4_model_title_job_replaces_the_offline_title_unless_renamed(me, persona, provider):
+def test_w4_model_title_job_replaces_the_offline_title_unless_renamed(hearth, me, persona, provider):
     from hearth.memory.helpers import ModelHelper
     from hearth.thread import titles
 
@@ -348,11 +348,11 @@ def test_w4_model_title_job_replaces_the_offline_title_unless_renamed(me, person
     payload = {"conversation_id": chat.id, "user_message_id": reply.user_message.id,
                "reply_id": reply.assistant_message.id}
     provider.replies.append(lambda request: iter([StreamEvent("text", text='{"title": "Dinner ideas"}')]))
-    titles.title_job(me, payload, ModelHelper(provider))
+    titles.title_job(hearth.context(me.user_id), payload, ModelHelper(provider))
     assert me.conversations.get(chat.id).title == "Dinner ideas"
     assert "What should we cook tonight" in provider.requests[-1].messages[1].content
     me.conversations.rename(chat.id, "Mine")
-    titles.title_job(me, payload, ModelHelper(provider))
+    titles.title_job(hearth.context(me.user_id), payload, ModelHelper(provider))
     assert me.conversations.get(chat.id).title == "Mine"
 
 

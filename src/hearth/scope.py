@@ -11,9 +11,8 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from hearth.errors import InvalidInput
 from hearth.memory.memories import Adjust, Composed, Memories
-from hearth.ops.jobs import Handler, UserJobs
+from hearth.ops.jobs import Handler, UserJobs, enqueue
 from hearth.outreach.activations import Activations
 from hearth.outreach.channels import Contacts, PersonaChannels, deliver_reply
 from hearth.prompt import stored
@@ -22,9 +21,9 @@ from hearth.prompt.dynamic import DynamicContext
 from hearth.prompt.macros import user_macro_conversations
 from hearth.providers.base import Provider
 from hearth.records import ledger
+from hearth.records.context import AfterReply, Context
 from hearth.records.conversations import Conversations, Folders
 from hearth.records.ledger import Message
-from hearth.records.personas import MAX_TEXT as MAX_INSTRUCTIONS
 from hearth.records.personas import Persona, Personas
 from hearth.records.users import Users
 from hearth.retrieval import searchlog
@@ -36,7 +35,6 @@ from hearth.thread.alternatives import Alternative
 from hearth.thread.send import Reply, SendEvent, SendPath, check_open, collect, keep_partial
 from hearth.thread.tools import Toolbox
 from hearth.thread.turns import TurnCache
-from hearth.validation import check_text
 from hearth.wiring import job_handlers, wire
 
 if TYPE_CHECKING:
@@ -115,6 +113,10 @@ class Hearth:
 
         return context_window_for(model or self.provider.model)
 
+    def context(self, user_id: int | None = None) -> Context:
+        """What a job or a flow below the wiring runs with for one user (``records.context``)."""
+        return self.scope(user_id)._context
+
     def scope(self, user_id: int | None = None) -> "Scope":
         if user_id is None:
             user_id = self.users.owner().id
@@ -127,7 +129,7 @@ class Hearth:
         its latest capsule and any open span."""
         from hearth.continuity.timeline import resume
 
-        return resume(self, user_id)
+        return resume(self.context(user_id))
 
     def close(self) -> None:
         self.store.close()
@@ -143,45 +145,68 @@ class Scope:
     """Everything one user can see and do."""
 
     def __init__(self, hearth: Hearth, user_id: int):
-        self.hearth = hearth
-        self.store = hearth.store
+        # The deployment and its store stay private: everything public here is bound to this user.
+        self._hearth = hearth
+        self._store = store = hearth.store
         self.user_id = user_id
-        self.personas = Personas(self.store, user_id)
-        self.folders = Folders(self.store, user_id, self._refresh_sources)
-        self.conversations = Conversations(self.store, user_id, self._refresh_sources)
-        self.memories = Memories(self.store, user_id, self._rebuild_prompts, self._compose_prompts)
-        self.contacts = Contacts(self.store, user_id, hearth.settings)  # who may write in by SMS or email (E10)
-        self.persona_channels = PersonaChannels(self.store, user_id)  # where each persona answers (E5)
-        self.activations = Activations(self.store, user_id)  # the companion reaching out, off by default (E11)
-        self.jobs = UserJobs(self.store, user_id)  # this user's background jobs (G2)
-        self.archive = Archive(self.store, user_id)  # imported documents and their chunks (A1)
+        self.personas = Personas(store, user_id)
+        self.folders = Folders(store, user_id, self._refresh_sources)
+        self.conversations = Conversations(store, user_id, self._refresh_sources)
+        self.memories = Memories(store, user_id, self._rebuild_prompts, self._compose_prompts)
+        self.contacts = Contacts(store, user_id, hearth.settings)  # who may write in by SMS or email (E10)
+        self.persona_channels = PersonaChannels(store, user_id)  # where each persona answers (E5)
+        self.activations = Activations(store, user_id)  # the companion reaching out, off by default (E11)
+        self.jobs = UserJobs(store, user_id)  # this user's background jobs (G2)
+        self.archive = Archive(store, user_id)  # imported documents and their chunks (A1)
+        self.dynamic = DynamicContext(user_id)  # the dynamic layers in D2 order (filled by ``wire``)
+        self.toolbox = Toolbox(user_id)  # the model's tools (filled by ``wire``)
+        self._after_reply: list[AfterReply] = []
+
+        def queue(conn: Connection, kind: str, payload: dict[str, Any] | None = None, **options: Any) -> int:
+            return enqueue(conn, user_id, kind, payload, **options)
+
+        # What the modules below the wiring get instead of this scope: explicit values and hooks.
+        self._context = Context(
+            store=store, user_id=user_id, settings=hearth.settings, conversations=self.conversations,
+            personas=self.personas, clock=lambda: hearth.clock(), activity=hearth.activity, live=hearth.live,
+            turns=hearth.turns, get_provider=lambda: hearth.provider, get_embedder=lambda: hearth.embedder,
+            enqueue=queue, handoff_text=self._handoff_text, handoff_info=self._handoff_info,
+            rebuild_prompts=self._rebuild_prompts, after_reply=self._run_after_reply, dynamic=self.dynamic,
+            toolbox=self.toolbox, review=lambda: self.layers.review)
         # Household status, live context, rolling summary, fragments and the review queue; the
-        # dynamic layers in D2 order, the model's tools and the after-reply hooks (registry.py).
-        wiring = wire(self)
+        # dynamic layers in D2 order, the model's tools and the after-reply hooks (wiring.py).
+        wiring = wire(self._context, memories=self.memories, activations=self.activations)
         self.layers: MemoryLayers = wiring.layers
-        self.dynamic = DynamicContext(user_id, wiring.dynamic)
-        self.toolbox = Toolbox(user_id, wiring.tools)
-        self._after_reply = list(wiring.after_reply)
+        for layer in wiring.dynamic:
+            self.dynamic.register(layer)
+        for tool in wiring.tools:
+            self.toolbox.add(tool)
+        self._after_reply.extend(wiring.after_reply)
         from hearth.records.forget import Forgetting
 
-        self.forget = Forgetting(self)  # delete forever with everything derived (B4, B5)
+        self.forget = Forgetting(self._context, self.memories)  # delete forever with everything derived (B4, B5)
         from hearth.continuity.timeline import Timeline
 
-        self.timeline = Timeline(self)  # spans, checkpoints, capsules, chains, the timeline (E1-E8)
+        self.timeline = Timeline(self._context)  # spans, checkpoints, capsules, chains, the timeline (E1-E8)
+
+    def _run_after_reply(self, conn: Connection, conversation: "Conversation", user_message: Message,
+                         reply: Message) -> None:
+        for hook in self._after_reply:
+            hook(conn, conversation, user_message, reply)
 
     @property
     def imports(self):
         """Imports and exports of outside formats: cards, lorebooks, chats, archives (X3, X4)."""
         from hearth.interop.imports import Imports
 
-        return Imports(self)
+        return Imports(self._context, self.layers.fragments, self.update_persona)
 
     # -- stored prompts: the connection-taking parts run inside the caller's transaction --------
     def _handoff_text(self, conn: Connection, conversation_id: int) -> str:
         """Model-facing handoff for a conversation's prompt: re-rendered while its source is eligible."""
         from hearth.continuity.branch import handoff_text
 
-        return handoff_text(conn, self.user_id, conversation_id, self.hearth.settings)
+        return handoff_text(conn, self.user_id, conversation_id, self._hearth.settings)
 
     def _handoff_info(self, conn: Connection, conversation_id: int) -> dict | None:
         row = conn.execute(
@@ -197,7 +222,7 @@ class Scope:
     def handoff(self, conversation_id: int) -> dict | None:
         """Where a conversation's handoff came from (source conversation and message ids), or None."""
         self.conversations.get(conversation_id)
-        return self._handoff_info(self.store.connection(), conversation_id)
+        return self._handoff_info(self._store.connection(), conversation_id)
 
     def _rebuild_prompts(self, conn: Connection, conversation_ids: Iterable[int],
                          composed: Composed | None = None) -> int:
@@ -210,7 +235,7 @@ class Scope:
     def stored_prompt(self, conversation_id: int) -> str | None:
         """The stored static prompt text, or None before the first send."""
         self.conversations.get(conversation_id)
-        row = self.store.connection().execute(
+        row = self._store.connection().execute(
             "SELECT content FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
             (conversation_id,),
         ).fetchone()
@@ -229,7 +254,7 @@ class Scope:
 
     # -- personas: a settings save rebuilds that persona's existing prompts (P5) -----------------
     def update_persona(self, persona_id: int, **values: Any) -> tuple[Persona, int]:
-        with self.store.write() as conn:
+        with self._store.write() as conn:
             persona = self.personas.update(persona_id, **values)
             ids = [r[0] for r in conn.execute(
                 "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
@@ -237,7 +262,7 @@ class Scope:
 
     def restore_persona(self, persona_id: int, version: int) -> tuple[Persona, int]:
         """Apply an older version of a persona's settings as a new version (B2); rebuilds its prompts."""
-        with self.store.write() as conn:
+        with self._store.write() as conn:
             values = self.personas.version_values(persona_id, version)
             persona = self.personas.update(persona_id, change=f"restored v{version}", **values)
             ids = [r[0] for r in conn.execute(
@@ -248,8 +273,8 @@ class Scope:
     def set_display_name(self, name: str | None) -> int:
         """Set (or with None or "" clear) the person's display name. Stored prompts whose persona
         text names the person by macro are rebuilt in the same transaction (P5); returns how many."""
-        value = self.hearth.users.check_display_name(name)
-        with self.store.write() as conn:
+        value = self._hearth.users.check_display_name(name)
+        with self._store.write() as conn:
             if conn.execute("SELECT display_name FROM users WHERE id = ?", (self.user_id,)).fetchone()[0] == value:
                 return 0
             conn.execute("UPDATE users SET display_name = ? WHERE id = ?", (value, self.user_id))
@@ -260,7 +285,7 @@ class Scope:
     # -- sending -----------------------------------------------------------------------------
     def send_stream(self, conversation_id: int, text: str, *, channel: str = "web",
                     pin_characters: tuple[str, ...] = ()) -> Iterator[SendEvent]:
-        return SendPath(self).stream(conversation_id, text, channel=channel, pin_characters=pin_characters)
+        return SendPath(self._context).stream(conversation_id, text, channel=channel, pin_characters=pin_characters)
 
     def send(self, conversation_id: int, text: str, *, channel: str = "web",
              pin_characters: tuple[str, ...] = ()) -> Reply:
@@ -269,15 +294,15 @@ class Scope:
 
     def inner_turn(self, conversation_id: int, instruction: str, *, metadata: dict[str, Any]) -> Message:
         """A turn the companion starts itself (E11); the instruction is never saved as a message."""
-        return SendPath(self).inner(conversation_id, instruction, metadata=metadata)
+        return SendPath(self._context).inner(conversation_id, instruction, metadata=metadata)
 
     def deliver(self, channel: str, persona_id: int, message: Message) -> None:
         """Send a message on a messaging channel to this user's contact there (E10, E11)."""
-        deliver_reply(self, channel, persona_id, message)
+        deliver_reply(self._context, channel, persona_id, message)
 
     def retry_stream(self, conversation_id: int, *, channel: str = "web") -> Iterator[SendEvent]:
         """Answer the last unanswered user message again (after a provider error, PR5)."""
-        return SendPath(self).stream(conversation_id, "", channel=channel, retry=True)
+        return SendPath(self._context).stream(conversation_id, "", channel=channel, retry=True)
 
     def retry(self, conversation_id: int, *, channel: str = "web") -> Reply:
         return collect(self.retry_stream(conversation_id, channel=channel), self.conversations)
@@ -286,7 +311,7 @@ class Scope:
     def regenerate_stream(self, conversation_id: int, *, channel: str = "web") -> Iterator[SendEvent]:
         """Write another version of the last reply; it becomes the chosen one when it completes. An
         unanswered newest message (a client regenerating after a failed reply, X1) is answered."""
-        return SendPath(self).stream(conversation_id, "", channel=channel, regenerate=True)
+        return SendPath(self._context).stream(conversation_id, "", channel=channel, regenerate=True)
 
     def regenerate(self, conversation_id: int, *, channel: str = "web") -> Reply:
         return collect(self.regenerate_stream(conversation_id, channel=channel), self.conversations)
@@ -295,24 +320,24 @@ class Scope:
                     channel: str = "web") -> Iterator[SendEvent]:
         """Replace one of the person's messages with ``text`` and continue from it (W2): the original
         stays as version 0 and the turns that followed it as that version's branch."""
-        return SendPath(self).stream(conversation_id, text, channel=channel, edit_message_id=message_id)
+        return SendPath(self._context).stream(conversation_id, text, channel=channel, edit_message_id=message_id)
 
     def edit(self, conversation_id: int, message_id: int, text: str, *, channel: str = "web") -> Reply:
         return collect(self.edit_stream(conversation_id, message_id, text, channel=channel), self.conversations)
 
     def keep_partial_reply(self, conversation_id: int, text: str, *, channel: str = "web") -> Message:
         """Keep what arrived of a stopped reply, marked partial (only when the person chooses to)."""
-        return keep_partial(self, conversation_id, text, channel=channel)
+        return keep_partial(self._context, conversation_id, text, channel=channel)
 
     def alternatives(self, message_id: int) -> list[Alternative]:
         """Every version of a message, the chosen one marked."""
-        with self.store.read() as conn:
+        with self._store.read() as conn:
             return alternatives.listing(conn, self.user_id, message_id)
 
     def choose_alternative(self, message_id: int, position: int, *, channel: str = "web") -> Message:
         """Swipe: the version at ``position`` becomes what the thread shows and later requests read;
         for a message of the person's, the turns that followed that version come back with it."""
-        with self.store.write() as conn:
+        with self._store.write() as conn:
             message = self.conversations.message(message_id)
             check_open(self.conversations.get(message.conversation_id))
             return alternatives.choose(conn, self.user_id, message_id, position, channel=channel)
@@ -322,37 +347,23 @@ class Scope:
         """Chats of OpenAI-compatible clients pinned to conversations (X1)."""
         from hearth.interop.client_chats import ClientChats
 
-        return ClientChats(self)
+        return ClientChats(self._context)
 
     def set_custom_instructions(self, conversation_id: int, text: str | None) -> bool:
         """Give one conversation its own custom instructions (None: the persona's again).
 
         A change rebuilds that conversation's stored prompt in the same transaction (P5); the same
         text again changes nothing. Returns whether anything changed."""
-        if text is not None and (not isinstance(text, str) or len(text) > MAX_INSTRUCTIONS):
-            raise InvalidInput(f"custom instructions must be text of at most {MAX_INSTRUCTIONS} characters")
-        if text is not None:
-            check_text(text, "custom instructions")  # no NUL, no lone surrogate
-        with self.store.write() as conn:
-            self.conversations.get(conversation_id)
-            current = conn.execute("SELECT custom_instructions FROM conversations WHERE id = ?",
-                                   (conversation_id,)).fetchone()[0]
-            if current == text:
-                return False
-            conn.execute("UPDATE conversations SET custom_instructions = ? WHERE id = ? AND user_id = ?",
-                         (text, conversation_id, self.user_id))
-            ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id,
-                          kind="conversation.instructions_set",
-                          payload={"chars": None if text is None else len(text)})
-            self._rebuild_prompts(conn, [conversation_id])
-            return True
+        from hearth.prompt.presets import set_custom_instructions
+
+        return set_custom_instructions(self._context, conversation_id, text)
 
     @property
     def presets(self) -> "Presets":
         """The person's prompt presets: named texts applied as a conversation's instructions (W3)."""
         from hearth.prompt.presets import Presets
 
-        return Presets(self)
+        return Presets(self._context)
 
     def set_model(self, conversation_id: int, name: str | None) -> tuple["Conversation", "ModelChoice | None"]:
         """Choose the model one conversation's requests ask for (None: the deployment's default again).
@@ -361,9 +372,9 @@ class Scope:
         otherwise); a change forgets the Responses chain in the same transaction, so no response id
         of one model is continued with another, switching back included."""
         self.conversations.get(conversation_id)  # an unknown id is 404 before the provider is asked
-        choice = None if name is None else self.hearth.models.check(name)
+        choice = None if name is None else self._hearth.models.check(name)
         model = choice.model if choice else None
-        with self.store.write() as conn:
+        with self._store.write() as conn:
             conversation = self.conversations.get(conversation_id)
             if conversation.model != model:
                 conn.execute("UPDATE conversations SET model = ? WHERE id = ? AND user_id = ?",
@@ -380,7 +391,7 @@ class Scope:
     def request_size(self, conversation_id: int) -> dict[str, Any] | None:
         """The last request-size details of a conversation (R2): numbers only."""
         self.conversations.get(conversation_id)
-        row = self.store.connection().execute(
+        row = self._store.connection().execute(
             "SELECT payload FROM events WHERE conversation_id = ? AND kind = 'context.request_size'"
             " ORDER BY created_at DESC, id DESC LIMIT 1", (conversation_id,),
         ).fetchone()
@@ -390,7 +401,7 @@ class Scope:
         """The chat header's compact estimate: visible current-thread messages only (R4)."""
         self.conversations.get(conversation_id)
         # Counted in SQL, so a long thread's header costs one aggregate, not a read of every message.
-        count, chars = self.store.connection().execute(
+        count, chars = self._store.connection().execute(
             "SELECT count(*), coalesce(sum(length(content)), 0) FROM messages WHERE conversation_id = ?"
             " AND user_id = ? AND kind IN ('chat', 'handoff_artifact')", (conversation_id, self.user_id)).fetchone()
         return {"messages": count, "tokens": estimate_tokens(chars)}
@@ -403,18 +414,18 @@ class Scope:
         only with ``include_shielded``. Logged like every search (A3)."""
         from hearth.prompt.layers.archive_recall import owner_search
 
-        return owner_search(self, query, include_shielded=include_shielded, archive=archive, messages=messages,
+        return owner_search(self._context, query, include_shielded=include_shielded, archive=archive, messages=messages,
                             date_from=date_from, date_to=date_to, collections=collections, limit=limit,
                             embed=embed)
 
     def search_log(self, *, limit: int = 50, before_id: int | None = None,
                    origin: str | None = None) -> list[searchlog.LogEntry]:
         """This user's searches, newest first; page with ``before_id``."""
-        return searchlog.entries(self.store.connection(), self.user_id, limit=limit, before_id=before_id,
+        return searchlog.entries(self._store.connection(), self.user_id, limit=limit, before_id=before_id,
                                  origin=origin)
 
     def search_log_entry(self, entry_id: int) -> searchlog.LogEntry:
-        return searchlog.entry(self.store.connection(), self.user_id, entry_id)
+        return searchlog.entry(self._store.connection(), self.user_id, entry_id)
 
     # -- new conversations: two ways, named for what they carry ------------------------------------
     # ``conversations.create(persona_id)`` makes a bare conversation. ``new_chat()`` is the New Chat
@@ -426,18 +437,18 @@ class Scope:
         default persona when none is given, no handoff with ``continue_=False``."""
         from hearth.continuity.branch import new_chat
 
-        return new_chat(self, persona_id, title=title, folder_id=folder_id, channel=channel, continue_=continue_)
+        return new_chat(self._context, persona_id, title=title, folder_id=folder_id, channel=channel, continue_=continue_)
 
     def branch(self, source_conversation_id: int, retry_key: str, title: str | None = None, *,
                channel: str = "web"):
         """Branch / Fresh Chat from a chosen conversation, idempotent per retry key (H7, H8)."""
         from hearth.continuity.branch import branch
 
-        return branch(self, source_conversation_id, retry_key, title, channel=channel)
+        return branch(self._context, source_conversation_id, retry_key, title, channel=channel)
 
     def continue_document(self, document_id: int, retry_key: str, *, persona_id: int | None = None,
                           channel: str = "web"):
         """Continue an imported archive conversation in a new chat, idempotent per retry key (A5, H8)."""
         from hearth.continuity.branch import continue_document
 
-        return continue_document(self, document_id, retry_key, persona_id=persona_id, channel=channel)
+        return continue_document(self._context, document_id, retry_key, persona_id=persona_id, channel=channel)

@@ -2,20 +2,22 @@
 the model's tools, the hooks that run after a reply is saved, and the background job kinds with
 their handlers.
 
-``engine.Scope`` asks ``wire(scope)`` for its parts and ``Hearth.job_handlers()`` hands the worker
-this module's table, so the job queue knows no layer and no layer knows this module.
+``scope.Scope`` asks ``wire(context, ...)`` for its parts and ``Hearth.job_handlers()`` hands the
+worker this module's table, so the job queue knows no layer and no layer knows this module: what
+a layer, tool or hook needs arrives as the user's ``records.context.Context``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from hearth.continuity.timeline import capsules, checkpoints, spans
 from hearth.errors import InvalidInput
 from hearth.memory import review
 from hearth.ops.jobs import Handler, chat_messages_after, cursor, enqueue
-from hearth.outreach import activations
+from hearth.outreach import activations, runs
+from hearth.outreach.activations import Activations
 from hearth.outreach.channels import inbound, mail, outbound
 from hearth.prompt.dynamic import Layer
 from hearth.prompt.layers import archive_recall, fragments, household, live_context, summary
@@ -24,17 +26,15 @@ from hearth.prompt.layers.keyword_recall import KeywordRecall
 from hearth.prompt.layers.settings import LayerSettings
 from hearth.prompt.layers.thread_recall import ThreadRecall
 from hearth.records import forget
+from hearth.records.context import AfterReply, Context
 from hearth.store import Connection
 from hearth.thread import titles
 from hearth.thread.tools import Tool
 
 if TYPE_CHECKING:
+    from hearth.memory.memories import Memories
     from hearth.records.conversations import Conversation
     from hearth.records.ledger import Message
-    from hearth.scope import Scope
-
-# Called after a reply is saved, inside its transaction: (conn, conversation, user msg, reply).
-AfterReply = Callable[[Connection, "Conversation", "Message", "Message"], None]
 
 _registered: dict[str, Handler] = {}
 
@@ -51,7 +51,7 @@ def job_handlers() -> dict[str, Handler]:
     return {
         forget.COMPACT_JOB: forget.compact_job,
         activations.TICK_JOB: activations.tick_job,
-        activations.RUN_JOB: activations.run_job,
+        activations.RUN_JOB: runs.run_job,
         inbound.REPLY_JOB: outbound.reply_job,
         mail.POLL_JOB: mail.poll_job,
         archive_recall.EMBED_JOB: archive_recall.embed_job,
@@ -69,15 +69,15 @@ def job_handlers() -> dict[str, Handler]:
 class MemoryLayers:
     """The thread-local and durable memory layers of one user's scope (``scope.layers``)."""
 
-    def __init__(self, scope: Scope):
-        store, user_id = scope.store, scope.user_id
+    def __init__(self, ctx: Context, memories: Memories, activations: Activations):
+        store, user_id = ctx.store, ctx.user_id
         self.user_id = user_id
         self.settings = LayerSettings(store, user_id)
-        self.household = household.Household(store, user_id, scope.conversations)
-        self.live_context = live_context.LiveContext(store, user_id, scope.conversations)
-        self.summaries = summary.Summaries(store, user_id, scope.conversations)
+        self.household = household.Household(store, user_id, ctx.conversations)
+        self.live_context = live_context.LiveContext(store, user_id, ctx.conversations)
+        self.summaries = summary.Summaries(store, user_id, ctx.conversations)
         self.fragments = fragments.Fragments(store, user_id)
-        self.review = review.ReviewQueue(scope)
+        self.review = review.ReviewQueue(ctx, self, memories, activations)
 
 
 def schedule_due(conn: Connection, user_id: int, conversation_id: int, settings: LayerSettings) -> list[str]:
@@ -111,16 +111,16 @@ class Wiring:
     after_reply: list[AfterReply]
 
 
-def wire(scope: Scope) -> Wiring:
+def wire(ctx: Context, *, memories: Memories, activations: Activations) -> Wiring:
     """Build one user's layers, tools and hooks. Nothing loads a model here: the embedder is a
     factory called on first use."""
-    store, user_id = scope.store, scope.user_id
-    layers = MemoryLayers(scope)
+    store, user_id = ctx.store, ctx.user_id
+    layers = MemoryLayers(ctx, memories, activations)
 
     def embedder() -> Any:
         from hearth.retrieval.semantic import shared_embedder
 
-        return shared_embedder(scope.hearth)
+        return shared_embedder(ctx)
 
     fragment_layer = fragments.FragmentLayer(store)
 
@@ -134,8 +134,7 @@ def wire(scope: Scope) -> Wiring:
 
     def queue_embedding(conn: Connection, conversation: Conversation, user_message: Message,
                         reply: Message) -> None:
-        enqueue(conn, user_id, archive_recall.EMBED_JOB, {"limit": archive_recall.EMBED_JOB_SLICE},
-                dedupe_key="embed")
+        ctx.enqueue(conn, archive_recall.EMBED_JOB, {"limit": archive_recall.EMBED_JOB_SLICE}, dedupe_key="embed")
 
     dynamic: list[Layer] = [
         PinnedCharacters(),
@@ -152,7 +151,7 @@ def wire(scope: Scope) -> Wiring:
         from hearth.providers import choose_provider_name  # W4: a model-written title only with a model
 
         titles.after_reply(conn, conversation, user_message, reply,
-                           model_titles=choose_provider_name(scope.hearth.settings) != "offline")
+                           model_titles=choose_provider_name(ctx.settings) != "offline")
 
-    return Wiring(layers, dynamic, archive_recall.RecallTools(scope, embedder).tools(),
+    return Wiring(layers, dynamic, archive_recall.RecallTools(ctx, embedder).tools(),
                   [title, after_reply, queue_embedding])

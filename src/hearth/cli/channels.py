@@ -76,4 +76,4 @@ def call(obj: Context, contact_id: int) -> None:
     """Ring a phone contact; the answered call is a voice session in the same thread."""
     from hearth.outreach.voice import call as place_call
 
-    console.print(f"Calling; Twilio call {place_call(obj.scope(), contact_id)}.", markup=False)
+    console.print(f"Calling; Twilio call {place_call(obj.hearth.context(obj.scope().user_id), contact_id)}.", markup=False)

@@ -25,7 +25,7 @@ def threads_model(obj: Context, conversation_id: int, name: str | None, use_defa
         raise InvalidInput("give a model NAME or --default, not both")
     if name is None and not use_default:
         conversation = scope.conversations.get(conversation_id)
-        offered = scope.hearth.models.get(refresh=refresh)
+        offered = obj.hearth.models.get(refresh=refresh)
         console.print(f"Conversation {conversation_id} uses {conversation.model or offered.default}"
                       f"{'' if conversation.model else ' (the default)'}.", markup=False)
         if not offered.listed:
@@ -33,9 +33,9 @@ def threads_model(obj: Context, conversation_id: int, name: str | None, use_defa
         console.print(f"Offered by {offered.provider}: {', '.join(offered.models)}", markup=False)
         return
     if refresh:
-        scope.hearth.models.get(refresh=True)
+        obj.hearth.models.get(refresh=True)
     conversation, choice = scope.set_model(conversation_id, None if use_default else name)
-    what = conversation.model or f"the default model ({scope.hearth.provider.model})"
+    what = conversation.model or f"the default model ({obj.hearth.provider.model})"
     console.print(f"Conversation {conversation_id} now uses {what}.", markup=False)
     if choice is not None and choice.note:
         err_console.print(choice.note, markup=False)
@@ -49,13 +49,11 @@ def threads_model(obj: Context, conversation_id: int, name: str | None, use_defa
 def threads_instructions(obj: Context, conversation_id: int, text: str | None, clear: bool) -> None:
     """Set a conversation's own custom instructions (TEXT, or --clear); without either, show them.
     The stored prompt is rebuilt at once."""
-    from hearth.prompt.presets import conversation_instructions
-
     scope = obj.scope()
     if text is not None and clear:
         raise InvalidInput("give TEXT or --clear, not both")
     if text is None and not clear:
-        current = conversation_instructions(scope, conversation_id)
+        current = scope.presets.conversation_instructions(conversation_id)
         click.echo(current if current is not None else "(the persona's instructions)")
         return
     changed = scope.set_custom_instructions(conversation_id, None if clear else text)

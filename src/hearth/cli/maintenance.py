@@ -102,7 +102,7 @@ def cleanup_preview(obj: Context) -> None:
     """Counts and dates only, and the scope token deletion needs."""
     from hearth.ops import cleanup as cleanup_mod
 
-    _json(cleanup_mod.preview(obj.scope()).to_dict())
+    _json(cleanup_mod.preview(obj.hearth.context(obj.scope().user_id)).to_dict())
 
 
 @cleanup.command("delete")
@@ -113,7 +113,7 @@ def cleanup_preview(obj: Context) -> None:
 def cleanup_delete(obj: Context, token: str, backup_verified: bool, phrase: str) -> None:
     from hearth.ops import cleanup as cleanup_mod
 
-    receipt = cleanup_mod.delete(obj.scope(), token=token, backup_verified=backup_verified, phrase=phrase)
+    receipt = cleanup_mod.delete(obj.hearth.context(obj.scope().user_id), token=token, backup_verified=backup_verified, phrase=phrase)
     console.print(f"Removed {receipt.removed} record(s).", markup=False)
 
 

@@ -90,7 +90,7 @@ def reindex_cmd(obj: Context, all_users: bool) -> None:
             rate = f"{done / elapsed:,.0f}/s" if done and elapsed > 0 else ""
             bar.update(task, completed=done, total=total, rate=rate)
 
-        report = embed_pending(scope.store, embedder, user_id=None if all_users else scope.user_id,
+        report = embed_pending(obj.hearth.store, embedder, user_id=None if all_users else scope.user_id,
                                progress=progress)
     INDEXES.clear()
     seconds = time.monotonic() - started

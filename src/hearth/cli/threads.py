@@ -84,7 +84,7 @@ def persona_edit(obj: Context, name: str, legacy_labels: tuple[str, ...], no_leg
     mime = checked_image(image) if image is not None else None  # refused before anything changes
     if not changes and image is None:
         raise InvalidInput("nothing to change: give at least one option (see --help)")
-    with scope.store.write():
+    with obj.hearth.store.write():
         rebuilt = scope.update_persona(persona_.id, **changes)[1] if changes else 0
         if image is not None and mime is not None:
             scope.personas.set_avatar(persona_.id, image, mime)
@@ -197,7 +197,7 @@ def conversations_unpin(obj: Context, conversation_id: int) -> None:
 def conversations_tag(obj: Context, conversation_id: int, tags: tuple[str, ...], remove: bool) -> None:
     """Add tags to a conversation (or remove them with --remove)."""
     scope = obj.scope()
-    with scope.store.write():  # all or nothing: a bad tag changes none
+    with obj.hearth.store.write():  # all or nothing: a bad tag changes none
         current = scope.conversations.get(conversation_id).tags
         if remove:
             from hearth.thread.search import check_tag

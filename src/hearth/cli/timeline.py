@@ -65,7 +65,7 @@ def compact_cmd(obj: Context, conversation_id: int) -> None:
 def resume_cmd(obj: Context, as_json: bool) -> None:
     """Where Hearth picks up (E4): the latest open conversation, its capsule and open span."""
     scope = obj.scope()
-    resumed = scope.hearth.resume(scope.user_id)
+    resumed = obj.hearth.resume(scope.user_id)
     if as_json:
         _json(resumed.to_dict())
         return

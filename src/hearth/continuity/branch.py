@@ -38,11 +38,12 @@ from hearth.continuity.handoff import (
 from hearth.errors import Conflict, ConstraintError, InvalidInput, StoreError
 from hearth.records import ledger
 from hearth.records.conversations import ELIGIBLE_SQL, MAX_TITLE, Conversation
+from hearth.retrieval.archive import Archive
 from hearth.store import Connection, Row, utcnow
 from hearth.thread.character import GREETING_CHANNELS, open_with_greeting
 
 if TYPE_CHECKING:
-    from hearth.scope import Scope
+    from hearth.records.context import Context
     from hearth.settings import Settings
 
 MAX_RETRY_KEY = 200
@@ -254,7 +255,7 @@ class NewChat:
                 "handoff": dict(self.handoff)}
 
 
-def new_chat(scope: "Scope", persona_id: int | None = None, *, title: str = "", folder_id: int | None = None,
+def new_chat(ctx: "Context", persona_id: int | None = None, *, title: str = "", folder_id: int | None = None,
              channel: str = "web", continue_: bool = True) -> NewChat:
     """Create a conversation, carrying the final eight of the most recent eligible one (H6).
 
@@ -266,24 +267,24 @@ def new_chat(scope: "Scope", persona_id: int | None = None, *, title: str = "", 
     On the web and the CLI a persona from a character card greets: the card's first message opens
     the thread, with or without a handoff, as SillyTavern opens every new chat (X3, ``character``).
     """
-    persona = scope.personas.get(persona_id) if persona_id else scope.personas.default()
+    persona = ctx.personas.get(persona_id) if persona_id else ctx.personas.default()
     ledger.check_channel(channel)
     try:
-        with scope.store.write() as conn:
+        with ctx.store.write() as conn:
             source_id = None
             handoff = None
             if continue_ and persona.auto_continuity:
-                source_id = most_recent_eligible(conn, scope.user_id, persona.id)
+                source_id = most_recent_eligible(conn, ctx.user_id, persona.id)
                 if source_id is not None:
-                    handoff = capture(conn, scope.user_id, source_id, scope.hearth.settings)
-            conversation = scope.conversations.create(persona.id, title=title, folder_id=folder_id, channel=channel)
+                    handoff = capture(conn, ctx.user_id, source_id, ctx.settings)
+            conversation = ctx.conversations.create(persona.id, title=title, folder_id=folder_id, channel=channel)
             if channel in GREETING_CHANNELS:
-                open_with_greeting(conn, scope.user_id, persona, conversation.id, channel)
+                open_with_greeting(conn, ctx.user_id, persona, conversation.id, channel)
             if source_id is None or handoff is None or handoff.is_empty:
                 return NewChat(conversation)
-            _store_handoff(conn, scope.user_id, conversation.id, source_id, handoff)
+            _store_handoff(conn, ctx.user_id, conversation.id, source_id, handoff)
             diagnostics = handoff.diagnostics()
-            ledger.append(conn, user_id=scope.user_id, conversation_id=conversation.id,
+            ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation.id,
                           kind="continuity.captured", channel=channel,
                           payload={"source_conversation_id": source_id, **diagnostics})
             return NewChat(conversation, source_id, diagnostics)
@@ -326,11 +327,11 @@ def _branch_title(source_title: str) -> str:
     return base[: MAX_TITLE - len(suffix)] + suffix
 
 
-def _existing(scope: "Scope", conn: Connection, retry_key: str, source_id: int | None,
+def _existing(ctx: "Context", conn: Connection, retry_key: str, source_id: int | None,
               document_id: int | None = None) -> BranchResult | None:
     row = conn.execute(
         "SELECT destination_conversation_id, source_conversation_id, source_document_id FROM branch_requests"
-        " WHERE user_id = ? AND retry_key = ?", (scope.user_id, retry_key),
+        " WHERE user_id = ? AND retry_key = ?", (ctx.user_id, retry_key),
     ).fetchone()
     if row is None:
         return None
@@ -342,11 +343,11 @@ def _existing(scope: "Scope", conn: Connection, retry_key: str, source_id: int |
         "SELECT id FROM messages WHERE conversation_id = ? AND kind = 'handoff_artifact' ORDER BY id LIMIT 1",
         (destination,),
     ).fetchone()
-    return BranchResult(scope.conversations.get(destination), artifact[0] if artifact else None,
+    return BranchResult(ctx.conversations.get(destination), artifact[0] if artifact else None,
                         row["source_conversation_id"], created=False, source_document_id=row["source_document_id"])
 
 
-def branch(scope: "Scope", source_conversation_id: int, retry_key: str, title: str | None = None,
+def branch(ctx: "Context", source_conversation_id: int, retry_key: str, title: str | None = None,
            *, channel: str = "web") -> BranchResult:
     """Create a Branch / Fresh Chat from a chosen source conversation (H7, H8).
 
@@ -362,22 +363,22 @@ def branch(scope: "Scope", source_conversation_id: int, retry_key: str, title: s
     retry_key = check_retry_key(retry_key)
     ledger.check_channel(channel)
     try:
-        with scope.store.write() as conn:
-            done = _existing(scope, conn, retry_key, source_conversation_id)
+        with ctx.store.write() as conn:
+            done = _existing(ctx, conn, retry_key, source_conversation_id)
             if done is not None:
                 return done
-            source = scope.conversations.get(source_conversation_id)
-            handoff = capture(conn, scope.user_id, source.id, scope.hearth.settings)
+            source = ctx.conversations.get(source_conversation_id)
+            handoff = capture(conn, ctx.user_id, source.id, ctx.settings)
             if handoff.is_empty:
                 raise Conflict("the source conversation has no messages to branch from")
-            return _open_branch(scope, conn, handoff, source.persona_id,
+            return _open_branch(ctx, conn, handoff, source.persona_id,
                                 _branch_title(source.title) if title is None else title, source.title, channel,
                                 retry_key, source_conversation_id=source.id)
     except ConstraintError as exc:
         raise StoreError(f"the branch could not be created: {exc}") from exc
 
 
-def _open_branch(scope: "Scope", conn: Connection, handoff: Handoff, persona_id: int, title: str,
+def _open_branch(ctx: "Context", conn: Connection, handoff: Handoff, persona_id: int, title: str,
                  source_title: str, channel: str, retry_key: str, *, source_conversation_id: int | None = None,
                  source_document_id: int | None = None) -> BranchResult:
     """In the caller's transaction: the destination chat, its visible handoff bubble, its handoff
@@ -386,21 +387,21 @@ def _open_branch(scope: "Scope", conn: Connection, handoff: Handoff, persona_id:
     source = ({"source_conversation_id": source_conversation_id} if source_document_id is None
               else {"source_document_id": source_document_id})
     [(column, source_id)] = source.items()
-    destination = scope.conversations.create(persona_id, title=title, channel=channel)
+    destination = ctx.conversations.create(persona_id, title=title, channel=channel)
     diagnostics = handoff.diagnostics()
     artifact_id = ledger.append_message(
-        conn, user_id=scope.user_id, conversation_id=destination.id, role="assistant",
+        conn, user_id=ctx.user_id, conversation_id=destination.id, role="assistant",
         content=handoff.visible_text(source_title), kind="handoff_artifact", channel=channel,
         metadata={"artifact": "branch_handoff", **source, "source_message_ids": list(handoff.source_message_ids)},
     )
-    _store_handoff(conn, scope.user_id, destination.id, source_conversation_id, handoff,
+    _store_handoff(conn, ctx.user_id, destination.id, source_conversation_id, handoff,
                    document_id=source_document_id)
     conn.execute(  # the column is one of two fixed names, never input
         f"INSERT INTO branch_requests (user_id, retry_key, {column}, destination_conversation_id, created_at)"
-        " VALUES (?, ?, ?, ?, ?)", (scope.user_id, retry_key, source_id, destination.id, utcnow()))
-    ledger.append(conn, user_id=scope.user_id, conversation_id=destination.id, kind="conversation.branched",
+        " VALUES (?, ?, ?, ?, ?)", (ctx.user_id, retry_key, source_id, destination.id, utcnow()))
+    ledger.append(conn, user_id=ctx.user_id, conversation_id=destination.id, kind="conversation.branched",
                   channel=channel, payload={**source, **diagnostics})
-    return BranchResult(scope.conversations.get(destination.id), artifact_id, source_conversation_id,
+    return BranchResult(ctx.conversations.get(destination.id), artifact_id, source_conversation_id,
                         created=True, handoff=diagnostics, source_document_id=source_document_id)
 
 
@@ -411,20 +412,20 @@ def _continued_title(title: str) -> str:
     return (title.strip() or "Imported conversation")[: MAX_TITLE - len(suffix)] + suffix
 
 
-def _continuing_persona(scope: "Scope", document: Any, persona_id: int | None) -> Any:
+def _continuing_persona(ctx: "Context", document: Any, persona_id: int | None) -> Any:
     """The persona asked for; else the one whose labels the import gave the turns, while it is
     there and not archived; else the default."""
     if persona_id is not None:
-        return scope.personas.get(persona_id)
+        return ctx.personas.get(persona_id)
     chosen = document.metadata.get("persona_id")
     if isinstance(chosen, int) and not isinstance(chosen, bool):
-        for persona in scope.personas.list():
+        for persona in ctx.personas.list():
             if persona.id == chosen:
                 return persona
-    return scope.personas.default()
+    return ctx.personas.default()
 
 
-def continue_document(scope: "Scope", document_id: int, retry_key: str, *, persona_id: int | None = None,
+def continue_document(ctx: "Context", document_id: int, retry_key: str, *, persona_id: int | None = None,
                       channel: str = "web") -> BranchResult:
     """Continue an imported conversation (an archive document, read only) in a new chat.
 
@@ -437,23 +438,23 @@ def continue_document(scope: "Scope", document_id: int, retry_key: str, *, perso
     retry_key = check_retry_key(retry_key)
     ledger.check_channel(channel)
     try:
-        with scope.store.write() as conn:
-            document = scope.archive.get(document_id)
-            done = _existing(scope, conn, retry_key, None, document.id)
+        with ctx.store.write() as conn:
+            document = Archive(ctx.store, ctx.user_id).get(document_id)
+            done = _existing(ctx, conn, retry_key, None, document.id)
             if done is not None:
                 return done
             if not conn.execute("SELECT 1 FROM archive_turns WHERE document_id = ? LIMIT 1",
                                 (document.id,)).fetchone():
                 raise Conflict("this document was imported before Hearth kept each turn; import the export "
                                "again to open and continue it as a thread")
-            persona = _continuing_persona(scope, document, persona_id)
-            user_label, assistant_label = _persona_labels(conn, scope.user_id, persona.id)
-            handoff = render_handoff(document_final_eight(conn, scope.user_id, document.id), user_label=user_label,
+            persona = _continuing_persona(ctx, document, persona_id)
+            user_label, assistant_label = _persona_labels(conn, ctx.user_id, persona.id)
+            handoff = render_handoff(document_final_eight(conn, ctx.user_id, document.id), user_label=user_label,
                                      assistant_label=assistant_label,
-                                     limits=limits_from_settings(scope.hearth.settings), source_title=document.title)
+                                     limits=limits_from_settings(ctx.settings), source_title=document.title)
             if handoff.is_empty:
                 raise Conflict("the document has no turns of yours or the companion's to continue from")
-            return _open_branch(scope, conn, handoff, persona.id, _continued_title(document.title), document.title,
+            return _open_branch(ctx, conn, handoff, persona.id, _continued_title(document.title), document.title,
                                 channel, retry_key, source_document_id=document.id)
     except ConstraintError as exc:
         raise StoreError(f"the continuation could not be created: {exc}") from exc

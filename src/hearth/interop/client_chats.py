@@ -27,16 +27,18 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Iterator
 
+from hearth.continuity.branch import new_chat
 from hearth.errors import InvalidInput, NotFound
+from hearth.prompt.presets import set_custom_instructions
 from hearth.records.conversations import Conversation
 from hearth.records.personas import Persona
 from hearth.store import utcnow
 from hearth.thread.character import add_greeting
-from hearth.thread.send import SendEvent
+from hearth.thread.send import SendEvent, SendPath
 from hearth.validation import check_text
 
 if TYPE_CHECKING:
-    from hearth.scope import Scope
+    from hearth.records.context import Context
 
 # Header names a client may use to name its chat, in order of preference (lower case).
 PIN_HEADERS = ("x-hearth-conversation", "x-conversation-id", "x-openwebui-chat-id")
@@ -86,18 +88,18 @@ def _epoch(stamp: str) -> int:
 class ClientChats:
     """One user's client chats; reached as ``scope.clients``."""
 
-    def __init__(self, scope: "Scope"):
-        self.scope = scope
-        self.store = scope.store
-        self.user_id = scope.user_id
+    def __init__(self, ctx: "Context"):
+        self._ctx = ctx
+        self.store = ctx.store
+        self.user_id = ctx.user_id
 
     # -- models ------------------------------------------------------------------------------------
     def models(self, *, provider_models: bool = False) -> list[ClientModel]:
         """Each persona is a model named by its persona name; with ``provider_models`` (an owner
         setting) the configured provider's model is listed too."""
-        out = [ClientModel(p.name, "hearth", _epoch(p.created_at)) for p in self.scope.personas.list()]
+        out = [ClientModel(p.name, "hearth", _epoch(p.created_at)) for p in self._ctx.personas.list()]
         if provider_models:
-            provider = self.scope.hearth.provider
+            provider = self._ctx.provider
             if provider.model not in {m.id for m in out}:
                 out.append(ClientModel(provider.model, provider.name, 0))
         return out
@@ -107,10 +109,10 @@ class ClientChats:
         if not isinstance(model, str) or not model:
             raise InvalidInput("model must name a persona")
         try:
-            return self.scope.personas.by_name(model)
+            return self._ctx.personas.by_name(model)
         except NotFound:
-            if provider_models and model == self.scope.hearth.provider.model:
-                return self.scope.personas.default()
+            if provider_models and model == self._ctx.provider.model:
+                return self._ctx.personas.default()
             raise unknown_model(model) from None
 
     # -- pinning -----------------------------------------------------------------------------------
@@ -146,7 +148,7 @@ class ClientChats:
                     found = live[0]  # the opening turn asked again: a regenerate
             if found is None:
                 title = " ".join(chat[first_user].text.split())[:TITLE_CHARS]
-                found = self.scope.new_chat(persona.id, title=title, channel="api").conversation
+                found = new_chat(self._ctx, persona.id, title=title, channel="api").conversation
                 # The client's own greeting (its character's first message, shown before the
                 # person wrote) is the companion's first turn here too; saved once, with the pin.
                 for greeting in chat[:first_user]:
@@ -160,7 +162,7 @@ class ClientChats:
 
     def _open(self, conversation_id: int) -> Conversation | None:
         try:
-            conversation = self.scope.conversations.get(conversation_id)
+            conversation = self._ctx.conversations.get(conversation_id)
         except NotFound:
             return None
         # An ended or trashed conversation takes no new turns: the client chat moves to a new one.
@@ -202,7 +204,7 @@ class ClientChats:
         """Pin the chat, keep its system prompt, and run the send path for its last user message.
 
         Everything up to the saved user message is one transaction, run before this returns: bad
-        input raises here and changes nothing. The events then stream as from ``Scope.send_stream``.
+        input raises here and changes nothing. The events then stream as from a chat's send.
         """
         for m in messages:
             if m.role not in ROLES:
@@ -220,16 +222,17 @@ class ClientChats:
         text = chat[-1].text
         if not text.strip():
             raise InvalidInput("the last user message is empty")
-        if len(text) > self.scope.hearth.settings.max_message_chars:
-            raise InvalidInput(f"message is longer than {self.scope.hearth.settings.max_message_chars} characters")
+        max_chars = self._ctx.settings.max_message_chars
+        if len(text) > max_chars:
+            raise InvalidInput(f"message is longer than {max_chars} characters")
         with self.store.write():
             pinned = self.pin(persona, messages, chat_id)
-            self.scope.set_custom_instructions(pinned.conversation.id, instructions)
+            set_custom_instructions(self._ctx, pinned.conversation.id, instructions)
             conversation_id = pinned.conversation.id
             if pinned.regenerate:
-                events = self.scope.regenerate_stream(conversation_id, channel="api")
+                events = SendPath(self._ctx).stream(conversation_id, "", channel="api", regenerate=True)
             else:
-                events = self.scope.send_stream(conversation_id, text, channel="api")
+                events = SendPath(self._ctx).stream(conversation_id, text, channel="api")
             first = next(events)  # the durable save, inside this transaction
         return pinned, chain([first], events)
 

@@ -1,6 +1,6 @@
 """Imports and exports for one user (X3, X4, A5, S8): the front door the CLI and server use.
 
-``Imports(scope).file(data, name)`` detects the format (or takes ``fmt``), parses the whole file
+``scope.imports.file(data, name)`` detects the format (or takes ``fmt``), parses the whole file
 before writing anything, and writes it in ONE transaction, so a file is imported whole or not at
 all. Every import is idempotent: what a file created is recorded in ``import_sources`` (cards,
 chats) or carried by the rows themselves (fragment ``import_key``, archive content hashes), and a
@@ -26,9 +26,9 @@ from hearth.store import utcnow
 from hearth.validation import load_json
 
 if TYPE_CHECKING:
-    from hearth.prompt.layers.fragments import Fragment
+    from hearth.prompt.layers.fragments import Fragment, Fragments
+    from hearth.records.context import Context
     from hearth.records.personas import Persona
-    from hearth.scope import Scope
 
 Progress = Callable[[int, int], None]
 FORMATS = ("auto", "card", "lorebook", "st-chat", "chatgpt", "claude", "labelled", "hearth")
@@ -131,10 +131,12 @@ def _card_values(card: Any) -> dict[str, Any]:
 
 
 class Imports:
-    def __init__(self, scope: "Scope"):
-        self.scope = scope
-        self.store = scope.store
-        self.user_id = scope.user_id
+    def __init__(self, ctx: "Context", fragments: "Fragments", update_persona: Callable[..., Any]):
+        self._ctx = ctx
+        self._fragments = fragments
+        self._update_persona = update_persona  # a settings save that rebuilds the persona's prompts (P5)
+        self.store = ctx.store
+        self.user_id = ctx.user_id
 
     # -- the front door ---------------------------------------------------------------------------
     def file(self, data: bytes, name: str = "upload", *, fmt: str = "auto", persona: "Persona | None" = None,
@@ -200,7 +202,7 @@ class Imports:
         book = parse_character_book(card.book, card.name) if card.book else None
         key = card_identity.content_hash(card)
         report = FileReport(name, "card")
-        personas = self.scope.personas
+        personas = self._ctx.personas
         with self.store.write() as conn:
             own = personas.by_uuid(mark.uuid) if mark else None
             if own is not None and on_match != "new":
@@ -235,7 +237,7 @@ class Imports:
         return report
 
     def _card_fragment(self, persona_id: int, book_name: str, entry: Any) -> "Fragment":
-        return self.scope.layers.fragments.add(entry.keys, entry.content, book_name, enabled=entry.enabled,
+        return self._fragments.add(entry.keys, entry.content, book_name, enabled=entry.enabled,
                                                controls=entry.controls, import_key=f"card:{persona_id}:{entry.uid}")
 
     def _card_again(self, report: FileReport, own: "Persona", card: Any, book: Any, key: str, mark: Any,
@@ -259,12 +261,12 @@ class Imports:
                              "choose to update it or to import the card as a new persona")
             return report
         if not same_text:
-            self.scope.update_persona(own.id, display_name=card.name, **_card_values(card))
+            self._update_persona(own.id, display_name=card.name, **_card_values(card))
             report.add("personas_updated")
         if new_picture:
-            self.scope.personas.set_avatar(own.id, card.avatar, "image/png")
+            self._ctx.personas.set_avatar(own.id, card.avatar, "image/png")
             report.add("avatars_updated")
-        fragments = self.scope.layers.fragments
+        fragments = self._fragments
         current = {f.import_key: f for f in self._card_fragments(own.id)}
         shelf = self._character_book(own.id, book.name, card.name) if book and book.entries else ""
         for entry in book.entries if book else ():
@@ -304,7 +306,7 @@ class Imports:
         from hearth.interop.importers import card_identity, cards
         from hearth.interop.importers.lorebook import character_book
 
-        persona = self.scope.personas.get(persona_id)
+        persona = self._ctx.personas.get(persona_id)
         fields = dict(persona.card)
         if isinstance(fields.get("extensions"), dict):
             fields["extensions"] = {k: v for k, v in fields["extensions"].items() if k != card_identity.KEY}
@@ -324,17 +326,17 @@ class Imports:
         return payload
 
     def _avatar(self, persona_id: int) -> bytes | None:
-        found = self.scope.personas.avatar(persona_id)
+        found = self._ctx.personas.avatar(persona_id)
         return found[0] if found else None
 
     def _card_fragments(self, persona_id: int) -> list["Fragment"]:
         prefix = f"card:{persona_id}:"
-        return [f for f in self.scope.layers.fragments.list() if (f.import_key or "").startswith(prefix)]
+        return [f for f in self._fragments.list() if (f.import_key or "").startswith(prefix)]
 
     def _character_book(self, persona_id: int, wanted: str, character: str) -> str:
         """The category a card's own book takes: the book its earlier entries are in, else a new
         book scoped to the persona (``layers.books``)."""
-        books = self.scope.layers.fragments.books
+        books = self._fragments.books
         own = set(books.of_character(persona_id))
         held = [f.category for f in self._card_fragments(persona_id) if f.category in own]
         return held[0] if held else books.for_character(wanted, persona_id, character)
@@ -343,8 +345,8 @@ class Imports:
         """What a card export writes back as its character book: the persona's own books, with
         fragments added to them by hand, and any its card brought in that were moved elsewhere."""
         prefix = f"card:{persona_id}:"
-        own = set(self.scope.layers.fragments.books.of_character(persona_id))
-        return [f for f in self.scope.layers.fragments.list()
+        own = set(self._fragments.books.of_character(persona_id))
+        return [f for f in self._fragments.list()
                 if f.category in own or (f.import_key or "").startswith(prefix)]
 
     # -- lorebooks (X3) -----------------------------------------------------------------------------
@@ -355,7 +357,7 @@ class Imports:
         book = parse_world_info(_json(data, name), stem)
         recorded = _take_scope(book.extra)
         report = FileReport(name, "lorebook")
-        fragments = self.scope.layers.fragments
+        fragments = self._fragments
         total = len(book.entries)
         if progress:
             progress(0, total)
@@ -402,7 +404,7 @@ class Imports:
         """Fragments as a SillyTavern World Info file: one book's (by category), or all of them."""
         from hearth.interop.importers.lorebook import world_info
 
-        fragments = self.scope.layers.fragments
+        fragments = self._fragments
         chosen = [f for f in fragments.list() if book is None or f.category == book]
         if book is not None and not chosen:
             raise NotFound(f"no fragments in lorebook {book!r}")
@@ -417,7 +419,7 @@ class Imports:
     # -- SillyTavern chats (X3) -------------------------------------------------------------------
     def _persona_for(self, character: str) -> "Persona":
         wanted = character.casefold()
-        for persona in self.scope.personas.list():
+        for persona in self._ctx.personas.list():
             if wanted in (persona.display_name.casefold(), persona.name.casefold(), _slug(character).casefold()):
                 return persona
         raise InvalidInput(f"no persona is called {character[:60]!r}: import its character card first, "
@@ -433,7 +435,7 @@ class Imports:
         key = digest(json.dumps([chat.character_name, [(m.role, m.text, m.created_at) for m in chat.messages]],
                                 ensure_ascii=False))
         report = FileReport(name, "st-chat")
-        conversations = self.scope.conversations
+        conversations = self._ctx.conversations
         total = len(chat.messages)
         if progress:
             progress(0, total)
@@ -474,7 +476,7 @@ class Imports:
         from hearth.memory.mining import Source
         from hearth.retrieval.archive import Archive
 
-        speaker = persona or self.scope.personas.default()
+        speaker = persona or self._ctx.personas.default()
         labels = {"user": speaker.user_label, "assistant": speaker.assistant_label}
         if zips.is_zip(data):
             data = zips.read_member(data, "conversations.json", name)
@@ -536,7 +538,7 @@ class Imports:
         """An import is a burst of activity (E1): its own span, opened and closed in the import's
         transaction, with no idle checkpoint (imported turns are history, not a conversation that
         went quiet; ``mine`` is how they reach memory extraction)."""
-        return spans.burst(conn, self.scope.hearth, self.user_id, persona_id, "import", reason="imported")
+        return spans.burst(conn, self._ctx, persona_id, "import", reason="imported")
 
     def _queue_embedding(self, conn: Any) -> None:
         """Embedding starts at once in the background, so search ranks the new text semantically."""
@@ -549,7 +551,7 @@ class Imports:
         from hearth.memory.helpers import helper_for
         from hearth.memory.mining import mine
 
-        mined = mine(self.scope, sources, helper_for(self.scope.hearth))
+        mined = mine(self._ctx, sources, helper_for(self._ctx))
         report.counts["proposals"] = mined.proposals
         if mined.failed:
             report.counts["mining_failed"] = mined.failed

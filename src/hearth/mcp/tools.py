@@ -93,7 +93,7 @@ def build(hearth: "Hearth", scope_for: ScopeFor) -> MCPServer:
                 collections: list[str] | None, limit: int) -> str:
         from hearth.prompt.layers.archive_recall import owner_search
 
-        outcome = owner_search(s, query, include_shielded=False, archive=archive, messages=not archive,
+        outcome = owner_search(hearth.context(s.user_id), query, include_shielded=False, archive=archive, messages=not archive,
                                date_from=date_from, date_to=date_to, collections=tuple(collections or ()),
                                limit=_limit(limit), origin="mcp:search_archive" if archive else "mcp:search_conversations")
         if not outcome.results:

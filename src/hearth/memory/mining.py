@@ -18,7 +18,7 @@ from hearth.memory.helpers.base import TurnText
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
-    from hearth.scope import Scope
+    from hearth.records.context import Context
 
 WINDOW_TURNS = 40  # the model reads a long conversation in windows of this many turns
 
@@ -41,9 +41,9 @@ class MiningReport:
     failed: int = 0  # windows the model answered unusably (left for a later run)
 
 
-def mine(scope: "Scope", sources: list[Source], helper: "Helper") -> MiningReport:
+def mine(ctx: "Context", sources: list[Source], helper: "Helper") -> MiningReport:
     report = MiningReport()
-    review = scope.layers.review
+    review = ctx.review()
     for source in sources:
         report.sources += 1
         when = (source.date or "")[:10] or "undated"

@@ -19,7 +19,7 @@ import builtins
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hearth.errors import Conflict, HearthError, InvalidInput, NotFound
 from hearth.memory import duplicates
@@ -32,8 +32,14 @@ from hearth.store import Connection, Row, inserted_id, utcnow
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
-    from hearth.memory.memories import Memory
-    from hearth.scope import Scope
+    from hearth.memory.memories import Memories, Memory
+    from hearth.outreach.activations import Activations
+    from hearth.prompt.layers.fragments import Fragments
+    from hearth.prompt.layers.household import Household
+    from hearth.prompt.layers.live_context import LiveContext
+    from hearth.prompt.layers.settings import LayerSettings
+    from hearth.prompt.layers.summary import Summaries
+    from hearth.records.context import Context
 
 JOB_KIND = "review.run"
 KINDS = ("fragment_add", "fragment_update", "status_change", "memory_add", CHECKIN_KIND)
@@ -143,11 +149,24 @@ def _check_payload(kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+class Layers(Protocol):
+    """The layers an approved proposal changes and a review reads (``wiring.MemoryLayers``)."""
+
+    settings: LayerSettings
+    household: Household
+    fragments: Fragments
+    live_context: LiveContext
+    summaries: Summaries
+
+
 class ReviewQueue:
-    def __init__(self, scope: "Scope"):
-        self.scope = scope
-        self.store = scope.store
-        self.user_id = scope.user_id
+    def __init__(self, ctx: "Context", layers: Layers, memories: "Memories", activations: "Activations"):
+        self._ctx = ctx
+        self._layers = layers
+        self._memories = memories
+        self._activations = activations
+        self.store = ctx.store
+        self.user_id = ctx.user_id
 
     # -- reading ---------------------------------------------------------------------------------
     def get(self, proposal_id: int) -> Proposal:
@@ -194,7 +213,7 @@ class ReviewQueue:
         if kind == "memory_add" and "conflict" not in payload and not payload.get("memory_id"):
             # B3: a suggested memory that repeats or contradicts one already kept waits with both
             # texts side by side, as merge / supersede / keep both; it is never applied unseen.
-            embedder = duplicate_embedder(self.scope)
+            embedder = duplicate_embedder(self._ctx)
             judgement = self._judge(str(payload["text"]), embedder)
             findings = duplicates.find(self.store.connection(), self.user_id, str(payload["text"]),
                                        embedder=embedder, judgement=judgement)
@@ -216,7 +235,7 @@ class ReviewQueue:
                 event["judge_fallback"] = fallback
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="review.proposed",
                           channel="inner", payload=event, span_id=span_id)
-            if self.scope.layers.settings.get(AUTO_SETTING[kind]) and "conflict" not in payload:
+            if self._layers.settings.get(AUTO_SETTING[kind]) and "conflict" not in payload:
                 # A suggestion that cannot be applied as it stands stays pending for the owner.
                 conn.execute("SAVEPOINT auto_approve")
                 try:
@@ -236,8 +255,8 @@ class ReviewQueue:
         with both texts, to merge, supersede or keep both (B3). One transaction."""
         if not isinstance(items, list) or not items:
             raise InvalidInput("a memory import needs a non-empty list")
-        memories = self.scope.memories
-        embedder = duplicate_embedder(self.scope)
+        memories = self._memories
+        embedder = duplicate_embedder(self._ctx)
         for i, item in enumerate(items):
             if not isinstance(item, dict) or not isinstance(item.get("text"), str):
                 raise InvalidInput(f"item {i}: memory text must not be empty")
@@ -277,14 +296,14 @@ class ReviewQueue:
     def prepare(self, texts: builtins.list[str]) -> None:
         """Embed what duplicate detection will compare ``texts`` with, before a caller opens the
         write transaction its proposals join (B3: the write lock is never held while a model runs)."""
-        duplicates.prepare(self.store.connection(), self.user_id, texts, duplicate_embedder(self.scope))
+        duplicates.prepare(self.store.connection(), self.user_id, texts, duplicate_embedder(self._ctx))
 
     def _judge(self, text: str, embedder: Any) -> duplicates.Judgement | None:
         """The model judge's verdicts on ``text`` against the same-subject memories (B3), or None
         when no provider is configured (the offline rules decide alone). Inside a caller's write
         transaction the model is not asked (it would hold the write lock): the offline verdict
         stands, recorded as ``in_transaction``."""
-        judge = contradiction_judge(self.scope)
+        judge = contradiction_judge(self._ctx)
         if judge is None:
             return None
         conn = self.store.connection()
@@ -334,7 +353,7 @@ class ReviewQueue:
         return self.get(proposal.id)
 
     def _apply(self, proposal: Proposal, payload: dict[str, Any], by: str) -> int:
-        layers = self.scope.layers
+        layers = self._layers
         fragment_fields = {k: payload[k] for k in ("all_of", "any_of", "none_of", "priority") if k in payload}
         if proposal.kind == "status_change":
             source = "auto" if by == "auto" else "approved"
@@ -351,7 +370,7 @@ class ReviewQueue:
             except NotFound:
                 raise Conflict("the fragment this proposal updates no longer exists; dismiss it") from None
         if proposal.kind == CHECKIN_KIND:
-            return self.scope.activations.add(
+            return self._activations.add(
                 int(payload["persona_id"]), "checkin", note=str(payload["note"]),
                 channel=str(payload.get("channel", "web")), first_at=parse_when(payload["at"])).id
         actor = "auto" if by == "auto" else "suggestion"
@@ -359,7 +378,7 @@ class ReviewQueue:
             # A proposed change to an existing memory: a correction (it was never true as written),
             # or with fact_changed a new version superseding the old one (B1).
             try:
-                memory, _rebuilt = self.scope.memories.edit(
+                memory, _rebuilt = self._memories.edit(
                     int(payload["memory_id"]), text=payload["text"], correction=not payload.get("fact_changed"),
                     actor=actor, proposal_id=proposal.id)
             except NotFound:
@@ -371,8 +390,8 @@ class ReviewQueue:
             return self._resolve(proposal, payload, conflict, resolution, actor)
         if resolution is not None and resolution not in duplicates.RESOLUTIONS:
             raise InvalidInput(f"resolution must be one of {', '.join(duplicates.RESOLUTIONS)}")
-        memory = self.scope.memories.add(payload["text"], payload.get("category", ""),
-                                         int(payload.get("importance", 0)), actor=actor, proposal_id=proposal.id)
+        memory = self._memories.add(payload["text"], payload.get("category", ""),
+                                    int(payload.get("importance", 0)), actor=actor, proposal_id=proposal.id)
         return memory.id
 
     def _resolve(self, proposal: Proposal, payload: dict[str, Any], conflict: dict[str, Any], resolution: Any,
@@ -381,7 +400,7 @@ class ReviewQueue:
         if resolution not in duplicates.RESOLUTIONS:
             raise InvalidInput("this suggestion repeats or contradicts a memory: choose a resolution, "
                                f"one of {', '.join(duplicates.RESOLUTIONS)}")
-        memories = self.scope.memories
+        memories = self._memories
         try:
             existing = memories.get(int(conflict["memory_id"]))
         except NotFound:
@@ -401,14 +420,14 @@ class ReviewQueue:
     def request(self, conversation_id: int) -> int:
         """Queue a review of a conversation now (the worker runs it)."""
         with self.store.write() as conn:
-            self.scope.conversations.get(conversation_id)
+            self._ctx.conversations.get(conversation_id)
             return enqueue(conn, self.user_id, JOB_KIND, {"conversation_id": conversation_id, "full": True},
                            dedupe_key=f"conversation:{conversation_id}")
 
     def run(self, conversation_id: int, helper: "Helper", *, full: bool = False) -> builtins.list[Proposal]:
         """Read the recent conversation and context, ask the helper, queue its suggestions."""
-        layers = self.scope.layers
-        self.scope.conversations.get(conversation_id)
+        layers = self._layers
+        self._ctx.conversations.get(conversation_id)
         with self.store.read() as conn:
             since = 0 if full else cursor(conn, conversation_id, JOB_KIND)
             rows = conn.execute(
@@ -439,30 +458,30 @@ class ReviewQueue:
         return made
 
 
-def duplicate_embedder(scope: "Scope") -> Any:
+def duplicate_embedder(ctx: "Context") -> Any:
     """The deployment's embedder for duplicate checks (B3), or None when it cannot load: the
     lexical and rule checks still run."""
-    if not scope.hearth.settings.duplicate_embeddings:
+    if not ctx.settings.duplicate_embeddings:
         return None
     try:
         from hearth.retrieval.semantic import shared_embedder
 
-        return shared_embedder(scope.hearth)
+        return shared_embedder(ctx)
     except (HearthError, OSError, ImportError):
         return None
 
 
-def contradiction_judge(scope: "Scope") -> duplicates.Judge | None:
+def contradiction_judge(ctx: "Context") -> duplicates.Judge | None:
     """The model helper when a provider is configured, to judge contradictions (B3); None when
     offline, where the rules decide alone."""
     from hearth.memory.helpers import helper_for
 
-    helper = helper_for(scope.hearth)
+    helper = helper_for(ctx)
     return helper if helper.name == "model" else None
 
 
-def review_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+def review_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     conversation_id = payload.get("conversation_id")
     if not isinstance(conversation_id, int):
         raise InvalidInput("review job needs a conversation id")
-    scope.layers.review.run(conversation_id, helper, full=bool(payload.get("full")))
+    ctx.review().run(conversation_id, helper, full=bool(payload.get("full")))

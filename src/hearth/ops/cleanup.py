@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 from hearth.errors import Conflict, Forbidden, HearthError, InvalidInput
 from hearth.ops.backup import last_verified, verify_backup
 from hearth.records import ledger
+from hearth.records.users import Users
 from hearth.store import Connection
 
 if TYPE_CHECKING:
-    from hearth.scope import Scope
+    from hearth.records.context import Context
 
 CONFIRMATION_PHRASE = "DELETE RETIRED GENERATED SUMMARIES"
 
@@ -60,11 +61,11 @@ class CleanupReceipt:
         return asdict(self)
 
 
-def _require_owner(scope: "Scope") -> None:
-    users = scope.hearth.users
+def _require_owner(ctx: "Context") -> None:
+    users = Users(ctx.store)
     if not users.password_configured():
         raise Forbidden("continuity cleanup is available only once an owner password is configured")
-    if not users.get(scope.user_id).is_owner:
+    if not users.get(ctx.user_id).is_owner:
         raise Forbidden("only the owner can run continuity cleanup")
 
 
@@ -82,17 +83,17 @@ def _token(ids: list[int], protected: int) -> str:
     return hashlib.sha256(material.encode()).hexdigest()
 
 
-def preview(scope: "Scope") -> CleanupPreview:
+def preview(ctx: "Context") -> CleanupPreview:
     """Count-only preview with the scope token the deletion must present."""
-    _require_owner(scope)
-    with scope.store.read() as conn:
+    _require_owner(ctx)
+    with ctx.store.read() as conn:
         ids, protected, oldest, newest = _scope(conn)
     return CleanupPreview(candidates=len(ids), protected_handoffs=protected, oldest=oldest, newest=newest,
                           token=_token(ids, protected))
 
 
-def _require_backup(scope: "Scope") -> None:
-    record = last_verified(scope.store)
+def _require_backup(ctx: "Context") -> None:
+    record = last_verified(ctx.store)
     if record is None:
         raise Conflict("no verified backup is recorded; run a backup first (hearth backup DEST)")
     try:
@@ -101,17 +102,17 @@ def _require_backup(scope: "Scope") -> None:
         raise Conflict(f"the last verified backup can no longer be verified ({exc}); make a new backup") from None
 
 
-def delete(scope: "Scope", *, token: str, backup_verified: bool, phrase: str) -> CleanupReceipt:
+def delete(ctx: "Context", *, token: str, backup_verified: bool, phrase: str) -> CleanupReceipt:
     """Remove the previewed generated-summary-only rows, or nothing at all (H11)."""
-    _require_owner(scope)
+    _require_owner(ctx)
     if phrase != CONFIRMATION_PHRASE:
         raise InvalidInput(f"type the exact phrase {CONFIRMATION_PHRASE!r} to confirm")
     if backup_verified is not True:
         raise InvalidInput("confirm that a verified restorable backup exists before deleting")
     if not isinstance(token, str) or not token:
         raise InvalidInput("the preview's scope token is required")
-    _require_backup(scope)
-    with scope.store.write() as conn:
+    _require_backup(ctx)
+    with ctx.store.write() as conn:
         ids, protected, _, _ = _scope(conn)
         if not hmac.compare_digest(_token(ids, protected), token):
             raise Conflict("the cleanup scope changed since the preview; nothing was removed. "
@@ -119,6 +120,6 @@ def delete(scope: "Scope", *, token: str, backup_verified: bool, phrase: str) ->
         # Same write transaction as the check, so the rows matched here are exactly ``ids``; the
         # candidate condition itself keeps every non-empty handoff out of reach.
         removed = conn.execute(f"DELETE FROM conversation_summaries WHERE {_CANDIDATE}").rowcount
-        ledger.append(conn, user_id=scope.user_id, kind="maintenance.continuity_cleanup",
+        ledger.append(conn, user_id=ctx.user_id, kind="maintenance.continuity_cleanup",
                       payload={"removed": removed})
     return CleanupReceipt(removed=removed)

@@ -20,14 +20,17 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from hearth.errors import HearthError, InvalidInput, NotFound, ProviderError
 from hearth.store import Connection, DriverError, Row, Store, inserted_id
 
 if TYPE_CHECKING:
+    from hearth.continuity.timeline.activity import Activity
     from hearth.memory.helpers.base import Helper
-    from hearth.scope import Hearth, Scope
+    from hearth.providers.base import Provider
+    from hearth.records.context import Context
+    from hearth.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +40,29 @@ BACKOFF_CAP_SECONDS = 3600.0
 LEASE_SECONDS = 300.0
 STATUSES = ("pending", "running", "done", "dead")
 
-# What runs a job of one kind: handler(the job owner's scope, payload, helper).
-Handler = Callable[["Scope", dict[str, Any], "Helper"], None]
+# What runs a job of one kind: handler(the job owner's context, payload, helper).
+Handler = Callable[["Context", dict[str, Any], "Helper"], None]
+
+
+class Deployment(Protocol):
+    """What a worker needs of the deployment (``Hearth`` is one): the store and settings, the
+    handlers, the provider for the helper, the activity it stays quiet for, each user's context."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def provider(self) -> Provider: ...
+
+    @property
+    def activity(self) -> Activity: ...
+
+    def job_handlers(self) -> dict[str, Handler]: ...
+
+    def context(self, user_id: int | None = None) -> Context: ...
 
 
 def _stamp(epoch: float) -> str:
@@ -271,7 +295,7 @@ class Worker:
     """Runs due jobs. ``run_once()`` drains what is due now (tests, ``hearth worker --once``);
     ``start()`` runs a daemon thread until ``stop()``."""
 
-    def __init__(self, hearth: "Hearth", *, handlers: dict[str, Handler] | None = None,
+    def __init__(self, hearth: Deployment, *, handlers: dict[str, Handler] | None = None,
                  helper: "Helper | None" = None, queue: JobQueue | None = None, poll_seconds: float = 2.0,
                  prune_every_seconds: float = 3600.0, settle_every_seconds: float = 60.0,
                  young_threshold: int | None = YOUNG_THRESHOLD):
@@ -305,8 +329,7 @@ class Worker:
             return None
         handler = self.handlers[job.kind]
         try:
-            scope = self.hearth.scope(job.user_id)
-            handler(scope, job.payload, self.helper)
+            handler(self.hearth.context(job.user_id), job.payload, self.helper)
         except Exception as exc:  # noqa: BLE001 - any failure is recorded and retried, never lost
             kind, retryable = _error_kind(exc)
             status = self.queue.fail(job, kind, retryable=retryable)

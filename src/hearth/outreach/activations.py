@@ -35,7 +35,7 @@ from hearth.store import Connection, Row, Store, state, utcnow
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
-    from hearth.scope import Scope
+    from hearth.records.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -441,29 +441,29 @@ def checkin_time(mention: Mention, zone: ZoneInfo, now: datetime) -> datetime:
     return max(at, now + timedelta(minutes=5))
 
 
-def scan_for_checkins(scope: "Scope", activation: Activation, now: datetime) -> int:
+def scan_for_checkins(ctx: "Context", activation: Activation, now: datetime) -> int:
     """Propose check-ins for dates and promises in the persona's new user messages (G4)."""
-    conn = scope.store.connection()
+    conn = ctx.store.connection()
     key = f"activations.checkin_cursor.{activation.id}"
     after = state.get(conn, key, 0)
     rows = conn.execute(
         "SELECT m.id, m.conversation_id, m.content FROM messages m JOIN conversations c ON c.id = m.conversation_id"
         " WHERE c.user_id = ? AND c.persona_id = ? AND m.role = 'user' AND m.kind = 'chat' AND m.id > ?"
-        " ORDER BY m.id LIMIT 500", (scope.user_id, activation.persona_id, after)).fetchall()
-    prefs = scope.activations.prefs()
+        " ORDER BY m.id LIMIT 500", (ctx.user_id, activation.persona_id, after)).fetchall()
+    prefs = Activations(ctx.store, ctx.user_id).prefs()
     proposed = 0
     for _message_id, conversation_id, content in rows:
         for mention in find_mentions(content, now.astimezone(prefs.zone).date()):
             at = checkin_time(mention, prefs.zone, now)
             note = f"{'remind them to ' if mention.kind == 'reminder' else 'their '}{mention.what} ({mention.day:%A %d %B})"
-            if scope.layers.review.propose(
+            if ctx.review().propose(
                     CHECKIN_KIND, {"persona_id": activation.persona_id, "note": note, "at": _stamp(at),
                                    "channel": activation.channel},
                     f"The person mentioned a {'promise' if mention.kind == 'reminder' else 'date'}; "
                     "a check-in was noticed", evidence=mention.evidence, conversation_id=conversation_id):
                 proposed += 1
     if rows:
-        with scope.store.write() as wconn:
+        with ctx.store.write() as wconn:
             state.put(wconn, key, rows[-1][0])
     return proposed
 
@@ -483,42 +483,18 @@ def schedule_all(store: Store) -> int:
     return len(users)
 
 
-def tick_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
-    """Fire what is due, look for new check-ins, and queue the next tick while any is enabled."""
+def tick_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
+    """Fire what is due, look for new check-ins, and queue the next tick while any is enabled. The
+    run each firing queues is ``runs.run_job``."""
     now = datetime.now(timezone.utc)
+    activations = Activations(ctx.store, ctx.user_id)
     try:
-        scope.activations.tick(now)
-        for activation in scope.activations.list():
+        activations.tick(now)
+        for activation in activations.list():
             if activation.kind == "checkins" and activation.enabled:
-                scan_for_checkins(scope, activation, now)
+                scan_for_checkins(ctx, activation, now)
     finally:
-        with scope.store.write() as conn:
+        with ctx.store.write() as conn:
             if conn.execute("SELECT 1 FROM activations WHERE user_id = ? AND enabled = 1 LIMIT 1",
-                            (scope.user_id,)).fetchone():
-                schedule_tick(conn, scope.user_id, delay=scope.hearth.settings.activation_tick_seconds)
-
-
-def run_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
-    """Write the activation's message through the send path and deliver it; safe to run again."""
-    run_id = int(payload["run_id"])
-    conn = scope.store.connection()
-    run = conn.execute("SELECT * FROM activation_runs WHERE id = ? AND user_id = ?", (run_id, scope.user_id)).fetchone()
-    if run is None or run["status"] != "queued":
-        return
-    activation = scope.activations.get(run["activation_id"])
-    current = scope.conversations.current(activation.persona_id)
-    conversation_id = current.id if current else scope.new_chat(activation.persona_id, channel="inner").conversation.id
-    # The run id in the message's metadata makes a re-run find the message instead of writing another.
-    row = conn.execute("SELECT id FROM messages WHERE conversation_id = ? AND role = 'assistant'"
-                       " AND json_extract(metadata, '$.activation_run') = ?", (conversation_id, run_id)).fetchone()
-    if row:
-        message = scope.conversations.message(row[0])
-    else:
-        instruction = INSTRUCTIONS[activation.kind].format(note=activation.note)
-        message = scope.inner_turn(conversation_id, instruction,
-                                   metadata={"activation": activation.kind, "activation_run": run_id})
-    if activation.channel != "web":
-        scope.deliver(activation.channel, activation.persona_id, message)
-    with scope.store.write() as wconn:
-        wconn.execute("UPDATE activation_runs SET status = 'delivered', conversation_id = ?, message_id = ?"
-                      " WHERE id = ?", (conversation_id, message.id, run_id))
+                            (ctx.user_id,)).fetchone():
+                schedule_tick(conn, ctx.user_id, delay=ctx.settings.activation_tick_seconds)

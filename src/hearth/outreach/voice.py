@@ -17,15 +17,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hearth.continuity.branch import new_chat
 from hearth.continuity.timeline import capsules, chains, spans
 from hearth.errors import InvalidInput
+from hearth.outreach.channels.contacts import Contacts
 from hearth.prompt import stored
 from hearth.records import ledger
 from hearth.store import utcnow
+from hearth.thread.send import save_turn
 
 if TYPE_CHECKING:
+    from hearth.records.context import Context
     from hearth.records.ledger import Message
-    from hearth.scope import Scope
 
 RECENT_TURNS = 12
 MAX_TRANSCRIPT = 20_000
@@ -43,16 +46,16 @@ class VoiceSetup:
     items: list[dict[str, Any]] = field(default_factory=list)
 
 
-def start(scope: "Scope", persona_id: int | None = None, *, source: str = "browser") -> VoiceSetup:
+def start(ctx: "Context", persona_id: int | None = None, *, source: str = "browser") -> VoiceSetup:
     """Open a voice session on the persona's current conversation (a new one only if it has none)."""
     if source not in FORMATS:
         raise InvalidInput(f"voice source must be one of {', '.join(FORMATS)}")
-    settings = scope.hearth.settings
-    persona = scope.personas.get(persona_id) if persona_id else scope.personas.default()
-    current = scope.conversations.current(persona.id)
-    conversation_id = current.id if current else scope.new_chat(persona.id, channel="voice").conversation.id
-    with scope.store.write() as conn:
-        prompt = stored.ensure(conn, scope.user_id, conversation_id, scope._handoff_text, "voice")
+    settings = ctx.settings
+    persona = ctx.personas.get(persona_id) if persona_id else ctx.personas.default()
+    current = ctx.conversations.current(persona.id)
+    conversation_id = current.id if current else new_chat(ctx, persona.id, channel="voice").conversation.id
+    with ctx.store.write() as conn:
+        prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, "voice")
         # The session gets the latest capsule and only the verbatim turns it does not cover (E3).
         capsule = capsules.latest(conn, conversation_id)
         after = capsule.through_message_id if capsule else 0
@@ -62,9 +65,8 @@ def start(scope: "Scope", persona_id: int | None = None, *, source: str = "brows
         ).fetchall()
         # A different protocol, not a new relationship: the Responses chain starts again after it.
         chains.reset(conn, conversation_id)
-        span_id, _now = spans.touch_now(conn, scope.hearth, scope.user_id, persona.id, "voice",
-                                        conversation_id=conversation_id)
-        ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id, kind="voice.started",
+        span_id, _now = spans.touch_now(conn, ctx, persona.id, "voice", conversation_id=conversation_id)
+        ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation_id, kind="voice.started",
                       channel="voice", span_id=span_id,
                       payload={"source": source, "recent_turns": len(rows), "capsule": capsule is not None})
     audio_format = {"type": FORMATS[source]}
@@ -86,7 +88,7 @@ def start(scope: "Scope", persona_id: int | None = None, *, source: str = "brows
     return VoiceSetup(conversation_id, persona.id, span_id, session, items)
 
 
-def call(scope: "Scope", contact_id: int) -> str:
+def call(ctx: "Context", contact_id: int) -> str:
     """Ring a contact (E10): Twilio calls the number and, once answered, asks the voice webhook,
     which connects the call to a voice session like an incoming one. Returns the call's SID."""
     from twilio.base.exceptions import TwilioException
@@ -94,8 +96,8 @@ def call(scope: "Scope", contact_id: int) -> str:
     from hearth.errors import Conflict, ProviderError
     from hearth.outreach.channels.sms import client
 
-    settings = scope.hearth.settings
-    contact = scope.contacts.get(contact_id)
+    settings = ctx.settings
+    contact = Contacts(ctx.store, ctx.user_id, settings).get(contact_id)
     if contact.channel != "sms":
         raise InvalidInput("calls go to a phone contact")
     if not settings.public_url:
@@ -105,39 +107,41 @@ def call(scope: "Scope", contact_id: int) -> str:
                                                url=settings.public_url.rstrip("/") + "/channels/voice/twilio")
     except TwilioException:
         raise ProviderError("Twilio did not place the call", "server", True) from None
-    with scope.store.write() as conn:
-        ledger.append(conn, user_id=scope.user_id, kind="voice.call_placed", channel="voice",
+    with ctx.store.write() as conn:
+        ledger.append(conn, user_id=ctx.user_id, kind="voice.call_placed", channel="voice",
                       payload={"contact_id": contact.id})
     return placed.sid or ""
 
 
-def transcript(scope: "Scope", setup: VoiceSetup, role: str, text: str) -> "Message | None":
+def transcript(ctx: "Context", setup: VoiceSetup, role: str, text: str) -> "Message | None":
     """Keep one side's finished utterance in the thread (empty transcripts are not kept)."""
     if role not in ("user", "assistant"):
         raise InvalidInput("a transcript is the user's or the assistant's")
     text = (text or "").replace("\x00", "").strip()[:MAX_TRANSCRIPT]
     if not text:
         return None
-    with scope.store.write() as conn:
-        span_id, now = spans.touch_now(conn, scope.hearth, scope.user_id, setup.persona_id, "voice",
-                                       conversation_id=setup.conversation_id)
-        return scope.conversations.add_message(setup.conversation_id, role, text, channel="voice",
-                                               metadata={"voice": True}, created_at=now, span_id=span_id)
+    with ctx.store.write() as conn:
+        span_id, now = spans.touch_now(conn, ctx, setup.persona_id, "voice", conversation_id=setup.conversation_id)
+        if role == "user":  # what the person said joins the thread as every turn of theirs does
+            return save_turn(ctx, conn, setup.conversation_id, text, channel="voice", metadata={"voice": True},
+                             created_at=now, span_id=span_id)
+        return ctx.conversations.add_message(setup.conversation_id, role, text, channel="voice",
+                                             metadata={"voice": True}, created_at=now, span_id=span_id)
 
 
-def end(scope: "Scope", setup: VoiceSetup, reason: str) -> None:
+def end(ctx: "Context", setup: VoiceSetup, reason: str) -> None:
     """Close the session and its span in the ledger: numbers and a fixed reason only. ``invalid``
     means the relay refused a malformed frame from the caller (U3)."""
     if reason not in ("ended", "dropped", "error", "invalid"):
         reason = "error"
     cid = setup.conversation_id
-    with scope.store.write() as conn:
+    with ctx.store.write() as conn:
         turns = conn.execute(
             "SELECT count(*) FROM messages WHERE conversation_id = ? AND channel = 'voice' AND id > coalesce("
             "(SELECT max(id) FROM events WHERE conversation_id = ? AND kind = 'voice.started'), 0)",
             (cid, cid)).fetchone()[0]
-        ledger.append(conn, user_id=scope.user_id, conversation_id=cid, kind="voice.ended", channel="voice",
+        ledger.append(conn, user_id=ctx.user_id, conversation_id=cid, kind="voice.ended", channel="voice",
                       span_id=setup.span_id, payload={"reason": reason, "turns": turns})
-        span = spans.get(conn, scope.user_id, setup.span_id)
+        span = spans.get(conn, ctx.user_id, setup.span_id)
         if span.open:  # the next interaction opens a new span in the same timeline (E1)
-            spans.close(conn, scope.user_id, span, f"voice_{reason}", at=utcnow())
+            spans.close(conn, ctx.user_id, span, f"voice_{reason}", at=utcnow())

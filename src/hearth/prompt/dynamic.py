@@ -21,7 +21,6 @@ from ..errors import NotFound
 if TYPE_CHECKING:
     from hearth.records.conversations import Conversation
     from hearth.records.personas import Persona
-    from hearth.thread.turns import ThreadTurn
 
     from ..settings import Settings
 
@@ -65,6 +64,23 @@ class Block:
         return "\n".join(part for part in (head, self.trust, self.text) if part)
 
 
+class PastTurn(Protocol):
+    """A turn of the thread as a layer reads it (``thread.turns.ThreadTurn``, which quotes and
+    counts it with this module's helpers, so it is described here rather than imported)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+
 @dataclass
 class Turn:
     """What a layer may read about the turn being assembled."""
@@ -74,7 +90,7 @@ class Turn:
     conversation: "Conversation"
     persona: "Persona"
     text: str
-    history: list["ThreadTurn"]
+    history: list[PastTurn]
     settings: "Settings"
     pinned_characters: tuple[str, ...] = ()
     handoff: dict[str, Any] | None = None  # {"source_conversation_id", "text"} when the prompt holds one

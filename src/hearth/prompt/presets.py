@@ -1,7 +1,7 @@
 """Prompt presets (W3, P5): named texts a person saves once and reuses ("Be brief", "Roleplay narrator").
 
 A preset is applied to a conversation as its custom instructions, through
-``Scope.set_custom_instructions``, which rebuilds that conversation's stored prompt in the same
+``set_custom_instructions``, which rebuilds that conversation's stored prompt in the same
 transaction (P5). Applying copies the text: editing or deleting the preset later changes no
 conversation. A preset's text follows the rules of custom instructions (at most ``MAX_TEXT``
 characters, storable text); its name is one line, unique per person.
@@ -13,12 +13,13 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from hearth.errors import Conflict, ConstraintError, InvalidInput, NotFound
+from hearth.records import ledger
 from hearth.records.personas import MAX_TEXT
 from hearth.store import inserted_id, utcnow
 from hearth.validation import check_id, check_text
 
 if TYPE_CHECKING:
-    from hearth.scope import Scope
+    from hearth.records.context import Context
 
 MAX_NAME = 100
 MAX_PRESETS = 500  # per person: a list a menu can still show
@@ -51,10 +52,10 @@ def check_preset_text(value: Any) -> str:
 class Presets:
     """One person's presets; every query carries their user id (G2)."""
 
-    def __init__(self, scope: "Scope"):
-        self.scope = scope
-        self.store = scope.store
-        self.user_id = scope.user_id
+    def __init__(self, ctx: "Context"):
+        self._ctx = ctx
+        self.store = ctx.store
+        self.user_id = ctx.user_id
 
     def list(self) -> list[Preset]:
         rows = self.store.connection().execute(
@@ -123,7 +124,7 @@ class Presets:
         rebuilt before this returns (P5). Returns whether anything changed."""
         with self.store.write():
             preset = self.get(preset_id)
-            return self.scope.set_custom_instructions(conversation_id, preset.text)
+            return set_custom_instructions(self._ctx, conversation_id, preset.text)
 
     def matching(self, text: str | None) -> Preset | None:
         """The preset whose text a conversation's instructions are, if any (for the chat header)."""
@@ -135,10 +136,34 @@ class Presets:
         return Preset(*row) if row else None
 
 
-def conversation_instructions(scope: "Scope", conversation_id: int) -> str | None:
-    """A conversation's own custom instructions, or None while it uses its persona's."""
-    scope.conversations.get(conversation_id)
-    row = scope.store.connection().execute(
-        "SELECT custom_instructions FROM conversations WHERE id = ? AND user_id = ?",
-        (conversation_id, scope.user_id)).fetchone()
-    return row[0]
+    def conversation_instructions(self, conversation_id: int) -> str | None:
+        """A conversation's own custom instructions, or None while it uses its persona's."""
+        self._ctx.conversations.get(conversation_id)
+        row = self.store.connection().execute(
+            "SELECT custom_instructions FROM conversations WHERE id = ? AND user_id = ?",
+            (conversation_id, self.user_id)).fetchone()
+        return row[0]
+
+
+def set_custom_instructions(ctx: "Context", conversation_id: int, text: str | None) -> bool:
+    """Give one conversation its own custom instructions (None: the persona's again).
+
+    A change rebuilds that conversation's stored prompt in the same transaction (P5); the same
+    text again changes nothing. Returns whether anything changed."""
+    if text is not None and (not isinstance(text, str) or len(text) > MAX_TEXT):
+        raise InvalidInput(f"custom instructions must be text of at most {MAX_TEXT} characters")
+    if text is not None:
+        check_text(text, "custom instructions")  # no NUL, no lone surrogate
+    with ctx.store.write() as conn:
+        ctx.conversations.get(conversation_id)
+        current = conn.execute("SELECT custom_instructions FROM conversations WHERE id = ?",
+                               (conversation_id,)).fetchone()[0]
+        if current == text:
+            return False
+        conn.execute("UPDATE conversations SET custom_instructions = ? WHERE id = ? AND user_id = ?",
+                     (text, conversation_id, ctx.user_id))
+        ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation_id,
+                      kind="conversation.instructions_set",
+                      payload={"chars": None if text is None else len(text)})
+        ctx.rebuild_prompts(conn, [conversation_id])
+        return True

@@ -22,7 +22,7 @@ from hearth.store import Connection, DriverError, utcnow
 from hearth.store import state as app_state
 
 if TYPE_CHECKING:
-    from hearth.scope import Hearth, Scope
+    from hearth.records.context import Context, Deployment
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def _save_state(conn: Connection, value: dict) -> None:
     app_state.put(conn, STATE_KEY, value)
 
 
-def reconcile(hearth: "Hearth", *, batch_size: int = BATCH_SIZE, max_attempts: int = MAX_ATTEMPTS,
+def reconcile(hearth: "Deployment", *, batch_size: int = BATCH_SIZE, max_attempts: int = MAX_ATTEMPTS,
               rebuild_one: RebuildOne | None = None) -> ReconcileResult:
     store = hearth.store
     conn = store.connection()
@@ -75,11 +75,11 @@ def reconcile(hearth: "Hearth", *, batch_size: int = BATCH_SIZE, max_attempts: i
         backfilled = sum(backfill(w, user_id) for user_id in users)
 
     if rebuild_one is None:
-        scopes: dict[int, Scope] = {}
+        contexts: dict[int, Context] = {}
 
         def rebuild_one(c: Connection, user_id: int, conversation_id: int) -> None:
-            scope = scopes.setdefault(user_id, hearth.scope(user_id))
-            stored.rebuild(c, user_id, [conversation_id], scope._handoff_text)
+            ctx = contexts.setdefault(user_id, hearth.context(user_id))
+            stored.rebuild(c, user_id, [conversation_id], ctx.handoff_text)
 
     pending = candidates(conn)
     total, rebuilt = len(pending), 0

@@ -51,7 +51,8 @@ from hearth.text import STOPWORDS, WORD_RE
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
-    from hearth.scope import Scope
+    from hearth.memory.memories import Memories
+    from hearth.records.context import Context
     from hearth.store import Store
 
 CONFIRMATION_PHRASE = "FORGET FOREVER"
@@ -106,10 +107,11 @@ def _in(ids: list[int]) -> str:
 
 
 class Forgetting:
-    def __init__(self, scope: "Scope"):
-        self.scope = scope
-        self.store = scope.store
-        self.user_id = scope.user_id
+    def __init__(self, ctx: "Context", memories: "Memories"):
+        self._ctx = ctx
+        self._memories = memories
+        self.store = ctx.store
+        self.user_id = ctx.user_id
 
     # -- what a target covers ----------------------------------------------------------------------
     def _resolve(self, conn: Connection, target: str, ident: int | None,
@@ -222,7 +224,7 @@ class Forgetting:
             if not hmac.compare_digest(self._token(self.user_id, target, s, self._counts(conn, s)), token):
                 raise Conflict("what this would forget changed since the preview; nothing was removed. "
                                "Preview again and confirm.")
-            counts = purge(self.scope, conn, s)
+            counts = purge(self._ctx, self._memories, conn, s)
             ledger.append(conn, user_id=self.user_id, kind="forget.receipt", payload={"target": target, **counts})
         return ForgetReceipt(target, counts)
 
@@ -234,7 +236,7 @@ class Forgetting:
         phrase: it can be imported again), with everything derived from it (B4)."""
         with self.store.write() as conn:
             s = self._resolve(conn, "document", document_id, None, None)
-            counts = purge(self.scope, conn, s)
+            counts = purge(self._ctx, self._memories, conn, s)
             ledger.append(conn, user_id=self.user_id, kind="forget.receipt", payload={"target": "document", **counts})
         return ForgetReceipt("document", counts)
 
@@ -253,9 +255,9 @@ class Forgetting:
 
 
 # -- the cascade ------------------------------------------------------------------------------------
-def purge(scope: "Scope", conn: Connection, s: _Scope) -> dict[str, int]:
+def purge(ctx: "Context", memories: "Memories", conn: Connection, s: _Scope) -> dict[str, int]:
     """Remove a resolved scope and everything derived from it, in the caller's transaction."""
-    u = scope.user_id
+    u = ctx.user_id
     counts: dict[str, int] = {}
     whole = list(s.conversations)
     single = [m for m in s.messages]
@@ -287,7 +289,7 @@ def purge(scope: "Scope", conn: Connection, s: _Scope) -> dict[str, int]:
     # the counts and to take their vectors out of the loaded index.
     fact_ids = citing_facts(conn, u, sorted(gone_ids))
     counts["facts"] = len(fact_ids)
-    counts["handoffs_rewritten"], rebuild = _rewrite_handoffs(scope, conn, gone_ids, set(whole))
+    counts["handoffs_rewritten"], rebuild = _rewrite_handoffs(ctx, conn, gone_ids, set(whole))
     counts["search_log_entries"] = _forget_searches(conn, u, gone_ids, whole, s.documents, texts, s.search_log)
     counts["suggestions"] = _forget_proposals(conn, u, whole, touched, texts, s.memories, s.proposals)
 
@@ -350,9 +352,9 @@ def purge(scope: "Scope", conn: Connection, s: _Scope) -> dict[str, int]:
 
     prompts = 0
     for memory_id in s.memories:
-        prompts += scope.memories.delete(memory_id)
+        prompts += memories.delete(memory_id)
     counts["memories"] = len(s.memories)
-    counts["prompts_rebuilt"] = prompts + scope._rebuild_prompts(conn, sorted(rebuild - set(whole)))
+    counts["prompts_rebuilt"] = prompts + ctx.rebuild_prompts(conn, sorted(rebuild - set(whole)))
 
     enqueue(conn, u, COMPACT_JOB, {"messages": sorted(gone_ids)[:50_000], "chunks": chunk_ids[:50_000],
                                    "facts": fact_ids[:50_000]}, dedupe_key=None)
@@ -372,7 +374,7 @@ def _put_away(conn: Connection, user_id: int, message_ids: list[int]) -> list[Ro
     return out
 
 
-def _rewrite_handoffs(scope: "Scope", conn: Connection, gone: set[int],
+def _rewrite_handoffs(ctx: "Context", conn: Connection, gone: set[int],
                       whole: set[int]) -> tuple[int, set[int]]:
     """Render again every handoff that quoted a forgotten message, from what remains of it.
 
@@ -380,7 +382,7 @@ def _rewrite_handoffs(scope: "Scope", conn: Connection, gone: set[int],
     from hearth.continuity.branch import _as_source, _labels, _stored_ids
     from hearth.continuity.handoff import PLACEHOLDER_UUID, limits_from_settings, rerender
 
-    u = scope.user_id
+    u = ctx.user_id
     if not gone and not whole:
         return 0, set()
     # Handoffs from an archive document hold turn ids, not message ids: they go with the document.
@@ -403,7 +405,7 @@ def _rewrite_handoffs(scope: "Scope", conn: Connection, gone: set[int],
             user_label, assistant_label = _labels(conn, u, source_id)
             title = conn.execute("SELECT title FROM conversations WHERE id = ?", (source_id,)).fetchone()
             handoff = rerender([_as_source(r) for r in kept], user_label=user_label, assistant_label=assistant_label,
-                               limits=limits_from_settings(scope.hearth.settings),
+                               limits=limits_from_settings(ctx.settings),
                                source_title=title[0] if title else None)
             if handoff.is_empty:
                 handoff = None
@@ -540,13 +542,13 @@ def checkpoint(store: "Store") -> None:
     store.engine.checkpoint(store.connection())
 
 
-def compact_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+def compact_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     from hearth.retrieval.semantic import INDEXES
 
-    if scope.store.engine.vector_index == "in_process":
-        INDEXES.discard(scope.store.key, scope.user_id, payload.get("messages", []), payload.get("chunks", []),
+    if ctx.store.engine.vector_index == "in_process":
+        INDEXES.discard(ctx.store.key, ctx.user_id, payload.get("messages", []), payload.get("chunks", []),
                         payload.get("facts", []))
-    compact(scope.store, scope.user_id)
+    compact(ctx.store, ctx.user_id)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from hearth.records.personas import (
 from hearth.validation import check_text
 
 if TYPE_CHECKING:
-    from hearth.scope import Scope
+    from hearth.records.context import Context
 
 MAX_DISPLAY_NAME = 200
 
@@ -47,20 +47,20 @@ class Onboarding:
         return asdict(self)
 
 
-def is_untouched_default(scope: "Scope", persona: Persona) -> bool:
+def is_untouched_default(ctx: "Context", persona: Persona) -> bool:
     return (persona.name == DEFAULT_NAME and persona.display_name == DEFAULT_DISPLAY_NAME
             and persona.identity == DEFAULT_IDENTITY and not persona.custom_instructions and not persona.card
             and persona.archived_at is None and persona.updated_at == persona.created_at
-            and persona.id not in scope.personas.avatar_versions())
+            and persona.id not in ctx.personas.avatar_versions())
 
 
-def state(scope: "Scope") -> Onboarding:
+def state(ctx: "Context") -> Onboarding:
     """Whether the welcome is shown: no conversation, and no persona but an untouched default."""
-    conn = scope.store.connection()
+    conn = ctx.store.connection()
     has_conversation = conn.execute("SELECT 1 FROM conversations WHERE user_id = ? LIMIT 1",
-                                    (scope.user_id,)).fetchone() is not None
-    personas = scope.personas.list(include_archived=True)
-    defaults = [p for p in personas if is_untouched_default(scope, p)]
+                                    (ctx.user_id,)).fetchone() is not None
+    personas = ctx.personas.list(include_archived=True)
+    defaults = [p for p in personas if is_untouched_default(ctx, p)]
     default_id = defaults[0].id if defaults else None
     show = not has_conversation and len(personas) == len(defaults) <= 1
     return Onboarding(show, default_id)
@@ -78,36 +78,36 @@ def short_name(display_name: str, taken: set[str]) -> str:
     return name
 
 
-def create_companion(scope: "Scope", name: Any, identity: Any = "") -> tuple[Persona, list[int]]:
+def create_companion(ctx: "Context", name: Any, identity: Any = "") -> tuple[Persona, list[int]]:
     """*Create a companion*: a persona from a display name and a short identity. Refused (409)
     once the welcome no longer applies, so a second click or tab makes no second companion."""
     display = check_text(name, "name", max_chars=MAX_DISPLAY_NAME, required=True, strip=True)
     if not display.isprintable():
         raise InvalidInput("a name must be one line of printable characters")
     who = check_text(identity if identity is not None else "", "identity", max_chars=MAX_TEXT, strip=True)
-    with scope.store.write():
-        if not state(scope).show:
+    with ctx.store.write():
+        if not state(ctx).show:
             raise Conflict("this Hearth is already set up: create more companions in Personas")
-        taken = {p.name for p in scope.personas.list(include_archived=True)}
-        persona = scope.personas.create(short_name(display, taken), display,
+        taken = {p.name for p in ctx.personas.list(include_archived=True)}
+        persona = ctx.personas.create(short_name(display, taken), display,
                                         identity=who or f"You are {display}, a companion to the person you talk with.")
-        return persona, _archive_defaults(scope, persona.id)
+        return persona, _archive_defaults(ctx, persona.id)
 
 
-def adopt(scope: "Scope", persona_id: int) -> tuple[Persona, list[int]]:
+def adopt(ctx: "Context", persona_id: int) -> tuple[Persona, list[int]]:
     """After *Import a character card*: the imported persona is the companion; the untouched default
     is archived. Refused (409) once a conversation exists."""
-    with scope.store.write() as conn:
-        persona = scope.personas.get(persona_id)
-        if conn.execute("SELECT 1 FROM conversations WHERE user_id = ? LIMIT 1", (scope.user_id,)).fetchone():
+    with ctx.store.write() as conn:
+        persona = ctx.personas.get(persona_id)
+        if conn.execute("SELECT 1 FROM conversations WHERE user_id = ? LIMIT 1", (ctx.user_id,)).fetchone():
             raise Conflict("this Hearth is already set up: it has conversations")
-        return persona, _archive_defaults(scope, persona.id)
+        return persona, _archive_defaults(ctx, persona.id)
 
 
-def _archive_defaults(scope: "Scope", keep: int) -> list[int]:
+def _archive_defaults(ctx: "Context", keep: int) -> list[int]:
     archived = []
-    for p in scope.personas.list():
-        if p.id != keep and is_untouched_default(scope, p):
-            scope.personas.archive(p.id)
+    for p in ctx.personas.list():
+        if p.id != keep and is_untouched_default(ctx, p):
+            ctx.personas.archive(p.id)
             archived.append(p.id)
     return archived

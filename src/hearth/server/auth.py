@@ -31,6 +31,7 @@ from starlette.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from hearth.records.context import Context
 from hearth.records.users import MAX_DISPLAY_NAME, SESSION_DAYS
 from hearth.scope import Hearth, Scope
 from hearth.store import state
@@ -295,6 +296,11 @@ def current_scope(request: Request, _b: object = Depends(_bearer), _c: object = 
     return get_hearth(request).scope(principal_of(request).user_id)
 
 
+def current_context(request: Request, scope: Scope = Depends(current_scope)) -> Context:
+    """The calling user's ``Context``, for the flows below the wiring that take one."""
+    return get_hearth(request).context(scope.user_id)
+
+
 def require_owner_with_password(request: Request, scope: Scope = Depends(current_scope)) -> Scope:
     """For maintenance endpoints: unavailable until an owner password is set, and owner only (U2)."""
     hearth = get_hearth(request)
@@ -303,6 +309,11 @@ def require_owner_with_password(request: Request, scope: Scope = Depends(current
     if not hearth.users.get(scope.user_id).is_owner:
         raise Forbidden("only the owner may do this")
     return scope
+
+
+def owner_context(request: Request, scope: Scope = Depends(require_owner_with_password)) -> Context:
+    """``require_owner_with_password``, as the owner's ``Context``."""
+    return get_hearth(request).context(scope.user_id)
 
 
 # -- routes --------------------------------------------------------------------------------------

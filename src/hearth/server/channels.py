@@ -12,10 +12,11 @@ from starlette.concurrency import run_in_threadpool
 
 from hearth.outreach.channels import receive, sms
 from hearth.outreach.channels.contacts import ANSWERABLE
+from hearth.records.context import Context
 from hearth.scope import Scope
 
 from ..errors import Forbidden
-from .auth import current_scope
+from .auth import current_context, current_scope
 from .models import IdPath, RequestModel, plain
 
 log = logging.getLogger(__name__)
@@ -66,11 +67,11 @@ class CallOut(BaseModel):
 
 
 @router.post("/contacts/{contact_id:int}/call", response_model=CallOut, status_code=201)
-def call_contact(contact_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
+def call_contact(contact_id: IdPath, ctx: Context = Depends(current_context)) -> dict:
     """Ring a phone contact (E10); the answered call becomes a voice session in the same thread."""
     from hearth.outreach.voice import call
 
-    return {"call_sid": call(scope, contact_id)}
+    return {"call_sid": call(ctx, contact_id)}
 
 
 @router.get("/personas/{persona_id:int}", response_model=dict[str, bool])

@@ -11,12 +11,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from hearth.prompt.presets import MAX_NAME, conversation_instructions
+from hearth.prompt.presets import MAX_NAME
 from hearth.records import onboarding
+from hearth.records.context import Context
 from hearth.records.onboarding import MAX_DISPLAY_NAME, Onboarding
 from hearth.records.personas import MAX_TEXT
 from hearth.scope import Scope
@@ -24,7 +25,7 @@ from hearth.scope import Scope
 from ..errors import InvalidInput
 from ..providers.base import MAX_MODEL_NAME
 from ..providers.catalog import ModelList
-from .auth import current_scope
+from .auth import current_context, current_scope, get_hearth
 from .conversations import ConversationOut
 from .models import MAX_ID, IdPath, RequestModel, plain, responses
 from .personas import PersonaOut, _out
@@ -45,10 +46,10 @@ class ModelSet(BaseModel):
 
 
 @router.get("/api/models", response_model=ModelList)
-def list_models(scope: Scope = Depends(current_scope),
+def list_models(request: Request, _scope: Scope = Depends(current_scope),
                 refresh: bool = Query(default=False, description="Read the provider's list again now")) -> ModelList:
     """The models a conversation may choose: the default first, then the provider's chat models."""
-    return scope.hearth.models.get(refresh=refresh)
+    return get_hearth(request).models.get(refresh=refresh)
 
 
 @router.put("/api/conversations/{conversation_id:int}/model", response_model=ModelSet,
@@ -94,7 +95,7 @@ class ApplyIn(RequestModel):
 
 
 def _instructions(scope: Scope, conversation_id: int, changed: bool | None = None) -> dict:
-    text = conversation_instructions(scope, conversation_id)
+    text = scope.presets.conversation_instructions(conversation_id)
     preset = scope.presets.matching(text)
     return {"text": text, "preset_id": preset.id if preset else None, "changed": changed}
 
@@ -161,13 +162,14 @@ class OnboardingDone(BaseModel):
 
 
 @router.get("/api/onboarding", response_model=Onboarding)
-def onboarding_state(scope: Scope = Depends(current_scope)) -> Onboarding:
+def onboarding_state(ctx: Context = Depends(current_context)) -> Onboarding:
     """Whether the page shows its first-run welcome (no conversation; no persona but an untouched default)."""
-    return onboarding.state(scope)
+    return onboarding.state(ctx)
 
 
 @router.post("/api/onboarding", response_model=OnboardingDone, status_code=201)
-def finish_onboarding(body: OnboardingIn, scope: Scope = Depends(current_scope)) -> dict:
+def finish_onboarding(body: OnboardingIn, scope: Scope = Depends(current_scope),
+                      ctx: Context = Depends(current_context)) -> dict:
     """Give the person their companion: create one from ``name`` and ``identity``, or take the
     persona a card import made (``persona_id``); the untouched default is archived. 409 once set up."""
     if (body.name is None) == (body.persona_id is None):
@@ -175,7 +177,7 @@ def finish_onboarding(body: OnboardingIn, scope: Scope = Depends(current_scope))
     if body.persona_id is not None:
         if body.identity is not None:
             raise InvalidInput("identity goes with a name, not with persona_id")
-        persona, archived = onboarding.adopt(scope, body.persona_id)
+        persona, archived = onboarding.adopt(ctx, body.persona_id)
     else:
-        persona, archived = onboarding.create_companion(scope, body.name, body.identity)
+        persona, archived = onboarding.create_companion(ctx, body.name, body.identity)
     return {"persona": _out(scope, persona), "archived": archived}

@@ -13,10 +13,11 @@ from pydantic import BaseModel, Field
 
 from hearth.continuity.branch import MAX_RETRY_KEY
 from hearth.ops import cleanup
+from hearth.records.context import Context
 from hearth.records.conversations import MAX_TITLE
 from hearth.scope import Scope
 
-from .auth import current_scope, require_owner_with_password
+from .auth import current_scope, owner_context
 from .conversations import ConversationOut
 from .models import MAX_ID, IdPath, RequestModel, plain
 
@@ -115,13 +116,13 @@ def release_shield(conversation_id: IdPath, scope: Scope = Depends(current_scope
 
 
 @router.get("/api/maintenance/continuity-cleanup/preview", response_model=CleanupPreviewOut)
-def cleanup_preview(scope: Scope = Depends(require_owner_with_password)) -> dict:
+def cleanup_preview(ctx: Context = Depends(owner_context)) -> dict:
     """Counts and dates of retired generated-summary-only rows, and the scope token (H11)."""
-    return cleanup.preview(scope).to_dict()
+    return cleanup.preview(ctx).to_dict()
 
 
 @router.post("/api/maintenance/continuity-cleanup/delete", response_model=CleanupReceiptOut)
-def cleanup_delete(body: CleanupDeleteIn, scope: Scope = Depends(require_owner_with_password)) -> dict:
+def cleanup_delete(body: CleanupDeleteIn, ctx: Context = Depends(owner_context)) -> dict:
     """Remove them: token, verified-backup acknowledgement and the exact phrase required (H11)."""
-    return cleanup.delete(scope, token=body.token, backup_verified=body.backup_verified,
+    return cleanup.delete(ctx, token=body.token, backup_verified=body.backup_verified,
                           phrase=body.phrase).to_dict()

@@ -14,7 +14,7 @@ import json
 import logging
 from typing import Any, Iterator
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
@@ -25,7 +25,7 @@ from hearth.thread.search import MAX_TAG, MAX_TAGS
 from hearth.thread.send import SendEvent
 
 from ..errors import HearthError
-from .auth import current_scope
+from .auth import current_scope, get_hearth
 from .models import MAX_ID, Estimate, IdPath, OptionalIdQuery, RequestModel, plain
 
 log = logging.getLogger(__name__)
@@ -319,10 +319,11 @@ def estimate(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> 
 
 
 @router.get("/{conversation_id:int}/events", response_model=list[EventOut])
-def conversation_events(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> list[dict]:
+def conversation_events(conversation_id: IdPath, request: Request,
+                        scope: Scope = Depends(current_scope)) -> list[dict]:
     """The conversation's ledger events (kinds, ids and numbers; message text is not repeated)."""
     scope.conversations.get(conversation_id)
-    with scope.store.read() as conn:
+    with get_hearth(request).store.read() as conn:
         rows = ledger.replay(conn, scope.user_id, conversation_id)
     return [_event(e) for e, _message in rows]
 
@@ -336,7 +337,8 @@ events_router = APIRouter(prefix="/api/events", tags=["events"])
 
 
 @events_router.get("", response_model=list[EventOut])
-def recent_events(scope: Scope = Depends(current_scope), limit: int = Query(default=100, ge=1, le=1000)) -> list[dict]:
+def recent_events(request: Request, scope: Scope = Depends(current_scope),
+                  limit: int = Query(default=100, ge=1, le=1000)) -> list[dict]:
     """The caller's newest ledger events, oldest first."""
-    with scope.store.read() as conn:
+    with get_hearth(request).store.read() as conn:
         return [_event(e) for e in ledger.events_for(conn, scope.user_id, limit=limit)]

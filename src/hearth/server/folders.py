@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from hearth.records.conversations import MAX_FOLDER_NAME
 from hearth.scope import Scope
 
-from .auth import current_scope
+from .auth import current_scope, get_hearth
 from .models import IdPath, RequestModel, plain
 
 router = APIRouter(prefix="/api/folders", tags=["folders"])
@@ -53,9 +53,10 @@ def get_folder(folder_id: IdPath, scope: Scope = Depends(current_scope)) -> dict
 
 
 @router.patch("/{folder_id:int}", response_model=FolderOut)
-def update_folder(folder_id: IdPath, body: FolderUpdate, scope: Scope = Depends(current_scope)) -> dict:
+def update_folder(folder_id: IdPath, body: FolderUpdate, request: Request,
+                  scope: Scope = Depends(current_scope)) -> dict:
     """Rename, hide or show a folder; conversations in a hidden folder leave automatic continuity (V1)."""
-    with scope.store.write():
+    with get_hearth(request).store.write():
         if body.name is not None:
             scope.folders.rename(folder_id, body.name)
         if body.hidden is not None:

@@ -82,5 +82,6 @@ def verify_route(body: CanaryIn, request: Request, scope: Scope = Depends(curren
     """Owner only: the check reads the whole database file, every user's rows included."""
     if not get_hearth(request).users.get(scope.user_id).is_owner:
         raise Forbidden("only the owner may verify forgetting")
-    compact(scope.store)  # pending index merges first, so the check sees the settled state (as the CLI)
-    return verify(scope.store, body.canary).to_dict()
+    store = get_hearth(request).store
+    compact(store)  # pending index merges first, so the check sees the settled state (as the CLI)
+    return verify(store, body.canary).to_dict()

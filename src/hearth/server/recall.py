@@ -22,7 +22,7 @@ from hearth.scope import Scope
 from ..errors import InvalidInput
 from ..retrieval.archive import MAX_TURN_PAGE, TURN_PAGE, Document
 from ..retrieval.semantic import model_id, pending_count, shared_embedder
-from .auth import current_scope
+from .auth import current_scope, get_hearth
 from .continuity import HandoffNumbers
 from .conversations import ConversationOut
 from .models import MAX_ID, IdPath, RequestModel
@@ -234,9 +234,10 @@ async def import_route(
 
 
 @router.post("/api/archive/reindex", response_model=ReindexOut, status_code=202)
-def reindex_route(scope: Scope = Depends(current_scope)) -> dict:
+def reindex_route(request: Request, scope: Scope = Depends(current_scope)) -> dict:
     """Queue background embedding of whatever has no vector yet (progress: the pending counts)."""
-    counts = pending_count(scope.store.connection(), model_id(shared_embedder(scope.hearth)), scope.user_id)
+    hearth = get_hearth(request)
+    counts = pending_count(hearth.store.connection(), model_id(shared_embedder(hearth)), scope.user_id)
     queued = bool(counts["messages"] or counts["chunks"]) and _queue_embedding(scope)
     return {"pending_messages": counts["messages"], "pending_chunks": counts["chunks"], "queued": queued}
 

@@ -23,7 +23,7 @@ from hearth.continuity.timeline.spans import Span
 from hearth.scope import Scope
 from hearth.thread.turns import ThreadTurn
 
-from .auth import current_scope
+from .auth import current_scope, get_hearth
 from .conversations import ConversationOut
 from .models import IdPath, RequestModel
 
@@ -61,9 +61,9 @@ def timeline_page(
 
 
 @router.get("/api/timeline/resume", response_model=ResumeOut)
-def timeline_resume(scope: Scope = Depends(current_scope)) -> dict:
+def timeline_resume(request: Request, scope: Scope = Depends(current_scope)) -> dict:
     """Where to pick up (E4): the most recently active open conversation, its capsule and open span."""
-    return scope.hearth.resume(scope.user_id).to_dict()
+    return get_hearth(request).resume(scope.user_id).to_dict()
 
 
 @router.get("/api/timeline/live", response_class=StreamingResponse,
@@ -72,7 +72,7 @@ def timeline_resume(scope: Scope = Depends(current_scope)) -> dict:
 async def timeline_live(request: Request, scope: Scope = Depends(current_scope),
                         once: bool = Query(default=False, description="End after the first notice")) -> StreamingResponse:
     """Live-only notices (E6); nothing here is stored. Kinds, ids and numbers only."""
-    bus = scope.hearth.live
+    bus = get_hearth(request).live
     user_id = scope.user_id
     listener = bus.subscribe(user_id)
 

@@ -37,7 +37,7 @@ from starlette.websockets import WebSocketState
 
 from hearth.outreach import voice
 from hearth.outreach.channels.contacts import Contact, find
-from hearth.scope import Scope
+from hearth.records.context import Context
 
 from ..errors import ConfigError, HearthError, InvalidInput, TooLarge
 from .auth import principal_of_connection
@@ -59,16 +59,16 @@ ClientIn = Callable[[], Awaitable["str | None"]]  # base64 audio, or None when t
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-def _realtime_client(scope: Scope):
+def _realtime_client(ctx: Context):
     from openai import AsyncOpenAI
 
-    settings = scope.hearth.settings
+    settings = ctx.settings
     if not settings.openai_api_key:
         raise ConfigError("voice needs OPENAI_API_KEY (the realtime speech API)")
     return AsyncOpenAI(api_key=settings.openai_api_key, websocket_base_url=settings.realtime_url or None)
 
 
-async def bridge(scope: Scope, setup: voice.VoiceSetup, client_in: ClientIn, send_audio: Callable[[str], Awaitable[None]],
+async def bridge(ctx: Context, setup: voice.VoiceSetup, client_in: ClientIn, send_audio: Callable[[str], Awaitable[None]],
                  send_event: Send) -> str:
     """Relay audio both ways and keep the transcripts; returns why the session ended."""
     from openai import OpenAIError
@@ -77,12 +77,12 @@ async def bridge(scope: Scope, setup: voice.VoiceSetup, client_in: ClientIn, sen
     cid = setup.conversation_id
 
     async def keep(role: str, text: str) -> None:
-        if await run_in_threadpool(voice.transcript, scope, setup, role, text):
+        if await run_in_threadpool(voice.transcript, ctx, setup, role, text):
             await send_event({"type": "transcript", "role": role, "text": text})
 
     reason = "ended"
     try:
-        async with _realtime_client(scope).realtime.connect(model=scope.hearth.settings.voice_model) as upstream:
+        async with _realtime_client(ctx).realtime.connect(model=ctx.settings.voice_model) as upstream:
             await upstream.session.update(session=setup.session)  # type: ignore[arg-type]
             for item in setup.items:
                 await upstream.conversation.item.create(item=item)  # type: ignore[arg-type]
@@ -124,7 +124,7 @@ async def bridge(scope: Scope, setup: voice.VoiceSetup, client_in: ClientIn, sen
         log.warning("voice session failed: %s", type(exc).__name__)
         reason = "error"
     finally:
-        await run_in_threadpool(voice.end, scope, setup, reason)
+        await run_in_threadpool(voice.end, ctx, setup, reason)
     return reason
 
 
@@ -198,8 +198,8 @@ async def browser_voice(websocket: WebSocket, persona_id: int | None = None) -> 
     hearth = websocket.app.state.hearth
     try:
         principal = principal_of_connection(websocket)
-        scope = hearth.scope(principal.user_id)
-        setup = await run_in_threadpool(voice.start, scope, persona_id, source="browser")
+        ctx = hearth.context(principal.user_id)
+        setup = await run_in_threadpool(voice.start, ctx, persona_id, source="browser")
     except HearthError as exc:
         await websocket.close(code=1008, reason=str(exc)[:120])
         return
@@ -213,7 +213,7 @@ async def browser_voice(websocket: WebSocket, persona_id: int | None = None) -> 
     async def send_audio(audio: str) -> None:
         await websocket.send_json({"type": "audio", "audio": audio})
 
-    reason = await bridge(scope, setup, client_in, send_audio, websocket.send_json)
+    reason = await bridge(ctx, setup, client_in, send_audio, websocket.send_json)
     if websocket.client_state == WebSocketState.CONNECTED:  # the browser is still there to be told
         if reason == "invalid":
             await websocket.close(code=1008, reason="invalid frame")
@@ -293,8 +293,8 @@ async def twilio_stream(websocket: WebSocket) -> None:
         await websocket.close(code=1008)
         return
     contact = Contact(**dict(row))
-    scope = hearth.scope(contact.user_id)
-    setup = await run_in_threadpool(voice.start, scope, contact.persona_id, source="phone")
+    ctx = hearth.context(contact.user_id)
+    setup = await run_in_threadpool(voice.start, ctx, contact.persona_id, source="phone")
 
     async def client_in() -> str | None:
         while True:
@@ -320,6 +320,6 @@ async def twilio_stream(websocket: WebSocket) -> None:
             await websocket.send_text(json.dumps({"event": "mark", "streamSid": stream_sid,
                                                   "mark": {"name": f"{event['role']}-transcript"}}))
 
-    reason = await bridge(scope, setup, client_in, send_audio, send_event)
+    reason = await bridge(ctx, setup, client_in, send_audio, send_event)
     if websocket.client_state == WebSocketState.CONNECTED:
         await websocket.close(code=1008 if reason == "invalid" else 1000)

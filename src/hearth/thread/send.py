@@ -37,7 +37,7 @@ from hearth.thread.tools import ToolContext, arguments_json
 from hearth.validation import check_text
 
 if TYPE_CHECKING:
-    from hearth.scope import Scope
+    from hearth.records.context import Context
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +61,9 @@ class Reply:
 
 
 class SendPath:
-    def __init__(self, scope: "Scope"):
-        self.scope = scope
-        self.hearth = scope.hearth
-        self.settings = scope.hearth.settings
+    def __init__(self, ctx: "Context"):
+        self.ctx = ctx
+        self.settings = ctx.settings
         self.span_id: int | None = None  # the activity span of this send (E1)
         self.regenerate = False  # answering the newest user message again: the chain is not continued
         self.model: str | None = None  # the model this send asks for (the conversation's, set by ``assemble``)
@@ -81,7 +80,7 @@ class SendPath:
         version of the last reply (``regenerate``); or replace a message the person sent with
         ``text`` and answer it again (``edit_message_id``). Replaced versions stay as alternatives; the
         turns after an edited message stay as the branch of its earlier version."""
-        activity = self.hearth.activity
+        activity = self.ctx.activity
         activity.begin_reply(conversation_id)  # refused (409) while "Compact now" runs (E7)
         try:
             yield from self._stream(conversation_id, text, channel, pin_characters, retry, regenerate,
@@ -92,22 +91,22 @@ class SendPath:
     def _stream(self, conversation_id: int, text: str, channel: str, pin_characters: tuple[str, ...],
                 retry: bool, regenerate: bool, edit_message_id: int | None) -> Iterator[SendEvent]:
         self.regenerate = regenerate or edit_message_id is not None
-        scope = self.scope
-        store = scope.store
+        ctx = self.ctx
+        store = ctx.store
         settings = self.settings
         idle = settings.idle_checkpoint_minutes * 60
         replacing: Message | None = None  # the reply that gets a new version instead of a new row
         if not (retry or regenerate or edit_message_id is not None):
-            conversation = scope.conversations.get(conversation_id)
-            scope.dynamic.prefetch(scope.personas.get(conversation.persona_id), text)
+            conversation = ctx.conversations.get(conversation_id)
+            ctx.dynamic.prefetch(ctx.personas.get(conversation.persona_id), text)
         with store.write() as conn:
-            conversation = scope.conversations.get(conversation_id)
+            conversation = ctx.conversations.get(conversation_id)
             check_open(conversation)
             ledger.check_channel(channel)
             now = utcnow()
             # E1: one indexed upsert in this same transaction (opens a span only after idle).
-            self.span_id = spans.touch(conn, scope.user_id, conversation.persona_id, channel, now=now,
-                                       idle_cutoff=spans.stamp(self.hearth.clock() - idle), idle_seconds=idle,
+            self.span_id = spans.touch(conn, ctx.user_id, conversation.persona_id, channel, now=now,
+                                       idle_cutoff=spans.stamp(ctx.clock() - idle), idle_seconds=idle,
                                        conversation_id=conversation_id)
             if retry:
                 user_message = self._unanswered(conn, conversation_id)
@@ -116,20 +115,18 @@ class SendPath:
                 user_message, replacing = self._last_exchange(conn, conversation_id)
             elif edit_message_id is not None:
                 user_message = self._editable(conn, conversation_id, edit_message_id)
-                alternatives.add(conn, scope.user_id, user_message.id, self._check_text(text), channel=channel,
+                alternatives.add(conn, ctx.user_id, user_message.id, self._check_text(text), channel=channel,
                                  reason="edited")
-                user_message = scope.conversations.message(user_message.id)
+                user_message = ctx.conversations.message(user_message.id)
             else:
-                user_message = scope.conversations.add_message(
-                    conversation_id, "user", self._check_text(text), channel=channel, created_at=now,
-                    span_id=self.span_id)
-                activations.note_user_message(conn, store, scope.user_id, text, channel)
-            prompt = stored.ensure(conn, scope.user_id, conversation_id, scope._handoff_text, channel)
+                user_message = save_turn(ctx, conn, conversation_id, self._check_text(text), channel=channel,
+                                         created_at=now, span_id=self.span_id)
+            prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, channel)
         yield SendEvent("saved", {"message_id": user_message.id, "span_id": self.span_id})
 
         # The span's idle checkpoint waits while this reply is in flight (E2).
-        with self.hearth.activity.reply_in_span(self.span_id):
-            with self.hearth.activity.assembling():  # background embedding waits for it
+        with ctx.activity.reply_in_span(self.span_id):
+            with ctx.activity.assembling():  # background embedding waits for it
                 assembled = self.assemble(conversation, user_message, prompt, pin_characters, size_channel=channel)
             try:
                 yield from self._answer(conversation, user_message, assembled, channel, replacing, regenerate)
@@ -139,8 +136,8 @@ class SendPath:
     def _answer(self, conversation: Conversation, user_message: Message, assembled: AssembledRequest,
                 channel: str, replacing: Message | None, regenerate: bool) -> Iterator[SendEvent]:
         """Ask the provider and save its reply, with what the assembly searched (A3)."""
-        scope = self.scope
-        store = scope.store
+        ctx = self.ctx
+        store = ctx.store
         conversation_id = conversation.id
         size = assembled.size.to_dict()
         yield SendEvent("diagnostics", size)
@@ -150,7 +147,7 @@ class SendPath:
         except ProviderError as exc:
             with store.write() as conn:
                 self._write_diagnostics(conn, conversation_id)
-                ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id,
+                ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation_id,
                               kind="provider.error", channel=channel, span_id=self.span_id,
                               payload={"kind": exc.kind, "retryable": exc.retryable})
             yield SendEvent("error", {"error": exc.code, "kind": exc.kind, "detail": str(exc),
@@ -158,7 +155,7 @@ class SendPath:
             return
         text_out, usage, tool_rounds, response_id, compacted = outcome
 
-        provider = self.hearth.provider
+        provider = ctx.provider
         with store.write() as conn:
             if replacing is None and not regenerate and _answered(conn, conversation_id, user_message.id):
                 # Two retries (or a send and a retry) raced: inside the write lock only the first
@@ -171,14 +168,13 @@ class SendPath:
             if regenerate:
                 metadata["regenerated"] = True
             if replacing is not None:
-                alternatives.add(conn, scope.user_id, replacing.id, text_out, metadata=metadata, channel=channel)
-                message = scope.conversations.message(replacing.id)
+                alternatives.add(conn, ctx.user_id, replacing.id, text_out, metadata=metadata, channel=channel)
+                message = ctx.conversations.message(replacing.id)
             else:
-                message = scope.conversations.add_message(
+                message = ctx.conversations.add_message(
                     conversation_id, "assistant", text_out, channel=channel, metadata=metadata, span_id=self.span_id)
             usage_payload = self._after_turn(conn, conversation, channel, usage, response_id, compacted)
-            for hook in scope._after_reply:
-                hook(conn, conversation, user_message, message)
+            ctx.after_reply(conn, conversation, user_message, message)
         yield SendEvent("done", {"message_id": message.id, "user_message_id": user_message.id,
                                  "usage": usage_payload, "size": size})
 
@@ -186,22 +182,22 @@ class SendPath:
         """A turn the companion starts itself (E11): ``instruction`` stands where the person's
         message would in the request but is never saved as one (the person did not say it); the
         reply is saved with channel ``inner``. A provider error propagates and nothing is saved."""
-        scope = self.scope
-        with scope.store.write() as conn:
-            conversation = scope.conversations.get(conversation_id)
+        ctx = self.ctx
+        with ctx.store.write() as conn:
+            conversation = ctx.conversations.get(conversation_id)
             if conversation.state == "ended" or conversation.visibility == "trashed" or conversation.imported:
                 raise Conflict("this conversation cannot take new turns")
-            prompt = stored.ensure(conn, scope.user_id, conversation_id, scope._handoff_text, "inner")
+            prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, "inner")
             last = conn.execute("SELECT coalesce(max(id), 0) FROM messages WHERE conversation_id = ?",
                                 (conversation_id,)).fetchone()[0]
             # Each activation is its own span with channel inner (E1, E11).
-            self.span_id, _now = spans.touch_now(conn, self.hearth, scope.user_id, conversation.persona_id, "inner",
+            self.span_id, _now = spans.touch_now(conn, ctx, conversation.persona_id, "inner",
                                                  conversation_id=conversation_id)
-        cue = Message(id=last + 1, user_id=scope.user_id, conversation_id=conversation_id, role="user",
+        cue = Message(id=last + 1, user_id=ctx.user_id, conversation_id=conversation_id, role="user",
                       kind="chat", content=instruction, channel="inner", created_at="")
         assembled = self.assemble(conversation, cue, prompt)
         try:
-            with self.hearth.activity.reply_in_span(self.span_id):
+            with ctx.activity.reply_in_span(self.span_id):
                 run = self._run_provider(assembled.request, conversation, "inner")
                 while True:
                     try:
@@ -209,20 +205,20 @@ class SendPath:
                     except StopIteration as stop:
                         text_out, usage, tool_rounds, response_id, compacted = stop.value
                         break
-            provider = self.hearth.provider
-            with scope.store.write() as conn:
+            provider = ctx.provider
+            with ctx.store.write() as conn:
                 self._keep_span_open(conn, conversation, "inner")
                 self._write_diagnostics(conn, conversation_id)
-                message = scope.conversations.add_message(
+                message = ctx.conversations.add_message(
                     conversation_id, "assistant", text_out, channel="inner", span_id=self.span_id,
                     metadata={**metadata, "provider": provider.name, "model": self.model or provider.model,
                               "tool_rounds": tool_rounds})
                 # The same after-turn path as any reply: the person's next turn chains from this
                 # one, so the model sees what it said on its own (E7, E11).
                 self._after_turn(conn, conversation, "inner", usage, response_id, compacted)
-                span = spans.get(conn, scope.user_id, self.span_id)
+                span = spans.get(conn, ctx.user_id, self.span_id)
                 if span.open:
-                    spans.close(conn, scope.user_id, span, "activation_done", at=utcnow())
+                    spans.close(conn, ctx.user_id, span, "activation_done", at=utcnow())
         finally:
             self._flush_diagnostics(conversation_id)
         return message
@@ -231,26 +227,26 @@ class SendPath:
         """A turn of this exchange is saved: its span stays open however long the reply took, or the
         turn joins the span open now if a checkpoint closed it meanwhile (E2)."""
         assert self.span_id is not None
-        self.span_id = spans.keep_open(conn, self.hearth, self.scope.user_id, self.span_id, conversation.persona_id,
-                                       channel, conversation_id=conversation.id)
+        self.span_id = spans.keep_open(conn, self.ctx, self.span_id, conversation.persona_id, channel,
+                                       conversation_id=conversation.id)
 
     def _after_turn(self, conn, conversation: Conversation, channel: str, usage: Usage, response_id: str,
                     compacted: bool) -> dict[str, int]:
         """E3, E6, E7 in the reply's transaction: record the usage, continue the chain, record a
         server-side compaction, and queue a capsule refresh when compaction happened or usage
         crossed the threshold. Returns the usage event's payload."""
-        user_id = self.scope.user_id
+        user_id = self.ctx.user_id
         usage_payload = {"input": usage.input_tokens, "output": usage.output_tokens,
                          "total": usage.total_tokens, "cached": usage.cached_tokens}
         ledger.append(conn, user_id=user_id, conversation_id=conversation.id, kind="context.usage",
                       channel=channel, payload=usage_payload, span_id=self.span_id)
-        if response_id and getattr(self.hearth.provider, "chains", False):
+        if response_id and getattr(self.ctx.provider, "chains", False):
             chains.after_turn(conn, user_id, conversation.id, response_id, self.model)
         if compacted:
             ledger.append(conn, user_id=user_id, conversation_id=conversation.id, kind="context.compacted",
                           channel=channel, span_id=self.span_id, payload={"mode": "auto"})
             capsules.schedule(conn, user_id, conversation.id, "compaction")
-        elif capsules.crossed(usage.input_tokens, self.hearth.input_token_limit(self.model),
+        elif capsules.crossed(usage.input_tokens, self.ctx.input_token_limit(self.model),
                               self.settings.capsule_threshold):
             capsules.schedule(conn, user_id, conversation.id, "threshold")
         return usage_payload
@@ -290,41 +286,41 @@ class SendPath:
         """The request for the provider. What the layers searched (A3), and the request's
         ``context.request_size`` event when ``size_channel`` is given, are left for the reply's
         transaction (``_write_diagnostics``): nothing is written between the save and the provider."""
-        scope = self.scope
+        ctx = self.ctx
         # The conversation's own model, if it chose one: its name goes into the request and its
         # context window sets the budget.
-        self.model = model = self.hearth.model_for(conversation)
-        limit = self.hearth.input_token_limit(model)
+        self.model = model = ctx.model_for(conversation)
+        limit = ctx.input_token_limit(model)
         reserve = min(self.settings.output_token_reserve, limit // 4)
         room_chars = max(0, (limit - reserve) * 4 - len(prompt.text) - len(user_message.content))
-        chaining = bool(getattr(self.hearth.provider, "chains", False))
-        with scope.store.read() as conn:
+        chaining = bool(getattr(ctx.provider, "chains", False))
+        with ctx.store.read() as conn:
             # E3: the latest capsule travels with the turns it does not cover.
             capsule = capsules.latest(conn, conversation.id)
             capsule_text = capsule.render() if capsule else ""
-            history, older = self.hearth.turns.read(conn, conversation.id, user_message.id,
+            history, older = ctx.turns.read(conn, conversation.id, user_message.id,
                                                       max(0, room_chars - len(capsule_text)),
                                                       after_id=capsule.through_message_id if capsule else 0)
             chain = chains.get(conn, conversation.id) if chaining and not self.regenerate else None
             if chain is not None and not chain.continues(model, conversation.model):
                 chain = None  # the model changed: the chain restarts with the whole thread
-            persona = scope.personas.get(conversation.persona_id)
+            persona = ctx.personas.get(conversation.persona_id)
             # A greeting (a card's first message, X3) is not a reply: the birth period goes on (K3).
             has_reply = bool(conn.execute(
                 "SELECT 1 FROM messages WHERE conversation_id = ? AND role = 'assistant' AND kind = 'chat'"
                 " AND json_extract(metadata, '$.greeting') IS NULL LIMIT 1",
                 (conversation.id,),
             ).fetchone())
-            post_history = character.post_history(conn, scope.user_id, persona, conversation.id, user_message)
-            turn = Turn(conn=conn, user_id=scope.user_id, conversation=conversation, persona=persona,
+            post_history = character.post_history(conn, ctx.user_id, persona, conversation.id, user_message)
+            turn = Turn(conn=conn, user_id=ctx.user_id, conversation=conversation, persona=persona,
                         text=user_message.content, history=history, settings=self.settings,
-                        pinned_characters=tuple(pin_characters), handoff=scope._handoff_info(conn, conversation.id),
+                        pinned_characters=tuple(pin_characters), handoff=ctx.handoff_info(conn, conversation.id),
                         assembled_text=[prompt.text, *(m.content for m in history[-8:])],
                         has_assistant_reply=has_reply)
-            context = scope.dynamic.render(scope.dynamic.collect(turn))
+            context = ctx.dynamic.render(ctx.dynamic.collect(turn))
         assembled = assemble(
             static_prompt=prompt.text, handoff_chars=prompt.handoff_chars, history=history, context=context,
-            user_text=quote_reserved_headings(user_message.content), tools=scope.toolbox.specs(),
+            user_text=quote_reserved_headings(user_message.content), tools=ctx.toolbox.specs(),
             input_limit_tokens=limit, output_reserve_tokens=reserve, birth_period=not has_reply,
             trimmed_before=older, capsule=capsule_text, post_history=post_history,
             static_sections=prompt.section_chars,
@@ -334,7 +330,7 @@ class SendPath:
             request = replace(assembled.request,
                               previous_response_id=chain.response_id if chain else None,
                               replacement_input=chain.replacement_input if chain else (),
-                              compact_threshold=chains.compaction_threshold_tokens(scope, model))
+                              compact_threshold=chains.compaction_threshold_tokens(ctx, model))
             assembled = replace(assembled, request=request)
         assembled = replace(assembled, request=replace(assembled.request, model=model))
         self._diagnostics = (turn.search_log, size_channel, assembled.size.to_dict())
@@ -350,28 +346,28 @@ class SendPath:
         for entry in logs:
             searchlog.record(conn, **entry)
         if channel is not None:
-            ledger.append(conn, user_id=self.scope.user_id, conversation_id=conversation_id,
+            ledger.append(conn, user_id=self.ctx.user_id, conversation_id=conversation_id,
                           kind="context.request_size", channel=channel, payload=size, span_id=self.span_id)
 
     def _flush_diagnostics(self, conversation_id: int) -> None:
         """What ``assemble`` left and no transaction took (the reply raced another, the stream was
         closed, the provider failed inside ``inner``): written now, in a transaction of its own."""
         if self._diagnostics is not None:
-            with self.scope.store.write() as conn:
+            with self.ctx.store.write() as conn:
                 self._write_diagnostics(conn, conversation_id)
 
     def _run_provider(self, request: ProviderRequest, conversation: Conversation, channel: str):
         """Stream the reply, running tool calls between rounds.
 
         Returns (text, usage, rounds, the last response id, whether the server compacted)."""
-        provider = self.hearth.provider
+        provider = self.ctx.provider
         chaining = bool(getattr(provider, "chains", False))
         messages = list(request.messages)
         parts: list[str] = []
         usage = Usage()
         response_id = ""
         compacted = False
-        ctx = ToolContext(self.scope.store, self.scope.user_id, conversation.id, conversation.persona_id)
+        tool_ctx = ToolContext(self.ctx.store, self.ctx.user_id, conversation.id, conversation.persona_id)
         round_request = request
         for round_ in range(MAX_TOOL_ROUNDS + 1):
             calls = []
@@ -402,18 +398,35 @@ class SendPath:
             messages.append(ChatMessage("assistant", "".join(round_text), tool_calls=tuple(calls)))
             for call in calls:
                 # R3: frames and payloads carry fixed names only; a name the model invented is "unknown".
-                name = call.name if call.name in self.scope.toolbox.tools else "unknown"
+                name = call.name if call.name in self.ctx.toolbox.tools else "unknown"
                 yield SendEvent("tool", {"name": name, "status": "running"})
-                result = self.scope.toolbox.run(ctx, call)
-                with self.scope.store.write() as conn:
+                result = self.ctx.toolbox.run(tool_ctx, call)
+                with self.ctx.store.write() as conn:
                     self._keep_span_open(conn, conversation, channel)
-                    ledger.append(conn, user_id=self.scope.user_id, conversation_id=conversation.id,
+                    ledger.append(conn, user_id=self.ctx.user_id, conversation_id=conversation.id,
                                   kind="tool.call", channel=channel, span_id=self.span_id,
                                   payload={"name": name, "argument_chars": len(arguments_json(call.arguments)),
                                            "result_chars": len(result)})
                 messages.append(ChatMessage("tool", result, tool_call_id=call.id))
                 yield SendEvent("tool", {"name": name, "status": "done", "result_tokens": estimate_tokens(len(result))})
         return "".join(parts), usage, MAX_TOOL_ROUNDS, response_id, compacted
+
+
+def save_turn(ctx: "Context", conn: Any, conversation_id: int, text: str, *, channel: str, created_at: str,
+              span_id: int | None, metadata: dict[str, Any] | None = None) -> Message:
+    """Save what the person said, in the caller's transaction: the one way a turn of theirs enters a
+    thread, whether typed in the chat or arriving by SMS, email or voice. A whole-message "stop
+    check-ins" / "start check-ins" is heard here, in any channel (E11)."""
+    message = ctx.conversations.add_message(conversation_id, "user", text, channel=channel, metadata=metadata,
+                                            created_at=created_at, span_id=span_id)
+    activations.note_user_message(conn, ctx.store, ctx.user_id, text, channel)
+    return message
+
+
+def answer(ctx: "Context", conversation_id: int, *, channel: str) -> Reply:
+    """Answer the person's newest turn, already saved (a channel message stored on arrival, or a
+    message whose reply failed): the send path from its second step, nothing saved twice."""
+    return collect(SendPath(ctx).stream(conversation_id, "", channel=channel, retry=True), ctx.conversations)
 
 
 def check_open(conversation: Conversation) -> None:
@@ -433,7 +446,7 @@ def last_turn(conn, conversation_id: int) -> Message | None:
     return Message.from_row(row) if row is not None else None
 
 
-def keep_partial(scope: "Scope", conversation_id: int, text: str, *, channel: str = "web") -> Message:
+def keep_partial(ctx: "Context", conversation_id: int, text: str, *, channel: str = "web") -> Message:
     """Keep what arrived of a reply the person stopped (W2), only when they choose to.
 
     It answers the unanswered message, or becomes another version of the last reply when a
@@ -441,25 +454,23 @@ def keep_partial(scope: "Scope", conversation_id: int, text: str, *, channel: st
     """
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("a partial reply must not be empty")
-    if len(text) > scope.hearth.settings.max_message_chars:
-        raise InvalidInput(f"a partial reply is longer than {scope.hearth.settings.max_message_chars} characters")
-    with scope.store.write() as conn:
-        conversation = scope.conversations.get(conversation_id)
+    if len(text) > ctx.settings.max_message_chars:
+        raise InvalidInput(f"a partial reply is longer than {ctx.settings.max_message_chars} characters")
+    with ctx.store.write() as conn:
+        conversation = ctx.conversations.get(conversation_id)
         check_open(conversation)
         last = last_turn(conn, conversation_id)
         if last is None:
             raise Conflict("there is nothing this reply could answer")
         metadata = {"partial": True}
         if last.role == "assistant":
-            alternatives.add(conn, scope.user_id, last.id, text, metadata=metadata, channel=channel)
-            return scope.conversations.message(last.id)
+            alternatives.add(conn, ctx.user_id, last.id, text, metadata=metadata, channel=channel)
+            return ctx.conversations.message(last.id)
         # A kept reply is a turn like any other: it belongs to a span, so a checkpoint reads it (E2).
-        span_id, _now = spans.touch_now(conn, scope.hearth, scope.user_id, conversation.persona_id, channel,
-                                        conversation_id=conversation_id)
-        message = scope.conversations.add_message(conversation_id, "assistant", text, channel=channel,
-                                                  metadata=metadata, span_id=span_id)
-        for hook in scope._after_reply:
-            hook(conn, conversation, last, message)
+        span_id, _now = spans.touch_now(conn, ctx, conversation.persona_id, channel, conversation_id=conversation_id)
+        message = ctx.conversations.add_message(conversation_id, "assistant", text, channel=channel,
+                                                metadata=metadata, span_id=span_id)
+        ctx.after_reply(conn, conversation, last, message)
         return message
 
 

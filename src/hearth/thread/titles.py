@@ -18,9 +18,9 @@ from hearth.store import Connection, utcnow
 
 if TYPE_CHECKING:
     from hearth.memory.helpers import Helper
+    from hearth.records.context import Context
     from hearth.records.conversations import Conversation
     from hearth.records.ledger import Message
-    from hearth.scope import Scope
 
 JOB_KIND = "title"
 MAX_CHARS = 60
@@ -55,7 +55,7 @@ def after_reply(conn: Connection, conversation: "Conversation", user_message: "M
                      dedupe_key=f"title:{conversation.id}")
 
 
-def title_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+def title_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     """Ask the model for a short title; keep the offline one if the answer is unusable."""
     conversation_id = payload.get("conversation_id")
     if not isinstance(conversation_id, int):
@@ -63,9 +63,9 @@ def title_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None
     ask = getattr(helper, "ask", None)
     if ask is None:  # the offline helper: the offline title stays
         return
-    conversation = scope.conversations.get(conversation_id)
-    user_message = scope.conversations.message(int(payload["user_message_id"]))
-    reply = scope.conversations.message(int(payload["reply_id"]))
+    conversation = ctx.conversations.get(conversation_id)
+    user_message = ctx.conversations.message(int(payload["user_message_id"]))
+    reply = ctx.conversations.message(int(payload["reply_id"]))
     if conversation.title != offline_title(user_message.content):
         return  # renamed by the person meanwhile
     answer = ask("Write a short title of at most six words for the conversation below, in the language it"
@@ -74,11 +74,11 @@ def title_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None
     title = " ".join(str(answer.get("title", "")).split()).strip("\"'")[:MAX_CHARS * 2]
     if not title:
         return
-    with scope.store.write() as conn:
+    with ctx.store.write() as conn:
         current = conn.execute("SELECT title FROM conversations WHERE id = ? AND user_id = ?",
-                               (conversation_id, scope.user_id)).fetchone()
+                               (conversation_id, ctx.user_id)).fetchone()
         if current is None or current[0] != conversation.title:
             return
         conn.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
-        ledger.append(conn, user_id=scope.user_id, conversation_id=conversation_id, kind="conversation.titled",
+        ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation_id, kind="conversation.titled",
                       payload={"source": "model", "chars": len(title)})

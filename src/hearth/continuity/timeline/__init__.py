@@ -24,8 +24,8 @@ from hearth.continuity.timeline.pages import Cursor, Page
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
+    from hearth.records.context import Context as UserContext
     from hearth.records.conversations import Conversation
-    from hearth.scope import Hearth, Scope
     from hearth.thread.turns import ThreadTurn
 
 __all__ = ["Context", "Cursor", "Page", "Resumed", "Timeline", "resume"]
@@ -57,16 +57,16 @@ class Context:
 class Timeline:
     """Everything about one user's relationship timeline (``scope.timeline``)."""
 
-    def __init__(self, scope: "Scope"):
-        self.scope = scope
-        self.store = scope.store
-        self.user_id = scope.user_id
+    def __init__(self, ctx: "UserContext"):
+        self._ctx = ctx
+        self.store = ctx.store
+        self.user_id = ctx.user_id
 
     # -- E8 ------------------------------------------------------------------------------------
     def page(self, before: str | Cursor | None = None, limit: int | None = None) -> Page:
         """The newest events (the first page), or the page before a cursor from an earlier page."""
         cursor = Cursor.parse(before) if isinstance(before, str) else before
-        size = limit if limit is not None else self.scope.hearth.settings.timeline_history_event_limit
+        size = limit if limit is not None else self._ctx.settings.timeline_history_event_limit
         with self.store.read() as conn:
             return pages.page(conn, self.user_id, before=cursor, limit=size)
 
@@ -79,11 +79,10 @@ class Timeline:
         """The span a live activity in a conversation belongs to, opened when needed; for other
         activity than the send path (a voice session, an autonomous activation). Runs in the
         caller's write transaction; ``now`` is the activity's own timestamp."""
-        conversation = self.scope.conversations.get(conversation_id)
-        hearth = self.scope.hearth
-        idle = hearth.settings.idle_checkpoint_minutes * 60
+        conversation = self._ctx.conversations.get(conversation_id)
+        idle = self._ctx.settings.idle_checkpoint_minutes * 60
         return spans.touch(conn, self.user_id, conversation.persona_id, channel, now=now,
-                           idle_cutoff=spans.stamp(hearth.clock() - idle), idle_seconds=idle,
+                           idle_cutoff=spans.stamp(self._ctx.clock() - idle), idle_seconds=idle,
                            conversation_id=conversation.id)
 
     def open_spans(self) -> list[spans.Span]:
@@ -93,28 +92,28 @@ class Timeline:
     # -- E2 ------------------------------------------------------------------------------------
     def checkpoint(self, span_id: int, helper: "Helper | None" = None) -> int | None:
         """Run a span's idle checkpoint now if it is due (the worker does this by itself)."""
-        return checkpoints.run(self.scope, span_id, helper or self._helper())
+        return checkpoints.run(self._ctx, span_id, helper or self._helper())
 
     # -- E3 ------------------------------------------------------------------------------------
     def capsule(self, conversation_id: int) -> capsules.Capsule | None:
-        self.scope.conversations.get(conversation_id)
+        self._ctx.conversations.get(conversation_id)
         with self.store.read() as conn:
             return capsules.latest(conn, conversation_id)
 
     def refresh_capsule(self, conversation_id: int, helper: "Helper | None" = None) -> capsules.Capsule | None:
-        return capsules.refresh(self.scope, conversation_id, helper or self._helper(), reason="manual")
+        return capsules.refresh(self._ctx, conversation_id, helper or self._helper(), reason="manual")
 
     # -- E7 ------------------------------------------------------------------------------------
     def compact(self, conversation_id: int, *, channel: str = "web") -> chains.Compaction:
         """Compact now: the Responses compaction endpoint, then a capsule refresh (409 while busy)."""
-        return chains.compact(self.scope, conversation_id, channel=channel)
+        return chains.compact(self._ctx, conversation_id, channel=channel)
 
     def context(self, conversation_id: int) -> "Context":
         """The chat header's figures: input usage against the compaction threshold, capsule, compaction."""
-        hearth = self.scope.hearth
-        conversation = self.scope.conversations.get(conversation_id)
-        model = hearth.model_for(conversation)  # the limit follows the conversation's model
-        limit = hearth.input_token_limit(model)
+        ctx = self._ctx
+        conversation = ctx.conversations.get(conversation_id)
+        model = ctx.model_for(conversation)  # the limit follows the conversation's model
+        limit = ctx.input_token_limit(model)
         with self.store.read() as conn:
             usage = conn.execute("SELECT payload FROM events WHERE conversation_id = ? AND kind = 'context.usage'"
                                  " ORDER BY created_at DESC, id DESC LIMIT 1", (conversation.id,)).fetchone()
@@ -124,9 +123,9 @@ class Timeline:
                 "SELECT max(created_at) FROM events WHERE conversation_id = ? AND kind = 'context.compacted'",
                 (conversation.id,)).fetchone()[0]
         input_tokens = json.loads(usage[0]).get("input", 0) if usage else 0
-        compaction = chains.compaction_threshold_tokens(self.scope, model)
+        compaction = chains.compaction_threshold_tokens(ctx, model)
         threshold = compaction or limit
-        provider = hearth.provider
+        provider = ctx.provider
         return Context(
             conversation_id=conversation.id,
             input_tokens=input_tokens,
@@ -139,13 +138,13 @@ class Timeline:
             last_compaction_at=compacted,
             replacement_input_pending=bool(chain and chain.replacement_input),
             compaction_available=bool(getattr(provider, "chains", False)),
-            running=hearth.activity.state(conversation.id),
+            running=ctx.activity.state(conversation.id),
         )
 
     def _helper(self) -> "Helper":
         from hearth.memory.helpers import helper_for
 
-        return helper_for(self.scope.hearth)
+        return helper_for(self._ctx)
 
 
 # -- E4 --------------------------------------------------------------------------------------------
@@ -163,24 +162,23 @@ class Resumed:
                 "span": self.span.to_dict() if self.span else None}
 
 
-def resume(hearth: "Hearth", user_id: int | None = None, turns: int = RESUME_TURNS) -> Resumed:
+def resume(ctx: "UserContext", turns: int = RESUME_TURNS) -> Resumed:
     """The most recently active open conversation, its newest turns, latest capsule and open span."""
     from hearth.thread.turns import ThreadTurn
 
-    scope = hearth.scope(user_id)
-    with scope.store.read() as conn:
+    with ctx.store.read() as conn:
         row = conn.execute(
             "SELECT id FROM conversations WHERE user_id = ? AND state = 'open' AND trashed_at IS NULL"
-            " ORDER BY updated_at DESC, id DESC LIMIT 1", (scope.user_id,)).fetchone()
+            " ORDER BY updated_at DESC, id DESC LIMIT 1", (ctx.user_id,)).fetchone()
         if row is None:
             return Resumed(None, [], None, None)
-        conversation = scope.conversations.get(row[0])
+        conversation = ctx.conversations.get(row[0])
         recent = conn.execute(
             "SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ?"
             " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact') ORDER BY id DESC LIMIT ?",
             (conversation.id, turns)).fetchall()
         capsule = capsules.latest(conn, conversation.id)
         span_row = conn.execute("SELECT * FROM spans WHERE user_id = ? AND persona_id = ? AND closed_at IS NULL",
-                                (scope.user_id, conversation.persona_id)).fetchone()
+                                (ctx.user_id, conversation.persona_id)).fetchone()
     return Resumed(conversation, [ThreadTurn(*r) for r in reversed(recent)], capsule,
                    spans.Span.from_row(span_row) if span_row else None)

@@ -27,7 +27,7 @@ from hearth.store.migrations import TURN_VERSION_EVENTS
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
-    from hearth.scope import Scope
+    from hearth.records.context import Context
 
 JOB_KIND = "timeline.capsule"
 HEADING = "=== CONTINUITY CAPSULE ==="
@@ -84,16 +84,15 @@ def crossed(input_tokens: int, input_limit: int, threshold: float) -> bool:
     return input_limit > 0 and input_tokens >= threshold * input_limit
 
 
-def refresh(scope: "Scope", conversation_id: int, helper: "Helper", *, reason: str = "threshold") -> Capsule | None:
+def refresh(ctx: "Context", conversation_id: int, helper: "Helper", *, reason: str = "threshold") -> Capsule | None:
     """Write a new capsule for a conversation; None when it has no turns to cover yet.
 
     Announces ``started`` and, on failure, ``failed`` live only; the completed capsule is an event.
     """
-    hearth = scope.hearth
-    recent = hearth.settings.capsule_recent_turns
-    live = hearth.live
-    with scope.store.read() as conn:
-        conversation = scope.conversations.get(conversation_id)
+    recent = ctx.settings.capsule_recent_turns
+    live = ctx.live
+    with ctx.store.read() as conn:
+        conversation = ctx.conversations.get(conversation_id)
         previous = latest(conn, conversation.id)
         # The newest `recent` turns stay verbatim; everything before them is what the capsule covers.
         boundary = conn.execute(
@@ -111,7 +110,7 @@ def refresh(scope: "Scope", conversation_id: int, helper: "Helper", *, reason: s
         return None  # usage stays high between refreshes: at most one per `recent` new turns
     turns = [TurnText(r["role"], r["content"], r["id"]) for r in reversed(rows)]
     channels = sorted({r["channel"] for r in rows})
-    live.publish(scope.user_id, {"kind": "context.capsule", "status": "started", "conversation_id": conversation.id,
+    live.publish(ctx.user_id, {"kind": "context.capsule", "status": "started", "conversation_id": conversation.id,
                                  "reason": reason})
     try:
         result = helper.write_capsule(previous.text if previous else "", turns, channels)  # outside a transaction
@@ -119,23 +118,23 @@ def refresh(scope: "Scope", conversation_id: int, helper: "Helper", *, reason: s
             raise InvalidInput("the capsule helper wrote nothing")
     except Exception as exc:
         # Live only (E6); the job records the failure kind and retries.
-        live.publish(scope.user_id, {"kind": "context.capsule", "status": "failed",
+        live.publish(ctx.user_id, {"kind": "context.capsule", "status": "failed",
                                      "conversation_id": conversation.id, "error": type(exc).__name__})
         raise
-    with scope.store.write() as conn:
+    with ctx.store.write() as conn:
         now = utcnow()
-        span_id = open_span_of(conn, scope.user_id, conversation.persona_id)
-        event_id = ledger.append(conn, user_id=scope.user_id, conversation_id=conversation.id, kind="context.capsule",
+        span_id = open_span_of(conn, ctx.user_id, conversation.persona_id)
+        event_id = ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation.id, kind="context.capsule",
                                  channel="inner", created_at=now, span_id=span_id,
                                  payload={"status": "completed", "source": result.source,
                                           "through_message_id": through, "turns": len(turns),
                                           "chars": len(result.text), "reason": reason})
         conn.execute("INSERT INTO capsules (id, user_id, conversation_id, text, source, through_message_id, created_at)"
                      " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                     (event_id, scope.user_id, conversation.id, result.text, result.source, through, now))
+                     (event_id, ctx.user_id, conversation.id, result.text, result.source, through, now))
         capsule = latest(conn, conversation.id)
     assert capsule is not None
-    live.publish(scope.user_id, {"kind": "context.capsule", "status": "completed", "conversation_id": conversation.id,
+    live.publish(ctx.user_id, {"kind": "context.capsule", "status": "completed", "conversation_id": conversation.id,
                                  "capsule_id": capsule.id})
     return capsule
 
@@ -147,8 +146,8 @@ def open_span_of(conn: Connection, user_id: int, persona_id: int) -> int | None:
     return row[0] if row else None
 
 
-def capsule_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+def capsule_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     conversation_id = payload.get("conversation_id")
     if not isinstance(conversation_id, int) or isinstance(conversation_id, bool):
         raise InvalidInput("a capsule job needs a conversation id")
-    refresh(scope, conversation_id, helper, reason=str(payload.get("reason", "threshold"))[:20])
+    refresh(ctx, conversation_id, helper, reason=str(payload.get("reason", "threshold"))[:20])

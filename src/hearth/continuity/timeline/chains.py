@@ -21,7 +21,7 @@ from hearth.records import ledger
 from hearth.store import Connection, utcnow
 
 if TYPE_CHECKING:
-    from hearth.scope import Scope
+    from hearth.records.context import Context
 
 
 @dataclass(frozen=True)
@@ -76,25 +76,24 @@ def reset(conn: Connection, conversation_id: int) -> None:
     conn.execute("DELETE FROM response_chains WHERE conversation_id = ?", (conversation_id,))
 
 
-def compaction_threshold_tokens(scope: "Scope", model: str | None = None) -> int | None:
-    fraction = scope.hearth.settings.compaction_threshold
-    return int(fraction * scope.hearth.input_token_limit(model)) if fraction > 0 else None
+def compaction_threshold_tokens(ctx: "Context", model: str | None = None) -> int | None:
+    fraction = ctx.settings.compaction_threshold
+    return int(fraction * ctx.input_token_limit(model)) if fraction > 0 else None
 
 
-def compact(scope: "Scope", conversation_id: int, *, channel: str = "web") -> Compaction:
+def compact(ctx: "Context", conversation_id: int, *, channel: str = "web") -> Compaction:
     """Compact now: refused (409) while a reply or compaction of this conversation runs."""
-    hearth = scope.hearth
-    provider = hearth.provider
-    conversation = scope.conversations.get(conversation_id)
+    provider = ctx.provider
+    conversation = ctx.conversations.get(conversation_id)
     if not getattr(provider, "chains", False) or not hasattr(provider, "compact"):
         raise InvalidInput(f"Compact now needs the OpenAI Responses provider; this deployment uses "
                            f"{provider.name!r}")
     from hearth.providers.base import ChatMessage
     from hearth.providers.openai_responses import to_responses_input
 
-    model = hearth.model_for(conversation)
-    with hearth.activity.compaction(conversation.id):
-        with scope.store.read() as conn:
+    model = ctx.model_for(conversation)
+    with ctx.activity.compaction(conversation.id):
+        with ctx.store.read() as conn:
             chain = get(conn, conversation.id)
             if chain is not None and not chain.continues(model, conversation.model):
                 chain = None  # another model's chain: compact the thread itself
@@ -114,16 +113,16 @@ def compact(scope: "Scope", conversation_id: int, *, channel: str = "web") -> Co
         result = provider.compact(  # type: ignore[attr-defined]
             instructions=prompt[0] if prompt else instructions, items=items,
             previous_response_id=chain.response_id if chain and not chain.replacement_input else None, model=model)
-        with scope.store.write() as conn:
+        with ctx.store.write() as conn:
             now = utcnow()
             conn.execute(
                 "INSERT INTO response_chains (conversation_id, user_id, response_id, replacement_input, compacted_at,"
                 " model, updated_at) VALUES (?, ?, NULL, ?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET"
                 " response_id = NULL, replacement_input = excluded.replacement_input,"
                 " compacted_at = excluded.compacted_at, model = excluded.model, updated_at = excluded.updated_at",
-                (conversation.id, scope.user_id, json.dumps(result.output, separators=(",", ":")), now, model, now))
-            span_id = capsules.open_span_of(conn, scope.user_id, conversation.persona_id)
-            ledger.append(conn, user_id=scope.user_id, conversation_id=conversation.id, kind="context.compacted",
+                (conversation.id, ctx.user_id, json.dumps(result.output, separators=(",", ":")), now, model, now))
+            span_id = capsules.open_span_of(conn, ctx.user_id, conversation.persona_id)
+            ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation.id, kind="context.compacted",
                           channel=channel, created_at=now, span_id=span_id,
                           payload={"mode": "manual", "items": len(result.output),
                                    "input_tokens": result.usage.input_tokens,
@@ -133,8 +132,8 @@ def compact(scope: "Scope", conversation_id: int, *, channel: str = "web") -> Co
 
         capsule = None
         try:
-            capsule = capsules.refresh(scope, conversation.id, helper_for(hearth), reason="compaction")
+            capsule = capsules.refresh(ctx, conversation.id, helper_for(ctx), reason="compaction")
         except Exception:  # noqa: BLE001 - the compaction stands; the capsule job tries again
-            with scope.store.write() as conn:
-                capsules.schedule(conn, scope.user_id, conversation.id, "compaction")
+            with ctx.store.write() as conn:
+                capsules.schedule(conn, ctx.user_id, conversation.id, "compaction")
         return Compaction(conversation.id, now, len(result.output), capsule.id if capsule else None)

@@ -35,7 +35,7 @@ from hearth.store import utcnow
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
-    from hearth.scope import Scope
+    from hearth.records.context import Context
 
 CURSOR_LAYER = "timeline.checkpoint"
 MAX_TURNS = 400  # per checkpoint; a larger backlog is taken by the next one
@@ -54,49 +54,48 @@ def new_turns(conn, user_id: int, span: Span) -> list[tuple[int, TurnText]]:
     return [(r[0], TurnText(r[2], r[3], r[1])) for r in rows]
 
 
-def run(scope: "Scope", span_id: int, helper: "Helper") -> int | None:
+def run(ctx: "Context", span_id: int, helper: "Helper") -> int | None:
     """Checkpoint one span if it is idle; returns the checkpoint event id, or None if not (yet) due."""
-    hearth = scope.hearth
-    store = scope.store
-    idle = hearth.settings.idle_checkpoint_minutes * 60
+    store = ctx.store
+    idle = ctx.settings.idle_checkpoint_minutes * 60
     with store.read() as conn:
-        span = span_store.get(conn, scope.user_id, span_id)
+        span = span_store.get(conn, ctx.user_id, span_id)
         if span.checkpoint_event_id is not None:
             return None  # done before (a rerun after a crash, or a duplicate job)
-        now = hearth.clock()
+        now = ctx.clock()
         due_in = epoch(span.last_at) + idle - now if span.open else 0.0
-        if span.open and hearth.activity.span_busy(span.id):
+        if span.open and ctx.activity.span_busy(span.id):
             due_in = max(due_in, idle)  # a reply is streaming: its save extends the span
-        turns = new_turns(conn, scope.user_id, span) if due_in <= 0 else []
+        turns = new_turns(conn, ctx.user_id, span) if due_in <= 0 else []
     if due_in > 0:
         # Still active: come back one idle period after its last activity.
         with store.write() as conn:
-            enqueue(conn, scope.user_id, CHECKPOINT_JOB, {"span_id": span.id}, dedupe_key=f"span:{span.id}",
+            enqueue(conn, ctx.user_id, CHECKPOINT_JOB, {"span_id": span.id}, dedupe_key=f"span:{span.id}",
                     delay=due_in, now=now)
         return None
     suggestions = helper.extract_memories([t for _c, t in turns]) if turns else []  # outside any transaction
     found_facts = helper.extract_facts([t for _c, t in turns]) if turns else []
-    scope.layers.review.prepare([s.text for s in suggestions])
+    ctx.review().prepare([s.text for s in suggestions])
     with store.write() as conn:
-        fresh = span_store.get(conn, scope.user_id, span_id)
+        fresh = span_store.get(conn, ctx.user_id, span_id)
         if fresh.checkpoint_event_id is not None:
             return None
-        if fresh.last_at != span.last_at or (fresh.open and hearth.activity.span_busy(span.id)):
+        if fresh.last_at != span.last_at or (fresh.open and ctx.activity.span_busy(span.id)):
             # New activity while extracting: try again one idle period after it.
-            enqueue(conn, scope.user_id, CHECKPOINT_JOB, {"span_id": span.id}, dedupe_key=f"span:{span.id}",
-                    delay=idle, now=hearth.clock())
+            enqueue(conn, ctx.user_id, CHECKPOINT_JOB, {"span_id": span.id}, dedupe_key=f"span:{span.id}",
+                    delay=idle, now=ctx.clock())
             return None
-        at = max(utcnow(), _newest_event(conn, scope.user_id))
+        at = max(utcnow(), _newest_event(conn, ctx.user_id))
         conversations = sorted({c for c, _t in turns})
         # A turn forgotten while the helper worked is not cited; a fact citing none of its turns any
         # more is not written (facts.add returns None).
         written = sum(1 for f in found_facts
-                      if fact_store.add(conn, scope.user_id, f.text, f.message_ids, source=f.source, span_id=span.id,
+                      if fact_store.add(conn, ctx.user_id, f.text, f.message_ids, source=f.source, span_id=span.id,
                                         created_at=at) is not None)
         if written:
-            enqueue(conn, scope.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
+            enqueue(conn, ctx.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
         event_id = ledger.append(
-            conn, user_id=scope.user_id, kind="checkpoint.created", channel="inner", span_id=span.id,
+            conn, user_id=ctx.user_id, kind="checkpoint.created", channel="inner", span_id=span.id,
             created_at=at,
             payload={"span_id": span.id, "turns": len(turns), "conversations": len(conversations),
                      "suggestions": len(suggestions), "facts": written, "through_message_id": turns[-1][1].message_id if turns else 0})
@@ -105,15 +104,15 @@ def run(scope: "Scope", span_id: int, helper: "Helper") -> int | None:
         for s in suggestions:
             source_conversation = next((conversation_of[t.message_id] for _c, t in turns
                                         if s.evidence and s.evidence in t.text), evidence_conversation)
-            scope.layers.review.propose("memory_add", {"text": s.text, "category": s.category}, s.reason,
+            ctx.review().propose("memory_add", {"text": s.text, "category": s.category}, s.reason,
                                         evidence=s.evidence, source=s.source, conversation_id=source_conversation,
                                         span_id=span.id)
         for conversation_id in conversations:
             last = max(t.message_id for c, t in turns if c == conversation_id)
-            set_cursor(conn, scope.user_id, conversation_id, CURSOR_LAYER, last)
+            set_cursor(conn, ctx.user_id, conversation_id, CURSOR_LAYER, last)
         conn.execute("UPDATE spans SET checkpoint_event_id = ? WHERE id = ?", (event_id, span.id))
         if fresh.open:
-            span_store.close(conn, scope.user_id, fresh, "idle", at=at, checkpoint_event_id=event_id)
+            span_store.close(conn, ctx.user_id, fresh, "idle", at=at, checkpoint_event_id=event_id)
     return event_id
 
 
@@ -123,16 +122,16 @@ def _newest_event(conn, user_id: int) -> str:
     return row[0] or ""
 
 
-def checkpoint_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+def checkpoint_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     span_id = payload.get("span_id")
     if not isinstance(span_id, int) or isinstance(span_id, bool):
         raise InvalidInput("a checkpoint job needs a span id")
-    run(scope, span_id, helper)
+    run(ctx, span_id, helper)
 
 
-def pending_turns(scope: "Scope", conversation_id: int) -> int:
+def pending_turns(ctx: "Context", conversation_id: int) -> int:
     """Chat turns of a conversation that no checkpoint has read yet (for status displays)."""
-    with scope.store.read() as conn:
+    with ctx.store.read() as conn:
         after = cursor(conn, conversation_id, CURSOR_LAYER)
         return conn.execute("SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
                             " AND role IN ('user', 'assistant')", (conversation_id, after)).fetchone()[0]

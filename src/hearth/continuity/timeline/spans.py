@@ -27,7 +27,7 @@ from hearth.records import ledger
 from hearth.store import Connection, Row, inserted_id, utcnow
 
 if TYPE_CHECKING:
-    from hearth.scope import Hearth
+    from hearth.records.context import Context
 
 CHECKPOINT_JOB = "timeline.checkpoint"
 KIND_OF_CHANNEL = {"voice": "voice", "inner": "inner", "import": "import"}  # every other channel: text
@@ -97,27 +97,27 @@ def touch(conn: Connection, user_id: int, persona_id: int | None, channel: str, 
                      conversation_id=conversation_id, checkpoint=kind != "import")
 
 
-def keep_open(conn: Connection, hearth: "Hearth", user_id: int, span_id: int, persona_id: int | None,
-              channel: str, *, conversation_id: int | None = None) -> int:
+def keep_open(conn: Connection, ctx: "Context", span_id: int, persona_id: int | None, channel: str, *,
+              conversation_id: int | None = None) -> int:
     """The span for a turn of an exchange already under way (its reply, a tool round): the send's
     own span, kept open and extended however long the reply streamed. If a checkpoint closed it
     meanwhile (another process's worker), the turn joins the span open now, or a new one, so the
     next checkpoint still reads it (E2)."""
     row = conn.execute(
         "UPDATE spans SET last_at = max(last_at, ?) WHERE id = ? AND user_id = ? AND closed_at IS NULL RETURNING id",
-        (utcnow(), span_id, user_id)).fetchone()
+        (utcnow(), span_id, ctx.user_id)).fetchone()
     if row is not None:
         return span_id
-    return touch_now(conn, hearth, user_id, persona_id, channel, conversation_id=conversation_id)[0]
+    return touch_now(conn, ctx, persona_id, channel, conversation_id=conversation_id)[0]
 
 
-def touch_now(conn: Connection, hearth: "Hearth", user_id: int, persona_id: int | None, channel: str, *,
+def touch_now(conn: Connection, ctx: "Context", persona_id: int | None, channel: str, *,
               conversation_id: int | None = None) -> tuple[int, str]:
     """``touch`` for activity happening now, judged by the deployment's clock and idle setting;
     returns the span id and the timestamp used."""
-    idle = hearth.settings.idle_checkpoint_minutes * 60
+    idle = ctx.settings.idle_checkpoint_minutes * 60
     now = utcnow()
-    span_id = touch(conn, user_id, persona_id, channel, now=now, idle_cutoff=stamp(hearth.clock() - idle),
+    span_id = touch(conn, ctx.user_id, persona_id, channel, now=now, idle_cutoff=stamp(ctx.clock() - idle),
                     idle_seconds=idle, conversation_id=conversation_id)
     return span_id, now
 
@@ -142,13 +142,13 @@ def open_span(conn: Connection, user_id: int, persona_id: int | None, channel: s
 
 
 @contextmanager
-def burst(conn: Connection, hearth: "Hearth", user_id: int, persona_id: int | None, channel: str, *,
+def burst(conn: Connection, ctx: "Context", persona_id: int | None, channel: str, *,
           reason: str) -> Iterator[int]:
     """A span that opens and closes inside the caller's transaction: activity that happens all at
     once (an import). It queues no checkpoint: what it brought is not a conversation that went idle."""
-    span_id, _now = touch_now(conn, hearth, user_id, persona_id, channel)
+    span_id, _now = touch_now(conn, ctx, persona_id, channel)
     yield span_id
-    close(conn, user_id, get(conn, user_id, span_id), reason, at=utcnow())
+    close(conn, ctx.user_id, get(conn, ctx.user_id, span_id), reason, at=utcnow())
 
 
 def close(conn: Connection, user_id: int, span: Span, reason: str, *, at: str,

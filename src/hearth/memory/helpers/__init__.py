@@ -1,13 +1,13 @@
 """Model-written work behind one ``Helper`` interface, with offline versions (G3).
 
-``helper_for(hearth)`` picks the implementation from settings: when the configured provider is
+``helper_for(deployment)`` picks the implementation from settings: when the configured provider is
 ``offline`` (no key, no base URL), the deterministic ``OfflineHelper``; otherwise ``ModelHelper``
 over the same provider the companion uses.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from hearth.memory.helpers.base import (
     SUMMARY_MAX_WORDS,
@@ -28,7 +28,8 @@ from hearth.memory.helpers.model import ModelHelper
 from hearth.memory.helpers.offline import OfflineHelper
 
 if TYPE_CHECKING:
-    from hearth.scope import Hearth
+    from hearth.providers.base import Provider
+    from hearth.settings import Settings
 
 __all__ = [
     "SUMMARY_MAX_WORDS", "CapsuleResult", "FactSuggestion", "FragmentSuggestion", "Helper", "HelperOutputError", "LiveContextResult",
@@ -37,9 +38,19 @@ __all__ = [
 ]
 
 
-def helper_for(hearth: "Hearth") -> Helper:
+class WithProvider(Protocol):
+    """Where the settings and the provider come from: a ``Hearth`` or a user's ``Context``."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def provider(self) -> Provider: ...
+
+
+def helper_for(source: WithProvider) -> Helper:
     from hearth.providers import choose_provider_name
 
-    if choose_provider_name(hearth.settings) == "offline":
+    if choose_provider_name(source.settings) == "offline":
         return OfflineHelper()
-    return ModelHelper(hearth.provider)
+    return ModelHelper(source.provider)

@@ -25,14 +25,16 @@ from typing import TYPE_CHECKING, Any
 from hearth.errors import ConfigError, Forbidden, InvalidInput, ProviderError, TooLarge
 from hearth.ops import jobs
 from hearth.outreach.channels.contacts import Contact
-from hearth.outreach.channels.inbound import receive, record_sent, sent_parts
+from hearth.outreach.channels.inbound import receive_for, record_sent, sent_parts
+from hearth.records.users import Users
 from hearth.settings import Settings
 from hearth.store import state
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
+    from hearth.records.context import Context, Deployment
     from hearth.records.ledger import Message
-    from hearth.scope import Hearth, Scope
+    from hearth.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -90,27 +92,32 @@ def parse(raw: bytes, max_bytes: int) -> IncomingMail:
     return IncomingMail(message_id, sender, subject, references, text)
 
 
-def mailbox_user(hearth: "Hearth") -> int:
-    settings = hearth.settings
-    return hearth.users.by_name(settings.email_user).id if settings.email_user else hearth.users.owner().id
+def mailbox_user(source: "Deployment | Context") -> int:
+    settings, users = source.settings, Users(source.store)
+    return users.by_name(settings.email_user).id if settings.email_user else users.owner().id
 
 
 def _cursor_key(user_id: int) -> str:
     return f"email.imap_cursor.{user_id}"
 
 
-def _load_cursor(hearth: "Hearth", user_id: int) -> dict[str, Any]:
-    return state.get(hearth.store.connection(), _cursor_key(user_id), {"uidvalidity": None, "last_uid": 0})
+def _load_cursor(store: "Store", user_id: int) -> dict[str, Any]:
+    return state.get(store.connection(), _cursor_key(user_id), {"uidvalidity": None, "last_uid": 0})
 
 
-def _save_cursor(hearth: "Hearth", user_id: int, cursor: dict[str, Any]) -> None:
-    with hearth.store.write() as conn:
+def _save_cursor(store: "Store", user_id: int, cursor: dict[str, Any]) -> None:
+    with store.write() as conn:
         state.put(conn, _cursor_key(user_id), cursor)
 
 
-def poll(hearth: "Hearth", user_id: int) -> dict[str, int]:
+def poll(deployment: "Deployment", user_id: int) -> dict[str, int]:
+    """Read new mail once for ``user_id``'s mailbox; returns counts by outcome (numbers only)."""
+    return poll_mailbox(deployment.context(user_id))
+
+
+def poll_mailbox(ctx: "Context") -> dict[str, int]:
     """Read new mail once; returns counts by outcome (numbers only)."""
-    settings = hearth.settings
+    settings, user_id = ctx.settings, ctx.user_id
     if not settings.imap_host:
         raise ConfigError("email needs HEARTH_IMAP_HOST (and the IMAP login)")
     counts = {"accepted": 0, "duplicate": 0, "kept": 0, "refused": 0}
@@ -122,16 +129,16 @@ def poll(hearth: "Hearth", user_id: int) -> dict[str, int]:
             if status != "OK":
                 raise ProviderError("the mailbox has no INBOX", "server", True)
             uidvalidity = (imap.response("UIDVALIDITY")[1] or [b""])[0]
-            cursor = _load_cursor(hearth, user_id)
+            cursor = _load_cursor(ctx.store, user_id)
             validity = uidvalidity.decode() if isinstance(uidvalidity, bytes) else str(uidvalidity)
             if cursor.get("uidvalidity") != validity:
                 cursor = {"uidvalidity": validity, "last_uid": 0}  # Message-IDs still prevent repeats
             status, data = imap.uid("SEARCH", f"UID {int(cursor['last_uid']) + 1}:*")
             uids = sorted(int(u) for u in (data[0] or b"").split() if int(u) > int(cursor["last_uid"]))
             for uid in uids:
-                counts[_take(hearth, imap, uid, user_id)] += 1
+                counts[_take(ctx, imap, uid)] += 1
                 cursor["last_uid"] = uid
-                _save_cursor(hearth, user_id, cursor)
+                _save_cursor(ctx.store, user_id, cursor)
     except (imaplib.IMAP4.error, OSError) as exc:
         raise ProviderError(f"the mailbox could not be read ({type(exc).__name__})", "server", True) from None
     if any(counts.values()):
@@ -139,8 +146,8 @@ def poll(hearth: "Hearth", user_id: int) -> dict[str, int]:
     return counts
 
 
-def _take(hearth: "Hearth", imap: imaplib.IMAP4, uid: int, user_id: int) -> str:
-    settings = hearth.settings
+def _take(ctx: "Context", imap: imaplib.IMAP4, uid: int) -> str:
+    settings = ctx.settings
     _status, data = imap.uid("FETCH", str(uid), "(RFC822.SIZE)")
     size = re.search(rb"RFC822\.SIZE (\d+)", data[0] if isinstance(data[0], bytes) else b"")
     if size and int(size.group(1)) > settings.email_max_bytes:
@@ -151,28 +158,27 @@ def _take(hearth: "Hearth", imap: imaplib.IMAP4, uid: int, user_id: int) -> str:
     try:
         mail = parse(raw, settings.email_max_bytes)
         meta = {"email": {"message_id": mail.message_id, "subject": mail.subject, "references": mail.references}}
-        return receive(hearth, "email", mail.sender, mail.message_id, mail.text, metadata=meta,
-                       user_id=user_id).status
+        return receive_for(ctx, "email", mail.sender, mail.message_id, mail.text, metadata=meta).status
     except (InvalidInput, Forbidden) as exc:
         log.info("email refused: %s", exc.code)  # the reason's code only, never the mail's text
         return "refused"
 
 
-def poll_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+def poll_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     """Poll once, then queue the next poll (the schedule lives in the job queue, so it survives
     restarts)."""
     try:
-        poll(scope.hearth, scope.user_id)
+        poll_mailbox(ctx)
     finally:
-        schedule(scope.hearth, delay=scope.hearth.settings.email_poll_seconds)
+        schedule(ctx, delay=ctx.settings.email_poll_seconds)
 
 
-def schedule(hearth: "Hearth", delay: float = 0.0) -> int | None:
+def schedule(source: "Deployment | Context", delay: float = 0.0) -> int | None:
     """Queue the mailbox's next poll unless one is pending; None when email is not configured."""
-    if not hearth.settings.imap_host:
+    if not source.settings.imap_host:
         return None
-    user_id = mailbox_user(hearth)
-    with hearth.store.write() as conn:
+    user_id = mailbox_user(source)
+    with source.store.write() as conn:
         return jobs.enqueue(conn, user_id, POLL_JOB, {}, dedupe_key=POLL_JOB, delay=delay, max_attempts=1)
 
 
@@ -192,14 +198,14 @@ def compose(settings: Settings, to: str, reply: str, thread: dict[str, str]) -> 
     return message
 
 
-def deliver(scope: "Scope", contact: Contact, reply: "Message", thread: dict[str, str]) -> None:
+def deliver(ctx: "Context", contact: Contact, reply: "Message", thread: dict[str, str]) -> None:
     """Send ``reply`` by SMTP; ``thread`` (the Message-ID, subject and references of the mail it
     answers) makes it thread in the person's mail client."""
-    settings = scope.hearth.settings
+    settings = ctx.settings
     if not (settings.smtp_host and settings.email_address):
         raise ConfigError("email replies need HEARTH_SMTP_HOST and HEARTH_EMAIL_ADDRESS")
     key = f"{reply.id}"
-    if key in sent_parts(scope.store.connection(), "email", reply.id):
+    if key in sent_parts(ctx.store.connection(), "email", reply.id):
         return
     message = compose(settings, contact.address, reply.content, thread)
     try:
@@ -211,6 +217,6 @@ def deliver(scope: "Scope", contact: Contact, reply: "Message", thread: dict[str
             smtp.send_message(message)
     except (smtplib.SMTPException, OSError) as exc:
         raise ProviderError(f"the reply could not be sent ({type(exc).__name__})", "server", True) from None
-    record_sent(scope, "email", key, reply, str(message["Message-ID"]), contact)
+    record_sent(ctx, "email", key, reply, str(message["Message-ID"]), contact)
     log.info("email reply delivered")
 

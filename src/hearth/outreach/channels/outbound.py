@@ -9,35 +9,35 @@ from typing import TYPE_CHECKING, Any, Callable
 from hearth.errors import InvalidInput
 from hearth.outreach.channels import mail, sms
 from hearth.outreach.channels.contacts import Contact
-from hearth.thread.send import last_turn
+from hearth.thread.send import answer, last_turn
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
+    from hearth.records.context import Context
     from hearth.records.ledger import Message
-    from hearth.scope import Scope
 
 log = logging.getLogger(__name__)
 
 
-# channel -> deliver(scope, contact, reply, thread headers of what it answers)
-Deliver = Callable[["Scope", Contact, "Message", dict[str, str]], None]
+# channel -> deliver(context, contact, reply, thread headers of what it answers)
+Deliver = Callable[["Context", Contact, "Message", dict[str, str]], None]
 
 
 def _adapters() -> dict[str, Deliver]:
     return {"sms": sms.deliver, "email": mail.deliver}
 
 
-def reply_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+def reply_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     """Answer the thread's unanswered channel message and deliver the reply on that channel."""
     conversation_id = int(payload["conversation_id"])
     channel = str(payload["channel"])
     deliver = _adapters()
     if channel not in deliver:
         raise InvalidInput(f"no adapter delivers on {channel!r}")
-    conn = scope.store.connection()
+    conn = ctx.store.connection()
     inbound = conn.execute(
         "SELECT message_id, contact_id FROM channel_messages WHERE user_id = ? AND conversation_id = ?"
-        " AND channel = ? AND direction = 'in' ORDER BY id DESC LIMIT 1", (scope.user_id, conversation_id, channel),
+        " AND channel = ? AND direction = 'in' ORDER BY id DESC LIMIT 1", (ctx.user_id, conversation_id, channel),
     ).fetchone()
     if inbound is None:
         return
@@ -45,26 +45,26 @@ def reply_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None
     if latest is None:
         return
     if latest.role == "user":
-        reply = scope.retry(conversation_id, channel=channel).assistant_message
+        reply = answer(ctx, conversation_id, channel=channel).assistant_message
     elif latest.channel == channel:
         reply = latest  # answered before a crash: deliver it
     else:
         return  # answered on another channel meanwhile; nothing to send here
     contact = conn.execute("SELECT * FROM channel_contacts WHERE id = ? AND user_id = ?",
-                           (inbound["contact_id"], scope.user_id)).fetchone()
+                           (inbound["contact_id"], ctx.user_id)).fetchone()
     if contact is None:
         log.info("%s reply not delivered: the contact was removed", channel)
         return
-    thread = scope.conversations.message(inbound["message_id"]).metadata.get("email", {})
-    deliver[channel](scope, Contact(**dict(contact)), reply, thread)
+    thread = ctx.conversations.message(inbound["message_id"]).metadata.get("email", {})
+    deliver[channel](ctx, Contact(**dict(contact)), reply, thread)
 
 
-def deliver_reply(scope: "Scope", channel: str, persona_id: int, message: "Message") -> None:
+def deliver_reply(ctx: "Context", channel: str, persona_id: int, message: "Message") -> None:
     """Send a message the companion started (E11) to the user's contact on ``channel``: the
     contact that talks to this persona, else the user's first on that channel."""
-    row = scope.store.connection().execute(
+    row = ctx.store.connection().execute(
         "SELECT * FROM channel_contacts WHERE user_id = ? AND channel = ?"
-        " ORDER BY persona_id IS NOT ?, id LIMIT 1", (scope.user_id, channel, persona_id)).fetchone()
+        " ORDER BY persona_id IS NOT ?, id LIMIT 1", (ctx.user_id, channel, persona_id)).fetchone()
     if row is None:
         raise InvalidInput(f"there is no {channel} contact to deliver to")
-    _adapters()[channel](scope, Contact(**dict(row)), message, {})
+    _adapters()[channel](ctx, Contact(**dict(row)), message, {})

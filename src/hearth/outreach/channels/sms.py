@@ -18,8 +18,8 @@ from hearth.outreach.channels.inbound import record_sent, sent_parts
 from hearth.settings import Settings
 
 if TYPE_CHECKING:
+    from hearth.records.context import Context
     from hearth.records.ledger import Message
-    from hearth.scope import Scope
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +83,13 @@ def client(settings: Settings):
                   http_client=_ApiBase(timeout=settings.provider_timeout))
 
 
-def deliver(scope: "Scope", contact: Contact, reply: "Message", thread: dict[str, str]) -> None:
+def deliver(ctx: "Context", contact: Contact, reply: "Message", thread: dict[str, str]) -> None:
     """Send ``reply`` to the contact as SMS parts; parts already sent (a retried job) are skipped."""
     from twilio.base.exceptions import TwilioException, TwilioRestException
 
-    settings = scope.hearth.settings
+    settings = ctx.settings
     parts = split(reply.content, settings.sms_part_chars)[:MAX_PARTS]
-    done = sent_parts(scope.store.connection(), "sms", reply.id)
+    done = sent_parts(ctx.store.connection(), "sms", reply.id)
     twilio = client(settings)
     for number, part in enumerate(parts, 1):
         key = f"{reply.id}:{number}/{len(parts)}"
@@ -103,6 +103,6 @@ def deliver(scope: "Scope", contact: Contact, reply: "Message", thread: dict[str
                                 "rate_limit" if exc.status == 429 else "server", retryable) from None
         except TwilioException:
             raise ProviderError("Twilio could not be reached", "server", True) from None
-        record_sent(scope, "sms", key, reply, sent.sid or "", contact)
+        record_sent(ctx, "sms", key, reply, sent.sid or "", contact)
     log.info("sms reply delivered in %d part(s)", len(parts))
 

@@ -28,7 +28,7 @@ from hearth.validation import check_text
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
-    from hearth.scope import Scope
+    from hearth.records.context import Context
 
 LABEL = "RETRIEVED ARCHIVE MEMORY"
 TRUST = (
@@ -223,15 +223,15 @@ def _cite(results: list) -> str:
 
 
 class RecallTools:
-    """The model's deliberate search and read tools, bound to one scope's store and embedder."""
+    """The model's deliberate search and read tools, bound to one user's store and embedder."""
 
-    def __init__(self, scope: Scope, embedder: Callable[[], Any] | None):
-        self.scope = scope
-        self.store = scope.store
+    def __init__(self, user: Context, embedder: Callable[[], Any] | None):
+        self._user = user
+        self.store = user.store
         self.embedder = embedder
 
     def _persona(self, ctx: ToolContext):
-        return self.scope.personas.get(ctx.persona_id)
+        return self._user.personas.get(ctx.persona_id)
 
     def past_conversations(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         """Other conversations of this companion; never shielded, hidden or trashed ones (V2)."""
@@ -239,7 +239,7 @@ class RecallTools:
         persona = self._persona(ctx)
         filters = Filters(sources=("messages",), exclude_conversation_ids=(ctx.conversation_id,),
                           persona_id=ctx.persona_id, eligible_only=True, include_shielded=False, **_date_args(args))
-        outcome = search(ctx.conn, self.scope.user_id, query, filters=filters, limit=TOOL_RESULTS,
+        outcome = search(ctx.conn, self._user.user_id, query, filters=filters, limit=TOOL_RESULTS,
                          embedder=self.embedder() if self.embedder else None, db_key=self.store.key,
                          origin="tool:search_past_conversations", store=self.store,
                          conversation_id=ctx.conversation_id, ignore_names=persona_names(persona),
@@ -259,7 +259,7 @@ class RecallTools:
         if not isinstance(collections, (list, tuple)) or not all(isinstance(c, str) for c in collections):
             raise InvalidInput("collections must be a list of collection names")
         filters = Filters(sources=("chunks",), collections=tuple(collections)[:20], **_date_args(args))
-        outcome = search(ctx.conn, self.scope.user_id, query, filters=filters, limit=TOOL_RESULTS,
+        outcome = search(ctx.conn, self._user.user_id, query, filters=filters, limit=TOOL_RESULTS,
                          embedder=self.embedder() if self.embedder else None, db_key=self.store.key,
                          origin="tool:search_archive", store=self.store, conversation_id=ctx.conversation_id)
         if not outcome.results:
@@ -268,7 +268,7 @@ class RecallTools:
                 f"and use the dates exactly as given:\n" + _cite(outcome.results))
 
     def read_library_file(self, ctx: ToolContext, args: dict[str, Any]) -> str:
-        library = Library(self.scope.hearth.settings.home, self.scope.user_id)
+        library = Library(self._user.settings.home, self._user.user_id)
         path = args.get("path") or ""
         if not path:
             files = library.list()
@@ -315,7 +315,7 @@ class RecallTools:
         ]
 
 
-def embed_job(scope: Scope, payload: dict[str, Any], helper: Helper | None = None) -> None:
+def embed_job(ctx: Context, payload: dict[str, Any], helper: Helper | None = None) -> None:
     """Background job: embed one slice of this user's new chat turns and archive chunks (S7), and
     first the turns named in ``messages`` (their chosen text changed).
 
@@ -323,25 +323,25 @@ def embed_job(scope: Scope, payload: dict[str, Any], helper: Helper | None = Non
     """
     from hearth.retrieval.semantic import INDEXES, embed_messages, embed_pending, model_id, shared_embedder
 
-    embedder = shared_embedder(scope.hearth)
+    embedder = shared_embedder(ctx)
     changed = payload.get("messages")
     if isinstance(changed, list) and changed:
         # Turns whose chosen version changed (W2) lie behind the cursor: they are named.
-        embed_messages(scope.store, embedder, scope.user_id, [int(i) for i in changed[:EMBED_JOB_SLICE]])
+        embed_messages(ctx.store, embedder, ctx.user_id, [int(i) for i in changed[:EMBED_JOB_SLICE]])
     # Follows the cursor: a reply's job reads only the rows that arrived since the last one.
-    report = embed_pending(scope.store, embedder, user_id=scope.user_id,
+    report = embed_pending(ctx.store, embedder, user_id=ctx.user_id,
                            limit=int(payload.get("limit", EMBED_JOB_SLICE)), follow=True,
-                           pause=scope.hearth.activity.wait_quiet)
+                           pause=ctx.activity.wait_quiet)
     # The new vectors go into the loaded indexes here, in the background, not on the next send.
-    INDEXES.catch_up(scope.store.connection(), str(scope.store.key), scope.user_id, model_id(embedder))
+    INDEXES.catch_up(ctx.store.connection(), str(ctx.store.key), ctx.user_id, model_id(embedder))
     if report.remaining:
         from hearth.ops.jobs import enqueue
 
-        with scope.store.write() as conn:
-            enqueue(conn, scope.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
+        with ctx.store.write() as conn:
+            enqueue(conn, ctx.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
 
 
-def owner_search(scope: Scope, query: str, *, include_shielded: bool = False, archive: bool = True,
+def owner_search(ctx: Context, query: str, *, include_shielded: bool = False, archive: bool = True,
                  messages: bool = True, date_from: str | None = None, date_to: str | None = None,
                  collections: tuple[str, ...] = (), limit: int = 10, embed: bool = True, origin: str = "owner"):
     """The owner's deliberate search (U1, V2): every conversation of every persona that is not
@@ -364,7 +364,7 @@ def owner_search(scope: Scope, query: str, *, include_shielded: bool = False, ar
     if embed:
         from hearth.retrieval.semantic import shared_embedder
 
-        embedder = shared_embedder(scope.hearth)
-    with scope.store.read() as conn:
-        return search(conn, scope.user_id, query.strip()[:1_000], filters=filters, limit=int(limit),
-                      embedder=embedder, db_key=scope.store.key, origin=origin, store=scope.store)
+        embedder = shared_embedder(ctx)
+    with ctx.store.read() as conn:
+        return search(conn, ctx.user_id, query.strip()[:1_000], filters=filters, limit=int(limit),
+                      embedder=embedder, db_key=ctx.store.key, origin=origin, store=ctx.store)

@@ -27,8 +27,8 @@ from hearth.validation import check_text
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
+    from hearth.records.context import Context
     from hearth.records.conversations import Conversations
-    from hearth.scope import Scope
 
 JOB_KIND = "status.detect"
 MAX_NAME = 60
@@ -332,19 +332,19 @@ class HouseholdLayer:
                       source_ids=tuple(f.id for f in items), numbers={"fields": len(items)})]
 
 
-def detect_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+def detect_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     """Read the person's new messages in a conversation and propose status changes (HS2)."""
     from hearth.ops.jobs import cursor, set_cursor
 
     conversation_id = int(payload["conversation_id"])
-    scope.conversations.get(conversation_id)
-    store = scope.store
+    ctx.conversations.get(conversation_id)
+    store = ctx.store
     with store.read() as conn:
         since = cursor(conn, conversation_id, JOB_KIND)
         rows = conn.execute(
             "SELECT id, role, content FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
             " AND role = 'user' ORDER BY id DESC LIMIT ?", (conversation_id, since, DETECT_MESSAGES)).fetchall()
-        current = fields(conn, scope.user_id)
+        current = fields(conn, ctx.user_id)
     if not rows:
         return
     turns = [TurnText(r["role"], r["content"], r["id"]) for r in reversed(rows)]
@@ -356,8 +356,8 @@ def detect_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> Non
             target = by_name.get(change.field)
             if target is None:
                 continue
-            scope.layers.review.propose(
+            ctx.review().propose(
                 "status_change",
                 {"field_id": target.id, "field": target.name, "from": target.value, "to": change.value},
                 change.reason, evidence=change.evidence, source=change.source, conversation_id=conversation_id)
-        set_cursor(conn, scope.user_id, conversation_id, JOB_KIND, turns[-1].message_id)
+        set_cursor(conn, ctx.user_id, conversation_id, JOB_KIND, turns[-1].message_id)

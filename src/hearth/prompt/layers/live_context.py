@@ -30,9 +30,9 @@ from hearth.validation import check_text
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
+    from hearth.records.context import Context
     from hearth.records.conversations import Conversations
     from hearth.records.ledger import Message
-    from hearth.scope import Scope
 
 JOB_KIND = "live_context.refresh"
 RECENT_MESSAGES = 12
@@ -360,8 +360,8 @@ class LiveContextLayer:
                       numbers={"nudges": len(found.nudges)})]
 
 
-def refresh_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+def refresh_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     conversation_id = payload.get("conversation_id")
     if not isinstance(conversation_id, int):
         raise InvalidInput("live context job needs a conversation id")
-    scope.layers.live_context.refresh(conversation_id, helper)
+    LiveContext(ctx.store, ctx.user_id, ctx.conversations).refresh(conversation_id, helper)

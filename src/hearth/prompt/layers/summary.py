@@ -28,12 +28,13 @@ from hearth.memory.helpers.base import (
     word_count,
 )
 from hearth.prompt.dynamic import Block, Turn
+from hearth.prompt.layers.settings import LayerSettings
 from hearth.store import Connection, Row, Store, utcnow
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
+    from hearth.records.context import Context
     from hearth.records.conversations import Conversations
-    from hearth.scope import Scope
 
 JOB_KIND = "summary.refresh"
 OFFLINE_LABEL = "(offline summary)"
@@ -175,9 +176,9 @@ class SummaryLayer:
                                                        "through_message_id": found.through_message_id})]
 
 
-def refresh_job(scope: "Scope", payload: dict[str, Any], helper: "Helper") -> None:
+def refresh_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     conversation_id = payload.get("conversation_id")
     if not isinstance(conversation_id, int):
         raise InvalidInput("summary job needs a conversation id")
-    every = None if payload.get("force") else scope.layers.settings.get("summary.every")
-    scope.layers.summaries.refresh(conversation_id, helper, every=every, force=bool(payload.get("force")))
+    every = None if payload.get("force") else LayerSettings(ctx.store, ctx.user_id).get("summary.every")
+    Summaries(ctx.store, ctx.user_id, ctx.conversations).refresh(conversation_id, helper, every=every, force=bool(payload.get("force")))
