@@ -156,12 +156,12 @@ def mcp_round_trip(data: Path, samples: int, queries: int) -> dict[str, Any]:
         search_ms, trivial_ms = asyncio.run(over_stdio())
         floor_ms = []
         with Hearth(settings) as hearth:
-            scope = hearth.scope(hearth.users.by_name(sample["sample_id"]).id)
+            context = hearth.context(hearth.users.by_name(sample["sample_id"]).id)
             for q in questions[:5]:
-                owner_search(scope, q, archive=False, limit=8, origin="mcp:search_conversations")
+                owner_search(context, q, archive=False, limit=8, origin="mcp:search_conversations")
             for q in questions:
                 t0 = time.perf_counter()
-                owner_search(scope, q, archive=False, limit=8, origin="mcp:search_conversations")
+                owner_search(context, q, archive=False, limit=8, origin="mcp:search_conversations")
                 floor_ms.append((time.perf_counter() - t0) * 1000)
     return {"mcp_search_stdio": summary(search_ms), "library_search": summary(floor_ms),
             "mcp_trivial_tool_stdio": summary(trivial_ms), "queries": len(questions),

@@ -58,21 +58,22 @@ def supersede_part(prompts: int, repeat: int) -> None:
         settings = Settings.resolve({"home": home, "duplicate_embeddings": False}, environ={})
         hearth = Hearth(settings, provider=StopwatchProvider())
         me = hearth.scope()
+        context = hearth.context(me.user_id)
         persona = me.personas.create("bench")
         memory = me.memories.add("Nora lives in Lyon with her two children")
         start = time.perf_counter()
-        with me.store.write() as conn:
+        with hearth.store.write() as conn:
             for _ in range(prompts):
                 conversation = me.conversations.create(persona.id)
-                stored.ensure(conn, me.user_id, conversation.id, me._handoff_text)
+                stored.ensure(conn, me.user_id, conversation.id, context.handoff_text)
         print(f"setup: one memory held by {prompts} stored prompts in {time.perf_counter() - start:.1f} s")
         floor, correction, supersede, restore = [], [], [], []
-        holders = [r[0] for r in me.store.connection().execute(
+        holders = [r[0] for r in hearth.store.connection().execute(
             "SELECT conversation_id FROM conversation_memories WHERE memory_id = ?", (memory.id,))]
         print(f"  stored prompts holding the memory: {len(holders)}")
         for i in range(repeat):
-            with Stopwatch(floor), me.store.write() as conn:
-                me._rebuild_prompts(conn, holders)
+            with Stopwatch(floor), hearth.store.write() as conn:
+                context.rebuild_prompts(conn, holders)
             with Stopwatch(correction):
                 me.memories.edit(memory.id, text=f"Nora lives in Lyon with her two kids ({i})", correction=True)
             with Stopwatch(supersede):
@@ -97,7 +98,7 @@ def forget_part(home: str, messages: int, repeat: int) -> None:
     settings = Settings.resolve({"home": home, "duplicate_embeddings": False}, environ={})
     hearth = Hearth(settings, provider=StopwatchProvider())
     me = hearth.scope()
-    conn = me.store.connection()
+    conn = hearth.store.connection()
     total = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
     vectors = conn.execute("SELECT count(*) FROM message_embeddings").fetchone()[0]
     size = Path(settings.database_path).stat().st_size / 2**20
@@ -111,20 +112,20 @@ def forget_part(home: str, messages: int, repeat: int) -> None:
         roles = ["user" if i % 2 == 0 else "assistant" for i in range(messages)]
         texts = tm.messages(roles)
         texts[0] = f"{texts[0]} {CANARY}"
-        with me.store.write():
+        with hearth.store.write():
             for role, text in zip(roles, texts):
                 me.conversations.add_message(conversation.id, role, text)
         if model is not None:
             from hearth.retrieval.semantic import embed_pending
 
             # follow: as the background job does, only the turns after the newest vector.
-            embed_pending(me.store, HashedEmbedder(model[0], 384), user_id=me.user_id, follow=True)
+            embed_pending(hearth.store, HashedEmbedder(model[0], 384), user_id=me.user_id, follow=True)
         return conversation.id
 
     trash, plain, forget, compaction = [], [], [], []
     for i in range(repeat):
         conversation_id = make_thread(f"forget me {i}")
-        c = me.store.connection()
+        c = hearth.store.connection()
         with Stopwatch(plain):
             c.execute("BEGIN IMMEDIATE")
             c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
@@ -135,7 +136,7 @@ def forget_part(home: str, messages: int, repeat: int) -> None:
             preview = me.forget.preview("conversation", conversation_id)
             me.forget.apply("conversation", conversation_id, token=preview.token, phrase=CONFIRMATION_PHRASE)
         with Stopwatch(compaction):
-            compact(me.store, me.user_id)
+            compact(hearth.store, me.user_id)
     rows = [("peer: move it to the trash", trash),
             ("peer: plain cascading DELETE (rolled back)", plain),
             ("forget: preview + confirmed transaction", forget),
@@ -147,7 +148,7 @@ def forget_part(home: str, messages: int, repeat: int) -> None:
         print(f"    runs in order: {', '.join(f'{x:.0f}' for x in samples)} ms")
     ratio = summary(forget)["median_ms"] / summary(plain)["median_ms"]
     print(f"  forget / plain DELETE median ratio: {ratio:.2f}")
-    check = verify(me.store, CANARY)
+    check = verify(hearth.store, CANARY)
     print(f"  canary check on the raw files: {'clean' if check.clean else 'FOUND ' + json.dumps(check.to_dict())}"
           f" ({check.files_checked} files)")
     hearth.close()

@@ -47,7 +47,7 @@ def write_messages(scope: Any, persona_id: int, texts: list[str]) -> float:
     conversation_id = None
     started = time.perf_counter()
     for start in range(0, len(texts), BATCH):
-        with scope.store.write():
+        with scope.conversations.store.write():  # the store the messages are written through
             for i in range(start, min(start + BATCH, len(texts))):
                 if i % THREAD == 0:
                     conversation_id = scope.conversations.create(persona_id, f"Thread {i // THREAD}").id
@@ -117,7 +117,7 @@ def embedding_run(embedder: Any, texts: list[str], label: str) -> dict[str, Any]
         embed_texts_list = labelled_texts(scope, persona_id, texts)
         raw_seconds(embedder, embed_texts_list[:EMBED_BATCH], EMBED_BATCH)  # warm the model
         started = time.perf_counter()
-        report = embed_pending(scope.store, embedder, user_id=scope.user_id)
+        report = embed_pending(hearth.store, embedder, user_id=scope.user_id)
         pipeline_s = time.perf_counter() - started
         raw_s = raw_seconds(embedder, embed_texts_list, EMBED_BATCH)
         hearth.close()
@@ -177,7 +177,7 @@ def run_into(args: argparse.Namespace) -> dict[str, Any]:
     raw_seconds(embedder, labelled[:EMBED_BATCH], EMBED_BATCH)  # warm the model
     started = time.perf_counter()
     # As the background job runs it: its cursor, and a pause (here free) before each model call.
-    report = embed_pending(scope.store, embedder, user_id=scope.user_id, follow=True, pause=lambda: None)
+    report = embed_pending(hearth.store, embedder, user_id=scope.user_id, follow=True, pause=lambda: None)
     pipeline_s = time.perf_counter() - started
     raw_s = raw_seconds(embedder, labelled, EMBED_BATCH)
     hearth.close()

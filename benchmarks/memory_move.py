@@ -104,7 +104,7 @@ def main() -> None:
         print(f"setup: {args.memories} memories, {args.conversations} threads holding them, "
               f"{args.sent} stored prompts in {time.perf_counter() - start:.1f} s")
         load_before = os.getloadavg()
-        clock = LockClock(me.store)
+        clock = LockClock(hearth.store)
         tries: Counter[str] = Counter()
         stop = threading.Event()
 
@@ -112,7 +112,7 @@ def main() -> None:
             n = 0
             while not stop.wait(args.writer_every_ms / 1000):
                 n += 1
-                with me.store.write() as conn:
+                with hearth.store.write() as conn:
                     conn.execute("UPDATE conversations SET title = ? WHERE id = ?", (f"t{n}", conversations[-1]))
 
         writer = threading.Thread(target=other_writer)
@@ -138,7 +138,7 @@ def main() -> None:
             timed("move", lambda m=memory_id, p=position: me.memories.move(m, p))
             timed("edit", lambda m=memory_id, i=i: me.memories.edit(m, text=f"edited text {i} of the memory"))
             clock.take()
-            with me.store.write() as conn:
+            with hearth.store.write() as conn:
                 conn.execute("UPDATE memories SET importance = ? WHERE id = ?", (i % 10, memory_id))
             lock["floor"].append(clock.take()[0])
         stop.set()

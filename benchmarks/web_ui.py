@@ -88,7 +88,7 @@ def build(home: Path, conversations: int, messages: int) -> tuple[Hearth, int]:
     persona = me.personas.create("elion", "Elion")
     # Every thread has an exchange (so the keyword index holds 10,000 threads' turns); "harbour" is
     # in every one, "zephyrquill" in one; five threads are pinned and tagged.
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         for i in range(conversations - 1):
             c = me.conversations.create(persona.id, title=f"Conversation {i}")
             place, topic = PLACES[i % len(PLACES)], TOPICS[i % len(TOPICS)]
@@ -101,7 +101,7 @@ def build(home: Path, conversations: int, messages: int) -> tuple[Hearth, int]:
                 me.conversations.pin(c.id)
                 me.conversations.set_tags(c.id, ["walks", f"week-{i % 3}"])
         big = me.conversations.create(persona.id, title="The long one")
-    with me.store.write() as conn:
+    with hearth.store.write() as conn:
         for i in range(messages):
             role = "user" if i % 2 == 0 else "assistant"
             ledger.append_message(conn, user_id=me.user_id, conversation_id=big.id, role=role,
