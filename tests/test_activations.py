@@ -117,17 +117,19 @@ def test_e11_stop_check_ins_in_any_channel_pauses_every_activation(hearth, me, p
 def test_e11_check_ins_are_proposed_from_what_the_person_said_and_fire_only_after_approval(me, persona, hearth):
     watcher = me.activations.add(persona.id, "checkins")
     chat = me.new_chat(persona.id).conversation
-    me.send(chat.id, "I'm nervous. My exam is on Friday. Also remind me to call Mum tomorrow.")
+    # A weekday two days off, so the exam's evening is still ahead whatever day the test runs.
+    exam_day = (datetime.now(timezone.utc) + timedelta(days=2)).strftime("%A")
+    me.send(chat.id, f"I'm nervous. My exam is on {exam_day}. Also remind me to call Mum tomorrow.")
     Worker(hearth).run_once()  # the tick looks at new messages
     proposals = me.layers.review.list(kind="checkin")
     assert len(proposals) == 2 and me.activations.list() == [watcher]  # nothing scheduled yet (G4)
     exam = next(p for p in proposals if "exam" in p.payload["note"])
-    assert "My exam is on Friday" in exam.evidence
+    assert f"My exam is on {exam_day}" in exam.evidence
     approved = me.layers.review.approve(exam.id)
     checkin = me.activations.get(approved.result_id)
     assert checkin.kind == "checkin" and "exam" in checkin.note
     due = at(checkin.next_run_at.replace("Z", ""))
-    assert due.weekday() == 4 and due.hour == 18  # Friday evening: "how did it go?"
+    assert due.strftime("%A") == exam_day and due.hour == 18  # that evening: "how did it go?"
     assert me.activations.tick(due + timedelta(minutes=1)) == {"queued": 1}
     assert me.activations.get(checkin.id).next_run_at is None  # once only
     Worker(hearth).run_once()
