@@ -224,6 +224,7 @@ def test_r2_size_report_is_derived_from_the_strings_sent(me, persona, provider):
 def test_r3_diagnostics_hold_numbers_and_fixed_names_never_text(tmp_path_factory, secret):
     from hearth import Settings
 
+    secret = "Ж" + secret  # never a fixed English name such as "capabilities"
     home = tmp_path_factory.mktemp("r3")
     records = []
     handler = logging.Handler()
