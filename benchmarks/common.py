@@ -89,7 +89,7 @@ def warm_file_cache(paths: list[Path]) -> tuple[float, bool]:
     """Read ``paths`` into the operating system's file cache and, where the process may (Linux, as
     root or with CAP_IPC_LOCK), lock them there until it exits: some virtual machines drop clean
     cached pages within minutes even with memory free, so a run that began warm ended partly cold
-    (docs/benchmarks.md, tenth pass). The lock is a read-only shared mapping of each file held with
+    (docs/benchmarks-history.md, tenth pass). The lock is a read-only shared mapping of each file held with
     mlock(2): the pages stay in the cache the database reads through. They count as file pages in
     this benchmark's resident memory, which it does not report (the server's footprint is measured
     in a process of its own, footprint.py). Returns the seconds taken and whether the files are held."""

@@ -66,7 +66,7 @@ def neighbours(conn: Connection, fused: Fused, keys: Iterable[tuple[str, int]]) 
     """
     # Two index walks for each scored turn: at a million messages this is about a quarter of the
     # time of first reading the conversation of every candidate (hundreds of them) to walk only
-    # the turns that share one (docs/benchmarks.md, seventh pass).
+    # the turns that share one (docs/benchmarks-history.md, seventh pass).
     messages = [key[1] for key in keys if key[0] == "message"]
     if not messages:
         return {}

@@ -436,7 +436,7 @@ class IndexCache:
         """Add the rows written since to this user's indexes that are already loaded. The
         background embedding job calls it after writing vectors, so the next search finds its
         index current: adding a reply's two vectors to a million-vector graph costs about 3 ms,
-        which was spent on the next send's critical path (docs/benchmarks.md, seventh pass)."""
+        which was spent on the next send's critical path (docs/benchmarks-history.md, seventh pass)."""
         if _database_index(conn):
             return
         for source in VECTOR_SOURCES:
