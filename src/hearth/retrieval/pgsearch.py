@@ -2,7 +2,7 @@
 
 The index is an expression GIN index over ``hearth_words(...)`` (``to_tsvector('simple', ...)`` of
 the lower-cased text with diacritics folded) on exactly the rows FTS5 indexes on SQLite (see
-``store/migrations.py``): no stemming, no stop words, so a word matches the same rows on both
+``store/migrations/``): no stemming, no stop words, so a word matches the same rows on both
 engines; query words are folded with ``hearth_fold`` the same way. Matches are found through the index and
 ranked by Okapi BM25 (k1 1.2, b 0.75, FTS5's constants) computed from the matching row's own
 vector, stored beside the row when it is written (``messages_words``, ``archive_chunks_words``,

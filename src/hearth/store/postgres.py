@@ -2,7 +2,7 @@
 
 Module code is written once against the sqlite3 DB-API and SQLite's dialect. ``PgConnection``
 gives it the same surface (``execute`` returning a cursor with ``fetchone``/``fetchall``/
-``lastrowid``/``rowcount``, rows readable by index and by name, ``in_transaction``, errors raised
+``rowcount``, rows readable by index and by name, ``in_transaction``, errors raised
 as Hearth's, as the SQLite connection raises them) and rewrites each statement once through
 ``dialect.to_postgres``. ``PgEngine`` is PostgreSQL's side of the Engine seam (store/engine.py).
 
@@ -40,7 +40,7 @@ def is_postgres(conn: Any) -> bool:
 
 
 # The columns the keyword indexes cover: each is a GIN expression index over hearth_words(column)
-# (store/migrations.py), PostgreSQL's stand-in for an FTS5 table.
+# (store/migrations/), PostgreSQL's stand-in for an FTS5 table.
 KEYWORD_COLUMNS = (("messages", "content"), ("archive_chunks", "text"), ("facts", "text"))
 
 
@@ -207,15 +207,9 @@ def _to_hearth_error(exc: BaseException) -> HearthError:
 class PgCursor:
     """The part of ``sqlite3.Cursor`` module code uses."""
 
-    def __init__(self, cursor: Any, statement: dialect.Statement | None):
+    def __init__(self, cursor: Any):
         self._cursor = cursor
-        self.lastrowid: int | None = None
         self.row_factory: Any = None  # accepted and ignored: rows unpack as tuples do
-        self._done = False
-        if statement is not None and statement.returns_id:
-            row = cursor.fetchone() if cursor.description is not None else None
-            self.lastrowid = row[0] if row is not None else None
-            self._done = True
 
     @property
     def rowcount(self) -> int:
@@ -223,20 +217,20 @@ class PgCursor:
 
     @property
     def description(self) -> Any:
-        return None if self._done else self._cursor.description
+        return self._cursor.description
 
     def fetchone(self) -> Any:
-        if self._done or self._cursor.description is None:
+        if self._cursor.description is None:
             return None
         return self._cursor.fetchone()
 
     def fetchall(self) -> list[Any]:
-        if self._done or self._cursor.description is None:
+        if self._cursor.description is None:
             return []
         return list(self._cursor.fetchall())
 
     def fetchmany(self, size: int = 1) -> list[Any]:
-        if self._done or self._cursor.description is None:
+        if self._cursor.description is None:
             return []
         return list(self._cursor.fetchmany(size))
 
@@ -284,7 +278,7 @@ class PgConnection:
             raise _to_hearth_error(exc) from exc
         if statement.conflict_raises and cursor.rowcount == 0:
             raise ConstraintError(f"UNIQUE constraint failed: {statement.conflict_raises}")
-        return PgCursor(cursor, statement)
+        return PgCursor(cursor)
 
     def _begin(self, statement: dialect.Statement) -> PgCursor:
         psycopg = _psycopg()
@@ -296,22 +290,19 @@ class PgConnection:
                 cursor = self.raw.execute(statement.sql)
         except psycopg.Error as exc:
             raise _to_hearth_error(exc) from exc
-        return PgCursor(cursor, None)
+        return PgCursor(cursor)
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]]) -> PgCursor:
         statement = dialect.to_postgres(sql)
         rows = [_params(p) for p in seq_of_parameters]
         psycopg = _psycopg()
         cursor = self.raw.cursor()
-        text = statement.sql
-        if statement.returns_id:
-            text = text[: -len(" RETURNING id")]
         try:
             if rows:
-                cursor.executemany(text, rows)
+                cursor.executemany(statement.sql, rows)
         except psycopg.Error as exc:
             raise _to_hearth_error(exc) from exc
-        return PgCursor(cursor, None)
+        return PgCursor(cursor)
 
     def commit(self) -> None:
         if self.in_transaction:

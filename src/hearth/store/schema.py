@@ -1,6 +1,6 @@
 """A schema change written once and rendered for each engine.
 
-A migration (``store/migrations.py``) is a list of operations:
+A migration (``store/migrations/``) is a list of operations:
 
 - ``Sql``: neutral SQL, in SQLite's spelling with the few words the engines spell differently
   written as tokens (below). Both engines run it.

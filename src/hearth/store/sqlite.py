@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # reading rows later may; ``translate`` turns them into Hearth's.
 DriverError = sqlite3.Error
 
-# The FTS5 indexes and their vocabulary tables (store/migrations.py).
+# The FTS5 indexes and their vocabulary tables (store/migrations/).
 FTS_INDEXES = ("messages_fts", "archive_chunks_fts", "facts_fts")
 
 
