@@ -25,9 +25,11 @@ def test_s9_dialect_rewrites_module_sql_for_postgres():
     assert to_postgres("SELECT * FROM t WHERE a = ? AND b LIKE ? ESCAPE '\\'").sql == (
         "SELECT * FROM t WHERE a = %s AND b ILIKE %s ESCAPE '\\'")
     ignore = to_postgres("INSERT OR IGNORE INTO conversation_memories (conversation_id, memory_id) VALUES (?, ?)")
-    assert ignore.sql.endswith("VALUES (%s, %s) ON CONFLICT DO NOTHING") and not ignore.returns_id
-    insert = to_postgres("INSERT INTO users (name) VALUES (?)")
-    assert insert.sql.endswith(" RETURNING id") and insert.returns_id
+    assert ignore.sql.endswith("VALUES (%s, %s) ON CONFLICT DO NOTHING") and not ignore.conflict_raises
+    # The id comes back only when the statement asks for it; a duplicate is still reported.
+    insert = to_postgres("INSERT INTO users (name) VALUES (?) RETURNING id")
+    assert insert.sql.endswith("VALUES (%s) ON CONFLICT DO NOTHING RETURNING id") and insert.conflict_raises == "users"
+    assert to_postgres("INSERT INTO users (name) VALUES (?)").sql.endswith("VALUES (%s) ON CONFLICT DO NOTHING")
     assert "GREATEST(message_id, excluded.message_id)" in to_postgres(
         "UPDATE x SET message_id = max(message_id, excluded.message_id)").sql
     assert to_postgres("SELECT 1 WHERE json_extract(metadata, '$.reply_to') = ?").sql == (
@@ -135,7 +137,7 @@ def test_s9_cli_reports_an_unreachable_database_in_one_line_with_exit_2(tmp_path
 def test_s10_concurrent_workers_never_claim_the_same_job_postgres(pg_url):
     store = PgStore(pg_url)
     with store.write() as conn:
-        user = conn.execute("INSERT INTO users (name, created_at) VALUES ('o', 't')").lastrowid
+        user = conn.execute("INSERT INTO users (name, created_at) VALUES ('o', 't') RETURNING id").fetchone()[0]
     queue = JobQueue(store)
     for i in range(60):
         queue.enqueue(user, "test.kind", {"i": i})
@@ -163,7 +165,7 @@ def test_s10_concurrent_workers_never_claim_the_same_job_postgres(pg_url):
 def test_s10_a_claim_skips_rows_another_claim_holds_without_waiting_postgres(pg_url):
     store = PgStore(pg_url)
     with store.write() as conn:
-        user = conn.execute("INSERT INTO users (name, created_at) VALUES ('o', 't')").lastrowid
+        user = conn.execute("INSERT INTO users (name, created_at) VALUES ('o', 't') RETURNING id").fetchone()[0]
     queue = JobQueue(store)
     first_id = queue.enqueue(user, "test.kind", {})
     second_id = queue.enqueue(user, "test.kind", {})

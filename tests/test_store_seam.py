@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hearth.errors import ConstraintError
-from hearth.store import engine_of, state
+from hearth.store import engine_of, inserted_id, state, utcnow
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 STORE = "hearth/store/"
@@ -74,6 +74,19 @@ def test_s9_a_duplicate_is_a_constraint_error_and_the_transaction_goes_on(hearth
     conn = hearth.store.connection()
     assert state.get(conn, "seam.test") == "two"
     assert state.get(conn, "seam.other") == "x"
+
+
+def test_s9_an_insert_returns_its_id_and_a_duplicate_still_lets_the_transaction_go_on(hearth):
+    with hearth.store.write() as conn:
+        first = inserted_id(conn.execute("INSERT INTO users (name, created_at) VALUES (?, ?) RETURNING id",
+                                         ("seam-a", utcnow())))
+        with pytest.raises(ConstraintError):
+            conn.execute("INSERT INTO users (name, created_at) VALUES (?, ?) RETURNING id", ("seam-a", utcnow()))
+        second = conn.execute("INSERT INTO users (name, created_at) VALUES (?, ?) RETURNING id",
+                              ("seam-b", utcnow())).fetchone()[0]
+    assert second > first
+    names = {r[0]: r[1] for r in hearth.store.connection().execute("SELECT id, name FROM users")}
+    assert names[first] == "seam-a" and names[second] == "seam-b"
 
 
 def test_s9_state_keeps_json_values_under_keys(hearth):

@@ -385,7 +385,8 @@ class Memories:
             for offset, (text, category, importance, eligible, valid_from) in enumerate(checked, start=1):
                 cur = conn.execute(
                     "INSERT INTO memories (user_id, text, category, importance, position, eligible, created_at,"
-                    " updated_at, version, valid_from, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+                    " updated_at, version, valid_from, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)"
+                    " RETURNING id",
                     (self.user_id, text, category, importance, top + offset * GAP, int(eligible), now, now,
                      valid_from, now),
                 )

@@ -227,10 +227,11 @@ class ReviewQueue:
                 return None
             cur = conn.execute(
                 "INSERT INTO proposals (user_id, kind, conversation_id, payload, reason, evidence, source,"
-                " content_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " content_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (self.user_id, kind, conversation_id, json.dumps(payload, ensure_ascii=False), reason,
                  (evidence or "")[:MAX_EVIDENCE], source, digest, utcnow()))
-            event = {"proposal_id": inserted_id(cur), "kind": kind, "source": source}
+            proposal_id = inserted_id(cur)
+            event = {"proposal_id": proposal_id, "kind": kind, "source": source}
             if fallback is not None:  # the model judge failed: the offline verdict decided (B3)
                 event["judge_fallback"] = fallback
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="review.proposed",
@@ -239,14 +240,14 @@ class ReviewQueue:
                 # A suggestion that cannot be applied as it stands stays pending for the owner.
                 conn.execute("SAVEPOINT auto_approve")
                 try:
-                    decided = self._decide(conn, inserted_id(cur), "auto", None)
+                    decided = self._decide(conn, proposal_id, "auto", None)
                 except (InvalidInput, Conflict, NotFound):
                     conn.execute("ROLLBACK TO auto_approve")
                     decided = None
                 conn.execute("RELEASE auto_approve")
                 if decided is not None:
                     return decided
-            return self.get(inserted_id(cur))
+            return self.get(proposal_id)
 
     def remember(self, items: builtins.list[dict[str, Any]], *, actor: str = "owner") -> tuple[
             builtins.list[Memory], builtins.list[Proposal]]:

@@ -117,7 +117,7 @@ def enqueue(conn: Connection, user_id: int, kind: str, payload: dict[str, Any] |
     stamp = _stamp(at)
     cur = conn.execute(
         "INSERT INTO jobs (user_id, kind, payload, dedupe_key, max_attempts, run_after, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (user_id, kind, json.dumps(payload or {}, separators=(",", ":")), dedupe_key, max_attempts,
          _stamp(at + max(0.0, delay)), stamp, stamp),
     )

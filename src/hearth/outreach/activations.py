@@ -31,7 +31,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from hearth.errors import ConstraintError, InvalidInput, NotFound
 from hearth.ops import jobs
 from hearth.records import ledger
-from hearth.store import Connection, Row, Store, state, utcnow
+from hearth.store import Connection, Row, Store, inserted_id, state, utcnow
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -251,14 +251,14 @@ class Activations:
                 next_at = next_occurrence(rule, zone, start, start - timedelta(seconds=1))
             cur = conn.execute(
                 "INSERT INTO activations (user_id, persona_id, kind, rule, idle_minutes, note, channel, enabled,"
-                " next_run_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+                " next_run_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
                 (self.user_id, persona_id, kind, rule, idle_minutes, note, channel,
                  _stamp(next_at) if next_at else None, _stamp(start), utcnow()))
+            activation_id = inserted_id(cur)
             ledger.append(conn, user_id=self.user_id, kind="activation.created", channel="inner",
-                          payload={"activation_id": cur.lastrowid, "kind": kind})
+                          payload={"activation_id": activation_id, "kind": kind})
             schedule_tick(conn, self.user_id)
-            assert cur.lastrowid is not None
-            return self.get(cur.lastrowid)
+            return self.get(activation_id)
 
     def get(self, activation_id: int) -> Activation:
         row = self.store.connection().execute("SELECT * FROM activations WHERE id = ? AND user_id = ?",
@@ -336,9 +336,10 @@ class Activations:
         try:
             cur = conn.execute(
                 "INSERT INTO activation_runs (activation_id, user_id, due_at, status, created_at)"
-                " VALUES (?, ?, ?, 'claimed', ?)", (activation.id, self.user_id, _stamp(due_at), utcnow()))
+                " VALUES (?, ?, ?, 'claimed', ?) RETURNING id", (activation.id, self.user_id, _stamp(due_at), utcnow()))
         except ConstraintError:
             return None  # this occurrence already fired
+        run_id = inserted_id(cur)
         prefs = self.prefs(conn)
         if activation.rule:
             upcoming = None if activation.kind == "checkin" else next_occurrence(
@@ -357,10 +358,10 @@ class Activations:
             status = "limit"
         else:
             status = "queued"
-            jobs.enqueue(conn, self.user_id, RUN_JOB, {"run_id": cur.lastrowid})
-        conn.execute("UPDATE activation_runs SET status = ? WHERE id = ?", (status, cur.lastrowid))
+            jobs.enqueue(conn, self.user_id, RUN_JOB, {"run_id": run_id})
+        conn.execute("UPDATE activation_runs SET status = ? WHERE id = ?", (status, run_id))
         ledger.append(conn, user_id=self.user_id, kind="activation.fired", channel="inner",
-                      payload={"activation_id": activation.id, "run_id": cur.lastrowid, "kind": activation.kind,
+                      payload={"activation_id": activation.id, "run_id": run_id, "kind": activation.kind,
                                "status": status})
         return status
 

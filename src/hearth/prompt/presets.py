@@ -91,7 +91,7 @@ class Presets:
             now = utcnow()
             try:
                 cur = conn.execute(
-                    "INSERT INTO prompt_presets (user_id, name, text, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO prompt_presets (user_id, name, text, created_at, updated_at) VALUES (?, ?, ?, ?, ?) RETURNING id",
                     (self.user_id, name, text, now, now))
             except ConstraintError:
                 raise Conflict(f"a preset named {name!r} already exists") from None

@@ -124,7 +124,7 @@ class Folders:
         with self.store.write() as conn:
             try:
                 cur = conn.execute(
-                    "INSERT INTO folders (user_id, name, hidden, created_at) VALUES (?, ?, ?, ?)",
+                    "INSERT INTO folders (user_id, name, hidden, created_at) VALUES (?, ?, ?, ?) RETURNING id",
                     (self.user_id, name, int(hidden), utcnow()),
                 )
             except ConstraintError:
@@ -358,15 +358,16 @@ class Conversations:
             # A thread an import makes holds someone's history: it is read only (W4).
             cur = conn.execute(
                 "INSERT INTO conversations (user_id, persona_id, folder_id, title, created_at, updated_at, imported)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (self.user_id, persona_id, folder_id, title, now, now, int(channel == "import")),
             )
+            conversation_id = inserted_id(cur)
             # P1: the snapshot is captured now, before any prompt exists.
-            capture_snapshot(conn, self.user_id, inserted_id(cur), "captured")
-            ledger.append(conn, user_id=self.user_id, conversation_id=inserted_id(cur),
+            capture_snapshot(conn, self.user_id, conversation_id, "captured")
+            ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id,
                           kind="conversation.created", channel=channel, created_at=now,
                           payload={"persona_id": persona_id})
-            return self.get(inserted_id(cur))
+            return self.get(conversation_id)
 
     def add_message(self, conversation_id: int, role: str, content: str, *, kind: str = "chat",
                     channel: str = "web", metadata: dict[str, Any] | None = None,

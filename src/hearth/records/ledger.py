@@ -98,7 +98,7 @@ def append(
     """Append one event; the caller holds the write transaction."""
     cur = conn.execute(
         "INSERT INTO events (user_id, conversation_id, kind, channel, created_at, payload, span_id)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (user_id, conversation_id, kind, check_channel(channel), created_at or utcnow(),
          json.dumps(payload or {}, separators=(",", ":")), span_id),
     )

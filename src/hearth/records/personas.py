@@ -172,7 +172,7 @@ class Personas:
         with self.store.write() as conn:
             try:
                 cur = conn.execute(
-                    f"INSERT INTO personas ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                    f"INSERT INTO personas ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) RETURNING id",
                     (self.user_id, name, uuid.uuid4().hex, now, now, *clean.values()),
                 )
             except ConstraintError:

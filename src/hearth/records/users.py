@@ -76,7 +76,7 @@ class Users:
             raise InvalidInput("user name must be 1-64 letters, digits, '.', '_' or '-'")
         with self.store.write() as conn:
             try:
-                cur = conn.execute("INSERT INTO users (name, created_at) VALUES (?, ?)", (name, utcnow()))
+                cur = conn.execute("INSERT INTO users (name, created_at) VALUES (?, ?) RETURNING id", (name, utcnow()))
             except ConstraintError:
                 raise Conflict(f"a user named {name!r} already exists") from None
             return self.get(inserted_id(cur))

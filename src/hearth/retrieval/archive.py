@@ -303,7 +303,7 @@ class Archive:
                 return AddResult(found, False, 0, 0, self._keep_turns(conn, found.id, turns, only_if_none=True))
             cur = conn.execute(
                 "INSERT INTO archive_documents (user_id, collection, title, source, document_date, content_hash,"
-                " metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (self.user_id, collection, title, source, document_date, digest,
                  json.dumps(metadata or {}, ensure_ascii=False), utcnow()))
             document_id = inserted_id(cur)

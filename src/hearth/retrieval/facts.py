@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import InvalidInput
-from ..store import Connection, engine_of, utcnow
+from ..store import Connection, engine_of, inserted_id, utcnow
 from .query import fts_match
 
 FACT_MAX_CHARS = 300
@@ -58,9 +58,9 @@ def add(conn: Connection, user_id: int, text: str, message_ids: Iterable[int], *
     newest = max(rows, key=lambda r: (r[2] or "", r[0]))
     cur = conn.execute(
         "INSERT INTO facts (user_id, conversation_id, text, fact_date, source, span_id, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (user_id, newest[1], text, (newest[2] or "")[:10] or None, source, span_id, created_at or utcnow()))
-    fact_id = int(cur.lastrowid or 0)
+    fact_id = inserted_id(cur)
     conn.executemany("INSERT INTO fact_sources (fact_id, message_id) VALUES (?, ?)", [(fact_id, r[0]) for r in rows])
     return fact_id
 

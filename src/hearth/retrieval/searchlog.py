@@ -105,7 +105,7 @@ def record(
     cur = conn.execute(
         "INSERT INTO search_log (user_id, conversation_id, origin, query, variants, filters, results,"
         " candidate_count, result_count, reliability, duration_ms, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (user_id, conversation_id, origin, query, json.dumps(list(variants), ensure_ascii=False),
          json.dumps(filters or {}, ensure_ascii=False, default=str),
          json.dumps(records, ensure_ascii=False, default=str),

@@ -33,11 +33,12 @@ def utcnow() -> str:
 
 
 def inserted_id(cursor: Cursor) -> int:
-    """The rowid an INSERT just made (typed optional by sqlite3; always set after an INSERT)."""
-    rowid = cursor.lastrowid
-    if rowid is None:
+    """The id a one-row ``INSERT ... RETURNING id`` made, read from the row it returns (once: the
+    cursor holds that one row), the same on both engines (``Cursor`` has no ``lastrowid``)."""
+    row = cursor.fetchone()
+    if row is None:
         raise StoreError("the insert made no row")
-    return rowid
+    return int(row[0])
 
 
 class Store:

@@ -14,16 +14,6 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-# Tables whose rows get their id from an identity column: an INSERT into one of them that does
-# not already say RETURNING gets ``RETURNING id`` so ``cursor.lastrowid`` works as on SQLite.
-_NO_ID_TABLES = frozenset({
-    "app_state", "vector_counts", "activation_prefs", "auth_sessions", "fragment_library",
-    "import_sources", "layer_settings", "persona_avatars", "persona_channels",
-    "conversation_memories", "fragment_timers", "layer_cursors", "live_context",
-    "response_chains", "message_embeddings", "schema_migrations", "login_attempts",
-    "fragment_book_personas", "fact_sources",
-})
-
 _STRING = re.compile(r"'(?:[^']|'')*'")
 _INSERT = re.compile(r"^\s*INSERT\s+(OR\s+IGNORE\s+)?INTO\s+(\w+)", re.IGNORECASE)
 _JSON_SET = re.compile(r"json_set\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*,\s*json\(\?\)\s*\)", re.IGNORECASE)
@@ -52,10 +42,9 @@ _LIMIT_PARAM = re.compile(r"\bLIMIT\s+\?", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class Statement:
-    """A statement ready for psycopg, and whether it was given ``RETURNING id`` for lastrowid."""
+    """A statement ready for psycopg."""
 
     sql: str
-    returns_id: bool = False
     begin: str = ""  # "write" or "read" for the two transaction openers Store uses
     # A one-row INSERT is sent with ON CONFLICT DO NOTHING and a row that was not inserted is
     # reported as SQLite's IntegrityError: the caller can handle the duplicate and go on in the
@@ -90,7 +79,6 @@ def to_postgres(sql: str) -> Statement:
         last = match.end()
     pieces.append(_rewrite_code(stripped[last:]))
     out = "".join(pieces)
-    returns_id = False
     conflict_raises = ""
     insert = _INSERT.match(out)
     if insert:
@@ -102,10 +90,7 @@ def to_postgres(sql: str) -> Statement:
             conflict_raises = "" if ignore else table
             position = _returning_position(out)
             out = out[:position].rstrip() + " ON CONFLICT DO NOTHING" + (" " + out[position:] if position < len(out) else "")
-        if table not in _NO_ID_TABLES and not re.search(r"\bRETURNING\b", out, re.IGNORECASE):
-            out += " RETURNING id"
-            returns_id = True
-    return Statement(out, returns_id, conflict_raises=conflict_raises)
+    return Statement(out, conflict_raises=conflict_raises)
 
 
 def _qualify(assignments: str, table: str) -> str:

@@ -30,12 +30,10 @@ class Row(Protocol):
 
 
 class Cursor(Protocol):
-    """What a statement returns: its rows, the id an INSERT made, the rows it changed."""
+    """What a statement returns: its rows (an INSERT's id too, when it says ``RETURNING id``), the
+    rows it changed."""
 
     row_factory: Any  # None for plain tuples (SQLite; PostgreSQL's rows unpack as tuples anyway)
-
-    @property
-    def lastrowid(self) -> int | None: ...
 
     @property
     def rowcount(self) -> int: ...

@@ -126,7 +126,7 @@ def open_span(conn: Connection, user_id: int, persona_id: int | None, channel: s
               idle_seconds: float, conversation_id: int | None = None, checkpoint: bool = True) -> int:
     cur = conn.execute(
         "INSERT INTO spans (user_id, persona_id, kind, channel, start_event_id, started_at, last_at)"
-        " VALUES (?, ?, ?, ?, 0, ?, ?)", (user_id, persona_id, span_kind(channel), channel, now, now),
+        " VALUES (?, ?, ?, ?, 0, ?, ?) RETURNING id", (user_id, persona_id, span_kind(channel), channel, now, now),
     )
     span_id = inserted_id(cur)
     event_id = ledger.append(conn, user_id=user_id, conversation_id=conversation_id, kind="span.opened",

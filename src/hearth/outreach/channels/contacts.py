@@ -9,7 +9,7 @@ from email.utils import parseaddr
 from hearth.errors import Conflict, ConstraintError, InvalidInput, NotFound
 from hearth.records.ledger import CHANNELS
 from hearth.settings import Settings
-from hearth.store import Connection, Store, utcnow
+from hearth.store import Connection, Store, inserted_id, utcnow
 
 # Channels a person can write in from outside Hearth; their addresses identify the sender.
 MESSAGING = ("sms", "email")
@@ -98,11 +98,10 @@ class Contacts:
             try:
                 cur = conn.execute(
                     "INSERT INTO channel_contacts (user_id, channel, address, persona_id, created_at)"
-                    " VALUES (?, ?, ?, ?, ?)", (self.user_id, channel, address, persona_id, utcnow()))
+                    " VALUES (?, ?, ?, ?, ?) RETURNING id", (self.user_id, channel, address, persona_id, utcnow()))
             except ConstraintError:  # added by a concurrent request since the check above
                 raise _taken(channel) from None
-            assert cur.lastrowid is not None
-            return self.get(cur.lastrowid)
+            return self.get(inserted_id(cur))
 
     def get(self, contact_id: int) -> Contact:
         row = self.store.connection().execute(

@@ -216,11 +216,13 @@ class Fragments:
                 raise InvalidInput(f"at most {MAX_FRAGMENTS} fragments")
             cur = conn.execute(
                 "INSERT INTO fragments (user_id, category, triggers, definition, all_of, any_of, none_of, priority,"
-                " enabled, controls, import_key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " enabled, controls, import_key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " RETURNING id",
                 (self.user_id, *values, now, now))
+            fragment_id = inserted_id(cur)
             bump_version(conn, self.user_id)
-            ledger.append(conn, user_id=self.user_id, kind="fragment.added", payload={"fragment_id": inserted_id(cur)})
-            added = self.get(inserted_id(cur))
+            ledger.append(conn, user_id=self.user_id, kind="fragment.added", payload={"fragment_id": fragment_id})
+            added = self.get(fragment_id)
             versions.record(conn, self.user_id, "fragment", added.id, added.to_dict(), "created", actor)
             return added
 

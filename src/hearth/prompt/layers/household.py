@@ -161,14 +161,15 @@ class Household:
                 raise InvalidInput(f"at most {MAX_FIELDS} status fields")
             cur = conn.execute(
                 "INSERT INTO status_fields (user_id, name, options, aliases, position, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
                 (self.user_id, name, json.dumps(options_), json.dumps(aliases_), position, utcnow()))
-            ledger.append(conn, user_id=self.user_id, kind="status.field_added", payload={"field_id": inserted_id(cur)})
-            versions.record(conn, self.user_id, "status_field", inserted_id(cur),
+            field_id = inserted_id(cur)
+            ledger.append(conn, user_id=self.user_id, kind="status.field_added", payload={"field_id": field_id})
+            versions.record(conn, self.user_id, "status_field", field_id,
                             {"name": name, "options": list(options_), "aliases": list(aliases_)}, "created")
             if value is not None:
-                self.set(inserted_id(cur), value)
-            return self.field(inserted_id(cur))
+                self.set(field_id, value)
+            return self.field(field_id)
 
     def edit_field(self, key: int | str, *, name: str | None = None, options: Sequence[str] | None = None,
                    aliases: Sequence[str] | None = None, change: str = "edited") -> StatusFieldInfo:

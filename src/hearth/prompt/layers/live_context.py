@@ -170,7 +170,8 @@ def _add_nudge(conn: Connection, user_id: int, conversation_id: int, text: str, 
         if row[0].casefold() == text.casefold():
             return None
     cur = conn.execute(
-        "INSERT INTO nudges (user_id, conversation_id, text, marker, source, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO nudges (user_id, conversation_id, text, marker, source, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+        " RETURNING id",
         (user_id, conversation_id, text, _new_marker(conn, conversation_id), source, utcnow()))
     return inserted_id(cur)
 

@@ -29,7 +29,7 @@ from hearth.memory.helpers.base import (
 )
 from hearth.prompt.dynamic import Block, Turn
 from hearth.prompt.layers.settings import LayerSettings
-from hearth.store import Connection, Row, Store, utcnow
+from hearth.store import Connection, Row, Store, inserted_id, utcnow
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -152,12 +152,13 @@ class Summaries:
                 raise Conflict("the conversation changed while its summary was being written")
             cur = conn.execute(
                 "INSERT INTO thread_summaries (user_id, conversation_id, text, source, through_message_id,"
-                " section_messages, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " section_messages, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (self.user_id, conversation_id, text, result.source, rows[-1]["id"], len(rows), utcnow()))
+            summary_id = inserted_id(cur)
             from hearth.records import ledger
 
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="summary.refreshed",
-                          channel="inner", payload={"summary_id": cur.lastrowid, "through_message_id": rows[-1]["id"],
+                          channel="inner", payload={"summary_id": summary_id, "through_message_id": rows[-1]["id"],
                                                     "section_messages": len(rows), "source": result.source,
                                                     "words": word_count(text)})
             return latest_valid(conn, conversation_id)
