@@ -119,7 +119,7 @@ def mcp_round_trip(data: Path, samples: int, queries: int) -> dict[str, Any]:
 
     from mcp import Client, StdioServerParameters
 
-    from hearth.prompt.layers.archive_recall import owner_search
+    from hearth.retrieval.deliberate import owner_search
     from hearth.retrieval.semantic import embed_pending, shared_embedder
 
     with tempfile.TemporaryDirectory() as home:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hearth.errors import InvalidInput
-from hearth.prompt.layers.archive_recall import TRUST, RecallTools, needs_old_memory
+from hearth.prompt.layers.archive_recall import TRUST, needs_old_memory
 from hearth.providers.base import ToolCall
 from hearth.retrieval import searchlog
 from hearth.retrieval.archive import Archive, Labels, chunk_turns, parse_turns
@@ -15,6 +15,7 @@ from hearth.retrieval.hybrid import Filters, context_block, date_hint, fuse, sea
 from hearth.retrieval.semantic import embed_pending, embed_texts, pending_count, shared_embedder, vector_search
 from hearth.retrieval.vectors import from_blob
 from hearth.thread.files import Library
+from hearth.thread.recall_tools import RecallTools
 from hearth.thread.tools import ToolContext
 from tests.engines import keyword_ids
 
@@ -230,7 +231,7 @@ def test_a4_p3_library_section_is_in_the_prompt_when_the_tool_is_offered(me, leg
 
 def test_s7_s8_background_embedding_job_works_in_slices_and_requeues(hearth, me, legacy_persona, embedder):
     from hearth.ops.jobs import JobQueue
-    from hearth.prompt.layers.archive_recall import EMBED_JOB, embed_job
+    from hearth.retrieval.embedding_job import EMBED_JOB, embed_job
 
     c = me.conversations.create(legacy_persona.id, "Chat")
     for i in range(3):

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from hearth import Hearth, Settings
 from hearth.cli import cli
 from hearth.ops.jobs import JobQueue, Worker
-from hearth.prompt.layers.archive_recall import EMBED_JOB
 from hearth.retrieval.archive import Archive
+from hearth.retrieval.embedding_job import EMBED_JOB
 from tests import samples
 
 

@@ -238,7 +238,7 @@ def test_a2_tuning_shortens_the_context_embedded_with_the_message():
 
 @pytest.mark.sqlite_only
 def test_s7_sqlite_plan_embedding_job_follows_a_cursor_instead_of_scanning(hearth, me, archive_persona, embedder):
-    from hearth.prompt.layers.archive_recall import embed_job
+    from hearth.retrieval.embedding_job import embed_job
 
     c = _thread(hearth, me, archive_persona, "Chat", [("user", f"line {i}") for i in range(4)])
     embed_job(hearth.context(me.user_id), {"limit": 100})
@@ -545,7 +545,7 @@ def test_a2_query_embedding_reads_at_most_its_first_tokens(embedder):
 
 
 def test_s7_a2_background_embedding_waits_while_a_send_assembles(me, hearth, archive_persona):
-    from hearth.prompt.layers.archive_recall import embed_job
+    from hearth.retrieval.embedding_job import embed_job
 
     calls: list[float] = []
 
@@ -638,7 +638,7 @@ def test_a2_send_path_feedback_reads_few_frequencies_and_stays_within_the_postin
 @pytest.mark.sqlite_only
 def test_s7_sqlite_the_embedding_job_adds_new_vectors_to_the_loaded_index_so_the_next_search_adds_none(
         hearth, me, archive_persona, embedder, monkeypatch):
-    from hearth.prompt.layers.archive_recall import embed_job
+    from hearth.retrieval.embedding_job import embed_job
 
     old = _thread(hearth, me, archive_persona, "Old", [("user", "the lighthouse keeper's cat"), ("assistant", "Juniper!")])
     embed_job(hearth.context(me.user_id), {})

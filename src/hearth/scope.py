@@ -412,7 +412,7 @@ class Scope:
                collections: tuple[str, ...] = (), limit: int = 10, embed: bool = True) -> SearchOutcome:
         """The owner's deliberate search over conversations and the archive; shielded conversations
         only with ``include_shielded``. Logged like every search (A3)."""
-        from hearth.prompt.layers.archive_recall import owner_search
+        from hearth.retrieval.deliberate import owner_search
 
         return owner_search(self._context, query, include_shielded=include_shielded, archive=archive, messages=messages,
                             date_from=date_from, date_to=date_to, collections=collections, limit=limit,

@@ -27,8 +27,10 @@ from hearth.prompt.layers.settings import LayerSettings
 from hearth.prompt.layers.thread_recall import ThreadRecall
 from hearth.records import forget
 from hearth.records.context import AfterReply, Context
+from hearth.retrieval import embedding_job
 from hearth.store import Connection
 from hearth.thread import titles
+from hearth.thread.recall_tools import RecallTools
 from hearth.thread.tools import Tool
 
 if TYPE_CHECKING:
@@ -54,7 +56,7 @@ def job_handlers() -> dict[str, Handler]:
         activations.RUN_JOB: runs.run_job,
         inbound.REPLY_JOB: outbound.reply_job,
         mail.POLL_JOB: mail.poll_job,
-        archive_recall.EMBED_JOB: archive_recall.embed_job,
+        embedding_job.EMBED_JOB: embedding_job.embed_job,
         summary.JOB_KIND: summary.refresh_job,
         live_context.JOB_KIND: live_context.refresh_job,
         household.JOB_KIND: household.detect_job,
@@ -134,7 +136,7 @@ def wire(ctx: Context, *, memories: Memories, activations: Activations) -> Wirin
 
     def queue_embedding(conn: Connection, conversation: Conversation, user_message: Message,
                         reply: Message) -> None:
-        ctx.enqueue(conn, archive_recall.EMBED_JOB, {"limit": archive_recall.EMBED_JOB_SLICE}, dedupe_key="embed")
+        ctx.enqueue(conn, embedding_job.EMBED_JOB, {"limit": embedding_job.EMBED_JOB_SLICE}, dedupe_key="embed")
 
     dynamic: list[Layer] = [
         PinnedCharacters(),
@@ -153,5 +155,5 @@ def wire(ctx: Context, *, memories: Memories, activations: Activations) -> Wirin
         titles.after_reply(conn, conversation, user_message, reply,
                            model_titles=choose_provider_name(ctx.settings) != "offline")
 
-    return Wiring(layers, dynamic, archive_recall.RecallTools(ctx, embedder).tools(),
+    return Wiring(layers, dynamic, RecallTools(ctx, embedder).tools(),
                   [title, after_reply, queue_embedding])

@@ -543,7 +543,7 @@ class Imports:
     def _queue_embedding(self, conn: Any) -> None:
         """Embedding starts at once in the background, so search ranks the new text semantically."""
         from hearth.ops.jobs import enqueue
-        from hearth.prompt.layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE
+        from hearth.retrieval.embedding_job import EMBED_JOB, EMBED_JOB_SLICE
 
         enqueue(conn, self.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
 

@@ -91,7 +91,7 @@ def build(hearth: "Hearth", scope_for: ScopeFor) -> MCPServer:
     # -- search ------------------------------------------------------------------------------------
     def _search(s: "Scope", query: str, *, archive: bool, date_from: str | None, date_to: str | None,
                 collections: list[str] | None, limit: int) -> str:
-        from hearth.prompt.layers.archive_recall import owner_search
+        from hearth.retrieval.deliberate import owner_search
 
         outcome = owner_search(hearth.context(s.user_id), query, include_shielded=False, archive=archive, messages=not archive,
                                date_from=date_from, date_to=date_to, collections=tuple(collections or ()),

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from hearth.continuity.branch import MAX_RETRY_KEY
 from hearth.interop.imports import FORMATS
-from hearth.prompt.layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE
+from hearth.retrieval.embedding_job import EMBED_JOB, EMBED_JOB_SLICE
 from hearth.scope import Scope
 
 from ..errors import InvalidInput

@@ -24,9 +24,9 @@ from typing import Any
 from hearth.continuity.timeline import chains
 from hearth.errors import InvalidInput, NotFound
 from hearth.ops.jobs import enqueue
-from hearth.prompt.layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE
 from hearth.records import ledger
 from hearth.records.ledger import Message
+from hearth.retrieval.embedding_job import EMBED_JOB, EMBED_JOB_SLICE
 from hearth.store import Connection
 from hearth.store.connection import utcnow
 

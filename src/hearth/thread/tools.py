@@ -43,7 +43,7 @@ class Tool:
 
 class Toolbox:
     """The tools of one scope: past-conversation search, archive search and library reading
-    (``layers.archive_recall.RecallTools``), as ``registry.wire`` lists them."""
+    (``thread.recall_tools.RecallTools``), as ``wiring.wire`` lists them."""
 
     def __init__(self, user_id: int, tools: list[Tool] | None = None):
         self.user_id = user_id

@@ -28,9 +28,9 @@ from hearth.continuity.timeline.spans import CHECKPOINT_JOB, Span, epoch
 from hearth.errors import InvalidInput
 from hearth.memory.helpers.base import TurnText
 from hearth.ops.jobs import cursor, enqueue, set_cursor
-from hearth.prompt.layers.archive_recall import EMBED_JOB, EMBED_JOB_SLICE
 from hearth.records import ledger
 from hearth.retrieval import facts as fact_store
+from hearth.retrieval.embedding_job import EMBED_JOB, EMBED_JOB_SLICE
 from hearth.store import utcnow
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ search (no archive chunk and no other eligible conversation with a turn) none ru
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Callable, TypedDict
+from typing import TYPE_CHECKING, Any, Callable
 
 from hearth.prompt.dynamic import Block, Turn, quote_reserved_headings
 from hearth.prompt.layers.keyword_recall import (
@@ -24,11 +24,9 @@ from hearth.prompt.layers.keyword_recall import (
 )
 from hearth.retrieval.candidates import vectors_ahead
 from hearth.retrieval.hybrid import SEND_PATH, Filters, context_block, date_hint, has_recall_cue, search
-from hearth.validation import check_text
 
 if TYPE_CHECKING:
-    from hearth.memory.helpers.base import Helper
-    from hearth.records.context import Context
+    pass
 
 LABEL = "RETRIEVED ARCHIVE MEMORY"
 TRUST = (
@@ -72,7 +70,7 @@ class ArchiveRecall:
         from hearth.retrieval.candidates import query_vector_text
         from hearth.retrieval.semantic import prefetch_query
 
-        prefetch_query(self.embedder(), query_vector_text(text, _speakers(persona)))
+        prefetch_query(self.embedder(), query_vector_text(text, speakers(persona)))
 
     def prepare(self, turn: Turn) -> None:
         """Before the layers run: the query embedding (a retried or edited message was not
@@ -82,7 +80,7 @@ class ArchiveRecall:
             return
         self.prefetch(turn.persona, turn.text)
         vectors_ahead(turn.conn, turn.user_id, turn.text, _filters(turn), self.embedder(), self.db_key,
-                      _speakers(turn.persona), SEND_PATH, _context_ids(turn), turn.memo)
+                      speakers(turn.persona), SEND_PATH, _context_ids(turn), turn.memo)
 
     def blocks(self, turn: Turn) -> list[Block]:
         if not self.searches(turn):
@@ -96,7 +94,7 @@ class ArchiveRecall:
             turn.conn, turn.user_id, turn.text, context="\n".join(recent), filters=filters, limit=MAX_RESULTS * 2,
             embedder=embedder, db_key=self.db_key, origin="archive_recall", store=self.store,
             conversation_id=turn.conversation.id, ignore_names=names,
-            speaker_names=_speakers(turn.persona), tuning=SEND_PATH,
+            speaker_names=speakers(turn.persona), tuning=SEND_PATH,
             budget_ms=turn.settings.recall_budget_ms, log=False, context_ids=tuple(m.id for m in recent_turns),
             memo=turn.memo, budget_started=turn.started)
         log_filters = filters.to_log()
@@ -166,205 +164,10 @@ def recent_chat(history: list, count: int) -> list:
     return out
 
 
-def _speakers(persona: Any) -> dict[str, str]:
+def speakers(persona: Any) -> dict[str, str]:
     out = {}
     for label, role in ((persona.user_label, "user"), (persona.assistant_label, "assistant")):
         name = re.sub(r"\s*said:\s*$", "", label, flags=re.IGNORECASE).strip()
         if name and name.casefold() not in ("user", "assistant"):
             out[name] = role
     return out
-
-
-# -- deliberate tools for the model (A4) and the background embedding job ---------------------------
-from hearth.errors import InvalidInput, NotFound  # noqa: E402  (kept with the tools that raise it)
-from hearth.providers.base import ToolSpec  # noqa: E402
-from hearth.thread.files import Library  # noqa: E402
-from hearth.thread.tools import Tool, ToolContext  # noqa: E402
-
-TOOL_RESULTS = 8
-EMBED_JOB = "recall.embed"
-EMBED_JOB_SLICE = 500
-
-
-def _query_arg(args: dict[str, Any], tool: str) -> str:
-    query = args.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidInput(f"{tool} needs a non-empty 'query'")
-    return query.strip()[:1_000]
-
-
-class _Dates(TypedDict):
-    date_from: str | None
-    date_to: str | None
-
-
-def _date_args(args: dict[str, Any]) -> _Dates:
-    out: _Dates = {"date_from": None, "date_to": None}
-    for key in ("date_from", "date_to"):
-        value = args.get(key)
-        if value in (None, ""):
-            out[key] = None
-        elif isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
-            out[key] = value.strip()
-        else:
-            raise InvalidInput(f"{key} must be a date written YYYY-MM-DD")
-    return out
-
-
-def _cite(results: list) -> str:
-    """One line per result: [title, date] speaker: excerpt (A4: cited by title and date)."""
-    lines = []
-    for r in results:
-        text = " ".join(r.text.split())
-        text = text[:500] + ("…" if len(text) > 500 else "")
-        who = f"{r.speaker}: " if r.kind == "message" else ""
-        lines.append(f"[{r.title}, {r.date[:10] if r.date else 'undated'}] {who}{text}")
-    return "\n".join(lines)
-
-
-class RecallTools:
-    """The model's deliberate search and read tools, bound to one user's store and embedder."""
-
-    def __init__(self, user: Context, embedder: Callable[[], Any] | None):
-        self._user = user
-        self.store = user.store
-        self.embedder = embedder
-
-    def _persona(self, ctx: ToolContext):
-        return self._user.personas.get(ctx.persona_id)
-
-    def past_conversations(self, ctx: ToolContext, args: dict[str, Any]) -> str:
-        """Other conversations of this companion; never shielded, hidden or trashed ones (V2)."""
-        query = _query_arg(args, "search_past_conversations")
-        persona = self._persona(ctx)
-        filters = Filters(sources=("messages",), exclude_conversation_ids=(ctx.conversation_id,),
-                          persona_id=ctx.persona_id, eligible_only=True, include_shielded=False, **_date_args(args))
-        outcome = search(ctx.conn, self._user.user_id, query, filters=filters, limit=TOOL_RESULTS,
-                         embedder=self.embedder() if self.embedder else None, db_key=self.store.key,
-                         origin="tool:search_past_conversations", store=self.store,
-                         conversation_id=ctx.conversation_id, ignore_names=persona_names(persona),
-                         speaker_names=_speakers(persona))
-        if not outcome.results:
-            return "No matching past conversations."
-        for r in outcome.results:
-            r.speaker = (persona.user_label if r.speaker == "user" else persona.assistant_label).rstrip(":")
-        return (f"Results from past conversations (reliability: {outcome.reliability}); cite them by title "
-                f"and date, and use the dates exactly as given:\n" + _cite(outcome.results))
-
-    def search_archive(self, ctx: ToolContext, args: dict[str, Any]) -> str:
-        query = _query_arg(args, "search_archive")
-        if not self._persona(ctx).archive_access:
-            return "Archive access is turned off for this companion."
-        collections = args.get("collections") or ()
-        if not isinstance(collections, (list, tuple)) or not all(isinstance(c, str) for c in collections):
-            raise InvalidInput("collections must be a list of collection names")
-        filters = Filters(sources=("chunks",), collections=tuple(collections)[:20], **_date_args(args))
-        outcome = search(ctx.conn, self._user.user_id, query, filters=filters, limit=TOOL_RESULTS,
-                         embedder=self.embedder() if self.embedder else None, db_key=self.store.key,
-                         origin="tool:search_archive", store=self.store, conversation_id=ctx.conversation_id)
-        if not outcome.results:
-            return "Nothing in the archive matched."
-        return (f"Archive results (reliability: {outcome.reliability}); cite them by document name and date, "
-                f"and use the dates exactly as given:\n" + _cite(outcome.results))
-
-    def read_library_file(self, ctx: ToolContext, args: dict[str, Any]) -> str:
-        library = Library(self._user.settings.home, self._user.user_id)
-        path = args.get("path") or ""
-        if not path:
-            files = library.list()
-            if not files:
-                return "The library is empty."
-            return "Library files:\n" + "\n".join(f"- {f['path']} ({f['bytes']} bytes)" for f in files)
-        try:
-            return f'Library file "{path}":\n' + library.read(path)
-        except NotFound as exc:
-            return f"Error: {exc}"
-
-    def tools(self) -> list[Tool]:
-        date_props = {
-            "date_from": {"type": "string", "description": "only results on or after this date, YYYY-MM-DD"},
-            "date_to": {"type": "string", "description": "only results on or before this date, YYYY-MM-DD"},
-        }
-        return [
-            Tool(ToolSpec(
-                name="search_past_conversations",
-                description=("Search the person's other conversations with you for what was said before "
-                             "(keyword and meaning). Returns short excerpts cited by conversation title and date."),
-                parameters={"type": "object", "properties": {
-                    "query": {"type": "string", "description": "what to look for, in words or a phrase"},
-                    **date_props}, "required": ["query"], "additionalProperties": False},
-            ), self.past_conversations),
-            Tool(ToolSpec(
-                name="search_archive",
-                description=("Search the person's deep archive (imported conversations and documents). Returns "
-                             "excerpts cited by document name and date."),
-                parameters={"type": "object", "properties": {
-                    "query": {"type": "string", "description": "what to look for"},
-                    "collections": {"type": "array", "items": {"type": "string"},
-                                    "description": "limit to these collections (optional)"},
-                    **date_props}, "required": ["query"], "additionalProperties": False},
-            ), self.search_archive),
-            Tool(ToolSpec(
-                name="read_library_file",
-                description=("Read a text file from the person's library, or list the library when no path is "
-                             "given. Paths are relative to the library folder."),
-                parameters={"type": "object", "properties": {
-                    "path": {"type": "string", "description": "relative path of the file; empty to list"}},
-                    "additionalProperties": False},
-            ), self.read_library_file),
-        ]
-
-
-def embed_job(ctx: Context, payload: dict[str, Any], helper: Helper | None = None) -> None:
-    """Background job: embed one slice of this user's new chat turns and archive chunks (S7), and
-    first the turns named in ``messages`` (their chosen text changed).
-
-    Queues itself again while work remains, so a large import is embedded in bounded slices.
-    """
-    from hearth.retrieval.semantic import INDEXES, embed_messages, embed_pending, model_id, shared_embedder
-
-    embedder = shared_embedder(ctx)
-    changed = payload.get("messages")
-    if isinstance(changed, list) and changed:
-        # Turns whose chosen version changed (W2) lie behind the cursor: they are named.
-        embed_messages(ctx.store, embedder, ctx.user_id, [int(i) for i in changed[:EMBED_JOB_SLICE]])
-    # Follows the cursor: a reply's job reads only the rows that arrived since the last one.
-    report = embed_pending(ctx.store, embedder, user_id=ctx.user_id,
-                           limit=int(payload.get("limit", EMBED_JOB_SLICE)), follow=True,
-                           pause=ctx.activity.wait_quiet)
-    # The new vectors go into the loaded indexes here, in the background, not on the next send.
-    INDEXES.catch_up(ctx.store.connection(), str(ctx.store.key), ctx.user_id, model_id(embedder))
-    if report.remaining:
-        from hearth.ops.jobs import enqueue
-
-        with ctx.store.write() as conn:
-            enqueue(conn, ctx.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
-
-
-def owner_search(ctx: Context, query: str, *, include_shielded: bool = False, archive: bool = True,
-                 messages: bool = True, date_from: str | None = None, date_to: str | None = None,
-                 collections: tuple[str, ...] = (), limit: int = 10, embed: bool = True, origin: str = "owner"):
-    """The owner's deliberate search (U1, V2): every conversation of every persona that is not
-    hidden or trashed, shielded ones only with ``include_shielded`` (off by default), and the archive.
-    Logged like every search (A3)."""
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidInput("search needs a non-empty query")
-    check_text(query, "the search query")
-    for collection in collections:
-        check_text(collection, "a collection")
-    if not 1 <= int(limit) <= 100:
-        raise InvalidInput("limit must be between 1 and 100")
-    dates = _date_args({"date_from": date_from, "date_to": date_to})
-    sources = tuple(s for s, on in (("messages", messages), ("chunks", archive)) if on)
-    if not sources:
-        raise InvalidInput("choose conversations, the archive, or both")
-    filters = Filters(sources=sources, eligible_only=True, include_shielded=include_shielded,
-                      collections=tuple(collections), **dates)
-    embedder = None
-    if embed:
-        from hearth.retrieval.semantic import shared_embedder
-
-        embedder = shared_embedder(ctx)
-    with ctx.store.read() as conn:
-        return search(conn, ctx.user_id, query.strip()[:1_000], filters=filters, limit=int(limit),
-                      embedder=embedder, db_key=ctx.store.key, origin=origin, store=ctx.store)
