@@ -89,7 +89,7 @@ def _capsuled_chat(me):
 @pytest.mark.sqlite_only
 def test_e3_sqlite_the_capsule_check_of_every_send_reads_a_small_index(me, hearth, persona):
     chat, _ = _capsuled_chat(me)
-    plan = " ".join(r[3] for r in hearth.store.connection().execute("EXPLAIN QUERY PLAN " + capsules.LATEST_SQL,
+    plan = " ".join(r[3] for r in hearth.store.connection().execute("EXPLAIN QUERY PLAN " + capsules.latest_sql(hearth.store.engine),
                                                                    (chat.id,)))
     assert "events_turn_versions" in plan, plan  # the partial index of turn-version events, not every event
 

@@ -18,6 +18,7 @@ from hearth.errors import ConfigError, ConstraintError, SchemaError
 from hearth.ops.jobs import JobQueue
 from hearth.store import PgStore, migrations, open_store
 from hearth.store.dialect import to_postgres
+from hearth.store.postgres import POSTGRES
 from hearth.store.schema import POSTGRESQL, TOKEN, Migration, Sql, Step, fold
 
 
@@ -32,9 +33,10 @@ def test_s9_dialect_rewrites_module_sql_for_postgres():
     assert to_postgres("INSERT INTO users (name) VALUES (?)").sql.endswith("VALUES (%s) ON CONFLICT DO NOTHING")
     assert "GREATEST(message_id, excluded.message_id)" in to_postgres(
         "UPDATE x SET message_id = max(message_id, excluded.message_id)").sql
-    assert to_postgres("SELECT 1 WHERE json_extract(metadata, '$.reply_to') = ?").sql == (
+    # JSON is read through the engine: text, or an id compared as a number.
+    assert to_postgres(f"SELECT 1 WHERE {POSTGRES.json_get('metadata', 'reply_to')} = ?").sql == (
         "SELECT 1 WHERE (metadata::jsonb #>> '{reply_to}') = %s")
-    assert to_postgres("SELECT 1 WHERE json_extract(e.payload, '$.message_id') <= c.id").sql == (
+    assert to_postgres(f"SELECT 1 WHERE {POSTGRES.json_int('e.payload', 'message_id')} <= c.id").sql == (
         "SELECT 1 WHERE ((e.payload::jsonb #>> '{message_id}')::bigint) <= c.id")
     assert "IS DISTINCT FROM %s" in to_postgres("SELECT 1 ORDER BY persona_id IS NOT ?").sql
     assert to_postgres("SELECT '50% ?' FROM t LIMIT ?").sql == "SELECT '50%% ?' FROM t LIMIT NULLIF(%s::bigint, -1)"

@@ -39,7 +39,7 @@ from hearth.errors import Conflict, ConstraintError, InvalidInput, StoreError
 from hearth.records import ledger
 from hearth.records.conversations import ELIGIBLE_SQL, MAX_TITLE, Conversation
 from hearth.retrieval.archive import Archive
-from hearth.store import Connection, Row, utcnow
+from hearth.store import Connection, Row, engine_of, utcnow
 from hearth.thread.character import GREETING_CHANNELS, open_with_greeting
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ def most_recent_eligible(conn: Connection, user_id: int, persona_id: int) -> int
         f"SELECT c.id FROM conversations c WHERE c.user_id = ? AND c.persona_id = ? AND {ELIGIBLE_SQL}"
         " AND EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.kind = 'chat'"
         " AND m.role IN ('user', 'assistant') AND trim(m.content) != ''"
-        " AND json_extract(m.metadata, '$.greeting') IS NULL)"
+        f" AND {engine_of(conn).json_get('m.metadata', 'greeting')} IS NULL)"
         " ORDER BY c.updated_at DESC, c.id DESC LIMIT 1",
         (user_id, persona_id),
     ).fetchone()

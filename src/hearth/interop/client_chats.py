@@ -32,7 +32,7 @@ from hearth.errors import InvalidInput, NotFound
 from hearth.prompt.presets import set_custom_instructions
 from hearth.records.conversations import Conversation
 from hearth.records.personas import Persona
-from hearth.store import utcnow
+from hearth.store import engine_of, utcnow
 from hearth.thread.character import add_greeting
 from hearth.thread.send import SendEvent, SendPath
 from hearth.validation import check_text
@@ -172,7 +172,7 @@ class ClientChats:
     def _first_reply(conn, conversation_id: int) -> str | None:
         """Hearth's first reply: a greeting is the client's own text, the same in every such chat."""
         row = conn.execute("SELECT content FROM messages WHERE conversation_id = ? AND kind = 'chat'"
-                           " AND role = 'assistant' AND json_extract(metadata, '$.greeting') IS NULL"
+                           f" AND role = 'assistant' AND {engine_of(conn).json_get('metadata', 'greeting')} IS NULL"
                            " ORDER BY id LIMIT 1", (conversation_id,)).fetchone()
         return _norm(row[0]) if row else None
 

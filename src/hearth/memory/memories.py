@@ -29,7 +29,7 @@ from hearth.errors import Conflict, InvalidInput, NotFound
 from hearth.prompt.static import MemoryRow
 from hearth.records import ledger
 from hearth.records.temporal import check_mode, parse_moment
-from hearth.store import Connection, Row, Store, inserted_id, utcnow
+from hearth.store import Connection, Row, Store, engine_of, inserted_id, utcnow
 from hearth.validation import check_id, check_text
 
 MAX_MEMORY_TEXT = 10_000
@@ -586,7 +586,7 @@ class Memories:
         with self._changing(plan) as (conn, change, composed):
             # Suggestions that proposed it, or that compare something with it, quote its text (B4).
             conn.execute("DELETE FROM proposals WHERE user_id = ? AND ((kind = 'memory_add' AND result_id = ?)"
-                         " OR json_extract(payload, '$.conflict.memory_id') = ?)",
+                         f" OR {engine_of(conn).json_int('payload', 'conflict.memory_id')} = ?)",
                          (self.user_id, memory_id, memory_id))
             # Versions go with it (cascade): a deleted memory cannot be restored (B2).
             conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, self.user_id))

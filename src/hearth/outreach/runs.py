@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hearth.continuity.branch import new_chat
 from hearth.outreach.activations import INSTRUCTIONS, Activations
 from hearth.outreach.channels.outbound import deliver_reply
+from hearth.store import engine_of
 from hearth.thread.send import SendPath
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ def run_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     conversation_id = current.id if current else new_chat(ctx, activation.persona_id, channel="inner").conversation.id
     # The run id in the message's metadata makes a re-run find the message instead of writing another.
     row = conn.execute("SELECT id FROM messages WHERE conversation_id = ? AND role = 'assistant'"
-                       " AND json_extract(metadata, '$.activation_run') = ?", (conversation_id, run_id)).fetchone()
+                       f" AND {engine_of(conn).json_get('metadata', 'activation_run')} = ?",
+                       (conversation_id, run_id)).fetchone()
     if row:
         message = ctx.conversations.message(row[0])
     else:

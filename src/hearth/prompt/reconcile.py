@@ -18,7 +18,7 @@ from hearth.errors import ConstraintError, StoreError
 from hearth.memory.memories import backfill
 from hearth.prompt import stored
 from hearth.prompt.static import POLICY_VERSION
-from hearth.store import Connection, DriverError, utcnow
+from hearth.store import Connection, DriverError, engine_of, utcnow
 from hearth.store import state as app_state
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def candidates(conn: Connection) -> list[tuple[int, int]]:
     """(user_id, conversation_id) of every stored prompt built under an older policy."""
     rows = conn.execute(
         "SELECT user_id, conversation_id FROM messages WHERE kind = 'static_prompt'"
-        " AND coalesce(json_extract(metadata, '$.policy_version'), 0) < ? ORDER BY conversation_id",
+        f" AND coalesce({engine_of(conn).json_int('metadata', 'policy_version')}, 0) < ? ORDER BY conversation_id",
         (POLICY_VERSION,),
     ).fetchall()
     return [(r[0], r[1]) for r in rows]

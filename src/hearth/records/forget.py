@@ -46,7 +46,7 @@ from hearth.ops.jobs import enqueue
 from hearth.records import ledger
 from hearth.records.temporal import parse_moment
 from hearth.retrieval.facts import citing as citing_facts
-from hearth.store import Connection, Row
+from hearth.store import Connection, Row, engine_of
 from hearth.text import STOPWORDS, WORD_RE
 
 if TYPE_CHECKING:
@@ -331,7 +331,7 @@ def purge(ctx: "Context", memories: "Memories", conn: Connection, s: _Scope) -> 
         conn.execute(f"DELETE FROM events WHERE user_id = ? AND id IN ({_in(single)})", (u, *single))
     if whole:
         conn.execute(f"DELETE FROM jobs WHERE user_id = ? AND status IN ('pending', 'dead')"
-                     f" AND json_extract(payload, '$.conversation_id') IN ({_in(whole)})", (u, *whole))
+                     f" AND {engine_of(conn).json_int('payload', 'conversation_id')} IN ({_in(whole)})", (u, *whole))
         conn.execute(f"DELETE FROM conversations WHERE user_id = ? AND id IN ({_in(whole)})", (u, *whole))
     if s.folders:
         conn.execute(f"DELETE FROM folders WHERE user_id = ? AND id IN ({_in(s.folders)})", (u, *s.folders))

@@ -222,10 +222,10 @@ def verify(conn: Connection) -> VerifyReport:
             messages=conn.execute("SELECT count(*) FROM messages").fetchone()[0],
         )
         checks = {
-            "message events without a message row": """
+            "message events without a message row": f"""
                 SELECT e.id FROM events e LEFT JOIN messages m ON m.id = e.id
                 WHERE e.kind = 'message' AND m.id IS NULL
-                  AND e.id NOT IN (SELECT CAST(json_extract(d.payload, '$.message_id') AS INTEGER) FROM events d
+                  AND e.id NOT IN (SELECT CAST({engine.json_int('d.payload', 'message_id')} AS INTEGER) FROM events d
                                    WHERE d.kind = 'message.deleted')
                   AND e.id NOT IN (SELECT id FROM branch_messages)""",
             # The foreign key forbids this on both engines; a copy, a restore or a disabled check

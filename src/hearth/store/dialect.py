@@ -16,7 +16,6 @@ from functools import lru_cache
 
 _STRING = re.compile(r"'(?:[^']|'')*'")
 _INSERT = re.compile(r"^\s*INSERT\s+(OR\s+IGNORE\s+)?INTO\s+(\w+)", re.IGNORECASE)
-_JSON_SET = re.compile(r"json_set\(\s*([\w.]+)\s*,\s*'\$\.(\w+)'\s*,\s*json\(\?\)\s*\)", re.IGNORECASE)
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _DO_UPDATE = re.compile(r"\bDO\s+UPDATE\s+SET\b", re.IGNORECASE)
 _IDENT = re.compile(r"(?<![.\w:'])([A-Za-z_]\w*)\b(?!\s*[.(])")
@@ -29,8 +28,6 @@ _EMPTY_IN = re.compile(r"(\bNOT\s+)?\bIN\s*\(\s*\)", re.IGNORECASE)
 _ONE_ROW = re.compile(r"\)\s*VALUES\s*\(", re.IGNORECASE)
 _MORE_ROWS = re.compile(r"\)\s*,\s*\(")
 _SCALAR_MINMAX = re.compile(r"\b(max|min)\(\s*([\w.?]+)\s*,\s*([\w.?]+)\s*\)", re.IGNORECASE)
-_JSON_EXTRACT = re.compile(r"json_extract\(\s*([\w.]+)\s*,\s*'\$\.([\w.]+)'\s*\)", re.IGNORECASE)
-_COALESCE_JSON = re.compile(r"coalesce\((\([\w.]+::jsonb #>> '[^']*'\)),\s*(-?\d+)\)", re.IGNORECASE)
 _NOCASE_EQ = re.compile(r"([\w.]+)\s*=\s*\?\s*COLLATE\s+NOCASE", re.IGNORECASE)
 _NOCASE = re.compile(r"([\w.]+)\s+COLLATE\s+NOCASE", re.IGNORECASE)
 _IS_NOT = re.compile(r"\bIS\s+NOT\s+(?!NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.IGNORECASE)
@@ -64,13 +61,9 @@ def to_postgres(sql: str) -> Statement:
     # Work on the text outside string literals only, so a literal '?' or 'LIKE' stays as written.
     stripped = _TABLE_LIST.sub("FROM (SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema())"
                                " sqlite_master WHERE TRUE", stripped)
-    stripped = _JSON_SET.sub(lambda m: f"(jsonb_set({m.group(1)}::jsonb, '{{{m.group(2)}}}', ?::jsonb))::text", stripped)
-    stripped = _JSON_EXTRACT.sub(_json_path, stripped)
     update, target = _DO_UPDATE.search(stripped), _INSERT.match(stripped)
     if update and target:
         stripped = stripped[:update.end()] + _qualify(stripped[update.end():], target.group(2))
-    # A JSON number read with a numeric default (``coalesce(json_extract(..), 0)``) compares as one.
-    stripped = _COALESCE_JSON.sub(r"coalesce((\1)::numeric, \2)", stripped)
     pieces: list[str] = []
     last = 0
     for match in _STRING.finditer(stripped):
@@ -126,15 +119,6 @@ def _split_top(text: str) -> list[str]:
 def _returning_position(sql: str) -> int:
     found = re.search(r"\bRETURNING\b", sql, re.IGNORECASE)
     return found.start() if found else len(sql)
-
-
-def _json_path(match: re.Match[str]) -> str:
-    path = match.group(2).split(".")
-    keys = ",".join(path)
-    text = f"({match.group(1)}::jsonb #>> '{{{keys}}}')"
-    # SQLite's json_extract keeps a number a number; Hearth's payload ids are numbers, so an id
-    # read out of JSON compares with id columns as one.
-    return f"({text}::bigint)" if path[-1] == "id" or path[-1].endswith("_id") else text
 
 
 def _rewrite_code(code: str) -> str:

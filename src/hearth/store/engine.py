@@ -107,7 +107,17 @@ class Engine(Protocol):
     skip_locked: str
 
     def json_get(self, column: str, path: str) -> str:
-        """SQL reading ``$.path`` (dotted) of the JSON text in ``column``, as text (numbers as numbers)."""
+        """SQL reading ``$.path`` (dotted) of the JSON text in ``column``, as text (numbers as numbers
+        on SQLite): for ``IS NULL`` tests and comparisons with text."""
+        ...
+
+    def json_int(self, column: str, path: str) -> str:
+        """SQL reading the integer at ``$.path`` (an id, a version) of the JSON text in ``column`` as
+        a number, for comparisons with id columns and numbers (NULL where it is absent)."""
+        ...
+
+    def json_set(self, column: str, path: str) -> str:
+        """SQL for the JSON text in ``column`` with ``$.path`` set to the JSON text of one ``?``."""
         ...
 
     def not_timestamp(self, column: str) -> str:

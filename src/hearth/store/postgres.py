@@ -57,6 +57,12 @@ class PgEngine:
     def json_get(self, column: str, path: str) -> str:
         return f"({column}::jsonb #>> '{{{','.join(path.split('.'))}}}')"
 
+    def json_int(self, column: str, path: str) -> str:
+        return f"({self.json_get(column, path)}::bigint)"  # #>> reads text
+
+    def json_set(self, column: str, path: str) -> str:
+        return f"(jsonb_set({column}::jsonb, '{{{','.join(path.split('.'))}}}', ?::jsonb))::text"
+
     def not_timestamp(self, column: str) -> str:
         return rf"{column} !~ '^\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d.*Z$'"
 

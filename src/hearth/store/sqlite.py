@@ -73,6 +73,12 @@ class SqliteEngine:
     def json_get(self, column: str, path: str) -> str:
         return f"json_extract({column}, '$.{path}')"
 
+    def json_int(self, column: str, path: str) -> str:
+        return f"json_extract({column}, '$.{path}')"  # a JSON number is read as SQLite's number
+
+    def json_set(self, column: str, path: str) -> str:
+        return f"json_set({column}, '$.{path}', json(?))"
+
     def not_timestamp(self, column: str) -> str:
         return (f"{column} NOT GLOB"
                 " '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]*Z'")

@@ -30,7 +30,7 @@ from hearth.records import ledger
 from hearth.records.conversations import Conversation
 from hearth.records.ledger import Message
 from hearth.retrieval import searchlog
-from hearth.store import utcnow
+from hearth.store import engine_of, utcnow
 from hearth.text import estimate_tokens
 from hearth.thread import alternatives, character
 from hearth.thread.tools import ToolContext, arguments_json
@@ -308,7 +308,7 @@ class SendPath:
             # A greeting (a card's first message, X3) is not a reply: the birth period goes on (K3).
             has_reply = bool(conn.execute(
                 "SELECT 1 FROM messages WHERE conversation_id = ? AND role = 'assistant' AND kind = 'chat'"
-                " AND json_extract(metadata, '$.greeting') IS NULL LIMIT 1",
+                f" AND {engine_of(conn).json_get('metadata', 'greeting')} IS NULL LIMIT 1",
                 (conversation.id,),
             ).fetchone())
             post_history = character.post_history(conn, ctx.user_id, persona, conversation.id, user_message)
@@ -478,7 +478,7 @@ def _answered(conn: Any, conversation_id: int, user_message_id: int) -> bool:
     """Whether a reply to this user message is already stored (read inside the write lock)."""
     return conn.execute(
         "SELECT 1 FROM messages WHERE conversation_id = ? AND id > ? AND role = 'assistant' AND kind = 'chat'"
-        " AND json_extract(metadata, '$.reply_to') = ? LIMIT 1",
+        f" AND {engine_of(conn).json_get('metadata', 'reply_to')} = ? LIMIT 1",
         (conversation_id, user_message_id, user_message_id)).fetchone() is not None
 
 

@@ -22,7 +22,7 @@ from hearth.errors import InvalidInput
 from hearth.memory.helpers.base import TurnText
 from hearth.ops.jobs import enqueue
 from hearth.records import ledger
-from hearth.store import Connection, Row, utcnow
+from hearth.store import Connection, Engine, Row, engine_of, utcnow
 from hearth.store.migrations import TURN_VERSION_EVENTS
 
 if TYPE_CHECKING:
@@ -58,20 +58,21 @@ class Capsule:
         return dict(self.__dict__)
 
 
-# The newest capsule still current: its last turn is in the thread and no turn it covers took
-# another version since it was written (the partial index of migration 18 answers the second).
-LATEST_SQL = ("SELECT * FROM capsules c WHERE c.conversation_id = ?"
-              " AND EXISTS (SELECT 1 FROM messages m WHERE m.id = c.through_message_id)"
-              " AND NOT EXISTS (SELECT 1 FROM events e WHERE e.conversation_id = c.conversation_id AND e.id > c.id"
-              f"  AND e.kind IN {TURN_VERSION_EVENTS}"
-              "  AND json_extract(e.payload, '$.message_id') <= c.through_message_id)"
-              " ORDER BY c.id DESC LIMIT 1")
+def latest_sql(engine: Engine) -> str:
+    """The newest capsule still current: its last turn is in the thread and no turn it covers took
+    another version since it was written (the partial index of migration 18 answers the second)."""
+    return ("SELECT * FROM capsules c WHERE c.conversation_id = ?"
+            " AND EXISTS (SELECT 1 FROM messages m WHERE m.id = c.through_message_id)"
+            " AND NOT EXISTS (SELECT 1 FROM events e WHERE e.conversation_id = c.conversation_id AND e.id > c.id"
+            f"  AND e.kind IN {TURN_VERSION_EVENTS}"
+            f"  AND {engine.json_int('e.payload', 'message_id')} <= c.through_message_id)"
+            " ORDER BY c.id DESC LIMIT 1")
 
 
 def latest(conn: Connection, conversation_id: int) -> Capsule | None:
     """The newest capsule that still describes the thread: its last turn is in the thread and no
     turn it covers took another version since it was written (W2); an older one serves otherwise."""
-    row = conn.execute(LATEST_SQL, (conversation_id,)).fetchone()
+    row = conn.execute(latest_sql(engine_of(conn)), (conversation_id,)).fetchone()
     return Capsule.from_row(row) if row else None
 
 

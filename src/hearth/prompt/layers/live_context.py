@@ -25,7 +25,7 @@ from hearth.errors import InvalidInput, NotFound
 from hearth.memory.helpers.base import LiveContextResult, TurnText, clip, content_words
 from hearth.prompt.dynamic import Block, Turn
 from hearth.records import ledger
-from hearth.store import Connection, Store, inserted_id, utcnow
+from hearth.store import Connection, Store, engine_of, inserted_id, utcnow
 from hearth.validation import check_text
 
 if TYPE_CHECKING:
@@ -337,7 +337,7 @@ def mark_used(conn: Connection, user_id: int, conversation_id: int, reply: "Mess
         ledger.append(conn, user_id=user_id, conversation_id=conversation_id, kind="nudge.used",
                       channel=reply.channel, payload={"nudge_id": nudge.id, "message_id": reply.id})
     if markers:
-        conn.execute("UPDATE messages SET content = ?, metadata = json_set(metadata, '$.nudges_used', json(?))"
+        conn.execute(f"UPDATE messages SET content = ?, metadata = {engine_of(conn).json_set('metadata', 'nudges_used')}"
                      " WHERE id = ?", (strip_markers(reply.content), json.dumps([n.id for n in used]), reply.id))
     return [n.id for n in used]
 
