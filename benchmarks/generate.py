@@ -126,7 +126,7 @@ def write_messages(scope: Any, batches: Batches, conversation_id: int, tm: TextM
     advance(count % 500)
 
 
-def add_facts(scope: Any, tm: TextMaker, rng: np.random.Generator, count: int) -> int:
+def add_facts(hearth: Any, scope: Any, tm: TextMaker, rng: np.random.Generator, count: int) -> int:
     """``count`` facts as a model-backed helper writes them at checkpoints (E2): a short statement
     citing one or two neighbouring turns of the archive, so the send path's fact lists have an
     index and a vector graph of that size to search (embedded with the turns, below)."""
@@ -134,7 +134,7 @@ def add_facts(scope: Any, tm: TextMaker, rng: np.random.Generator, count: int) -
         return 0
     from hearth.retrieval import facts as fact_store
 
-    store = scope.store
+    store = hearth.store
     ids = [r[0] for r in store.connection().execute(
         "SELECT id FROM messages WHERE user_id = ? AND kind = 'chat' AND role IN ('user', 'assistant') ORDER BY id",
         (scope.user_id,))]
@@ -170,7 +170,7 @@ def add_vectors(hearth: Any, scope: Any, kind: str, progress: Progress) -> dict[
         progress.update(task, completed=done, total=total)
 
     started = time.perf_counter()
-    result = embed_pending(scope.store, embedder, user_id=scope.user_id, batch=4_096 if kind == "hashed" else 64,
+    result = embed_pending(hearth.store, embedder, user_id=scope.user_id, batch=4_096 if kind == "hashed" else 64,
                            progress=report)
     return {"vectors": kind, "model": model_id(real), "embedded_messages": result.messages,
             "embedded_chunks": result.chunks, "embedded_facts": result.facts, "vector_seconds": round(time.perf_counter() - started, 1)}
@@ -198,7 +198,7 @@ def generate(args: argparse.Namespace) -> dict[str, Any]:
     timings: dict[str, float] = {}
     hearth = Hearth(Settings.resolve({"home": str(home)}, environ={}))
     scope = hearth.scope()
-    store = scope.store
+    store = hearth.store
     layers = scope.layers
     persona = scope.personas.create("companion", "Wren", identity="A warm, steady companion.",
                                     archive_access=True)
@@ -294,7 +294,7 @@ def generate(args: argparse.Namespace) -> dict[str, Any]:
         timings["archive_s"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        facts = add_facts(scope, tm, rng, args.facts)
+        facts = add_facts(hearth, scope, tm, rng, args.facts)
         timings["facts_s"] = time.perf_counter() - t
 
         vectors = add_vectors(hearth, scope, args.vectors, progress)

@@ -59,9 +59,9 @@ WORDS = ("tea garden rain letter harbour morning cat music bread window river la
 
 
 # -- thread-length mode --------------------------------------------------------------------------------
-def build_thread(scope, persona_id: int, size: int, rng: random.Random) -> int:
+def build_thread(hearth, scope, persona_id: int, size: int, rng: random.Random) -> int:
     conversation = scope.conversations.create(persona_id, f"Thread of {size}")
-    with scope.store.write():
+    with hearth.store.write():
         for i in range(size):
             text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 60)))
             scope.conversations.add_message(conversation.id, "user" if i % 2 == 0 else "assistant", text)
@@ -78,7 +78,7 @@ def run_sizes(args: argparse.Namespace) -> dict[str, Any]:
         persona = scope.personas.create("bench", "Bench", identity="A benchmark companion.")
         scope.memories.import_many([{"text": f"memory {i} " + " ".join(rng.sample(WORDS, 6))} for i in range(200)])
         for size in args.sizes:
-            conversation_id = build_thread(scope, persona.id, size, rng)
+            conversation_id = build_thread(hearth, scope, persona.id, size, rng)
             samples = []
             for _ in range(args.sends):
                 text = " ".join(rng.choice(WORDS) for _ in range(12))
@@ -287,8 +287,8 @@ class Floor:
     message. Measured just before that message's send, so floor and send see the same moment of a
     shared, noisy machine."""
 
-    def __init__(self, scope: Any, embedder: Any):
-        self.conn = scope.store.connection()
+    def __init__(self, hearth: Any, scope: Any, embedder: Any):
+        self.conn = hearth.store.connection()
         self.embedder = embedder
         self.fts: list[float] = []
         self.vec: list[float] = []
@@ -308,7 +308,7 @@ class Floor:
                     " AND model = ?", (self.user_id, self.model)).fetchone()[0])
             else:
                 probe = embed_queries(embedder, ["probe"])
-                self.index = INDEXES.get(self.conn, str(scope.store.path), "messages", scope.user_id,
+                self.index = INDEXES.get(self.conn, str(hearth.store.path), "messages", scope.user_id,
                                          self.model, int(probe.shape[1]))
 
     def measure(self, text: str) -> float:
@@ -451,7 +451,7 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     cold_recall_ms = (provider.arrival() - t) * 1000
     clock.clear()
 
-    floor_meter = Floor(scope, embedder)
+    floor_meter = Floor(hearth, scope, embedder)
     floor_by_kind: dict[str, list[float]] = {}
     cold_by_kind: dict[str, list[float]] = {}
     profiler = cProfile.Profile() if args.profile else None

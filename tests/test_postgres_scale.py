@@ -1,6 +1,6 @@
 """PostgreSQL at scale (S9, S11, K1): the keyword totals its triggers keep in place of counting
 rows per query, one statement per saved message, and migrate-store's vectors built into the
-HNSW index once."""
+HNSW index once, the copy then vacuumed and analysed."""
 
 from __future__ import annotations
 
@@ -137,6 +137,10 @@ def test_s11_migrate_store_builds_the_hnsw_index_over_the_copied_vectors_postgre
         query = np.asarray(embedder.embed([texts[2]]), dtype=np.float32)
         hits = pgvectors.search(conn, "messages", 1, wanted[1], query, 1)
         assert hits[0][0][0] == wanted[0]
+        # Planned and searched as a database in use: statistics gathered, GIN pending lists merged.
+        settled = {r[0] for r in conn.execute(
+            "SELECT relname FROM pg_stat_user_tables WHERE last_vacuum IS NOT NULL AND last_analyze IS NOT NULL")}
+        assert {"messages", "message_embeddings", "archive_chunks", "conversations"} <= settled
     finally:
         source.close()
         target.close()

@@ -67,6 +67,7 @@ def copy_store(source: Store, target: Store, progress: Progress | None = None, *
         target.engine.after_copy(conn, names)  # identities continue after the ids copied as they were
         if target.engine.vector_index == "pgvector":
             _fill_vectors(conn)  # the database index's own form of each copied vector
+    target.engine.settle(target, names)  # planner statistics and merged index entries, as in use
     for table in names:
         here = src.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         there = dst.execute(f"SELECT count(*) FROM {table}").fetchone()[0]

@@ -148,6 +148,11 @@ class Engine(Protocol):
         """After a bulk copy into ``tables`` (migrate-store): identities and derived forms caught up."""
         ...
 
+    def settle(self, store: Database, tables: list[str]) -> None:
+        """After a bulk copy into ``tables`` has committed: what the engine needs to plan and search
+        them as it will once it has run a while (outside any transaction)."""
+        ...
+
     def empty_tables(self, conn: Connection, tables: list[str]) -> None:
         """Delete every row of ``tables`` (a restore onto a live database)."""
         ...

@@ -84,6 +84,17 @@ class PgEngine:
     def after_copy(self, conn: Connection, tables: list[str]) -> None:
         catalog.advance_identities(conn, tables)
 
+    def settle(self, store: Database, tables: list[str]) -> None:
+        # Until autovacuum reaches a copied table it has no planner statistics and its GIN indexes
+        # hold the copied rows in their pending list, which every keyword query reads through: the
+        # planner then reads every vector for a top-10, or tokenises every archive chunk to count
+        # one word rather than use a GIN index it costs as large. VACUUM merges the pending lists.
+        conn = store.connection()
+        if conn.in_transaction:
+            return
+        for table in tables:
+            conn.execute(f"VACUUM (ANALYZE) {table}")
+
     def empty_tables(self, conn: Connection, tables: list[str]) -> None:
         if tables:
             conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY")

@@ -113,6 +113,10 @@ class SqliteEngine:
     def after_copy(self, conn: "Connection", tables: list[str]) -> None:
         """Nothing to do: identities follow the rows and vectors have no second form."""
 
+    def settle(self, store: "Database", tables: list[str]) -> None:
+        """Nothing to do: FTS5 merges its segments as it writes, and the queries are written for
+        SQLite's planner without statistics (it has never been given any)."""
+
     def empty_tables(self, conn: "Connection", tables: list[str]) -> None:
         for table in tables:
             conn.execute(f'DELETE FROM "{table}"')
