@@ -23,8 +23,10 @@ from hearth.store.schema import POSTGRESQL, TOKEN, Migration, Sql, Step, fold
 
 
 def test_s9_dialect_rewrites_module_sql_for_postgres():
-    assert to_postgres("SELECT * FROM t WHERE a = ? AND b LIKE ? ESCAPE '\\'").sql == (
-        "SELECT * FROM t WHERE a = %s AND b ILIKE %s ESCAPE '\\'")
+    # Module SQL says what both engines read (a case-blind LIKE lowers both sides); only the
+    # placeholders change.
+    assert to_postgres("SELECT * FROM t WHERE a = ? AND lower(b) LIKE lower(?) ESCAPE '\\'").sql == (
+        "SELECT * FROM t WHERE a = %s AND lower(b) LIKE lower(%s) ESCAPE '\\'")
     ignore = to_postgres("INSERT OR IGNORE INTO conversation_memories (conversation_id, memory_id) VALUES (?, ?)")
     assert ignore.sql.endswith("VALUES (%s, %s) ON CONFLICT DO NOTHING") and not ignore.conflict_raises
     # The id comes back only when the statement asks for it; a duplicate is still reported.
@@ -38,7 +40,8 @@ def test_s9_dialect_rewrites_module_sql_for_postgres():
         "SELECT 1 WHERE (metadata::jsonb #>> '{reply_to}') = %s")
     assert to_postgres(f"SELECT 1 WHERE {POSTGRES.json_int('e.payload', 'message_id')} <= c.id").sql == (
         "SELECT 1 WHERE ((e.payload::jsonb #>> '{message_id}')::bigint) <= c.id")
-    assert "IS DISTINCT FROM %s" in to_postgres("SELECT 1 ORDER BY persona_id IS NOT ?").sql
+    assert to_postgres("SELECT 1 ORDER BY persona_id IS DISTINCT FROM ?").sql == (
+        "SELECT 1 ORDER BY persona_id IS DISTINCT FROM %s")
     assert to_postgres("SELECT '50% ?' FROM t LIMIT ?").sql == "SELECT '50%% ?' FROM t LIMIT NULLIF(%s::bigint, -1)"
     assert to_postgres("BEGIN IMMEDIATE").begin == "write"
 

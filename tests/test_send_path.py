@@ -149,7 +149,7 @@ def test_d1_dynamic_context_is_a_second_system_message_right_before_the_newest_t
     assert messages[-2].content.count("=== PINNED CHARACTER CONTEXT ===") == 1
     assert "a grey cat who hates rain" in messages[-2].content
     # Never stored as a conversation message.
-    stored = hearth.store.connection().execute("SELECT count(*) FROM messages WHERE content LIKE '%PINNED CHARACTER%'")
+    stored = hearth.store.connection().execute("SELECT count(*) FROM messages WHERE lower(content) LIKE '%pinned character%'")
     assert stored.fetchone()[0] == 0
 
 

@@ -104,7 +104,8 @@ def test_e1_sqlite_trace_span_bookkeeping_is_one_indexed_update_inside_the_messa
     begin = max(i for i, s in enumerate(statements[:statements.index(touching[0])]) if s.startswith("BEGIN"))
     commit = next(i for i, s in enumerate(statements) if i > begin and s.startswith("COMMIT"))
     assert any("INSERT INTO messages" in s for s in statements[begin:commit])
-    plan = conn.execute("EXPLAIN QUERY PLAN UPDATE spans SET last_at = ? WHERE user_id = ? AND persona_id IS ?"
+    plan = conn.execute("EXPLAIN QUERY PLAN UPDATE spans SET last_at = ? WHERE user_id = ?"
+                        " AND persona_id IS NOT DISTINCT FROM ?"
                         " AND closed_at IS NULL AND kind = ? AND last_at >= ?", ("a", 1, 1, "text", "b")).fetchall()
     assert "spans_one_open" in " ".join(r[3] for r in plan)
 

@@ -267,7 +267,7 @@ class Conversations:
             sql += " AND c.id IN (SELECT t.conversation_id FROM conversation_tags t WHERE t.user_id = ? AND t.tag = ?)"
             args.extend([self.user_id, tag])
         if query.text:
-            title = "c.title LIKE ? ESCAPE '\\'"
+            title = "lower(c.title) LIKE lower(?) ESCAPE '\\'"
             sql += f" AND ({title} OR h.mid IS NOT NULL)" if query.words else f" AND {title}"
             args.append("%" + query.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
         if before is not None:

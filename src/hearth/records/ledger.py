@@ -236,7 +236,7 @@ def verify(conn: Connection) -> VerifyReport:
                 SELECT m.id FROM messages m JOIN events e ON e.id = m.id WHERE e.kind != 'message'""",
             "messages whose event has another owner or conversation": """
                 SELECT m.id FROM messages m JOIN events e ON e.id = m.id
-                WHERE e.user_id != m.user_id OR e.conversation_id IS NOT m.conversation_id""",
+                WHERE e.user_id != m.user_id OR e.conversation_id IS DISTINCT FROM m.conversation_id""",
             "events whose conversation belongs to another user": """
                 SELECT e.id FROM events e JOIN conversations c ON c.id = e.conversation_id
                 WHERE c.user_id != e.user_id""",

@@ -115,7 +115,7 @@ def _pending_chunks(conn: Connection, model: str, user_id: int | None, limit: in
     args: list[Any] = [after, model] + ([] if user_id is None else [user_id]) + [limit]
     rows = conn.execute(
         "SELECT k.id, k.user_id, k.text, d.title FROM archive_chunks k JOIN archive_documents d ON d.id = k.document_id"
-        " WHERE k.id > ? AND (k.embedding IS NULL OR k.embedding_model IS NOT ?)"
+        " WHERE k.id > ? AND (k.embedding IS NULL OR k.embedding_model IS DISTINCT FROM ?)"
         f"{where} ORDER BY k.id LIMIT ?", args,
     ).fetchall()
     return [(r["id"], r["user_id"], f"{r['title']}\n{r['text']}") for r in rows]
@@ -127,7 +127,7 @@ def _pending_facts(conn: Connection, model: str, user_id: int | None, limit: int
     where = "" if user_id is None else " AND user_id = ?"
     args: list[Any] = [after, model] + ([] if user_id is None else [user_id]) + [limit]
     rows = conn.execute(
-        "SELECT id, user_id, text FROM facts WHERE id > ? AND (embedding IS NULL OR embedding_model IS NOT ?)"
+        "SELECT id, user_id, text FROM facts WHERE id > ? AND (embedding IS NULL OR embedding_model IS DISTINCT FROM ?)"
         f"{where} ORDER BY id LIMIT ?", args).fetchall()
     return [(r[0], r[1], r[2]) for r in rows]
 
@@ -144,11 +144,12 @@ def pending_count(conn: Connection, model: str, user_id: int | None = None,
         + ("" if user_id is None else " AND +m.user_id = ?"), [model, after.get("messages", 0), *user],
     ).fetchone()[0]
     chunks = conn.execute(
-        "SELECT count(*) FROM archive_chunks WHERE id > ? AND (embedding IS NULL OR embedding_model IS NOT ?)"
+        "SELECT count(*) FROM archive_chunks WHERE id > ?"
+        " AND (embedding IS NULL OR embedding_model IS DISTINCT FROM ?)"
         + ("" if user_id is None else " AND user_id = ?"), [after.get("chunks", 0), model, *user],
     ).fetchone()[0]
     facts = conn.execute(
-        "SELECT count(*) FROM facts WHERE id > ? AND (embedding IS NULL OR embedding_model IS NOT ?)"
+        "SELECT count(*) FROM facts WHERE id > ? AND (embedding IS NULL OR embedding_model IS DISTINCT FROM ?)"
         + ("" if user_id is None else " AND user_id = ?"), [after.get("facts", 0), model, *user],
     ).fetchone()[0]
     return {"messages": messages, "chunks": chunks, "facts": facts}

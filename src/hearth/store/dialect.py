@@ -1,11 +1,14 @@
-"""One SQL dialect for module code: the SQLite statements modules write, rewritten for PostgreSQL.
+"""Module SQL adapted for psycopg: what is left of SQLite's dialect once modules write forms both
+engines read (``RETURNING id``, ``IS [NOT] DISTINCT FROM``, ``lower(x) LIKE lower(?)``, JSON
+through ``Engine.json_get``/``json_int``/``json_set``).
 
-Modules speak SQLite's dialect through the sqlite3 DB-API (``?`` placeholders, ``INSERT OR
-IGNORE``, ``cursor.lastrowid``, ``max(a, b)``, ``json_extract``). On PostgreSQL the store's
-connection passes each statement through ``to_postgres`` once (the result is cached), so the same
-module code runs on both engines without a rewrite of every query. Only the handful of places
-that use an engine feature with no common form (FTS5, PRAGMAs, ``sqlite_master``) branch on
-``is_postgres(conn)``.
+Mostly DB-API differences: ``?`` and ``:name`` placeholders become ``%s``/``%(name)s`` (a literal
+``%`` doubled), the two ``BEGIN`` forms ``Store`` uses become PostgreSQL's transaction openers, and
+a one-row INSERT gets ``ON CONFLICT DO NOTHING`` so a duplicate is raised as ``ConstraintError``
+without aborting the transaction (as on SQLite). Still rewritten, until modules write them
+otherwise: ``INSERT OR IGNORE``, scalar ``max``/``min``, ``COLLATE NOCASE``, ``instr``,
+``LIMIT -1``, an empty ``IN ()``, bare columns in ``DO UPDATE SET`` and the ``sqlite_master``
+table list. The store's connection passes each statement through ``to_postgres`` once (cached).
 """
 
 from __future__ import annotations
@@ -30,9 +33,6 @@ _MORE_ROWS = re.compile(r"\)\s*,\s*\(")
 _SCALAR_MINMAX = re.compile(r"\b(max|min)\(\s*([\w.?]+)\s*,\s*([\w.?]+)\s*\)", re.IGNORECASE)
 _NOCASE_EQ = re.compile(r"([\w.]+)\s*=\s*\?\s*COLLATE\s+NOCASE", re.IGNORECASE)
 _NOCASE = re.compile(r"([\w.]+)\s+COLLATE\s+NOCASE", re.IGNORECASE)
-_IS_NOT = re.compile(r"\bIS\s+NOT\s+(?!NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.IGNORECASE)
-_IS = re.compile(r"\bIS\s+(?!NOT\b|NULL\b|DISTINCT\b|TRUE\b|FALSE\b|JSON\b)", re.IGNORECASE)
-_LIKE = re.compile(r"\b(NOT\s+)?LIKE\b", re.IGNORECASE)
 _INSTR = re.compile(r"\binstr\(", re.IGNORECASE)
 _LIMIT_PARAM = re.compile(r"\bLIMIT\s+\?", re.IGNORECASE)
 
@@ -127,10 +127,6 @@ def _rewrite_code(code: str) -> str:
                                         f"({m.group(2)}, {m.group(3)})", code)
     code = _NOCASE_EQ.sub(r"lower(\1) = lower(?)", code)
     code = _NOCASE.sub(r"lower(\1)", code)
-    code = _IS_NOT.sub("IS DISTINCT FROM ", code)
-    code = _IS.sub("IS NOT DISTINCT FROM ", code)
-    # SQLite's LIKE ignores ASCII case; PostgreSQL's ILIKE is the same comparison.
-    code = _LIKE.sub(lambda m: (m.group(1) or "") + "ILIKE", code)
     code = _INSTR.sub("strpos(", code)
     # SQLite reads LIMIT -1 as no limit; PostgreSQL reads LIMIT NULL that way.
     code = _LIMIT_PARAM.sub("LIMIT NULLIF(?::bigint, -1)", code)

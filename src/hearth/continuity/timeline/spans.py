@@ -81,12 +81,14 @@ def touch(conn: Connection, user_id: int, persona_id: int | None, channel: str, 
     """
     kind = span_kind(channel)
     row = conn.execute(
-        "UPDATE spans SET last_at = max(last_at, ?) WHERE user_id = ? AND persona_id IS ? AND closed_at IS NULL"
+        "UPDATE spans SET last_at = max(last_at, ?) WHERE user_id = ?"
+        " AND persona_id IS NOT DISTINCT FROM ? AND closed_at IS NULL"
         " AND kind = ? AND last_at >= ? RETURNING id", (now, user_id, persona_id, kind, idle_cutoff),
     ).fetchone()
     if row is not None:
         return row[0]
-    stale = conn.execute("SELECT * FROM spans WHERE user_id = ? AND persona_id IS ? AND closed_at IS NULL",
+    stale = conn.execute("SELECT * FROM spans WHERE user_id = ? AND persona_id IS NOT DISTINCT FROM ?"
+                         " AND closed_at IS NULL",
                          (user_id, persona_id)).fetchone()
     if stale is not None:
         reason = "idle" if stale["last_at"] < idle_cutoff else "switched"

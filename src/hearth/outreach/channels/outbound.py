@@ -64,7 +64,7 @@ def deliver_reply(ctx: "Context", channel: str, persona_id: int, message: "Messa
     contact that talks to this persona, else the user's first on that channel."""
     row = ctx.store.connection().execute(
         "SELECT * FROM channel_contacts WHERE user_id = ? AND channel = ?"
-        " ORDER BY persona_id IS NOT ?, id LIMIT 1", (ctx.user_id, channel, persona_id)).fetchone()
+        " ORDER BY persona_id IS DISTINCT FROM ?, id LIMIT 1", (ctx.user_id, channel, persona_id)).fetchone()
     if row is None:
         raise InvalidInput(f"there is no {channel} contact to deliver to")
     _adapters()[channel](ctx, Contact(**dict(row)), message, {})

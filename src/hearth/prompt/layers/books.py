@@ -181,7 +181,7 @@ class Books:
         its own name, unless a card's own book holds that name (then it gets a name of its own, so
         a global book does not join a character's)."""
         conn = self.store.connection()
-        row = conn.execute("SELECT category FROM fragments WHERE user_id = ? AND import_key LIKE ? ESCAPE '\\'"
+        row = conn.execute("SELECT category FROM fragments WHERE user_id = ? AND lower(import_key) LIKE lower(?) ESCAPE '\\'"
                            " ORDER BY id LIMIT 1", (self.user_id, _like_prefix(import_prefix))).fetchone()
         if row is not None:
             return str(row[0])
