@@ -118,7 +118,9 @@ def test_s4_backup_while_another_thread_writes_is_consistent(hearth, me, persona
 
 def test_s4_restore_round_trip(settings, provider, hearth, me, persona, tmp_path):
     ids = fill(me, persona)
+    me.conversations.add_message(ids[2], "user", "the orchard gate by the north fence")
     report = backup(hearth.store, tmp_path / "b.db")
+    me.conversations.add_message(ids[2], "user", "more about the orchard, said after the backup")
     me.conversations.create(persona.id, title="made after the backup")
     me.conversations.trash(ids[0])
     hearth.close()
@@ -132,7 +134,9 @@ def test_s4_restore_round_trip(settings, provider, hearth, me, persona, tmp_path
         assert [m.content for m in scope.conversations.messages(ids[1])] == ["hello 1", "hi 1"]
         counts = deployment_counts(settings)
         assert counts == {t: n for t, n in report.counts.items() if t in counts}
-        assert counts["messages"] == 6
+        assert counts["messages"] == 7
+        # The keyword index holds the restored rows and only those.
+        assert [r.text for r in scope.search("orchard", embed=False).results] == ["the orchard gate by the north fence"]
     finally:
         reopened.close()
 

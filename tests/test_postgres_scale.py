@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from hearth import Hearth, Settings
+from hearth.ops.backup import backup, restore_deployment
 from hearth.records import ledger
 from hearth.retrieval import pgsearch, pgvectors
 from hearth.retrieval.archive import Archive
@@ -70,6 +71,29 @@ def test_s9_keyword_totals_follow_every_insert_edit_and_delete_postgres(tmp_path
         assert any("orchard" in r.text for r in me.search("orchard").results)
     finally:
         hearth.close()
+
+
+def test_s4_restore_rebuilds_the_keyword_totals_and_stored_words_postgres(tmp_path, pg_url):
+    settings = Settings.resolve({"home": str(tmp_path), "provider": "offline", "database_url": pg_url}, environ={})
+    hearth = Hearth(settings)
+    try:
+        me = hearth.scope()
+        conv = me.conversations.create(me.personas.create("elion", "Elion").id, "Garden")
+        me.conversations.add_message(conv.id, "user", "the apple tree by the north fence")
+        report = backup(hearth.store, tmp_path / "b.db")
+        me.conversations.add_message(conv.id, "user", "said after the backup, gone after the restore")
+    finally:
+        hearth.close()
+    restore_deployment(report.path, settings)
+    store = PgStore(pg_url)
+    try:
+        conn = store.connection()
+        kept, recount = _kept(conn), _recount(conn)  # a total never written reads as zero
+        assert {name: kept.get(name, (0, 0)) for name in recount} == recount
+        assert recount["messages_fts"][0] == 1
+        assert conn.execute("SELECT count(*) FROM messages_words").fetchone()[0] == 1
+    finally:
+        store.close()
 
 
 def test_s9_a_saved_message_is_one_statement_and_keeps_the_ledger_postgres(tmp_path, pg_url):

@@ -96,8 +96,12 @@ class PgEngine:
             conn.execute(f"VACUUM (ANALYZE) {table}")
 
     def empty_tables(self, conn: Connection, tables: list[str]) -> None:
+        # TRUNCATE fires no row triggers: the stored words go with their rows and the keyword
+        # totals start again from zero, and the copy that follows refills both through its inserts.
         if tables:
-            conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY")
+            words = [t for t in catalog.PG_DERIVED if t != "keyword_totals"]
+            conn.execute(f"TRUNCATE {', '.join([*tables, *words])} RESTART IDENTITY")
+            conn.execute("UPDATE keyword_totals SET rows = 0, lengths = 0")
 
     def backup(self, store: Database, partial: Path, copy_rows: CopyRows) -> tuple[dict[str, int], int]:
         # The server's files are not Hearth's to copy: every row goes into a new SQLite file.
