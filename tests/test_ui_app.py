@@ -201,6 +201,7 @@ def test_w2_read_aloud_speaks_in_the_voice_chosen_for_the_persona_and_stops(brow
 
         # The reply is read in that voice, as plain text; its button becomes Stop reading.
         reply.get_by_role("button", name="Read aloud").click()
+        page.wait_for_function("window.__speech.length > 0")
         spoken = page.evaluate("window.__speech")
         assert len(spoken) == 1 and spoken[0]["voice"] == "Fake Bright"
         assert "*" not in spoken[0]["text"] and spoken[0]["text"].startswith("Some emphasis and a list:")
@@ -208,13 +209,14 @@ def test_w2_read_aloud_speaks_in_the_voice_chosen_for_the_persona_and_stops(brow
         expect(stop).to_be_visible()
         shot(page, f"w2-{size[0]}-reading")
         stop.click()
-        assert page.evaluate("window.__speech.at(-1)") == {"cancel": True}
+        page.wait_for_function("window.__speech.at(-1).cancel === true")
         expect(reply.get_by_role("button", name="Read aloud")).to_be_visible()
 
         # Your own message is read in the browser's default voice; Escape stops it; a reading that
         # ends by itself gives the button back.
         mine = page.locator(".message.role-user").last
         mine.get_by_role("button", name="Read aloud").click()
+        expect(mine.get_by_role("button", name="Stop reading")).to_be_visible()
         assert page.evaluate("window.__speech.at(-1)") == {"text": "Hello there", "voice": None}
         expect(mine.get_by_role("button", name="Stop reading")).to_be_visible()
         page.keyboard.press("Escape")

@@ -166,6 +166,7 @@ function offerPartial(reply, text, before) {
     if (before) replyBody.replaceChildren(...before);
     else reply.remove();
     refreshActions();
+    revealLastTurn();
   };
   if (text) {
     box.append(button("Keep partial reply", async () => {
@@ -176,6 +177,7 @@ function offerPartial(reply, text, before) {
         if (before) await reloadMessage(reply);
         setStatus("The partial reply was kept.");
         refreshActions();
+        revealLastTurn();
       } catch (error) {
         setStatus(error.message, "error");
       }
