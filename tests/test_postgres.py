@@ -27,8 +27,12 @@ def test_s9_dialect_rewrites_module_sql_for_postgres():
     # placeholders change.
     assert to_postgres("SELECT * FROM t WHERE a = ? AND lower(b) LIKE lower(?) ESCAPE '\\'").sql == (
         "SELECT * FROM t WHERE a = %s AND lower(b) LIKE lower(%s) ESCAPE '\\'")
-    ignore = to_postgres("INSERT OR IGNORE INTO conversation_memories (conversation_id, memory_id) VALUES (?, ?)")
+    # A duplicate the statement chose to skip is skipped, not reported.
+    ignore = to_postgres("INSERT INTO conversation_memories (conversation_id, memory_id) VALUES (?, ?)"
+                         " ON CONFLICT DO NOTHING")
     assert ignore.sql.endswith("VALUES (%s, %s) ON CONFLICT DO NOTHING") and not ignore.conflict_raises
+    assert to_postgres("SELECT 1 FROM t WHERE lower(name) = lower(?)").sql == (
+        "SELECT 1 FROM t WHERE lower(name) = lower(%s)")
     # The id comes back only when the statement asks for it; a duplicate is still reported.
     insert = to_postgres("INSERT INTO users (name) VALUES (?) RETURNING id")
     assert insert.sql.endswith("VALUES (%s) ON CONFLICT DO NOTHING RETURNING id") and insert.conflict_raises == "users"

@@ -196,8 +196,8 @@ def backfill(conn: Connection, user_id: int, conversation_ids: Iterable[int] | N
     rows = [r[0] for r in conn.execute(sql, args)]
     for conversation_id in rows:
         conn.execute(
-            "INSERT OR IGNORE INTO conversation_memories (conversation_id, memory_id)"
-            " SELECT ?, id FROM memories WHERE user_id = ? AND " + CURRENT_SQL,
+            "INSERT INTO conversation_memories (conversation_id, memory_id)"
+            " SELECT ?, id FROM memories WHERE user_id = ? AND " + CURRENT_SQL + " ON CONFLICT DO NOTHING",
             (conversation_id, user_id),
         )
         conn.execute("UPDATE conversations SET snapshot_backfilled = 1 WHERE id = ?", (conversation_id,))

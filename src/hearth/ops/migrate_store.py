@@ -87,7 +87,7 @@ def _copy_table(src: Connection, target: Store, table: str, progress: Progress |
     if not set(cols) <= target_cols:
         raise ConfigError(f"table {table} differs between the two stores")
     total = int(src.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-    insert = f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+    insert = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) ON CONFLICT DO NOTHING"
     copied = 0
     if integer_id:
         # Resume after the largest id already there; ids are copied as they are.

@@ -310,8 +310,8 @@ class Archive:
             added = skipped = 0
             for chunk in chunks:
                 inserted = conn.execute(
-                    "INSERT OR IGNORE INTO archive_chunks (user_id, document_id, position, text, speakers, chunk_date,"
-                    " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO archive_chunks (user_id, document_id, position, text, speakers, chunk_date,"
+                    " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     (self.user_id, document_id, added, chunk.text, json.dumps(list(chunk.speakers), ensure_ascii=False),
                      chunk.date or document_date, content_hash(chunk.text))).rowcount
                 added += inserted

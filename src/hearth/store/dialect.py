@@ -1,14 +1,14 @@
 """Module SQL adapted for psycopg: what is left of SQLite's dialect once modules write forms both
-engines read (``RETURNING id``, ``IS [NOT] DISTINCT FROM``, ``lower(x) LIKE lower(?)``, JSON
-through ``Engine.json_get``/``json_int``/``json_set``).
+engines read (``RETURNING id``, ``IS [NOT] DISTINCT FROM``, ``lower(x) LIKE lower(?)``,
+``lower(x) = lower(?)``, ``ON CONFLICT DO NOTHING``, JSON through ``Engine.json_get``,
+``json_int`` and ``json_set``).
 
 Mostly DB-API differences: ``?`` and ``:name`` placeholders become ``%s``/``%(name)s`` (a literal
 ``%`` doubled), the two ``BEGIN`` forms ``Store`` uses become PostgreSQL's transaction openers, and
 a one-row INSERT gets ``ON CONFLICT DO NOTHING`` so a duplicate is raised as ``ConstraintError``
 without aborting the transaction (as on SQLite). Still rewritten, until modules write them
-otherwise: ``INSERT OR IGNORE``, scalar ``max``/``min``, ``COLLATE NOCASE``, ``instr``,
-``LIMIT -1``, an empty ``IN ()``, bare columns in ``DO UPDATE SET`` and the ``sqlite_master``
-table list. The store's connection passes each statement through ``to_postgres`` once (cached).
+otherwise: scalar ``max``/``min``, ``instr``, ``LIMIT -1``, an empty ``IN ()``, bare columns in
+``DO UPDATE SET`` and the ``sqlite_master`` table list. The store's connection passes each statement through ``to_postgres`` once (cached).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 _STRING = re.compile(r"'(?:[^']|'')*'")
-_INSERT = re.compile(r"^\s*INSERT\s+(OR\s+IGNORE\s+)?INTO\s+(\w+)", re.IGNORECASE)
+_INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)", re.IGNORECASE)
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _DO_UPDATE = re.compile(r"\bDO\s+UPDATE\s+SET\b", re.IGNORECASE)
 _IDENT = re.compile(r"(?<![.\w:'])([A-Za-z_]\w*)\b(?!\s*[.(])")
@@ -31,8 +31,6 @@ _EMPTY_IN = re.compile(r"(\bNOT\s+)?\bIN\s*\(\s*\)", re.IGNORECASE)
 _ONE_ROW = re.compile(r"\)\s*VALUES\s*\(", re.IGNORECASE)
 _MORE_ROWS = re.compile(r"\)\s*,\s*\(")
 _SCALAR_MINMAX = re.compile(r"\b(max|min)\(\s*([\w.?]+)\s*,\s*([\w.?]+)\s*\)", re.IGNORECASE)
-_NOCASE_EQ = re.compile(r"([\w.]+)\s*=\s*\?\s*COLLATE\s+NOCASE", re.IGNORECASE)
-_NOCASE = re.compile(r"([\w.]+)\s+COLLATE\s+NOCASE", re.IGNORECASE)
 _INSTR = re.compile(r"\binstr\(", re.IGNORECASE)
 _LIMIT_PARAM = re.compile(r"\bLIMIT\s+\?", re.IGNORECASE)
 
@@ -63,7 +61,7 @@ def to_postgres(sql: str) -> Statement:
                                " sqlite_master WHERE TRUE", stripped)
     update, target = _DO_UPDATE.search(stripped), _INSERT.match(stripped)
     if update and target:
-        stripped = stripped[:update.end()] + _qualify(stripped[update.end():], target.group(2))
+        stripped = stripped[:update.end()] + _qualify(stripped[update.end():], target.group(1))
     pieces: list[str] = []
     last = 0
     for match in _STRING.finditer(stripped):
@@ -75,12 +73,9 @@ def to_postgres(sql: str) -> Statement:
     conflict_raises = ""
     insert = _INSERT.match(out)
     if insert:
-        ignore, table = insert.group(1), insert.group(2).lower()
-        if ignore:
-            out = out[:insert.start(1)] + out[insert.end(1):]
         single_row = _ONE_ROW.search(out) is not None and not _MORE_ROWS.search(out)
-        if ignore or (single_row and not re.search(r"\bON\s+CONFLICT\b", out, re.IGNORECASE)):
-            conflict_raises = "" if ignore else table
+        if single_row and not re.search(r"\bON\s+CONFLICT\b", out, re.IGNORECASE):
+            conflict_raises = insert.group(1).lower()
             position = _returning_position(out)
             out = out[:position].rstrip() + " ON CONFLICT DO NOTHING" + (" " + out[position:] if position < len(out) else "")
     return Statement(out, conflict_raises=conflict_raises)
@@ -125,8 +120,6 @@ def _rewrite_code(code: str) -> str:
     code = code.replace("%", "%%")
     code = _SCALAR_MINMAX.sub(lambda m: f"{'GREATEST' if m.group(1).lower() == 'max' else 'LEAST'}"
                                         f"({m.group(2)}, {m.group(3)})", code)
-    code = _NOCASE_EQ.sub(r"lower(\1) = lower(?)", code)
-    code = _NOCASE.sub(r"lower(\1)", code)
     code = _INSTR.sub("strpos(", code)
     # SQLite reads LIMIT -1 as no limit; PostgreSQL reads LIMIT NULL that way.
     code = _LIMIT_PARAM.sub("LIMIT NULLIF(?::bigint, -1)", code)

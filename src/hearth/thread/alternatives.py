@@ -60,8 +60,8 @@ def _message(conn: Connection, user_id: int, message_id: int) -> Message:
 def _keep_original(conn: Connection, message: Message) -> None:
     """The first time a message gets an alternative, its original version becomes position 0."""
     conn.execute(
-        "INSERT OR IGNORE INTO message_alternatives (user_id, message_id, position, content, metadata, created_at)"
-        " VALUES (?, ?, 0, ?, ?, ?)",
+        "INSERT INTO message_alternatives (user_id, message_id, position, content, metadata, created_at)"
+        " VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT DO NOTHING",
         (message.user_id, message.id, message.content, json.dumps(message.metadata), message.created_at))
 
 

@@ -141,7 +141,7 @@ class Household:
         if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
             row = conn.execute(_FIELD_SQL + " AND f.id = ?", (self.user_id, int(key))).fetchone()
         else:
-            row = conn.execute(_FIELD_SQL + " AND f.name = ? COLLATE NOCASE", (self.user_id, str(key).strip())).fetchone()
+            row = conn.execute(_FIELD_SQL + " AND lower(f.name) = lower(?)", (self.user_id, str(key).strip())).fetchone()
         if row is None:
             raise NotFound(f"no status field {key}")
         return _field_from_row(row)
@@ -151,8 +151,8 @@ class Household:
         name = _clean(name, "a field name", MAX_NAME)
         options_, aliases_ = _clean_list(options, "options"), _clean_list(aliases, "aliases")
         with self.store.write() as conn:
-            if conn.execute("SELECT 1 FROM status_fields WHERE user_id = ? AND retired_at IS NULL AND name = ?"
-                            " COLLATE NOCASE", (self.user_id, name)).fetchone():
+            if conn.execute("SELECT 1 FROM status_fields WHERE user_id = ? AND retired_at IS NULL"
+                            " AND lower(name) = lower(?)", (self.user_id, name)).fetchone():
                 raise Conflict(f"a status field named {name!r} already exists")
             count, position = conn.execute(
                 "SELECT count(*), coalesce(max(position), 0) + 1 FROM status_fields"
@@ -177,7 +177,7 @@ class Household:
             current = self.field(key)
             new_name = _clean(name, "a field name", MAX_NAME) if name is not None else current.name
             if new_name.casefold() != current.name.casefold() and conn.execute(
-                    "SELECT 1 FROM status_fields WHERE user_id = ? AND retired_at IS NULL AND name = ? COLLATE NOCASE",
+                    "SELECT 1 FROM status_fields WHERE user_id = ? AND retired_at IS NULL AND lower(name) = lower(?)",
                     (self.user_id, new_name)).fetchone():
                 raise Conflict(f"a status field named {new_name!r} already exists")
             conn.execute(
