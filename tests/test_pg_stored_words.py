@@ -1,9 +1,11 @@
-"""PostgreSQL keyword search reads each row's stored words (S6, S9, migration 28).
+"""PostgreSQL keyword search reads each row's stored words and the index's vocabulary (S6, S9,
+migrations 28 and 29).
 
 A database at version 27 ranked by tokenising every match's text; migration 28 stores each indexed
-row's words beside it and BM25 reads them. A database upgraded from 27 and one created at 28 with
-the same rows return the same hits with the same scores, and those are the scores the ranking
-gave before the migration.
+row's words beside it and BM25 reads them, and migration 29 keeps each index's vocabulary, through
+which a prefix term becomes the words it stands for. A database upgraded from 27 and one created at
+the latest version with the same rows return the same hits with the same scores, and those are the
+scores the ranking gave before the migrations.
 """
 
 from __future__ import annotations
@@ -109,6 +111,18 @@ def _ranked_before(conn) -> dict:
     return out
 
 
+def _vocabulary(conn) -> set[tuple[str, str]]:
+    return {(r[0], r[1]) for r in conn.execute("SELECT name, lexeme FROM keyword_lexemes")}
+
+
+def _held(conn) -> set[tuple[str, str]]:
+    """Each index's words as its indexed rows hold them now."""
+    out = set()
+    for fts, (table, _column, _indexed) in pgsearch.INDEXES.items():
+        out |= {(fts, r[0]) for r in conn.execute(f"SELECT DISTINCT unnest(tsvector_to_array(words)) FROM {table}_words")}
+    return out
+
+
 def _same(a: dict, b: dict) -> None:
     assert a.keys() == b.keys()
     for key in a:
@@ -127,7 +141,7 @@ def test_s9_a_database_upgraded_from_27_searches_as_one_created_at_28(pg_databas
             _fill(conn)
         before = _ranked_before(conn)
         with upgraded.write():
-            assert migrations.migrate(conn, POSTGRESQL) == [28]
+            assert migrations.migrate(conn, POSTGRESQL) == [28, 29]
         after_upgrade = _ranked(conn)
         with fresh.write():
             _fill(fresh.connection())
@@ -146,6 +160,21 @@ def test_s9_a_database_upgraded_from_27_searches_as_one_created_at_28(pg_databas
                     f" OR w.words IS DISTINCT FROM (CASE WHEN {indexed.format(a='a')}"
                     f" THEN hearth_words(a.{column}) END)").fetchone()[0]
                 assert stale == 0, table
+        # The vocabulary holds every word an indexed row holds; an edited row's old words stay in
+        # it until compaction, which keeps exactly the words still held.
+        for store in (upgraded, fresh):
+            assert _vocabulary(store.connection()) >= _held(store.connection())
+        with fresh.write() as c:  # a word whose only row is deleted
+            c.execute("INSERT INTO events (id, user_id, conversation_id, kind, created_at)"
+                      " VALUES (999, 1, 1, 'message', ?)", (NOW,))
+            c.execute("INSERT INTO messages (id, user_id, conversation_id, role, kind, content, created_at)"
+                      " VALUES (999, 1, 1, 'user', 'chat', 'a quernstone by the lantern', ?)", (NOW,))
+            c.execute("DELETE FROM messages WHERE id = 999")
+        assert ("messages_fts", "quernstone") in _vocabulary(fresh.connection()) - _held(fresh.connection())
+        for store in (upgraded, fresh):
+            store.engine.reclaim(store, ())
+            assert _vocabulary(store.connection()) == _held(store.connection())
+        _same(_ranked(fresh.connection()), before)
     finally:
         upgraded.close()
         fresh.close()

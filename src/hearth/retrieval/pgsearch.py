@@ -9,8 +9,11 @@ vector, stored beside the row when it is written (``messages_words``, ``archive_
 ``facts_words``: migration 28), so a query never tokenises a candidate's text again: term
 frequency from its positions, each term's IDF from its document frequency (the same
 cached statistics the common-term guard uses), and document length against the average length
-over the index, kept with its row count by triggers (``keyword_totals``). ``ts_rank`` is not used: it has no IDF, so a common word would weigh as much as a
-rare one and the rankings of the two engines would disagree.
+over the index, kept with its row count by triggers (``keyword_totals``). A prefix term stands for
+the words of the index's vocabulary that start with it (``keyword_lexemes``, migration 29), so a
+match's terms are picked out of its stored words in C rather than compared one by one.
+``ts_rank`` is not used: it has no IDF, so a common word would weigh as much as a rare one and the
+rankings of the two engines would disagree.
 """
 
 from __future__ import annotations
@@ -51,43 +54,49 @@ def bm25_terms(conn: Connection, fts: str, words: list[str]) -> tuple[list[str],
     return words, [idf(max(total, 1), df.get(w, 0)) for w in words], average_length(conn, fts)
 
 
-def score_sql(alias: str, table: str, prefixes: bool) -> str:
-    """A lateral subquery giving ``score`` (BM25, higher is better) for row ``alias``, from the
-    row's stored words (``<table>_words``, written with the row) joined to the query's terms
-    (``q``, folded once per query by ``terms_sql``); its one parameter is the average length.
-    Without prefix terms only the row's lexemes that are query terms are unnested (``setweight``
-    marks them, ``ts_filter`` keeps them): a reply holds about fifty, a query a handful."""
-    words = "kw.words" if prefixes else "ts_filter(setweight(kw.words, 'A', (SELECT array_agg(term) FROM q)), '{a}')"
+# The query's terms folded once (parameters: the terms, ``stem*`` for a prefix, and their IDFs),
+# and each as the words of the index it stands for: itself, or every word of the index's vocabulary
+# (``keyword_lexemes``, parameter: the index's name) that starts with the prefix. The vocabulary is
+# read in C collation, where the words starting with ``p`` are those from ``p`` up to ``p`` + U+10FFFF.
+TERMS_SQL = (
+    "WITH e AS MATERIALIZED (SELECT hearth_fold(rtrim(u.t, '*')) COLLATE \"C\" AS term,"
+    " right(u.t, 1) = '*' AS prefix, u.w FROM unnest(?::text[], ?::float8[]) AS u(t, w)),"
+    " q AS MATERIALIZED (SELECT term AS lexeme, w FROM e WHERE NOT prefix AND term <> ''"
+    " UNION ALL SELECT k.lexeme, e.w FROM e JOIN keyword_lexemes k ON e.prefix AND k.name = ?"
+    " AND k.lexeme >= e.term AND k.lexeme < e.term || chr(1114111)) "
+)
+
+
+def score_sql(table: str) -> str:
+    """BM25 (higher is better) of each row of ``hits`` (ids) as ``s(id, score)``: the row's stored
+    words (``<table>_words``, written with the row) cut down in C to the query's words
+    (``setweight`` marks them, ``ts_filter`` keeps them), then one hash join with ``q``. Its one
+    parameter is the average length."""
     return (
-        f"JOIN {table}_words kw ON kw.id = {alias}.id"
-        " CROSS JOIN LATERAL (SELECT coalesce(sum(q.w * l.tf * " + str(K1 + 1) + " / (l.tf + " + str(K1) +
-        " * (" + str(1 - B) + " + " + str(B) + " * l.dl / ?::float8))), 0) AS score"
-        " FROM q JOIN (SELECT lexeme, coalesce(array_length(positions, 1), 1) AS tf, length(kw.words) AS dl"
-        f" FROM unnest({words})) l"
-        " ON CASE WHEN q.prefix THEN starts_with(l.lexeme, q.term) ELSE l.lexeme = q.term END) s"
+        f"s AS (SELECT h.id, sum(q.w * h.tf * {K1 + 1} / (h.tf + {K1} * ({1 - B} + {B} * h.dl / ?::float8)))"
+        " AS score FROM (SELECT hits.id, l.lexeme, coalesce(array_length(l.positions, 1), 1) AS tf,"
+        f" length(kw.words) AS dl FROM hits JOIN {table}_words kw ON kw.id = hits.id,"
+        " unnest(ts_filter(setweight(kw.words, 'A', (SELECT array_agg(lexeme) FROM q)), '{a}')) l) h"
+        " JOIN q ON q.lexeme = h.lexeme GROUP BY h.id)"
     )
-
-
-# The query's terms folded once, not once per row and lexeme; its parameters are the terms
-# (text[], ``stem*`` for a prefix) and their IDFs (float8[]).
-TERMS_SQL = ("WITH q AS MATERIALIZED (SELECT hearth_fold(rtrim(u.t, '*')) AS term, right(u.t, 1) = '*' AS prefix,"
-             " u.w FROM unnest(?::text[], ?::float8[]) AS u(t, w)) ")
 
 
 def ranked(conn: Connection, fts: str, alias: str, select: str, joins: str, where: list[str],
            args: list[Any], words: list[str], limit: int) -> list[Any]:
-    """Rows matching any of ``words`` under ``where``, best BM25 first; each row ends with ``score``."""
+    """Rows matching any of ``words`` under ``where``, best BM25 first; each row ends with ``score``.
+    The matches are found through the GIN index, scored, and only the best ``limit`` are read whole."""
     table, column, indexed = INDEXES[fts]
     query = tsquery(words)
     if not query:
         return []
     terms, weights, avg = bm25_terms(conn, fts, words)
     terms = [t.casefold() for t in terms]
-    prefixes = any(t.endswith("*") for t in terms)
     sql = (
-        f"{TERMS_SQL}SELECT {select}, s.score FROM {table} {alias} {joins} {score_sql(alias, table, prefixes)}"
+        f"{TERMS_SQL}, hits AS MATERIALIZED (SELECT {alias}.id FROM {table} {alias} {joins}"
         f" WHERE hearth_words({alias}.{column}) @@ to_tsquery('simple', hearth_fold(?))"
-        f" AND {indexed.format(a=alias)} AND {' AND '.join(where)}"
-        f" ORDER BY s.score DESC, {alias}.id LIMIT ?"
+        f" AND {indexed.format(a=alias)} AND {' AND '.join(where)}), {score_sql(table)}"
+        f" SELECT {select}, top.score FROM (SELECT hits.id, coalesce(s.score, 0) AS score FROM hits"
+        " LEFT JOIN s ON s.id = hits.id ORDER BY score DESC, hits.id LIMIT ?) top"
+        f" JOIN {table} {alias} ON {alias}.id = top.id {joins} ORDER BY top.score DESC, {alias}.id"
     )
-    return conn.execute(sql, (terms, weights, avg, query, *args, limit)).fetchall()
+    return conn.execute(sql, (terms, weights, fts, query, *args, avg, limit)).fetchall()

@@ -16,9 +16,9 @@ def is_postgres(conn: Any) -> bool:
     return engine_of(conn).name == "postgresql"
 
 
-# PostgreSQL's stand-ins for FTS5's totals record and its stored terms (kept by triggers from the
-# rows they index): like FTS5's shadow tables, not data.
-PG_DERIVED = ("keyword_totals", "messages_words", "archive_chunks_words", "facts_words")
+# PostgreSQL's stand-ins for FTS5's totals record, its stored terms and its vocabulary (kept by
+# triggers from the rows they index): like FTS5's shadow tables, not data.
+PG_DERIVED = ("keyword_totals", "messages_words", "archive_chunks_words", "facts_words", "keyword_lexemes")
 
 
 def tables(conn: Connection) -> list[str]:

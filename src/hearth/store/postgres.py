@@ -41,7 +41,9 @@ def is_postgres(conn: Any) -> bool:
 
 # The columns the keyword indexes cover: each is a GIN expression index over hearth_words(column)
 # (store/migrations/), PostgreSQL's stand-in for an FTS5 table.
-KEYWORD_COLUMNS = (("messages", "content"), ("archive_chunks", "text"), ("facts", "text"))
+# Each keyword index's table and text column (its GIN index, stored words and vocabulary: migrations 16-29).
+KEYWORD_INDEXES = {"messages_fts": ("messages", "content"), "archive_chunks_fts": ("archive_chunks", "text"),
+                   "facts_fts": ("facts", "text")}
 
 
 class PgEngine:
@@ -96,8 +98,8 @@ class PgEngine:
             conn.execute(f"VACUUM (ANALYZE) {table}")
 
     def empty_tables(self, conn: Connection, tables: list[str]) -> None:
-        # TRUNCATE fires no row triggers: the stored words go with their rows and the keyword
-        # totals start again from zero, and the copy that follows refills both through its inserts.
+        # TRUNCATE fires no row triggers: the stored words and the vocabulary go with their rows and
+        # the keyword totals start again from zero; the copy that follows refills them through its inserts.
         if tables:
             words = [t for t in catalog.PG_DERIVED if t != "keyword_totals"]
             conn.execute(f"TRUNCATE {', '.join([*tables, *words])} RESTART IDENTITY")
@@ -108,8 +110,14 @@ class PgEngine:
         return copy_rows(store, partial)
 
     def reclaim(self, store: Database, tables: tuple[str, ...]) -> None:
-        # VACUUM removes dead rows and their GIN and HNSW index entries and marks their space free.
+        # The keyword indexes' vocabulary keeps only the words some indexed row still holds (a
+        # deleted or edited row's words stay until now, as in an FTS5 index until it is merged).
+        # VACUUM then removes dead rows and their GIN and HNSW index entries and marks their space free.
         conn = store.connection()
+        for index, (table, _column) in KEYWORD_INDEXES.items():
+            conn.execute(f"WITH live AS MATERIALIZED (SELECT DISTINCT unnest(tsvector_to_array(words)) AS lexeme"
+                         f" FROM {table}_words) DELETE FROM keyword_lexemes k WHERE k.name = ?"
+                         " AND NOT EXISTS (SELECT 1 FROM live WHERE live.lexeme = k.lexeme)", (index,))
         if conn.in_transaction:
             return  # VACUUM cannot run inside a transaction; the next compaction (or autovacuum) does it
         present = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
@@ -122,7 +130,7 @@ class PgEngine:
 
     def find_text(self, store: Database, text: str, words: list[str]) -> tuple[int, list[str], int]:
         # The server's files are not readable here: every text column of every table instead
-        # (places are ``table.column``), and the words in the keyword indexes' terms.
+        # (places are ``table.column``), and the words in the keyword indexes' terms and vocabulary.
         found: list[str] = []
         with store.read() as conn:
             columns = conn.execute(
@@ -137,10 +145,12 @@ class PgEngine:
                 if hit:
                     found.append(f"{table}.{column}")
             terms = 0
-            for table, column in KEYWORD_COLUMNS:
+            for index, (table, column) in KEYWORD_INDEXES.items():
                 for word in words:
                     terms += conn.execute(f"SELECT count(*) FROM {table} WHERE hearth_words({column})"
                                           " @@ plainto_tsquery('simple', hearth_fold(?))", (word,)).fetchone()[0]
+                    terms += conn.execute("SELECT count(*) FROM keyword_lexemes WHERE name = ? AND lexeme"
+                                          " = ANY(tsvector_to_array(hearth_words(?)))", (index, word)).fetchone()[0]
         return checked, found, terms
 
     def describe(self, store: Database) -> list[tuple[str, str]]:

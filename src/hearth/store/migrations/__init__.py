@@ -58,6 +58,7 @@ from .changes import (
     m026_create_facts,
     m027_keep_archive_turns,
     m028_store_keyword_words,
+    m029_keep_keyword_vocabulary,
     scope_card_books,
     unbake_card_macros,
 )
@@ -96,6 +97,7 @@ MIGRATIONS: list[Callable[..., None]] = [
     m026_create_facts,
     m027_keep_archive_turns,
     m028_store_keyword_words,
+    m029_keep_keyword_vocabulary,
 ]
 
 

@@ -630,23 +630,23 @@ def m027_keep_archive_turns() -> list[Operation]:
     return [Sql(ARCHIVE_TURNS)]
 
 
-def _stored_words_sql() -> str:
-    """PostgreSQL's side tables of each keyword-indexed row's words, filled by the totals'
-    triggers (which already fire on exactly the indexed rows) and from the rows already there."""
-    tables = (("messages_fts", "messages", "content", "hearth_message_indexed(OLD.kind, OLD.role)",
-               "hearth_message_indexed(NEW.kind, NEW.role)", "hearth_message_indexed(kind, role)"),
-              ("archive_chunks_fts", "archive_chunks", "text", "TRUE", "TRUE", "TRUE"),
-              ("facts_fts", "facts", "text", "TRUE", "TRUE", "TRUE"))
-    functions = {"messages": "hearth_messages_keyword_totals", "archive_chunks": "hearth_chunks_keyword_totals",
-                 "facts": "hearth_facts_keyword_totals"}
-    out = []
-    for index, table, column, old_indexed, new_indexed, indexed in tables:
-        out.append(f"""
-CREATE TABLE {table}_words (
-    id BIGINT PRIMARY KEY REFERENCES {table}(id) ON DELETE CASCADE,
-    words tsvector NOT NULL
-);
-CREATE OR REPLACE FUNCTION {functions[table]}() RETURNS trigger LANGUAGE plpgsql AS $$
+# Each keyword index on PostgreSQL: (index, table, text column, whether the old row was indexed,
+# whether the new row is, which rows are), and the trigger function that keeps its totals.
+_KEYWORD_INDEXES = (("messages_fts", "messages", "content", "hearth_message_indexed(OLD.kind, OLD.role)",
+                     "hearth_message_indexed(NEW.kind, NEW.role)", "hearth_message_indexed(kind, role)"),
+                    ("archive_chunks_fts", "archive_chunks", "text", "TRUE", "TRUE", "TRUE"),
+                    ("facts_fts", "facts", "text", "TRUE", "TRUE", "TRUE"))
+_TOTALS_FUNCTIONS = {"messages": "hearth_messages_keyword_totals", "archive_chunks": "hearth_chunks_keyword_totals",
+                     "facts": "hearth_facts_keyword_totals"}
+
+
+def _words_function(index: str, table: str, column: str, old_indexed: str, new_indexed: str,
+                    vocabulary: bool) -> str:
+    """The totals trigger's function: the index's totals, the row's stored words and (from
+    migration 29) the index's vocabulary follow every write."""
+    learn = (f"\n        INSERT INTO keyword_lexemes (name, lexeme) SELECT '{index}', unnest(tsvector_to_array(w))"
+             "\n            ON CONFLICT DO NOTHING;") if vocabulary else ""
+    return f"""CREATE OR REPLACE FUNCTION {_TOTALS_FUNCTIONS[table]}() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     w tsvector;
 BEGIN
@@ -659,10 +659,23 @@ BEGIN
     IF TG_OP IN ('UPDATE', 'INSERT') AND {new_indexed} THEN
         w := hearth_words(NEW.{column});
         PERFORM hearth_keyword_add('{index}', 1, length(w));
-        INSERT INTO {table}_words (id, words) VALUES (NEW.id, w);
+        INSERT INTO {table}_words (id, words) VALUES (NEW.id, w);{learn}
     END IF;
     RETURN NULL;
-END $$;
+END $$;"""
+
+
+def _stored_words_sql() -> str:
+    """PostgreSQL's side tables of each keyword-indexed row's words, filled by the totals'
+    triggers (which already fire on exactly the indexed rows) and from the rows already there."""
+    out = []
+    for index, table, column, old_indexed, new_indexed, indexed in _KEYWORD_INDEXES:
+        out.append(f"""
+CREATE TABLE {table}_words (
+    id BIGINT PRIMARY KEY REFERENCES {table}(id) ON DELETE CASCADE,
+    words tsvector NOT NULL
+);
+{_words_function(index, table, column, old_indexed, new_indexed, vocabulary=False)}
 INSERT INTO {table}_words (id, words) SELECT id, hearth_words({column}) FROM {table} WHERE {indexed};
 ANALYZE {table}_words;""")
     return "".join(out) + "\n"
@@ -684,3 +697,39 @@ def m028_store_keyword_words() -> list[Operation]:
     column, so the many readers of whole rows never carry it. SQLite's FTS5 index already stores
     its terms: nothing to do there."""
     return [STORED_WORDS]
+
+
+def _vocabulary_sql() -> str:
+    """PostgreSQL's vocabulary of each keyword index, learnt by the totals' triggers from every
+    indexed row they write and filled from the stored words already there."""
+    out = ["""
+CREATE TABLE keyword_lexemes (
+    name TEXT NOT NULL,
+    lexeme TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (name, lexeme)
+);"""]
+    for index, table, column, old_indexed, new_indexed, _indexed in _KEYWORD_INDEXES:
+        out.append(f"""
+{_words_function(index, table, column, old_indexed, new_indexed, vocabulary=True)}
+INSERT INTO keyword_lexemes (name, lexeme)
+    SELECT DISTINCT '{index}', unnest(tsvector_to_array(words)) FROM {table}_words;""")
+    return "".join(out) + "\nANALYZE keyword_lexemes;\n"
+
+
+VOCABULARY = Step(
+    "keyword_vocabulary",  # FTS5 keeps its vocabulary in its index (read through fts5vocab)
+    sqlite=None,
+    postgresql=_vocabulary_sql,
+)
+
+
+@migration
+def m029_keep_keyword_vocabulary() -> list[Operation]:
+    """Each keyword index's words on PostgreSQL (``keyword_lexemes``), as FTS5 keeps its own: a
+    prefix term (``garden*``) is turned into the index's words that start with it, so BM25 picks
+    a match's terms out of its stored words in C instead of comparing every one of them with every
+    query term. Learnt in the writing transaction by the totals' triggers, which already fire on
+    exactly the indexed rows. A word whose last row is deleted or edited stays until compaction
+    (as in an FTS5 index until it is merged): ``PgEngine.reclaim`` keeps only the words some
+    indexed row still holds."""
+    return [VOCABULARY]
