@@ -171,9 +171,12 @@ def test_s9_a_database_upgraded_from_27_searches_as_one_created_at_28(pg_databas
                       " VALUES (999, 1, 1, 'user', 'chat', 'a quernstone by the lantern', ?)", (NOW,))
             c.execute("DELETE FROM messages WHERE id = 999")
         assert ("messages_fts", "quernstone") in _vocabulary(fresh.connection()) - _held(fresh.connection())
+        _checked, found, terms = fresh.engine.find_text(fresh, "quernstone", ["quernstone"])
+        assert found == ["keyword_lexemes.lexeme"] and terms == 1  # the canary check sees it (B4)
         for store in (upgraded, fresh):
             store.engine.reclaim(store, ())
             assert _vocabulary(store.connection()) == _held(store.connection())
+        assert fresh.engine.find_text(fresh, "quernstone", ["quernstone"])[1:] == ([], 0)
         _same(_ranked(fresh.connection()), before)
     finally:
         upgraded.close()

@@ -39,9 +39,9 @@ def is_postgres(conn: Any) -> bool:
     return isinstance(conn, PgConnection)
 
 
-# The columns the keyword indexes cover: each is a GIN expression index over hearth_words(column)
-# (store/migrations/), PostgreSQL's stand-in for an FTS5 table.
-# Each keyword index's table and text column (its GIN index, stored words and vocabulary: migrations 16-29).
+# Each keyword index's table and text column: a GIN expression index over hearth_words(column),
+# the rows' stored words and the index's vocabulary (store/migrations/), PostgreSQL's stand-in
+# for an FTS5 table.
 KEYWORD_INDEXES = {"messages_fts": ("messages", "content"), "archive_chunks_fts": ("archive_chunks", "text"),
                    "facts_fts": ("facts", "text")}
 
@@ -111,13 +111,15 @@ class PgEngine:
 
     def reclaim(self, store: Database, tables: tuple[str, ...]) -> None:
         # The keyword indexes' vocabulary keeps only the words some indexed row still holds (a
-        # deleted or edited row's words stay until now, as in an FTS5 index until it is merged).
+        # deleted or edited row's words stay until now, as in an FTS5 index until it is merged),
+        # under the writers' lock, so a row being written cannot lose a word it has just taught.
         # VACUUM then removes dead rows and their GIN and HNSW index entries and marks their space free.
+        with store.write() as conn:
+            for index, (table, _column) in KEYWORD_INDEXES.items():
+                conn.execute(f"WITH live AS MATERIALIZED (SELECT DISTINCT unnest(tsvector_to_array(words)) AS lexeme"
+                             f" FROM {table}_words) DELETE FROM keyword_lexemes k WHERE k.name = ?"
+                             " AND NOT EXISTS (SELECT 1 FROM live WHERE live.lexeme = k.lexeme)", (index,))
         conn = store.connection()
-        for index, (table, _column) in KEYWORD_INDEXES.items():
-            conn.execute(f"WITH live AS MATERIALIZED (SELECT DISTINCT unnest(tsvector_to_array(words)) AS lexeme"
-                         f" FROM {table}_words) DELETE FROM keyword_lexemes k WHERE k.name = ?"
-                         " AND NOT EXISTS (SELECT 1 FROM live WHERE live.lexeme = k.lexeme)", (index,))
         if conn.in_transaction:
             return  # VACUUM cannot run inside a transaction; the next compaction (or autovacuum) does it
         present = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
