@@ -8,7 +8,8 @@ Mostly DB-API differences: ``?`` and ``:name`` placeholders become ``%s``/``%(na
 a one-row INSERT gets ``ON CONFLICT DO NOTHING`` so a duplicate is raised as ``ConstraintError``
 without aborting the transaction (as on SQLite). Still rewritten, until modules write them
 otherwise: scalar ``max``/``min``, ``instr``, ``LIMIT -1``, an empty ``IN ()``, bare columns in
-``DO UPDATE SET`` and the ``sqlite_master`` table list. The store's connection passes each statement through ``to_postgres`` once (cached).
+``DO UPDATE SET`` and the ``sqlite_master`` table list. The store's connection passes each
+statement through ``to_postgres`` once (cached).
 """
 
 from __future__ import annotations

@@ -101,8 +101,8 @@ class PgEngine:
         # TRUNCATE fires no row triggers: the stored words and the vocabulary go with their rows and
         # the keyword totals start again from zero; the copy that follows refills them through its inserts.
         if tables:
-            words = [t for t in catalog.PG_DERIVED if t != "keyword_totals"]
-            conn.execute(f"TRUNCATE {', '.join([*tables, *words])} RESTART IDENTITY")
+            derived = [t for t in catalog.PG_DERIVED if t != "keyword_totals"]
+            conn.execute(f"TRUNCATE {', '.join([*tables, *derived])} RESTART IDENTITY")
             conn.execute("UPDATE keyword_totals SET rows = 0, lengths = 0")
 
     def backup(self, store: Database, partial: Path, copy_rows: CopyRows) -> tuple[dict[str, int], int]:
