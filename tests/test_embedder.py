@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import pytest
 
 from hearth.errors import ConfigError, InvalidInput, ProviderError
 from hearth.retrieval import embedder as emb
+from hearth.retrieval import query_graph
 from hearth.retrieval.embedder import Embedder, LocalEmbedder, OpenAIEmbedder
 
 
@@ -88,12 +91,36 @@ def test_s7_queries_run_on_an_int8_graph_that_agrees_with_the_stored_texts_graph
     assert local.embed_queries([]).shape == (0, 384)
     # Every product with a stored weight is int8 but the feed-forward down-projections (the
     # GELU's output has values one scale per call cannot hold); products of two activations stay.
-    graph = onnx.load(str(emb.query_graph(local.files()[0], tmp_path))).graph
+    graph = onnx.load(str(query_graph.derive(local.files()[0], tmp_path))).graph
     weights = {t.name: tuple(t.dims) for t in graph.initializer}
     ops = [n.op_type for n in graph.node]
     floats = [n for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]
     assert ops.count("MatMulInteger") == 30 and len(floats) == 6
     assert all(weights[n.input[1]] == (1536, 384) for n in floats)
+
+
+def test_s7_a_query_graph_derivation_stopped_midway_leaves_no_files(local: LocalEmbedder, tmp_path: Path) -> None:
+    # The derivation runs in a child process so a server stopped while it runs (it starts once the
+    # port is open) cannot strand onnxruntime's 90 MB working copies in the temporary folder.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    child = subprocess.Popen([sys.executable, "-m", "hearth.retrieval.query_graph", str(local.files()[0])],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(scratch)})
+    deadline = time.monotonic() + 60
+    while not any(scratch.iterdir()):
+        assert child.poll() is None and time.monotonic() < deadline, "the derivation never began"
+        time.sleep(0.02)
+    child.terminate()
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == 128 + signal.SIGTERM and out == b""
+    assert list(scratch.iterdir()) == []
+
+
+def test_s7_a_failed_query_graph_derivation_is_a_config_error(tmp_path: Path) -> None:
+    broken = tmp_path / "model.onnx"
+    broken.write_bytes(b"not a model")
+    with pytest.raises(ConfigError, match="query graph failed"):
+        query_graph.derived_bytes(broken)
 
 
 def test_s7_the_send_paths_queries_reach_the_query_graph(local: LocalEmbedder, monkeypatch) -> None:

@@ -9,6 +9,7 @@ so a missing package is one clear ConfigError naming the extra, not an ImportErr
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 from .errors import ConfigError
@@ -21,3 +22,14 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
     except ImportError:
         raise ConfigError(f"{purpose} needs the {module} package, which is not installed: "
                           f"pip install 'hearth[{extra}]'") from None
+
+
+def check_installed(module: str, extra: str, purpose: str) -> None:
+    """``require`` without the import, for a package another process will load."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: a module entry set to None, as if uninstalled
+        found = False
+    if not found:
+        raise ConfigError(f"{purpose} needs the {module} package, which is not installed: "
+                          f"pip install 'hearth[{extra}]'")

@@ -13,9 +13,10 @@ loaded before the first ``embed()``. Pooling follows sentence-transformers for t
 the token states under the attention mask, then L2 normalisation.
 
 Search queries (``embed_queries``) run through a second graph derived from the same file when the
-first query arrives (``query_graph``): the model's matrix products in int8 on the CPU's integer
-instructions, on one thread. A short question takes about 2.4 ms there against 3.6-4.1 ms, and its
-vector is within cosine 0.99 of the file's graph's (0.997 at the median; docs/embeddings.md).
+first query arrives, in a child process (``query_graph``): the model's matrix products in int8 on
+the CPU's integer instructions, on one thread. A short question takes about 2.4 ms there against
+3.6-4.1 ms, and its vector is within cosine 0.99 of the file's graph's (0.997 at the median;
+docs/embeddings.md).
 
 ``OpenAIEmbedder`` calls ``embeddings.create`` through the official SDK, for any OpenAI-compatible
 server chosen by base URL.
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import threading
 from importlib import resources
 from pathlib import Path
@@ -36,6 +36,7 @@ import numpy as np
 from ..errors import ConfigError, InvalidInput, ProviderError
 from ..extras import require
 from ..text import unit_rows
+from .query_graph import derived_bytes
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -125,32 +126,6 @@ def package_file(package: str, relative: str, distribution: str) -> Path:
     return candidate
 
 
-def query_graph(model_path: Path, folder: Path) -> Path:
-    """Derive the query graph from ``model_path`` into ``folder`` with onnxruntime's own tools and
-    return its path.
-
-    ``quant_pre_process`` folds the stored int8 weights into float ones (as a session does when it
-    loads the file) and infers the shapes; ``quantize_dynamic`` then keeps each matrix product's
-    weights in int8, one scale per output channel, and quantizes its input on every call. The
-    feed-forward down-projections stay in float: their input, the GELU's output, has a few large
-    values that one uint8 scale per call cannot hold, and quantizing them too cost LoCoMo R@10
-    0.006 (docs/embeddings.md). Their weights are the only ones with more rows than columns."""
-    onnx = require("onnx", "local", "the local embedding model's query graph")
-    quantization = require("onnxruntime.quantization", "local", "the local embedding model's query graph")
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    prepared, derived = folder / "prepared.onnx", folder / "query.onnx"
-    quant_pre_process(str(model_path), str(prepared), skip_symbolic_shape=True)
-    graph = onnx.load(str(prepared))
-    shapes = {tensor.name: tuple(tensor.dims) for tensor in graph.graph.initializer}
-    down = [node.name for node in graph.graph.node
-            if node.op_type == "MatMul" and len(shapes.get(node.input[1], ())) == 2
-            and shapes[node.input[1]][0] > shapes[node.input[1]][1]]
-    quantization.quantize_dynamic(graph, str(derived), weight_type=quantization.QuantType.QInt8,
-                                  per_channel=True, op_types_to_quantize=["MatMul"], nodes_to_exclude=down)
-    return derived
-
-
 class LocalEmbedder:
     """all-MiniLM-L6-v2 as int8 ONNX on CPU; thread-safe, loaded on the first ``embed()``."""
 
@@ -213,9 +188,7 @@ class LocalEmbedder:
             if self._query_session is not None:
                 return
             onnxruntime = require("onnxruntime", "local", "the local embedding model")
-            with tempfile.TemporaryDirectory(prefix="hearth-query-graph-") as folder:
-                self._query_session = _session(onnxruntime, query_graph(self.files()[0], Path(folder)),
-                                               QUERY_THREADS)
+            self._query_session = _session(onnxruntime, derived_bytes(self.files()[0]), QUERY_THREADS)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Vectors of stored texts, from the model file's own graph."""
@@ -225,7 +198,7 @@ class LocalEmbedder:
         return self._run(self._session, texts, None)
 
     def embed_queries(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
-        """Vectors of search queries from the query graph (``query_graph``), compared with stored
+        """Vectors of search queries from the query graph (``query_graph.derive``), compared with stored
         texts' vectors from ``embed``: the same model, about 1.5 times as fast on a short text.
         ``max_tokens`` shortens each text's tokens (the closing separator kept): the model's cost
         grows with the length, and a search needs a query's first words, not all 256 tokens."""
@@ -266,14 +239,14 @@ class LocalEmbedder:
         return out
 
 
-def _session(onnxruntime: Any, path: Path, threads: int) -> onnxruntime.InferenceSession:
+def _session(onnxruntime: Any, model: Path | bytes, threads: int) -> onnxruntime.InferenceSession:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     # Spinning threads would burn CPU the server needs between requests.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(model if isinstance(model, bytes) else str(model), options, providers=["CPUExecutionProvider"])
 
 
 class OpenAIEmbedder:
