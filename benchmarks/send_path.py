@@ -244,7 +244,7 @@ class ThreadClock:
         self._wrap(semantic, "_embed_in_flight", None, "embedding ends")
         self._wrap(semantic, "_search_ahead", None, "search ahead ends")
         # Its first argument is the index's key (db_key, source, ...): only the chat turns' index is timed.
-        self._wrap(semantic, "_taken_ahead", "search asks for its hits", "search has its hits",
+        self._wrap(semantic, "taken_ahead", "search asks for its hits", "search has its hits",
                    lambda key, *_: key[1] == "messages")
         for layer in scope.dynamic.layers:
             if getattr(layer, "name", "") == "archive_recall":

@@ -234,3 +234,35 @@ def test_a2_a_turn_that_only_asks_ranks_below_the_turn_that_tells(hearth, me, pe
     asked = next(r for r in penalised.results if r.text.startswith("Did you bake"))
     assert asked.scores["boost"] == 1 - Tuning().question_penalty  # every sentence of it asks
     assert question_share("Is it? Yes, it is. Fine?") == 2 / 3 and question_share("No question here.") == 0.0
+
+
+def test_a2_the_dated_list_ranks_the_ranges_turns_by_exact_cosine(hearth, me, persona):
+    """The dated list compares every turn of the range with the query (in the database on
+    PostgreSQL, in numpy on SQLite): the same order and scores as comparing the stored vectors by
+    hand, and only turns of the range."""
+    import numpy as np
+
+    from hearth.retrieval.candidates import dated_vector_hits
+    from hearth.retrieval.semantic import embed_pending, embed_queries, model_id, shared_embedder
+    from hearth.retrieval.tuning import DEFAULT
+    from hearth.retrieval.vectors import from_blob
+
+    embedder = shared_embedder()
+    spring = me.conversations.create(persona.id, "Spring", created_at="2022-04-02T10:00:00.000000Z")
+    texts = ["We planted the quince by the fence.", "The quince finally flowered!", "Rain all week again.",
+             "My sister moved to Lisbon.", "I repainted the kitchen blue.", "The quince tree needs pruning."]
+    inside = [me.conversations.add_message(spring.id, "user", text, created_at=f"2022-04-{3 + i:02d}T10:00:00.000000Z").id
+              for i, text in enumerate(texts)]
+    summer = me.conversations.create(persona.id, "Summer", created_at="2022-08-01T10:00:00.000000Z")
+    outside = me.conversations.add_message(summer.id, "user", "The quince made jam at last.",
+                                           created_at="2022-08-02T10:00:00.000000Z").id
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
+    conn = hearth.store.connection()
+    vector = embed_queries(embedder, ["How was the quince tree doing in April?"])[0]
+    hits = dated_vector_hits(conn, me.user_id, Filters(), ("2022-04-01", "2022-04-30"), embedder, vector,
+                             DEFAULT.with_changes(candidates=4))
+    stored = {row[0]: from_blob(row[1]) for row in conn.execute(
+        "SELECT message_id, embedding FROM message_embeddings WHERE model = ?", (model_id(embedder),))}
+    expected = sorted(((i, float(stored[i] @ vector)) for i in inside), key=lambda h: (-h[1], h[0]))[:4]
+    assert [h[0] for h in hits] == [h[0] for h in expected] and outside not in {h[0] for h in hits}
+    np.testing.assert_allclose([h[1] for h in hits], [h[1] for h in expected], atol=1e-5)

@@ -526,3 +526,61 @@ def test_s9_k1_a2_index_of_turns_by_time_serves_dates_never_keyword_search_postg
         assert plans["dated"] and all("messages_chat_time" in p for p in plans["dated"])
     finally:
         hearth.close()
+
+
+def test_s10_a_date_question_asks_the_databases_vector_lists_ahead_on_the_prefetch_thread_postgres(pg_url, tmp_path,
+                                                                                                  monkeypatch):
+    """On PostgreSQL the HNSW searches and the dated list run on the prefetch thread's own
+    connection while the layers before archive recall read on the send's, and the send takes those
+    hits instead of asking again."""
+    from hearth.retrieval import pgvectors, semantic
+    from hearth.retrieval.semantic import embed_pending, shared_embedder
+
+    hearth = Hearth(Settings.resolve({"home": str(tmp_path / "home"), "database_url": pg_url}, environ={}))
+    try:
+        me = hearth.scope()
+        persona = me.personas.create("voice", "Elion", user_label="AUMA said:", assistant_label="Elion said:",
+                                     archive_access=True)
+        old = me.conversations.create(persona.id, "Spring", created_at="2023-05-02T10:00:00.000000Z")
+        me.conversations.add_message(old.id, "user", "We planted the quince by the fence.",
+                                     created_at="2023-05-03T10:00:00.000000Z")
+        me.conversations.add_message(old.id, "assistant", "It will flower next year.",
+                                     created_at="2023-05-03T10:00:01.000000Z")
+        conv = me.conversations.create(persona.id, "Now")
+        with hearth.store.write():
+            me.conversations.add_message(conv.id, "user", "hello")
+            me.conversations.add_message(conv.id, "assistant", "hello, love")
+        embed_pending(hearth.store, shared_embedder())
+        asked_on: list[tuple[str, str]] = []
+        search, exact = pgvectors.search, pgvectors.exact_messages
+
+        def searched(conn, source, *args):
+            asked_on.append((source, threading.current_thread().name))
+            return search(conn, source, *args)
+
+        def compared(*args):
+            asked_on.append(("dated", threading.current_thread().name))
+            return exact(*args)
+
+        monkeypatch.setattr(pgvectors, "search", searched)
+        monkeypatch.setattr(pgvectors, "exact_messages", compared)
+
+        class Probe:
+            name = "probe"
+
+            def blocks(self, turn):
+                # By the end of the layers before archive recall the searches ahead have run (on a
+                # busy machine a search still queued is taken back and asked by the send itself).
+                with semantic._QUERY_LOCK:
+                    ahead = list(semantic._AHEAD.values())
+                for future in ahead:
+                    future.result()
+                return []
+
+        me.dynamic.layers.insert(0, Probe())
+        me.send(conv.id, "What were we talking about in May 2023?")
+        assert sorted(source for source, _ in asked_on) == ["chunks", "dated", "messages"]
+        assert all(thread.startswith("hearth-query-embed") for _, thread in asked_on)
+        assert semantic._AHEAD == {}  # every search ahead was taken
+    finally:
+        hearth.close()

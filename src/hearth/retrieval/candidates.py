@@ -6,6 +6,7 @@ answers, vector hits (filtered after the index answers) pass the same conditions
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
@@ -17,7 +18,7 @@ from hearth.records.conversations import ELIGIBLE_SQL, VISIBLE_SQL
 from ..store import Connection, engine_of
 from ..text import unit_rows
 from .keyword import KeywordHit, search_messages
-from .query import fts_match, match_terms, without_names
+from .query import date_hint, fts_match, match_terms, without_names
 from .terms import select_terms
 from .tuning import DEFAULT, Tuning
 
@@ -309,7 +310,7 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
     With ``tuning.context_vector_weight`` and ``context_ids`` (the recent turns the context came
     from), the message with context is the message's own vector mixed with those turns' stored
     vectors: one short text reaches the model."""
-    from .semantic import embed_queries, mix_context, vector_search
+    from .semantic import embed_queries, mix_context, taken_ahead, vector_search
 
     lists: dict[str, Ranked] = {}
     weights: dict[str, float] = {}
@@ -352,9 +353,11 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
             lists["vector:facts:messages"] = turns
             weights["vector:facts:messages"] = tuning.fact_vector_weight * tuning.signal_weights["vector"]
     if dated and tuning.dated_weight > 0 and "messages" in filters.sources:
-        hits = dated_vector_hits(conn, user_id, filters, dated, embedder, vectors[0], tuning)
-        if hits:
-            lists["vector:dated:messages"] = [(("message", i), s) for i, s in hits]
+        in_range = taken_ahead(_dated_key(db_key, user_id, filters, dated, embedder, tuning), vectors[0])
+        if in_range is None:
+            in_range = dated_vector_hits(conn, user_id, filters, dated, embedder, vectors[0], tuning)
+        if in_range:
+            lists["vector:dated:messages"] = [(("message", i), s) for i, s in in_range]
             weights["vector:dated:messages"] = tuning.dated_weight * tuning.signal_weights["vector"]
     return lists, weights
 
@@ -365,8 +368,7 @@ def dated_vector_hits(conn: Connection, user_id: int, filters: Filters, dated: t
     (a turn tells of a day as "last night" or "last Friday"), ranked by exact cosine to the query.
     Nothing when the range holds more than ``tuning.dated_rows`` turns: counted first on the index
     of turns by time, so a wide range costs a send an index count, not the reading of its vectors."""
-    from .semantic import model_id
-    from .vectors import from_blob
+    from .semantic import exact_message_search
 
     end = (date.fromisoformat(dated[1]) + timedelta(days=tuning.dated_days_after + 1)).isoformat()
     # Here, and only here, the range is the narrow part: the plain user term lets it use that index.
@@ -377,18 +379,9 @@ def dated_vector_hits(conn: Connection, user_id: int, filters: Filters, dated: t
     if not count or count > tuning.dated_rows:
         return []
     where, args = message_filter_sql(user_id, filters)
-    rows = conn.execute(
-        "SELECT m.id, e.embedding FROM messages m JOIN conversations c ON c.id = m.conversation_id"
-        " JOIN message_embeddings e ON e.message_id = m.id"
-        f" WHERE {' AND '.join([span, *where[2:]])} AND e.model = ?",
-        (*bounds, *args[1:], model_id(embedder))).fetchall()
-    vectors = [from_blob(r[1]) for r in rows]
-    keep = [i for i, v in enumerate(vectors) if v.shape[0] == vector.shape[0]]
-    if not keep:
-        return []
-    scores = np.stack([vectors[i] for i in keep]) @ vector
-    best = np.argsort(-scores, kind="stable")[:tuning.candidates]
-    return [(int(rows[keep[i]][0]), float(scores[i])) for i in best]
+    ids_sql = ("SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+               f" WHERE {' AND '.join([span, *where[2:]])}")
+    return exact_message_search(conn, ids_sql, (*bounds, *args[1:]), embedder, vector, tuning.candidates)
 
 
 def query_vector_text(text: str, speaker_names: dict[str, str] | None) -> str:
@@ -406,16 +399,39 @@ def vector_width(tuning: Tuning) -> int:
 
 def vectors_ahead(conn: Connection, user_id: int, query: str, filters: Filters, embedder: Any,
                   db_key: str, speaker_names: dict[str, str] | None, tuning: Tuning,
-                  context_ids: tuple[int, ...] = (), memo: dict | None = None) -> None:
-    """Start the index searches ``vector_lists`` will ask for ``query`` (``semantic.search_ahead``),
-    with the same text, context and width, before the layers ahead of the search run."""
-    from .semantic import search_ahead
+                  context_ids: tuple[int, ...] = (), memo: dict | None = None, store: Any = None) -> None:
+    """Start the index searches ``vector_lists`` will ask for ``query`` (``semantic.search_ahead``,
+    on its own connection to ``store`` when the database holds the index), with the same text,
+    context and width, before the layers ahead of the search run."""
+    from .semantic import database_index, run_ahead, search_ahead
 
     context = None
     if tuning.context_vector_weight > 0 and "with_context" in tuning.vector_variants and context_ids:
         context = stored_context_vector(conn, user_id, embedder, context_ids, int(embedder.dim), memo)
-    search_ahead(conn, db_key, filters.sources, user_id, embedder, query_vector_text(query, speaker_names),
-                 vector_width(tuning), context, tuning.context_vector_weight)
+    text = query_vector_text(query, speaker_names)
+    search_ahead(conn, db_key, filters.sources, user_id, embedder, text, vector_width(tuning), context,
+                 tuning.context_vector_weight, store)
+    dated = date_hint(query)
+    # The dated list too, where the database compares the vectors (on SQLite the comparison would
+    # hold the interpreter lock the layers' reads need).
+    if (dated and tuning.dated_weight > 0 and "messages" in filters.sources and store is not None
+            and database_index(conn)):
+        run_ahead(_dated_key(db_key, user_id, filters, dated, embedder, tuning), embedder, text, context,
+                  tuning.context_vector_weight,
+                  functools.partial(_dated_on, store, user_id, filters, dated, embedder, tuning))
+
+
+def _dated_key(db_key: str, user_id: int, filters: Filters, dated: tuple[str, str], embedder: Any,
+               tuning: Tuning) -> tuple:
+    from .semantic import model_id
+
+    return (db_key, "dated", user_id, model_id(embedder), filters, dated, tuning.candidates, tuning.dated_rows,
+            tuning.dated_days_after)
+
+
+def _dated_on(store: Any, user_id: int, filters: Filters, dated: tuple[str, str], embedder: Any, tuning: Tuning,
+              vector: np.ndarray) -> list[tuple[int, float]]:
+    return dated_vector_hits(store.connection(), user_id, filters, dated, embedder, vector, tuning)
 
 
 def stored_context_vector(conn: Connection, user_id: int, embedder: Any, message_ids: tuple[int, ...],

@@ -53,3 +53,16 @@ def search(conn: Connection, source: str, user_id: int, model: str, query_vector
         hits.sort(key=lambda h: (-h[1], h[0]))  # the relaxed iterative scan may return near-ties out of order
         out.append(hits)
     return out
+
+
+def exact_messages(conn: Connection, ids_sql: str, args: tuple, model: str, vector: np.ndarray,
+                   k: int) -> list[tuple[int, float]]:
+    """Top ``k`` (id, cosine) among the messages ``ids_sql`` selects, every one compared in the
+    database: only the best ``k`` cross the wire, not every vector."""
+    dim = int(vector.shape[0])
+    rows: list[Any] = conn.execute(
+        f"SELECT e.message_id, 1 - (e.vec::vector({dim}) <=> ?::vector({dim})) AS score FROM ({ids_sql}) AS d"
+        f" JOIN message_embeddings e ON e.message_id = d.id WHERE e.model = ? AND vector_dims(e.vec) = {dim}"
+        " ORDER BY score DESC, e.message_id LIMIT ?",
+        (literal(vector), *args, model, int(k))).fetchall()
+    return [(int(r[0]), float(r[1])) for r in rows]

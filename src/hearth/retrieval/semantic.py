@@ -15,6 +15,7 @@ text (``Elion said: ...``), so that "what did she say about ..." finds the right
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _database_index(conn: Connection) -> bool:
+def database_index(conn: Connection) -> bool:
     """Whether the database keeps the vector index (pgvector's HNSW) rather than this process
     (an index built from the table's vectors and saved beside the database file)."""
     return engine_of(conn).vector_index == "pgvector"
@@ -216,12 +217,12 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
             from .vectors import to_blob
 
             with store.write() as wconn:
-                if _database_index(wconn):
+                if database_index(wconn):
                     from . import pgvectors
 
                     pgvectors.ensure_index(wconn, kind, vectors.shape[1])
                 for (row_id, owner, _), vector in zip(rows, vectors):
-                    if _database_index(wconn):
+                    if database_index(wconn):
                         _write_pg(wconn, kind, row_id, owner, model, vector)
                     elif kind == "messages":
                         # An upsert, not REPLACE: REPLACE deletes without firing the delete
@@ -273,12 +274,12 @@ def embed_messages(store: Any, embedder: Any, user_id: int, ids: list[int]) -> i
     from .vectors import to_blob
 
     with store.write() as wconn:
-        if _database_index(wconn):
+        if database_index(wconn):
             from . import pgvectors
 
             pgvectors.ensure_index(wconn, "messages", vectors.shape[1])
         for (row_id, owner, _), vector in zip(rows, vectors):
-            if _database_index(wconn):
+            if database_index(wconn):
                 _write_pg(wconn, "messages", row_id, owner, model, vector)
                 continue
             wconn.execute(
@@ -399,7 +400,7 @@ class IndexCache:
         """The current index. With ``wait=False`` a large rebuild (over ``background_above``
         vectors, minutes at a million) runs in a background thread instead: the caller gets the
         previous index, or None while there is none yet, and searches on without vectors."""
-        if _database_index(conn):
+        if database_index(conn):
             # pgvector's HNSW index is the index of record there; no file may be made from the URL.
             raise StoreError("the in-process vector index is not used on PostgreSQL")
         key = (db_key, source, user_id, model)
@@ -438,7 +439,7 @@ class IndexCache:
         background embedding job calls it after writing vectors, so the next search finds its
         index current: adding a reply's two vectors to a million-vector graph costs about 3 ms,
         which was spent on the next send's critical path (docs/benchmarks-history.md, seventh pass)."""
-        if _database_index(conn):
+        if database_index(conn):
             return
         for source in VECTOR_SOURCES:
             key = (db_key, source, user_id, model)
@@ -558,7 +559,7 @@ def warm(hearth: Any) -> None:
         embedder.load_queries()
     model = model_id(embedder)
     conn = hearth.store.connection()
-    if _database_index(conn):
+    if database_index(conn):
         return  # the database's HNSW index is the index; nothing to load
     for (user_id,) in conn.execute("SELECT id FROM users").fetchall():
         for source in VECTOR_SOURCES:
@@ -569,18 +570,47 @@ def vector_search(conn: Connection, db_key: str, source: str, user_id: int, embe
                   query_vectors: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
     """Top ``k`` (id, cosine) per query vector over one user's vectors of one source."""
     model = model_id(embedder)
-    if _database_index(conn):
+    if database_index(conn):
         from . import pgvectors
 
-        return pgvectors.search(conn, source, user_id, model, query_vectors, k)
+        return [hits if (hits := taken_ahead((db_key, source, user_id, model, k), vector, None)) is not None
+                else pgvectors.search(conn, source, user_id, model, vector[None, :], k)[0]
+                for vector in query_vectors]
     index = INDEXES.get(conn, db_key, source, user_id, model, int(query_vectors.shape[1]), wait=False)
     if index is None or len(index) == 0:
         return [[] for _ in range(len(query_vectors))]
     out = []
     for vector in query_vectors:
-        hits = _taken_ahead((db_key, source, user_id, model, k), vector, index)
+        hits = taken_ahead((db_key, source, user_id, model, k), vector, index)
         out.append(hits if hits is not None else index.search(vector, k))  # already (int, float) pairs
     return out
+
+
+def exact_message_search(conn: Connection, ids_sql: str, args: tuple, embedder: Any, vector: np.ndarray,
+                         k: int) -> list[tuple[int, float]]:
+    """Top ``k`` (id, cosine) among the messages ``ids_sql`` selects (a query of ``m.id``), every
+    one compared (no index): for a set of turns narrowed by other means, such as their dates."""
+    model = model_id(embedder)
+    if database_index(conn):
+        from . import pgvectors
+
+        return pgvectors.exact_messages(conn, ids_sql, args, model, vector, k)
+    from .vectors import from_blob
+
+    rows = conn.execute(f"SELECT e.message_id, e.embedding FROM ({ids_sql}) AS d"
+                        " JOIN message_embeddings e ON e.message_id = d.id WHERE e.model = ?",
+                        (*args, model)).fetchall()
+    ids, vectors = [], []
+    for message_id, blob in rows:
+        stored = from_blob(blob)
+        if stored.shape[0] == vector.shape[0]:
+            ids.append(int(message_id))
+            vectors.append(stored)
+    if not ids:
+        return []
+    scores = np.stack(vectors) @ vector
+    hits = sorted(zip(ids, scores.tolist()), key=lambda h: (-h[1], h[0]))
+    return hits[:k]
 
 
 def mix_context(vector: np.ndarray, context: np.ndarray | None, weight: float) -> np.ndarray:
@@ -597,44 +627,69 @@ _AHEAD_LIMIT = 64  # searches left untaken (a send that stopped early) are dropp
 
 
 def search_ahead(conn: Connection, db_key: str, sources: Iterable[str], user_id: int, embedder: Any,
-                 text: str, k: int, context: np.ndarray | None = None, weight: float = 0.0) -> None:
+                 text: str, k: int, context: np.ndarray | None = None, weight: float = 0.0,
+                 store: Any = None) -> None:
     """Queue, on the prefetch thread behind the query's own embedding (``prefetch_query``), the
-    graph searches a coming ``vector_search`` will ask: ``text``'s vector, mixed with ``context``
-    as ``mix_context`` does, against each source's index as it is now, if that index is a graph.
-    The graph releases the interpreter lock while it searches, so the layers that run before the
-    search overlap it.
+    index searches a coming ``vector_search`` will ask: ``text``'s vector, mixed with ``context``
+    as ``mix_context`` does, against each source's index as it is now, if that index is a graph
+    (this process's, or the database's HNSW index, asked on the prefetch thread's own connection
+    to ``store``). A graph search releases the interpreter lock, and a database search waits for
+    the server without it, so the layers that run before the search overlap it.
     ``vector_search`` takes a result only for the same query vector, the same ``k`` and an index
-    unchanged since; otherwise it searches as usual."""
-    if _database_index(conn) or not getattr(embedder, "dim", None):
+    unchanged since (for the database's index: as it was some milliseconds before the ask);
+    otherwise it searches as usual."""
+    if not getattr(embedder, "dim", None):
         return
     model = model_id(embedder)
-    # Only a graph already loaded. Loading one (seconds, a gigabyte at a million vectors) is the
-    # search's to start, after the layers' own reads. A graph search holds the interpreter lock
-    # for microseconds around a search of milliseconds; an exact search (under ``ann_threshold``
-    # vectors) is short and mostly holds the lock, so in a second thread it would stall the
-    # layers' own database reads (each read gives the lock up and must win it back) for more than
-    # it saves.
-    indexes = [(source, INDEXES.loaded_graph(conn, db_key, source, user_id, model, int(embedder.dim)))
-               for source in sources]
+    indexes: list[tuple[str, VectorIndex | None]]
+    if database_index(conn):
+        if store is None:
+            return
+        indexes = [(source, None) for source in sources]
+    else:
+        # Only a graph already loaded. Loading one (seconds, a gigabyte at a million vectors) is
+        # the search's to start, after the layers' own reads. A graph search holds the interpreter
+        # lock for microseconds around a search of milliseconds; an exact search (under
+        # ``ann_threshold`` vectors) is short and mostly holds the lock, so in a second thread it
+        # would stall the layers' own database reads (each read gives the lock up and must win it
+        # back) for more than it saves.
+        indexes = [(source, graph) for source in sources
+                   if (graph := INDEXES.loaded_graph(conn, db_key, source, user_id, model, int(embedder.dim)))]
+    for source, index in indexes:
+        search = (functools.partial(index.search, k=k) if index is not None
+                  else functools.partial(_database_search, store, source, user_id, model, k=k))
+        run_ahead((db_key, source, user_id, model, k), embedder, text, context, weight, search, index)
+
+
+def run_ahead(key: tuple, embedder: Any, text: str, context: np.ndarray | None, weight: float,
+              search: Callable[[np.ndarray], list[tuple[int, float]]], index: VectorIndex | None = None) -> None:
+    """Queue ``search`` of ``text``'s vector (mixed with ``context``) on the prefetch thread, behind
+    the query's embedding, for ``taken_ahead(key, ...)`` to collect. ``index``: the in-process
+    index it searches, whose changes since make the hits stale."""
     with _QUERY_LOCK:
-        for source, index in indexes:
-            if index is None:
-                continue
-            key = (db_key, source, user_id, model, k)
-            _AHEAD.pop(key, None)
-            _AHEAD[key] = _executor().submit(_search_ahead, embedder, text, context, weight, index, k)
-            while len(_AHEAD) > _AHEAD_LIMIT:
-                _AHEAD.pop(next(iter(_AHEAD)))
+        _AHEAD.pop(key, None)
+        _AHEAD[key] = _executor().submit(_search_ahead, embedder, text, context, weight, index, search)
+        while len(_AHEAD) > _AHEAD_LIMIT:
+            _AHEAD.pop(next(iter(_AHEAD)))
 
 
-def _search_ahead(embedder: Any, text: str, context: np.ndarray | None, weight: float, index: "VectorIndex",
-                  k: int) -> tuple[np.ndarray, "VectorIndex", int, list[tuple[int, float]]]:
+def _database_search(store: Any, source: str, user_id: int, model: str, vector: np.ndarray,
+                     k: int) -> list[tuple[int, float]]:
+    from . import pgvectors
+
+    return pgvectors.search(store.connection(), source, user_id, model, vector[None, :], k)[0]
+
+
+def _search_ahead(embedder: Any, text: str, context: np.ndarray | None, weight: float, index: VectorIndex | None,
+                  search: Callable[[np.ndarray], list[tuple[int, float]]],
+                  ) -> tuple[np.ndarray, VectorIndex | None, int, list[tuple[int, float]]]:
     vector = mix_context(embed_queries(embedder, [text], wait=False)[0], context, weight)
-    generation = index.generation  # read before searching: a change during the search is a change
-    return vector, index, generation, index.search(vector, k)
+    # Read before searching: a change during the search is a change.
+    generation = index.generation if index is not None else 0
+    return vector, index, generation, search(vector)
 
 
-def _taken_ahead(key: tuple, vector: np.ndarray, index: "VectorIndex") -> list[tuple[int, float]] | None:
+def taken_ahead(key: tuple, vector: np.ndarray, index: VectorIndex | None = None) -> list[tuple[int, float]] | None:
     """The hits searched ahead for ``key``, if they are this search's own; None otherwise."""
     with _QUERY_LOCK:
         future = _AHEAD.pop(key, None)
@@ -643,7 +698,8 @@ def _taken_ahead(key: tuple, vector: np.ndarray, index: "VectorIndex") -> list[t
     if future.exception() is not None:
         return None  # searched again here, where the error reaches the caller
     searched, used, generation, hits = future.result()
-    if used is not index or used.generation != generation or not np.array_equal(searched, vector):
+    if used is not index or (used is not None and used.generation != generation) \
+            or not np.array_equal(searched, vector):
         return None
     return hits
 

@@ -80,7 +80,7 @@ class ArchiveRecall:
             return
         self.prefetch(turn.persona, turn.text)
         vectors_ahead(turn.conn, turn.user_id, turn.text, _filters(turn), self.embedder(), self.db_key,
-                      speakers(turn.persona), SEND_PATH, _context_ids(turn), turn.memo)
+                      speakers(turn.persona), SEND_PATH, _context_ids(turn), turn.memo, self.store)
 
     def blocks(self, turn: Turn) -> list[Block]:
         if not self.searches(turn):
