@@ -328,7 +328,7 @@ class FragmentLayer:
         index, by_id = compiled(self.store, turn.conn, turn.user_id, turn.persona.id)
         if not len(index):
             return []
-        settings = LayerSettings(self.store, turn.user_id)
+        settings = LayerSettings(self.store, turn.user_id).all()  # one read for the four below
         conversation_id = turn.conversation.id
         messages = [turn.text]
         number, lore_timers = 1, None
@@ -341,9 +341,9 @@ class FragmentLayer:
                 messages = [*earlier[-(depth - 1):], turn.text]
         found = index.activate(
             messages, turn=number, seed=conversation_id * 1_000_003 + number, timers=lore_timers,
-            budget_chars=settings.get("fragments.budget_chars"), max_fragments=settings.get("fragments.max"),
-            budget_tokens=settings.get("fragments.budget_tokens") or None,
-            recursion_depth=settings.get("fragments.recursion_depth"))
+            budget_chars=settings["fragments.budget_chars"], max_fragments=settings["fragments.max"],
+            budget_tokens=settings["fragments.budget_tokens"] or None,
+            recursion_depth=settings["fragments.recursion_depth"])
         if found.timers:
             with self._lock:
                 if len(self._pending) >= MAX_PENDING:  # turns whose reply never came (provider errors)
