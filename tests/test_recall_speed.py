@@ -10,7 +10,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from hearth.ops.jobs import chat_messages_after
+from hearth.records.conversations import chat_turns_after
 from hearth.retrieval import searchlog, semantic
 from hearth.retrieval.archive import Archive
 from hearth.retrieval.hybrid import Budget, Filters, Result, Tuning, feedback_step, search
@@ -267,8 +267,8 @@ def test_s7_sqlite_plan_embedding_job_follows_a_cursor_instead_of_scanning(heart
 def test_k1_sqlite_plan_after_reply_counters_stop_at_their_threshold(hearth, me, persona):
     c = _thread(hearth, me, persona, "Long", [("user" if i % 2 else "assistant", f"turn {i}") for i in range(50)])
     conn = hearth.store.connection()
-    assert chat_messages_after(conn, c.id, 0) == 50
-    assert chat_messages_after(conn, c.id, 0, 12) == 12
+    assert chat_turns_after(conn, c.id, 0) == 50
+    assert chat_turns_after(conn, c.id, 0, 12) == 12
     plan = " ".join(r[3] for r in conn.execute(
         "EXPLAIN QUERY PLAN SELECT count(*) FROM (SELECT 1 FROM messages WHERE conversation_id = ? AND id > ?"
         " AND kind = 'chat' AND role IN ('user', 'assistant') LIMIT ?)", (c.id, 0, 12)))

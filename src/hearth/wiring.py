@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hearth.continuity.timeline import capsules, checkpoints, spans
 from hearth.errors import InvalidInput
 from hearth.memory import review
-from hearth.ops.jobs import Handler, chat_messages_after, cursor, enqueue
+from hearth.ops.jobs import Handler, cursor, enqueue
 from hearth.outreach import activations, runs
 from hearth.outreach.activations import Activations
 from hearth.outreach.channels import inbound, mail, outbound
@@ -27,6 +27,7 @@ from hearth.prompt.layers.settings import LayerSettings
 from hearth.prompt.layers.thread_recall import ThreadRecall
 from hearth.records import forget
 from hearth.records.context import AfterReply, Context
+from hearth.records.conversations import chat_turns_after
 from hearth.retrieval import embedding_job
 from hearth.store import Connection
 from hearth.thread import titles
@@ -97,7 +98,7 @@ def schedule_due(conn: Connection, user_id: int, conversation_id: int, settings:
         enqueue(conn, user_id, household.JOB_KIND, payload, dedupe_key=key)
         queued.append(household.JOB_KIND)
     every = settings.get("review.every")
-    if chat_messages_after(conn, conversation_id, cursor(conn, conversation_id, review.JOB_KIND), every) >= every:
+    if chat_turns_after(conn, conversation_id, cursor(conn, conversation_id, review.JOB_KIND), every) >= every:
         enqueue(conn, user_id, review.JOB_KIND, payload, dedupe_key=key)
         queued.append(review.JOB_KIND)
     return queued

@@ -419,17 +419,8 @@ def set_cursor(conn: Connection, user_id: int, conversation_id: int, layer: str,
 
     conn.execute(
         "INSERT INTO layer_cursors (conversation_id, layer, user_id, message_id, updated_at) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT (conversation_id, layer) DO UPDATE SET message_id = max(message_id, excluded.message_id),"
+        " ON CONFLICT (conversation_id, layer) DO UPDATE SET message_id = CASE WHEN"
+        " layer_cursors.message_id > excluded.message_id THEN layer_cursors.message_id ELSE excluded.message_id END,"
         " updated_at = excluded.updated_at",
         (conversation_id, layer, user_id, message_id, utcnow()),
     )
-
-
-def chat_messages_after(conn: Connection, conversation_id: int, after_id: int, cap: int = -1) -> int:
-    """Chat turns after ``after_id``, counted up to ``cap`` (-1: all). A due check needs only to know
-    whether the count reached its threshold; counting a 100k thread in the reply's write
-    transaction would hold the lock for 100 ms."""
-    return conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
-        " AND role IN ('user', 'assistant') LIMIT ?)", (conversation_id, after_id, cap),
-    ).fetchone()[0]

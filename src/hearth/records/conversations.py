@@ -33,6 +33,17 @@ VISIBLE_SQL = (
 ELIGIBLE_SQL = VISIBLE_SQL + " AND c.continuity_shielded = 0"
 
 
+def chat_turns_after(conn: Connection, conversation_id: int, after_id: int, cap: int | None = None) -> int:
+    """The thread's chat turns after ``after_id``, counted up to ``cap`` (None: all). A due check
+    needs only to know whether the count reached its threshold, and it runs in the reply's write
+    transaction, where counting a 100k-turn thread would hold the lock for 100 ms."""
+    limit = " LIMIT ?" if cap is not None else ""
+    return conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
+        f" AND role IN ('user', 'assistant'){limit}) AS t",
+        (conversation_id, after_id, *([cap] if cap is not None else []))).fetchone()[0]
+
+
 @dataclass(frozen=True)
 class Folder:
     id: int

@@ -476,13 +476,14 @@ def _forget_searches(conn: Connection, user_id: int, gone: set[int], whole: list
                         kind == "chunk" and source in documents):
                     doomed.add(row[0])
                     break
+    engine = engine_of(conn)
     for text in texts[:200]:
         folded = text.casefold()
         # A short text matches a query only when equal (below); a long one also by containment.
-        contains = "instr(lower(query), ?) > 0 OR " if len(folded) >= 12 else ""
+        contains = f"{engine.contains('lower(query)', '?')} OR " if len(folded) >= 12 else ""
         doomed.update(_ids(conn.execute(
             f"SELECT id FROM search_log WHERE user_id = ? AND query != '' AND ({contains}"
-            "(length(query) >= 12 AND instr(?, lower(query)) > 0))",
+            f"(length(query) >= 12 AND {engine.contains('?', 'lower(query)')}))",
             (user_id, *([folded] if contains else []), folded))))
         doomed.update(_ids(conn.execute(
             "SELECT id FROM search_log WHERE user_id = ? AND lower(query) = ?", (user_id, folded))))

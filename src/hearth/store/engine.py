@@ -120,6 +120,11 @@ class Engine(Protocol):
         """SQL for the JSON text in ``column`` with ``$.path`` set to the JSON text of one ``?``."""
         ...
 
+    def contains(self, text: str, part: str) -> str:
+        """SQL true when the text ``text`` holds the text ``part`` (case matters): both SQL
+        expressions."""
+        ...
+
     def not_timestamp(self, column: str) -> str:
         """SQL true when ``column`` is not a timestamp of ``utcnow()``'s form."""
         ...

@@ -65,6 +65,9 @@ class PgEngine:
     def json_set(self, column: str, path: str) -> str:
         return f"(jsonb_set({column}::jsonb, '{{{','.join(path.split('.'))}}}', ?::jsonb))::text"
 
+    def contains(self, text: str, part: str) -> str:
+        return f"strpos({text}, {part}) > 0"
+
     def not_timestamp(self, column: str) -> str:
         return rf"{column} !~ '^\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d.*Z$'"
 

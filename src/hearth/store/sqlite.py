@@ -79,6 +79,9 @@ class SqliteEngine:
     def json_set(self, column: str, path: str) -> str:
         return f"json_set({column}, '$.{path}', json(?))"
 
+    def contains(self, text: str, part: str) -> str:
+        return f"instr({text}, {part}) > 0"
+
     def not_timestamp(self, column: str) -> str:
         return (f"{column} NOT GLOB"
                 " '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]*Z'")

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from hearth.records.context import Context
 
 CHECKPOINT_JOB = "timeline.checkpoint"
+# The later of a span's last activity and a new one (twice the same ``?``), in SQL both engines read.
+LATER = "CASE WHEN last_at > ? THEN last_at ELSE ? END"
 KIND_OF_CHANNEL = {"voice": "voice", "inner": "inner", "import": "import"}  # every other channel: text
 
 
@@ -81,9 +83,9 @@ def touch(conn: Connection, user_id: int, persona_id: int | None, channel: str, 
     """
     kind = span_kind(channel)
     row = conn.execute(
-        "UPDATE spans SET last_at = max(last_at, ?) WHERE user_id = ?"
+        f"UPDATE spans SET last_at = {LATER} WHERE user_id = ?"
         " AND persona_id IS NOT DISTINCT FROM ? AND closed_at IS NULL"
-        " AND kind = ? AND last_at >= ? RETURNING id", (now, user_id, persona_id, kind, idle_cutoff),
+        " AND kind = ? AND last_at >= ? RETURNING id", (now, now, user_id, persona_id, kind, idle_cutoff),
     ).fetchone()
     if row is not None:
         return row[0]
@@ -105,9 +107,10 @@ def keep_open(conn: Connection, ctx: "Context", span_id: int, persona_id: int | 
     own span, kept open and extended however long the reply streamed. If a checkpoint closed it
     meanwhile (another process's worker), the turn joins the span open now, or a new one, so the
     next checkpoint still reads it (E2)."""
+    now = utcnow()
     row = conn.execute(
-        "UPDATE spans SET last_at = max(last_at, ?) WHERE id = ? AND user_id = ? AND closed_at IS NULL RETURNING id",
-        (utcnow(), span_id, ctx.user_id)).fetchone()
+        f"UPDATE spans SET last_at = {LATER} WHERE id = ? AND user_id = ? AND closed_at IS NULL RETURNING id",
+        (now, now, span_id, ctx.user_id)).fetchone()
     if row is not None:
         return span_id
     return touch_now(conn, ctx, persona_id, channel, conversation_id=conversation_id)[0]

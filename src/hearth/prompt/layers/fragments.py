@@ -123,7 +123,7 @@ def _priority(value: Any) -> int:
 
 def bump_version(conn: Connection, user_id: int) -> int:
     conn.execute("INSERT INTO fragment_library (user_id, version) VALUES (?, 1)"
-                 " ON CONFLICT (user_id) DO UPDATE SET version = version + 1", (user_id,))
+                 " ON CONFLICT (user_id) DO UPDATE SET version = fragment_library.version + 1", (user_id,))
     return library_version(conn, user_id)
 
 

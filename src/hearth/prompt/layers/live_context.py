@@ -25,6 +25,7 @@ from hearth.errors import InvalidInput, NotFound
 from hearth.memory.helpers.base import LiveContextResult, TurnText, clip, content_words
 from hearth.prompt.dynamic import Block, Turn
 from hearth.records import ledger
+from hearth.records.conversations import chat_turns_after
 from hearth.store import Connection, Store, engine_of, inserted_id, utcnow
 from hearth.validation import check_text
 
@@ -129,24 +130,17 @@ def _latest_chat_id(conn: Connection, conversation_id: int) -> int:
     return row[0] or 0
 
 
-def _unread(conn: Connection, conversation_id: int, after_id: int, cap: int = -1) -> int:
-    # Counted up to ``cap`` (-1: all): the due check runs inside the reply's write transaction.
-    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM messages WHERE conversation_id = ? AND id > ?"
-                        " AND kind = 'chat' AND role IN ('user', 'assistant') LIMIT ?)",
-                        (conversation_id, after_id, cap)).fetchone()[0]
-
-
 def is_due(conn: Connection, conversation_id: int, every: int) -> bool:
     row = conn.execute("SELECT through_message_id FROM live_context WHERE conversation_id = ?",
                        (conversation_id,)).fetchone()
-    return _unread(conn, conversation_id, row[0] if row else 0, every) >= every
+    return chat_turns_after(conn, conversation_id, row[0] if row else 0, every) >= every
 
 
 def is_stale(conn: Connection, conversation_id: int, stale_minutes: int, now: datetime | None = None) -> bool:
     """Unread messages exist and the state is older than the stale age (or there is no state yet)."""
     row = conn.execute("SELECT through_message_id, updated_at FROM live_context WHERE conversation_id = ?",
                        (conversation_id,)).fetchone()
-    if _unread(conn, conversation_id, row[0] if row else 0, 1) == 0:
+    if chat_turns_after(conn, conversation_id, row[0] if row else 0, 1) == 0:
         return False
     if row is None:
         return True

@@ -29,6 +29,7 @@ from hearth.memory.helpers.base import (
 )
 from hearth.prompt.dynamic import Block, Turn
 from hearth.prompt.layers.settings import LayerSettings
+from hearth.records.conversations import chat_turns_after
 from hearth.store import Connection, Row, Store, inserted_id, utcnow
 
 if TYPE_CHECKING:
@@ -72,16 +73,9 @@ def latest_valid(conn: Connection, conversation_id: int) -> ThreadSummary | None
     return ThreadSummary(*row) if row else None
 
 
-def _chat_after(conn: Connection, conversation_id: int, after_id: int, cap: int = -1) -> int:
-    # Counted up to ``cap`` (-1: all): the due check runs inside the reply's write transaction.
-    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM messages WHERE conversation_id = ? AND id > ?"
-                        " AND kind = 'chat' AND role IN ('user', 'assistant') LIMIT ?)",
-                        (conversation_id, after_id, cap)).fetchone()[0]
-
-
 def is_due(conn: Connection, conversation_id: int, every: int) -> bool:
     previous = latest_valid(conn, conversation_id)
-    return _chat_after(conn, conversation_id, previous.through_message_id if previous else 0, every) >= every
+    return chat_turns_after(conn, conversation_id, previous.through_message_id if previous else 0, every) >= every
 
 
 def _fingerprint(rows: list[Row]) -> str:
@@ -128,7 +122,7 @@ class Summaries:
         with self.store.read() as conn:
             previous = latest_valid(conn, conversation_id)
             after = previous.through_message_id if previous else 0
-            if not force and every is not None and _chat_after(conn, conversation_id, after) < every:
+            if not force and every is not None and chat_turns_after(conn, conversation_id, after) < every:
                 return None
             rows = _section(conn, conversation_id, after)
         if not rows:
