@@ -1,5 +1,5 @@
 """PostgreSQL keyword search reads each row's stored words and the index's vocabulary (S6, S9,
-migrations 28 and 29).
+migrations 28 and 29), and message texts are stored uncompressed (migration 30).
 
 A database at version 27 ranked by tokenising every match's text; migration 28 stores each indexed
 row's words beside it and BM25 reads them, and migration 29 keeps each index's vocabulary, through
@@ -141,7 +141,7 @@ def test_s9_a_database_upgraded_from_27_searches_as_one_created_at_28(pg_databas
             _fill(conn)
         before = _ranked_before(conn)
         with upgraded.write():
-            assert migrations.migrate(conn, POSTGRESQL) == [28, 29]
+            assert migrations.migrate(conn, POSTGRESQL, upto=29) == [28, 29]
         after_upgrade = _ranked(conn)
         with fresh.write():
             _fill(fresh.connection())
@@ -181,3 +181,41 @@ def test_s9_a_database_upgraded_from_27_searches_as_one_created_at_28(pg_databas
     finally:
         upgraded.close()
         fresh.close()
+
+
+def test_s10_stored_prompts_are_kept_uncompressed_from_migration_30(pg_databases):
+    """A stored prompt is read on every send; pglz's decompression of a large one cost most of its
+    read, so message texts are kept uncompressed (as SQLite keeps them), and the prompts already
+    there are rewritten by the migration, their text unchanged."""
+    url, _ = pg_databases
+    store = PgStore(url, migrate=False)
+    snapshot = "\n".join(f"- Memory {i}: the quince by the fence flowered in week {i % 52}." for i in range(3000))
+
+    def prompt(message_id: int) -> None:
+        with store.write() as c:
+            c.execute("INSERT INTO events (id, user_id, conversation_id, kind, created_at)"
+                      " VALUES (?, 1, 1, 'message', ?)", (message_id, NOW))
+            c.execute("INSERT INTO conversations (id, user_id, persona_id, title, created_at, updated_at)"
+                      " VALUES (?, 1, 1, 'c', ?, ?)", (message_id, NOW, NOW))
+            c.execute("INSERT INTO messages (id, user_id, conversation_id, role, kind, content, created_at)"
+                      " VALUES (?, 1, ?, 'system', 'static_prompt', ?, ?)", (message_id, message_id, snapshot, NOW))
+
+    def compression(message_id: int) -> str | None:
+        return store.connection().execute("SELECT pg_column_compression(content) FROM messages WHERE id = ?",
+                                          (message_id,)).fetchone()[0]
+
+    try:
+        conn = store.connection()
+        with store.write():
+            migrations.migrate(conn, POSTGRESQL, upto=29)
+            _fill(conn)
+        prompt(991)
+        assert compression(991) == "pglz"
+        with store.write():
+            assert migrations.migrate(conn, POSTGRESQL) == [30]
+        prompt(992)
+        assert compression(991) is None and compression(992) is None
+        texts = conn.execute("SELECT content FROM messages WHERE id IN (991, 992)").fetchall()
+        assert [t[0] for t in texts] == [snapshot, snapshot]
+    finally:
+        store.close()

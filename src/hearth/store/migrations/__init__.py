@@ -59,6 +59,7 @@ from .changes import (
     m027_keep_archive_turns,
     m028_store_keyword_words,
     m029_keep_keyword_vocabulary,
+    m030_keep_message_texts_uncompressed,
     scope_card_books,
     unbake_card_macros,
 )
@@ -98,6 +99,7 @@ MIGRATIONS: list[Callable[..., None]] = [
     m027_keep_archive_turns,
     m028_store_keyword_words,
     m029_keep_keyword_vocabulary,
+    m030_keep_message_texts_uncompressed,
 ]
 
 
