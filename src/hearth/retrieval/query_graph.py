@@ -4,12 +4,14 @@
 graph from the bytes the child writes to its standard output. The derivation needs onnx and
 onnxruntime's quantization tools, about 3 s and 400 MB at its peak; in a child process none of that
 stays in the server's memory, and a server stopped mid-derivation leaves nothing behind: the child
-finishes or stops on its own signal, and removes its temporary folders (its own and onnxruntime's)
-on the way out.
+finishes, or on a stop signal of its own (a terminal's Ctrl-C reaches the whole process group)
+removes its one temporary folder, where onnxruntime's working copies are made too, and exits.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -66,16 +68,24 @@ def derived_bytes(model_path: Path) -> bytes:
     return child.stdout
 
 
-def _stop(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
-
-
 def main(argv: list[str]) -> int:
-    # A stop signal leaves through the normal exit path, so every temporary folder is removed.
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGHUP, _stop)
-    with tempfile.TemporaryDirectory(prefix="hearth-query-graph-") as folder:
-        graph = derive(Path(argv[0]), Path(folder)).read_bytes()
+    # Every temporary file of the derivation, onnxruntime's own included (they ask ``tempfile``),
+    # goes into one folder of ours, removed on the way out however the process is asked to stop.
+    scratch = Path(tempfile.mkdtemp(prefix="hearth-query-graph-"))
+    tempfile.tempdir = str(scratch)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        # Not an exception: raised inside a callback from onnx's C++ code, one would end the
+        # process in an abort that skips every cleanup.
+        shutil.rmtree(scratch, ignore_errors=True)  # best effort: the process ends either way
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, stop)
+    try:
+        graph = derive(Path(argv[0]), scratch).read_bytes()
+    finally:
+        shutil.rmtree(scratch)
     sys.stdout.buffer.write(graph)
     sys.stdout.buffer.flush()
     return 0
