@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 
 from hearth import Hearth, Settings
 from hearth.server import create_app
+from hearth.store import catalog
 from tests.test_serve import free_port
 
 
@@ -112,9 +113,7 @@ def table_counts(served: Served) -> dict[str, int]:
         time.sleep(0.05)
     with served.hearth() as hearth:
         conn = hearth.store.connection()
-        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
-                                            " AND name NOT LIKE '%fts%' AND name NOT LIKE 'sqlite_%'")]
-        return {n: conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names}
+        return {n: conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in catalog.tables(conn)}
 
 
 # -- models -----------------------------------------------------------------------------------------

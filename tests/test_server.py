@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 from hearth import Hearth, ProviderError
 from hearth.providers.base import StreamEvent, Usage
 from hearth.server import create_app
+from hearth.store import catalog
 
 BASE = "http://127.0.0.1:8765"
 HOSTILE = "<img src=x onerror=alert(1)> **bold** [x](javascript:alert(1))"
@@ -46,9 +47,7 @@ def parse_sse(text: str) -> list[tuple[str, dict]]:
 
 def row_counts(hearth: Hearth) -> dict[str, int]:
     conn = hearth.store.connection()
-    tables = [r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
-    return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+    return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in catalog.tables(conn)}
 
 
 def failing_reply(message: str = "the provider is rate limiting requests (HTTP 429); try again shortly"):
