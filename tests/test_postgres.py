@@ -538,6 +538,7 @@ def test_s10_a_date_question_asks_the_databases_vector_lists_ahead_on_the_prefet
     hits instead of asking again."""
     from hearth.retrieval import pgvectors, semantic
     from hearth.retrieval.semantic import embed_pending, shared_embedder
+    from tests.test_recall_speed import SearchesAheadRun
 
     hearth = Hearth(Settings.resolve({"home": str(tmp_path / "home"), "database_url": pg_url}, environ={}))
     try:
@@ -568,19 +569,7 @@ def test_s10_a_date_question_asks_the_databases_vector_lists_ahead_on_the_prefet
         monkeypatch.setattr(pgvectors, "search", searched)
         monkeypatch.setattr(pgvectors, "exact_messages", compared)
 
-        class Probe:
-            name = "probe"
-
-            def blocks(self, turn):
-                # By the end of the layers before archive recall the searches ahead have run (on a
-                # busy machine a search still queued is taken back and asked by the send itself).
-                with semantic._QUERY_LOCK:
-                    ahead = list(semantic._AHEAD.values())
-                for future in ahead:
-                    future.result()
-                return []
-
-        me.dynamic.layers.insert(0, Probe())
+        me.dynamic.layers.insert(0, SearchesAheadRun())
         me.send(conv.id, "What were we talking about in May 2023?")
         assert sorted(source for source, _ in asked_on) == ["chunks", "dated", "messages"]
         assert all(thread.startswith("hearth-query-embed") for _, thread in asked_on)

@@ -786,6 +786,20 @@ def test_a2_worker_collects_garbage_between_sends_and_freezes_what_is_left(heart
         gc.unfreeze()
 
 
+class SearchesAheadRun:
+    """A first layer: by the end of the layers before archive recall the searches ahead have run
+    (on a busy machine a search that finds its job still queued takes it back and searches itself)."""
+
+    name = "probe"
+
+    def blocks(self, turn):
+        with semantic._QUERY_LOCK:
+            ahead = list(semantic._AHEAD.values())
+        for future in ahead:
+            future.result()
+        return []
+
+
 @pytest.mark.sqlite_only
 def test_s7_sqlite_a_recall_send_searches_the_vector_indexes_ahead_on_the_prefetch_thread(hearth, me, archive_persona,
                                                                                          embedder, monkeypatch):
@@ -809,19 +823,7 @@ def test_s7_sqlite_a_recall_send_searches_the_vector_indexes_ahead_on_the_prefet
 
     monkeypatch.setattr(VectorIndex, "search", search)
 
-    class Probe:
-        name = "probe"
-
-        def blocks(self, turn):
-            # The layers before archive recall: by their end the search ahead has run (on a busy
-            # machine a search that finds its job still queued takes it back and searches itself).
-            with semantic._QUERY_LOCK:
-                ahead = list(semantic._AHEAD.values())
-            for future in ahead:
-                future.result()
-            return []
-
-    me.dynamic.layers.insert(0, Probe())
+    me.dynamic.layers.insert(0, SearchesAheadRun())
     me.send(c.id, "Do you remember the harbour lamp?")
     # The chat turns' index (no archive chunks here) was searched once, behind the query's
     # embedding on the prefetch thread, and the send's own search took those hits.
