@@ -576,3 +576,31 @@ def test_s10_a_date_question_asks_the_databases_vector_lists_ahead_on_the_prefet
         assert semantic._AHEAD == {}  # every search ahead was taken
     finally:
         hearth.close()
+
+
+def test_s9_a_connection_the_server_dropped_is_replaced_on_the_next_statement_postgres(pg_url):
+    """A PostgreSQL restart or a proxy's idle timeout ends a thread's connection: the statement
+    that meets the break fails, and the thread's next statement runs on a new connection instead of
+    every later one failing until Hearth restarts."""
+    import psycopg
+
+    from hearth.errors import StoreError
+
+    hearth = Hearth(Settings.resolve({"home": "/nonexistent-home", "database_url": pg_url}, environ={}))
+    try:
+        me = hearth.scope()
+        persona = me.personas.create("p", "P", user_label="U:", assistant_label="A:")
+        conv = me.conversations.create(persona.id)
+        me.send(conv.id, "the first evening")
+        pid = hearth.store.connection().execute("SELECT pg_backend_pid()").fetchone()[0]
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(StoreError):
+            hearth.store.connection().execute("SELECT 1")
+        reply = me.send(conv.id, "the second evening")
+        assert reply.assistant_message.content
+        assert hearth.store.connection().execute("SELECT pg_backend_pid()").fetchone()[0] != pid
+        texts = [m.content for m in me.conversations.messages(conv.id) if m.role == "user"]
+        assert texts == ["the first evening", "the second evening"]
+    finally:
+        hearth.close()

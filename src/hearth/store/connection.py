@@ -67,6 +67,13 @@ class Store:
     # -- connections -----------------------------------------------------------------------
     def connection(self) -> Connection:
         conn = getattr(self._local, "conn", None)
+        if conn is not None and not self._local.depth and self._lost(conn):
+            # The server dropped it (a restart, a proxy's idle timeout): the statement that met the
+            # break failed; this thread's next one gets a new connection instead of failing forever.
+            with self._lock:
+                self._all.remove(conn)
+            conn.close()
+            conn = None
         if conn is None:
             conn = self._open()
             self._local.conn = conn
@@ -74,6 +81,10 @@ class Store:
             with self._lock:
                 self._all.append(conn)
         return conn
+
+    def _lost(self, conn: Connection) -> bool:
+        """Whether ``conn`` can no longer run a statement (never, for a file)."""
+        return False
 
     def _open(self) -> Connection:
         try:

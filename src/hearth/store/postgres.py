@@ -455,6 +455,10 @@ class PgStore(Store):
                     " set_config('hnsw.ef_search', '100', false), set_config('random_page_cost', '1.1', false)")
         return PgConnection(raw)
 
+    def _lost(self, conn: Connection) -> bool:
+        raw = cast(PgConnection, conn).raw
+        return bool(raw.closed or raw.broken)
+
     def _begin_write(self, conn: Connection, exclusive: bool) -> None:
         if exclusive:
             conn.execute("BEGIN IMMEDIATE")  # BEGIN and the writers' advisory lock
