@@ -20,8 +20,7 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ConfigError(f"{purpose} needs the {module} package, which is not installed: "
-                          f"pip install 'hearth[{extra}]'") from None
+        raise _missing(module, extra, purpose) from None
 
 
 def check_installed(module: str, extra: str, purpose: str) -> None:
@@ -31,5 +30,9 @@ def check_installed(module: str, extra: str, purpose: str) -> None:
     except (ImportError, ValueError):  # ValueError: a module entry set to None, as if uninstalled
         found = False
     if not found:
-        raise ConfigError(f"{purpose} needs the {module} package, which is not installed: "
-                          f"pip install 'hearth[{extra}]'")
+        raise _missing(module, extra, purpose)
+
+
+def _missing(module: str, extra: str, purpose: str) -> ConfigError:
+    return ConfigError(f"{purpose} needs the {module} package, which is not installed: "
+                       f"pip install 'hearth[{extra}]'")

@@ -176,7 +176,7 @@ class LocalEmbedder:
             # follows the model's real limit.
             tokenizer.no_padding()
             tokenizer.enable_truncation(MAX_TOKENS)
-            session = _session(onnxruntime, model_path, self.threads)
+            session = _session(onnxruntime, str(model_path), self.threads)
             self._tokenizer = tokenizer
             self._session = session
 
@@ -239,14 +239,15 @@ class LocalEmbedder:
         return out
 
 
-def _session(onnxruntime: Any, model: Path | bytes, threads: int) -> onnxruntime.InferenceSession:
+def _session(onnxruntime: Any, model: str | bytes, threads: int) -> onnxruntime.InferenceSession:
+    """A session of the graph in the file at ``model``, or of the graph ``model`` holds."""
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     # Spinning threads would burn CPU the server needs between requests.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return onnxruntime.InferenceSession(model if isinstance(model, bytes) else str(model), options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 class OpenAIEmbedder:

@@ -570,18 +570,21 @@ def vector_search(conn: Connection, db_key: str, source: str, user_id: int, embe
                   query_vectors: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
     """Top ``k`` (id, cosine) per query vector over one user's vectors of one source."""
     model = model_id(embedder)
+    key = (db_key, source, user_id, model, k)
     if database_index(conn):
         from . import pgvectors
 
-        return [hits if (hits := taken_ahead((db_key, source, user_id, model, k), vector, None)) is not None
-                else pgvectors.search(conn, source, user_id, model, vector[None, :], k)[0]
-                for vector in query_vectors]
+        out = []
+        for vector in query_vectors:
+            hits = taken_ahead(key, vector)
+            out.append(hits if hits is not None else pgvectors.search(conn, source, user_id, model, vector[None, :], k)[0])
+        return out
     index = INDEXES.get(conn, db_key, source, user_id, model, int(query_vectors.shape[1]), wait=False)
     if index is None or len(index) == 0:
         return [[] for _ in range(len(query_vectors))]
     out = []
     for vector in query_vectors:
-        hits = taken_ahead((db_key, source, user_id, model, k), vector, index)
+        hits = taken_ahead(key, vector, index)
         out.append(hits if hits is not None else index.search(vector, k))  # already (int, float) pairs
     return out
 
