@@ -1,10 +1,11 @@
-"""PostgreSQL keyword search reads each row's stored words and the index's vocabulary (S6, S9,
-migrations 28 and 29), and message texts are stored uncompressed (migration 30).
+"""PostgreSQL keyword search reads each index's postings and vocabulary (S6, S9, migrations 28,
+29 and 31), and message texts are stored uncompressed (migration 30).
 
-A database at version 27 ranked by tokenising every match's text; migration 28 stores each indexed
-row's words beside it and BM25 reads them, and migration 29 keeps each index's vocabulary, through
-which a prefix term becomes the words it stands for. A database upgraded from 27 and one created at
-the latest version with the same rows return the same hits with the same scores, and those are the
+A database at version 27 ranked by tokenising every match's text; migration 28 stored each indexed
+row's words beside it, migration 29 keeps each index's vocabulary, through which a prefix term
+becomes the words it stands for, and migration 31 turns the stored words into postings (one row a
+word and indexed row) that BM25 reads by word. A database upgraded from 27 and one created at the
+latest version with the same rows return the same hits with the same scores, and those are the
 scores the ranking gave before the migrations.
 """
 
@@ -119,7 +120,7 @@ def _held(conn) -> set[tuple[str, str]]:
     """Each index's words as its indexed rows hold them now."""
     out = set()
     for fts, (table, _column, _indexed) in pgsearch.INDEXES.items():
-        out |= {(fts, r[0]) for r in conn.execute(f"SELECT DISTINCT unnest(tsvector_to_array(words)) FROM {table}_words")}
+        out |= {(fts, r[0]) for r in conn.execute(f"SELECT DISTINCT lexeme FROM {table}_postings")}
     return out
 
 
@@ -130,7 +131,7 @@ def _same(a: dict, b: dict) -> None:
         assert [s for _, s in a[key]] == pytest.approx([s for _, s in b[key]], rel=1e-12), key
 
 
-def test_s9_a_database_upgraded_from_27_searches_as_one_created_at_28(pg_databases):
+def test_s9_a_database_upgraded_from_27_searches_as_one_created_at_the_latest_version(pg_databases):
     upgraded_url, fresh_url = pg_databases
     upgraded = PgStore(upgraded_url, migrate=False)
     fresh = PgStore(fresh_url)
@@ -141,7 +142,7 @@ def test_s9_a_database_upgraded_from_27_searches_as_one_created_at_28(pg_databas
             _fill(conn)
         before = _ranked_before(conn)
         with upgraded.write():
-            assert migrations.migrate(conn, POSTGRESQL, upto=29) == [28, 29]
+            assert migrations.migrate(conn, POSTGRESQL) == [28, 29, 30, 31]
         after_upgrade = _ranked(conn)
         with fresh.write():
             _fill(fresh.connection())
@@ -150,16 +151,16 @@ def test_s9_a_database_upgraded_from_27_searches_as_one_created_at_28(pg_databas
         assert any(len(hits) > 3 for hits in before.values())
         _same(after_upgrade, before)
         _same(created, before)
-        # The stored words are exactly the rows the index covers, as each text now reads.
+        # The postings are exactly the words of the rows the index covers, as each text now reads,
+        # with each word's count in its row and the row's count of distinct words.
         for store in (upgraded, fresh):
             c = store.connection()
             for table, column, indexed in pgsearch.INDEXES.values():
-                stale = c.execute(
-                    f"SELECT count(*) FROM {table} a FULL JOIN {table}_words w ON w.id = a.id"
-                    f" WHERE (a.id IS NOT NULL AND {indexed.format(a='a')}) IS DISTINCT FROM (w.id IS NOT NULL)"
-                    f" OR w.words IS DISTINCT FROM (CASE WHEN {indexed.format(a='a')}"
-                    f" THEN hearth_words(a.{column}) END)").fetchone()[0]
-                assert stale == 0, table
+                held = {tuple(r) for r in c.execute(f"SELECT lexeme, id, tf, dl FROM {table}_postings")}
+                read = {tuple(r) for r in c.execute(
+                    f"SELECT l.lexeme, a.id, coalesce(array_length(l.positions, 1), 1), length(hearth_words(a.{column}))"
+                    f" FROM {table} a, unnest(hearth_words(a.{column})) l WHERE {indexed.format(a='a')}")}
+                assert held == read and held, table
         # The vocabulary holds every word an indexed row holds; an edited row's old words stay in
         # it until compaction, which keeps exactly the words still held.
         for store in (upgraded, fresh):
@@ -212,7 +213,7 @@ def test_s10_stored_prompts_are_kept_uncompressed_from_migration_30(pg_databases
         prompt(991)
         assert compression(991) == "pglz"
         with store.write():
-            assert migrations.migrate(conn, POSTGRESQL) == [30]
+            assert migrations.migrate(conn, POSTGRESQL, upto=30) == [30]
         prompt(992)
         assert compression(991) is None and compression(992) is None
         texts = conn.execute("SELECT content FROM messages WHERE id IN (991, 992)").fetchall()

@@ -4,14 +4,14 @@ The index is an expression GIN index over ``hearth_words(...)`` (``to_tsvector('
 the lower-cased text with diacritics folded) on exactly the rows FTS5 indexes on SQLite (see
 ``store/migrations/``): no stemming, no stop words, so a word matches the same rows on both
 engines; query words are folded with ``hearth_fold`` the same way. Matches are found through the index and
-ranked by Okapi BM25 (k1 1.2, b 0.75, FTS5's constants) computed from the matching row's own
-vector, stored beside the row when it is written (``messages_words``, ``archive_chunks_words``,
-``facts_words``: migration 28), so a query never tokenises a candidate's text again: term
-frequency from its positions, each term's IDF from its document frequency (the same
-cached statistics the common-term guard uses), and document length against the average length
-over the index, kept with its row count by triggers (``keyword_totals``). A prefix term stands for
-the words of the index's vocabulary that start with it (``keyword_lexemes``, migration 29), so a
-match's terms are picked out of its stored words in C rather than compared one by one.
+ranked by Okapi BM25 (k1 1.2, b 0.75, FTS5's constants) computed from the index's postings,
+written with the rows (``messages_postings``, ``archive_chunks_postings``, ``facts_postings``:
+migration 31, one row a word and row, as FTS5's doclists), so a query never tokenises a
+candidate's text again: term frequency and row length from the posting, each term's IDF from its
+document frequency (the same cached statistics the common-term guard uses), and document length
+against the average length over the index, kept with its row count by triggers
+(``keyword_totals``). A prefix term stands for the words of the index's vocabulary that start with
+it (``keyword_lexemes``, migration 29), so only those words' postings are read.
 ``ts_rank`` is not used: it has no IDF, so a common word would weigh as much as a rare one and the
 rankings of the two engines would disagree.
 """
@@ -68,16 +68,15 @@ TERMS_SQL = (
 
 
 def score_sql(table: str) -> str:
-    """BM25 (higher is better) of each row of ``hits`` (ids) as ``s(id, score)``: the row's stored
-    words (``<table>_words``, written with the row) cut down in C to the query's words
-    (``setweight`` marks them, ``ts_filter`` keeps them), then one hash join with ``q``. Its one
-    parameter is the average length."""
+    """BM25 (higher is better) of each row of ``hits`` (ids) as ``s(id, score)``: the postings of
+    the query's words (``<table>_postings``, written with the rows), read through their key by the
+    words as one array so the plan stays an index scan whatever the planner guesses of ``q``, kept
+    to the hits, summed in word order so equal scores compare equal. Its one parameter is the
+    average length."""
     return (
-        f"s AS (SELECT h.id, sum(q.w * h.tf * {K1 + 1} / (h.tf + {K1} * ({1 - B} + {B} * h.dl / ?::float8)))"
-        " AS score FROM (SELECT hits.id, l.lexeme, coalesce(array_length(l.positions, 1), 1) AS tf,"
-        f" length(kw.words) AS dl FROM hits JOIN {table}_words kw ON kw.id = hits.id,"
-        " unnest(ts_filter(setweight(kw.words, 'A', (SELECT array_agg(lexeme) FROM q)), '{a}')) l) h"
-        " JOIN q ON q.lexeme = h.lexeme GROUP BY h.id)"
+        f"s AS (SELECT p.id, sum(q.w * p.tf * {K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * p.dl / ?::float8))"
+        f" ORDER BY q.lexeme, q.w) AS score FROM {table}_postings p JOIN q ON q.lexeme = p.lexeme"
+        " JOIN hits ON hits.id = p.id WHERE p.lexeme = ANY(ARRAY(SELECT lexeme FROM q)) GROUP BY p.id)"
     )
 
 

@@ -16,9 +16,9 @@ def is_postgres(conn: Any) -> bool:
     return engine_of(conn).name == "postgresql"
 
 
-# PostgreSQL's stand-ins for FTS5's totals record, its stored terms and its vocabulary (kept by
+# PostgreSQL's stand-ins for FTS5's totals record, its doclists and its vocabulary (kept by
 # triggers from the rows they index): like FTS5's shadow tables, not data.
-PG_DERIVED = ("keyword_totals", "messages_words", "archive_chunks_words", "facts_words", "keyword_lexemes")
+PG_DERIVED = ("keyword_totals", "messages_postings", "archive_chunks_postings", "facts_postings", "keyword_lexemes")
 
 
 def tables(conn: Connection) -> list[str]:

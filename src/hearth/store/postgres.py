@@ -40,7 +40,7 @@ def is_postgres(conn: Any) -> bool:
 
 
 # Each keyword index's table and text column: a GIN expression index over hearth_words(column),
-# the rows' stored words and the index's vocabulary (store/migrations/), PostgreSQL's stand-in
+# the index's postings and vocabulary (store/migrations/), PostgreSQL's stand-in
 # for an FTS5 table.
 KEYWORD_INDEXES = {"messages_fts": ("messages", "content"), "archive_chunks_fts": ("archive_chunks", "text"),
                    "facts_fts": ("facts", "text")}
@@ -101,7 +101,7 @@ class PgEngine:
             conn.execute(f"VACUUM (ANALYZE) {table}")
 
     def empty_tables(self, conn: Connection, tables: list[str]) -> None:
-        # TRUNCATE fires no row triggers: the stored words and the vocabulary go with their rows and
+        # TRUNCATE fires no row triggers: the postings and the vocabulary go with their rows and
         # the keyword totals start again from zero; the copy that follows refills them through its inserts.
         if tables:
             derived = [t for t in catalog.PG_DERIVED if t != "keyword_totals"]
@@ -119,9 +119,8 @@ class PgEngine:
         # VACUUM then removes dead rows and their GIN and HNSW index entries and marks their space free.
         with store.write() as conn:
             for index, (table, _column) in KEYWORD_INDEXES.items():
-                conn.execute(f"WITH live AS MATERIALIZED (SELECT DISTINCT unnest(tsvector_to_array(words)) AS lexeme"
-                             f" FROM {table}_words) DELETE FROM keyword_lexemes k WHERE k.name = ?"
-                             " AND NOT EXISTS (SELECT 1 FROM live WHERE live.lexeme = k.lexeme)", (index,))
+                conn.execute(f"DELETE FROM keyword_lexemes k WHERE k.name = ? AND NOT EXISTS"
+                             f" (SELECT 1 FROM {table}_postings p WHERE p.lexeme = k.lexeme)", (index,))
         conn = store.connection()
         if conn.in_transaction:
             return  # VACUUM cannot run inside a transaction; the next compaction (or autovacuum) does it

@@ -60,6 +60,7 @@ from .changes import (
     m028_store_keyword_words,
     m029_keep_keyword_vocabulary,
     m030_keep_message_texts_uncompressed,
+    m031_keep_keyword_postings,
     scope_card_books,
     unbake_card_macros,
 )
@@ -100,6 +101,7 @@ MIGRATIONS: list[Callable[..., None]] = [
     m028_store_keyword_words,
     m029_keep_keyword_vocabulary,
     m030_keep_message_texts_uncompressed,
+    m031_keep_keyword_postings,
 ]
 
 

@@ -752,3 +752,62 @@ def m030_keep_message_texts_uncompressed() -> list[Operation]:
     small. Stored prompts are rewritten in this migration; other long texts are stored so as they
     are written."""
     return [UNCOMPRESSED_TEXTS]
+
+
+def _postings_sql() -> str:
+    """PostgreSQL's postings of each keyword index (``<table>_postings``: one row a word and indexed
+    row, its term frequency and the row's length), kept by the totals' triggers and filled from the
+    stored words they replace."""
+    out = []
+    for index, table, column, old_indexed, new_indexed, _indexed in _KEYWORD_INDEXES:
+        out.append(f"""
+CREATE TABLE {table}_postings (
+    lexeme TEXT COLLATE "C" NOT NULL,
+    id BIGINT NOT NULL,
+    tf SMALLINT NOT NULL,
+    dl INTEGER NOT NULL,
+    PRIMARY KEY (lexeme, id) INCLUDE (tf, dl)
+);
+CREATE OR REPLACE FUNCTION {_TOTALS_FUNCTIONS[table]}() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    w tsvector;
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') AND {old_indexed} THEN
+        w := hearth_words(OLD.{column});
+        PERFORM hearth_keyword_add('{index}', -1, -length(w));
+        DELETE FROM {table}_postings WHERE lexeme = ANY(tsvector_to_array(w) COLLATE "C") AND id = OLD.id;
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') AND {new_indexed} THEN
+        w := hearth_words(NEW.{column});
+        PERFORM hearth_keyword_add('{index}', 1, length(w));
+        INSERT INTO {table}_postings (lexeme, id, tf, dl)
+            SELECT l.lexeme, NEW.id, coalesce(array_length(l.positions, 1), 1), length(w) FROM unnest(w) AS l;
+        INSERT INTO keyword_lexemes (name, lexeme) SELECT '{index}', unnest(tsvector_to_array(w))
+            ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END $$;
+INSERT INTO {table}_postings (lexeme, id, tf, dl)
+    SELECT l.lexeme, w.id, coalesce(array_length(l.positions, 1), 1), length(w.words)
+    FROM {table}_words w, unnest(w.words) AS l;
+DROP TABLE {table}_words;
+ANALYZE {table}_postings;""")
+    return "".join(out) + "\n"
+
+
+POSTINGS = Step(
+    "keyword_postings",  # FTS5's doclists are its postings already
+    sqlite=None,
+    postgresql=_postings_sql,
+)
+
+
+@migration
+def m031_keep_keyword_postings() -> list[Operation]:
+    """Each keyword index's postings on PostgreSQL, as FTS5 keeps doclists: ``<table>_postings``
+    holds one row a word and indexed row (the word, the row's id, how often the word occurs in it
+    and how many distinct words the row has), keyed by the word, so BM25 reads a query's postings
+    in index order instead of reading each match's stored words and cutting them down to the
+    query's. They replace the stored words of migration 28. Kept by the totals' triggers in the
+    writing transaction: an edited or deleted row's postings are removed by its old words."""
+    return [POSTINGS]
