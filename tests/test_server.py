@@ -6,6 +6,7 @@ and one test talks to a real uvicorn server over TCP.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -500,6 +501,46 @@ def test_u1_real_uvicorn_streams_a_reply_over_tcp(app, hearth, persona):
             assert "".join(d["text"] for k, d in events if k == "delta") == "Reply 1"
             assert http.get("/").status_code == 200
             assert http.get("/static/app.js").headers["content-type"].startswith(("text/javascript", "application/javascript"))
+
+
+def test_w2_a3_stop_closes_the_reply_at_once_off_the_event_loop_and_keeps_what_it_searched(app, hearth, persona,
+                                                                                         provider):
+    """The person pressing Stop closes the connection mid-reply. The reply's clean-up (the provider
+    stream closed, what the assembly searched written, the reply marked ended) runs right away on a
+    worker thread: not later, wherever the garbage collector happens to run, and not on the event
+    loop, where a database write would hold up every other request."""
+    closed: list[str] = []
+
+    def endless(request):
+        try:
+            for i in range(200):
+                time.sleep(0.02)
+                yield StreamEvent("text", text=f"Piece {i}. ")
+        finally:
+            try:
+                asyncio.get_running_loop()
+                closed.append("event loop")
+            except RuntimeError:
+                closed.append("worker thread")
+
+    provider.replies.append(endless)
+    with serve_in_thread(app) as base:
+        with httpx.Client(base_url=base, timeout=10) as http:
+            chat = http.post("/api/conversations", json={"persona_id": persona.id}).json()
+            with http.stream("POST", f"/api/conversations/{chat['id']}/messages", json={"text": "Go on"}) as response:
+                for line in response.iter_lines():
+                    if line == "event: delta":
+                        break
+
+            def kinds() -> list[str]:
+                return [e["kind"] for e in http.get(f"/api/conversations/{chat['id']}/events").json()]
+
+            deadline = time.monotonic() + 10
+            while not (closed and "context.request_size" in kinds()) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert closed == ["worker thread"] and "context.request_size" in kinds()
+            # Ended: "Compact now" is no longer refused as a reply in flight.
+            assert http.post(f"/api/conversations/{chat['id']}/compact").status_code != 409
 
 
 # -- visibility over HTTP refreshes stored prompts (V1, V3) ----------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from hearth.memory.memories import Adjust, Composed, Memories
 from hearth.ops.jobs import Handler, UserJobs, enqueue
@@ -32,7 +32,7 @@ from hearth.settings import Settings
 from hearth.store import Connection, Store, open_store
 from hearth.thread import alternatives
 from hearth.thread.alternatives import Alternative
-from hearth.thread.send import Reply, SendEvent, SendPath, check_open, collect, keep_partial
+from hearth.thread.send import Events, Reply, SendPath, check_open, collect, keep_partial
 from hearth.thread.tools import Toolbox
 from hearth.thread.turns import TurnCache
 from hearth.wiring import job_handlers, wire
@@ -284,7 +284,7 @@ class Scope:
 
     # -- sending -----------------------------------------------------------------------------
     def send_stream(self, conversation_id: int, text: str, *, channel: str = "web",
-                    pin_characters: tuple[str, ...] = ()) -> Iterator[SendEvent]:
+                    pin_characters: tuple[str, ...] = ()) -> Events:
         return SendPath(self._context).stream(conversation_id, text, channel=channel, pin_characters=pin_characters)
 
     def send(self, conversation_id: int, text: str, *, channel: str = "web",
@@ -300,7 +300,7 @@ class Scope:
         """Send a message on a messaging channel to this user's contact there (E10, E11)."""
         deliver_reply(self._context, channel, persona_id, message)
 
-    def retry_stream(self, conversation_id: int, *, channel: str = "web") -> Iterator[SendEvent]:
+    def retry_stream(self, conversation_id: int, *, channel: str = "web") -> Events:
         """Answer the last unanswered user message again (after a provider error, PR5)."""
         return SendPath(self._context).stream(conversation_id, "", channel=channel, retry=True)
 
@@ -308,7 +308,7 @@ class Scope:
         return collect(self.retry_stream(conversation_id, channel=channel), self.conversations)
 
     # -- alternatives: stop, regenerate, swipe, edit (W2) ---------------------------------------------
-    def regenerate_stream(self, conversation_id: int, *, channel: str = "web") -> Iterator[SendEvent]:
+    def regenerate_stream(self, conversation_id: int, *, channel: str = "web") -> Events:
         """Write another version of the last reply; it becomes the chosen one when it completes. An
         unanswered newest message (a client regenerating after a failed reply, X1) is answered."""
         return SendPath(self._context).stream(conversation_id, "", channel=channel, regenerate=True)
@@ -317,7 +317,7 @@ class Scope:
         return collect(self.regenerate_stream(conversation_id, channel=channel), self.conversations)
 
     def edit_stream(self, conversation_id: int, message_id: int, text: str, *,
-                    channel: str = "web") -> Iterator[SendEvent]:
+                    channel: str = "web") -> Events:
         """Replace one of the person's messages with ``text`` and continue from it (W2): the original
         stays as version 0 and the turns that followed it as that version's branch."""
         return SendPath(self._context).stream(conversation_id, text, channel=channel, edit_message_id=message_id)

@@ -24,8 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from itertools import chain
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from hearth.continuity.branch import new_chat
 from hearth.errors import InvalidInput, NotFound
@@ -34,7 +33,7 @@ from hearth.records.conversations import Conversation
 from hearth.records.personas import Persona
 from hearth.store import engine_of, utcnow
 from hearth.thread.character import add_greeting
-from hearth.thread.send import SendEvent, SendPath
+from hearth.thread.send import Events, SendPath
 from hearth.validation import check_text
 
 if TYPE_CHECKING:
@@ -200,11 +199,12 @@ class ClientChats:
 
     # -- sending -----------------------------------------------------------------------------------
     def send_stream(self, model: str, messages: list[ClientMessage], *, chat_id: str | None = None,
-                    provider_models: bool = False) -> tuple[Pinned, Iterator[SendEvent]]:
+                    provider_models: bool = False) -> tuple[Pinned, Events]:
         """Pin the chat, keep its system prompt, and run the send path for its last user message.
 
         Everything up to the saved user message is one transaction, run before this returns: bad
-        input raises here and changes nothing. The events then stream as from a chat's send.
+        input raises here and changes nothing. The events after ``saved`` then stream as from a
+        chat's send.
         """
         for m in messages:
             if m.role not in ROLES:
@@ -233,8 +233,8 @@ class ClientChats:
                 events = SendPath(self._ctx).stream(conversation_id, "", channel="api", regenerate=True)
             else:
                 events = SendPath(self._ctx).stream(conversation_id, text, channel="api")
-            first = next(events)  # the durable save, inside this transaction
-        return pinned, chain([first], events)
+            next(events)  # "saved": the durable save, inside this transaction
+        return pinned, events
 
 
 def unknown_model(model: str) -> NotFound:

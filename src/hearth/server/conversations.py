@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Iterator
+from typing import Any, Generator
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import StreamingResponse
@@ -22,18 +22,16 @@ from hearth.records import ledger
 from hearth.records.conversations import MAX_TITLE
 from hearth.scope import Scope
 from hearth.thread.search import MAX_TAG, MAX_TAGS
-from hearth.thread.send import SendEvent
+from hearth.thread.send import Events, SendEvent
 
 from ..errors import HearthError
 from .auth import current_scope, get_hearth
 from .models import MAX_ID, Estimate, IdPath, OptionalIdQuery, RequestModel, plain
+from .streams import SSE_MEDIA_TYPE, closing
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/conversations", tags=["conversations"])
-
-SSE_MEDIA_TYPE = "text/event-stream"
-
 
 class ConversationCreate(RequestModel):
     persona_id: int | None = Field(default=None, ge=1, le=MAX_ID, description="Default persona when omitted")
@@ -280,10 +278,10 @@ def retry_reply(conversation_id: IdPath, body: RetryIn | None = None,
     return _stream(scope.retry_stream(conversation_id, channel=body.channel if body else "web"))
 
 
-def _stream(events: Iterator[SendEvent]) -> StreamingResponse:
+def _stream(events: Events) -> StreamingResponse:
     # Prime: validation and the durable save happen here, so their errors are plain 4xx JSON.
     first = next(events)
-    return StreamingResponse(_sse(first, events), media_type=SSE_MEDIA_TYPE,
+    return StreamingResponse(closing(_sse(first, events)), media_type=SSE_MEDIA_TYPE,
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 
@@ -291,7 +289,7 @@ def sse_frame(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-def _sse(first: SendEvent, events: Iterator[SendEvent]) -> Iterator[bytes]:
+def _sse(first: SendEvent, events: Events) -> Generator[bytes, None, None]:
     yield sse_frame(first.type, first.data)
     try:
         for event in events:
@@ -304,6 +302,8 @@ def _sse(first: SendEvent, events: Iterator[SendEvent]) -> Iterator[bytes]:
         log.exception("reply stream failed")
         yield sse_frame("error", {"error": "internal_error", "retryable": True,
                                   "detail": "the server failed while answering; the message is saved"})
+    finally:
+        events.close()
 
 
 # -- diagnostics ---------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import json
 import logging
 import secrets
 import time
-from typing import Annotated, Any, Iterator, Literal
+from typing import Annotated, Any, Generator, Literal
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -25,18 +25,18 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from hearth.interop.client_chats import ClientMessage, chat_id_from, unknown_model
 from hearth.scope import Scope
-from hearth.thread.send import SendEvent
+from hearth.thread.send import Events
 
 from ..errors import HearthError, InvalidInput, ProviderError
 from ..text import estimate_tokens
 from ..validation import text_problem
 from .auth import current_scope, get_hearth
+from .streams import SSE_MEDIA_TYPE, closing
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 
-SSE_MEDIA_TYPE = "text/event-stream"
 CONVERSATION_HEADER = "X-Hearth-Conversation-Id"
 MAX_MESSAGES = 10_000
 
@@ -228,7 +228,7 @@ def chat_completions(body: ChatCompletionIn, request: Request, scope: Scope = De
     headers = {CONVERSATION_HEADER: str(pinned.conversation.id), "Cache-Control": "no-store"}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(stream_chunks(events, completion_id, created, body.model, include_usage),
+        return StreamingResponse(closing(stream_chunks(events, completion_id, created, body.model, include_usage)),
                                  media_type=SSE_MEDIA_TYPE, headers={**headers, "X-Accel-Buffering": "no"})
     parts: list[str] = []
     done: dict[str, Any] = {}
@@ -251,8 +251,8 @@ def _data(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n\n"
 
 
-def stream_chunks(events: Iterator[SendEvent], completion_id: str, created: int, model: str,
-                  include_usage: bool) -> Iterator[bytes]:
+def stream_chunks(events: Events, completion_id: str, created: int, model: str,
+                  include_usage: bool) -> Generator[bytes, None, None]:
     """Chat Completions chunks: the role first, then content deltas, the finish reason, the usage
     chunk when asked for (``stream_options.include_usage``), then ``data: [DONE]``."""
 
@@ -267,10 +267,10 @@ def stream_chunks(events: Iterator[SendEvent], completion_id: str, created: int,
     def failure(message: str, code: str) -> bytes:
         return _data({"error": {"message": message, "type": "api_error", "param": None, "code": code}})
 
-    yield chunk({"role": "assistant", "content": ""})
     done: dict[str, Any] = {}
     chars = 0
     try:
+        yield chunk({"role": "assistant", "content": ""})
         for event in events:
             if event.type == "delta":
                 chars += len(event.data["text"])
@@ -288,6 +288,8 @@ def stream_chunks(events: Iterator[SendEvent], completion_id: str, created: int,
         log.exception("client reply stream failed")
         yield failure("the server failed while answering; the message is saved", "internal_error")
         return
+    finally:
+        events.close()
     yield chunk({}, "stop")
     if include_usage:
         yield _data({"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,

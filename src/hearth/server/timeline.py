@@ -26,6 +26,7 @@ from hearth.thread.turns import ThreadTurn
 from .auth import current_scope, get_hearth
 from .conversations import ConversationOut
 from .models import IdPath, RequestModel
+from .streams import SSE_MEDIA_TYPE
 
 router = APIRouter(tags=["timeline"])
 
@@ -68,7 +69,7 @@ def timeline_resume(request: Request, scope: Scope = Depends(current_scope)) -> 
 
 @router.get("/api/timeline/live", response_class=StreamingResponse,
             responses={200: {"description": "Server-sent live notices (context.capsule started/failed/completed)",
-                             "content": {"text/event-stream": {"schema": {"type": "string"}}}}})
+                             "content": {SSE_MEDIA_TYPE: {"schema": {"type": "string"}}}}})
 async def timeline_live(request: Request, scope: Scope = Depends(current_scope),
                         once: bool = Query(default=False, description="End after the first notice")) -> StreamingResponse:
     """Live-only notices (E6); nothing here is stored. Kinds, ids and numbers only."""
@@ -91,7 +92,7 @@ async def timeline_live(request: Request, scope: Scope = Depends(current_scope),
         finally:
             bus.unsubscribe(user_id, listener)
 
-    return StreamingResponse(stream(), media_type="text/event-stream",
+    return StreamingResponse(stream(), media_type=SSE_MEDIA_TYPE,
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 

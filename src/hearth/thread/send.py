@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Generator, Iterator
 
 from hearth.continuity.timeline import capsules, chains, spans
 from hearth.errors import Conflict, InvalidInput, NotFound, ProviderError
@@ -52,6 +52,11 @@ class SendEvent:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+# A reply's events. Closing them early (the person pressed Stop) runs the reply's clean-up: what
+# the assembly searched is written and the reply is marked ended.
+Events = Generator[SendEvent, None, None]
+
+
 @dataclass(frozen=True)
 class Reply:
     user_message: Message
@@ -75,7 +80,7 @@ class SendPath:
 
     def stream(self, conversation_id: int, text: str, *, channel: str = "web",
                pin_characters: tuple[str, ...] = (), retry: bool = False, regenerate: bool = False,
-               edit_message_id: int | None = None) -> Iterator[SendEvent]:
+               edit_message_id: int | None = None) -> Events:
         """Send ``text``; or answer the last unanswered message again (``retry``); or write another
         version of the last reply (``regenerate``); or replace a message the person sent with
         ``text`` and answer it again (``edit_message_id``). Replaced versions stay as alternatives; the
