@@ -598,20 +598,16 @@ def exact_message_search(conn: Connection, ids_sql: str, args: tuple, embedder: 
         from . import pgvectors
 
         return pgvectors.exact_messages(conn, ids_sql, args, model, vector, k)
-    from .vectors import from_blob
-
     rows = conn.execute(f"SELECT e.message_id, e.embedding FROM ({ids_sql}) AS d"
                         " JOIN message_embeddings e ON e.message_id = d.id WHERE e.model = ?",
                         (*args, model)).fetchall()
-    ids, vectors = [], []
-    for message_id, blob in rows:
-        stored = from_blob(blob)
-        if stored.shape[0] == vector.shape[0]:
-            ids.append(int(message_id))
-            vectors.append(stored)
-    if not ids:
+    size = vector.shape[0] * 4  # float32 bytes; a vector of another size is not comparable
+    kept = [(int(message_id), blob) for message_id, blob in rows if len(blob) == size]
+    if not kept:
         return []
-    scores = np.stack(vectors) @ vector
+    ids = [message_id for message_id, _ in kept]
+    # One buffer for the whole range: decoding each BLOB on its own cost more than the scoring.
+    scores = np.frombuffer(b"".join(blob for _, blob in kept), dtype="<f4").reshape(len(kept), -1) @ vector
     hits = sorted(zip(ids, scores.tolist()), key=lambda h: (-h[1], h[0]))
     return hits[:k]
 
