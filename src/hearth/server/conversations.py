@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/conversations", tags=["conversations"])
 
+
 class ConversationCreate(RequestModel):
     persona_id: int | None = Field(default=None, ge=1, le=MAX_ID, description="Default persona when omitted")
     title: str = Field(default="", max_length=MAX_TITLE)

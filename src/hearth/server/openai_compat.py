@@ -232,13 +232,17 @@ def chat_completions(body: ChatCompletionIn, request: Request, scope: Scope = De
                                  media_type=SSE_MEDIA_TYPE, headers={**headers, "X-Accel-Buffering": "no"})
     parts: list[str] = []
     done: dict[str, Any] = {}
-    for event in events:
-        if event.type == "delta":
-            parts.append(event.data["text"])
-        elif event.type == "error":
-            raise ProviderError(event.data["detail"], event.data.get("kind", "other"), event.data.get("retryable", False))
-        elif event.type == "done":
-            done = event.data
+    try:
+        for event in events:
+            if event.type == "delta":
+                parts.append(event.data["text"])
+            elif event.type == "error":
+                raise ProviderError(event.data["detail"], event.data.get("kind", "other"),
+                                    event.data.get("retryable", False))
+            elif event.type == "done":
+                done = event.data
+    finally:
+        events.close()  # here, on this request's thread, not wherever the error is collected
     text = "".join(parts)
     payload = {"id": completion_id, "object": "chat.completion", "created": created, "model": body.model,
                "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
