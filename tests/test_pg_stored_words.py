@@ -99,15 +99,20 @@ def _ranked(conn) -> dict:
 
 
 def _ranked_before(conn) -> dict:
-    STATS.clear()
+    """The ranking before migration 28, each word's rows counted by the GIN match itself (the
+    definition the postings' counts must equal)."""
     out = {}
     for fts, (alias, _where) in INDEXES.items():
         table, column, indexed = pgsearch.INDEXES[fts]
         sql = BEFORE.format(a=alias, table=table, column=column, indexed=indexed.format(a=alias))
+        total = conn.execute(f"SELECT count(*) FROM {table} WHERE {indexed.format(a=table)}").fetchone()[0]
+        avg = pgsearch.average_length(conn, fts)
         for words in QUERIES:
             query = pgsearch.tsquery(words)
-            terms, weights, avg = pgsearch.bm25_terms(conn, fts, words)
-            rows = conn.execute(sql, (avg, [t.casefold() for t in terms], weights, query, 1, 20)).fetchall()
+            weights = [pgsearch.idf(max(total, 1), conn.execute(
+                f"SELECT count(*) FROM {table} WHERE hearth_words({column}) @@ to_tsquery('simple', hearth_fold(?))"
+                f" AND {indexed.format(a=table)}", (pgsearch.tsquery([word]),)).fetchone()[0]) for word in words]
+            rows = conn.execute(sql, (avg, [w.casefold() for w in words], weights, query, 1, 20)).fetchall()
             out[(fts, tuple(words))] = [(r[0], r[1]) for r in rows]
     return out
 

@@ -137,7 +137,7 @@ def _read_frequencies(conn: Connection, vocab: str, words: list[str]) -> dict[st
     out: dict[str, int] = {}
     fts = vocab.removesuffix("_vocab")
     if engine_of(conn).keyword_index == "tsvector":
-        return {word: _pg_document_frequency(conn, fts, word) for word in words}
+        return _pg_document_frequencies(conn, fts, words)
     stems = _stemming(conn, fts)
     for word in words:
         if stems:
@@ -165,14 +165,25 @@ def tsquery(words: list[str]) -> str:
     return " | ".join(parts)
 
 
-def _pg_document_frequency(conn: Connection, fts: str, word: str) -> int:
-    table, column, indexed = PG_INDEXES[fts]
-    query = tsquery([word])
-    if not query:
-        return 0
-    row = conn.execute(f"SELECT count(*) FROM {table} WHERE hearth_words({column})"
-                       f" @@ to_tsquery('simple', hearth_fold(?)) AND {indexed.format(a=table)}", (query,)).fetchone()
-    return int(row[0])
+def _pg_document_frequencies(conn: Connection, fts: str, words: list[str]) -> dict[str, int]:
+    """Each word's rows in a keyword index on PostgreSQL, all in one statement, counted on the
+    index's postings (a key range each, read from the index alone): the rows holding the word, or
+    for a stem (``talk*``) the rows holding any word it begins, as the GIN match would find them."""
+    cores = [word.removesuffix("*") for word in words]
+    asked = [i for i, core in enumerate(cores) if core]  # a bare "*" is no word
+    out = dict.fromkeys(words, 0)
+    if not asked:
+        return out
+    table = PG_INDEXES[fts][0]
+    rows = conn.execute(
+        f"SELECT u.n, (SELECT count(DISTINCT p.id) FROM {table}_postings p WHERE p.lexeme >= u.lo"
+        " AND p.lexeme < u.lo || CASE WHEN u.prefix THEN chr(1114111) ELSE chr(1) END)"
+        " FROM (SELECT x.n, hearth_fold(x.t) COLLATE \"C\" AS lo, x.prefix"
+        " FROM unnest(?::text[], ?::boolean[]) WITH ORDINALITY AS x(t, prefix, n)) u",
+        ([cores[i] for i in asked], [words[i].endswith("*") for i in asked])).fetchall()
+    for n, count in rows:
+        out[words[asked[int(n) - 1]]] = int(count)
+    return out
 
 
 def doc_frequencies(conn: Connection, vocab: str, words: list[str]) -> dict[str, int]:
