@@ -115,7 +115,7 @@ def keyword_messages(conn: Connection, user_id: int, words: list[str], f: Filter
 
         where, args = message_filter_sql(user_id, f)
         rows = pgsearch.ranked(conn, "messages_fts", "m", "m.id", "JOIN conversations c ON c.id = m.conversation_id",
-                               where, args, words, limit)
+                               where, args, words, limit, narrow=True)
         return [(r[0], r["score"]) for r in rows]
     if f.date_from or f.date_to:
         where, args = message_filter_sql(user_id, f)
@@ -157,7 +157,8 @@ def keyword_chunks(conn: Connection, user_id: int, words: list[str], f: Filters,
         from . import pgsearch
 
         rows = pgsearch.ranked(conn, "archive_chunks_fts", "k", "k.id",
-                               "JOIN archive_documents d ON d.id = k.document_id", where, args, words, limit)
+                               "JOIN archive_documents d ON d.id = k.document_id", where, args, words, limit,
+                               narrow=bool(f.collections or f.date_from or f.date_to))
         return [(r[0], r["score"]) for r in rows]
     rows = conn.execute(
         "SELECT k.id, bm25(archive_chunks_fts) AS score FROM archive_chunks_fts"

@@ -82,7 +82,7 @@ def search_messages(
 
         rows = pgsearch.ranked(conn, "messages_fts", "m", "m.id, m.conversation_id, c.title, m.role, m.created_at,"
                                " m.content", "JOIN conversations c ON c.id = m.conversation_id", where, filters,
-                               pgsearch.words_of_match(match), limit)
+                               pgsearch.words_of_match(match), limit, narrow=conversation_id is not None)
         return [_hit(r, r["score"]) for r in rows]
     # Rank inside FTS5 first and filter a bounded candidate list: joining every match of a common
     # word to its message and conversation before ranking costs hundreds of milliseconds at a

@@ -1,19 +1,20 @@
-"""Keyword search on PostgreSQL (S6, S9): tsvector + GIN, ranked by BM25 as FTS5 ranks.
+"""Keyword search on PostgreSQL (S6, S9): the index's postings, ranked by BM25 as FTS5 ranks.
 
-The index is an expression GIN index over ``hearth_words(...)`` (``to_tsvector('simple', ...)`` of
-the lower-cased text with diacritics folded) on exactly the rows FTS5 indexes on SQLite (see
-``store/migrations/``): no stemming, no stop words, so a word matches the same rows on both
-engines; query words are folded with ``hearth_fold`` the same way. Matches are found through the index and
-ranked by Okapi BM25 (k1 1.2, b 0.75, FTS5's constants) computed from the index's postings,
-written with the rows (``messages_postings``, ``archive_chunks_postings``, ``facts_postings``:
-migration 31, one row a word and row, as FTS5's doclists), so a query never tokenises a
+Each keyword index (the rows FTS5 indexes on SQLite) keeps its postings in a table written with
+the rows (``messages_postings``, ``archive_chunks_postings``, ``facts_postings``: migration 31, one
+row a word and row, as FTS5's doclists): the words of ``hearth_words(...)`` (``to_tsvector('simple',
+...)`` of the lower-cased text with diacritics folded), no stemming, no stop words, so a word
+matches the same rows on both engines; query words are folded with ``hearth_fold`` the same way. A
+row matches when it holds one of the query's words; a prefix term stands for the words of the
+index's vocabulary that start with it (``keyword_lexemes``, migration 29). Matches are ranked by
+Okapi BM25 (k1 1.2, b 0.75, FTS5's constants) from the postings alone, so a query never tokenises a
 candidate's text again: term frequency and row length from the posting, each term's IDF from its
 document frequency (the same cached statistics the common-term guard uses), and document length
 against the average length over the index, kept with its row count by triggers
-(``keyword_totals``). A prefix term stands for the words of the index's vocabulary that start with
-it (``keyword_lexemes``, migration 29), so only those words' postings are read.
-``ts_rank`` is not used: it has no IDF, so a common word would weigh as much as a rare one and the
-rankings of the two engines would disagree.
+(``keyword_totals``). ``ts_rank`` is not used: it has no IDF, so a common word would weigh as much
+as a rare one and the rankings of the two engines would disagree. The GIN indexes over
+``hearth_words(...)`` find the matches first when the filters pass few of them (``ranked``), and
+answer the search of conversations (``thread/search.py``: every word in one turn).
 """
 
 from __future__ import annotations
@@ -67,35 +68,51 @@ TERMS_SQL = (
 )
 
 
-def score_sql(table: str) -> str:
-    """BM25 (higher is better) of each row of ``hits`` (ids) as ``s(id, score)``: the postings of
-    the query's words (``<table>_postings``, written with the rows), read through their key by the
-    words as one array so the plan stays an index scan whatever the planner guesses of ``q``, kept
-    to the hits, summed in word order so equal scores compare equal. Its one parameter is the
-    average length."""
+def score_sql(table: str, among: str = "") -> str:
+    """BM25 (higher is better) of each row holding one of the query's words, as ``s(id, score)``:
+    the postings of those words (``<table>_postings``, written with the rows), read through their
+    key by the words as one array so the plan stays an index scan whatever the planner guesses of
+    ``q``, summed in word order so equal scores compare equal; ``among`` (a CTE of ids) keeps them
+    to its rows. Its one parameter is the average length."""
+    kept = f" JOIN {among} ON {among}.id = p.id" if among else ""
     return (
         f"s AS (SELECT p.id, sum(q.w * p.tf * {K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * p.dl / ?::float8))"
-        f" ORDER BY q.lexeme, q.w) AS score FROM {table}_postings p JOIN q ON q.lexeme = p.lexeme"
-        " JOIN hits ON hits.id = p.id WHERE p.lexeme = ANY(ARRAY(SELECT lexeme FROM q)) GROUP BY p.id)"
+        f" ORDER BY q.lexeme, q.w) AS score FROM {table}_postings p JOIN q ON q.lexeme = p.lexeme{kept}"
+        " WHERE p.lexeme = ANY(ARRAY(SELECT lexeme FROM q)) GROUP BY p.id)"
     )
 
 
 def ranked(conn: Connection, fts: str, alias: str, select: str, joins: str, where: list[str],
-           args: list[Any], words: list[str], limit: int) -> list[Any]:
+           args: list[Any], words: list[str], limit: int, narrow: bool = False) -> list[Any]:
     """Rows matching any of ``words`` under ``where``, best BM25 first; each row ends with ``score``.
-    The matches are found through the GIN index, scored, and only the best ``limit`` are read whole."""
+
+    By default every row holding a query word is scored from the postings alone, then the rows
+    are read best first, each through its primary key with the filters, until ``limit`` pass (as
+    FTS5 ranks every match and filters after); the lateral subquery (``OFFSET 0`` keeps it one) is
+    what stops the walk early. Finding the matches through the GIN index first read every match's
+    row and conversation to filter them: twice the time on a send's search, and a cached generic
+    plan could take seconds. ``narrow`` filters (one conversation, a date range) pass few of the
+    matches, so there the GIN index finds the matches, the filters keep the few, and only those
+    are scored: walking in score order would read most matches before ``limit`` passed."""
     table, column, indexed = INDEXES[fts]
     query = tsquery(words)
     if not query:
         return []
     terms, weights, avg = bm25_terms(conn, fts, words)
-    terms = [t.casefold() for t in terms]
+    if not narrow:
+        sql = (
+            f"{TERMS_SQL}, {score_sql(table)} SELECT x.*, top.score"
+            " FROM (SELECT id, score FROM s ORDER BY score DESC, id) top"
+            f" CROSS JOIN LATERAL (SELECT {select} FROM {table} {alias} {joins}"
+            f" WHERE {alias}.id = top.id AND {' AND '.join(where)} OFFSET 0) x"
+            " ORDER BY top.score DESC, top.id LIMIT ?"
+        )
+        return conn.execute(sql, (terms, weights, fts, avg, *args, limit)).fetchall()
     sql = (
         f"{TERMS_SQL}, hits AS MATERIALIZED (SELECT {alias}.id FROM {table} {alias} {joins}"
         f" WHERE hearth_words({alias}.{column}) @@ to_tsquery('simple', hearth_fold(?))"
-        f" AND {indexed.format(a=alias)} AND {' AND '.join(where)}), {score_sql(table)}"
-        f" SELECT {select}, top.score FROM (SELECT hits.id, coalesce(s.score, 0) AS score FROM hits"
-        " LEFT JOIN s ON s.id = hits.id ORDER BY score DESC, hits.id LIMIT ?) top"
-        f" JOIN {table} {alias} ON {alias}.id = top.id {joins} ORDER BY top.score DESC, {alias}.id"
+        f" AND {indexed.format(a=alias)} AND {' AND '.join(where)}), {score_sql(table, 'hits')}"
+        f" SELECT {select}, s.score FROM s JOIN {table} {alias} ON {alias}.id = s.id {joins}"
+        f" ORDER BY s.score DESC, {alias}.id LIMIT ?"
     )
     return conn.execute(sql, (terms, weights, fts, query, *args, avg, limit)).fetchall()
