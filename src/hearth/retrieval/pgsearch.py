@@ -49,10 +49,10 @@ def idf(total: int, df: int) -> float:
     return max(math.log((total - df + 0.5) / (df + 0.5)), 1e-6)
 
 
-def bm25_terms(conn: Connection, fts: str, words: list[str]) -> tuple[list[str], list[float], float]:
-    """The words, their IDFs and the average row length: the parameters ``score_sql`` takes."""
+def bm25_weights(conn: Connection, fts: str, words: list[str]) -> tuple[list[float], float]:
+    """The words' IDFs and the average row length: the parameters ``score_sql`` takes."""
     total, df = STATS.frequencies(conn, fts, fts + "_vocab", words)
-    return words, [idf(max(total, 1), df.get(w, 0)) for w in words], average_length(conn, fts)
+    return [idf(max(total, 1), df.get(w, 0)) for w in words], average_length(conn, fts)
 
 
 # The query's terms folded once (parameters: the terms, ``stem*`` for a prefix, and their IDFs),
@@ -98,7 +98,7 @@ def ranked(conn: Connection, fts: str, alias: str, select: str, joins: str, wher
     query = tsquery(words)
     if not query:
         return []
-    terms, weights, avg = bm25_terms(conn, fts, words)
+    weights, avg = bm25_weights(conn, fts, words)
     if not narrow:
         sql = (
             f"{TERMS_SQL}, {score_sql(table)} SELECT x.*, top.score"
@@ -107,7 +107,7 @@ def ranked(conn: Connection, fts: str, alias: str, select: str, joins: str, wher
             f" WHERE {alias}.id = top.id AND {' AND '.join(where)} OFFSET 0) x"
             " ORDER BY top.score DESC, top.id LIMIT ?"
         )
-        return conn.execute(sql, (terms, weights, fts, avg, *args, limit)).fetchall()
+        return conn.execute(sql, (words, weights, fts, avg, *args, limit)).fetchall()
     sql = (
         f"{TERMS_SQL}, hits AS MATERIALIZED (SELECT {alias}.id FROM {table} {alias} {joins}"
         f" WHERE hearth_words({alias}.{column}) @@ to_tsquery('simple', hearth_fold(?))"
@@ -115,4 +115,4 @@ def ranked(conn: Connection, fts: str, alias: str, select: str, joins: str, wher
         f" SELECT {select}, s.score FROM s JOIN {table} {alias} ON {alias}.id = s.id {joins}"
         f" ORDER BY s.score DESC, {alias}.id LIMIT ?"
     )
-    return conn.execute(sql, (terms, weights, fts, query, *args, avg, limit)).fetchall()
+    return conn.execute(sql, (words, weights, fts, query, *args, avg, limit)).fetchall()
