@@ -484,6 +484,54 @@ def test_s6_s9_folded_keyword_search_is_answered_by_the_gin_index_postgres(pg_ur
         hearth.close()
 
 
+def test_s9_keyword_totals_are_read_once_a_read_snapshot_postgres(pg_url):
+    """A send's assembly asked the keyword totals about eight times, a round trip each. Inside one
+    read snapshot they cannot change, so they are read once there; a later snapshot sees a new
+    turn, and outside a snapshot every use reads them."""
+    from hearth.retrieval import pgsearch
+    from hearth.retrieval.terms import pg_totals
+
+    hearth = Hearth(Settings.resolve({"home": "/nonexistent-home", "database_url": pg_url}, environ={}))
+    try:
+        me = hearth.scope()
+        persona = me.personas.create("p", "P", user_label="U:", assistant_label="A:")
+        conv = me.conversations.create(persona.id)
+        me.conversations.add_message(conv.id, "user", "the lighthouse keeper waved")
+        conn = hearth.store.connection()
+        reads = []
+        execute = conn.execute
+
+        def counted(sql, args=()):
+            if "FROM keyword_totals" in sql:
+                reads.append(sql)
+            return execute(sql, args)
+
+        conn.execute = counted
+        try:
+            def search() -> list:
+                return pgsearch.ranked(conn, "messages_fts", "m", "m.id", "", ["m.user_id = ?"], [me.user_id],
+                                       ["lighthouse"], 10)
+
+            with hearth.store.read():
+                first = pg_totals(conn, "messages_fts")
+                assert len(search()) == 1 and len(search()) == 1
+            assert len(reads) == 1
+            with hearth.store.write():
+                me.conversations.add_message(conv.id, "user", "another lighthouse")
+            with hearth.store.read():
+                assert pg_totals(conn, "messages_fts")[0] == first[0] + 1
+                assert len(search()) == 2
+            assert len(reads) == 2
+            assert conn.snapshot_memo is None
+            search()
+            search()
+            assert len(reads) > 3  # outside a snapshot nothing is kept
+        finally:
+            del conn.execute
+    finally:
+        hearth.close()
+
+
 def test_s9_k1_a2_index_of_turns_by_time_serves_dates_never_keyword_search_postgres(pg_url):
     """Before autovacuum has analysed a new or grown table, the planner took migration 19's index
     of turns by time for keyword searches: it walked every turn of the user and re-tokenised each

@@ -65,7 +65,15 @@ def indexed_rows(conn: Connection, fts: str) -> int:
 
 
 def pg_totals(conn: Connection, fts: str) -> tuple[int, int]:
-    """(rows, total length) of a keyword index on PostgreSQL, from the totals its triggers keep."""
+    """(rows, total length) of a keyword index on PostgreSQL, from the totals its triggers keep.
+    In a read snapshot every index's totals are read once (a send's assembly asked them about
+    eight times, a round trip each)."""
+    memo = conn.snapshot_memo
+    if memo is not None:
+        if "keyword_totals" not in memo:
+            memo["keyword_totals"] = {r[0]: (int(r[1]), int(r[2])) for r in conn.execute(
+                "SELECT name, rows, lengths FROM keyword_totals")}
+        return memo["keyword_totals"].get(fts, (0, 0))
     row = conn.execute("SELECT rows, lengths FROM keyword_totals WHERE name = ?", (fts,)).fetchone()
     return (int(row[0]), int(row[1])) if row else (0, 0)
 

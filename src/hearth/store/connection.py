@@ -170,14 +170,17 @@ class Store:
             yield conn
             return
         conn.execute("BEGIN")
+        conn.snapshot_memo = {}
         try:
             yield conn
         except BaseException as exc:
+            conn.snapshot_memo = None
             conn.execute("COMMIT")
             error = translate(exc)
             if error is not None:
                 raise error from exc
             raise
+        conn.snapshot_memo = None
         conn.execute("COMMIT")
 
     def commit_mark(self, conn: Connection) -> object:

@@ -53,7 +53,12 @@ class Cursor(Protocol):
 
 
 class Connection(Protocol):
-    """One thread's connection to the store, on either engine (``?`` placeholders)."""
+    """One thread's connection to the store, on either engine (``?`` placeholders).
+
+    ``snapshot_memo`` lives as long as the read snapshot under way (``Store.read()``) and is None
+    outside one: a place for values that snapshot cannot change, read once instead of per use."""
+
+    snapshot_memo: dict[Any, Any] | None
 
     def execute(self, sql: str, parameters: Any = (), /) -> Cursor: ...
 

@@ -280,6 +280,7 @@ class PgConnection:
     """A psycopg connection with the sqlite3 surface module code is written against."""
 
     engine = POSTGRES
+    snapshot_memo: dict[Any, Any] | None = None
 
     def __init__(self, raw: Any):
         self.raw = raw

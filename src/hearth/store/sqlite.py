@@ -186,6 +186,7 @@ class SqliteConnection(sqlite3.Connection):
     """A store connection: ``sqlite3.Connection`` raising Hearth's errors (see the module doc)."""
 
     engine = SQLITE
+    snapshot_memo: dict[Any, Any] | None = None
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:  # type: ignore[override]
         try:
