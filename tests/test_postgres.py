@@ -451,7 +451,9 @@ def test_s9_a_database_from_a_newer_hearth_is_one_line_exit_2_and_unchanged_post
     assert _postgres_hash(pg_url) == before
 
 
-def test_s6_s9_folded_keyword_search_is_answered_by_the_gin_index_postgres(pg_url):
+def test_s6_s9_folded_keyword_search_in_both_forms_and_the_gin_index_postgres(pg_url):
+    """Both sides fold in both ways ``ranked`` finds its rows (scores first; the GIN matches first
+    for narrow filters), and the GIN index answers a folded match."""
     from hearth.retrieval import pgsearch
 
     hearth = Hearth(Settings.resolve({"home": "/nonexistent-home", "database_url": pg_url}, environ={}))
@@ -469,9 +471,11 @@ def test_s6_s9_folded_keyword_search_is_answered_by_the_gin_index_postgres(pg_ur
         conn = hearth.store.connection()
         # Both sides fold: a plain query finds the accented text and an accented query too.
         for words in (["creme"], ["CAFÉ"], ["brûl*"]):
-            rows = pgsearch.ranked(conn, "messages_fts", "m", "m.id", "", ["m.user_id = ?"],
-                                   [me.user_id], words, 10)
-            assert [r[0] for r in rows] == [wanted], words
+            for narrow in (False, True):
+                rows = pgsearch.ranked(conn, "messages_fts", "m", "m.id", "", ["m.user_id = ?"],
+                                       [me.user_id], words, 10, narrow=narrow)
+                assert [r[0] for r in rows] == [wanted], (words, narrow)
+                assert rows[0]["score"] > 1e-3, (words, narrow)  # found by its word, not only matched
         conn.execute("ANALYZE messages")
         with hearth.store.read() as rconn:
             rconn.execute("SET LOCAL enable_seqscan = off")  # at this size the planner would rather scan
