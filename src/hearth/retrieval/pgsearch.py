@@ -91,9 +91,9 @@ def ranked(conn: Connection, fts: str, alias: str, select: str, joins: str, wher
     FTS5 ranks every match and filters after); the lateral subquery (``OFFSET 0`` keeps it one) is
     what stops the walk early. Finding the matches through the GIN index first read every match's
     row and conversation to filter them: twice the time on a send's search, and a cached generic
-    plan could take seconds. ``narrow`` filters (one conversation, a date range) pass few of the
-    matches, so there the GIN index finds the matches, the filters keep the few, and only those
-    are scored: walking in score order would read most matches before ``limit`` passed."""
+    plan could take seconds. ``narrow`` filters (one conversation, a date range, collections) pass
+    few of the matches, so there the GIN index finds the matches, the filters keep the few, and
+    only those are scored: walking in score order would read most matches before ``limit`` passed."""
     table, column, indexed = INDEXES[fts]
     query = tsquery(words)
     if not query:

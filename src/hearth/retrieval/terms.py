@@ -69,13 +69,12 @@ def pg_totals(conn: Connection, fts: str) -> tuple[int, int]:
     In a read snapshot every index's totals are read once (a send's assembly asked them about
     eight times, a round trip each)."""
     memo = conn.snapshot_memo
-    if memo is not None:
-        if "keyword_totals" not in memo:
-            memo["keyword_totals"] = {r[0]: (int(r[1]), int(r[2])) for r in conn.execute(
-                "SELECT name, rows, lengths FROM keyword_totals")}
-        return memo["keyword_totals"].get(fts, (0, 0))
-    row = conn.execute("SELECT rows, lengths FROM keyword_totals WHERE name = ?", (fts,)).fetchone()
-    return (int(row[0]), int(row[1])) if row else (0, 0)
+    totals = memo.get("keyword_totals") if memo is not None else None
+    if totals is None:
+        totals = {r[0]: (int(r[1]), int(r[2])) for r in conn.execute("SELECT name, rows, lengths FROM keyword_totals")}
+        if memo is not None:
+            memo["keyword_totals"] = totals
+    return totals.get(fts, (0, 0))
 
 
 def database_key(conn: Connection) -> str:

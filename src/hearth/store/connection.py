@@ -174,13 +174,13 @@ class Store:
         try:
             yield conn
         except BaseException as exc:
-            conn.snapshot_memo = None
             conn.execute("COMMIT")
             error = translate(exc)
             if error is not None:
                 raise error from exc
             raise
-        conn.snapshot_memo = None
+        finally:
+            conn.snapshot_memo = None
         conn.execute("COMMIT")
 
     def commit_mark(self, conn: Connection) -> object:
