@@ -1,5 +1,6 @@
 """PostgreSQL keyword search reads each index's postings and vocabulary (S6, S9, migrations 28,
-29 and 31), and message texts are stored uncompressed (migration 30).
+29 and 31), message texts are stored uncompressed (migration 30) and vectors inside their rows
+(migration 32).
 
 A database at version 27 ranked by tokenising every match's text; migration 28 stored each indexed
 row's words beside it, migration 29 keeps each index's vocabulary, through which a prefix term
@@ -153,7 +154,7 @@ def test_s9_a_database_upgraded_from_27_searches_as_one_created_at_the_latest_ve
             _fill(conn)
         before = _ranked_before(conn)
         with upgraded.write():
-            assert migrations.migrate(conn, POSTGRESQL) == [28, 29, 30, 31]
+            assert migrations.migrate(conn, POSTGRESQL) == [28, 29, 30, 31, 32]
         after_upgrade = _ranked(conn)
         with fresh.write():
             _fill(fresh.connection())
@@ -229,5 +230,68 @@ def test_s10_stored_prompts_are_kept_uncompressed_from_migration_30(pg_databases
         assert compression(991) is None and compression(992) is None
         texts = conn.execute("SELECT content FROM messages WHERE id IN (991, 992)").fetchall()
         assert [t[0] for t in texts] == [snapshot, snapshot]
+    finally:
+        store.close()
+
+
+def test_s7_s9_vectors_are_kept_inside_their_rows_from_migration_32(pg_databases):
+    """A search reads the pgvector copy of every row it scores, so from migration 32 that copy stays
+    in the row and the float32 bytes (read by export and migrate-store) go out of line instead.
+    Rows written before keep their place until a rewrite of the table moves them; they are read the
+    same either way, and every score stays the same."""
+    import numpy as np
+
+    from hearth.retrieval import pgvectors
+    from hearth.retrieval.semantic import _write_pg
+
+    url, _ = pg_databases
+    store = PgStore(url, migrate=False)
+    vectors = np.random.default_rng(32).normal(size=(6, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    sources = {"messages": ("message_embeddings", "message_id"), "chunks": ("archive_chunks", "id"),
+               "facts": ("facts", "id")}
+
+    def write(first: int) -> None:  # one vector in each table, to a row the fill made
+        with store.write() as c:
+            for offset, source in enumerate(sources):
+                _write_pg(c, source, first + offset, 1, "m", vectors[first + offset - 1])
+
+    def out_of_line(source: str, row_id: int) -> tuple[bool, bool]:
+        """Whether the row's vector, and its bytes, are held in the TOAST table."""
+        table, key = sources[source]
+        return tuple(store.connection().execute(
+            f"SELECT pg_column_toast_chunk_id(vec) IS NOT NULL, pg_column_toast_chunk_id(embedding) IS NOT NULL"
+            f" FROM {table} WHERE {key} = ?", (row_id,)).fetchone())
+
+    def scores() -> dict:
+        conn = store.connection()
+        return {source: pgvectors.search(conn, source, 1, "m", vectors, 6) for source in sources}
+
+    try:
+        conn = store.connection()
+        with store.write():
+            migrations.migrate(conn, POSTGRESQL, upto=31)
+            _fill(conn)
+            for source in sources:
+                pgvectors.ensure_index(conn, source, 384)
+        write(1)
+        assert [out_of_line(source, 1 + i) for i, source in enumerate(sources)] == [(True, False)] * 3
+        before = scores()
+        with store.write():
+            assert migrations.migrate(conn, POSTGRESQL) == [32]
+        write(4)
+        assert [out_of_line(source, 4 + i) for i, source in enumerate(sources)] == [(False, True)] * 3
+        assert [out_of_line(source, 1 + i) for i, source in enumerate(sources)] == [(True, False)] * 3
+        after = scores()
+        for table, _key in sources.values():  # the rewrite docs/storage.md describes
+            conn.execute(f"VACUUM FULL {table}")
+        assert [out_of_line(source, 1 + i) for i, source in enumerate(sources)] == [(False, True)] * 3
+        rewritten = scores()
+        old_ids = {source: {1 + i} for i, source in enumerate(sources)}
+        for i, source in enumerate(sources):
+            # The row written before reads the same, to the last bit of every score.
+            assert [[h for h in hits if h[0] in old_ids[source]] for hits in after[source]] == before[source]
+            assert before[source][i][0][0] == 1 + i and after[source][3 + i][0][0] == 4 + i
+            assert rewritten[source] == after[source]
     finally:
         store.close()

@@ -61,6 +61,7 @@ from .changes import (
     m029_keep_keyword_vocabulary,
     m030_keep_message_texts_uncompressed,
     m031_keep_keyword_postings,
+    m032_keep_vectors_inline,
     scope_card_books,
     unbake_card_macros,
 )
@@ -102,6 +103,7 @@ MIGRATIONS: list[Callable[..., None]] = [
     m029_keep_keyword_vocabulary,
     m030_keep_message_texts_uncompressed,
     m031_keep_keyword_postings,
+    m032_keep_vectors_inline,
 ]
 
 

@@ -811,3 +811,25 @@ def m031_keep_keyword_postings() -> list[Operation]:
     query's. They replace the stored words of migration 28. Kept by the totals' triggers in the
     writing transaction: an edited or deleted row's postings are removed by its old words."""
     return [POSTINGS]
+
+
+INLINE_VECTORS = Step(
+    "inline_vectors",  # SQLite keeps a row's values in its own pages, however long
+    sqlite=None,
+    postgresql="".join(f"ALTER TABLE {table} ALTER COLUMN vec SET STORAGE MAIN,"
+                       f" ALTER COLUMN embedding SET STORAGE EXTERNAL;\n"
+                       for table in ("message_embeddings", "archive_chunks", "facts")),
+)
+
+
+@migration
+def m032_keep_vectors_inline() -> list[Operation]:
+    """pgvector's copy of each embedding kept inside its row on PostgreSQL, the float32 bytes moved
+    out of it instead. A 384-number vector and its bytes make a row longer than TOAST's 2 KB, and
+    pgvector's type goes out of line first, so every vector a search read (the score of each of the
+    nearest rows, every turn of a dated range) cost a lookup in the TOAST table; the bytes are read
+    only by export, ``migrate-store`` and the context vector. Rows written from now on are stored
+    so. Rows already there move when their table is rewritten (``VACUUM FULL``), which rebuilds
+    its HNSW index: not done here, since at a million vectors that would hold the first start for
+    many minutes (docs/storage.md)."""
+    return [INLINE_VECTORS]
