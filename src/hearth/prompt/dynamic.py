@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from hearth.store import Connection
 
@@ -137,9 +137,11 @@ class DynamicContext:
     def register(self, layer: Layer) -> None:
         self.layers.append(layer)
 
-    def prefetch(self, persona: Any, text: str) -> None:
+    def prefetch(self, persona: Callable[[], Any], text: str) -> None:
         """A message has arrived and is about to be saved: a layer may start slow work for it (the
-        query embedding) now, so the save and the layers before it overlap that work."""
+        query embedding) now, so the save and the layers before it overlap that work. ``persona``
+        reads the thread's persona, called only by a layer with work to start: most messages give
+        none, and on PostgreSQL each read is a round trip."""
         for layer in self.layers:
             early = getattr(layer, "prefetch", None)
             if early is not None:

@@ -62,15 +62,19 @@ class ArchiveRecall:
         return bool(turn.persona.archive_access and turn.has_assistant_reply and needs_old_memory(turn.text)
                     and has_something_to_search(turn))
 
-    def prefetch(self, persona: Any, text: str) -> None:
+    def prefetch(self, persona: Callable[[], Any], text: str) -> None:
         """As soon as the message arrives: start embedding it in the background, so the search
-        finds its vector ready (the save, the other layers' work and the model's overlap)."""
-        if self.embedder is None or not (persona.archive_access and needs_old_memory(text)):
+        finds its vector ready (the save, the other layers' work and the model's overlap). The
+        persona is read only for a message that asks for old memory."""
+        if self.embedder is None or not needs_old_memory(text):
+            return
+        who = persona()
+        if not who.archive_access:
             return
         from hearth.retrieval.candidates import query_vector_text
         from hearth.retrieval.semantic import prefetch_query
 
-        prefetch_query(self.embedder(), query_vector_text(text, speakers(persona)))
+        prefetch_query(self.embedder(), query_vector_text(text, speakers(who)))
 
     def prepare(self, turn: Turn) -> None:
         """Before the layers run: the query embedding (a retried or edited message was not
@@ -78,7 +82,7 @@ class ArchiveRecall:
         overlap both."""
         if not self.searches(turn) or self.embedder is None:
             return
-        self.prefetch(turn.persona, turn.text)
+        self.prefetch(lambda: turn.persona, turn.text)
         vectors_ahead(turn.conn, turn.user_id, turn.text, _filters(turn), self.embedder(), self.db_key,
                       speakers(turn.persona), SEND_PATH, _context_ids(turn), turn.memo, self.store)
 
