@@ -657,3 +657,56 @@ def test_s9_a_connection_the_server_dropped_is_replaced_on_the_next_statement_po
         assert texts == ["the first evening", "the second evening"]
     finally:
         hearth.close()
+
+
+def test_p2_s10_a_stored_prompt_is_read_whole_again_only_when_its_row_changed_postgres(pg_url):
+    """Every send reads its thread's stored prompt; on PostgreSQL the row's version is read first
+    and the text only when the row changed since this process read it: written by another
+    process, rebuilt twice in one transaction, or changed by a transaction that rolled back."""
+    import psycopg
+
+    from hearth.prompt import stored
+    from hearth.store import postgres
+
+    hearth = Hearth(Settings.resolve({"home": "/nonexistent-home", "database_url": pg_url}, environ={}))
+    try:
+        me = hearth.scope()
+        persona = me.personas.create("p", "P", user_label="U:", assistant_label="A:")
+        conv = me.conversations.create(persona.id)
+        me.send(conv.id, "hello")
+        reads: list[str] = []
+        inner = postgres.PgConnection.execute
+
+        def execute(self, sql, parameters=()):
+            reads.append(sql)
+            return inner(self, sql, parameters)
+
+        def prompt() -> str:
+            with hearth.store.write() as conn:
+                return stored.ensure(conn, me.user_id, conv.id, lambda c, i: "").text
+
+        def whole_reads() -> int:
+            return sum("SELECT id, content" in sql for sql in reads)
+
+        first = prompt()
+        postgres.PgConnection.execute = execute  # type: ignore[method-assign]
+        try:
+            assert prompt() == first and whole_reads() == 0  # unchanged: the version alone
+            with psycopg.connect(pg_url, autocommit=True) as other:  # another process rebuilds it
+                other.execute("UPDATE messages SET content = 'from elsewhere' WHERE kind = 'static_prompt'")
+            assert prompt() == "from elsewhere" and whole_reads() == 1
+            with hearth.store.write() as conn:  # twice in one transaction: each version is its own
+                for text in ("first rebuild", "second rebuild"):
+                    conn.execute("UPDATE messages SET content = ? WHERE kind = 'static_prompt'", (text,))
+                    assert stored.ensure(conn, me.user_id, conv.id, lambda c, i: "").text == text
+            assert prompt() == "second rebuild"
+            with pytest.raises(RuntimeError), hearth.store.write() as conn:  # read, then rolled back
+                conn.execute("UPDATE messages SET content = 'never kept' WHERE kind = 'static_prompt'")
+                assert stored.ensure(conn, me.user_id, conv.id, lambda c, i: "").text == "never kept"
+                raise RuntimeError("rolled back")
+            reads.clear()
+            assert prompt() == "second rebuild" and whole_reads() == 1
+        finally:
+            postgres.PgConnection.execute = inner  # type: ignore[method-assign]
+    finally:
+        hearth.close()

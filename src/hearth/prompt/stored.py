@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 from hearth.memory.memories import Adjust, Composed, backfill, snapshot_items
 from hearth.records import ledger
 from hearth.records.personas import Persona
-from hearth.store import Connection, Row
+from hearth.store import Connection, Row, engine_of, versions
 
 from ..store import utcnow
 from . import macros
@@ -80,12 +80,34 @@ def _written(conn: Connection, conversation_id: int) -> StoredPrompt:
     return _stored(row)
 
 
+def _current(conn: Connection, conversation_id: int) -> StoredPrompt | None:
+    """The stored prompt as it is now. Where the engine names a row's version (PostgreSQL) the
+    version is read first and a prompt this process read at that version is used again: every
+    send reads its thread's prompt, up to hundreds of KB, and its transfer was most of a
+    millisecond there."""
+    engine = engine_of(conn)
+    if not engine.row_version:
+        row = _row(conn, conversation_id)
+        return _stored(row) if row is not None else None
+    head = conn.execute(f"SELECT id, {engine.row_version} FROM messages"
+                        " WHERE conversation_id = ? AND kind = 'static_prompt'", (conversation_id,)).fetchone()
+    if head is None:
+        return None
+    key = ("static_prompt", engine.database_key(conn), head[0])
+    stored = versions.held(key, head[1])
+    if stored is None:
+        row = conn.execute(f"SELECT id, content, metadata, {engine.row_version} AS version FROM messages WHERE id = ?",
+                           (head[0],)).fetchone()
+        stored = _stored(row)
+        versions.keep(key, row["version"], stored)
+    return stored
+
+
 def ensure(conn: Connection, user_id: int, conversation_id: int, handoff_text: HandoffText,
            channel: str = "web") -> StoredPrompt:
     """The stored prompt, built on first use; a legacy prompt is rebuilt before it is used."""
-    row = _row(conn, conversation_id)
-    if row is not None:
-        stored = _stored(row)
+    stored = _current(conn, conversation_id)
+    if stored is not None:
         if stored.policy_version >= POLICY_VERSION:
             return stored
         rebuild(conn, user_id, [conversation_id], handoff_text)

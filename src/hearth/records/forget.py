@@ -46,7 +46,7 @@ from hearth.ops.jobs import enqueue
 from hearth.records import ledger
 from hearth.records.temporal import parse_moment
 from hearth.retrieval.facts import citing as citing_facts
-from hearth.store import Connection, Row, engine_of
+from hearth.store import Connection, Row, engine_of, versions
 from hearth.text import STOPWORDS, WORD_RE
 
 if TYPE_CHECKING:
@@ -520,12 +520,14 @@ def compact(store: "Store", user_id: int | None = None) -> dict[str, int]:
     files, and truncate the WAL. Cost grows with the size of the full-text index; see
     docs/memory.md. On PostgreSQL the tables forgetting deletes from are vacuumed instead: dead
     rows and their GIN and HNSW index entries are removed and their space marked free. The
-    process's caches keyed by text (query vectors, memory vectors) are emptied too."""
+    process's caches keyed by text (query vectors, memory vectors) and of rows' texts (stored
+    prompts) are emptied too."""
     from hearth.memory import duplicates
     from hearth.retrieval.semantic import INDEXES, forget_queries
 
     duplicates.forget_cached()
     forget_queries()
+    versions.forget()
 
     # SQLite merges its FTS5 indexes and truncates the WAL; PostgreSQL vacuums these tables.
     store.engine.reclaim(store, RECLAIMED)

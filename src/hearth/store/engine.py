@@ -110,6 +110,9 @@ class Engine(Protocol):
     # Appended to a SELECT that picks a row to take: lock it, and skip rows another
     # transaction holds ("" where writers are serialised anyway).
     skip_locked: str
+    # SQL naming the version of the row a one-table SELECT reads, which changes with every write
+    # of it (store/versions.py); "" where reading the row itself costs as little.
+    row_version: str
 
     def json_get(self, column: str, path: str) -> str:
         """SQL reading ``$.path`` (dotted) of the JSON text in ``column``, as text (numbers as numbers

@@ -55,6 +55,7 @@ class PgEngine:
     vector_index = "pgvector"
     chained_writes = True
     skip_locked = " FOR UPDATE SKIP LOCKED"
+    row_version = "xmin::text || ctid::text"
 
     def json_get(self, column: str, path: str) -> str:
         return f"({column}::jsonb #>> '{{{','.join(path.split('.'))}}}')"

@@ -69,6 +69,7 @@ class SqliteEngine:
     vector_index = "in_process"
     chained_writes = False
     skip_locked = ""
+    row_version = ""
 
     def json_get(self, column: str, path: str) -> str:
         return f"json_extract({column}, '$.{path}')"
