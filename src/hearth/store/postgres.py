@@ -55,7 +55,9 @@ class PgEngine:
     vector_index = "pgvector"
     chained_writes = True
     skip_locked = " FOR UPDATE SKIP LOCKED"
-    row_version = "xmin::text || ctid::text"
+    # The server's start too: transaction ids are the server's own, so a database restored to
+    # another server under the same address and name never matches a version read before.
+    row_version = "xmin::text || ctid::text || pg_postmaster_start_time()::text"
 
     def json_get(self, column: str, path: str) -> str:
         return f"({column}::jsonb #>> '{{{','.join(path.split('.'))}}}')"

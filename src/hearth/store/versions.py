@@ -3,7 +3,8 @@
 On PostgreSQL a row's ``xmin`` and ``ctid`` (``Engine.row_version``) change with every write of
 it: a new version of a row is written by another transaction (a new ``xmin``) or, inside one
 transaction, to another place (a new ``ctid``, since the place of a version that transaction
-replaced cannot be reused before it ends). So a value read with the version it came from can be
+replaced cannot be reused before it ends); the server's start time goes with them, since
+transaction ids are one server's own. So a value read with the version it came from can be
 used again while a read of the version alone finds it unchanged: one short read instead of the
 transfer of a long text, in every process that shares the database. SQLite names no version
 (``""``): its rows are read in-process, as cheaply as the version would be.
