@@ -639,12 +639,8 @@ def test_s9_a_connection_the_server_dropped_is_replaced_on_the_next_statement_po
 
     from hearth.errors import StoreError
 
-    hearth = Hearth(Settings.resolve({"home": "/nonexistent-home", "database_url": pg_url}, environ={}))
+    hearth, me, conv = _thread_on(pg_url, "the first evening")
     try:
-        me = hearth.scope()
-        persona = me.personas.create("p", "P", user_label="U:", assistant_label="A:")
-        conv = me.conversations.create(persona.id)
-        me.send(conv.id, "the first evening")
         pid = hearth.store.connection().execute("SELECT pg_backend_pid()").fetchone()[0]
         with psycopg.connect(pg_url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
@@ -668,12 +664,8 @@ def test_p2_s10_a_stored_prompt_is_read_whole_again_only_when_its_row_changed_po
     from hearth.prompt import stored
     from hearth.store import postgres
 
-    hearth = Hearth(Settings.resolve({"home": "/nonexistent-home", "database_url": pg_url}, environ={}))
+    hearth, me, conv = _thread_on(pg_url, "hello")
     try:
-        me = hearth.scope()
-        persona = me.personas.create("p", "P", user_label="U:", assistant_label="A:")
-        conv = me.conversations.create(persona.id)
-        me.send(conv.id, "hello")
         reads: list[str] = []
         inner = postgres.PgConnection.execute
 
@@ -710,3 +702,13 @@ def test_p2_s10_a_stored_prompt_is_read_whole_again_only_when_its_row_changed_po
             postgres.PgConnection.execute = inner  # type: ignore[method-assign]
     finally:
         hearth.close()
+
+
+def _thread_on(pg_url: str, first: str):
+    """A Hearth on ``pg_url`` and a thread of one exchange: (hearth, its owner's scope, the thread)."""
+    hearth = Hearth(Settings.resolve({"home": "/nonexistent-home", "database_url": pg_url}, environ={}))
+    me = hearth.scope()
+    persona = me.personas.create("p", "P", user_label="U:", assistant_label="A:")
+    conv = me.conversations.create(persona.id)
+    me.send(conv.id, first)
+    return hearth, me, conv
