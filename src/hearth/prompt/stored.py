@@ -61,9 +61,9 @@ def _compose(conn: Connection, conversation_id: int, handoff_text: HandoffText,
     return text, meta
 
 
-def _row(conn: Connection, conversation_id: int) -> Row | None:
+def _row(conn: Connection, conversation_id: int, columns: str = "id, content, metadata") -> Row | None:
     return conn.execute(
-        "SELECT id, content, metadata FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
+        f"SELECT {columns} FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
         (conversation_id,),
     ).fetchone()
 
@@ -89,15 +89,15 @@ def _current(conn: Connection, conversation_id: int) -> StoredPrompt | None:
     if not engine.row_version:
         row = _row(conn, conversation_id)
         return _stored(row) if row is not None else None
-    head = conn.execute(f"SELECT id, {engine.row_version} FROM messages"
-                        " WHERE conversation_id = ? AND kind = 'static_prompt'", (conversation_id,)).fetchone()
+    head = _row(conn, conversation_id, f"id, {engine.row_version}")
     if head is None:
         return None
     key = ("static_prompt", engine.database_key(conn), head[0])
     stored = versions.held(key, head[1])
     if stored is None:
-        row = conn.execute(f"SELECT id, content, metadata, {engine.row_version} AS version FROM messages WHERE id = ?",
-                           (head[0],)).fetchone()
+        row = _row(conn, conversation_id, f"id, content, metadata, {engine.row_version} AS version")
+        if row is None:
+            return None
         stored = _stored(row)
         versions.keep(key, row["version"], stored)
     return stored
