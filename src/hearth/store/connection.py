@@ -12,7 +12,7 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, cast
+from typing import TYPE_CHECKING, Hashable, Iterator, cast
 
 from ..errors import StoreError
 from . import migrations
@@ -163,17 +163,22 @@ class Store:
         conn.execute("BEGIN IMMEDIATE")
 
     @contextmanager
-    def read(self) -> Iterator[Connection]:
-        """A consistent read: several queries see one snapshot of the database."""
+    def read(self, *, ahead: Hashable | None = None) -> Iterator[Connection]:
+        """A consistent read: several queries see one snapshot of the database.
+
+        ``ahead`` names a snapshot whose reads repeat from one use to the next (a send's reads of
+        its thread): an engine with a round trip per statement sends them with its ``BEGIN``
+        (store/ahead.py). SQLite has none to save."""
         conn = self.connection()
         if self._local.depth or conn.in_transaction:
             yield conn
             return
-        conn.execute("BEGIN")
+        self._begin_read(conn, ahead)
         conn.snapshot_memo = {}
         try:
             yield conn
         except BaseException as exc:
+            self._end_read(conn, finished=False)
             conn.execute("COMMIT")
             error = translate(exc)
             if error is not None:
@@ -181,7 +186,14 @@ class Store:
             raise
         finally:
             conn.snapshot_memo = None
+        self._end_read(conn, finished=True)
         conn.execute("COMMIT")
+
+    def _begin_read(self, conn: Connection, ahead: Hashable | None) -> None:
+        conn.execute("BEGIN")
+
+    def _end_read(self, conn: Connection, *, finished: bool) -> None:
+        """Nothing to note: SQLite sends nothing ahead."""
 
     def commit_mark(self, conn: Connection) -> object:
         """What this connection's transaction sees, as a token: two marks are equal only if no other

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .ahead import reads_only
+
 _STRING = re.compile(r"'(?:[^']|'')*'")
 _INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)", re.IGNORECASE)
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -36,6 +38,7 @@ class Statement:
     # reported as SQLite's IntegrityError: the caller can handle the duplicate and go on in the
     # same transaction (PostgreSQL would otherwise abort the whole transaction on the error).
     conflict_raises: str = ""
+    reads_only: bool = False  # a read a snapshot may send ahead (store/ahead.py)
 
 
 @lru_cache(maxsize=4096)
@@ -64,7 +67,7 @@ def to_postgres(sql: str) -> Statement:
             conflict_raises = insert.group(1).lower()
             position = _returning_position(out)
             out = out[:position].rstrip() + " ON CONFLICT DO NOTHING" + (" " + out[position:] if position < len(out) else "")
-    return Statement(out, conflict_raises=conflict_raises)
+    return Statement(out, conflict_raises=conflict_raises, reads_only=reads_only(out))
 
 
 def _returning_position(sql: str) -> int:

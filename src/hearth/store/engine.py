@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Hashable, Iterator, Protocol
 
 
 class Row(Protocol):
@@ -84,7 +84,7 @@ class Database(Protocol):
 
     def write(self, *, exclusive: bool = True) -> AbstractContextManager[Connection]: ...
 
-    def read(self) -> AbstractContextManager[Connection]: ...
+    def read(self, *, ahead: Hashable | None = None) -> AbstractContextManager[Connection]: ...
 
 
 # The backup's fallback when an engine has no file to copy: copy every row into a new SQLite file

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, cast
+from typing import TYPE_CHECKING, Any, Hashable, Iterable, Iterator, Sequence, cast
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError, ConstraintError, HearthError, InvalidInput, StoreBusy, StoreError
 from . import catalog, dialect, migrations
+from .ahead import Call, ReadAhead, Snapshot
 from .connection import BUSY_TIMEOUT_MS, Store
 from .sqlite import failure
 
@@ -289,6 +290,7 @@ class PgConnection:
         self.raw = raw
         self.row_factory: Any = None  # accepted and ignored: rows are always ``Row``
         self._key: str | None = None
+        self.ahead: Snapshot | None = None  # a read snapshot's answers sent ahead (store/ahead.py)
 
     @property
     def key(self) -> str:
@@ -309,6 +311,10 @@ class PgConnection:
         if statement.begin:
             return self._begin(statement)
         params = _params(parameters)
+        if self.ahead is not None:
+            answered = self.ahead.take(statement.sql, params, statement.reads_only)
+            if answered is not None:
+                return PgCursor(answered)
         psycopg = _psycopg()
         cursor = self.raw.cursor()
         try:
@@ -330,6 +336,33 @@ class PgConnection:
         except psycopg.Error as exc:
             raise _to_hearth_error(exc) from exc
         return PgCursor(cursor)
+
+    def begin_read(self, calls: list[Call]) -> dict[Call, Any] | None:
+        """Open a read snapshot with ``calls`` sent in the same round trip (one pipeline); their
+        cursors, holding their rows, by call. None when one of them failed: the snapshot is then
+        open with nothing sent ahead."""
+        opener = dialect.to_postgres("BEGIN")
+        if not calls:
+            self._begin(opener)
+            return {}
+        psycopg = _psycopg()
+        answers = {}
+        try:
+            with self.raw.pipeline():
+                self.raw.execute(opener.sql)
+                for call in calls:
+                    cursor = self.raw.cursor()
+                    cursor.execute(*call)
+                    answers[call] = cursor
+        except psycopg.Error:
+            # A statement that ran last time fails now (a migration changed its table, say): the
+            # snapshot starts again with nothing sent ahead; the code's own statements fail, if
+            # they still do, when it asks them.
+            if not self.raw.broken and self.in_transaction:
+                self.raw.execute("ROLLBACK")
+            self._begin(opener)
+            return None
+        return answers
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]]) -> PgCursor:
         statement = dialect.to_postgres(sql)
@@ -415,6 +448,7 @@ class PgStore(Store):
         self._all: list[Any] = []
         self._lock = threading.Lock()
         self._adapters: Any = None
+        self._ahead = ReadAhead()
         conn = self.connection()
         raw = cast(PgConnection, conn)
         if migrate:
@@ -467,6 +501,22 @@ class PgStore(Store):
             conn.execute("BEGIN IMMEDIATE")  # BEGIN and the writers' advisory lock
         else:
             cast(PgConnection, conn).raw.execute("BEGIN")
+
+    def _begin_read(self, conn: Connection, ahead: Hashable | None) -> None:
+        pg = cast(PgConnection, conn)
+        if ahead is None:
+            pg.begin_read([])
+            return
+        answers = pg.begin_read(self._ahead.planned(ahead))
+        if answers is None:
+            self._ahead.forget(ahead)  # learnt again from the next two uses
+        pg.ahead = Snapshot(ahead, answers or {})
+
+    def _end_read(self, conn: Connection, *, finished: bool) -> None:
+        pg = cast(PgConnection, conn)
+        snapshot, pg.ahead = pg.ahead, None
+        if snapshot is not None and finished:
+            self._ahead.ran(snapshot)
 
     def commit_mark(self, conn: Connection) -> object:
         """The transaction's snapshot (``xmin:xmax:in-progress ids``). A transaction that commits

@@ -298,7 +298,9 @@ class SendPath:
         reserve = min(self.settings.output_token_reserve, limit // 4)
         room_chars = max(0, (limit - reserve) * 4 - len(prompt.text) - len(user_message.content))
         chaining = bool(getattr(ctx.provider, "chains", False))
-        with ctx.store.read() as conn:
+        # Most of this snapshot's reads are the same on every send of the thread: PostgreSQL sends
+        # them ahead, with the snapshot's BEGIN (store/ahead.py).
+        with ctx.store.read(ahead=("send", conversation.id)) as conn:
             # E3: the latest capsule travels with the turns it does not cover.
             capsule = capsules.latest(conn, conversation.id)
             capsule_text = capsule.render() if capsule else ""
