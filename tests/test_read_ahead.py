@@ -62,7 +62,8 @@ def test_s9_only_reads_are_sent_ahead():
                 "SELECT id FROM jobs WHERE state = 'queued' FOR UPDATE SKIP LOCKED",
                 "SELECT id FROM jobs FOR NO KEY UPDATE", "SELECT id FROM jobs FOR KEY SHARE",
                 "SELECT set_config('hnsw.ef_search', '40', true)", "SELECT nextval('s')",
-                "SELECT pg_advisory_xact_lock(1)", "UPDATE personas SET name = ?", "DELETE FROM personas",
+                "SELECT pg_advisory_xact_lock(1)", "SELECT pg_notify('c', 'x')", "UPDATE personas SET name = ?",
+                "DELETE FROM personas",
                 "BEGIN", "COMMIT"):
         assert not sent_ahead(sql), sql
     assert not reads_only("VACUUM personas")

@@ -25,10 +25,10 @@ from typing import Any, Hashable
 Call = tuple[str, tuple[Any, ...]]
 
 # Anything a SELECT can do besides reading: write (a data-modifying WITH), lock rows, set a
-# setting, advance a sequence, take an advisory lock. A match anywhere, in a literal too, is
-# enough to leave a statement out: wrongly leaving a read out only costs its round trip.
-_NOT_ONLY_READS = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE|SHARE|set_config|nextval|setval|pg_advisory\w*)\b",
-                             re.IGNORECASE)
+# setting, advance a sequence, take an advisory lock, notify listeners. A match anywhere, in a
+# literal too, is enough to leave a statement out: wrongly leaving a read out only costs its round trip.
+_NOT_ONLY_READS = re.compile(
+    r"\b(INSERT|UPDATE|DELETE|MERGE|SHARE|set_config|nextval|setval|pg_advisory\w*|pg_notify)\b", re.IGNORECASE)
 _READ = re.compile(r"^\s*(SELECT|WITH)\b", re.IGNORECASE)
 # A text argument this long is a search's words or a message, not an id: it never repeats, and is
 # not kept.
