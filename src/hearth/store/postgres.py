@@ -503,10 +503,10 @@ class PgStore(Store):
             cast(PgConnection, conn).raw.execute("BEGIN")
 
     def _begin_read(self, conn: Connection, ahead: Hashable | None) -> None:
-        pg = cast(PgConnection, conn)
         if ahead is None:
-            pg.begin_read([])
+            super()._begin_read(conn, ahead)
             return
+        pg = cast(PgConnection, conn)
         answers = pg.begin_read(self._ahead.planned(ahead))
         if answers is None:
             self._ahead.forget(ahead)  # learnt again from the next two uses
