@@ -598,18 +598,19 @@ def exact_message_search(conn: Connection, ids_sql: str, args: tuple, embedder: 
         from . import pgvectors
 
         return pgvectors.exact_messages(conn, ids_sql, args, model, vector, k)
+    from .vectors import exact_top_k
+
+    # float32 bytes: a vector of another size is not comparable.
     rows = conn.execute(f"SELECT e.message_id, e.embedding FROM ({ids_sql}) AS d"
-                        " JOIN message_embeddings e ON e.message_id = d.id WHERE e.model = ?",
-                        (*args, model)).fetchall()
-    size = vector.shape[0] * 4  # float32 bytes; a vector of another size is not comparable
-    kept = [(int(message_id), blob) for message_id, blob in rows if len(blob) == size]
-    if not kept:
+                        " JOIN message_embeddings e ON e.message_id = d.id"
+                        " WHERE e.model = ? AND length(e.embedding) = ?",
+                        (*args, model, vector.shape[0] * 4)).fetchall()
+    if not rows:
         return []
-    ids = [message_id for message_id, _ in kept]
-    # One buffer for the whole range: decoding each BLOB on its own cost more than the scoring.
-    scores = np.frombuffer(b"".join(blob for _, blob in kept), dtype="<f4").reshape(len(kept), -1) @ vector
-    hits = sorted(zip(ids, scores.tolist()), key=lambda h: (-h[1], h[0]))
-    return hits[:k]
+    # One buffer for the whole range: decoding each BLOB on its own cost more than the scoring;
+    # only the best ``k`` are sorted.
+    matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").reshape(len(rows), -1)
+    return exact_top_k(matrix, [row[0] for row in rows], vector, k)
 
 
 def mix_context(vector: np.ndarray, context: np.ndarray | None, weight: float) -> np.ndarray:

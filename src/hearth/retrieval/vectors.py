@@ -551,5 +551,6 @@ def _usearch_index() -> Any:
 def exact_top_k(
     matrix: np.ndarray, ids: Sequence[int] | np.ndarray, query: np.ndarray, k: int
 ) -> list[tuple[int, float]]:
-    """Brute-force reference: top ``k`` of ``matrix @ query`` (used by tests and benchmarks)."""
+    """Top ``k`` of ``matrix @ query``, ties to the smaller id, every row compared: the dated list
+    over a range's stored vectors, and the reference for tests and benchmarks."""
     return _top_k(np.asarray(ids, dtype=np.int64), np.asarray(matrix, dtype=np.float32) @ query, k)
