@@ -1,5 +1,6 @@
-"""Reads sent ahead (S9): a PostgreSQL read snapshot sends the reads its last two uses both asked
-with its BEGIN, in one round trip, and answers each from there exactly as asking it would have.
+"""Round trips on PostgreSQL (S9): a transaction's BEGIN goes with its first statement, and a read
+snapshot sends the reads its last two uses both asked with its BEGIN, in one round trip, and
+answers each from there exactly as asking it would have.
 
 Round trips are counted on the wire, in libpq's trace of the connection: each simple ``Query``,
 and each ``Sync`` that closes statements sent to run (psycopg's own round trip to prepare a
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import threading
+import time
 from typing import Iterator
 
 import psycopg
@@ -93,7 +96,7 @@ def test_s9_a_snapshot_sends_its_repeated_reads_ahead_and_answers_as_asking_woul
         for after in (0, 1):  # the first two uses teach it what repeats
             with round_trips(conn) as trips:
                 assert snapshot(after) == ("Wren", 1 - after, "Wren")
-            assert trips == [5]  # BEGIN, three statements, COMMIT
+            assert trips == [4]  # BEGIN with the first statement, two more, COMMIT
         with round_trips(conn) as trips:
             assert snapshot(2) == ("Wren", 0, "Wren")
         # BEGIN with the persona's read; the count, asked with a new argument; the persona's read
@@ -109,7 +112,7 @@ def test_s9_a_snapshot_sends_its_repeated_reads_ahead_and_answers_as_asking_woul
         # The same snapshot without ``ahead`` sends nothing ahead.
         with round_trips(conn) as trips, hearth.store.read() as c:
             assert c.execute("SELECT display_name FROM personas WHERE id = ?", (persona.id,)).fetchone()[0] == "Lark"
-        assert trips == [3]
+        assert trips == [2]  # BEGIN with the read, COMMIT
     finally:
         hearth.close()
 
@@ -134,7 +137,7 @@ def test_s9_a_read_sent_ahead_that_now_fails_leaves_the_snapshot_as_if_never_sen
         assert not conn.in_transaction
         with round_trips(conn) as trips, hearth.store.read(ahead="scratch") as c:
             assert c.execute("SELECT count(*) FROM users WHERE id > ?", (0,)).fetchone()[0] == 1
-        assert trips == [3]  # forgotten: BEGIN, the read, COMMIT
+        assert trips == [2]  # forgotten: BEGIN with the read, COMMIT
     finally:
         with contextlib.suppress(StoreError):
             hearth.store.connection().execute("DROP TABLE IF EXISTS scratch")
@@ -159,4 +162,48 @@ def test_s9_a_send_reads_its_thread_ahead_postgres(pg_url):
         assert reply.assistant_message.content
         assert trips[1] <= trips[0] - 6 and trips[2] <= trips[1], trips
     finally:
+        hearth.close()
+
+
+def test_s9_a_transaction_opens_with_its_first_statement_and_writers_stay_serialised_postgres(pg_url):
+    hearth = Hearth(Settings.resolve({"home": "/nonexistent-home", "database_url": pg_url}, environ={}))
+    store = hearth.store
+    try:
+        hearth.scope()
+        conn = store.connection()
+        conn.execute("CREATE TABLE scratch (id bigint PRIMARY KEY, n bigint)")
+        conn.execute("INSERT INTO scratch VALUES (1, 0)")
+        with round_trips(conn) as trips, store.write() as c:
+            c.execute("UPDATE scratch SET n = n + 1 WHERE id = ?", (1,))
+        assert trips == [2]  # BEGIN, the writers' lock and the update; COMMIT
+        with round_trips(conn) as trips, store.write() as c:
+            assert c.in_transaction
+        assert trips == [0]  # a transaction that asks nothing sends nothing
+        with store.write() as c:  # work beside the sqlite3 surface runs inside the transaction
+            store.commit_mark(c)
+            assert c.raw.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+            c.execute("UPDATE scratch SET n = n + 1 WHERE id = ?", (1,))
+
+        def add_one() -> None:  # read, wait, write: a writer let in early loses an update
+            for _ in range(5):
+                with store.write() as c:
+                    n = c.execute("SELECT n FROM scratch WHERE id = ?", (1,)).fetchone()[0]
+                    time.sleep(0.005)
+                    c.execute("UPDATE scratch SET n = ? WHERE id = ?", (n + 1, 1))
+
+        threads = [threading.Thread(target=add_one) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert conn.execute("SELECT n FROM scratch WHERE id = ?", (1,)).fetchone()[0] == 2 + 20
+
+        # A first statement that fails leaves nothing behind and no transaction open.
+        with pytest.raises(StoreError), store.write() as c:
+            c.execute("UPDATE no_such_table SET n = 1")
+        assert not conn.in_transaction
+        assert conn.execute("SELECT n FROM scratch WHERE id = ?", (1,)).fetchone()[0] == 22
+    finally:
+        with contextlib.suppress(StoreError):
+            store.connection().execute("DROP TABLE IF EXISTS scratch")
         hearth.close()

@@ -287,38 +287,55 @@ class PgConnection:
     snapshot_memo: dict[Any, Any] | None = None
 
     def __init__(self, raw: Any):
-        self.raw = raw
+        self._raw = raw
         self.row_factory: Any = None  # accepted and ignored: rows are always ``Row``
         self._key: str | None = None
         self.ahead: Snapshot | None = None  # a read snapshot's answers sent ahead (store/ahead.py)
+        # A transaction's opening statements, not sent yet: they go with its first statement, in
+        # one round trip (``_opened_with``); a transaction that asks nothing sends nothing.
+        self._opening: tuple[str, ...] = ()
+
+    @property
+    def raw(self) -> Any:
+        """The psycopg connection, for work outside the sqlite3 surface; a transaction whose opening
+        is still held back is opened first, so that work runs inside it."""
+        if self._opening:
+            self._open_now()
+        return self._raw
 
     @property
     def key(self) -> str:
         """Which database this is (server address, port, name), for process-local caches: asked
         once per connection, not on every query that consults a cache."""
         if self._key is None:
-            self._key = str(self.raw.execute("SELECT concat('postgresql:', inet_server_addr(), ':',"
+            self._key = str(self._raw.execute("SELECT concat('postgresql:', inet_server_addr(), ':',"
                                              " inet_server_port(), '/', current_database())").fetchone()[0])
         return self._key
 
     @property
     def in_transaction(self) -> bool:
-        status = self.raw.info.transaction_status
-        return bool(status != _psycopg().pq.TransactionStatus.IDLE)
+        status = self._raw.info.transaction_status
+        return bool(self._opening) or status != _psycopg().pq.TransactionStatus.IDLE
 
     def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> PgCursor:
         statement = dialect.to_postgres(sql)
         if statement.begin:
             return self._begin(statement)
+        if self._opening and statement.sql in ("COMMIT", "ROLLBACK"):
+            self._opening = ()  # a transaction that asked nothing was never opened
+            return PgCursor(self._raw.cursor())
         params = _params(parameters)
         if self.ahead is not None:
             answered = self.ahead.take(statement.sql, params, statement.reads_only)
             if answered is not None:
                 return PgCursor(answered)
         psycopg = _psycopg()
-        cursor = self.raw.cursor()
+        cursor = self._raw.cursor()
         try:
-            cursor.execute(statement.sql, params)
+            if self._opening:
+                self._opened_with(cursor, statement.sql, params)
+            else:
+                cursor.execute(statement.sql, params)
         except psycopg.Error as exc:
             raise _to_hearth_error(exc) from exc
         if statement.conflict_raises and cursor.rowcount == 0:
@@ -326,16 +343,34 @@ class PgConnection:
         return PgCursor(cursor)
 
     def _begin(self, statement: dialect.Statement) -> PgCursor:
+        if statement.begin == "write":
+            # The writers' lock is taken before the transaction's first statement runs, in the
+            # same round trip: writers stay serialised.
+            self.begin(statement.sql, f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
+        else:
+            self.begin(statement.sql)
+        return PgCursor(self._raw.cursor())
+
+    def begin(self, *opening: str) -> None:
+        """Open a transaction with ``opening`` (its ``BEGIN`` and what goes with it), sent with its
+        first statement: a round trip less for every transaction, two for one that asks nothing.
+        (A snapshot is taken by the first statement, not by ``BEGIN``, so a read sees the same.)"""
+        self._opening = opening
+
+    def _opened_with(self, cursor: Any, sql: str, params: Any) -> None:
+        opening, self._opening = self._opening, ()
+        with self._raw.pipeline():
+            for opener in opening:
+                self._raw.execute(opener)
+            cursor.execute(sql, params)
+
+    def _open_now(self) -> None:
+        opening, self._opening = self._opening, ()
         psycopg = _psycopg()
         try:
-            if statement.begin == "write":
-                # One round trip: both statements in one simple-protocol message.
-                cursor = self.raw.execute(f"{statement.sql}; SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
-            else:
-                cursor = self.raw.execute(statement.sql)
+            self._raw.execute("; ".join(opening))  # one simple-protocol message
         except psycopg.Error as exc:
             raise _to_hearth_error(exc) from exc
-        return PgCursor(cursor)
 
     def begin_read(self, calls: list[Call]) -> dict[Call, Any] | None:
         """Open a read snapshot with ``calls`` sent in the same round trip (one pipeline); their
@@ -348,18 +383,18 @@ class PgConnection:
         psycopg = _psycopg()
         answers = {}
         try:
-            with self.raw.pipeline():
-                self.raw.execute(opener.sql)
+            with self._raw.pipeline():
+                self._raw.execute(opener.sql)
                 for call in calls:
-                    cursor = self.raw.cursor()
+                    cursor = self._raw.cursor()
                     cursor.execute(*call)
                     answers[call] = cursor
         except psycopg.Error:
             # A statement that ran last time fails now (a migration changed its table, say): the
             # snapshot starts again with nothing sent ahead; the code's own statements fail, if
             # they still do, when it asks them.
-            if not self.raw.broken and self.in_transaction:
-                self.raw.execute("ROLLBACK")
+            if not self._raw.broken and self.in_transaction:
+                self._raw.execute("ROLLBACK")
             self._begin(opener)
             return None
         return answers
@@ -368,7 +403,7 @@ class PgConnection:
         statement = dialect.to_postgres(sql)
         rows = [_params(p) for p in seq_of_parameters]
         psycopg = _psycopg()
-        cursor = self.raw.cursor()
+        cursor = self.raw.cursor()  # opens a held-back transaction first
         try:
             if rows:
                 cursor.executemany(statement.sql, rows)
@@ -377,15 +412,17 @@ class PgConnection:
         return PgCursor(cursor)
 
     def commit(self) -> None:
-        if self.in_transaction:
-            self.raw.execute("COMMIT")
+        self._end("COMMIT")
 
     def rollback(self) -> None:
+        self._end("ROLLBACK")
+
+    def _end(self, sql: str) -> None:
         if self.in_transaction:
-            self.raw.execute("ROLLBACK")
+            self.execute(sql)
 
     def close(self) -> None:
-        self.raw.close()
+        self._raw.close()
 
 
 def _params(parameters: Sequence[Any] | dict[str, Any]) -> Any:
@@ -493,14 +530,14 @@ class PgStore(Store):
         return PgConnection(raw)
 
     def _lost(self, conn: Connection) -> bool:
-        raw = cast(PgConnection, conn).raw
+        raw = cast(PgConnection, conn)._raw
         return bool(raw.closed or raw.broken)
 
     def _begin_write(self, conn: Connection, exclusive: bool) -> None:
         if exclusive:
             conn.execute("BEGIN IMMEDIATE")  # BEGIN and the writers' advisory lock
         else:
-            cast(PgConnection, conn).raw.execute("BEGIN")
+            cast(PgConnection, conn).begin("BEGIN")
 
     def _begin_read(self, conn: Connection, ahead: Hashable | None) -> None:
         if ahead is None:
