@@ -536,6 +536,23 @@ def test_s9_keyword_totals_are_read_once_a_read_snapshot_postgres(pg_url):
         hearth.close()
 
 
+def test_s9_bm25_scores_each_posting_in_floating_point_postgres(pg_url):
+    """BM25 is computed for every posting a query's words reach (thousands for a recall cue's
+    common words): a bare decimal constant is numeric in PostgreSQL, and numeric arithmetic there
+    cost the query a tenth of its time. The plan computes in float8 only, with the same scores."""
+    from hearth.retrieval import pgsearch
+
+    store = PgStore(pg_url)
+    try:
+        conn = store.connection()
+        sql = f"{pgsearch.TERMS_SQL}, {pgsearch.score_sql('messages')} SELECT id, score FROM s"
+        plan = "\n".join(r[0] for r in conn.raw.execute(
+            "EXPLAIN (VERBOSE) " + to_postgres(sql).sql, (["lantern", "harb*"], [1.0, 2.0], "messages_fts", 7.5)))
+        assert "p.dl" in plan and "numeric" not in plan
+    finally:
+        store.close()
+
+
 def test_s9_k1_a2_index_of_turns_by_time_serves_dates_never_keyword_search_postgres(pg_url):
     """Before autovacuum has analysed a new or grown table, the planner took migration 19's index
     of turns by time for keyword searches: it walked every turn of the user and re-tokenised each
