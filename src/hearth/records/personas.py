@@ -189,6 +189,17 @@ class Personas:
             raise NotFound(f"no persona {persona_id}")
         return Persona.from_row(row)
 
+    def of_thread(self, conversation_id: int) -> Persona:
+        """The persona a thread talks with, in one read (the thread and its persona together)."""
+        row = self.store.connection().execute(
+            "SELECT p.* FROM conversations c JOIN personas p ON p.id = c.persona_id"
+            " WHERE c.id = ? AND c.user_id = ? AND p.user_id = ?",
+            (check_id(conversation_id, "conversation id"), self.user_id, self.user_id),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        return Persona.from_row(row)
+
     def by_name(self, name: str) -> Persona:
         row = self.store.connection().execute(
             "SELECT * FROM personas WHERE name = ? AND user_id = ?", (name, self.user_id)

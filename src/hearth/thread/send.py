@@ -102,7 +102,7 @@ class SendPath:
         idle = settings.idle_checkpoint_minutes * 60
         replacing: Message | None = None  # the reply that gets a new version instead of a new row
         if not (retry or regenerate or edit_message_id is not None):
-            ctx.dynamic.prefetch(lambda: ctx.personas.get(ctx.conversations.get(conversation_id).persona_id), text)
+            ctx.dynamic.prefetch(lambda: ctx.personas.of_thread(conversation_id), text)
         with store.write() as conn:
             conversation = ctx.conversations.get(conversation_id)
             check_open(conversation)
