@@ -12,7 +12,6 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from hearth import Hearth, ProviderError
-from hearth.errors import Conflict
 from hearth.prompt.dynamic import QUOTED_RECALL_HEADING, RECALL_HEADING
 from hearth.prompt.static import SECTIONS
 from hearth.providers.base import StreamEvent
@@ -394,29 +393,3 @@ def test_lc2_streamed_deltas_never_show_a_nudge_marker_split_across_chunks(me, p
     events = list(me.send_stream(conversation.id, "hi"))
     shown = "".join(e.data["text"] for e in events if e.type == "delta")
     assert shown == "How did the interview go? Tell me."
-
-
-@pytest.mark.sqlite_only
-def test_s9_sqlite_trace_a_send_reads_its_threads_row_once_to_save_the_message(hearth, me, persona):
-    """The save step checks the thread where it reads it; the message is added without reading the
-    row again (on PostgreSQL each read is a round trip of every send). An ended thread is still
-    refused there."""
-    c = me.conversations.create(persona.id)
-    me.send(c.id, "hello")
-    conn = hearth.store.connection()
-    statements: list[str] = []
-    saved: list[int] = []
-    conn.set_trace_callback(statements.append)
-    try:
-        for event in me.send_stream(c.id, "good night"):
-            if event.type == "saved":
-                saved.append(len(statements))
-    finally:
-        conn.set_trace_callback(None)
-    save = statements[:saved[0]]
-    assert any(sql.startswith("INSERT INTO messages") for sql in save)
-    assert sum("FROM conversations" in sql for sql in save) == 1
-    me.conversations.end(c.id)
-    with pytest.raises(Conflict, match="ended"):
-        me.send(c.id, "still there?")
-    assert [m.content for m in me.conversations.messages(c.id)][-1] != "still there?"

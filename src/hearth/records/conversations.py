@@ -382,21 +382,16 @@ class Conversations:
 
     def add_message(self, conversation_id: int, role: str, content: str, *, kind: str = "chat",
                     channel: str = "web", metadata: dict[str, Any] | None = None,
-                    created_at: str | None = None, span_id: int | None = None,
-                    state: str | None = None) -> Message:
-        """Add a message to the thread. ``state``: the thread's state as the caller read it in the
-        same write transaction (the send path, which has just checked it): not read again."""
+                    created_at: str | None = None, span_id: int | None = None) -> Message:
         check_text(content, "message content")
         created_at = created_at or utcnow()
         # Imports write messages by the hundred thousand: one indexed lookup, no re-read (S8).
         with self.store.write() as conn:
-            if state is None:
-                row = conn.execute("SELECT state FROM conversations WHERE id = ? AND user_id = ?",
-                                   (check_id(conversation_id, "conversation id"), self.user_id)).fetchone()
-                if row is None:
-                    raise NotFound(f"no conversation {conversation_id}")
-                state = row[0]
-            if state == "ended" and kind == "chat":
+            row = conn.execute("SELECT state FROM conversations WHERE id = ? AND user_id = ?",
+                               (check_id(conversation_id, "conversation id"), self.user_id)).fetchone()
+            if row is None:
+                raise NotFound(f"no conversation {conversation_id}")
+            if row[0] == "ended" and kind == "chat":
                 raise Conflict("this conversation has ended; start a new one")
             message_id = ledger.append_message(
                 conn, user_id=self.user_id, conversation_id=conversation_id, role=role, content=content,

@@ -124,7 +124,7 @@ class SendPath:
                 user_message = ctx.conversations.message(user_message.id)
             else:
                 user_message = save_turn(ctx, conn, conversation_id, self._check_text(text), channel=channel,
-                                         created_at=now, span_id=self.span_id, state=conversation.state)
+                                         created_at=now, span_id=self.span_id)
             prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, channel)
         yield SendEvent("saved", {"message_id": user_message.id, "span_id": self.span_id})
 
@@ -419,13 +419,12 @@ class SendPath:
 
 
 def save_turn(ctx: "Context", conn: Any, conversation_id: int, text: str, *, channel: str, created_at: str,
-              span_id: int | None, metadata: dict[str, Any] | None = None, state: str | None = None) -> Message:
+              span_id: int | None, metadata: dict[str, Any] | None = None) -> Message:
     """Save what the person said, in the caller's transaction: the one way a turn of theirs enters a
     thread, whether typed in the chat or arriving by SMS, email or voice. A whole-message "stop
-    check-ins" / "start check-ins" is heard here, in any channel (E11). ``state``: the thread's
-    state, when the caller has read it in this transaction."""
+    check-ins" / "start check-ins" is heard here, in any channel (E11)."""
     message = ctx.conversations.add_message(conversation_id, "user", text, channel=channel, metadata=metadata,
-                                            created_at=created_at, span_id=span_id, state=state)
+                                            created_at=created_at, span_id=span_id)
     activations.note_user_message(conn, ctx.store, ctx.user_id, text, channel)
     return message
 
