@@ -897,3 +897,20 @@ def test_s7_sqlite_a_search_ahead_is_taken_only_for_the_same_vector_and_an_uncha
     ahead("when did the quince flower")
     index.add([10_000_000], semantic.embed_queries(embedder, ["when did the quince flower"]))
     assert asked("when did the quince flower")[0][0] == 10_000_000
+
+
+def test_k1_keyword_hits_of_equal_score_come_in_the_order_the_turns_were_saved(hearth, me, persona):
+    """Turns with the same words score the same: they are listed oldest first, however the list is
+    ranked inside the index (SQLite asks bm25() with the row id breaking ties; PostgreSQL sums each
+    row's postings in word order and breaks ties by id)."""
+    from hearth.retrieval.keyword import search_messages
+
+    c = _thread(hearth, me, persona, "Pond", [("user", "the heron by the pond") for _ in range(30)]
+                + [("user", "a heron, a heron by the pond")])
+    conn = hearth.store.connection()
+    hits = search_messages(conn, me.user_id, ["heron", "pond"], limit=20)
+    ids = [h.message_id for h in hits]
+    assert ids[0] == max(ids)  # the turn that says it twice ranks first
+    tied = ids[1:]
+    assert tied == sorted(tied) and len({h.score for h in hits[1:]}) == 1
+    assert all(h.conversation_id == c.id for h in hits)

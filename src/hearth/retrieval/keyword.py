@@ -103,9 +103,12 @@ def search_messages(
     attempts += [(cap, exclusion) for cap in CANDIDATE_CAPS] if exclusion else [(cap, "") for cap in CANDIDATE_CAPS[1:]]
     for cap, rows_sql in attempts:
         rows_args = list(exclude_conversation_ids) if rows_sql else []
+        # bm25() ordered with rowid breaking ties: the same rows in the same order as FTS5's
+        # ``ORDER BY rank``, which sorts through a second statement inside FTS5 (a fifth to a third
+        # slower for a recall cue's few thousand matches).
         candidates = conn.execute(
-            f"SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ?{rows_sql} ORDER BY rank LIMIT ?",
-            (match, *rows_args, cap)).fetchall()
+            f"SELECT rowid, bm25(messages_fts) AS score FROM messages_fts WHERE messages_fts MATCH ?{rows_sql}"
+            " ORDER BY score, rowid LIMIT ?", (match, *rows_args, cap)).fetchall()
         if not candidates:
             return []
         kept = candidates
