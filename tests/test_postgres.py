@@ -603,9 +603,9 @@ def test_s9_k1_a2_index_of_turns_by_time_serves_dates_never_keyword_search_postg
 
 def test_s10_a_date_question_asks_the_databases_vector_lists_ahead_on_the_prefetch_thread_postgres(pg_url, tmp_path,
                                                                                                   monkeypatch):
-    """On PostgreSQL the HNSW searches and the dated list run on the prefetch thread's own
-    connection while the layers before archive recall read on the send's, and the send takes those
-    hits instead of asking again."""
+    """On PostgreSQL the HNSW searches run on the prefetch thread's own connection, and the dated
+    list on a second thread's, beside them, while the layers before archive recall read on the
+    send's; the send takes those hits instead of asking again."""
     from hearth.retrieval import pgvectors, semantic
     from hearth.retrieval.semantic import embed_pending, shared_embedder
     from tests.test_recall_speed import SearchesAheadRun
@@ -642,7 +642,9 @@ def test_s10_a_date_question_asks_the_databases_vector_lists_ahead_on_the_prefet
         me.dynamic.layers.insert(0, SearchesAheadRun())
         me.send(conv.id, "What were we talking about in May 2023?")
         assert sorted(source for source, _ in asked_on) == ["chunks", "dated", "messages"]
-        assert all(thread.startswith("hearth-query-embed") for _, thread in asked_on)
+        threads = dict(asked_on)
+        assert threads["messages"].startswith("hearth-query-embed") and threads["chunks"].startswith("hearth-query-embed")
+        assert threads["dated"].startswith("hearth-query-beside")  # beside the index searches
         assert semantic._AHEAD == {}  # every search ahead was taken
     finally:
         hearth.close()

@@ -662,13 +662,16 @@ def search_ahead(conn: Connection, db_key: str, sources: Iterable[str], user_id:
 
 
 def run_ahead(key: tuple, embedder: Any, text: str, context: np.ndarray | None, weight: float,
-              search: Callable[[np.ndarray], list[tuple[int, float]]], index: VectorIndex | None = None) -> None:
+              search: Callable[[np.ndarray], list[tuple[int, float]]], index: VectorIndex | None = None,
+              *, beside: bool = False) -> None:
     """Queue ``search`` of ``text``'s vector (mixed with ``context``) on the prefetch thread, behind
     the query's embedding, for ``taken_ahead(key, ...)`` to collect. ``index``: the in-process
-    index it searches, whose changes since make the hits stale."""
+    index it searches, whose changes since make the hits stale. ``beside``: on a second thread,
+    which waits for the embedding and then runs beside the prefetch thread's searches (a search
+    the database does, on that thread's own connection)."""
     with _QUERY_LOCK:
         _AHEAD.pop(key, None)
-        _AHEAD[key] = _executor().submit(_search_ahead, embedder, text, context, weight, index, search)
+        _AHEAD[key] = _executor(beside).submit(_search_ahead, embedder, text, context, weight, index, search, beside)
         while len(_AHEAD) > _AHEAD_LIMIT:
             _AHEAD.pop(next(iter(_AHEAD)))
 
@@ -681,9 +684,10 @@ def _database_search(store: Any, source: str, user_id: int, model: str, vector: 
 
 
 def _search_ahead(embedder: Any, text: str, context: np.ndarray | None, weight: float, index: VectorIndex | None,
-                  search: Callable[[np.ndarray], list[tuple[int, float]]],
+                  search: Callable[[np.ndarray], list[tuple[int, float]]], beside: bool = False,
                   ) -> tuple[np.ndarray, VectorIndex | None, int, list[tuple[int, float]]]:
-    vector = mix_context(embed_queries(embedder, [text], wait=False)[0], context, weight)
+    # On the prefetch thread the embedding ran before this job; beside it, it is waited for.
+    vector = mix_context(embed_queries(embedder, [text], wait=beside)[0], context, weight)
     # Read before searching: a change during the search is a change.
     generation = index.generation if index is not None else 0
     return vector, index, generation, search(vector)
@@ -712,7 +716,7 @@ _QUERY_CACHE: "OrderedDict[tuple[str, str], np.ndarray]" = OrderedDict()
 _QUERY_LOCK = threading.Lock()
 # Query embeddings started ahead of the search that needs them (``prefetch_query``).
 _IN_FLIGHT: dict[tuple[str, str], Future] = {}
-_PREFETCH: list[ThreadPoolExecutor] = []  # created on first use, never at import
+_PREFETCH: dict[bool, ThreadPoolExecutor] = {}  # created on first use, never at import
 
 
 def prefetch_query(embedder: Any, text: str) -> None:
@@ -726,12 +730,14 @@ def prefetch_query(embedder: Any, text: str) -> None:
         _IN_FLIGHT[key] = _executor().submit(_embed_in_flight, embedder, text, key)
 
 
-def _executor() -> ThreadPoolExecutor:
+def _executor(beside: bool = False) -> ThreadPoolExecutor:
     """The one prefetch thread (called under ``_QUERY_LOCK``): one thread keeps the other core
-    for the send, and runs a search ahead after the embedding it needs."""
-    if not _PREFETCH:
-        _PREFETCH.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="hearth-query-embed"))
-    return _PREFETCH[0]
+    for the send, and runs a search ahead after the embedding it needs. ``beside``: the one
+    thread for a search the database does beside the prefetch thread's (the dated list)."""
+    if beside not in _PREFETCH:
+        name = "hearth-query-beside" if beside else "hearth-query-embed"
+        _PREFETCH[beside] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    return _PREFETCH[beside]
 
 
 def _embed_in_flight(embedder: Any, text: str, key: tuple[str, str]) -> None:
