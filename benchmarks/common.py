@@ -36,10 +36,14 @@ class StopwatchProvider:
     model: str = "stopwatch"
     arrivals: list[float] = field(default_factory=list)
     replies: Any = None  # a callable returning the next reply text
+    meter: Any = None  # a callable read as each request arrives (``reading()``), e.g. CPU clocks
     _by_thread: dict[int, float] = field(default_factory=dict)
+    _readings: dict[int, Any] = field(default_factory=dict)
 
     def stream(self, request):
         now = time.perf_counter()
+        if self.meter is not None:
+            self._readings[threading.get_ident()] = self.meter()
         self._by_thread[threading.get_ident()] = now
         if threading.current_thread() is threading.main_thread():
             self.arrivals.append(now)
@@ -49,6 +53,10 @@ class StopwatchProvider:
     def arrival(self) -> float:
         """When the calling thread's last request arrived."""
         return self._by_thread[threading.get_ident()]
+
+    def reading(self) -> Any:
+        """What ``meter`` read when the calling thread's last request arrived."""
+        return self._readings[threading.get_ident()]
 
 
 # -- the machine ---------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ kind of message. ``--profile`` adds a cProfile of the sends. ``--database-url`` 
 copy of the deployment (``hearth migrate-store --to URL``): the floor is then the same three
 primitives on that engine (the GIN match ranked by BM25, the pgvector HNSW top-10, the embedding).
 
-Prints the median and p99 in milliseconds.
+Prints the median and p99 in milliseconds, and per kind the CPU of the send's threads beside the
+floor's (with the database server's, when it runs on this machine).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ import json
 import os
 import pstats
 import random
+import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,7 @@ from common import (  # noqa: E402
 )
 
 from hearth import Hearth, Settings  # noqa: E402
+from hearth.errors import HearthError  # noqa: E402
 from hearth.ops.jobs import JobQueue  # noqa: E402
 from hearth.store import is_postgres  # noqa: E402
 
@@ -362,6 +366,58 @@ class Floor:
         return out
 
 
+class ServerCpu:
+    """CPU seconds the PostgreSQL server has used, when it runs on this machine and its files can be
+    read (Linux): the postmaster's own and its reaped children's, plus each live backend's, from
+    /proc. Counted in clock ticks (10 ms): only a mean over many sends means anything."""
+
+    def __init__(self, conn: Any) -> None:
+        self.pid: int | None = None
+        try:
+            folder = conn.execute("SHOW data_directory").fetchone()[0]
+            self.pid = int(Path(folder, "postmaster.pid").read_text().split()[0])
+            self()
+        except (OSError, ValueError, IndexError, HearthError):
+            self.pid = None  # a server elsewhere, or files this user may not read: not measured
+
+    def __call__(self) -> float:
+        def ticks(pid: str, fields: slice) -> int:
+            try:
+                values = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[fields]
+            except OSError:
+                return 0  # a backend that ended meanwhile: the postmaster's reaped time has it
+            return sum(int(v) for v in values)
+
+        children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
+        # stat fields 14-17 (utime, stime, cutime, cstime) are 11-14 after the name and state.
+        total = ticks(str(self.pid), slice(11, 15)) + sum(ticks(child, slice(11, 13)) for child in children)
+        return total / os.sysconf("SC_CLK_TCK")
+
+
+class SendCpu:
+    """CPU clocks of the threads a send runs on (the caller's and the query threads that embed and
+    search ahead; not the background worker's), exact per thread, and the database server's
+    (``ServerCpu``) when it can be read."""
+
+    def __init__(self, server: ServerCpu | None) -> None:
+        self.server = server if server is not None and server.pid is not None else None
+
+    def __call__(self) -> tuple[dict[int, float], float | None]:
+        clocks = {}
+        for thread in threading.enumerate():
+            if thread.ident and (thread is threading.main_thread() or thread.name.startswith("hearth-query")):
+                clocks[thread.ident] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        return clocks, self.server() if self.server else None
+
+    @staticmethod
+    def spent(start: tuple[dict[int, float], float | None],
+              end: tuple[dict[int, float], float | None]) -> tuple[float, float | None]:
+        """Milliseconds between two readings: the threads' (a thread new since counts from zero), the server's."""
+        threads = sum(at - start[0].get(ident, 0.0) for ident, at in end[0].items())
+        server = (end[1] - start[1]) * 1000 if start[1] is not None and end[1] is not None else None
+        return threads * 1000, server
+
+
 def drop_file_cache() -> str:
     """Empty the operating system's file cache (Linux, as root), so the first sends read the database
     from disk: the cold start of a machine, not only of a process."""
@@ -395,6 +451,8 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         values["database_url"] = args.database_url
     hearth = Hearth(Settings.resolve(values, environ={}), provider=provider)
     scope = hearth.scope(manifest["user_id"])
+    meter = SendCpu(ServerCpu(hearth.store.connection()) if args.database_url else None)
+    provider.meter = meter
     conversation_id = manifest["active_conversation_id"]
     notes = [cache_note] if cache_note else []
     embedder, reason = load_embedder(hearth)
@@ -453,6 +511,9 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
 
     floor_meter = Floor(hearth, scope, embedder)
     floor_by_kind: dict[str, list[float]] = {}
+    # CPU milliseconds by kind: (send, floor) of the send's threads, and of the server (a mean).
+    cpu_by_kind: dict[str, list[tuple[float, float]]] = {}
+    server_by_kind: dict[str, list[tuple[float, float]]] = {}
     cold_by_kind: dict[str, list[float]] = {}
     profiler = cProfile.Profile() if args.profile else None
     samples: list[float] = []
@@ -469,7 +530,9 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
             while not queue.idle() and time.perf_counter() - started < 10:
                 time.sleep(0.005)
             waited.append((time.perf_counter() - started) * 1000)
+        before_floor = meter()
         floor_by_kind.setdefault(kind, []).append(floor_meter.measure(text))
+        before_send = meter()
         clock.current = {}
         if steps:
             steps.start(kind)
@@ -498,6 +561,11 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
             threads.keep()
         saved.append(((saved_at or t) - t) * 1000)
         by_kind.setdefault(kind, []).append(elapsed)
+        (send_cpu, send_server), (floor_cpu, floor_server) = (SendCpu.spent(before_send, provider.reading()),
+                                                              SendCpu.spent(before_floor, before_send))
+        cpu_by_kind.setdefault(kind, []).append((send_cpu, floor_cpu))
+        if send_server is not None and floor_server is not None:
+            server_by_kind.setdefault(kind, []).append((send_server, floor_server))
 
     if worker is not None:
         worker.stop(timeout=300)  # an embedding slice in flight finishes before the process exits
@@ -517,6 +585,12 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         "by_kind": {k: {**summary(v), "floor_median_ms": summary(floor_by_kind[k])["median_ms"],
                         "ratio_median": round(summary(v)["median_ms"] / max(summary(floor_by_kind[k])["median_ms"], 1e-9), 2)}
                     for k, v in sorted(by_kind.items())},
+        "cpu_by_kind": {k: {"send_median_ms": round(statistics.median(s for s, _ in v), 3),
+                            "floor_median_ms": round(statistics.median(f for _, f in v), 3),
+                            **({"server_send_mean_ms": round(statistics.mean(s for s, _ in server_by_kind[k]), 2),
+                                "server_floor_mean_ms": round(statistics.mean(f for _, f in server_by_kind[k]), 2)}
+                               if server_by_kind.get(k) else {})}
+                        for k, v in sorted(cpu_by_kind.items())},
         "worker": ("off" if worker is None else "running, as in hearth serve"
                    + (", not waiting for sends" if args.worker_ignores_sends else "")),
         "pause_ms": args.pause_ms,
@@ -571,6 +645,11 @@ def print_deployment(r: dict[str, Any]) -> None:
     for kind, s in r["by_kind"].items():
         print(f"  {kind:<9} median {s['median_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms  (n={s['n']});"
               f" floor for these messages {s['floor_median_ms']:.2f} ms, ratio {s['ratio_median']:.2f}")
+    for kind, c in r.get("cpu_by_kind", {}).items():
+        server = (f"; the database server, mean {c['server_send_mean_ms']:.1f} ms (floor"
+                  f" {c['server_floor_mean_ms']:.1f} ms)" if "server_send_mean_ms" in c else "")
+        print(f"  {kind:<9} CPU of the send's threads, median {c['send_median_ms']:.2f} ms (floor"
+              f" {c['floor_median_ms']:.2f} ms){server}")
     for kind, s in r.get("cold_by_kind", {}).items():
         print(f"  cold: first {s['n']} {kind} sends of the process: median {s['median_ms']:7.2f} ms,"
               f" p99 {s['p99_ms']:7.2f} ms")
