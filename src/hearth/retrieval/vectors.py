@@ -34,11 +34,12 @@ from ..text import unit_rows
 
 ProgressCallback = Callable[[int, "int | None"], None]
 
-# A matrix-vector product over fewer rows than this runs on one BLAS thread: the work is too small
-# to share, and on a busy two-core machine waking a second thread costs more than the product
-# (measured: 2,217 rows 101 ms median with two threads against 0.5 ms with one; 20,000 rows 121
-# against 28 ms; at 100,000 rows two threads win).
-SINGLE_THREAD_ROWS = 32_768
+# Every exact matrix-vector product runs on one BLAS thread. A second thread saves little on the
+# sizes searched exactly (under ``ann_threshold``), and OpenBLAS keeps it spinning for about 100 ms
+# after each product: 40,000 rows cost 106 ms of CPU that way against 2.4 ms on one thread, a core
+# taken from the send's other thread, the background worker and a database server on the same
+# machine (docs/benchmarks.md). On a busy two-core machine waking it also cost more than the
+# product itself (2,217 rows: 101 ms median with two threads against 0.5 ms with one).
 _BLAS: Any = None
 _BLAS_LOCK = threading.Lock()
 
@@ -376,11 +377,8 @@ class VectorIndex:
             allowed = np.unique(_as_ids(allowed_ids))
             if allowed.size == 0:
                 return []
-        with self._lock:
+        with self._lock, one_blas_thread():
             if self._ann is None:
-                if self._n <= SINGLE_THREAD_ROWS:
-                    with one_blas_thread():
-                        return self._search_exact(vec, k, allowed)
                 return self._search_exact(vec, k, allowed)
             return self._search_ann(vec, k, allowed)
 
@@ -553,4 +551,5 @@ def exact_top_k(
 ) -> list[tuple[int, float]]:
     """Top ``k`` of ``matrix @ query``, ties to the smaller id, every row compared: the dated list
     over a range's stored vectors, and the reference for tests and benchmarks."""
-    return _top_k(np.asarray(ids, dtype=np.int64), np.asarray(matrix, dtype=np.float32) @ query, k)
+    with one_blas_thread():
+        return _top_k(np.asarray(ids, dtype=np.int64), np.asarray(matrix, dtype=np.float32) @ query, k)
