@@ -377,10 +377,11 @@ class VectorIndex:
             allowed = np.unique(_as_ids(allowed_ids))
             if allowed.size == 0:
                 return []
-        with self._lock, one_blas_thread():
+        with self._lock:
             if self._ann is None:
-                return self._search_exact(vec, k, allowed)
-            return self._search_ann(vec, k, allowed)
+                with one_blas_thread():
+                    return self._search_exact(vec, k, allowed)
+            return self._search_ann(vec, k, allowed)  # a graph search asks no BLAS
 
     def _search_exact(self, vec: np.ndarray, k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
         n = self._n
