@@ -402,9 +402,11 @@ class SendCpu:
     def __init__(self, server: ServerCpu | None) -> None:
         self.server = server if server is not None and server.pid is not None else None
 
+    readable = hasattr(time, "pthread_getcpuclockid")  # another thread's clock: Linux and most Unixes
+
     def __call__(self) -> tuple[dict[int, float], float | None]:
         clocks = {}
-        for thread in threading.enumerate():
+        for thread in threading.enumerate() if self.readable else ():
             if thread.ident and (thread is threading.main_thread() or thread.name.startswith("hearth-query")):
                 clocks[thread.ident] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
         return clocks, self.server() if self.server else None
@@ -563,7 +565,8 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         by_kind.setdefault(kind, []).append(elapsed)
         (send_cpu, send_server), (floor_cpu, floor_server) = (SendCpu.spent(before_send, provider.reading()),
                                                               SendCpu.spent(before_floor, before_send))
-        cpu_by_kind.setdefault(kind, []).append((send_cpu, floor_cpu))
+        if meter.readable:
+            cpu_by_kind.setdefault(kind, []).append((send_cpu, floor_cpu))
         if send_server is not None and floor_server is not None:
             server_by_kind.setdefault(kind, []).append((send_server, floor_server))
 
