@@ -362,6 +362,12 @@ def test_s7_exact_searches_run_on_one_blas_thread_whatever_their_size(monkeypatc
     # The dated list's exact comparison too.
     vectors.exact_top_k(rng.standard_normal((500, 8)).astype(np.float32), list(range(500)), rng.standard_normal(8), 3)
     assert seen and set(seen) == {1}
+    seen.clear()
+    # And a graph's exact scoring of a small allowed set (the graph search itself asks no BLAS).
+    graph = vectors.VectorIndex(8, ann_threshold=100)
+    graph.add(list(range(1, 301)), rng.standard_normal((300, 8)).astype(np.float32))
+    assert graph.search(rng.standard_normal(8), 3, allowed_ids=[5, 6, 7, 8])[0][0] in (5, 6, 7, 8)
+    assert seen and set(seen) == {1}
 
 
 def _heron_search(hearth, me, excluded: int | None) -> tuple[list, list[str]]:

@@ -381,7 +381,7 @@ class VectorIndex:
             if self._ann is None:
                 with one_blas_thread():
                     return self._search_exact(vec, k, allowed)
-            return self._search_ann(vec, k, allowed)  # a graph search asks no BLAS
+            return self._search_ann(vec, k, allowed)  # a graph search asks no BLAS; its exact fallback is limited
 
     def _search_exact(self, vec: np.ndarray, k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
         n = self._n
@@ -436,7 +436,8 @@ class VectorIndex:
                 return [(int(key), float(1.0 - dist)) for key, dist in zip(keys, dists)]
         # A small allowed set, or one whose members the graph search did not reach: score exactly.
         present = allowed[np.asarray(ann.contains(allowed), dtype=bool)]
-        return self._exact_over(present, vec, k)
+        with one_blas_thread():
+            return self._exact_over(present, vec, k)
 
     # -- files -----------------------------------------------------------------------------
 
