@@ -873,7 +873,7 @@ def test_s7_sqlite_a_search_ahead_is_taken_only_for_the_same_vector_and_an_uncha
     embed_pending(hearth.store, embedder, user_id=me.user_id)
     conn, key = hearth.store.connection(), hearth.store.key
     model = semantic.model_id(embedder)
-    # An exact index (a small deployment's) is searched where it is asked, never ahead.
+    # A small exact index is searched where it is asked, never ahead.
     assert semantic.INDEXES.get(conn, key, "messages", me.user_id, model, embedder.dim).mode == "exact"
     semantic.search_ahead(conn, key, ("messages",), me.user_id, embedder, "when did the quince flower", 5)
     assert (key, "messages", me.user_id, model, 5) not in semantic._AHEAD
@@ -882,7 +882,7 @@ def test_s7_sqlite_a_search_ahead_is_taken_only_for_the_same_vector_and_an_uncha
     # Nor is an index that is not loaded: loading it is the search's to start.
     semantic.search_ahead(conn, key, ("messages",), me.user_id, embedder, "when did the quince flower", 5)
     assert (key, "messages", me.user_id, model, 5) not in semantic._AHEAD
-    assert semantic.INDEXES.loaded_graph(conn, key, "messages", me.user_id, model, embedder.dim) is None
+    assert semantic.INDEXES.loaded_for_ahead(conn, key, "messages", me.user_id, model, embedder.dim) is None
     index = semantic.INDEXES.get(conn, key, "messages", me.user_id, model, embedder.dim)
     assert index.mode == "ann"
 
@@ -910,6 +910,34 @@ def test_s7_sqlite_a_search_ahead_is_taken_only_for_the_same_vector_and_an_uncha
     index.add([10_000_000], semantic.embed_queries(embedder, ["when did the quince flower"]))
     assert asked("when did the quince flower")[0][0] == 10_000_000
 
+
+
+@pytest.mark.sqlite_only
+def test_s7_sqlite_a_large_exact_index_is_searched_ahead_and_a_small_one_is_not(hearth, me, archive_persona,
+                                                                              embedder, monkeypatch):
+    """An exact index of ``AHEAD_EXACT_ROWS`` vectors or more is searched on the prefetch thread, as
+    a graph is (its product leaves the interpreter lock to the layers' reads); a smaller one holds
+    the lock for most of its short search, so it stays in the search."""
+    _thread(hearth, me, archive_persona, "Garden", [("user", f"The quince tree flowered in week {i}.") for i in range(12)])
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
+    conn, key = hearth.store.connection(), hearth.store.key
+    model = semantic.model_id(embedder)
+    index = semantic.INDEXES.get(conn, key, "messages", me.user_id, model, embedder.dim)
+    assert index.mode == "exact" and len(index) == 12
+    ahead_key = (key, "messages", me.user_id, model, 5)
+
+    monkeypatch.setattr(semantic, "AHEAD_EXACT_ROWS", 13)
+    semantic.search_ahead(conn, key, ("messages",), me.user_id, embedder, "when did the quince flower", 5)
+    assert ahead_key not in semantic._AHEAD
+
+    monkeypatch.setattr(semantic, "AHEAD_EXACT_ROWS", 12)
+    semantic.search_ahead(conn, key, ("messages",), me.user_id, embedder, "when did the quince flower", 5)
+    future = semantic._AHEAD[ahead_key]
+    vector = semantic.embed_queries(embedder, ["when did the quince flower"])
+    assert future.result()[3] == index.search(vector[0], 5)
+    # The send's search takes those hits, and they are taken once.
+    assert semantic.vector_search(conn, key, "messages", me.user_id, embedder, vector, 5)[0] == future.result()[3]
+    assert ahead_key not in semantic._AHEAD
 
 def test_k1_keyword_hits_of_equal_score_come_in_the_order_the_turns_were_saved(hearth, me, persona):
     """Turns with the same words score the same: they are listed oldest first, however the list is

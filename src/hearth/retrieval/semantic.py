@@ -313,6 +313,11 @@ BACKGROUND_ABOVE = 100_000
 # A saved index this many rows behind its table is saved again once loaded, so the next start does
 # not add them all again (10,584 rows took 5.8 s to add at a million vectors).
 RESAVE_AFTER = 5_000
+# An exact index this large is searched ahead on the prefetch thread, as a graph is: its product
+# releases the interpreter lock for most of the search (a loop of primary-key reads beside a loop
+# of 40,000-vector searches kept 0.82 of its rate; beside a graph's, 0.79). A smaller one is short
+# and mostly holds the lock (3,225 vectors: 0.39), so it stays in the search.
+AHEAD_EXACT_ROWS = 16_384
 
 
 class IndexCache:
@@ -423,14 +428,15 @@ class IndexCache:
                     self._indexes[key] = (signature, index)
         return index
 
-    def loaded_graph(self, conn: Connection, db_key: str, source: str, user_id: int, model: str,
-                     dim: int) -> "VectorIndex | None":
-        """The index if it is loaded and a graph (over ``ann_threshold`` vectors), brought up to
-        date; None rather than loading or building it."""
+    def loaded_for_ahead(self, conn: Connection, db_key: str, source: str, user_id: int, model: str,
+                         dim: int) -> "VectorIndex | None":
+        """The index if it is loaded and worth searching on another thread (a graph, or an exact
+        index of at least ``AHEAD_EXACT_ROWS`` vectors), brought up to date; None rather than
+        loading or building it."""
         key = (db_key, source, user_id, model)
         with self._lock:
             cached = self._indexes.get(key)
-        if cached is None or cached[1].mode != "ann":
+        if cached is None or (cached[1].mode != "ann" and len(cached[1]) < AHEAD_EXACT_ROWS):
             return None
         return self._fresh(conn, key, dim)[0]
 
@@ -631,10 +637,11 @@ def search_ahead(conn: Connection, db_key: str, sources: Iterable[str], user_id:
                  store: Any = None) -> None:
     """Queue, on the prefetch thread behind the query's own embedding (``prefetch_query``), the
     index searches a coming ``vector_search`` will ask: ``text``'s vector, mixed with ``context``
-    as ``mix_context`` does, against each source's index as it is now, if that index is a graph
-    (this process's, or the database's HNSW index, asked on the prefetch thread's own connection
-    to ``store``). A graph search releases the interpreter lock, and a database search waits for
-    the server without it, so the layers that run before the search overlap it.
+    as ``mix_context`` does, against each source's index as it is now, if that index is a graph or
+    a large exact index (this process's, see ``AHEAD_EXACT_ROWS``), or the database's HNSW index
+    (asked on the prefetch thread's own connection to ``store``). Those searches release the
+    interpreter lock, and a database search waits for the server without it, so the layers that
+    run before the search overlap it.
     ``vector_search`` takes a result only for the same query vector, the same ``k`` and an index
     unchanged since (for the database's index: as it was some milliseconds before the ask);
     otherwise it searches as usual."""
@@ -647,14 +654,10 @@ def search_ahead(conn: Connection, db_key: str, sources: Iterable[str], user_id:
             return
         indexes = [(source, None) for source in sources]
     else:
-        # Only a graph already loaded. Loading one (seconds, a gigabyte at a million vectors) is
-        # the search's to start, after the layers' own reads. A graph search holds the interpreter
-        # lock for microseconds around a search of milliseconds; an exact search (under
-        # ``ann_threshold`` vectors) is short and mostly holds the lock, so in a second thread it
-        # would stall the layers' own database reads (each read gives the lock up and must win it
-        # back) for more than it saves.
-        indexes = [(source, graph) for source in sources
-                   if (graph := INDEXES.loaded_graph(conn, db_key, source, user_id, model, int(embedder.dim)))]
+        # Only an index already loaded. Loading one (seconds, a gigabyte at a million vectors) is
+        # the search's to start, after the layers' own reads.
+        indexes = [(source, index) for source in sources
+                   if (index := INDEXES.loaded_for_ahead(conn, db_key, source, user_id, model, int(embedder.dim)))]
     for source, index in indexes:
         search = (functools.partial(index.search, k=k) if index is not None
                   else functools.partial(_database_search, store, source, user_id, model, k=k))
