@@ -259,7 +259,7 @@ def test_a2_the_dated_list_ranks_the_ranges_turns_by_exact_cosine(hearth, me, pe
     embed_pending(hearth.store, embedder, user_id=me.user_id)
     conn = hearth.store.connection()
     vector = embed_queries(embedder, ["How was the quince tree doing in April?"])[0]
-    hits = dated_vector_hits(conn, me.user_id, Filters(), ("2022-04-01", "2022-04-30"), embedder, vector,
+    hits = dated_vector_hits(conn, hearth.store.key, me.user_id, Filters(), ("2022-04-01", "2022-04-30"), embedder, vector,
                              DEFAULT.with_changes(candidates=4))
     stored = {row[0]: from_blob(row[1]) for row in conn.execute(
         "SELECT message_id, embedding FROM message_embeddings WHERE model = ?", (model_id(embedder),))}

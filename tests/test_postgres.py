@@ -588,7 +588,7 @@ def test_s9_k1_a2_index_of_turns_by_time_serves_dates_never_keyword_search_postg
         try:
             hits = search_messages(conn, me.user_id, ["lighthouse"], limit=10)
             # No turn of May 2023: the count finds none and the list ends there, before any vector.
-            assert dated_vector_hits(conn, me.user_id, Filters(), ("2023-05-01", "2023-05-31"), None, None,
+            assert dated_vector_hits(conn, hearth.store.key, me.user_id, Filters(), ("2023-05-01", "2023-05-31"), None, None,
                                      DEFAULT) == []
         finally:
             del conn.execute

@@ -939,6 +939,39 @@ def test_s7_sqlite_a_large_exact_index_is_searched_ahead_and_a_small_one_is_not(
     assert semantic.vector_search(conn, key, "messages", me.user_id, embedder, vector, 5)[0] == future.result()[3]
     assert ahead_key not in semantic._AHEAD
 
+
+@pytest.mark.sqlite_only
+def test_a2_sqlite_the_dated_list_scores_the_exact_indexs_rows_instead_of_reading_stored_vectors(
+        hearth, me, archive_persona, embedder):
+    """On SQLite, while the turns' index is exact (float32 copies of the stored vectors), the dated
+    list reads only the range's ids and scores those rows of the index: the same hits as scoring
+    the stored bytes, without reading them."""
+    from hearth.retrieval.candidates import Filters, dated_vector_hits
+    from hearth.retrieval.tuning import DEFAULT
+    from hearth.retrieval.vectors import exact_top_k, from_blob
+
+    spring = me.conversations.create(archive_persona.id, "Spring", created_at="2022-04-02T10:00:00.000000Z")
+    inside = [me.conversations.add_message(spring.id, "user", f"The quince flowered on day {i}.",
+                                           created_at=f"2022-04-{3 + i:02d}T10:00:00.000000Z").id for i in range(8)]
+    embed_pending(hearth.store, embedder, user_id=me.user_id)
+    conn, key = hearth.store.connection(), hearth.store.key
+    model = semantic.model_id(embedder)
+    assert semantic.INDEXES.get(conn, key, "messages", me.user_id, model, embedder.dim).mode == "exact"
+    vector = semantic.embed_queries(embedder, ["How was the quince in April?"])[0]
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        hits = dated_vector_hits(conn, key, me.user_id, Filters(), ("2022-04-01", "2022-04-30"), embedder, vector,
+                                 DEFAULT.with_changes(candidates=5))
+    finally:
+        conn.set_trace_callback(None)
+    assert statements and not any("message_embeddings" in sql for sql in statements)
+    stored = conn.execute(f"SELECT message_id, embedding FROM message_embeddings WHERE message_id IN"
+                          f" ({','.join('?' * len(inside))})", inside).fetchall()
+    expected = exact_top_k(np.vstack([from_blob(b) for _, b in stored]), [i for i, _ in stored], vector, 5)
+    assert [h[0] for h in hits] == [h[0] for h in expected]
+    np.testing.assert_allclose([h[1] for h in hits], [h[1] for h in expected], atol=1e-6)
+
 def test_k1_keyword_hits_of_equal_score_come_in_the_order_the_turns_were_saved(hearth, me, persona):
     """Turns with the same words score the same: they are listed oldest first, however the list is
     ranked inside the index (SQLite asks bm25() with the row id breaking ties; PostgreSQL sums each

@@ -356,14 +356,14 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
     if dated and tuning.dated_weight > 0 and "messages" in filters.sources:
         in_range = taken_ahead(_dated_key(db_key, user_id, filters, dated, embedder, tuning), vectors[0])
         if in_range is None:
-            in_range = dated_vector_hits(conn, user_id, filters, dated, embedder, vectors[0], tuning)
+            in_range = dated_vector_hits(conn, db_key, user_id, filters, dated, embedder, vectors[0], tuning)
         if in_range:
             lists["vector:dated:messages"] = [(("message", i), s) for i, s in in_range]
             weights["vector:dated:messages"] = tuning.dated_weight * tuning.signal_weights["vector"]
     return lists, weights
 
 
-def dated_vector_hits(conn: Connection, user_id: int, filters: Filters, dated: tuple[str, str],
+def dated_vector_hits(conn: Connection, db_key: str, user_id: int, filters: Filters, dated: tuple[str, str],
                       embedder: Any, vector: Any, tuning: Tuning) -> list[tuple[int, float]]:
     """The turns dated inside the named range, or up to ``tuning.dated_days_after`` days after it
     (a turn tells of a day as "last night" or "last Friday"), ranked by exact cosine to the query.
@@ -382,7 +382,8 @@ def dated_vector_hits(conn: Connection, user_id: int, filters: Filters, dated: t
     where, args = message_filter_sql(user_id, filters)
     ids_sql = ("SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id"
                f" WHERE {' AND '.join([span, *where[2:]])}")
-    return exact_message_search(conn, ids_sql, (*bounds, *args[1:]), embedder, vector, tuning.candidates)
+    return exact_message_search(conn, db_key, user_id, ids_sql, (*bounds, *args[1:]), embedder, vector,
+                                tuning.candidates)
 
 
 def query_vector_text(text: str, speaker_names: dict[str, str] | None) -> str:
@@ -433,7 +434,7 @@ def _dated_key(db_key: str, user_id: int, filters: Filters, dated: tuple[str, st
 
 def _dated_on(store: Any, user_id: int, filters: Filters, dated: tuple[str, str], embedder: Any, tuning: Tuning,
               vector: np.ndarray) -> list[tuple[int, float]]:
-    return dated_vector_hits(store.connection(), user_id, filters, dated, embedder, vector, tuning)
+    return dated_vector_hits(store.connection(), store.key, user_id, filters, dated, embedder, vector, tuning)
 
 
 def stored_context_vector(conn: Connection, user_id: int, embedder: Any, message_ids: tuple[int, ...],

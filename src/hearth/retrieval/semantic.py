@@ -595,15 +595,21 @@ def vector_search(conn: Connection, db_key: str, source: str, user_id: int, embe
     return out
 
 
-def exact_message_search(conn: Connection, ids_sql: str, args: tuple, embedder: Any, vector: np.ndarray,
-                         k: int) -> list[tuple[int, float]]:
-    """Top ``k`` (id, cosine) among the messages ``ids_sql`` selects (a query of ``m.id``), every
-    one compared (no index): for a set of turns narrowed by other means, such as their dates."""
+def exact_message_search(conn: Connection, db_key: str, user_id: int, ids_sql: str, args: tuple, embedder: Any,
+                         vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """Top ``k`` (id, cosine) among ``user_id``'s messages that ``ids_sql`` selects (a query of
+    ``m.id``), every one compared: for a set of turns narrowed by other means, such as their dates."""
     model = model_id(embedder)
     if database_index(conn):
         from . import pgvectors
 
         return pgvectors.exact_messages(conn, ids_sql, args, model, vector, k)
+    index = INDEXES.get(conn, db_key, "messages", user_id, model, int(vector.shape[0]), wait=False)
+    if index is not None and index.mode == "exact":
+        # The exact index holds the same float32 vectors: scoring its rows of those ids spares
+        # reading each turn's stored bytes (about half the list's time for a month of turns).
+        ids = np.fromiter((row[0] for row in conn.execute(ids_sql, args)), dtype=np.int64)
+        return index.search(vector, k, allowed_ids=ids) if ids.size else []
     from .vectors import exact_top_k
 
     # float32 bytes: a vector of another size is not comparable.
