@@ -200,3 +200,35 @@ def test_g3_cli_worker_once_and_doctor_show_jobs(tmp_path, monkeypatch):
     assert once.exit_code == 0 and "dead 0." in once.output
     listing = runner.invoke(cli, ["jobs", "list"], catch_exceptions=False).output
     assert "live_context.refresh" in listing and "done" in listing
+
+
+@pytest.mark.sqlite_only
+def test_s1_sqlite_the_worker_folds_the_write_ahead_log_between_sends(hearth, me, persona):
+    """The worker copies the WAL into the database file while no send assembles (a passive
+    checkpoint), so a send's own commit does not find the log past SQLite's bound and copy it
+    while the person waits."""
+    database = hearth.store.path
+
+    def in_file(word: str) -> bool:
+        return word.encode() in database.read_bytes()
+
+    c = me.conversations.create(persona.id, "Lanterns")
+    me.conversations.add_message(c.id, "user", "the quincelantern glows")
+    assert not in_file("quincelantern")  # only in the log so far
+    worker = Worker(hearth, handlers={}, poll_seconds=0.01, fold_every_seconds=0.0, helper=object())
+    with hearth.activity.assembling():
+        assert worker.fold_log() is False  # never while a send assembles
+    assert not in_file("quincelantern")
+    assert worker.fold_log() is True
+    assert in_file("quincelantern")
+    # The loop folds on its own.
+    me.conversations.add_message(c.id, "user", "the harbourbell rings")
+    assert not in_file("harbourbell")
+    worker.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not in_file("harbourbell") and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        worker.stop()
+    assert in_file("harbourbell")

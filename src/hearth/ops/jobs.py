@@ -298,7 +298,7 @@ class Worker:
     def __init__(self, hearth: Deployment, *, handlers: dict[str, Handler] | None = None,
                  helper: "Helper | None" = None, queue: JobQueue | None = None, poll_seconds: float = 2.0,
                  prune_every_seconds: float = 3600.0, settle_every_seconds: float = 60.0,
-                 young_threshold: int | None = YOUNG_THRESHOLD):
+                 fold_every_seconds: float = 1.0, young_threshold: int | None = YOUNG_THRESHOLD):
         self.hearth = hearth
         self.queue = queue or JobQueue(hearth.store, lease_seconds=hearth.settings.job_lease_seconds)
         # Jobs of kinds without a handler here stay pending (visible in counts) for a worker that
@@ -312,6 +312,8 @@ class Worker:
         self._last_prune = 0.0
         self.settle_every_seconds = settle_every_seconds
         self._last_settle = 0.0
+        self.fold_every_seconds = fold_every_seconds
+        self._last_fold = 0.0
         self.young_threshold = young_threshold
 
     @property
@@ -381,6 +383,8 @@ class Worker:
                 if time.monotonic() - self._last_prune > self.prune_every_seconds:
                     self._last_prune = time.monotonic()
                     self.queue.prune()
+                if time.monotonic() - self._last_fold > self.fold_every_seconds:
+                    self.fold_log()
             except (HearthError, DriverError) as exc:
                 # The database was busy or closed under us; wait and try again rather than die.
                 log.warning("worker loop error: %s", type(exc).__name__)
@@ -389,6 +393,18 @@ class Worker:
                 if time.monotonic() - self._last_settle > self.settle_every_seconds:
                     self.settle_memory()
                 self._stop.wait(self.poll_seconds)
+
+    def fold_log(self) -> bool:
+        """Between sends: copy what the write-ahead log holds into the database file (SQLite's
+        passive checkpoint, which waits for nobody; nothing on PostgreSQL), so a send's own commit
+        does not find the log past SQLite's bound of 1,000 pages and copy it while the person waits
+        (about 80 ms on the 30,000-message deployment, one send in 125). True when it ran."""
+        if not self.hearth.activity.wait_quiet(0):
+            return False
+        self._last_fold = time.monotonic()
+        store = self.hearth.store
+        store.engine.checkpoint(store.connection(), passive=True)
+        return True
 
     def settle_memory(self) -> bool:
         """Between sends: collect the interpreter's cyclic garbage, then freeze what is left, so

@@ -178,8 +178,9 @@ class Engine(Protocol):
         """Make the space deleted rows of ``tables`` held free and their text unreadable."""
         ...
 
-    def checkpoint(self, conn: Connection) -> None:
-        """Fold the write-ahead log into the database file (nothing where the server owns its files)."""
+    def checkpoint(self, conn: Connection, *, passive: bool = False) -> None:
+        """Fold the write-ahead log into the database file and empty it (nothing where the server
+        owns its files); ``passive``: copy what no reader still needs and wait for nobody."""
         ...
 
     def find_text(self, store: Database, text: str, words: list[str]) -> tuple[int, list[str], int]:

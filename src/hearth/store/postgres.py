@@ -133,7 +133,7 @@ class PgEngine:
             if table in present:
                 conn.execute(f"VACUUM {table}")
 
-    def checkpoint(self, conn: Connection) -> None:
+    def checkpoint(self, conn: Connection, *, passive: bool = False) -> None:
         """Nothing to do: the server owns its files and its log."""
 
     def find_text(self, store: Database, text: str, words: list[str]) -> tuple[int, list[str], int]:

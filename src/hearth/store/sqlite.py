@@ -136,9 +136,9 @@ class SqliteEngine:
                 conn.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
         self.checkpoint(store.connection())
 
-    def checkpoint(self, conn: "Connection") -> None:
+    def checkpoint(self, conn: "Connection", *, passive: bool = False) -> None:
         if not conn.in_transaction:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute(f"PRAGMA wal_checkpoint({'PASSIVE' if passive else 'TRUNCATE'})")
 
     def find_text(self, store: "Database", text: str, words: list[str]) -> tuple[int, list[str], int]:
         # The raw bytes of the database file, its WAL (after a checkpoint) and the saved vector
