@@ -156,11 +156,11 @@ def run_into(args: argparse.Namespace) -> dict[str, Any]:
     hearth = Hearth(Settings.resolve({"home": str(home)}, environ={}), provider=StopwatchProvider())
     scope = hearth.scope(manifest["user_id"])
     persona_id = scope.conversations.get(manifest["active_conversation_id"]).persona_id
-    conn = scope.store.connection()
+    conn = hearth.store.connection()
     before = conn.execute("SELECT max(id) FROM conversations").fetchone()[0]
     rows = conn.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0]
     keyword = keyword_run(scope, persona_id, texts, str(home))
-    with scope.store.write() as w:
+    with hearth.store.write() as w:
         for (cid,) in w.execute("SELECT id FROM conversations WHERE id > ?", (before,)).fetchall():
             w.execute("DELETE FROM conversations WHERE id = ?", (cid,))
     result: dict[str, Any] = {"machine": machine(), "deployment_rows": rows, "keyword": keyword}

@@ -36,7 +36,7 @@ def main() -> None:
         per_memory = max(1, args.conversations // args.memories)
         start = time.perf_counter()
         conversation_ids = []
-        with me.store.write():
+        with hearth.store.write():
             for i in range(args.conversations):
                 if i % per_memory == 0 and i // per_memory < args.memories:
                     me.memories.add(f"memory number {i // per_memory}: a fact about the person")
