@@ -911,7 +911,6 @@ def test_s7_sqlite_a_search_ahead_is_taken_only_for_the_same_vector_and_an_uncha
     assert asked("when did the quince flower")[0][0] == 10_000_000
 
 
-
 @pytest.mark.sqlite_only
 def test_s7_sqlite_a_large_exact_index_is_searched_ahead_and_a_small_one_is_not(hearth, me, archive_persona,
                                                                               embedder, monkeypatch):
