@@ -98,7 +98,9 @@ def test_x3_default_extension_fields_do_not_change_the_content_hash(me):
     data["modification_date"] = 1_900_000_000
     for n, entry in enumerate(data["character_book"]["entries"]):
         entry.setdefault("secondary_keys", [])
-        entry["extensions"] = {"position": 0, "exclude_recursion": False, "display_index": n, "probability": 100,
+        # SillyTavern's convertCharacterBook read an entry without a position as after the
+        # character (1), so that is what it saves back.
+        entry["extensions"] = {"position": 1, "exclude_recursion": False, "display_index": n, "probability": 100,
                                "useProbability": True, "depth": 4, "selectiveLogic": 0, "group_override": False,
                                "group_weight": 100, "prevent_recursion": False, "delay_until_recursion": 0,
                                "scan_depth": None, "match_whole_words": None, "use_group_scoring": False,

@@ -140,10 +140,9 @@ BROKEN = {
             {"id": 1, "keys": ["a"], "content": "one", "enabled": True, "insertion_order": 1, "extensions": {}},
             {"id": 1, "keys": ["b"], "content": "two", "enabled": True, "insertion_order": 2,
              "extensions": {}}]}}}).encode(),
-    "bad regex key": lambda: json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": {
-        "name": "Rx", "character_book": {"entries": [
-            {"id": 1, "keys": ["/(unclosed/"], "content": "x", "enabled": True, "insertion_order": 1,
-             "extensions": {}}]}}}).encode(),
+    # SillyTavern's convertCharacterBook sets ``entry.id`` on each entry: a number there fails.
+    "book entry not an object": lambda: json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": {
+        "name": "Rx", "character_book": {"entries": [5]}}}).encode(),
 }
 
 

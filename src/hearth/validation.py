@@ -62,32 +62,45 @@ def check_id(value: Any, what: str = "id") -> int:
     return value
 
 
-def check_tree(value: Any, what: str = "value", *, max_depth: int = MAX_JSON_DEPTH) -> None:
+def check_tree(value: Any, what: str = "value", *, max_depth: int = MAX_JSON_DEPTH, paths: bool = False) -> None:
     """Every string (keys too) in a JSON-like value is storable text; nesting is bounded.
 
-    Iterative, so a hostile depth costs a loop, never the interpreter stack.
+    Iterative, so a hostile depth costs a loop, never the interpreter stack. With ``paths`` an
+    error names where in the value the bad text is (``data.description in lily.png ...``), for
+    files a person made elsewhere and needs to find the field in.
     """
-    stack: list[tuple[Any, int]] = [(value, 0)]
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
-        item, depth = stack.pop()
+        item, depth, path = stack.pop()
         if isinstance(item, str):
             problem = text_problem(item)
             if problem:
-                raise InvalidInput(f"{what} {problem}")
+                raise InvalidInput(f"{path} in {what} {problem}" if paths and path else f"{what} {problem}")
         elif isinstance(item, (dict, list, tuple)):
             if depth >= max_depth:
                 raise InvalidInput(f"{what} is nested more than {max_depth} levels deep")
             if isinstance(item, dict):
                 for key, child in item.items():
-                    stack.append((key, depth + 1))
-                    stack.append((child, depth + 1))
+                    child_path = json_path(path, key) if paths else ""
+                    stack.append((key, depth + 1, child_path + " (a field name)" if paths else ""))
+                    stack.append((child, depth + 1, child_path))
             else:
-                stack.extend((child, depth + 1) for child in item)
+                stack.extend((child, depth + 1, f"{path}[{n}]" if paths else "") for n, child in enumerate(item))
         elif isinstance(item, int) and not isinstance(item, bool) and not -MAX_ID - 1 <= item <= MAX_ID:
-            raise InvalidInput(f"{what} holds a number outside the 64-bit range")
+            raise InvalidInput(f"{path} in {what} holds a number outside the 64-bit range" if paths and path
+                               else f"{what} holds a number outside the 64-bit range")
 
 
-def load_json(text: str | bytes, what: str = "the file", *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+def json_path(parent: str, key: Any) -> str:
+    """``parent.key``, or ``parent["key"]`` when the key is not a plain name (``entries["3"]``)."""
+    name = str(key)
+    if name.isidentifier():
+        return f"{parent}.{name}" if parent else name
+    return f"{parent}[{json.dumps(name, ensure_ascii=False)}]"
+
+
+def load_json(text: str | bytes, what: str = "the file", *, max_depth: int = MAX_JSON_DEPTH,
+              paths: bool = False) -> Any:
     """Parse JSON text into a value whose strings are storable and whose nesting is bounded."""
     try:
         value = json.loads(text)
@@ -96,5 +109,5 @@ def load_json(text: str | bytes, what: str = "the file", *, max_depth: int = MAX
     except RecursionError:
         # The C decoder recurses per nesting level; hostile depth ends here, not in a traceback.
         raise InvalidInput(f"{what} is nested more than {max_depth} levels deep") from None
-    check_tree(value, what, max_depth=max_depth)
+    check_tree(value, what, max_depth=max_depth, paths=paths)
     return value

@@ -13,12 +13,13 @@ when refused, the one-line reason. Nothing a report carries quotes the file's te
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from hearth.continuity.timeline import spans
 from hearth.errors import HearthError, InvalidInput, NotFound
@@ -91,13 +92,22 @@ def detect(data: bytes, name: str = "") -> str:
     return "labelled"
 
 
-def _json(data: bytes, name: str) -> Any:
+@contextlib.contextmanager
+def _naming(where: str) -> Iterator[None]:
+    """An entry refused when it is stored is named as the person finds it in their file (X5)."""
+    try:
+        yield
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}: {exc}") from None
+
+
+def _json(data: bytes, name: str, *, paths: bool = False) -> Any:
     """Parsed JSON whose strings are storable (no NUL, no lone surrogate) and whose nesting is bounded."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{name} is not valid UTF-8 (byte {exc.start})") from None
-    return load_json(text, name)
+    return load_json(text, name, paths=paths)
 
 
 def _slug(text: str) -> str:
@@ -199,7 +209,7 @@ class Imports:
         card = cards.read(data, name)
         card.avatar = card_identity.picture(card.avatar)
         mark = card_identity.take_mark(card)
-        book = parse_character_book(card.book, card.name) if card.book else None
+        book = parse_character_book(card.book, card.name, name) if card.book else None
         key = card_identity.content_hash(card)
         report = FileReport(name, "card")
         personas = self._ctx.personas
@@ -229,8 +239,9 @@ class Imports:
             report.ids["personas"] = [persona.id]
             report.add("personas")
             shelf = self._character_book(persona.id, book.name, card.name) if book and book.entries else ""
-            for entry in book.entries if book else ():
-                f = self._card_fragment(persona.id, shelf, entry)
+            for n, entry in enumerate(book.entries if book else ()):
+                with _naming(f"character_book.entries[{n}] in {name}"):
+                    f = self._card_fragment(persona.id, shelf, entry)
                 report.ids.setdefault("fragments", []).append(f.id)
                 report.add("fragments")
             self._record(conn, "card", key, persona.id)
@@ -354,7 +365,7 @@ class Imports:
         from hearth.interop.importers.lorebook import parse_world_info
 
         stem = re.sub(r"\.json$", "", name.rsplit("/", 1)[-1], flags=re.I) or "lorebook"
-        book = parse_world_info(_json(data, name), stem)
+        book = parse_world_info(_json(data, name, paths=True), stem, name)
         recorded = _take_scope(book.extra)
         report = FileReport(name, "lorebook")
         fragments = self._fragments
@@ -371,8 +382,9 @@ class Imports:
                 key = f"lorebook:{book.name}:{entry.uid}"
                 have = current.get(key)
                 if have is None:
-                    f = fragments.add(entry.keys, entry.content, shelf, enabled=entry.enabled,
-                                      controls=entry.controls, import_key=key)
+                    with _naming(f"entries[{json.dumps(entry.uid)}] in {name}"):
+                        f = fragments.add(entry.keys, entry.content, shelf, enabled=entry.enabled,
+                                          controls=entry.controls, import_key=key)
                     report.add("imported")
                     report.ids.setdefault("fragments", []).append(f.id)
                 else:

@@ -4,10 +4,12 @@ Plain memory fragments match through the compiled word index in ``triggers`` exa
 Fragments imported from a SillyTavern lorebook (or edited to carry ``controls``) add what World
 Info entries can say:
 
-* keys of three kinds: plain words (the word index), literal text that holds punctuation, must
-  match case-sensitively or may match inside words (a trigram index, confirmed per candidate),
-  and ``/regex/flags`` keys (the ``regex`` package, with a time limit per turn, so a hostile
-  pattern cannot stall a send);
+* keys of two kinds, as SillyTavern tells them apart (X6): a key written ``/pattern/flags`` that
+  compiles is a regex (the ``regex`` package, with a time limit per turn, so a hostile pattern
+  cannot stall a send); every other key is literal text, matched as written (``:)``, ``+1``,
+  ``[REDACTED]``), any case unless ``case_sensitive``, and with ``whole_words`` only where no
+  letter or digit touches it, without plural forms (``gull`` does not fire on "gulls"). Literal
+  keys share one Aho-Corasick automaton and are confirmed by an exact pattern;
 * secondary keys with selective logic: ``and_any``, ``and_all``, ``not_any``, ``not_all``;
 * ``constant`` entries (always in), insertion ``order``, ``probability`` (a roll that is
   deterministic per conversation, turn and fragment, so a turn assembled twice gets the same
@@ -17,9 +19,11 @@ Info entries can say:
 * recursion: the text of activated lorebook entries is scanned again for other lorebook entries,
   up to a depth limit (``exclude_recursion``: cannot be activated that way; ``prevent_recursion``:
   its text does not activate others; ``delay_until_recursion``: only from that level on);
-* ``scan_depth``: how many of the latest messages the entry's keys are looked for in;
-* a budget for everything triggered (count, characters, estimated tokens); ``ignore_budget``
-  entries are exempt.
+* ``scan_depth``: how many of the latest messages the entry's keys are looked for in (2 when
+  unset: SillyTavern's default, the newest message and the one before it);
+* a budget for everything triggered (count, characters, estimated tokens), or for lorebook entries
+  a token budget of their own (SillyTavern's share of the context, X8); ``ignore_budget`` entries
+  are exempt.
 
 The compiled ``Activator`` is immutable and built once per library change, like the word index.
 Cost per message grows with the message's length and the number of hits; regex keys are the one
@@ -28,6 +32,7 @@ part that is linear in their number (there are few in practice; each runs under 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import time
@@ -38,13 +43,17 @@ import ahocorasick_rs
 import regex
 
 from hearth.errors import InvalidInput
-from hearth.lorebook.triggers import _TOKEN_RE, Match, TriggerFragment, TriggerIndex, normalise_trigger
+from hearth.lorebook.triggers import Match, TriggerIndex
 from hearth.text import estimate_tokens
 
 LOGICS = ("and_any", "not_all", "not_any", "and_all")  # SillyTavern's selectiveLogic numbers 0-3
 MAX_SCAN_DEPTH = 20
 MAX_KEY_CHARS = 1_000
-REGEX_KEY_RE = re.compile(r"^/(.+)/([a-z]*)$", re.S)
+# SillyTavern's ``parseRegexFromString``: ``/pattern/flags`` with JavaScript's flags only, and no
+# unescaped ``/`` inside the pattern; anything else, or a pattern that does not compile, is text.
+REGEX_KEY_RE = re.compile(r"^/([\s\S]+?)/([gimsuy]*)$")
+_UNESCAPED_SLASH = re.compile(r"(?:^|[^\\])/")
+DEFAULT_SCAN_DEPTH = 2  # SillyTavern's world_info_depth default
 REGEX_BUDGET_SECONDS = 0.02  # all regex keys of one turn together (CPU time)
 MIN_SEARCH_SECONDS = 0.01
 _WORD = r"[\w\u0300-\u036f]"
@@ -95,7 +104,8 @@ def check_controls(value: Any) -> dict[str, Any]:
 
 
 def check_keys(keys: Any, what: str = "keys") -> list[str]:
-    """Lorebook keys: any non-empty text; ``/regex/flags`` keys must compile."""
+    """Lorebook keys: any non-empty text. A key that looks like ``/.../`` but does not compile is
+    kept as literal text, as SillyTavern keeps it (X6)."""
     if not isinstance(keys, (list, tuple)):
         raise InvalidInput(f"{what} must be a list of text")
     out: list[str] = []
@@ -107,8 +117,6 @@ def check_keys(keys: Any, what: str = "keys") -> list[str]:
             continue
         if len(key) > MAX_KEY_CHARS:
             raise InvalidInput(f"a key may be at most {MAX_KEY_CHARS} characters")
-        if REGEX_KEY_RE.match(key):
-            _compile_regex(key)
         if key not in out:
             out.append(key)
     if len(out) > 200:
@@ -116,9 +124,13 @@ def check_keys(keys: Any, what: str = "keys") -> list[str]:
     return out
 
 
-def _compile_regex(key: str) -> Any:
+@functools.lru_cache(maxsize=4096)
+def regex_key(key: str) -> Any | None:
+    """The compiled pattern of a key SillyTavern reads as a regex (``/pattern/flags``), else None:
+    the one test of whether a key is a regex, on import, when compiling and when matching (X6)."""
     m = REGEX_KEY_RE.match(key)
-    assert m is not None
+    if m is None or _UNESCAPED_SLASH.search(m.group(1)):
+        return None
     flags = 0
     for f in m.group(2):
         if f == "i":
@@ -127,14 +139,11 @@ def _compile_regex(key: str) -> Any:
             flags |= regex.MULTILINE
         elif f == "s":
             flags |= regex.DOTALL
-        elif f in "gyu":
-            pass  # global / sticky / unicode: no meaning for a yes-or-no search
-        else:
-            raise InvalidInput(f"regex key {key[:40]!r} has an unknown flag {f!r}")
+        # g (global), y (sticky) and u (unicode) change nothing for a yes-or-no search
     try:
-        return regex.compile(m.group(1), flags | regex.V0)
-    except (regex.error, OverflowError, RecursionError) as exc:
-        raise InvalidInput(f"regex key {key[:40]!r} does not compile: {exc}") from None
+        return regex.compile(m.group(1).replace("\\/", "/"), flags | regex.V0)
+    except (regex.error, OverflowError, RecursionError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -171,7 +180,7 @@ class _KeySet:
         self._automaton: Any = None
 
     def add(self, slot: int, key: str, whole: bool, case: bool) -> None:
-        if REGEX_KEY_RE.match(key):
+        if regex_key(key) is not None:
             self.regexes.append((slot, key))
         else:
             self.keys.append((slot, key, whole, case))
@@ -268,10 +277,15 @@ class Activator:
                 natives += 1
                 continue
             controls = {**DEFAULTS, **controls}
+            extra = controls["extra"] if isinstance(controls["extra"], dict) else {}
+            if controls["secondary"] and (("selective" in extra and not extra["selective"])
+                                          or (extra.get("book") or {}).get("secondary_off")):
+                # SillyTavern applies secondary keys only to a ``selective`` entry.
+                controls["secondary"] = []
             whole = controls["whole_words"] is not False
             case = controls["case_sensitive"] is True
             depth = controls["scan_depth"]
-            depth = 1 if depth is None else min(depth, MAX_SCAN_DEPTH)
+            depth = DEFAULT_SCAN_DEPTH if depth is None else min(depth, MAX_SCAN_DEPTH)
             max_depth = max(max_depth, depth)
             slot = len(entries)
             simple = not (controls["delay_until_recursion"] or controls["delay"] or controls["secondary"]
@@ -282,11 +296,10 @@ class Activator:
             entries.append(entry)
             if controls["constant"]:
                 constants.append(slot)
-            for key in dict.fromkeys(entry.keys):  # a key listed twice counts once
-                if whole and not case and not REGEX_KEY_RE.match(key) and _word_key(key):
-                    plain.append(TriggerFragment(id=("lore", slot, key), triggers=(key,)))
-                else:
-                    keyset.add(slot, key, whole, case)
+            # A key listed twice counts once. Lorebook keys never take the word index's plural
+            # forms: SillyTavern matches the key as written (X8).
+            for key in dict.fromkeys(entry.keys):
+                keyset.add(slot, key, whole, case)
         self = object.__new__(cls)
         keyset.compile()
         self._index = TriggerIndex.build(plain)
@@ -319,28 +332,22 @@ class Activator:
     def activate(self, messages: Sequence[str], *, turn: int = 1, seed: int = 0,
                  timers: Mapping[Any, tuple[int, int]] | None = None, budget_chars: int | None = None,
                  max_fragments: int | None = None, budget_tokens: int | None = None, recursion_depth: int = 2,
-                 regex_seconds: float = REGEX_BUDGET_SECONDS) -> Activation:
-        """Fragments brought in for the turn whose latest message is ``messages[-1]``."""
+                 regex_seconds: float = REGEX_BUDGET_SECONDS, lore_budget_tokens: int | None = None) -> Activation:
+        """Fragments brought in for the turn whose latest message is ``messages[-1]``.
+
+        ``lore_budget_tokens`` gives lorebook entries a token budget of their own (SillyTavern's
+        share of the context); the other budgets then apply to plain fragments only."""
         if not messages:
             return Activation([])
         text = messages[-1]
         timers = timers or {}
         clock = _Clock(regex_seconds)
-        plain_matches: list[Match] = []
+        # Plain fragments read the newest message only; lorebook entries their own scan depth.
+        plain_matches: list[Match] = self._index.match(text) if self._plain_count else []
         lore_hits: dict[int, tuple[int, Match]] = {}  # slot -> (message age, match)
-        window = list(messages[-self._max_depth:]) if self._entries else [text]
+        window = list(messages[-self._max_depth:]) if self._entries else []
         for age, message in enumerate(reversed(window)):
             if not message:
-                continue
-            for m in self._index.match(message):
-                fid = m.fragment_id
-                if isinstance(fid, tuple) and fid[:1] == ("lore",):
-                    slot = fid[1]
-                    if age < self._entries[slot].depth and (slot not in lore_hits or age < lore_hits[slot][0]):
-                        lore_hits[slot] = (age, _lore_match(self._entries[slot], fid[2], m.position, m.end))
-                elif age == 0:
-                    plain_matches.append(m)
-            if not self._entries:
                 continue
             low = message.lower()
             for slot, (start, end, key) in self._keyset.find(message, low).items():
@@ -387,7 +394,11 @@ class Activator:
         for slot, m in active.items():
             entry = self._entries[slot]
             ranked.append((1, -entry.controls["order"], entry.order, m, entry.controls["ignore_budget"]))
-        kept = _budget(ranked, budget_chars, max_fragments, budget_tokens)
+        if lore_budget_tokens is None:
+            kept = _budget(ranked, budget_chars, max_fragments, budget_tokens)
+        else:
+            kept = (_budget([t for t in ranked if t[0] == 0], budget_chars, max_fragments, budget_tokens)
+                    + _budget([t for t in ranked if t[0] == 1], None, None, lore_budget_tokens))
         # Message order for plain fragments, then lorebook entries by insertion order (lowest first).
         kept.sort(key=lambda t: (t[0], t[1] if t[0] == 0 else -t[1], t[2]))
         kept_ids = {t[3].fragment_id for t in kept}
@@ -432,7 +443,7 @@ class Activator:
         return not all(hits)  # not_all
 
     def _key_in(self, key: str, whole: bool, case: bool, text: str, clock: _Clock) -> bool:
-        if REGEX_KEY_RE.match(key):
+        if regex_key(key) is not None:
             return clock.search(self._regex(key), text) is not None
         cache_key = (key, whole, case)
         pat = self._secondary.get(cache_key)
@@ -446,7 +457,7 @@ class Activator:
     def _regex(self, key: str) -> Any:
         pat = self._secondary.get((key, True, True))
         if pat is None:
-            pat = self._secondary[(key, True, True)] = _compile_regex(key)
+            pat = self._secondary[(key, True, True)] = regex_key(key)
         return pat
 
     def _linked(self, slot: int) -> dict[int, Match]:
@@ -462,10 +473,6 @@ class Activator:
     def _scan(self, text: str, clock: _Clock) -> dict[int, Match]:
         """Lorebook entries whose primary keys appear in ``text`` (recursion passes)."""
         found: dict[int, Match] = {}
-        for m in self._index.match(text):
-            fid = m.fragment_id
-            if isinstance(fid, tuple) and fid[:1] == ("lore",) and fid[1] not in found:
-                found[fid[1]] = _lore_match(self._entries[fid[1]], fid[2], m.position, m.end)
         for slot, (start, end, key) in self._keyset.find(text, text.lower()).items():
             found.setdefault(slot, _lore_match(self._entries[slot], key, start, end))
         for slot, key in self._keyset.regexes:
@@ -474,14 +481,6 @@ class Activator:
                 if hit:
                     found[slot] = _lore_match(self._entries[slot], key, hit.start(), hit.end())
         return found
-
-
-def _word_key(key: str) -> bool:
-    try:
-        normalise_trigger(key)
-    except InvalidInput:
-        return False
-    return bool(_TOKEN_RE.search(key))
 
 
 def _lore_match(entry: _Entry, key: str, start: int, end: int, reason: str = "key") -> Match:

@@ -21,6 +21,7 @@ from typing import Any
 
 from hearth.errors import InvalidInput, TooLarge
 from hearth.records.personas import CARD_LISTS, CARD_TEXT, MAX_CARD_FIELD
+from hearth.validation import check_tree
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MAX_CARD_BYTES = 20_000_000
@@ -111,6 +112,9 @@ def _from_png(data: bytes, name: str) -> tuple[Any, bytes]:
 def from_json(payload: Any, name: str = "card", avatar: bytes | None = None) -> Card:
     if not isinstance(payload, dict):
         raise InvalidInput(f"{name}: a character card is a JSON object")
+    # Text Hearth cannot store (a NUL, a lone surrogate) is refused naming the card field it is in
+    # (``data.description in lily.png``), not the persona field it would have become (X5).
+    check_tree(payload, name, paths=True)
     spec = payload.get("spec")
     data: Any
     if spec is None:
@@ -127,6 +131,7 @@ def from_json(payload: Any, name: str = "card", avatar: bytes | None = None) -> 
         data = payload.get("data")
         if not isinstance(data, dict):
             raise InvalidInput(f"{name}: the card has no 'data' object")
+    prefix = "" if spec == "chara_card_v1" else "data."  # where the fields sit, for errors
     card_name = data.get("name")
     if not isinstance(card_name, str) or not card_name.strip():
         raise InvalidInput(f"{name}: the card has no name")
@@ -138,9 +143,9 @@ def from_json(payload: Any, name: str = "card", avatar: bytes | None = None) -> 
         if value is None:
             continue
         if not isinstance(value, str):
-            raise InvalidInput(f"{name}: card field {key} must be text")
+            raise InvalidInput(f"{prefix}{key} in {name}: must be text")
         if len(value) > MAX_CARD_FIELD:
-            raise InvalidInput(f"{name}: card field {key} is longer than {MAX_CARD_FIELD} characters")
+            raise InvalidInput(f"{prefix}{key} in {name}: longer than {MAX_CARD_FIELD} characters")
         if value:
             fields[key] = value
     for key in CARD_LISTS:
@@ -148,9 +153,9 @@ def from_json(payload: Any, name: str = "card", avatar: bytes | None = None) -> 
         if value is None:
             continue
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise InvalidInput(f"{name}: card field {key} must be a list of text")
+            raise InvalidInput(f"{prefix}{key} in {name}: must be a list of text")
         if sum(len(v) for v in value) > MAX_CARD_FIELD:
-            raise InvalidInput(f"{name}: card field {key} is longer than {MAX_CARD_FIELD} characters")
+            raise InvalidInput(f"{prefix}{key} in {name}: longer than {MAX_CARD_FIELD} characters")
         if value:
             fields[key] = list(value)
     for key in OPAQUE:
@@ -158,9 +163,9 @@ def from_json(payload: Any, name: str = "card", avatar: bytes | None = None) -> 
         if value is None or value == {} or value == []:
             continue
         if key == "assets" and not isinstance(value, list) or key != "assets" and not isinstance(value, dict):
-            raise InvalidInput(f"{name}: card field {key} has the wrong type")
+            raise InvalidInput(f"{prefix}{key} in {name}: has the wrong type")
         if len(json.dumps(value)) > MAX_CARD_FIELD:
-            raise InvalidInput(f"{name}: card field {key} is longer than {MAX_CARD_FIELD} characters")
+            raise InvalidInput(f"{prefix}{key} in {name}: longer than {MAX_CARD_FIELD} characters")
         fields[key] = value
     for key in DATES:
         value = data.get(key)
@@ -168,7 +173,7 @@ def from_json(payload: Any, name: str = "card", avatar: bytes | None = None) -> 
             fields[key] = int(value)
     book = data.get("character_book")
     if book is not None and not isinstance(book, dict):
-        raise InvalidInput(f"{name}: character_book must be an object")
+        raise InvalidInput(f"{prefix}character_book in {name}: must be an object")
     if book:
         meta = {k: v for k, v in book.items() if k != "entries"}
         if meta:
