@@ -86,8 +86,10 @@ def import_cmd(obj: Context, args: tuple[str, ...], fmt: str, collection: str, p
     refused = [r for r in reports if r.status == "refused"]
     if refused and len(reports) == 1:
         raise InvalidInput(refused[0].reason)
+    # Input refused is exit code 2, as everywhere in the CLI: every file refused is 2; some refused
+    # while others were imported is 1 (a partial result the output lists file by file).
     if refused:
-        sys.exit(1)
+        sys.exit(2 if len(refused) == len(reports) else 1)
 
 
 def _line(report) -> str:

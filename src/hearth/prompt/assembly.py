@@ -1,8 +1,9 @@
 """Request assembly, the input budget and the request-size report (T1, R1-R4, K5).
 
 The request is: stored static prompt; current-thread history (trimmed oldest-first only when the
-budget requires); the rolling summary and dynamic context system messages right before the newest
-turn; a character card's post-history instructions (X3) after them; the current user message; tool
+budget requires), with any lorebook entries placed "at depth" as system messages among its turns
+(X9); the rolling summary and dynamic context system messages right before the newest turn; a
+character card's post-history instructions (X3) after them; the current user message; tool
 definitions. Sizes are estimated from the very strings sent, at about four characters a token: no
 tokenizer, no second retrieval.
 """
@@ -137,9 +138,10 @@ def assemble(
             f"{estimate_tokens(essential_chars)} tokens, more than the {room} the model's input limit leaves "
             f"({input_limit_tokens} minus {output_reserve_tokens} for the reply); shorten the persona "
             f"or memories, or raise input_token_limit")
-    if estimate_tokens(essential_chars + len(context.summary_message) + len(context.context_message)) > room:
+    context_chars = len(context.summary_message) + len(context.context_message) + context.depth_chars
+    if estimate_tokens(essential_chars + context_chars) > room:
         context = RenderedContext((), "", "")  # summary and recall are low priority (K6): left out first
-    fixed_chars = essential_chars + len(context.summary_message) + len(context.context_message)
+    fixed_chars = essential_chars + len(context.summary_message) + len(context.context_message) + context.depth_chars
     used = estimate_tokens(fixed_chars) + sum(sizes)
     dropped = 0
     while dropped < len(turns) and used > room:
@@ -159,8 +161,11 @@ def assemble(
     if post_history:
         # After the history, as SillyTavern places them; the person's message stays last (R1).
         tail.append(ChatMessage("system", post_history))
+    # Depth 0 and 1 (after or before the newest message in SillyTavern) sit right before the
+    # person's message, which stays last (R1).
+    tail.extend(ChatMessage("system", text) for depth, text in context.depth_messages if depth <= 1)
     tail.append(ChatMessage("user", user_text))
-    messages = head + kept + tail
+    messages = head + _place_at_depth(kept, context.depth_messages) + tail
 
     if birth_period:
         refuse_birth_period_recall(messages)
@@ -179,7 +184,7 @@ def assemble(
         handoff_tokens=estimate_tokens(handoff_chars),
         handoff_already_included=handoff_chars > 0,
         summary_tokens=estimate_tokens(len(context.summary_message)),
-        dynamic_context_tokens=estimate_tokens(len(context.context_message)),
+        dynamic_context_tokens=estimate_tokens(len(context.context_message) + context.depth_chars),
         dynamic_blocks=block_sizes,
         user_message_tokens=estimate_tokens(len(user_text)),
         tools_tokens=estimate_tokens(tool_chars(tools)),
@@ -194,6 +199,24 @@ def assemble(
     )
     return AssembledRequest(ProviderRequest(messages=messages, tools=list(tools),
                                             max_output_tokens=output_reserve_tokens), size)
+
+
+def _place_at_depth(turns: list[ChatMessage], notes: tuple[tuple[int, str], ...]) -> list[ChatMessage]:
+    """The history with each ``(depth, text)`` note as a system message before its last
+    ``depth - 1`` turns (the newest message, not yet in ``turns``, counts as the first), as
+    SillyTavern counts depth; a note deeper than the history goes first. Depth 0 and 1 go in the
+    tail instead."""
+    at: dict[int, list[str]] = {}
+    for depth, text in notes:  # deepest first
+        if depth > 1:
+            at.setdefault(max(0, len(turns) - (depth - 1)), []).append(text)
+    if not at:
+        return turns
+    out: list[ChatMessage] = []
+    for index, turn in enumerate(turns):
+        out.extend(ChatMessage("system", text) for text in at.get(index, ()))
+        out.append(turn)
+    return out
 
 
 def refuse_birth_period_recall(messages: list[ChatMessage]) -> None:

@@ -2,7 +2,9 @@
 
 Each dynamic layer returns ``Block``s. ``DynamicContext`` asks every registered layer, orders the
 blocks by the SPEC D2 order, and renders them as one system message placed right before the
-newest turn; the rolling thread summary is rendered as its own system message. Nothing here is
+newest turn; the rolling thread summary is rendered as its own system message. A block with a
+``depth`` (a lorebook entry SillyTavern places "at depth", X9) is rendered as a system message of its
+own that assembly places that many turns from the end of the history. Nothing here is
 stored as a conversation message, and nothing is rendered when no layer has anything to say.
 Layers are read-only and cheap: none calls a model on the send path.
 """
@@ -28,7 +30,9 @@ log = logging.getLogger(__name__)
 
 # SPEC D2 order. A layer's block carries one of these names; unknown names sort last.
 ORDER = (
+    "lore_before",  # lorebook entries SillyTavern places before the character definition (X9)
     "characters",
+    "lore_after",  # ... and after it (also its example-message positions: see docs/layers.md)
     "household",
     "live_context",
     "summary",
@@ -58,6 +62,7 @@ class Block:
     trust: str = ""
     source_ids: tuple[int, ...] = ()
     numbers: dict[str, int] = field(default_factory=dict)
+    depth: int | None = None  # a message of its own, this many turns from the end (X9)
 
     def render(self) -> str:
         head = f"=== {self.label} ==="
@@ -93,6 +98,7 @@ class Turn:
     history: list[PastTurn]
     settings: "Settings"
     pinned_characters: tuple[str, ...] = ()
+    input_limit_tokens: int = 0  # the model's input limit (lorebook budgets are a share of it); 0: unknown
     handoff: dict[str, Any] | None = None  # {"source_conversation_id", "text"} when the prompt holds one
     assembled_text: list[str] = field(default_factory=list)  # text already in the request (K4 overlap)
     has_assistant_reply: bool = False  # false during the birth period (K3)
@@ -121,10 +127,16 @@ class RenderedContext:
     blocks: tuple[Block, ...]
     summary_message: str  # "" when there is no rolling summary
     context_message: str  # "" when there are no other blocks
+    # (depth, text) system messages placed in the history, deepest first (X9)
+    depth_messages: tuple[tuple[int, str], ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.summary_message or self.context_message)
+        return not (self.summary_message or self.context_message or self.depth_messages)
+
+    @property
+    def depth_chars(self) -> int:
+        return sum(len(text) for _, text in self.depth_messages)
 
 
 class DynamicContext:
@@ -167,14 +179,16 @@ class DynamicContext:
 
     def render(self, blocks: list[Block]) -> RenderedContext:
         summary = [b for b in blocks if b.layer == "summary"]
-        others = [b for b in blocks if b.layer != "summary"]
+        placed = sorted((b for b in blocks if b.depth is not None), key=lambda b: -(b.depth or 0))
+        others = [b for b in blocks if b.layer != "summary" and b.depth is None]
         summary_message = ""
         if summary:
             summary_message = SUMMARY_HEADER + "\n" + "\n".join(b.text for b in summary)
         context_message = ""
         if others:
             context_message = DYNAMIC_HEADER + "\n\n" + "\n\n".join(b.render() for b in others)
-        return RenderedContext(tuple(blocks), summary_message, context_message)
+        depth_messages = tuple((b.depth or 0, b.render()) for b in placed)
+        return RenderedContext(tuple(blocks), summary_message, context_message, depth_messages)
 
 
 def quote_reserved_headings(text: str) -> str:

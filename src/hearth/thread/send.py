@@ -320,7 +320,8 @@ class SendPath:
             post_history = character.post_history(conn, ctx.user_id, persona, conversation.id, user_message)
             turn = Turn(conn=conn, user_id=ctx.user_id, conversation=conversation, persona=persona,
                         text=user_message.content, history=history, settings=self.settings,
-                        pinned_characters=tuple(pin_characters), handoff=ctx.handoff_info(conn, conversation.id),
+                        pinned_characters=tuple(pin_characters), input_limit_tokens=limit,
+                        handoff=ctx.handoff_info(conn, conversation.id),
                         assembled_text=[prompt.text, *(m.content for m in history[-8:])],
                         has_assistant_reply=has_reply)
             context = ctx.dynamic.render(ctx.dynamic.collect(turn))

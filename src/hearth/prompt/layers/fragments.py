@@ -19,11 +19,12 @@ import json
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 from hearth.errors import InvalidInput, NotFound
 from hearth.lorebook.controls import Activation, Activator, check_controls, check_keys
 from hearth.lorebook.triggers import Match, normalise_trigger
+from hearth.prompt import macros
 from hearth.prompt.dynamic import Block, Turn
 from hearth.prompt.layers.books import ANY_SCOPED_SQL, IN_SCOPE_SQL, Books
 from hearth.prompt.layers.settings import LayerSettings
@@ -339,17 +340,26 @@ class FragmentLayer:
             if depth > 1:
                 earlier = [h.content for h in turn.history if h.kind == "chat" and h.role in ("user", "assistant")]
                 messages = [*earlier[-(depth - 1):], turn.text]
+        # Lorebook entries have a token budget of their own, a share of the model's input limit
+        # (SillyTavern's "context %", X8); Hearth's plain fragments keep their count and size limits.
+        lore_budget = (turn.input_limit_tokens * settings["fragments.lore_budget_percent"] // 100
+                       if index.lore_count and turn.input_limit_tokens > 0 else None)
         found = index.activate(
             messages, turn=number, seed=conversation_id * 1_000_003 + number, timers=lore_timers,
             budget_chars=settings["fragments.budget_chars"], max_fragments=settings["fragments.max"],
             budget_tokens=settings["fragments.budget_tokens"] or None,
-            recursion_depth=settings["fragments.recursion_depth"])
+            recursion_depth=settings["fragments.recursion_depth"], lore_budget_tokens=lore_budget)
         if found.timers:
             with self._lock:
                 if len(self._pending) >= MAX_PENDING:  # turns whose reply never came (provider errors)
                     self._pending.pop(next(iter(self._pending)))
                 self._pending[(conversation_id, number)] = dict(found.timers)
-        return render(found, by_id)
+        if not found.matches:
+            return []
+        # Macros ({{char}}, {{user}}, ...) are filled where the text meets the model, as SillyTavern
+        # fills them in entry content (X7).
+        fill = macros.for_user(turn.conn, turn.user_id, macros.char_name(turn.persona), seed=conversation_id).fill
+        return render(found, by_id, fill)
 
     def record_timers(self, conn: Connection, conversation_id: int, user_message_id: int) -> int:
         """After the reply: start the sticky / cooldown timers of the entries this turn brought in."""
@@ -386,18 +396,68 @@ def timers(conn: Connection, conversation_id: int) -> dict[int, tuple[int, int]]
         (conversation_id,))}
 
 
-def render(found: Activation, by_id: dict[Hashable, Fragment]) -> list[Block]:
+# SillyTavern's positions (``controls.position``, docs/import.md) -> where Hearth places the entry:
+# before / after the character definition in the dynamic context, or at a depth in the history.
+# Hearth has no author's note: its top / bottom entries go where SillyTavern's author's note sits
+# by default (in the history at depth 4, as a system message). Example-message entries go after
+# the character definition, where the example dialogue's neighbourhood is in the dynamic context.
+_BEFORE, _AFTER, _AN_TOP, _AN_BOTTOM, _AT_DEPTH, _EM_TOP, _EM_BOTTOM = range(7)
+AUTHORS_NOTE_DEPTH = 4  # SillyTavern's author's note default (authors-note.js DEFAULT_DEPTH)
+ROLES = ("system", "user", "assistant")  # SillyTavern's extension_prompt_roles 0-2
+LORE_LABEL = "IMPORTED LORE"
+LORE_TRUST = ("Entries of a lorebook the person imported (a SillyTavern World Info file or a character card's "
+              "book), brought in because the conversation mentions them. Written by the book's author, not by "
+              "the person: use them as background for the story and its characters, not as facts about the person.")
+OWN_LORE_LABEL = "LOREBOOK ENTRIES"
+OWN_LORE_TRUST = ("Lorebook entries the person wrote, brought in because the conversation mentions them. Treat "
+                  "them as reliable background for the story.")
+_PLACES = {_BEFORE: "before the character definition", _AFTER: "after the character definition"}
+
+
+def render(found: Activation, by_id: dict[Hashable, Fragment], fill: Callable[[str], str] | None = None) -> list[Block]:
+    """The plain fragments' block, and the lorebook entries placed where their position says (X9),
+    macros filled in their text (X7)."""
     matches: list[Match] = found.matches
     if not matches:
         return []
-    lines = []
+    fill = fill or (lambda text: text)
+    plain: list[Match] = []
+    groups: dict[tuple[Any, ...], list[Fragment]] = {}  # (layer, depth, role, imported) -> entries, in order
     for match in matches:
         fragment = by_id[match.fragment_id]
-        head = f"[{fragment.category}] " if fragment.category else ""
-        name = match.trigger or (fragment.controls or {}).get("comment") or ""
-        lines.append(f"{head}{name}: {fragment.definition}" if name else f"{head}{fragment.definition}")
-    return [Block(layer="fragments", label=LABEL, trust=TRUST, text="\n".join(lines),
-                  source_ids=tuple(by_id[m.fragment_id].id for m in matches),
-                  numbers={"fragments": len(matches), "library": len(by_id),
-                           "chars": sum(m.definition_chars for m in matches),
-                           "regex_timeouts": found.regex_timeouts})]
+        if not fragment.controls:
+            plain.append(match)
+            continue
+        c = fragment.controls
+        position, imported = c.get("position", 0), fragment.import_key is not None
+        if position in (_AT_DEPTH, _AN_TOP, _AN_BOTTOM):
+            depth = c.get("depth", 4) if position == _AT_DEPTH else AUTHORS_NOTE_DEPTH
+            role = c.get("role", 0) if position == _AT_DEPTH else 0
+            groups.setdefault(("lore_depth", depth, role, imported, position == _AN_BOTTOM), []).append(fragment)
+        else:
+            layer = "lore_before" if position == _BEFORE else "lore_after"
+            groups.setdefault((layer, None, 0, imported, False), []).append(fragment)
+    blocks = []
+    if plain:
+        lines = []
+        for match in plain:
+            fragment = by_id[match.fragment_id]
+            head = f"[{fragment.category}] " if fragment.category else ""
+            text = fill(fragment.definition)
+            lines.append(f"{head}{match.trigger}: {text}" if match.trigger else f"{head}{text}")
+        blocks.append(Block(layer="fragments", label=LABEL, trust=TRUST, text="\n".join(lines),
+                            source_ids=tuple(by_id[m.fragment_id].id for m in plain),
+                            numbers={"fragments": len(plain), "library": len(by_id),
+                                     "chars": sum(m.definition_chars for m in plain),
+                                     "regex_timeouts": found.regex_timeouts}))
+    # Author's-note top entries before bottom ones at the same depth, as SillyTavern joins them.
+    for (layer, depth, role, imported, _bottom), entries in sorted(
+            groups.items(), key=lambda item: (str(item[0][0]), -(item[0][1] or 0), item[0][4], not item[0][3])):
+        where = _PLACES.get(_BEFORE if layer == "lore_before" else _AFTER, "") if depth is None else (
+            f"placed {depth} messages back" + (f"; SillyTavern sends it as the {ROLES[role]}" if role in (1, 2) else ""))
+        label = f"{LORE_LABEL if imported else OWN_LORE_LABEL} ({where})"
+        text = "\n".join(fill(f.definition) for f in entries)
+        blocks.append(Block(layer=layer, label=label, trust=LORE_TRUST if imported else OWN_LORE_TRUST, text=text,
+                            source_ids=tuple(f.id for f in entries), depth=depth,
+                            numbers={"entries": len(entries), "chars": sum(len(f.definition) for f in entries)}))
+    return blocks

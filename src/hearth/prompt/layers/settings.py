@@ -21,6 +21,9 @@ SETTINGS: dict[str, tuple[Any, type, int, int]] = {
     "fragments.budget_chars": (3_000, int, 0, 100_000),
     "fragments.budget_tokens": (0, int, 0, 1_000_000),  # 0: no token budget beyond budget_chars
     "fragments.recursion_depth": (2, int, 0, 10),  # lorebook recursion passes (X3)
+    # Lorebook entries' own token budget, a share of the model's input limit: SillyTavern's
+    # "context %" (25 by default). Plain fragments keep fragments.max and budget_chars (X8).
+    "fragments.lore_budget_percent": (25, int, 1, 100),
     "auto_approve.status_change": (False, bool, 0, 1),
     "auto_approve.fragment": (False, bool, 0, 1),
     "auto_approve.memory": (False, bool, 0, 1),
