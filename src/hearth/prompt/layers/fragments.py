@@ -422,7 +422,7 @@ def render(found: Activation, by_id: dict[Hashable, Fragment], fill: Callable[[s
         return []
     fill = fill or (lambda text: text)
     plain: list[Match] = []
-    groups: dict[tuple[Any, ...], list[Fragment]] = {}  # (layer, depth, role, imported) -> entries, in order
+    groups: dict[tuple[Any, ...], list[tuple[bool, Fragment]]] = {}  # (layer, depth, role, imported) -> entries
     for match in matches:
         fragment = by_id[match.fragment_id]
         if not fragment.controls:
@@ -433,10 +433,10 @@ def render(found: Activation, by_id: dict[Hashable, Fragment], fill: Callable[[s
         if position in (_AT_DEPTH, _AN_TOP, _AN_BOTTOM):
             depth = c.get("depth", 4) if position == _AT_DEPTH else AUTHORS_NOTE_DEPTH
             role = c.get("role", 0) if position == _AT_DEPTH else 0
-            groups.setdefault(("lore_depth", depth, role, imported, position == _AN_BOTTOM), []).append(fragment)
+            groups.setdefault(("lore_depth", depth, role, imported), []).append((position == _AN_BOTTOM, fragment))
         else:
             layer = "lore_before" if position == _BEFORE else "lore_after"
-            groups.setdefault((layer, None, 0, imported, False), []).append(fragment)
+            groups.setdefault((layer, None, 0, imported), []).append((position == _EM_BOTTOM, fragment))
     blocks = []
     if plain:
         lines = []
@@ -450,9 +450,10 @@ def render(found: Activation, by_id: dict[Hashable, Fragment], fill: Callable[[s
                             numbers={"fragments": len(plain), "library": len(by_id),
                                      "chars": sum(m.definition_chars for m in plain),
                                      "regex_timeouts": found.regex_timeouts}))
-    # Author's-note top entries before bottom ones at the same depth, as SillyTavern joins them.
-    for (layer, depth, role, imported, _bottom), entries in sorted(
-            groups.items(), key=lambda item: (str(item[0][0]), -(item[0][1] or 0), item[0][4], not item[0][3])):
+    for (layer, depth, role, imported), marked in sorted(
+            groups.items(), key=lambda item: (str(item[0][0]), -(item[0][1] or 0), item[0][2], not item[0][3])):
+        # Top entries before bottom ones (author's note, example messages), each in insertion order.
+        entries = [f for _, f in sorted(marked, key=lambda pair: pair[0])]
         where = _PLACES.get(_BEFORE if layer == "lore_before" else _AFTER, "") if depth is None else (
             f"placed {depth} messages back" + (f"; SillyTavern sends it as the {ROLES[role]}" if role in (1, 2) else ""))
         label = f"{LORE_LABEL if imported else OWN_LORE_LABEL} ({where})"
