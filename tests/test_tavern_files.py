@@ -6,9 +6,12 @@ imported lore. What reaches the model is read from the recording provider."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from click.testing import CliRunner
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from hearth.cli import cli
 from hearth.lorebook.controls import Activator
@@ -244,3 +247,25 @@ def test_x9_a_refused_import_exits_2_as_the_docs_say(tmp_path, hearth):
     assert runner.invoke(cli, ["--home", home, "import", str(bad), str(worse)]).exit_code == 2
     docs = (Path(__file__).parent.parent / "docs" / "import.md").read_text()
     assert "exits 2" in docs and "exits 1)" not in docs
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys=st.lists(st.text(alphabet="abAB :)+1([]_é", min_size=1, max_size=4), min_size=1, max_size=5),
+       text=st.text(alphabet="abAB :)+1([]_é.\n", max_size=40), whole=st.booleans(), case=st.booleans())
+def test_x6_x8_literal_keys_match_as_the_reference_pattern_says(keys, text, whole, case):
+    """Every literal key fires exactly where the plain pattern of SillyTavern's rule says (no
+    word character touching a whole-word key; exact case when case-sensitive), on ASCII text (the
+    fast path) and on text with accents alike."""
+    keys = [k.strip() for k in keys if k.strip() and not k.strip().startswith("/")]  # keys are stored trimmed
+    assume(keys)
+    entries = [Fragment(n, "", (k,), "x", controls={"whole_words": whole, "case_sensitive": case})
+               for n, k in enumerate(keys)]
+    fired_ids = {m.fragment_id for m in Activator.build(entries).activate([text]).matches}
+    expected = set()
+    for n, key in enumerate(keys):
+        body = re.escape(key)
+        if whole:
+            body = rf"(?<![\w\u0300-\u036f]){body}(?![\w\u0300-\u036f])"
+        if re.search(body, text, 0 if case else re.IGNORECASE):
+            expected.add(n)
+    assert fired_ids == expected

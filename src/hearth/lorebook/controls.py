@@ -57,6 +57,7 @@ DEFAULT_SCAN_DEPTH = 2  # SillyTavern's world_info_depth default
 REGEX_BUDGET_SECONDS = 0.02  # all regex keys of one turn together (CPU time)
 MIN_SEARCH_SECONDS = 0.01
 _WORD = r"[\w\u0300-\u036f]"
+_ASCII_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 # Controls and their defaults; anything else an entry carried lives in ``extra`` (for export).
 DEFAULTS: dict[str, Any] = {
     "secondary": [], "logic": "and_any", "constant": False, "order": 100, "probability": 100,
@@ -204,7 +205,23 @@ class _KeySet:
         found: dict[int, tuple[int, int, str]] = {}
         if self._automaton is None:
             return found
-        cands = {idx for idx, _, _ in self._automaton.find_matches_as_indexes(low, overlapping=True)}
+        hits = self._automaton.find_matches_as_indexes(low, overlapping=True)
+        if text.isascii():
+            # Lower-casing ASCII keeps every offset, so each hit is confirmed where it stands: the
+            # same test as the pattern (no word character touching a whole-word key; the exact
+            # text for a case-sensitive one), without a search per key.
+            size = len(text)
+            for idx, start, end in hits:
+                slot, key, whole, case = self.keys[idx]
+                if whole and ((start and low[start - 1] in _ASCII_WORD) or (end < size and low[end] in _ASCII_WORD)):
+                    continue
+                if case and text[start:end] != key:
+                    continue
+                cur = found.get(slot)
+                if cur is None or start < cur[0]:
+                    found[slot] = (start, end, key)
+            return found
+        cands = {idx for idx, _, _ in hits}
         for idx in cands:
             m = self.pattern(idx).search(text)
             if m:
