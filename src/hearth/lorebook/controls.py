@@ -385,9 +385,9 @@ class Activator:
             scanned = "\n".join(window)
             # Sticky entries stay in without a key or a roll.
             for fid, (sticky_until, _) in timers.items():
-                slot = self._slot_of.get(fid)
-                if slot is not None and turn <= sticky_until:
-                    active[slot] = _lore_match(self._entries[slot], "", -1, -1, reason="sticky")
+                held = self._slot_of.get(fid)
+                if held is not None and turn <= sticky_until:
+                    active[held] = _lore_match(self._entries[held], "", -1, -1, reason="sticky")
             candidates = list(self._constant_matches)
             candidates += [(slot, m) for slot, (_, m) in sorted(lore_hits.items())]
             for slot, m in candidates:

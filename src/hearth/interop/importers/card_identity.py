@@ -97,7 +97,8 @@ def content_hash(card: Card) -> str:
             if ext:
                 extra["extensions"] = ext
             book = {k: v for k, v in (extra.pop("book", {}) or {}).items()
-                    if (k, v) not in (("selective", True), ("use_regex", False))}
+                    # secondary_off follows from fields already hashed (SillyTavern's reading of them)
+                    if (k, v) not in (("selective", True), ("use_regex", False)) and k != "secondary_off"}
             if book:
                 extra["book"] = book
             controls["extra"] = extra
