@@ -269,3 +269,20 @@ def test_x6_x8_literal_keys_match_as_the_reference_pattern_says(keys, text, whol
         if re.search(body, text, 0 if case else re.IGNORECASE):
             expected.add(n)
     assert fired_ids == expected
+
+
+def test_x9_depth_counts_from_the_newest_message_and_the_person_stays_last():
+    from types import SimpleNamespace
+
+    from hearth.prompt.assembly import assemble
+    from hearth.prompt.dynamic import RenderedContext
+
+    history = [SimpleNamespace(role="user" if n % 2 == 0 else "assistant", kind="chat", content=f"turn {n}")
+               for n in range(4)]
+    context = RenderedContext((), "", "", ((99, "deep"), (3, "three"), (0, "zero")))
+    request = assemble(static_prompt="static", handoff_chars=0, history=history, context=context,
+                       user_text="now", tools=[], input_limit_tokens=32_000, output_reserve_tokens=1_000,
+                       birth_period=False).request
+    assert [m.content for m in request.messages] == ["static", "deep", "turn 0", "turn 1", "three", "turn 2",
+                                                    "turn 3", "zero", "now"]
+    assert all(m.role == "system" for m in request.messages if m.content in ("deep", "three", "zero"))

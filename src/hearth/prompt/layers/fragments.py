@@ -461,4 +461,6 @@ def render(found: Activation, by_id: dict[Hashable, Fragment], fill: Callable[[s
         blocks.append(Block(layer=layer, label=label, trust=LORE_TRUST if imported else OWN_LORE_TRUST, text=text,
                             source_ids=tuple(f.id for f in entries), depth=depth,
                             numbers={"entries": len(entries), "chars": sum(len(f.definition) for f in entries)}))
+    if not plain and blocks:
+        blocks[0].numbers["regex_timeouts"] = found.regex_timeouts  # counted once per turn
     return blocks
