@@ -8,6 +8,7 @@ import logging
 import socket
 import subprocess
 import sys
+import threading
 import time
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -20,7 +21,7 @@ from fastapi.testclient import TestClient
 from twilio.request_validator import RequestValidator
 
 from hearth import Hearth, Settings
-from hearth.errors import Forbidden, InvalidInput
+from hearth.errors import Conflict, Forbidden, InvalidInput
 from hearth.ops.jobs import Worker
 from hearth.outreach.channels import mail, receive, sms
 from hearth.server import create_app
@@ -360,3 +361,74 @@ def test_e10_quoted_mail_is_stripped_before_it_enters_the_timeline():
     assert mail.strip_quoted(outlook) == "Thanks!"
     wrapped = "Ok\nOn Mon, 30 Nov 2026 at 10:00, a very long name\n<elion@example.org> wrote:\n> hi"
     assert mail.strip_quoted(wrapped) == "Ok"
+
+
+# -- U6: replies racing on one thread -----------------------------------------------------------------
+def test_u6_two_replies_to_one_thread_at_once_never_break_a_constraint_or_leave_a_job_running(
+        channel_hearth, twilio, provider, caplog):
+    """Two workers and a person typing on the web race to answer one SMS thread, 50 times over. No
+    write breaks the one-pending-job rule, no job stays leased, every reply goes out once."""
+    from hearth.providers.base import StreamEvent, Usage
+
+    def slow_reply(request):
+        time.sleep(0.003)  # long enough for the other reply to start meanwhile
+        yield StreamEvent("text", text=f"Reply {len(provider.requests)}")
+        yield StreamEvent("usage", usage=Usage(input_tokens=10, output_tokens=3))
+
+    provider.replies.extend([slow_reply] * 1000)
+    h = channel_hearth
+    me = h.scope()
+    workers = [Worker(h), Worker(h)]
+    for worker in workers:
+        worker.queue.backoff_seconds = 0
+    failures: list[BaseException] = []
+    conversation_id = receive(h, "sms", ROBIN_PHONE, "SMfirst", "hello").conversation_id
+    workers[0].run_once()
+
+    def run(action) -> None:
+        try:
+            action()
+        except BaseException as exc:  # noqa: BLE001 - every failure is reported by the assertion below
+            failures.append(exc)
+
+    def web(n: int) -> None:
+        try:
+            me.send(conversation_id, f"web {n}")
+        except Conflict:
+            pass  # the other reply won the race: the person is told plainly; nothing breaks
+
+    with caplog.at_level(logging.WARNING):
+        for n in range(50):
+            receive(h, "sms", ROBIN_PHONE, f"SMa{n}", f"first {n}")
+            receive(h, "sms", ROBIN_PHONE, f"SMb{n}", f"second {n}")
+            barrier = threading.Barrier(3)
+
+            def drain(worker: Worker, n: int = n, barrier: threading.Barrier = barrier) -> None:
+                barrier.wait()
+                worker.run_once()
+                receive(h, "sms", ROBIN_PHONE, f"SMc{n}-{id(worker)}", f"third {n}")
+                worker.run_once()
+
+            def typing(n: int = n, barrier: threading.Barrier = barrier) -> None:
+                barrier.wait()
+                web(n)
+
+            threads = [threading.Thread(target=run, args=(lambda w=w: drain(w),)) for w in workers]
+            threads.append(threading.Thread(target=run, args=(typing,)))
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        for _ in range(3):
+            workers[0].run_once()
+
+    assert failures == []
+    assert not [r for r in caplog.records if "worker loop error" in r.getMessage() or "Constraint" in r.getMessage()]
+    counts = h.store.connection().execute(
+        "SELECT status, count(*) FROM jobs WHERE kind = 'channel.reply' GROUP BY status").fetchall()
+    assert dict(counts).keys() <= {"done"}, dict(counts)
+    bodies = [s["Body"] for s in twilio.sent]
+    assert len(bodies) == len(set(bodies))  # no reply went out twice
+    sms_replies = [m.content for m in me.conversations.messages(conversation_id)
+                   if m.role == "assistant" and m.channel == "sms"]
+    assert sorted(bodies) == sorted(sms_replies)
