@@ -100,7 +100,9 @@ class Settings:
     idle_checkpoint_minutes: float = 30.0  # idle time that closes an activity span
     capsule_threshold: float = 0.6  # fraction of the input limit whose use refreshes the capsule
     capsule_recent_turns: int = 8  # verbatim turns a new capsule leaves uncovered
-    compaction_threshold: float = 0.0  # fraction of the input limit; 0: no server-side compaction
+    # Fraction of the model's input limit at which the Responses API compacts the chain on the
+    # server (E12: on by default, as every request of the design enables it); 0 turns it off.
+    compaction_threshold: float = 0.8
 
     @property
     def database_path(self) -> Path:
