@@ -93,6 +93,9 @@ class Settings:
     voice_name: str = "marin"
     voice_transcription_model: str = "gpt-4o-mini-transcribe"
     voice_retention_ratio: float = 0.8
+    # A phone call's Media Stream that sends no audio this long after its start is closed (U7);
+    # Twilio sends a frame every 20 ms while a call is live, silence included.
+    voice_idle_seconds: float = 30.0
     realtime_url: str = ""  # the realtime WebSocket base (default: the OpenAI SDK's), e.g. wss://host/v1
     # A job left running by a crashed worker is claimed again after this long.
     job_lease_seconds: float = 300.0
@@ -153,7 +156,8 @@ class Settings:
             )
         for name in ("max_body_bytes", "max_import_bytes", "max_message_chars", "output_token_reserve",
                      "sms_part_chars",
-                     "email_max_bytes", "email_poll_seconds", "activation_tick_seconds", "job_lease_seconds", "recall_budget_ms"):
+                     "email_max_bytes", "email_poll_seconds", "activation_tick_seconds", "job_lease_seconds", "recall_budget_ms",
+                     "voice_idle_seconds"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
         if not 0.05 <= self.voice_retention_ratio <= 1.0:
@@ -238,6 +242,7 @@ _ENV = {
     "HEARTH_VOICE_NAME": "voice_name",
     "HEARTH_VOICE_TRANSCRIPTION_MODEL": "voice_transcription_model",
     "HEARTH_VOICE_RETENTION_RATIO": "voice_retention_ratio",
+    "HEARTH_VOICE_IDLE_SECONDS": "voice_idle_seconds",
     "HEARTH_REALTIME_URL": "realtime_url",
     "HEARTH_IDLE_CHECKPOINT_MINUTES": "idle_checkpoint_minutes",
     "HEARTH_CAPSULE_THRESHOLD": "capsule_threshold",
