@@ -53,7 +53,7 @@ def voice_hearth(tmp_path, realtime, provider) -> Iterator[Hearth]:
     h = Hearth(settings, provider=provider)
     me = h.scope()
     elion = me.personas.create("elion", "Elion")
-    me.contacts.add("sms", ROBIN, elion.id)
+    me.contacts.trust("sms", ROBIN, elion.id)
     yield h
     h.close()
 
@@ -235,14 +235,14 @@ def test_e10_an_outbound_call_is_placed_through_the_twilio_sdk_and_answered_by_t
                                      "realtime_url": realtime.url}, environ={})
         with Hearth(settings) as h:
             me = h.scope()
-            contact = me.contacts.add("sms", ROBIN, me.personas.create("elion", "Elion").id)
+            contact = me.contacts.trust("sms", ROBIN, me.personas.create("elion", "Elion").id)
             assert call(h.context(me.user_id), contact.id).startswith("CA")
             assert twilio.calls == [{"To": ROBIN, "From": "+15550001111", "Url": PUBLIC + "/channels/voice/twilio"}]
             answered = signed_call(TestClient(create_app(hearth=h), base_url=BASE),
                                    {"CallSid": "CA" + "1" * 32, "From": "+15550001111", "To": ROBIN,
                                     "Direction": "outbound-api"})
             assert "<Stream" in answered.text  # the callee is identified by the number that was called
-            mail = me.contacts.add("email", "robin@example.org")
+            mail = me.contacts.trust("email", "robin@example.org")
             with pytest.raises(Exception, match="phone contact"):
                 call(h.context(me.user_id), mail.id)
     finally:
@@ -474,7 +474,7 @@ def test_u7_a_started_stream_without_media_is_closed_after_the_idle_timeout(tmp_
     h = Hearth(settings, provider=provider)
     try:
         me = h.scope()
-        me.contacts.add("sms", ROBIN, me.personas.create("elion", "Elion").id)
+        me.contacts.trust("sms", ROBIN, me.personas.create("elion", "Elion").id)
         contact_id = robin_id(h)
         tone = base64.b64encode(mulaw_tone()).decode()
         with served(h) as base, connect(f"{base}/channels/voice/twilio/stream") as ws:

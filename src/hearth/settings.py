@@ -96,6 +96,11 @@ class Settings:
     # A phone call's Media Stream that sends no audio this long after its start is closed (U7);
     # Twilio sends a frame every 20 ms while a call is live, silence included.
     voice_idle_seconds: float = 30.0
+    # Proving a contact address (U9): how long a code lasts, how many codes one user may have sent
+    # to one address an hour, and how many wrong tries void a code.
+    contact_code_minutes: float = 10.0
+    contact_code_sends_per_hour: int = 5
+    contact_code_attempts: int = 5
     realtime_url: str = ""  # the realtime WebSocket base (default: the OpenAI SDK's), e.g. wss://host/v1
     # A job left running by a crashed worker is claimed again after this long.
     job_lease_seconds: float = 300.0
@@ -157,7 +162,8 @@ class Settings:
         for name in ("max_body_bytes", "max_import_bytes", "max_message_chars", "output_token_reserve",
                      "sms_part_chars",
                      "email_max_bytes", "email_poll_seconds", "activation_tick_seconds", "job_lease_seconds", "recall_budget_ms",
-                     "voice_idle_seconds"):
+                     "voice_idle_seconds", "contact_code_minutes", "contact_code_sends_per_hour",
+                     "contact_code_attempts"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
         if not 0.05 <= self.voice_retention_ratio <= 1.0:
@@ -243,6 +249,9 @@ _ENV = {
     "HEARTH_VOICE_TRANSCRIPTION_MODEL": "voice_transcription_model",
     "HEARTH_VOICE_RETENTION_RATIO": "voice_retention_ratio",
     "HEARTH_VOICE_IDLE_SECONDS": "voice_idle_seconds",
+    "HEARTH_CONTACT_CODE_MINUTES": "contact_code_minutes",
+    "HEARTH_CONTACT_CODE_SENDS_PER_HOUR": "contact_code_sends_per_hour",
+    "HEARTH_CONTACT_CODE_ATTEMPTS": "contact_code_attempts",
     "HEARTH_REALTIME_URL": "realtime_url",
     "HEARTH_IDLE_CHECKPOINT_MINUTES": "idle_checkpoint_minutes",
     "HEARTH_CAPSULE_THRESHOLD": "capsule_threshold",
