@@ -586,3 +586,32 @@ def test_u6_two_replies_to_one_thread_at_once_never_break_a_constraint_or_leave_
     sms_replies = [m.content for m in me.conversations.messages(conversation_id)
                    if m.role == "assistant" and m.channel == "sms"]
     assert sorted(bodies) == sorted(sms_replies)
+
+
+def test_u9_cli_adds_sends_a_code_and_verifies_an_address(tmp_path, smtp, monkeypatch):
+    from click.testing import CliRunner
+
+    from hearth.cli import cli
+
+    inbox, port = smtp
+    for key, value in {"HEARTH_HOME": str(tmp_path / "home"), "HEARTH_SMTP_HOST": "127.0.0.1",
+                       "HEARTH_SMTP_PORT": str(port), "HEARTH_SMTP_STARTTLS": "false",
+                       "HEARTH_EMAIL_ADDRESS": "elion@example.org"}.items():
+        monkeypatch.setenv(key, value)
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        result = runner.invoke(cli, list(args), catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert "code" in run("channels", "add-contact", "email", ROBIN_MAIL)
+    assert "waiting for the code" in run("channels", "contacts")
+    run("channels", "send-code", "email", ROBIN_MAIL)
+    first, newest = (code_in(message_from_bytes(raw, policy=policy.default).get_content())
+                     for _f, _r, raw in inbox.messages)
+    wrong = runner.invoke(cli, ["channels", "verify", "email", ROBIN_MAIL, "12345x"])
+    assert wrong.exit_code == 2 and "code" in wrong.output
+    assert "verified" in run("channels", "verify", "email", ROBIN_MAIL, newest)
+    listed = run("channels", "contacts")
+    assert ROBIN_MAIL in listed and "yes" in listed and "waiting" not in listed
