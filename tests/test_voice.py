@@ -468,8 +468,8 @@ def test_u7_a_started_stream_without_media_is_closed_after_the_idle_timeout(tmp_
     settings = Settings.resolve({
         "home": str(tmp_path / "home"), "openai_api_key": "sk-server-only", "provider": "offline",
         "realtime_url": realtime.url, "public_url": PUBLIC, "twilio_account_sid": SID,
-        "twilio_auth_token": TOKEN}, environ={"HEARTH_VOICE_IDLE_SECONDS": "0.5"})
-    assert settings.voice_idle_seconds == 0.5
+        "twilio_auth_token": TOKEN}, environ={"HEARTH_VOICE_IDLE_SECONDS": "1"})
+    assert settings.voice_idle_seconds == 1
     assert Settings.resolve({"home": str(tmp_path / "other")}, environ={}).voice_idle_seconds == 30
     h = Hearth(settings, provider=provider)
     try:
@@ -480,7 +480,7 @@ def test_u7_a_started_stream_without_media_is_closed_after_the_idle_timeout(tmp_
         with served(h) as base, connect(f"{base}/channels/voice/twilio/stream") as ws:
             ws.send(json.dumps(media_start_frame(CALL, str(contact_id), stream_token(TOKEN, CALL, contact_id))))
             began = time.monotonic()
-            for _ in range(3):  # audio keeps it open; marks and DTMF do not
+            for _ in range(4):  # audio keeps it open; marks and DTMF do not
                 time.sleep(0.3)
                 ws.send(json.dumps({"event": "media", "streamSid": "MZ1", "media": {"payload": tone}}))
             ws.send(json.dumps({"event": "mark", "streamSid": "MZ1", "mark": {"name": "user-transcript"}}))
@@ -489,8 +489,8 @@ def test_u7_a_started_stream_without_media_is_closed_after_the_idle_timeout(tmp_
             silent = time.monotonic()
             assert close_code(ws, within=10) == 1008
             closed = time.monotonic()
-        assert closed - began > 0.9  # the media frames kept it open past one idle period
-        assert 0.4 < closed - silent < 3
+        assert closed - began > 2.1  # the media frames kept it open well past one idle period
+        assert 0.8 < closed - silent < 5
         kind, payload = voice_events(h)[-1]
         assert kind == "voice.ended" and json.loads(payload)["reason"] == "idle"
         assert voice_span_reasons(h) == ["voice_idle"]

@@ -311,18 +311,22 @@ async def twilio_stream(websocket: WebSocket) -> None:
     setup = await run_in_threadpool(voice.start, ctx, contact.persona_id, source="phone")
     idle_seconds = settings.voice_idle_seconds
     loop = asyncio.get_running_loop()
-    silent_until = loop.time() + idle_seconds
+    # Seconds spent waiting for a frame since the last media frame: silence is time the caller sent
+    # nothing, not time this server spent relaying what it had sent.
+    waited = 0.0
     why = ["ended"]
 
     async def client_in() -> str | None:
-        nonlocal silent_until
+        nonlocal waited
         while True:
+            began = loop.time()
             try:
-                frame = await asyncio.wait_for(receive_object(websocket), max(0.0, silent_until - loop.time()))
+                frame = await asyncio.wait_for(receive_object(websocket), idle_seconds - waited)
             except TimeoutError:
                 log.info("media stream closed: no audio for %g s", idle_seconds)
                 why[0] = "idle"
                 return None
+            waited += loop.time() - began
             event = media_event(frame)
             if event == "stop":
                 return None
@@ -333,7 +337,7 @@ async def twilio_stream(websocket: WebSocket) -> None:
                 if not isinstance(media, dict):
                     raise InvalidInput("a media frame without its media object")
                 audio = audio_of(media.get("payload"))
-                silent_until = loop.time() + idle_seconds
+                waited = 0.0
                 if audio:
                     return audio
             # "connected", "mark" (our marks played), "dtmf" and events Twilio may add carry nothing to
