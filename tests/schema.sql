@@ -18,6 +18,10 @@ CREATE INDEX channel_messages_message ON channel_messages (message_id);
 CREATE INDEX client_chats_conversation ON client_chats (conversation_id);
 -- index client_chats_key
 CREATE INDEX client_chats_key ON client_chats (user_id, persona_id, key, id);
+-- index contact_claims_address
+CREATE INDEX contact_claims_address ON contact_claims (channel, address);
+-- index contact_code_sends_address
+CREATE INDEX contact_code_sends_address ON contact_code_sends (channel, address, sent_at);
 -- index conversation_memories_memory
 CREATE INDEX conversation_memories_memory ON conversation_memories (memory_id, conversation_id);
 -- index conversation_tags_user_tag
@@ -247,7 +251,7 @@ CREATE TABLE channel_contacts (
             channel TEXT NOT NULL,
             address TEXT NOT NULL,
             persona_id INTEGER REFERENCES personas(id) ON DELETE SET NULL,
-            created_at TEXT NOT NULL,
+            created_at TEXT NOT NULL, verified_at TEXT,
             UNIQUE (channel, address)
         );
 -- table channel_messages
@@ -274,6 +278,28 @@ CREATE TABLE client_chats (
             conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
             created_at TEXT NOT NULL
         );
+-- table contact_claims
+CREATE TABLE contact_claims (
+    id INTEGER PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    channel TEXT NOT NULL,
+    address TEXT NOT NULL,
+    persona_id INTEGER REFERENCES personas(id) ON DELETE SET NULL,
+    code_hash TEXT,
+    code_salt TEXT,
+    expires_at TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    UNIQUE (user_id, channel, address)
+);
+-- table contact_code_sends
+CREATE TABLE contact_code_sends (
+    id INTEGER PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    channel TEXT NOT NULL,
+    address TEXT NOT NULL,
+    sent_at TEXT NOT NULL
+);
 -- table conversation_memories
 CREATE TABLE conversation_memories (
             conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,

@@ -171,7 +171,7 @@ def test_e11_delivered_on_the_preferred_channel(tmp_path, provider):
         with Hearth(settings, provider=provider) as h:
             me = h.scope()
             elion = me.personas.create("elion", "Elion")
-            me.contacts.add("sms", "+15557654321", elion.id)
+            me.contacts.trust("sms", "+15557654321", elion.id)
             me.activations.set_prefs(quiet_start="00:00", quiet_end="00:00")
             morning = me.activations.add(elion.id, "morning", at="10:00", channel="sms")
             me.activations.tick(at(morning.next_run_at.replace("Z", "")) + timedelta(minutes=1))

@@ -214,3 +214,31 @@ def test_e11_an_inner_turn_over_the_capsule_threshold_queues_a_capsule_refresh(c
     with hearth.store.read() as conn:
         jobs = [json.loads(r[0]) for r in conn.execute("SELECT payload FROM jobs WHERE kind = ?", (capsules.JOB_KIND,))]
     assert jobs == [{"conversation_id": chat.id, "reason": "threshold"}]
+
+
+@pytest.mark.parametrize("configured, expected", [
+    ({}, [{"type": "compaction", "compact_threshold": 25_600}]),  # the default: 0.8 of 32,000
+    ({"compaction_threshold": 0}, None),
+])
+def test_e12_server_side_compaction_is_on_by_default_and_0_turns_it_off(tmp_path, fake_provider_server,
+                                                                        configured, expected):
+    settings = Settings.resolve({"home": str(tmp_path / "home"), "provider": "openai", "model": "gpt-4.1",
+                                 "base_url": fake_provider_server.openai_base_url, "openai_api_key": "sk-test",
+                                 "input_token_limit": 32_000, **configured}, environ={})
+    assert settings.compaction_threshold == (0.8 if not configured else 0)
+    hearth = Hearth(settings)
+    try:
+        me = hearth.scope()
+        chat = me.conversations.create(me.personas.create("elion", "Elion").id)
+        fake_provider_server.script(response_id="resp_1")
+        me.send(chat.id, "First message")
+        fake_provider_server.script(response_id="resp_2")
+        me.send(chat.id, "Second message")
+        first, second = bodies(fake_provider_server)
+        assert second["previous_response_id"] == "resp_1"
+        for body in (first, second):  # the initial request and every continuation
+            assert body.get("context_management") == expected
+        header = me.timeline.context(chat.id)
+        assert header.threshold_kind == ("compaction" if expected else "input_limit")
+    finally:
+        hearth.close()

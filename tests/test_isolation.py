@@ -73,7 +73,7 @@ def owner_data(hearth, me):
     (Library(hearth.settings.home, me.user_id).root / "notes.md").write_text(f"{MARKER} {SECRET} notes")
     message = me.conversations.messages(conversation.id)[-1]
     document = me.archive.add_text(f"Notes {MARKER} {SECRET}", f"The {MARKER} {SECRET} rang twice.").document
-    contact = me.contacts.add("sms", "+1 555 010 0199", persona.id)
+    contact = me.contacts.trust("sms", "+1 555 010 0199", persona.id)
     activation = me.activations.add(persona.id, "morning", at="08:00", note=f"{MARKER} {SECRET}")
     entry_id = me.search(MARKER, embed=False).log_id
     preset = me.presets.create(MARKER, f"Talk about the {MARKER} {SECRET}.")
@@ -151,7 +151,7 @@ def arguments(method: Any, ids: dict[str, Any], helper: Any, *, optional_ids: bo
         "data": PROBE.encode(), "model": "quillon", "messages": [ClientMessage("user", PROBE)], "channel": "sms",
         "address": "+1 555 010 0123", "enabled": True, "answers": True, "instruction": PROBE, "metadata": {},
         "fmt": "labelled", "mime": "image/png", "turns": [], "target": "conversation", "token": "probe", "phrase": "probe",
-        "threads": "keep", "texts": [PROBE], "tags": ["probe"], "ref": MARKER,
+        "threads": "keep", "texts": [PROBE], "tags": ["probe"], "ref": MARKER, "code": "123456",
     }
     kwargs: dict[str, Any] = {}
     for name, param in inspect.signature(method).parameters.items():

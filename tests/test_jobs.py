@@ -232,3 +232,34 @@ def test_s1_sqlite_the_worker_folds_the_write_ahead_log_between_sends(hearth, me
     finally:
         worker.stop()
     assert in_file("harbourbell")
+
+
+def test_u6_a_failed_job_beside_its_pending_twin_hands_over_and_twins_never_run_at_once(hearth, me):
+    queue = JobQueue(hearth.store)
+    first = queue.enqueue(me.user_id, "t.kind", {"n": 1}, dedupe_key="thread:1")
+    running = queue.claim(("t.kind",))
+    assert running.id == first
+    twin = queue.enqueue(me.user_id, "t.kind", {"n": 1}, dedupe_key="thread:1")
+    assert queue.claim(("t.kind",)) is None  # the twin waits while the first runs under its lease
+    # Going back to pending beside the twin broke the one-pending-job rule (a ConstraintError that
+    # left the job leased); now the twin takes the work over and nothing stays running.
+    assert queue.fail(running, "conflict") == "done"
+    assert queue.get(first).status == "done" and queue.get(first).last_error == "conflict"
+    assert queue.claim(("t.kind",)).id == twin
+    assert queue.counts(me.user_id) == {"pending": 0, "running": 1, "done": 1, "dead": 0}
+
+
+def test_u6_a_job_whose_outcome_cannot_be_recorded_is_released_at_once(hearth, me):
+    queue = JobQueue(hearth.store)
+    job_id = queue.enqueue(me.user_id, "t.kind", {})
+
+    class Broken(JobQueue):
+        def complete(self, job):
+            raise InvalidInput("the database refused the write")
+
+    worker = Worker(hearth, handlers={"t.kind": lambda ctx, payload, helper: None}, helper=object(),
+                    queue=Broken(hearth.store))
+    with pytest.raises(InvalidInput):
+        worker.run_one()
+    again = queue.claim(("t.kind",))  # no five-minute wait for the lease
+    assert again is not None and again.id == job_id and again.attempts == 2

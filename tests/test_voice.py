@@ -53,7 +53,7 @@ def voice_hearth(tmp_path, realtime, provider) -> Iterator[Hearth]:
     h = Hearth(settings, provider=provider)
     me = h.scope()
     elion = me.personas.create("elion", "Elion")
-    me.contacts.add("sms", ROBIN, elion.id)
+    me.contacts.trust("sms", ROBIN, elion.id)
     yield h
     h.close()
 
@@ -235,14 +235,14 @@ def test_e10_an_outbound_call_is_placed_through_the_twilio_sdk_and_answered_by_t
                                      "realtime_url": realtime.url}, environ={})
         with Hearth(settings) as h:
             me = h.scope()
-            contact = me.contacts.add("sms", ROBIN, me.personas.create("elion", "Elion").id)
+            contact = me.contacts.trust("sms", ROBIN, me.personas.create("elion", "Elion").id)
             assert call(h.context(me.user_id), contact.id).startswith("CA")
             assert twilio.calls == [{"To": ROBIN, "From": "+15550001111", "Url": PUBLIC + "/channels/voice/twilio"}]
             answered = signed_call(TestClient(create_app(hearth=h), base_url=BASE),
                                    {"CallSid": "CA" + "1" * 32, "From": "+15550001111", "To": ROBIN,
                                     "Direction": "outbound-api"})
             assert "<Stream" in answered.text  # the callee is identified by the number that was called
-            mail = me.contacts.add("email", "robin@example.org")
+            mail = me.contacts.trust("email", "robin@example.org")
             with pytest.raises(Exception, match="phone contact"):
                 call(h.context(me.user_id), mail.id)
     finally:
@@ -297,10 +297,10 @@ def close_code(ws: ClientConnection, within: float = 5.0) -> int:
     return closed.value.rcvd.code
 
 
-def until(ws: ClientConnection, done) -> list[dict]:
+def until(ws: ClientConnection, done, within: float = 10) -> list[dict]:
     seen: list[dict] = []
     while not seen or not done(seen[-1]):
-        seen.append(json.loads(ws.recv(timeout=10)))
+        seen.append(json.loads(ws.recv(timeout=within)))
     return seen
 
 
@@ -428,3 +428,71 @@ def test_u3_e10_a_media_stream_without_a_start_frame_is_closed_after_the_timeout
         assert time.monotonic() - began < 4
     assert voice_events(voice_hearth) == []
     assert_one_quiet_log_line(caplog)
+
+
+# -- U7: one session per call, and a silent stream is closed -------------------------------------------
+def test_u7_a_start_replayed_on_a_second_socket_or_after_the_call_closes_with_1008(voice_hearth, caplog):
+    caplog.set_level(logging.INFO)
+    contact_id = robin_id(voice_hearth)
+    start = json.dumps(media_start_frame(CALL, str(contact_id), stream_token(TOKEN, CALL, contact_id)))
+    tone = base64.b64encode(mulaw_tone()).decode()
+    with served(voice_hearth) as base:
+        with connect(f"{base}/channels/voice/twilio/stream") as first:
+            first.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
+            first.send(start)
+            for _ in range(8):
+                first.send(json.dumps({"event": "media", "streamSid": "MZ1", "media": {"track": "inbound",
+                                                                                       "payload": tone}}))
+            until(first, lambda m: m.get("mark", {}).get("name") == "assistant-transcript", within=60)
+            with connect(f"{base}/channels/voice/twilio/stream") as replay:  # the same valid start, live call
+                replay.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
+                replay.send(start)
+                assert close_code(replay) == 1008
+            first.send(json.dumps({"event": "media", "streamSid": "MZ1", "media": {"payload": tone}}))
+            first.send(json.dumps({"event": "stop", "sequenceNumber": "99", "streamSid": "MZ1",
+                                   "stop": {"accountSid": SID, "callSid": CALL}}))
+            assert close_code(first) == 1000
+        with connect(f"{base}/channels/voice/twilio/stream") as late:  # replayed after the call ended
+            late.send(start)
+            assert close_code(late) == 1008
+    # One session was opened and ended normally; the replays opened nothing.
+    assert [kind for kind, _ in voice_events(voice_hearth)] == ["voice.started", "voice.ended"]
+    assert json.loads(voice_events(voice_hearth)[-1][1])["reason"] == "ended"
+    refused = [r.getMessage() for r in caplog.records if "already has a session" in r.getMessage()]
+    assert len(refused) == 2 and CALL not in " ".join(r.getMessage() for r in caplog.records)
+
+
+def test_u7_a_started_stream_without_media_is_closed_after_the_idle_timeout(tmp_path, realtime, provider,
+                                                                            caplog):
+    caplog.set_level(logging.INFO)
+    settings = Settings.resolve({
+        "home": str(tmp_path / "home"), "openai_api_key": "sk-server-only", "provider": "offline",
+        "realtime_url": realtime.url, "public_url": PUBLIC, "twilio_account_sid": SID,
+        "twilio_auth_token": TOKEN}, environ={"HEARTH_VOICE_IDLE_SECONDS": "1"})
+    assert settings.voice_idle_seconds == 1
+    assert Settings.resolve({"home": str(tmp_path / "other")}, environ={}).voice_idle_seconds == 30
+    h = Hearth(settings, provider=provider)
+    try:
+        me = h.scope()
+        me.contacts.trust("sms", ROBIN, me.personas.create("elion", "Elion").id)
+        contact_id = robin_id(h)
+        tone = base64.b64encode(mulaw_tone()).decode()
+        with served(h) as base, connect(f"{base}/channels/voice/twilio/stream") as ws:
+            ws.send(json.dumps(media_start_frame(CALL, str(contact_id), stream_token(TOKEN, CALL, contact_id))))
+            began = time.monotonic()
+            for _ in range(4):  # audio keeps it open; marks and DTMF do not
+                time.sleep(0.3)
+                ws.send(json.dumps({"event": "media", "streamSid": "MZ1", "media": {"payload": tone}}))
+            ws.send(json.dumps({"event": "mark", "streamSid": "MZ1", "mark": {"name": "user-transcript"}}))
+            ws.send(json.dumps({"event": "dtmf", "streamSid": "MZ1", "dtmf": {"track": "inbound_track",
+                                                                               "digit": "1"}}))
+            silent = time.monotonic()
+            assert close_code(ws, within=10) == 1008
+            closed = time.monotonic()
+        assert closed - began > 2.1  # the media frames kept it open well past one idle period
+        assert 0.8 < closed - silent < 5
+        kind, payload = voice_events(h)[-1]
+        assert kind == "voice.ended" and json.loads(payload)["reason"] == "idle"
+        assert voice_span_reasons(h) == ["voice_idle"]
+    finally:
+        h.close()

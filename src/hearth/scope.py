@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from hearth.memory.memories import Adjust, Composed, Memories
 from hearth.ops.jobs import Handler, UserJobs, enqueue
 from hearth.outreach.activations import Activations
-from hearth.outreach.channels import Contacts, PersonaChannels, deliver_reply
+from hearth.outreach.channels import Contacts, PersonaChannels, codes, deliver_reply
 from hearth.prompt import stored
 from hearth.prompt.assembly import estimate_tokens
 from hearth.prompt.dynamic import DynamicContext
@@ -153,7 +153,8 @@ class Scope:
         self.folders = Folders(store, user_id, self._refresh_sources)
         self.conversations = Conversations(store, user_id, self._refresh_sources)
         self.memories = Memories(store, user_id, self._rebuild_prompts, self._compose_prompts)
-        self.contacts = Contacts(store, user_id, hearth.settings)  # who may write in by SMS or email (E10)
+        # Who may write in by SMS or email (E10), once they prove their address with a code (U9).
+        self.contacts = Contacts(store, user_id, hearth.settings, sender=codes.send)
         self.persona_channels = PersonaChannels(store, user_id)  # where each persona answers (E5)
         self.activations = Activations(store, user_id)  # the companion reaching out, off by default (E11)
         self.jobs = UserJobs(store, user_id)  # this user's background jobs (G2)

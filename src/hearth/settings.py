@@ -93,6 +93,14 @@ class Settings:
     voice_name: str = "marin"
     voice_transcription_model: str = "gpt-4o-mini-transcribe"
     voice_retention_ratio: float = 0.8
+    # A phone call's Media Stream that sends no audio this long after its start is closed (U7);
+    # Twilio sends a frame every 20 ms while a call is live, silence included.
+    voice_idle_seconds: float = 30.0
+    # Proving a contact address (U9): how long a code lasts, how many codes one user may have sent
+    # to one address an hour, and how many wrong tries void a code.
+    contact_code_minutes: float = 10.0
+    contact_code_sends_per_hour: int = 5
+    contact_code_attempts: int = 5
     realtime_url: str = ""  # the realtime WebSocket base (default: the OpenAI SDK's), e.g. wss://host/v1
     # A job left running by a crashed worker is claimed again after this long.
     job_lease_seconds: float = 300.0
@@ -100,7 +108,9 @@ class Settings:
     idle_checkpoint_minutes: float = 30.0  # idle time that closes an activity span
     capsule_threshold: float = 0.6  # fraction of the input limit whose use refreshes the capsule
     capsule_recent_turns: int = 8  # verbatim turns a new capsule leaves uncovered
-    compaction_threshold: float = 0.0  # fraction of the input limit; 0: no server-side compaction
+    # Fraction of the model's input limit at which the Responses API compacts the chain on the
+    # server (E12: on by default, as every request of the design enables it); 0 turns it off.
+    compaction_threshold: float = 0.8
 
     @property
     def database_path(self) -> Path:
@@ -151,7 +161,9 @@ class Settings:
             )
         for name in ("max_body_bytes", "max_import_bytes", "max_message_chars", "output_token_reserve",
                      "sms_part_chars",
-                     "email_max_bytes", "email_poll_seconds", "activation_tick_seconds", "job_lease_seconds", "recall_budget_ms"):
+                     "email_max_bytes", "email_poll_seconds", "activation_tick_seconds", "job_lease_seconds", "recall_budget_ms",
+                     "voice_idle_seconds", "contact_code_minutes", "contact_code_sends_per_hour",
+                     "contact_code_attempts"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
         if not 0.05 <= self.voice_retention_ratio <= 1.0:
@@ -236,6 +248,10 @@ _ENV = {
     "HEARTH_VOICE_NAME": "voice_name",
     "HEARTH_VOICE_TRANSCRIPTION_MODEL": "voice_transcription_model",
     "HEARTH_VOICE_RETENTION_RATIO": "voice_retention_ratio",
+    "HEARTH_VOICE_IDLE_SECONDS": "voice_idle_seconds",
+    "HEARTH_CONTACT_CODE_MINUTES": "contact_code_minutes",
+    "HEARTH_CONTACT_CODE_SENDS_PER_HOUR": "contact_code_sends_per_hour",
+    "HEARTH_CONTACT_CODE_ATTEMPTS": "contact_code_attempts",
     "HEARTH_REALTIME_URL": "realtime_url",
     "HEARTH_IDLE_CHECKPOINT_MINUTES": "idle_checkpoint_minutes",
     "HEARTH_CAPSULE_THRESHOLD": "capsule_threshold",

@@ -21,20 +21,45 @@ def channels() -> None:
 @click.option("--persona", help="The persona this sender talks to (default: the default persona).")
 @pass_ctx
 def add_contact(obj: Context, channel: str, address: str, persona: str | None) -> None:
-    """Allow a phone number or email address to write in."""
+    """Add a phone number or email address; it writes in once verified with the code sent to it."""
     scope = obj.scope()
     persona_id = scope.personas.by_name(persona).id if persona else None
-    contact = scope.contacts.add(channel, address, persona_id)
-    console.print(f"Contact {contact.id} added: {contact.channel} {contact.address}", markup=False)
+    claim = scope.contacts.add(channel, address, persona_id)
+    console.print(f"{claim.channel} {claim.address}: {claim.to_dict()['detail']}"
+                  f" (hearth channels verify {claim.channel} ADDRESS CODE)", markup=False)
+
+
+@channels.command("send-code")
+@click.argument("channel", type=click.Choice(MESSAGING))
+@click.argument("address")
+@pass_ctx
+def send_code(obj: Context, channel: str, address: str) -> None:
+    """Send a new verification code to an address you added."""
+    claim = obj.scope().contacts.send_code(channel, address)
+    console.print(f"{claim.channel} {claim.address}: {claim.to_dict()['detail']}", markup=False)
+
+
+@channels.command("verify")
+@click.argument("channel", type=click.Choice(MESSAGING))
+@click.argument("address")
+@click.argument("code")
+@pass_ctx
+def verify(obj: Context, channel: str, address: str, code: str) -> None:
+    """Enter the code sent to an address: it becomes a contact that can write in."""
+    contact = obj.scope().contacts.verify(channel, address, code)
+    console.print(f"Contact {contact.id} verified: {contact.channel} {contact.address}", markup=False)
 
 
 @channels.command("contacts")
 @pass_ctx
 def list_contacts(obj: Context) -> None:
-    """List the senders allowed to write in."""
-    table = Table("id", "channel", "address", "persona")
-    for c in obj.scope().contacts.list():
-        table.add_row(str(c.id), c.channel, c.address, str(c.persona_id or "default"))
+    """List the senders allowed to write in, and the addresses waiting for their code."""
+    table = Table("id", "channel", "address", "persona", "verified")
+    scope = obj.scope()
+    for c in scope.contacts.list():
+        table.add_row(str(c.id), c.channel, c.address, str(c.persona_id or "default"), "yes")
+    for claim in scope.contacts.pending():
+        table.add_row("-", claim.channel, claim.address, str(claim.persona_id or "default"), "waiting for the code")
     console.print(table)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from hearth.errors import HearthError, InvalidInput, NotFound, ProviderError
+from hearth.errors import Conflict, HearthError, InvalidInput, NotFound, ProviderError
 from hearth.store import Connection, DriverError, Row, Store, inserted_id
 
 if TYPE_CHECKING:
@@ -106,22 +106,36 @@ def enqueue(conn: Connection, user_id: int, kind: str, payload: dict[str, Any] |
         raise InvalidInput("a job needs a kind")
     if max_attempts < 1:
         raise InvalidInput("max_attempts must be at least 1")
-    if dedupe_key is not None:
-        row = conn.execute(
-            "SELECT id FROM jobs WHERE user_id = ? AND kind = ? AND dedupe_key = ? AND status = 'pending'",
-            (user_id, kind, dedupe_key),
-        ).fetchone()
-        if row:
-            return row[0]
     at = time.time() if now is None else now
     stamp = _stamp(at)
-    cur = conn.execute(
-        "INSERT INTO jobs (user_id, kind, payload, dedupe_key, max_attempts, run_after, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (user_id, kind, json.dumps(payload or {}, separators=(",", ":")), dedupe_key, max_attempts,
-         _stamp(at + max(0.0, delay)), stamp, stamp),
-    )
-    return inserted_id(cur)
+    values = (user_id, kind, json.dumps(payload or {}, separators=(",", ":")), dedupe_key, max_attempts,
+              _stamp(at + max(0.0, delay)), stamp, stamp)
+    insert = ("INSERT INTO jobs (user_id, kind, payload, dedupe_key, max_attempts, run_after, created_at, updated_at)"
+              " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+    if dedupe_key is None:
+        return inserted_id(conn.execute(insert + " RETURNING id", values))
+    # Two transactions may queue the same work at once (PostgreSQL's writers do not wait for each
+    # other here): the one-pending-job index decides, and the loser reuses the winner's job (U6).
+    while True:
+        row = conn.execute(insert + " ON CONFLICT (user_id, kind, dedupe_key) WHERE status = 'pending'"
+                           " AND dedupe_key IS NOT NULL DO NOTHING RETURNING id", values).fetchone()
+        if row is not None:
+            return row[0]
+        twin = _pending_twin(conn, user_id, kind, dedupe_key)
+        if twin is not None:
+            return twin
+        # The twin was claimed between the two statements: queue this work again.
+
+
+def _pending_twin(conn: Connection, user_id: int, kind: str, dedupe_key: str | None,
+                  exclude: int = 0) -> int | None:
+    """The pending job that already holds this work's dedupe key, if any."""
+    if dedupe_key is None:
+        return None
+    row = conn.execute(
+        "SELECT id FROM jobs WHERE user_id = ? AND kind = ? AND dedupe_key = ? AND status = 'pending' AND id <> ?",
+        (user_id, kind, dedupe_key, exclude)).fetchone()
+    return row[0] if row else None
 
 
 class JobQueue:
@@ -147,7 +161,7 @@ class JobQueue:
         now = self.clock()
         stamp = _stamp(now)
         kind_sql = ""
-        args: list[Any] = [stamp, stamp]
+        args: list[Any] = [stamp, stamp, stamp]
         if kinds is not None:
             if not kinds:
                 return None
@@ -156,8 +170,12 @@ class JobQueue:
         # Where several workers claim at once (PostgreSQL), each locks the row it takes and skips rows
         # another claim holds (S10), so no job is handed out twice and no worker waits.
         with self.store.write(exclusive=False) as conn:
+            # A pending job waits while its twin (same user, kind and dedupe key) runs under a live
+            # lease: two replies to one thread never run at once (U6).
             row = conn.execute(
-                "SELECT id FROM jobs WHERE ((status = 'pending' AND run_after <= ?)"
+                "SELECT id FROM jobs WHERE ((status = 'pending' AND run_after <= ? AND NOT EXISTS ("
+                "SELECT 1 FROM jobs AS twin WHERE twin.status = 'running' AND twin.lease_until > ?"
+                " AND twin.user_id = jobs.user_id AND twin.kind = jobs.kind AND twin.dedupe_key = jobs.dedupe_key))"
                 " OR (status = 'running' AND lease_until <= ?))" + kind_sql +
                 " ORDER BY run_after, id LIMIT 1" + self.store.engine.skip_locked, args,
             ).fetchone()
@@ -178,18 +196,32 @@ class JobQueue:
             )
 
     def fail(self, job: Job, error_kind: str, *, retryable: bool = True) -> str:
-        """Record a failure: back to pending with backoff, or dead. Returns the new status."""
+        """Record a failure: back to pending with backoff, or dead. Returns the new status.
+
+        Work queued again while this job ran already waits as a pending twin (same user, kind and
+        dedupe key); going back to pending beside it would break the one-pending-job rule, so the
+        twin takes the work over and this job ends as ``done``, its error kept (U6)."""
         now = self.clock()
         dead = not retryable or job.attempts >= job.max_attempts
         delay = min(self.backoff_cap_seconds, self.backoff_seconds * 2 ** max(0, job.attempts - 1))
+        status = "dead" if dead else "pending"
         with self.store.write() as conn:
+            if not dead and _pending_twin(conn, job.user_id, job.kind, job.dedupe_key, exclude=job.id) is not None:
+                status = "done"
             conn.execute(
                 "UPDATE jobs SET status = ?, run_after = ?, lease_until = NULL, last_error = ?, updated_at = ?,"
                 " finished_at = ? WHERE id = ? AND status = 'running'",
-                ("dead" if dead else "pending", _stamp(now if dead else now + delay), error_kind[:80],
-                 _stamp(now), _stamp(now) if dead else None, job.id),
+                (status, _stamp(now + delay if status == "pending" else now), error_kind[:80],
+                 _stamp(now), None if status == "pending" else _stamp(now), job.id),
             )
-        return "dead" if dead else "pending"
+        return status
+
+    def release(self, job: Job) -> None:
+        """Let a job be claimed again at once (its lease ends now), when recording its outcome
+        failed: it runs again instead of waiting out the lease."""
+        with self.store.write() as conn:
+            conn.execute("UPDATE jobs SET lease_until = ? WHERE id = ? AND status = 'running'",
+                         (_stamp(self.clock()), job.id))
 
     def retry(self, job_id: int, user_id: int | None = None) -> Job:
         """Give a dead job another round of attempts (owner action)."""
@@ -198,6 +230,9 @@ class JobQueue:
             job = self.get(job_id, user_id)
             if job.status != "dead":
                 raise InvalidInput(f"job {job_id} is {job.status}, not dead")
+            twin = _pending_twin(conn, job.user_id, job.kind, job.dedupe_key)
+            if twin is not None:
+                raise Conflict(f"the same work is already queued as job {twin}")
             conn.execute("UPDATE jobs SET status = 'pending', attempts = 0, run_after = ?, updated_at = ?,"
                          " finished_at = NULL WHERE id = ?", (stamp, stamp, job_id))
             return self.get(job_id, user_id)
@@ -331,14 +366,24 @@ class Worker:
             return None
         handler = self.handlers[job.kind]
         try:
-            handler(self.hearth.context(job.user_id), job.payload, self.helper)
-        except Exception as exc:  # noqa: BLE001 - any failure is recorded and retried, never lost
-            kind, retryable = _error_kind(exc)
-            status = self.queue.fail(job, kind, retryable=retryable)
-            # Numbers and fixed names only: an exception message could quote conversation text.
-            log.warning("job %d (%s) failed with %s; now %s", job.id, job.kind, kind, status)
-            return job
-        self.queue.complete(job)
+            try:
+                handler(self.hearth.context(job.user_id), job.payload, self.helper)
+            except Exception as exc:  # noqa: BLE001 - any failure is recorded and retried, never lost
+                kind, retryable = _error_kind(exc)
+                status = self.queue.fail(job, kind, retryable=retryable)
+                # Numbers and fixed names only: an exception message could quote conversation text.
+                log.warning("job %d (%s) failed with %s; now %s", job.id, job.kind, kind, status)
+                return job
+            self.queue.complete(job)
+        except (HearthError, DriverError):
+            # Recording the outcome failed (the database was busy or closed): free the job now
+            # rather than leave it leased, then let the loop report the error (U6).
+            try:
+                self.queue.release(job)
+            except (HearthError, DriverError) as exc:
+                log.warning("job %d could not be released (%s); it runs again after its lease",
+                            job.id, type(exc).__name__)
+            raise
         return job
 
     def run_once(self, limit: int = 1000) -> int:

@@ -131,8 +131,9 @@ def transcript(ctx: "Context", setup: VoiceSetup, role: str, text: str) -> "Mess
 
 def end(ctx: "Context", setup: VoiceSetup, reason: str) -> None:
     """Close the session and its span in the ledger: numbers and a fixed reason only. ``invalid``
-    means the relay refused a malformed frame from the caller (U3)."""
-    if reason not in ("ended", "dropped", "error", "invalid"):
+    means the relay refused a malformed frame from the caller (U3); ``idle`` that a call's stream
+    sent no audio for ``voice_idle_seconds`` (U7)."""
+    if reason not in ("ended", "dropped", "error", "invalid", "idle"):
         reason = "error"
     cid = setup.conversation_id
     with ctx.store.write() as conn:

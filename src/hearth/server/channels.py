@@ -39,6 +39,27 @@ class ContactOut(BaseModel):
     address: str
     persona_id: int | None
     created_at: str
+    verified_at: str | None
+
+
+class ClaimOut(BaseModel):
+    """An address waiting for its code. The same for every address (U9): it never says whether
+    another user has it."""
+
+    channel: str
+    address: str
+    persona_id: int | None
+    verified: bool
+    detail: str
+
+
+class AddressIn(RequestModel):
+    channel: MessagingChannel
+    address: str = Field(min_length=3, max_length=320)
+
+
+class VerifyIn(AddressIn):
+    code: str = Field(min_length=1, max_length=20, description="the six-digit code sent to the address")
 
 
 class AnswersIn(RequestModel):
@@ -51,9 +72,29 @@ def list_contacts(scope: Scope = Depends(current_scope)) -> list[dict]:
     return [plain(c) for c in scope.contacts.list()]
 
 
-@router.post("/contacts", response_model=ContactOut, status_code=201)
+@router.post("/contacts", response_model=ClaimOut, status_code=201)
 def add_contact(body: ContactIn, scope: Scope = Depends(current_scope)) -> dict:
-    return plain(scope.contacts.add(body.channel, body.address, body.persona_id))
+    """Add an address: a six-digit code is sent to it, and it routes messages only once verified
+    (U9). Every address gets this same answer, whoever else has it."""
+    return scope.contacts.add(body.channel, body.address, body.persona_id).to_dict()
+
+
+@router.get("/contacts/pending", response_model=list[ClaimOut])
+def pending_contacts(scope: Scope = Depends(current_scope)) -> list[dict]:
+    return [c.to_dict() for c in scope.contacts.pending()]
+
+
+@router.post("/contacts/code", response_model=ClaimOut, status_code=201)
+def send_contact_code(body: AddressIn, scope: Scope = Depends(current_scope)) -> dict:
+    """Send a new code to an address this user added (429 past the hourly limit)."""
+    return scope.contacts.send_code(body.channel, body.address).to_dict()
+
+
+@router.post("/contacts/verify", response_model=ContactOut, status_code=201)
+def verify_contact(body: VerifyIn, scope: Scope = Depends(current_scope)) -> dict:
+    """Enter the code: the address becomes a contact that routes inbound messages (422 for a wrong,
+    used-up or expired code; five wrong tries void it)."""
+    return plain(scope.contacts.verify(body.channel, body.address, body.code))
 
 
 @router.delete("/contacts/{contact_id:int}", status_code=204)

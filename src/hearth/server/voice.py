@@ -16,6 +16,12 @@ the socket with 1008 (policy violation) and one log line naming the problem, nev
 content. A session already open is closed in the ledger with reason ``invalid``, keeping what was
 said so far. A Media Stream that has not presented a valid ``start`` within
 ``START_TIMEOUT_SECONDS`` is closed with 1008 as well.
+
+One call, one session (U7): the first valid ``start`` of a call SID claims it in the database
+(``app_state``, so every server sharing the database and every restart sees the claim), and any
+later ``start`` for that call, on a second socket or replayed after the call, closes with 1008. A
+started stream that sends no ``media`` for ``voice_idle_seconds`` (30 s by default) is closed with
+1008 and its session ends with reason ``idle``.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from starlette.websockets import WebSocketState
 from hearth.outreach import voice
 from hearth.outreach.channels.contacts import Contact, find
 from hearth.records.context import Context
+from hearth.store import Store, utcnow
 
 from ..errors import ConfigError, HearthError, InvalidInput, TooLarge
 from .auth import principal_of_connection
@@ -54,6 +61,8 @@ START_TIMEOUT_SECONDS = 5.0
 MAX_AUDIO_CHARS = 1_000_000
 # Within SQLite's and PostgreSQL's integer range, so a contact id never overflows a query.
 CONTACT_ID = re.compile(r"[0-9]{1,18}")
+# The app_state key under which a call's one Media Stream session is claimed (U7).
+CALL_KEY = "voice.call."
 
 ClientIn = Callable[[], Awaitable["str | None"]]  # base64 audio, or None when the caller ends
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -69,8 +78,9 @@ def _realtime_client(ctx: Context):
 
 
 async def bridge(ctx: Context, setup: voice.VoiceSetup, client_in: ClientIn, send_audio: Callable[[str], Awaitable[None]],
-                 send_event: Send) -> str:
-    """Relay audio both ways and keep the transcripts; returns why the session ended."""
+                 send_event: Send, ended: Callable[[], str] = lambda: "ended") -> str:
+    """Relay audio both ways and keep the transcripts; returns why the session ended (``ended()``
+    names why the caller's side stopped: the caller ended it, or its stream fell silent)."""
     from openai import OpenAIError
     from websockets.exceptions import ConnectionClosed
 
@@ -91,7 +101,7 @@ async def bridge(ctx: Context, setup: voice.VoiceSetup, client_in: ClientIn, sen
             async def inbound() -> str:
                 while (audio := await client_in()) is not None:
                     await upstream.input_audio_buffer.append(audio=audio)
-                return "ended"
+                return ended()
 
             async def outbound() -> str:
                 async for event in upstream:
@@ -292,13 +302,31 @@ async def twilio_stream(websocket: WebSocket) -> None:
         log.info("media stream refused: no valid token")
         await websocket.close(code=1008)
         return
+    if not await run_in_threadpool(claim_call, hearth.store, call_sid):
+        log.info("media stream refused: the call already has a session")
+        await websocket.close(code=1008)
+        return
     contact = Contact(**dict(row))
     ctx = hearth.context(contact.user_id)
     setup = await run_in_threadpool(voice.start, ctx, contact.persona_id, source="phone")
+    idle_seconds = settings.voice_idle_seconds
+    loop = asyncio.get_running_loop()
+    # Seconds spent waiting for a frame since the last media frame: silence is time the caller sent
+    # nothing, not time this server spent relaying what it had sent.
+    waited = 0.0
+    why = ["ended"]
 
     async def client_in() -> str | None:
+        nonlocal waited
         while True:
-            frame = await receive_object(websocket)
+            began = loop.time()
+            try:
+                frame = await asyncio.wait_for(receive_object(websocket), idle_seconds - waited)
+            except TimeoutError:
+                log.info("media stream closed: no audio for %g s", idle_seconds)
+                why[0] = "idle"
+                return None
+            waited += loop.time() - began
             event = media_event(frame)
             if event == "stop":
                 return None
@@ -308,9 +336,12 @@ async def twilio_stream(websocket: WebSocket) -> None:
                 media = frame.get("media")
                 if not isinstance(media, dict):
                     raise InvalidInput("a media frame without its media object")
-                if audio := audio_of(media.get("payload")):
+                audio = audio_of(media.get("payload"))
+                waited = 0.0
+                if audio:
                     return audio
-            # "connected", "mark" (our marks played), "dtmf" and events Twilio may add carry nothing to relay
+            # "connected", "mark" (our marks played), "dtmf" and events Twilio may add carry nothing to
+            # relay, and do not keep a silent stream open
 
     async def send_audio(audio: str) -> None:
         await websocket.send_text(json.dumps({"event": "media", "streamSid": stream_sid, "media": {"payload": audio}}))
@@ -320,6 +351,16 @@ async def twilio_stream(websocket: WebSocket) -> None:
             await websocket.send_text(json.dumps({"event": "mark", "streamSid": stream_sid,
                                                   "mark": {"name": f"{event['role']}-transcript"}}))
 
-    reason = await bridge(ctx, setup, client_in, send_audio, send_event)
+    reason = await bridge(ctx, setup, client_in, send_audio, send_event, ended=lambda: why[0])
     if websocket.client_state == WebSocketState.CONNECTED:
-        await websocket.close(code=1008 if reason == "invalid" else 1000)
+        await websocket.close(code=1008 if reason in ("invalid", "idle") else 1000)
+
+
+def claim_call(store: Store, call_sid: str) -> bool:
+    """Claim the call's one session; False when a session of this call was opened before (U7).
+    The claim stays after the call (a call has one Media Stream), so a replayed ``start`` is
+    refused even once the first session has ended."""
+    with store.write() as conn:
+        return conn.execute(
+            "INSERT INTO app_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+            (CALL_KEY + call_sid, json.dumps({"at": utcnow()}))).fetchone() is not None

@@ -77,8 +77,12 @@ def reset(conn: Connection, conversation_id: int) -> None:
 
 
 def compaction_threshold_tokens(ctx: "Context", model: str | None = None) -> int | None:
+    """The token count at which the server compacts the chain (E12): ``compaction_threshold`` of
+    the model's input limit, None when it is 0 or the provider keeps no Responses chain."""
     fraction = ctx.settings.compaction_threshold
-    return int(fraction * ctx.input_token_limit(model)) if fraction > 0 else None
+    if fraction <= 0 or not getattr(ctx.provider, "chains", False):
+        return None
+    return int(fraction * ctx.input_token_limit(model))
 
 
 def compact(ctx: "Context", conversation_id: int, *, channel: str = "web") -> Compaction:

@@ -1,12 +1,27 @@
-"""Allowed senders per user, and which channels each persona answers on."""
+"""Allowed senders per user, and which channels each persona answers on.
+
+An address routes inbound messages only once its owner has proven it (U9): adding one records a
+claim and sends a six-digit code to it; entering that code makes it a contact. Until then every
+user may claim any address and gets the same answer, so adding an address never tells anyone
+whether another user has it. The code is kept only as a salted hash, expires, is void after
+``contact_code_attempts`` wrong tries, and an address gets at most ``contact_code_sends_per_hour``
+codes an hour from one user (and three times that from all users together).
+"""
 
 from __future__ import annotations
 
+import builtins
+import hashlib
+import hmac
 import re
+import secrets
+import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from email.utils import parseaddr
+from typing import Callable
 
-from hearth.errors import Conflict, ConstraintError, InvalidInput, NotFound
+from hearth.errors import InvalidInput, NotFound, RateLimited
 from hearth.records.ledger import CHANNELS
 from hearth.settings import Settings
 from hearth.store import Connection, Store, inserted_id, utcnow
@@ -38,20 +53,54 @@ def normalise_address(channel: str, address: str) -> str:
 
 @dataclass(frozen=True)
 class Contact:
+    """A verified address: inbound messages from it reach its user."""
+
     id: int
     user_id: int
     channel: str
     address: str
     persona_id: int | None
     created_at: str
+    verified_at: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {"id": self.id, "channel": self.channel, "address": self.address,
-                "persona_id": self.persona_id, "created_at": self.created_at}
+                "persona_id": self.persona_id, "created_at": self.created_at, "verified_at": self.verified_at}
+
+
+CODE_SENT = "We sent a six-digit code to this address. Enter it to verify the address."
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An address a user added and has not proven yet. What it says is the same whoever else has
+    the address (U9): no id, no sign of another user."""
+
+    channel: str
+    address: str
+    persona_id: int | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"channel": self.channel, "address": self.address, "persona_id": self.persona_id,
+                "verified": False, "detail": CODE_SENT}
+
+
+# How a code reaches an address: sender(settings, channel, address, code). Set by the deployment
+# (``codes.send``: Twilio for SMS, SMTP for email); it never logs the code.
+Sender = Callable[[Settings, str, str, str], None]
+
+
+def _stamp(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _digest(salt: str, code: str) -> str:
+    return hmac.new(bytes.fromhex(salt), code.encode(), hashlib.sha256).hexdigest()
 
 
 def find(conn: Connection, channel: str, address: str) -> Contact | None:
-    """The contact an inbound sender is, across all users (an address belongs to one user)."""
+    """The contact an inbound sender is, across all users: verified addresses only (U9), and a
+    verified address belongs to one user."""
     try:
         address = normalise_address(channel, address)
     except InvalidInput:
@@ -61,47 +110,129 @@ def find(conn: Connection, channel: str, address: str) -> Contact | None:
     return Contact(**dict(row)) if row else None
 
 
-def _taken(channel: str) -> Conflict:
-    return Conflict(f"that {channel} address cannot be added as a contact")
-
-
 class Contacts:
     """A user's allowed senders: only these numbers and addresses reach the companion."""
 
-    def __init__(self, store: Store, user_id: int, settings: Settings | None = None):
+    def __init__(self, store: Store, user_id: int, settings: Settings | None = None, *,
+                 sender: Sender | None = None, clock: Callable[[], float] = time.time):
         self.store = store
         self.user_id = user_id
-        self._settings = settings
+        self._settings = settings or Settings()
+        self._sender = sender
+        self.clock = clock
 
     def _own(self, channel: str) -> str | None:
         """The deployment's own number or address on ``channel``: never a sender (a reply to it
         would come back in as a message)."""
         own = {"sms": "twilio_from_number", "email": "email_address"}[channel]
-        value = getattr(self._settings, own, "") if self._settings is not None else ""
+        value = getattr(self._settings, own, "")
         try:
             return normalise_address(channel, value) if value else None
         except InvalidInput:
             return None
 
-    def add(self, channel: str, address: str, persona_id: int | None = None) -> Contact:
+    def _persona(self, conn: Connection, persona_id: int | None) -> None:
+        if persona_id is not None and not conn.execute(
+                "SELECT 1 FROM personas WHERE id = ? AND user_id = ?", (persona_id, self.user_id)).fetchone():
+            raise NotFound(f"no persona {persona_id}")
+
+    def add(self, channel: str, address: str, persona_id: int | None = None) -> Claim:
+        """Claim an address and send it a code. The answer is the same whether the address is
+        new, another user's, this user's own, or the deployment's (U9)."""
         address = normalise_address(channel, address)
         with self.store.write() as conn:
-            if persona_id is not None and not conn.execute(
-                    "SELECT 1 FROM personas WHERE id = ? AND user_id = ?", (persona_id, self.user_id)).fetchone():
-                raise NotFound(f"no persona {persona_id}")
-            # An address belongs to one user, since an inbound text or mail must name its user (E10).
-            # Taken by another user, by this one, or the deployment's own: one answer, so it never
-            # says that another user has that number or address (G2).
-            if address == self._own(channel) or conn.execute("SELECT 1 FROM channel_contacts WHERE channel = ? AND address = ?",
-                            (channel, address)).fetchone():
-                raise _taken(channel)
-            try:
-                cur = conn.execute(
-                    "INSERT INTO channel_contacts (user_id, channel, address, persona_id, created_at)"
-                    " VALUES (?, ?, ?, ?, ?) RETURNING id", (self.user_id, channel, address, persona_id, utcnow()))
-            except ConstraintError:  # added by a concurrent request since the check above
-                raise _taken(channel) from None
-            return self.get(inserted_id(cur))
+            self._persona(conn, persona_id)
+            conn.execute(
+                "INSERT INTO contact_claims (user_id, channel, address, persona_id, created_at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (user_id, channel, address) DO UPDATE SET persona_id = excluded.persona_id",
+                (self.user_id, channel, address, persona_id, utcnow()))
+        self.send_code(channel, address)
+        return Claim(channel, address, persona_id)
+
+    def send_code(self, channel: str, address: str) -> Claim:
+        """Send a new code for this user's claim (the earlier one stops working)."""
+        address = normalise_address(channel, address)
+        settings = self._settings
+        now = self.clock()
+        hour_ago = _stamp(now - 3600)
+        code = f"{secrets.randbelow(10 ** 6):06d}"
+        salt = secrets.token_hex(16)
+        with self.store.write() as conn:
+            claim = conn.execute("SELECT persona_id FROM contact_claims WHERE user_id = ? AND channel = ? AND address = ?",
+                                 (self.user_id, channel, address)).fetchone()
+            if claim is None:
+                raise NotFound(f"no unverified {channel} address like that; add it first")
+            mine, everyone = conn.execute(
+                "SELECT coalesce(sum(CASE WHEN user_id = ? THEN 1 ELSE 0 END), 0), count(*) FROM contact_code_sends"
+                " WHERE channel = ? AND address = ? AND sent_at > ?",
+                (self.user_id, channel, address, hour_ago)).fetchone()
+            if mine >= settings.contact_code_sends_per_hour:
+                # Counts only this user's own requests, so it says nothing about anyone else.
+                raise RateLimited("too many codes were sent to this address; try again within the hour",
+                                  retry_after=3600)
+            conn.execute("UPDATE contact_claims SET code_hash = ?, code_salt = ?, expires_at = ?, attempts = 0"
+                         " WHERE user_id = ? AND channel = ? AND address = ?",
+                         (_digest(salt, code), salt, _stamp(now + settings.contact_code_minutes * 60),
+                          self.user_id, channel, address))
+            # Past the limit for all users together, or the deployment's own address: the answer is
+            # the same but nothing is sent, so nobody can flood an address with codes.
+            send = everyone < 3 * settings.contact_code_sends_per_hour and address != self._own(channel)
+            if send:
+                conn.execute("INSERT INTO contact_code_sends (user_id, channel, address, sent_at) VALUES (?, ?, ?, ?)",
+                             (self.user_id, channel, address, _stamp(now)))
+        if send:
+            if self._sender is None:
+                raise InvalidInput("this deployment cannot send verification codes")
+            self._sender(settings, channel, address, code)
+        return Claim(channel, address, claim[0])
+
+    def verify(self, channel: str, address: str, code: str) -> Contact:
+        """Prove the address with its code: it becomes this user's contact and routes inbound
+        messages to this user. Whoever proves an address last holds it (a number that changed
+        hands goes to its new holder); other users' unverified claims are untouched."""
+        address = normalise_address(channel, address)
+        if not isinstance(code, str):
+            raise InvalidInput("the code must be text")
+        code = code.strip()
+        now = _stamp(self.clock())
+        with self.store.write() as conn:
+            claim = conn.execute("SELECT * FROM contact_claims WHERE user_id = ? AND channel = ? AND address = ?",
+                                 (self.user_id, channel, address)).fetchone()
+            good = (claim is not None and claim["code_hash"] is not None and claim["expires_at"] > now
+                    and re.fullmatch(r"[0-9]{6}", code) is not None
+                    and hmac.compare_digest(_digest(claim["code_salt"], code), claim["code_hash"]))
+            if claim is not None and not good and claim["code_hash"] is not None:
+                # A wrong try counts (committed before the error below); the last one voids the code.
+                void = claim["attempts"] + 1 >= self._settings.contact_code_attempts
+                conn.execute("UPDATE contact_claims SET attempts = attempts + 1,"
+                             " code_hash = CASE WHEN ? THEN NULL ELSE code_hash END WHERE id = ?",
+                             (void, claim["id"]))
+            if good:
+                assert claim is not None
+                # The verified holder takes routing: a row for this address (another user's, or
+                # this user's own from before) gives way to this one.
+                conn.execute("DELETE FROM channel_contacts WHERE channel = ? AND address = ?", (channel, address))
+                conn.execute("DELETE FROM contact_claims WHERE id = ?", (claim["id"],))
+                contact_id = inserted_id(conn.execute(
+                    "INSERT INTO channel_contacts (user_id, channel, address, persona_id, created_at, verified_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                    (self.user_id, channel, address, claim["persona_id"], claim["created_at"], now)))
+        if not good:
+            raise InvalidInput("that code is wrong, used up or expired; ask for a new one")
+        return self.get(contact_id)
+
+    def trust(self, channel: str, address: str, persona_id: int | None = None) -> Contact:
+        """Make an address a contact without a code: for the operator's own scripts, who vouch for
+        it themselves. The HTTP API and the CLI never call this."""
+        address = normalise_address(channel, address)
+        with self.store.write() as conn:
+            self._persona(conn, persona_id)
+            conn.execute("DELETE FROM channel_contacts WHERE channel = ? AND address = ?", (channel, address))
+            stamp = utcnow()
+            contact_id = inserted_id(conn.execute(
+                "INSERT INTO channel_contacts (user_id, channel, address, persona_id, created_at, verified_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id", (self.user_id, channel, address, persona_id, stamp, stamp)))
+        return self.get(contact_id)
 
     def get(self, contact_id: int) -> Contact:
         row = self.store.connection().execute(
@@ -114,6 +245,13 @@ class Contacts:
         rows = self.store.connection().execute(
             "SELECT * FROM channel_contacts WHERE user_id = ? ORDER BY channel, address", (self.user_id,))
         return [Contact(**dict(r)) for r in rows]
+
+    def pending(self) -> "builtins.list[Claim]":
+        """This user's addresses waiting for their code."""
+        rows = self.store.connection().execute(
+            "SELECT channel, address, persona_id FROM contact_claims WHERE user_id = ? ORDER BY channel, address",
+            (self.user_id,))
+        return [Claim(r[0], r[1], r[2]) for r in rows]
 
     def remove(self, contact_id: int) -> None:
         with self.store.write() as conn:

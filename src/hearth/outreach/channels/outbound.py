@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable
 
-from hearth.errors import InvalidInput
+from hearth.errors import Conflict, InvalidInput
 from hearth.outreach.channels import mail, sms
 from hearth.outreach.channels.contacts import Contact
 from hearth.thread.send import answer, last_turn
@@ -45,10 +45,18 @@ def reply_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None
     if latest is None:
         return
     if latest.role == "user":
-        reply = answer(ctx, conversation_id, channel=channel).assistant_message
-    elif latest.channel == channel:
-        reply = latest  # answered before a crash: deliver it
+        try:
+            reply = answer(ctx, conversation_id, channel=channel).assistant_message
+        except Conflict:
+            # Another reply (a web send, another job) answered this turn meanwhile (U6): what is
+            # newest now decides, as if this job had started after it.
+            latest = last_turn(ctx.store.connection(), conversation_id)
+            if latest is None or latest.role == "user":
+                raise
+            reply = latest
     else:
+        reply = latest  # answered before a crash, or by a racing reply: deliver it (sent parts are skipped)
+    if reply.channel != channel:
         return  # answered on another channel meanwhile; nothing to send here
     contact = conn.execute("SELECT * FROM channel_contacts WHERE id = ? AND user_id = ?",
                            (inbound["contact_id"], ctx.user_id)).fetchone()

@@ -62,6 +62,7 @@ from .changes import (
     m030_keep_message_texts_uncompressed,
     m031_keep_keyword_postings,
     m032_keep_vectors_inline,
+    m035_verify_contact_addresses,
     scope_card_books,
     unbake_card_macros,
 )
@@ -104,6 +105,7 @@ MIGRATIONS: list[Callable[..., None]] = [
     m030_keep_message_texts_uncompressed,
     m031_keep_keyword_postings,
     m032_keep_vectors_inline,
+    m035_verify_contact_addresses,
 ]
 
 

@@ -833,3 +833,43 @@ def m032_keep_vectors_inline() -> list[Operation]:
     its HNSW index: not done here, since at a million vectors that would hold the first start for
     many minutes (docs/storage.md)."""
     return [INLINE_VECTORS]
+
+
+# Migration 35's tables.
+CONTACT_CLAIMS = """
+ALTER TABLE channel_contacts ADD COLUMN verified_at TEXT;
+UPDATE channel_contacts SET verified_at = created_at;
+CREATE TABLE contact_claims (
+    id {key},
+    user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    channel TEXT NOT NULL,
+    address TEXT NOT NULL,
+    persona_id {int} REFERENCES personas(id) ON DELETE SET NULL,
+    code_hash TEXT,
+    code_salt TEXT,
+    expires_at TEXT,
+    attempts {int} NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    UNIQUE (user_id, channel, address)
+);
+CREATE INDEX contact_claims_address ON contact_claims (channel, address);
+CREATE TABLE contact_code_sends (
+    id {key},
+    user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    channel TEXT NOT NULL,
+    address TEXT NOT NULL,
+    sent_at TEXT NOT NULL
+);
+CREATE INDEX contact_code_sends_address ON contact_code_sends (channel, address, sent_at);
+"""
+
+
+@migration
+def m035_verify_contact_addresses() -> list[Operation]:
+    """Contact addresses that prove ownership (U9). ``channel_contacts`` now holds only verified
+    addresses, the ones inbound messages route by; an address a user adds waits in
+    ``contact_claims`` (any number of users may claim one address) until its owner enters the
+    six-digit code sent to it, stored only as a salted hash. ``contact_code_sends`` counts the codes
+    sent to each address for the hourly limit. Every address already a contact was added before
+    codes existed: this one-time step marks it verified as of its creation (docs/channels.md)."""
+    return [Sql(CONTACT_CLAIMS)]
