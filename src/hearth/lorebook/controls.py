@@ -34,9 +34,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Mapping, Sequence
 
-import ahocorasick_rs
-import regex
-
 from hearth.errors import InvalidInput
 from hearth.lorebook.triggers import _TOKEN_RE, Match, TriggerFragment, TriggerIndex, normalise_trigger
 from hearth.text import estimate_tokens
@@ -117,6 +114,8 @@ def check_keys(keys: Any, what: str = "keys") -> list[str]:
 
 
 def _compile_regex(key: str) -> Any:
+    import regex  # here, not at the top: only regex keys need it, and short commands start faster (S20)
+
     m = REGEX_KEY_RE.match(key)
     assert m is not None
     flags = 0
@@ -178,6 +177,8 @@ class _KeySet:
 
     def compile(self) -> None:
         if self.keys:
+            import ahocorasick_rs
+
             self._automaton = ahocorasick_rs.AhoCorasick([k[1].lower() for k in self.keys])
 
     def pattern(self, idx: int) -> Any:
