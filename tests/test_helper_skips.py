@@ -216,3 +216,21 @@ def test_e13_every_other_helper_task_skips_alone_on_each_unreadable_answer(model
     tasks["title"]()
     assert me.conversations.get(chat.id).title == "Sister news"
     assert len(events(hearth, "summary.refreshed")) == 1
+
+
+def test_e13_hearth_timeline_prints_the_plain_line(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from hearth.cli import cli
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HEARTH_HOME", str(home))
+    hearth = Hearth(Settings.resolve({"home": str(home)}, environ={}))
+    try:
+        me = hearth.scope()
+        with hearth.store.write() as conn:
+            skips.record(conn, me.user_id, "facts", HelperOutputError("cut off", "truncated", attempts=2, chars=9))
+    finally:
+        hearth.close()
+    out = CliRunner().invoke(cli, ["timeline"], catch_exceptions=False).output
+    assert "facts could not be read this time" in out and "truncated" not in out
