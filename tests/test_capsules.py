@@ -155,10 +155,12 @@ def test_e6_capsule_started_and_failed_are_live_only_and_completed_is_persisted(
     for text in ("One.", "Two.", "Three."):
         me.send(chat.id, text)
     notices = hearth.live.subscribe(me.user_id)
-    with pytest.raises(HelperOutputError):
-        me.timeline.refresh_capsule(chat.id, BrokenHelper())
+    assert me.timeline.refresh_capsule(chat.id, BrokenHelper()) is None  # skipped (E13), not raised
     assert [notices.get_nowait()["status"] for _ in range(2)] == ["started", "failed"]
     assert capsule_events(hearth) == []  # neither notice was stored
+    with hearth.store.read() as conn:
+        [skipped] = [json.loads(r[0]) for r in conn.execute("SELECT payload FROM events WHERE kind = 'helper.skipped'")]
+    assert skipped == {"task": "capsule", "error": "shape", "attempts": 1, "chars": 0}
     assert me.timeline.capsule(chat.id) is None
     me.timeline.refresh_capsule(chat.id, OfflineHelper())
     assert [notices.get_nowait()["status"] for _ in range(2)] == ["started", "completed"]
@@ -195,8 +197,7 @@ def test_e6_live_notices_stream_over_sse_to_their_own_user_only(me, hearth, pers
         thread.start()
         assert opened.wait(5)
         time.sleep(0.2)
-        with pytest.raises(HelperOutputError):
-            me.timeline.refresh_capsule(chat.id, BrokenHelper())
+        assert me.timeline.refresh_capsule(chat.id, BrokenHelper()) is None
         thread.join(10)
     assert "event: context.capsule" in received
     data = json.loads(next(line for line in received if line.startswith("data: "))[6:])

@@ -492,6 +492,18 @@ def test_u1_e_timeline_lists_inner_plane_events_with_numbers_only(page, base, me
     page.screenshot(path=os.path.join(tempfile.gettempdir(), "hearth-ui-timeline.png"))
 
 
+def test_e13_web_timeline_says_plainly_which_helper_task_was_skipped(page, base, me, deployment):
+    from hearth.memory.helpers import HelperOutputError, skips
+
+    chat = chat_with_messages(me, "Skipped thread", ["Something to index"])
+    with deployment.store.write() as conn:
+        skips.record(conn, me.user_id, "facts", HelperOutputError("cut off", "truncated", attempts=2, chars=40),
+                     conversation_id=chat.id)
+    goto(page, base + "/#timeline")
+    skipped = page.locator('#timeline-list .event[data-kind="helper.skipped"]').last
+    expect(skipped).to_contain_text("facts could not be read this time")
+
+
 def test_e8_e1_web_timeline_folds_spans_shows_channels_and_loads_older_pages(browser, tmp_path):
     settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000,
                                  "timeline_history_event_limit": 6}, environ={})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -41,6 +42,10 @@ class Settings:
     # Embeddings (S7): the local model by default; "openai" for any OpenAI-compatible server.
     embedder: str = "local"
     embedding_model: str = ""
+    # Files worth keeping between processes but never needed (the local model's derived query graph,
+    # S20). Empty: the platform's cache folder (XDG_CACHE_HOME/hearth, ~/Library/Caches/hearth,
+    # %LOCALAPPDATA%\hearth\Cache), found when settings are resolved.
+    cache_dir: str = ""
     # Duplicate checks of new memories (B3) also compare embeddings; off: word overlap and rules only.
     duplicate_embeddings: bool = True
     # Budget (R1): input limit in estimated tokens, room kept for the reply.
@@ -116,6 +121,10 @@ class Settings:
     def database_path(self) -> Path:
         return self.home / "hearth.db"
 
+    @property
+    def cache_path(self) -> Path:
+        return Path(self.cache_dir).expanduser() if self.cache_dir else platform_cache_dir(os.environ)
+
     @classmethod
     def resolve(
         cls,
@@ -133,6 +142,8 @@ class Settings:
         values.update(_from_env(env))
         values.update({k: v for k, v in (overrides or {}).items() if v is not None})
         values["home"] = home_path
+        if not values.get("cache_dir"):
+            values["cache_dir"] = str(platform_cache_dir(env))
         return cls.build(values)
 
     @classmethod
@@ -213,6 +224,7 @@ _ENV = {
     "HEARTH_PROVIDER_TIMEOUT": "provider_timeout",
     "HEARTH_EMBEDDER": "embedder",
     "HEARTH_EMBEDDING_MODEL": "embedding_model",
+    "HEARTH_CACHE_DIR": "cache_dir",
     "HEARTH_DUPLICATE_EMBEDDINGS": "duplicate_embeddings",
     "HEARTH_INPUT_TOKEN_LIMIT": "input_token_limit",
     "HEARTH_OUTPUT_TOKEN_RESERVE": "output_token_reserve",
@@ -264,6 +276,17 @@ _LENIENT_ENV = {
     "HANDOFF_TOTAL_CHARACTER_BUDGET": ("handoff_total_budget", DEFAULT_HANDOFF_TOTAL),
     "TIMELINE_HISTORY_EVENT_LIMIT": ("timeline_history_event_limit", DEFAULT_TIMELINE_LIMIT),
 }
+
+
+def platform_cache_dir(env: Mapping[str, str]) -> Path:
+    """The user's cache folder for Hearth on this platform (the XDG base directory rule elsewhere)."""
+    if sys.platform == "win32":
+        return Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "hearth" / "Cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "hearth"
+    xdg = env.get("XDG_CACHE_HOME", "")
+    # The specification ignores a relative XDG_CACHE_HOME.
+    return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "hearth"
 
 
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
-from hearth.outreach.activations import DELIVERY
-
-from .base import Context, _json, cli, console, pass_ctx
+from .base import Context, LayerChoice, Table, _json, cli, console, pass_ctx
 
 
 @cli.group()
@@ -22,7 +19,7 @@ def activations() -> None:
 @click.option("--rule", help="morning: an RFC 5545 RRULE instead of --at, e.g. FREQ=WEEKLY;BYDAY=SA;BYHOUR=9")
 @click.option("--idle-hours", type=click.FloatRange(0.5, 336), default=6.0, show_default=True,
               help="reflection: after this long without a message from you.")
-@click.option("--channel", type=click.Choice(DELIVERY), default="web", show_default=True,
+@click.option("--channel", type=LayerChoice("hearth.outreach.activations", "DELIVERY"), default="web", show_default=True,
               help="Where the message arrives.")
 @pass_ctx
 def add(obj: Context, kind: str, persona: str, at: str, rule: str | None, idle_hours: float, channel: str) -> None:

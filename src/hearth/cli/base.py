@@ -8,24 +8,58 @@ errors with code 1.
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-
-from hearth.scope import Hearth, Scope
 
 from .. import __version__
 from ..errors import ConfigError, HearthError, InvalidInput, SchemaError
-from ..settings import Settings
-from ..store import DriverError
-from ..store.connection import translate
 
-console = Console(highlight=False)
+if TYPE_CHECKING:
+    from hearth.scope import Hearth, Scope
+    from hearth.settings import Settings
+
+
+
+class _Console:
+    """rich's ``Console``, made on its first use: importing rich costs more than all of
+    ``hearth --help`` does without it (S20)."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Any = None
+
+    @property
+    def rich(self) -> Any:
+        """The console itself, for what rich takes as an argument (a progress bar)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.rich, name)
+
+
+def Table(*columns: Any, **options: Any) -> Any:  # a class in rich; imported on first use here
+    from rich.table import Table as RichTable
+
+    return RichTable(*columns, **options)
+
+
+def Text(text: str = "", **options: Any) -> Any:
+    from rich.text import Text as RichText
+
+    return RichText(text, **options)
+
+
+console = _Console(highlight=False)
 # soft_wrap: an error stays one line however long (never folded at the terminal width).
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+err_console = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class Context:
@@ -36,11 +70,15 @@ class Context:
 
     @property
     def settings(self) -> Settings:
+        from hearth.settings import Settings
+
         return Settings.resolve(self.overrides)
 
     @property
     def hearth(self) -> Hearth:
         if self._hearth is None:
+            from hearth.scope import Hearth
+
             self._hearth = Hearth(self.settings)
         return self._hearth
 
@@ -52,6 +90,27 @@ class Context:
 
 
 pass_ctx = click.make_pass_decorator(Context)
+
+
+class LayerChoice(click.Choice):
+    """A ``click.Choice`` whose values are a constant of a layer, imported when the command runs
+    (or shows its own help), not when ``hearth`` starts (S20)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self._source = (module, name)
+        self._values: tuple[Any, ...] | None = None
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[Any, ...]:
+        if self._values is None:
+            module, name = self._source
+            self._values = tuple(getattr(importlib.import_module(module), name))
+        return self._values
+
+    @choices.setter
+    def choices(self, values: tuple[Any, ...]) -> None:
+        self._values = tuple(values)
 
 
 class HearthGroup(click.Group):
@@ -67,9 +126,14 @@ class HearthGroup(click.Group):
         except HearthError as exc:
             err_console.print(f"Error: {exc}", markup=False)
             sys.exit(1)
-        except (DriverError, UnicodeEncodeError, OverflowError) as exc:
-            # Outside a store transaction (which translates on its own): the same translation.
-            error = translate(exc)
+        except Exception as exc:
+            # A driver error outside a store transaction (which translates on its own): the same
+            # translation. The store is imported here, not at the top (S20); any other error and
+            # any the store does not translate go on up unchanged.
+            from ..store import DriverError
+            from ..store.connection import translate
+
+            error = translate(exc) if isinstance(exc, (DriverError, UnicodeEncodeError, OverflowError)) else None
             if error is None:
                 raise
             err_console.print(f"Error: {error}", markup=False)

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
-from hearth.outreach.channels.contacts import ANSWERABLE, MESSAGING
-
-from .base import Context, cli, console, pass_ctx
+from .base import Context, LayerChoice, Table, cli, console, pass_ctx
 
 
 @cli.group()
@@ -16,7 +13,7 @@ def channels() -> None:
 
 
 @channels.command("add-contact")
-@click.argument("channel", type=click.Choice(MESSAGING))
+@click.argument("channel", type=LayerChoice("hearth.outreach.channels.contacts", "MESSAGING"))
 @click.argument("address")
 @click.option("--persona", help="The persona this sender talks to (default: the default persona).")
 @pass_ctx
@@ -73,7 +70,7 @@ def remove_contact(obj: Context, contact_id: int) -> None:
 
 @channels.command("answer")
 @click.argument("persona")
-@click.argument("channel", type=click.Choice(ANSWERABLE))
+@click.argument("channel", type=LayerChoice("hearth.outreach.channels.contacts", "ANSWERABLE"))
 @click.argument("state", type=click.Choice(["on", "off"]))
 @pass_ctx
 def answer(obj: Context, persona: str, channel: str, state: str) -> None:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
-from rich.text import Text
 
 from ..errors import InvalidInput
-from .base import Context, cli, console, err_console, pass_ctx
+from .base import Context, Table, Text, cli, console, err_console, pass_ctx
 from .threads import conversations
 
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from .. import __version__
 from ..errors import HearthError
-from .base import Context, cli, console, err_console, pass_ctx
+from .base import Context, Table, cli, console, err_console, pass_ctx
 
 
 # -- set-up and health ----------------------------------------------------------------------------

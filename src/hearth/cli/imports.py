@@ -64,7 +64,7 @@ def import_cmd(obj: Context, args: tuple[str, ...], fmt: str, collection: str, p
         if persona is None and kind in ROLE_ONLY + ("st-chat",):
             persona = _ask_persona(scope, kind)
         columns = (TextColumn(f"Importing {name}"), BarColumn(), MofNCompleteColumn())
-        with Progress(*columns, console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
+        with Progress(*columns, console=err_console.rich, transient=True, disable=not err_console.is_terminal) as bar:
             task = bar.add_task("import", total=None)
 
             def progress(done: int, total: int, bar=bar, task=task) -> None:

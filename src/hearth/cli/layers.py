@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import click
-from rich.table import Table
 
-from .base import Context, cli, console, err_console, pass_ctx
+from .base import Context, Table, cli, console, err_console, pass_ctx
 
 
 # -- memory layers: household status, live context, fragments, review queue, jobs -------------------

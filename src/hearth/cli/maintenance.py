@@ -72,7 +72,7 @@ def migrate_store_cmd(obj: Context, to: str, from_: str | None) -> None:
     try:
         check_target(source, target)
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
-        with Progress(*columns, console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
+        with Progress(*columns, console=err_console.rich, transient=True, disable=not err_console.is_terminal) as bar:
             tasks: dict[str, object] = {}
 
             def progress(table: str, done: int, total: int) -> None:

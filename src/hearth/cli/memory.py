@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import click
-from rich.table import Table
 
-from .base import Context, cli, console, pass_ctx
+from .base import Context, Table, cli, console, pass_ctx
 
 
 # -- memories -------------------------------------------------------------------------------------

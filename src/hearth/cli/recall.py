@@ -6,9 +6,8 @@ import time
 from typing import Any
 
 import click
-from rich.table import Table
 
-from .base import Context, _json, cli, console, err_console, pass_ctx
+from .base import Context, Table, _json, cli, console, err_console, pass_ctx
 
 
 # -- recall: search, search log, archive import, reindex ----------------------------------------------
@@ -81,7 +80,7 @@ def reindex_cmd(obj: Context, all_users: bool) -> None:
     # texts embedded per second as the run goes.
     columns = (TextColumn("Embedding"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeRemainingColumn())
-    with Progress(*columns, console=err_console) as bar:
+    with Progress(*columns, console=err_console.rich) as bar:
         task = bar.add_task("embed", total=None, rate="")
         started = time.monotonic()
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from hearth.scope import Hearth
-
 from ..errors import HearthError
 from .base import Context, cli, err_console, pass_ctx
 
@@ -48,6 +46,8 @@ def serve(obj: Context, host: str | None, port: int | None, insecure_no_auth: bo
     obj.overrides.update({"host": host, "port": port, "insecure_no_auth": insecure_no_auth})
     settings = obj.settings
     check_port_free(settings.host, settings.port)
+    from hearth.scope import Hearth
+
     hearth = Hearth(settings)
     check_bind(settings, hearth)
     folder = vendor.vendor_dir(settings)

@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.table import Table
-from rich.text import Text
 
 from ..errors import InvalidInput
-from .base import Context, _json, cli, console, err_console, pass_ctx
+from .base import Context, Table, Text, _json, cli, console, err_console, pass_ctx
 
 
 # -- personas -------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ def timeline_cmd(obj: Context, before: str | None, limit: int | None, as_json: b
     if as_json:
         _json(page.to_dict())
         return
+    from hearth.memory.helpers import skips
+
     spans = {s.id: s for s in page.spans}
     current = object()
     for event in page.events:
@@ -36,6 +38,9 @@ def timeline_cmd(obj: Context, before: str | None, limit: int | None, as_json: b
             text = " ".join(event.message["content"].split())
             text = text if len(text) <= 100 else text[:99] + "…"
             console.print(f"{event.created_at}  {where:>6}  [{event.channel}] {event.message['role']}: {text}",
+                          markup=False)
+        elif event.kind == skips.EVENT_KIND:
+            console.print(f"{event.created_at}  {where:>6}  [{event.channel}] {skips.plain(event.payload.get('task', ''))}",
                           markup=False)
         else:
             numbers = ", ".join(f"{k}={v}" for k, v in event.payload.items()

@@ -8,15 +8,16 @@ version again as a new version (nothing is rewritten), so a restore is itself un
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import click
-
-from hearth.records.versions import Version
 
 from .base import Context, console, pass_ctx
 from .layers import fragments, status
 from .threads import persona
+
+if TYPE_CHECKING:
+    from hearth.records.versions import Version
 
 _TEXT = 120
 

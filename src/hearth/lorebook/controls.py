@@ -39,9 +39,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Mapping, Sequence
 
-import ahocorasick_rs
-import regex
-
 from hearth.errors import InvalidInput
 from hearth.lorebook.triggers import Match, TriggerIndex
 from hearth.text import estimate_tokens
@@ -129,6 +126,8 @@ def check_keys(keys: Any, what: str = "keys") -> list[str]:
 def regex_key(key: str) -> Any | None:
     """The compiled pattern of a key SillyTavern reads as a regex (``/pattern/flags``), else None:
     the one test of whether a key is a regex, on import, when compiling and when matching (X6)."""
+    import regex  # here, not at the top: only regex keys need it, and short commands start faster (S20)
+
     m = REGEX_KEY_RE.match(key)
     if m is None or _UNESCAPED_SLASH.search(m.group(1)):
         return None
@@ -188,6 +187,8 @@ class _KeySet:
 
     def compile(self) -> None:
         if self.keys:
+            import ahocorasick_rs
+
             self._automaton = ahocorasick_rs.AhoCorasick([k[1].lower() for k in self.keys])
 
     def pattern(self, idx: int) -> Any:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hearth.errors import HearthError
-from hearth.memory.helpers.base import TurnText
+from hearth.memory.helpers import skips
+from hearth.memory.helpers.base import HelperOutputError, TurnText
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -51,6 +52,13 @@ def mine(ctx: "Context", sources: list[Source], helper: "Helper") -> MiningRepor
             window = source.turns[start:start + WINDOW_TURNS]
             try:
                 suggestions = helper.extract_memories(window)  # outside any transaction
+            except HelperOutputError as exc:
+                # Skipped (E13): recorded, and the other windows go on.
+                report.failed += 1
+                with ctx.store.write() as conn:
+                    skips.record(conn, ctx.user_id, "mining", exc,
+                                 conversation_id=source.id if source.kind == "conversation" else None)
+                continue
             except HearthError:
                 report.failed += 1
                 continue

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from hearth.errors import Conflict, HearthError, InvalidInput, NotFound
 from hearth.memory import duplicates
-from hearth.memory.helpers.base import ReviewInput, TurnText, one_line
+from hearth.memory.helpers import skips
+from hearth.memory.helpers.base import HelperOutputError, ReviewInput, TurnText, one_line
 from hearth.memory.memories import check_memory
 from hearth.ops.jobs import cursor, enqueue, set_cursor
 from hearth.outreach.activations import CHECKIN_KIND, parse_when
@@ -444,9 +445,15 @@ class ReviewQueue:
             messages=turns, summary=summary.text if summary else "",
             live_context={k: getattr(live, k) for k in ("mood", "events", "needs", "summary")} if live else {},
             fragments=[f.to_dict() for f in layers.fragments.list()])
-        suggestions = helper.propose_fragments(material)  # outside any transaction
+        skipped: HelperOutputError | None = None
+        try:
+            suggestions = helper.propose_fragments(material)  # outside any transaction
+        except HelperOutputError as exc:
+            suggestions, skipped = [], exc  # skipped (E13): these turns are not reviewed again
         made: list[Proposal] = []
         with self.store.write() as conn:
+            if skipped is not None:
+                skips.record(conn, self.user_id, "fragments", skipped, conversation_id=conversation_id)
             for s in suggestions:
                 payload: dict[str, Any] = {"category": s.category, "triggers": list(s.triggers), "definition": s.definition}
                 if s.action == "update":

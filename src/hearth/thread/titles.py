@@ -12,6 +12,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from hearth.errors import InvalidInput
+from hearth.memory.helpers import skips
+from hearth.memory.helpers.base import HelperOutputError
 from hearth.ops import jobs
 from hearth.records import ledger
 from hearth.store import Connection, utcnow
@@ -60,18 +62,21 @@ def title_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None
     conversation_id = payload.get("conversation_id")
     if not isinstance(conversation_id, int):
         raise InvalidInput("a title job needs a conversation id")
-    ask = getattr(helper, "ask", None)
-    if ask is None:  # the offline helper: the offline title stays
+    write_title = getattr(helper, "write_title", None)
+    if write_title is None:  # the offline helper: the offline title stays
         return
     conversation = ctx.conversations.get(conversation_id)
     user_message = ctx.conversations.message(int(payload["user_message_id"]))
     reply = ctx.conversations.message(int(payload["reply_id"]))
     if conversation.title != offline_title(user_message.content):
         return  # renamed by the person meanwhile
-    answer = ask("Write a short title of at most six words for the conversation below, in the language it"
-                 ' is written in, without quotes. Answer only with JSON: {"title": "..."}',
-                 f"Person: {user_message.content[:2000]}\n\nCompanion: {reply.content[:2000]}")
-    title = " ".join(str(answer.get("title", "")).split()).strip("\"'")[:MAX_CHARS * 2]
+    try:
+        title = write_title(user_message.content, reply.content)[:MAX_CHARS * 2]
+    except HelperOutputError as exc:
+        # Skipped (E13): the offline title stays, and the job is done.
+        with ctx.store.write() as conn:
+            skips.record(conn, ctx.user_id, "title", exc, conversation_id=conversation_id)
+        return
     if not title:
         return
     with ctx.store.write() as conn:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hearth.errors import InvalidInput
-from hearth.memory.helpers.base import TurnText
+from hearth.memory.helpers import skips
+from hearth.memory.helpers.base import HelperOutputError, TurnText
 from hearth.ops.jobs import enqueue
 from hearth.records import ledger
 from hearth.store import Connection, Engine, Row, engine_of, utcnow
@@ -86,7 +87,8 @@ def crossed(input_tokens: int, input_limit: int, threshold: float) -> bool:
 
 
 def refresh(ctx: "Context", conversation_id: int, helper: "Helper", *, reason: str = "threshold") -> Capsule | None:
-    """Write a new capsule for a conversation; None when it has no turns to cover yet.
+    """Write a new capsule for a conversation; None when it has no turns to cover yet, or when
+    the helper's answer could not be read (skipped, E13).
 
     Announces ``started`` and, on failure, ``failed`` live only; the completed capsule is an event.
     """
@@ -116,9 +118,18 @@ def refresh(ctx: "Context", conversation_id: int, helper: "Helper", *, reason: s
     try:
         result = helper.write_capsule(previous.text if previous else "", turns, channels)  # outside a transaction
         if not result.text.strip():
-            raise InvalidInput("the capsule helper wrote nothing")
+            raise HelperOutputError("the capsule helper wrote nothing", "empty")
+    except HelperOutputError as exc:
+        # Unreadable even when asked once more (E13): skipped, recorded, not retried by the job;
+        # the next threshold crossing or compaction asks again.
+        live.publish(ctx.user_id, {"kind": "context.capsule", "status": "failed",
+                                   "conversation_id": conversation.id, "error": exc.kind})
+        with ctx.store.write() as conn:
+            skips.record(conn, ctx.user_id, "capsule", exc, conversation_id=conversation.id,
+                         span_id=open_span_of(conn, ctx.user_id, conversation.persona_id))
+        return None
     except Exception as exc:
-        # Live only (E6); the job records the failure kind and retries.
+        # Live only (E6); the job records the failure kind and retries (a provider that is down).
         live.publish(ctx.user_id, {"kind": "context.capsule", "status": "failed",
                                      "conversation_id": conversation.id, "error": type(exc).__name__})
         raise

@@ -9,6 +9,9 @@ Opening a span queues a ``timeline.checkpoint`` job due one idle period later. W
   memory extraction, outside any transaction;
 - the same turns go to the helper's fact extraction (short statements citing their turns, for
   retrieval: rules offline, the model with a provider);
+- each of the two is a task of its own (E13): an answer that cannot be read, even when asked
+  once more, skips that task alone (a ``helper.skipped`` event); the other's results are written
+  and the span still closes, so its turns are never extracted again;
 - then ONE transaction re-checks that nothing moved, writes the facts (``retrieval/facts.py``;
   embedded by the background embedding job it queues), appends the ``checkpoint.created`` event,
   queues the extracted memories in the review queue (G4: suggestions, never applied silently),
@@ -26,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 from hearth.continuity.timeline import spans as span_store
 from hearth.continuity.timeline.spans import CHECKPOINT_JOB, Span, epoch
 from hearth.errors import InvalidInput
-from hearth.memory.helpers.base import TurnText
+from hearth.memory.helpers import skips
+from hearth.memory.helpers.base import FactSuggestion, HelperOutputError, MemorySuggestion, TurnText
 from hearth.ops.jobs import cursor, enqueue, set_cursor
 from hearth.records import ledger
 from hearth.retrieval import facts as fact_store
@@ -73,8 +77,21 @@ def run(ctx: "Context", span_id: int, helper: "Helper") -> int | None:
             enqueue(conn, ctx.user_id, CHECKPOINT_JOB, {"span_id": span.id}, dedupe_key=f"span:{span.id}",
                     delay=due_in, now=now)
         return None
-    suggestions = helper.extract_memories([t for _c, t in turns]) if turns else []  # outside any transaction
-    found_facts = helper.extract_facts([t for _c, t in turns]) if turns else []
+    # Outside any transaction; each task fails on its own (E13): an unreadable answer skips that
+    # task alone, and the other's results are still written below.
+    skipped: list[tuple[str, HelperOutputError]] = []
+    suggestions: list[MemorySuggestion] = []
+    found_facts: list[FactSuggestion] = []
+    if turns:
+        texts = [t for _c, t in turns]
+        try:
+            suggestions = helper.extract_memories(texts)
+        except HelperOutputError as exc:
+            skipped.append(("memories", exc))
+        try:
+            found_facts = helper.extract_facts(texts)
+        except HelperOutputError as exc:
+            skipped.append(("facts", exc))
     ctx.review().prepare([s.text for s in suggestions])
     with store.write() as conn:
         fresh = span_store.get(conn, ctx.user_id, span_id)
@@ -94,11 +111,14 @@ def run(ctx: "Context", span_id: int, helper: "Helper") -> int | None:
                                         created_at=at) is not None)
         if written:
             enqueue(conn, ctx.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE}, dedupe_key="embed")
+        for task, error in skipped:
+            skips.record(conn, ctx.user_id, task, error, span_id=span.id, created_at=at)
         event_id = ledger.append(
             conn, user_id=ctx.user_id, kind="checkpoint.created", channel="inner", span_id=span.id,
             created_at=at,
             payload={"span_id": span.id, "turns": len(turns), "conversations": len(conversations),
-                     "suggestions": len(suggestions), "facts": written, "through_message_id": turns[-1][1].message_id if turns else 0})
+                     "suggestions": len(suggestions), "facts": written, "skipped": len(skipped),
+                     "through_message_id": turns[-1][1].message_id if turns else 0})
         conversation_of = {t.message_id: c for c, t in turns}
         evidence_conversation = conversations[-1] if conversations else None
         for s in suggestions:

@@ -22,13 +22,21 @@ SUMMARY_MAX_WORDS = 45
 
 
 class HelperOutputError(HearthError):
-    """A helper model answered with something unusable (not JSON, wrong shape, too long)."""
+    """A helper model answered with something unusable (not JSON, wrong shape, too long).
+
+    ``kind`` is a fixed name (empty, refusal, truncated, not_json, shape, too_long), ``attempts``
+    how many answers were read, ``chars`` the length of the last one: what the ledger may record
+    about a skipped task (E13), never the answer itself. The message is a fixed sentence too; it
+    is what the model is shown when it is asked once more.
+    """
 
     code = "helper_output"
 
-    def __init__(self, message: str, kind: str = "invalid"):
+    def __init__(self, message: str, kind: str = "invalid", *, attempts: int = 1, chars: int = 0):
         super().__init__(message)
         self.kind = kind
+        self.attempts = attempts
+        self.chars = chars
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,8 @@ References. The poll runs as a durable ``email.poll`` job that queues the next o
 
 from __future__ import annotations
 
-import imaplib
 import logging
 import re
-import smtplib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email import policy
@@ -31,6 +29,8 @@ from hearth.settings import Settings
 from hearth.store import state
 
 if TYPE_CHECKING:
+    import imaplib
+
     from hearth.memory.helpers.base import Helper
     from hearth.records.context import Context, Deployment
     from hearth.records.ledger import Message
@@ -121,6 +121,8 @@ def poll_mailbox(ctx: "Context") -> dict[str, int]:
     if not settings.imap_host:
         raise ConfigError("email needs HEARTH_IMAP_HOST (and the IMAP login)")
     counts = {"accepted": 0, "duplicate": 0, "kept": 0, "refused": 0}
+    import imaplib  # here, not at the top: ssl and sockets are for a mailbox, not every command (S20)
+
     imap_class = imaplib.IMAP4_SSL if settings.imap_ssl else imaplib.IMAP4
     try:
         with imap_class(settings.imap_host, settings.imap_port, timeout=settings.provider_timeout) as imap:
@@ -146,7 +148,7 @@ def poll_mailbox(ctx: "Context") -> dict[str, int]:
     return counts
 
 
-def _take(ctx: "Context", imap: imaplib.IMAP4, uid: int) -> str:
+def _take(ctx: "Context", imap: "imaplib.IMAP4", uid: int) -> str:
     settings = ctx.settings
     _status, data = imap.uid("FETCH", str(uid), "(RFC822.SIZE)")
     size = re.search(rb"RFC822\.SIZE (\d+)", data[0] if isinstance(data[0], bytes) else b"")
@@ -208,6 +210,8 @@ def deliver(ctx: "Context", contact: Contact, reply: "Message", thread: dict[str
     if key in sent_parts(ctx.store.connection(), "email", reply.id):
         return
     message = compose(settings, contact.address, reply.content, thread)
+    import smtplib  # here, not at the top (S20)
+
     try:
         with smtplib.SMTP(settings.smtp_host, settings.smtp_port, timeout=settings.provider_timeout) as smtp:
             if settings.smtp_starttls:

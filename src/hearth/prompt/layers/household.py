@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from hearth.errors import Conflict, InvalidInput, NotFound
-from hearth.memory.helpers.base import StatusField, TurnText
+from hearth.memory.helpers import skips
+from hearth.memory.helpers.base import HelperOutputError, StatusField, TurnText
 from hearth.prompt.dynamic import Block, Turn
 from hearth.records import ledger, versions
 from hearth.records.temporal import check_mode, parse_moment
@@ -350,9 +351,15 @@ def detect_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> Non
         return
     turns = [TurnText(r["role"], r["content"], r["id"]) for r in reversed(rows)]
     status_fields = [StatusField(f.name, f.value, f.options, f.aliases) for f in current]
-    changes = helper.detect_state_change(status_fields, turns) if status_fields else []  # no transaction held
+    skipped: HelperOutputError | None = None
+    try:
+        changes = helper.detect_state_change(status_fields, turns) if status_fields else []  # no transaction held
+    except HelperOutputError as exc:
+        changes, skipped = [], exc  # skipped (E13): these messages are not read again
     by_name = {f.name: f for f in current}
     with store.write() as conn:
+        if skipped is not None:
+            skips.record(conn, ctx.user_id, "household", skipped, conversation_id=conversation_id)
         for change in changes:
             target = by_name.get(change.field)
             if target is None:

@@ -22,7 +22,8 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from hearth.errors import InvalidInput, NotFound
-from hearth.memory.helpers.base import LiveContextResult, TurnText, clip, content_words
+from hearth.memory.helpers import skips
+from hearth.memory.helpers.base import HelperOutputError, LiveContextResult, TurnText, clip, content_words
 from hearth.prompt.dynamic import Block, Turn
 from hearth.records import ledger
 from hearth.records.conversations import chat_turns_after
@@ -292,7 +293,13 @@ class LiveContext:
         previous = None
         if before is not None:
             previous = LiveContextResult(before.mood, before.events, before.needs, before.summary, (), before.source)
-        result = helper.live_context(previous, recent)
+        try:
+            result = helper.live_context(previous, recent)
+        except HelperOutputError as exc:
+            # Skipped (E13): the previous live context stays until the next refresh.
+            with self.store.write() as conn:
+                skips.record(conn, self.user_id, "live_context", exc, conversation_id=conversation_id)
+            return before
         with self.store.write() as conn:
             values = {name: clip(getattr(result, name), limit) for name, limit in FIELD_LIMITS.items()}
             self._save(conn, conversation_id, values, result.source, recent[-1].message_id)

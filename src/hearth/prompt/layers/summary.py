@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hearth.errors import Conflict, InvalidInput
+from hearth.memory.helpers import skips
 from hearth.memory.helpers.base import (
     SUMMARY_MAX_WORDS,
     HelperOutputError,
@@ -128,14 +129,21 @@ class Summaries:
         if not rows:
             return None
         section = [TurnText(r["role"], r["content"], r["id"]) for r in rows]
-        result = helper.summarise(previous.text if previous else "", section, SUMMARY_MAX_WORDS)
-        text = one_line(result.text)
-        if result.source == "offline":
-            text = clamp_words(text, SUMMARY_MAX_WORDS)
-        if not text:
-            raise HelperOutputError("the summary is empty", "empty")
-        if word_count(text) > SUMMARY_MAX_WORDS:
-            raise HelperOutputError(f"the summary is longer than {SUMMARY_MAX_WORDS} words", "too_long")
+        try:
+            result = helper.summarise(previous.text if previous else "", section, SUMMARY_MAX_WORDS)
+            text = one_line(result.text)
+            if result.source == "offline":
+                text = clamp_words(text, SUMMARY_MAX_WORDS)
+            if not text:
+                raise HelperOutputError("the summary is empty", "empty")
+            if word_count(text) > SUMMARY_MAX_WORDS:
+                raise HelperOutputError(f"the summary is longer than {SUMMARY_MAX_WORDS} words", "too_long")
+        except HelperOutputError as exc:
+            # Skipped (E13): nothing is stored, the previous summary stays, and the next refresh
+            # reads this section again with the turns after it.
+            with self.store.write() as conn:
+                skips.record(conn, self.user_id, "summary", exc, conversation_id=conversation_id)
+            return None
         with self.store.write() as conn:
             again = [r for r in conn.execute(
                 "SELECT id, role, content FROM messages WHERE conversation_id = ? AND id >= ? AND id <= ?"

@@ -7,6 +7,19 @@ import { formatNumber } from "./api.js";
 const n = (value) => (typeof value === "number" ? formatNumber(value) : null);
 const plural = (count, one, many) => `${formatNumber(count)} ${count === 1 ? one : many}`;
 
+// What a skipped helper task (E13) could not read; the server's words are in memory/helpers/skips.py.
+const SKIPPED_TASKS = {
+  memories: "memories",
+  facts: "facts",
+  capsule: "the continuity capsule",
+  summary: "the summary",
+  live_context: "the live context",
+  household: "household changes",
+  fragments: "fragment suggestions",
+  title: "the title",
+  mining: "memories from the import",
+};
+
 // kind -> [label, summary(payload) -> short figures in words, or null]
 export const EVENT_LABELS = {
   "conversation.created": ["Conversation started"],
@@ -50,6 +63,7 @@ export const EVENT_LABELS = {
   "memory.snapshot_refreshed": ["Memory refreshed in the conversation"],
   "memory.snapshot_backfill": ["Memory snapshot filled in"],
   "memory.judge_fallback": ["Memory check fell back to rules"],
+  "helper.skipped": ["Skipped for now", (p) => `${SKIPPED_TASKS[p.task] || "a helper answer"} could not be read this time`],
   "fragment.added": ["Fragment added"],
   "fragment.edited": ["Fragment edited"],
   "fragment.removed": ["Fragment removed"],

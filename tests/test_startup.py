@@ -1,0 +1,112 @@
+"""Short-lived commands start fast (S20): the query graph is derived once per model file and kept
+in the user's cache folder, and ``hearth --help`` imports none of the layers.
+
+Timings are in ``benchmarks/startup.py`` (ratios to a bare interpreter in the same run); these tests
+check what makes them: which process derives, and which modules a command imports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hearth import Settings
+from hearth.errors import ConfigError
+from hearth.retrieval import embedder as emb
+from hearth.retrieval import query_graph
+
+ROOT = Path(__file__).resolve().parent.parent
+# One process of a short-lived command: the embedder's query vector, and what it did for its graph.
+CHILD = """
+import sys
+from hearth.retrieval import query_graph
+from hearth.retrieval.embedder import LocalEmbedder
+vector = LocalEmbedder(cache_dir=sys.argv[1]).embed_queries(["where did we go in May?"])[0]
+counts = query_graph.Counts
+print(counts.derived, counts.from_cache, counts.rejected, " ".join(f"{x:.6f}" for x in vector[:8]))
+"""
+
+
+def run_child(cache: Path) -> tuple[tuple[int, int, int], list[float]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run([sys.executable, "-c", CHILD, str(cache)], capture_output=True, text=True, env=env,
+                         timeout=600, check=True).stdout.split()
+    return (int(out[0]), int(out[1]), int(out[2])), [float(x) for x in out[3:]]
+
+
+@pytest.fixture(scope="module")
+def model_file() -> Path:
+    try:
+        emb.package_file(emb.TOKENIZER_PACKAGE, emb.TOKENIZER_FILE, emb.TOKENIZER_DISTRIBUTION)
+        return emb.package_file(emb.MODEL_PACKAGE, emb.MODEL_FILE, emb.MODEL_DISTRIBUTION)
+    except ConfigError as exc:
+        pytest.skip(f"embedding model packages not installed: {exc}")
+
+
+def test_s20_a_second_process_finds_the_cached_query_graph_and_does_not_derive_it(model_file, tmp_path):
+    cache = tmp_path / "cache"
+    first, vector = run_child(cache)
+    assert first == (1, 0, 0)  # derived in a child process, then kept
+    [kept] = list(cache.iterdir())  # one file, no temporary left beside it
+    assert kept == query_graph.cache_path(cache, emb.MODEL_SHA256) and emb.MODEL_SHA256 in kept.name
+
+    second, again = run_child(cache)
+    assert second == (0, 1, 0)  # read from the cache: no child process started
+    assert again == vector
+
+    # A damaged cache file does not match its digest: it is derived again and replaced.
+    data = bytearray(kept.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    kept.write_bytes(bytes(data))
+    third, rebuilt = run_child(cache)
+    assert third == (1, 0, 1) and rebuilt == vector
+    assert query_graph.read_cached(kept) is not None
+
+
+def test_s20_the_cache_file_holds_the_graphs_digest_and_is_replaced_whole(tmp_path):
+    path = tmp_path / "c" / "query-graph-x.onnx"
+    assert query_graph.read_cached(path) is None
+    assert query_graph.write_cached(path, b"graph bytes")
+    data = path.read_bytes()
+    assert data.startswith(query_graph.CACHE_MAGIC)
+    assert hashlib.sha256(b"graph bytes").hexdigest().encode() in data
+    assert query_graph.read_cached(path) == b"graph bytes"
+    assert query_graph.write_cached(path, b"another graph")
+    assert query_graph.read_cached(path) == b"another graph"
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    path.write_bytes(data.replace(b"graph bytes", b"graph bytez"))
+    assert query_graph.read_cached(path) is None
+    path.write_bytes(data[:-3])  # cut short, as by a full disk
+    assert query_graph.read_cached(path) is None
+    blocked = tmp_path / "a-file"
+    blocked.write_bytes(b"")
+    assert not query_graph.write_cached(blocked / "sub" / "g.onnx", b"graph")  # a warning, not an error
+
+
+def test_s20_the_cache_folder_is_the_platforms_unless_a_setting_names_one(tmp_path):
+    home = str(tmp_path / "home")
+    xdg = Settings.resolve({"home": home}, environ={"XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    chosen = Settings.resolve({"home": home}, environ={"HEARTH_CACHE_DIR": str(tmp_path / "mine")})
+    if sys.platform.startswith("linux"):
+        assert xdg.cache_path == tmp_path / "xdg" / "hearth"
+        relative = Settings.resolve({"home": home}, environ={"XDG_CACHE_HOME": "relative"})
+        assert relative.cache_path == Path.home() / ".cache" / "hearth"
+    assert chosen.cache_path == tmp_path / "mine"
+    assert emb.embedder_from_settings(chosen).cache_dir is not None
+
+
+def test_s20_hearth_help_imports_none_of_the_layers():
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    child = subprocess.run([sys.executable, "-X", "importtime", "-m", "hearth", "--help"], capture_output=True,
+                           text=True, env=env, timeout=120, check=True)
+    assert "search" in child.stdout and "serve" in child.stdout
+    imported = {line.split("|")[-1].strip() for line in child.stderr.splitlines() if line.startswith("import time:")}
+    heavy = {"numpy", "hearth.scope", "hearth.store", "hearth.retrieval", "hearth.providers", "rich",
+             "onnxruntime", "fastapi", "httpx"}
+    assert imported & heavy == set()
+    assert "hearth.cli.recall" in imported  # the commands themselves are all registered
