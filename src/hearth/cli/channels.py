@@ -27,7 +27,7 @@ def add_contact(obj: Context, channel: str, address: str, persona: str | None) -
 
 
 @channels.command("send-code")
-@click.argument("channel", type=click.Choice(MESSAGING))
+@click.argument("channel", type=LayerChoice("hearth.outreach.channels.contacts", "MESSAGING"))
 @click.argument("address")
 @pass_ctx
 def send_code(obj: Context, channel: str, address: str) -> None:
@@ -37,7 +37,7 @@ def send_code(obj: Context, channel: str, address: str) -> None:
 
 
 @channels.command("verify")
-@click.argument("channel", type=click.Choice(MESSAGING))
+@click.argument("channel", type=LayerChoice("hearth.outreach.channels.contacts", "MESSAGING"))
 @click.argument("address")
 @click.argument("code")
 @pass_ctx
