@@ -11,7 +11,6 @@ expected JSON object at all raises ``HelperOutputError``.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Sequence
 
 from hearth.errors import InvalidInput
@@ -37,7 +36,6 @@ from hearth.providers.base import ChatMessage, Provider, ProviderRequest
 
 TRANSCRIPT_CHARS = 16_000
 MESSAGE_CHARS = 2_000
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 
 SUMMARY_TASK = (
     "You keep the rolling summary of one conversation between a person and their companion. "
@@ -133,7 +131,9 @@ def transcript(turns: Sequence[TurnText], limit: int = TRANSCRIPT_CHARS, *, numb
 
 
 def parse_json_object(text: str) -> dict[str, Any]:
-    raw = _FENCE.sub("", (text or "").strip())
+    # The object is found between the first "{" and the last "}", so a Markdown fence around it needs
+    # no pattern (one that ended in \s*```$ read a long run of spaces again from each of them: U5).
+    raw = (text or "").strip()
     start, end = raw.find("{"), raw.rfind("}")
     if start < 0 or end < start:
         raise HelperOutputError("the helper model did not answer with a JSON object", "not_json")
