@@ -8,11 +8,14 @@ a busy machine that pauses the process cannot fail it.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from typing import Callable
 
 import pytest
 
+from hearth import Hearth, Settings
 from hearth.continuity.handoff import escape_markdown
 from hearth.interop.importers import labelled
 from hearth.lorebook.controls import Activator
@@ -140,3 +143,56 @@ def test_u5_macro_filling_is_linear_on_runs_of_newlines() -> None:
 
 def test_u5_macro_filling_is_linear_on_unterminated_comments() -> None:
     assert _ratio(_MACROS.fill, "{{//") < LIMIT
+
+
+def _hostile_card(text: str) -> bytes:
+    return json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": {
+        "name": "Hostile", "description": text, "first_mes": text, "mes_example": text,
+        "personality": "", "scenario": ""}}).encode()
+
+
+def test_u5_one_users_hostile_card_does_not_block_another_users_writes(tmp_path):
+    """The issue's table: a card whose first message, description and example dialogue are 12,000
+    unclosed ``{{//`` or 16,000 line breaks, then New Chat, a first send and the same text as a
+    thread's instructions, held every other user's writes for 13-25 s. Another user's longest write
+    while that runs (two threads, one SQLite file) is compared with its longest write while the same
+    steps run on cards of the same length in plain words, in the same run."""
+    settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000,
+                                 "duplicate_embeddings": False}, environ={})
+    with Hearth(settings) as hearth:
+        first = hearth.scope()
+        other = hearth.scope(hearth.users.create("second").id)
+        count = 0
+
+        def write() -> float:
+            nonlocal count
+            count += 1
+            start = time.perf_counter()
+            other.memories.add(f"The second person's fact number {count}")
+            return time.perf_counter() - start
+
+        def longest_write_while(texts: list[str]) -> float:
+            cards = [first.imports.file(_hostile_card(text), f"card-{count}-{i}.json").ids["personas"][0]
+                     for i, text in enumerate(texts)]
+
+            def steps() -> None:
+                for persona_id, text in zip(cards, texts):
+                    chat = first.new_chat(persona_id).conversation
+                    first.send(chat.id, "hello")
+                    first.set_custom_instructions(chat.id, text)
+
+            thread = threading.Thread(target=steps)
+            thread.start()
+            during = [write()]
+            while thread.is_alive():
+                during.append(write())
+            thread.join()
+            return max(during)
+
+        hostile = ["{{//" * 12_000, "x" + "\n" * 16_000 + "x"]
+        plain = [("the knight rode along the shore " * 1_600)[:len(text)] for text in hostile]
+        benign = longest_write_while(plain)
+        attacked = longest_write_while(hostile)
+        # Before, the hostile cards held the lock for the whole quadratic fill (seconds, against a
+        # tenth of a second for plain text); the margin allows for a busy machine.
+        assert attacked / benign < 10, (attacked, benign)
