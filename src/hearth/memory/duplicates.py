@@ -158,6 +158,13 @@ def lexical_similarity(a: str, b: str) -> float:
     return max(jaccard, containment)
 
 
+def same_words(a: str, b: str) -> bool:
+    """The same content words (after folding case, punctuation, stop words and plurals): one
+    sentence repeating the other nearly word for word, with nothing added (U8)."""
+    sa, sb = _word_set(a), _word_set(b)
+    return sa == sb if sa or sb else a.strip().casefold() == b.strip().casefold()
+
+
 def _fold(text: str) -> str:
     return " ".join(words(text))
 
