@@ -25,6 +25,8 @@ SMALL = {
     "memory_move": ["--memories", "30", "--conversations", "5", "--sent", "3", "--moves", "2"],
     "duplicates": ["--no-embedder"],
     "send_path": ["--sizes", "200", "--sends", "3", "--json"],
+    "hostile": ["--size", "300", "--json"],
+    "regex_keys": ["--sizes", "200", "--repeats", "1"],
 }
 
 

@@ -52,7 +52,7 @@ SCHEMAS: dict[str, Any] = {
         "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}},
     },
 }
-_SECURITY = [{"HTTPBearer": []}]  # the scheme the API routes name (server/auth.py)
+_SECURITY: list[dict[str, list[str]]] = [{"HTTPBearer": []}]  # the scheme the API routes name (server/auth.py)
 OPERATIONS: dict[str, Any] = {
     "post": {
         "tags": ["mcp"], "summary": "Call the MCP server (JSON-RPC over streamable HTTP)",
