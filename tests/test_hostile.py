@@ -25,6 +25,7 @@ from hearth.memory.helpers.base import TurnText
 from hearth.memory.helpers.model import parse_json_object
 from hearth.memory.helpers.offline import OfflineHelper
 from hearth.outreach.channels.mail import strip_quoted
+from hearth.prompt.layers import archive_recall, thread_recall
 from hearth.prompt.macros import Macros
 from hearth.retrieval import archive, query
 from hearth.thread import search, titles
@@ -109,6 +110,7 @@ TRANSFORMS: dict[str, Callable[[str], object]] = {
     "title": titles.offline_title,
     "stemming": lambda t: query.match_terms([t, t.strip()]),
     "query_entities": query.entities,
+    "recall_cues": lambda t: (query.has_recall_cue(t), thread_recall.tier(t), archive_recall.needs_old_memory(t)),
     "query_variants": query.build_variants,
     "duplicate_words": lambda t: duplicates.read_fact.__wrapped__(t) or duplicates.words(t),
     "contradiction": lambda t: duplicates.contradicts("Sam lives in " + t, "Sam lives in Paris"),

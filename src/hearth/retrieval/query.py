@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Iterable
 
+from hearth.text import phrase_pattern
+
 from .keyword import STOPWORDS, terms
 
 RECALL_CUES = (
@@ -20,7 +22,7 @@ RECALL_CUES = (
     "the other day", "back when", "that time", "remind me", "you mentioned", "we spoke",
     "have we ever", "did we ever", "when did", "how long ago",
 )
-_CUE_RE = re.compile(r"(?<!\w)(?:" + "|".join(re.escape(c) for c in RECALL_CUES) + r")(?!\w)", re.IGNORECASE)
+_CUE_RE = phrase_pattern(RECALL_CUES)
 _ENTITY_RE = re.compile(r"(?<![\w'])([A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)*)")
 _OPENERS = "\"'("
 
