@@ -66,7 +66,11 @@ OPERATIONS: dict[str, Any] = {
         "responses": {
             "200": {"description": "The JSON-RPC result or error of the request", "content": _JSONRPC},
             "202": {"description": "A notification or a response was accepted (no body)"},
-            "400": {"description": "Not a JSON-RPC message (a JSON-RPC error body)", "content": _JSONRPC},
+            "400": {"description": "Unparseable JSON (the body guard's error body) or not a JSON-RPC message"
+                                   " (a JSON-RPC error)",
+                    "content": {"application/json": {"schema": {"anyOf": [
+                        {"$ref": "#/components/schemas/ErrorBody"},
+                        {"$ref": "#/components/schemas/JsonRpcMessage"}]}}}},
             "406": {"description": "The Accept header lacks application/json or text/event-stream",
                     "content": _JSONRPC},
             "415": {"description": "The body is not application/json", "content": _JSONRPC},
