@@ -27,6 +27,7 @@ from pydantic import StrictBool
 
 from hearth import __version__
 from hearth.errors import AuthError, Conflict, HearthError, InvalidInput, NotFound
+from hearth.memory.duplicates import already_remembered
 from hearth.memory.memories import check_memory  # the rule approval applies: a proposal meets it up front
 from hearth.validation import check_text
 
@@ -195,7 +196,7 @@ def build(hearth: "Hearth", scope_for: ScopeFor) -> MCPServer:
                 return (f"Not queued: this would contradict memory #{finding.memory_id} "
                         f"(\u201c{_excerpt(finding.existing_text)}\u201d). If the person's life changed or "
                         f"the memory is wrong, propose a correction of memory {finding.memory_id} instead.")
-            if s.layers.review.already_remembered(checked, finding):
+            if already_remembered(checked, finding):
                 assert finding is not None
                 return f"Already remembered as memory #{finding.memory_id}; nothing was queued."
             return _proposed(s, {"text": text, "category": category, "importance": importance}, reason)

@@ -208,20 +208,12 @@ class ReviewQueue:
                                    judgement=self._judge(text, embedder))
         return findings[0] if findings else None
 
-    @staticmethod
-    def already_remembered(text: str, finding: duplicates.Finding | None) -> bool:
-        """Whether ``text`` repeats the memory of a duplicate finding with the same content words
-        (U8): approving it could change nothing, so it is not queued from any source. A rewording
-        or a repeat that adds something still waits as merge / supersede / keep both (B3)."""
-        return (finding is not None and finding.relation == "duplicate"
-                and duplicates.same_words(text, finding.existing_text))
-
     def propose(self, kind: str, payload: dict[str, Any], reason: str, *, evidence: str = "",
                 source: str = "offline", conversation_id: int | None = None,
                 repeat_dismissed: bool = False, span_id: int | None = None) -> Proposal | None:
         """Queue a suggestion. Returns None when the same content is already pending or was
         dismissed before, or (a new memory) when it repeats a kept memory with the same content
-        words (U8, ``already_remembered``). With auto-approve on for its kind, it is applied at once."""
+        words (U8, ``duplicates.already_remembered``). With auto-approve on for its kind, it is applied at once."""
         payload = _check_payload(kind, dict(payload))
         if source not in ("offline", "model"):
             raise InvalidInput("source must be offline or model")
@@ -235,7 +227,7 @@ class ReviewQueue:
             judgement = self._judge(str(payload["text"]), embedder)
             findings = duplicates.find(self.store.connection(), self.user_id, str(payload["text"]),
                                        embedder=embedder, judgement=judgement)
-            if findings and self.already_remembered(str(payload["text"]), findings[0]):
+            if findings and duplicates.already_remembered(str(payload["text"]), findings[0]):
                 # U8: approving it could change nothing, so it is not queued; the ledger says which
                 # memory it repeats (ids and a score, never the text).
                 with self.store.write() as conn:
