@@ -33,7 +33,9 @@ from hearth.server import create_app
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "3"))
 RANDOM = os.environ.get("FUZZ_RANDOM", "") == "1"  # the suite replays the same cases every run
 # Operations that would end the fuzz's own credentials; they are covered by tests/test_auth.py.
-SKIPPED = ("/api/auth/tokens/{token_id}", "/api/auth/logout")
+# /mcp is served by the MCP SDK and driven through the SDK's own client in tests/test_mcp.py; its
+# description is checked in tests/test_server.py.
+SKIPPED = ("/api/auth/tokens/{token_id}", "/api/auth/logout", "/mcp")
 ENDLESS = ("/api/timeline/live",)
 CHECKS = [sc.not_a_server_error, oc.status_code_conformance, oc.content_type_conformance,
           oc.response_schema_conformance, oc.negative_data_rejection, oc.positive_data_acceptance]

@@ -26,6 +26,8 @@ SMALL = {
     "duplicates": ["--no-embedder"],
     "send_path": ["--sizes", "200", "--sends", "3", "--json"],
     "startup": ["--repeats", "1"],
+    "hostile": ["--size", "300", "--json"],
+    "regex_keys": ["--sizes", "200", "--repeats", "1"],
 }
 
 

@@ -97,7 +97,9 @@ def test_b3_g4_suggestions_and_imports_that_repeat_are_never_applied_unseen(lexi
     me.memories.add("Nora is allergic to cats")
     fresh = me.layers.review.propose("memory_add", {"text": "Nora plays the cello"}, "Said so")
     assert fresh.status == "approved"  # auto-approve still applies to a new fact
-    repeat = me.layers.review.propose("memory_add", {"text": "Nora is allergic to cats!"}, "Said so")
+    # The same words again are already remembered (U8): not queued, not applied.
+    assert me.layers.review.propose("memory_add", {"text": "Nora is allergic to cats!"}, "Said so") is None
+    repeat = me.layers.review.propose("memory_add", {"text": "Nora is allergic to cats and to hamsters"}, "Said so")
     assert repeat.status == "pending" and repeat.payload["conflict"]["relation"] == "duplicate"
     added, queued = me.layers.review.remember(
         [{"text": "Nora speaks French and Dutch"}, {"text": "Nora speaks Dutch and French"}], actor="import")

@@ -167,6 +167,27 @@ def test_x2_proposals_wait_for_the_owner_unless_auto_approve_is_on(deployment):
             hearth.scope().layers.settings.set("auto_approve.memory", False)
 
 
+def test_u8_propose_memory_answers_already_remembered_or_would_contradict_and_queues_neither(deployment):
+    async def go(calls: list[tuple[str, dict]]) -> list[str]:
+        async with deployment.stdio() as client:
+            return [text_of(await client.call_tool(name, args)) for name, args in calls]
+
+    with deployment.hearth() as hearth:
+        me = hearth.scope()
+        sister = next(m for m in me.memories.list() if m.text == "Robin's sister lives in Saltcombe")
+        before = len(me.layers.review.list())
+    same, reworded, moved = run(go([
+        ("propose_memory", {"text": "Robin's sister lives in Saltcombe"}),
+        ("propose_memory", {"text": "Robin's sister lives in Saltcombe!", "category": "family"}),
+        ("propose_memory", {"text": "Robin's sister lives in Bristol"}),
+    ]))
+    assert same == reworded == f"Already remembered as memory #{sister.id}; nothing was queued."
+    assert moved.startswith(f"Not queued: this would contradict memory #{sister.id} ")
+    assert f"propose a correction of memory {sister.id}" in moved
+    with deployment.hearth() as hearth:
+        assert len(hearth.scope().layers.review.list()) == before  # nothing waits that cannot be approved
+
+
 def test_x2_unknown_tool_and_invalid_arguments_are_protocol_correct_errors(deployment):
     async def go() -> tuple[Any, Any, Any, Any, Any]:
         async with deployment.stdio() as client:

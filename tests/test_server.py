@@ -396,8 +396,18 @@ def test_u4_openapi_lists_every_route_with_method_and_request_model(client, app)
             assert path in ("/api/voice", "/channels/voice/twilio/stream"), path
             continue
         if not isinstance(route, APIRoute):
-            # Only the document itself, the static files and the MCP endpoint are served outside the API routes.
-            assert path in ("/openapi.json", "/static", "/static/{path}", "/vendor", "/vendor/{path}", "/mcp"), path
+            # Only the document itself and the static files are served outside the API routes and
+            # left out of it; the MCP endpoint (served by the MCP SDK) is described like a route (U8).
+            if path == "/mcp":
+                for method in methods - {"HEAD"}:
+                    operation = paths[path][method.lower()]
+                    assert {"401", "403", "503"} <= set(operation["responses"]), method
+                    assert operation["security"] == [{"HTTPBearer": []}]
+                    seen.add((path, method.lower()))
+                assert paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"] \
+                    == "#/components/schemas/JsonRpcMessage" and "JsonRpcError" in schemas
+                continue
+            assert path in ("/openapi.json", "/static", "/static/{path}", "/vendor", "/vendor/{path}"), path
             continue
         assert path in paths, path
         for method in methods:

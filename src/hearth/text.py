@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,6 +36,15 @@ CHAT_FILLER = frozenset(
     """im dont cant cant gonna many thing things something anything one maybe lot today said say see
     tell let us way back make""".split()
 )
+
+def phrase_pattern(phrases: Sequence[str]) -> re.Pattern[str]:
+    """Any of ``phrases`` as whole words, any case. The pattern first checks that the character
+    is one a phrase can begin with: without that, every position of a run of line breaks or
+    ``{{//`` tried each phrase in turn, sixteen times slower on such runs (U5)."""
+    firsts = "".join(sorted({re.escape(p[0].lower()) for p in phrases}))
+    return re.compile(rf"(?=[{firsts}])(?<!\w)(?:" + "|".join(re.escape(p) for p in phrases) + r")(?!\w)",
+                      re.IGNORECASE)
+
 
 CHARS_PER_TOKEN = 4
 ESTIMATE_METHOD = "chars/4"

@@ -27,6 +27,7 @@ from pydantic import StrictBool
 
 from hearth import __version__
 from hearth.errors import AuthError, Conflict, HearthError, InvalidInput, NotFound
+from hearth.memory.duplicates import already_remembered
 from hearth.memory.memories import check_memory  # the rule approval applies: a proposal meets it up front
 from hearth.validation import check_text
 
@@ -187,7 +188,17 @@ def build(hearth: "Hearth", scope_for: ScopeFor) -> MCPServer:
         """Suggest a new long-term memory about the person. It waits in the review queue until the
         owner approves it (applied at once only when the owner enabled auto-approve)."""
         def action(s: "Scope") -> str:
-            # The review queue refuses what approval would refuse (memories.check_memory).
+            # The review queue refuses what approval would refuse (memories.check_memory), and the
+            # review rule runs now (U8): a repeat or a contradiction is answered, not queued.
+            checked = check_memory(text, category, importance)[0]
+            finding = s.layers.review.screen(checked)
+            if finding is not None and finding.relation == "contradiction":
+                return (f"Not queued: this would contradict memory #{finding.memory_id} "
+                        f"(\u201c{_excerpt(finding.existing_text)}\u201d). If the person's life changed or "
+                        f"the memory is wrong, propose a correction of memory {finding.memory_id} instead.")
+            if already_remembered(checked, finding):
+                assert finding is not None
+                return f"Already remembered as memory #{finding.memory_id}; nothing was queued."
             return _proposed(s, {"text": text, "category": category, "importance": importance}, reason)
         return run(ctx, action)
 

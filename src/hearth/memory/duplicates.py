@@ -158,6 +158,20 @@ def lexical_similarity(a: str, b: str) -> float:
     return max(jaccard, containment)
 
 
+def same_words(a: str, b: str) -> bool:
+    """The same content words (after folding case, punctuation, stop words and plurals): one
+    sentence repeating the other nearly word for word, with nothing added (U8)."""
+    sa, sb = _word_set(a), _word_set(b)
+    return sa == sb if sa or sb else a.strip().casefold() == b.strip().casefold()
+
+
+def already_remembered(text: str, finding: Finding | None) -> bool:
+    """Whether ``text`` repeats the memory of a duplicate finding with the same content words
+    (U8): approving it could change nothing, so it is not queued from any source. A rewording or a
+    repeat that adds something still waits as merge / supersede / keep both (B3)."""
+    return finding is not None and finding.relation == "duplicate" and same_words(text, finding.existing_text)
+
+
 def _fold(text: str) -> str:
     return " ".join(words(text))
 

@@ -200,11 +200,21 @@ class ReviewQueue:
         return {s: found.get(s, 0) for s in ("pending", "approved", "dismissed")}
 
     # -- proposing -------------------------------------------------------------------------------
+    def screen(self, text: str) -> duplicates.Finding | None:
+        """The review rule for a new memory, run when it is proposed (U8): the memory it repeats or
+        contradicts most, or None. Reads only (the model judge, when configured, is asked here,
+        outside any write transaction)."""
+        embedder = duplicate_embedder(self._ctx)
+        findings = duplicates.find(self.store.connection(), self.user_id, text, embedder=embedder,
+                                   judgement=self._judge(text, embedder))
+        return findings[0] if findings else None
+
     def propose(self, kind: str, payload: dict[str, Any], reason: str, *, evidence: str = "",
                 source: str = "offline", conversation_id: int | None = None,
                 repeat_dismissed: bool = False, span_id: int | None = None) -> Proposal | None:
         """Queue a suggestion. Returns None when the same content is already pending or was
-        dismissed before. With auto-approve on for its kind, it is applied at once."""
+        dismissed before, or (a new memory) when it repeats a kept memory with the same content
+        words (U8, ``duplicates.already_remembered``). With auto-approve on for its kind, it is applied at once."""
         payload = _check_payload(kind, dict(payload))
         if source not in ("offline", "model"):
             raise InvalidInput("source must be offline or model")
@@ -218,6 +228,15 @@ class ReviewQueue:
             judgement = self._judge(str(payload["text"]), embedder)
             findings = duplicates.find(self.store.connection(), self.user_id, str(payload["text"]),
                                        embedder=embedder, judgement=judgement)
+            if findings and duplicates.already_remembered(str(payload["text"]), findings[0]):
+                # U8: approving it could change nothing, so it is not queued; the ledger says which
+                # memory it repeats (ids and a score, never the text).
+                with self.store.write() as conn:
+                    ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id,
+                                  kind="review.already_remembered", channel="inner", span_id=span_id,
+                                  payload={"memory_id": findings[0].memory_id, "kind": kind, "source": source,
+                                           "score": round(findings[0].score, 3)})
+                return None
             if findings:
                 payload["conflict"] = findings[0].to_dict()
             fallback = judgement.fallback if judgement is not None else None

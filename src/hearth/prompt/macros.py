@@ -36,10 +36,52 @@ from hearth.store import Connection
 
 DEFAULT_USER = "the person"
 
-_COMMENT = re.compile(r"\{\{//.*?\}\}", re.DOTALL)
-_TRIM = re.compile(r"(?:\r?\n)*\{\{trim\}\}(?:\r?\n)*", re.IGNORECASE)
+_TRIM = re.compile(r"\{\{trim\}\}", re.IGNORECASE)
 _MACRO = re.compile(r"\{\{([^{}]*)\}\}|<(USER|BOT|CHAR)>", re.IGNORECASE)
 _ESCAPED_COMMA = "\x00"
+
+
+def _drop_comments(text: str) -> str:
+    """``{{// ...}}`` removed, up to the first ``}}`` after it (as ``\\{\\{//.*?\\}\\}`` would), in one
+    pass: the pattern retried every later ``{{//`` of an unclosed comment to the end of the text,
+    quadratic in a run of them."""
+    out: list[str] = []
+    done = 0
+    while True:
+        start = text.find("{{//", done)
+        if start < 0:
+            break
+        end = text.find("}}", start + 4)
+        if end < 0:
+            break  # unclosed, and so is every later one: nothing after it closes
+        out.append(text[done:start])
+        done = end + 2
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _drop_trims(text: str) -> str:
+    """``{{trim}}`` removed with the line breaks around it, in one pass: the pattern
+    ``(?:\\r?\\n)*\\{\\{trim\\}\\}(?:\\r?\\n)*`` read a run of line breaks again from each of them."""
+    out: list[str] = []
+    done = 0
+    for match in _TRIM.finditer(text):
+        start, end = match.start(), match.end()
+        while start > done and text[start - 1] == "\n":
+            start -= 1
+            if start > done and text[start - 1] == "\r":
+                start -= 1
+        while True:
+            if text.startswith("\n", end):
+                end += 1
+            elif text.startswith("\r\n", end):
+                end += 2
+            else:
+                break
+        out.append(text[done:start])
+        done = end
+    out.append(text[done:])
+    return "".join(out)
 
 
 def _clock(moment: datetime) -> str:
@@ -102,8 +144,7 @@ class Macros:
     def fill(self, text: str) -> str:
         if not text or ("{{" not in text and "<" not in text):
             return text
-        text = _COMMENT.sub("", text)
-        text = _TRIM.sub("", text)
+        text = _drop_trims(_drop_comments(text))
         fresh = random.Random() if not self.stable else None
         count = 0
 

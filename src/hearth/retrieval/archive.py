@@ -196,12 +196,14 @@ def _split_long(text: str, limit: int) -> list[str]:
             continue
         sentence_buf = ""
         for sentence in re.split(r"(?<=[.!?])\s+", para):
-            while len(sentence) > limit:
+            if len(sentence) > limit:
                 if sentence_buf:
                     pieces.append(sentence_buf)
                     sentence_buf = ""
-                pieces.append(sentence[:limit])
-                sentence = sentence[limit:]
+                # Hard cuts by index: cutting the rest off again after each piece was quadratic (U5).
+                cut = len(sentence) - len(sentence) % limit if len(sentence) % limit else len(sentence) - limit
+                pieces.extend(sentence[i:i + limit] for i in range(0, cut, limit))
+                sentence = sentence[cut:]
             if len(sentence_buf) + len(sentence) + 1 > limit and sentence_buf:
                 pieces.append(sentence_buf)
                 sentence_buf = sentence

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Iterable
 
+from hearth.text import phrase_pattern
+
 from .keyword import STOPWORDS, terms
 
 RECALL_CUES = (
@@ -20,9 +22,9 @@ RECALL_CUES = (
     "the other day", "back when", "that time", "remind me", "you mentioned", "we spoke",
     "have we ever", "did we ever", "when did", "how long ago",
 )
-_CUE_RE = re.compile(r"(?<!\w)(?:" + "|".join(re.escape(c) for c in RECALL_CUES) + r")(?!\w)", re.IGNORECASE)
+_CUE_RE = phrase_pattern(RECALL_CUES)
 _ENTITY_RE = re.compile(r"(?<![\w'])([A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)*)")
-_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)\s*[\"'(]*$")
+_OPENERS = "\"'("
 
 WHEN_RE = re.compile(r"\b(?:when|how long ago|what (?:year|month|date|day|time))\b", re.IGNORECASE)
 # "Remember when we ..." recalls a moment; it does not ask for its time.
@@ -54,13 +56,26 @@ def has_recall_cue(text: str) -> bool:
     return bool(_CUE_RE.search(text))
 
 
+def _opens_sentence(text: str, at: int) -> bool:
+    """Whether ``text[at]`` begins a sentence: only quotes or brackets and white space, after the
+    start of the text, a line break, or a sentence's end and a space. Read backwards from ``at``
+    (a pattern searched over ``text[:at]`` for each name read the whole text again each time: U5)."""
+    i = at
+    while i > 0 and text[i - 1] in _OPENERS:
+        i -= 1
+    gap = i
+    while i > 0 and text[i - 1].isspace():
+        i -= 1
+    return i == 0 or "\n" in text[i:gap] or (gap > i and text[i - 1] in ".!?")
+
+
 def entities(text: str, ignore: Iterable[str] = ()) -> list[str]:
     """Capitalised names not at the start of a sentence (and not the pronoun I), in order."""
     skip = {w.casefold() for w in ignore}
     found: dict[str, None] = {}
     for match in _ENTITY_RE.finditer(text):
         words = match.group(1).split()
-        if _SENTENCE_START.search(text[:match.start()]):
+        if _opens_sentence(text, match.start()):
             words = words[1:]  # a capital that only opens a sentence says nothing
         words = [w for w in words if w.casefold() not in STOPWORDS and w.casefold() not in skip and w != "I"]
         if words:

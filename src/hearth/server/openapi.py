@@ -17,6 +17,7 @@ Routes may document more themselves (``responses=``); those are kept.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from fastapi import FastAPI
@@ -24,6 +25,9 @@ from fastapi.openapi.utils import get_openapi
 
 from .auth import is_public
 from .errors import is_openai_path
+from .mcp_http import OPERATIONS as MCP_OPERATIONS
+from .mcp_http import PATH as MCP_PATH
+from .mcp_http import SCHEMAS as MCP_SCHEMAS
 from .models import DESCRIPTIONS, ErrorBody
 
 UNSAFE = frozenset({"post", "put", "patch", "delete"})
@@ -45,6 +49,13 @@ def install(app: FastAPI) -> None:
 def complete(schema: dict[str, Any]) -> dict[str, Any]:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components["ErrorBody"] = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
+    # The MCP endpoint is served by the MCP SDK, outside the API routes; its operations are written
+    # beside it (server/mcp_http.py) and get the same middleware answers as every route below.
+    components.update(copy.deepcopy(MCP_SCHEMAS))
+    schema.setdefault("paths", {})[MCP_PATH] = copy.deepcopy(MCP_OPERATIONS)
+    schemes = schema["components"].setdefault("securitySchemes", {})
+    schemes.setdefault("HTTPBearer", {"type": "http", "scheme": "bearer",
+                                      "description": "API token: `Authorization: Bearer hth_...`"})
     for path, operations in schema.get("paths", {}).items():
         for method, operation in operations.items():
             _document(path, method, operation, components)

@@ -30,10 +30,12 @@ _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 # ends where a word of the search box ends.
 _TAG = re.compile(r"^(?=.*[^\W_])[\w.\-]+$", re.UNICODE)
 # Markdown marks a snippet leaves out: a line's heading, quote or list mark; emphasis, code and
-# strike marks; a link keeps its text. What is left is shown as written.
+# strike marks; a link keeps its text. What is left is shown as written. Each pattern is linear in
+# the text (U5): a link's text and address stop at the next "[", and a run of underscores is taken
+# whole (possessive), so a run of "[" or of "_" is not read again from each of its characters.
 _LINE_MARK = re.compile(r"^[ \t]{0,3}(?:#{1,6}|>+|[-*+]|\d{1,3}[.)])[ \t]+", re.MULTILINE)
-_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")
-_INLINE_MARK = re.compile(r"\*+|`+|~~|(?<![^\W_])_+|_+(?![^\W_])")
+_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\([^)\s\[]*\)")
+_INLINE_MARK = re.compile(r"\*+|`+|~~|(?<![^\W_])_+|_++(?![^\W_])")
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,29 @@ import re
 from hearth.errors import InvalidInput
 from hearth.retrieval.archive import Labels, ParsedDocument, Turn, normalise, parse_turns
 
-SEPARATOR = re.compile(r"^={3,}\s*(.*?)\s*={0,}\s*$")
-DATED = re.compile(r"^(.*?)\s*\((\d{4}-\d{2}-\d{2})\)\s*$")
+# A section line "=== Title (2024-03-02) ===" is read by plain string steps, not a pattern with a
+# lazy group between runs of spaces (quadratic in a long line of them: U5).
+_DAY = re.compile(r"\((\d{4}-\d{2}-\d{2})\)")
+
+
+def _separator(line: str) -> str | None:
+    """The title of a section line (three or more "=" first), or None for any other line."""
+    return line.strip().strip("= \t").strip() if line.startswith("===") else None
+
+
+def _dated(title: str) -> tuple[str, str] | None:
+    """(title, day) of a title that ends in "(YYYY-MM-DD)"."""
+    body = title.rstrip()
+    found = _DAY.fullmatch(body[-12:]) if len(body) >= 12 else None
+    return (body[:-12].strip(), found.group(1)) if found else None
 
 
 def _sections(text: str, title: str) -> list[tuple[str, str]]:
     sections: list[tuple[str, list[str]]] = [(title, [])]
     for line in normalise(text).split("\n"):
-        m = SEPARATOR.match(line)
-        if m:
-            sections.append((m.group(1).strip("= ").strip() or title, []))
+        heading = _separator(line)
+        if heading is not None:
+            sections.append((heading or title, []))
         else:
             sections[-1][1].append(line)
     return [(t, "\n".join(lines).strip()) for t, lines in sections if "\n".join(lines).strip()]
@@ -33,9 +46,9 @@ def parse(text: str, labels: Labels, *, title: str, document_date: str | None = 
     documents = []
     for section_title, body in _sections(text, title):
         day = document_date
-        m = DATED.match(section_title)
-        if m:
-            section_title, day = m.group(1).strip() or title, m.group(2)
+        dated = _dated(section_title)
+        if dated:
+            section_title, day = dated[0] or title, dated[1]
         turns = [Turn(t.label, t.role, t.text, day) for t in parse_turns(body, labels)]
         if turns:
             documents.append(ParsedDocument(section_title, turns, day, {"turns": len(turns)}, body))

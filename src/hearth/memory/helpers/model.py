@@ -39,7 +39,6 @@ T = TypeVar("T")
 RETRY_ECHO_CHARS = 4_000  # of an unreadable answer, shown back to the model with the reason
 TRANSCRIPT_CHARS = 16_000
 MESSAGE_CHARS = 2_000
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 
 SUMMARY_TASK = (
     "You keep the rolling summary of one conversation between a person and their companion. "
@@ -149,8 +148,10 @@ def parse_json_object(text: str) -> dict[str, Any]:
     (prose declining the task), ``truncated`` (an object that runs off the end of the answer),
     ``not_json``.
     """
-    raw = _FENCE.sub("", (text or "").strip())
-    if not raw:
+    # Found from the first "{", so a Markdown fence around the object needs no pattern (one ending in
+    # \s*```$ read a long run of spaces again from each of them: U5).
+    raw = (text or "").strip()
+    if not raw.strip("`"):
         raise HelperOutputError("the answer was empty", "empty")
     start = raw.find("{")
     if start < 0:

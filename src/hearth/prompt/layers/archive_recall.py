@@ -40,7 +40,7 @@ TRUST = (
 MAX_RESULTS = 6
 CONTEXT_TURNS = 2  # recent turns folded into the query
 _PAST_QUESTION = re.compile(
-    r"(?<!\w)(?:when did|when was|how long ago|what was (?:the|that|it)|who was|where did|did (?:i|we|you) ever|"
+    r"(?=[wdhbyml])(?<!\w)(?:when did|when was|how long ago|what was (?:the|that|it)|who was|where did|did (?:i|we|you) ever|"
     r"have (?:i|we|you) ever|back in|years? ago|months? ago|last (?:year|month|week|summer|winter|spring|autumn|fall))(?!\w)",
     re.IGNORECASE,
 )

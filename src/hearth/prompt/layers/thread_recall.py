@@ -12,7 +12,6 @@ stored. Each use is logged (A3).
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import replace
 from typing import Any
@@ -21,6 +20,7 @@ from hearth.prompt.dynamic import Block, Turn, quote_reserved_headings
 from hearth.records.ledger import Message
 from hearth.retrieval.keyword import search_messages, terms
 from hearth.retrieval.terms import select_terms
+from hearth.text import phrase_pattern
 
 T2_MESSAGES = 30
 T2_CHARS = 30_000
@@ -42,8 +42,8 @@ T3_CUES = (
     "from the beginning", "the very start", "beginning of this conversation", "beginning of this thread",
     "start of this conversation", "start of this thread", "everything we said", "look through this conversation",
 )
-_T2 = re.compile(r"(?<!\w)(?:" + "|".join(re.escape(c) for c in T2_CUES) + r")(?!\w)", re.IGNORECASE)
-_T3 = re.compile(r"(?<!\w)(?:" + "|".join(re.escape(c) for c in T3_CUES) + r")(?!\w)", re.IGNORECASE)
+_T2 = phrase_pattern(T2_CUES)
+_T3 = phrase_pattern(T3_CUES)
 # Words of the cue phrases themselves: never the topic to search for.
 _CUE_WORDS = frozenset(w for cue in (*T2_CUES, *T3_CUES) for w in terms(cue, 100)) | {
     "conversation", "thread", "search", "back", "way", "beginning", "start", "earlier", "mentioned"}

@@ -1,0 +1,200 @@
+"""Hostile input (U5): every text transform on user-supplied text is linear in its input.
+
+Each transform is timed on a 1x and a 16x input of each pathological shape in the same run; a
+linear transform takes about 16 times as long, a quadratic one about 256 times. The assertion is
+a ratio under 40, never an absolute time. Time is this thread's CPU time, best of a few repeats, so
+a busy machine that pauses the process cannot fail it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Callable
+
+import pytest
+
+from hearth import Hearth, Settings
+from hearth.continuity.handoff import escape_markdown
+from hearth.interop.importers import labelled
+from hearth.lorebook.controls import Activator
+from hearth.lorebook.triggers import TriggerFragment, TriggerIndex
+from hearth.memory import duplicates
+from hearth.memory.helpers.base import TurnText
+from hearth.memory.helpers.model import parse_json_object
+from hearth.memory.helpers.offline import OfflineHelper
+from hearth.outreach.channels.mail import strip_quoted
+from hearth.prompt.layers import archive_recall, thread_recall
+from hearth.prompt.macros import Macros
+from hearth.retrieval import archive, query
+from hearth.thread import search, titles
+
+BASE = 6_000  # characters of the 1x input
+GROWTH = 16
+LIMIT = 40  # a linear transform is about 16; a quadratic one about 256
+
+# Shapes that made a backtracking pattern or a rescanning loop go quadratic somewhere: runs of line
+# breaks and spaces, unterminated macros and comments, open brackets and links, long words, runs of
+# capitalised words and of sentence ends.
+SHAPES = ["\n", "\r\n", " ", "\t", "{{//", "{{", "{{trim}}", "{{ user", "[", "![", "[a](", "(", "/", "=",
+          "*", "_", "`", "a", "A ", "a'", "<", "'", "-", "#", "> ", "On ", ". ", "a.", "I live in A", "}}"]
+
+
+def _best(fn: Callable[[str], object], text: str, repeats: int) -> float:
+    best = float("inf")
+    for i in range(repeats):
+        fresh = f"{text} {i}"  # a new text each time, so that no cache answers for the transform
+        start = time.thread_time()
+        fn(fresh)
+        best = min(best, time.thread_time() - start)
+    return best
+
+
+def _run(shape: str, size: int) -> str:
+    """``shape`` repeated to ``size`` characters between two letters (a run inside a word)."""
+    return "a" + (shape * (size // len(shape) + 1))[:size] + "a x"
+
+
+def _ratio(fn: Callable[[str], object], shape: str) -> float:
+    fn(_run(shape, BASE) + " warm")  # lazy compiles and imports
+    # A floor of 20 microseconds keeps a transform that is nearly free at 1x from dividing by noise.
+    return _best(fn, _run(shape, BASE * GROWTH), 2) / max(_best(fn, _run(shape, BASE), 5), 20e-6)
+
+
+def _triggers() -> TriggerIndex:
+    return TriggerIndex.build([TriggerFragment(1, ["ice cream", "cat"], "d1"),
+                               TriggerFragment(2, ["a a a b"], "d2"), TriggerFragment(3, ["user"], "d3")])
+
+
+class _Lore:
+    def __init__(self, id: int, triggers: list[str], controls: dict) -> None:
+        self.id, self.triggers, self.definition, self.controls = id, triggers, "lore text", controls
+        self.category, self.all_of, self.any_of, self.none_of, self.priority = "", (), (), (), 0
+
+
+def _lore() -> Activator:
+    return Activator.build([
+        _Lore(1, ["C++", "{{"], {"case_sensitive": True, "whole_words": False}),
+        _Lore(2, ["a.b", "[a]"], {"whole_words": True}),
+        _Lore(3, ["/(a+)+$/", "/\\n+x/"], {"secondary": ["/a*b/"], "logic": "and_any"}),
+    ])
+
+
+_TRIGGERS = _triggers()
+_LORE = _lore()
+_OFFLINE = OfflineHelper()
+_MACROS = Macros(char="Ash", user="Sam", seed=3)
+
+
+def _json_answer(text: str) -> object:
+    try:
+        return parse_json_object("```json" + text + '{"a": 1}' + text + "```")
+    except Exception as exc:  # a malformed answer is an error, which is fine; only its time counts
+        return exc
+
+
+def _labelled(text: str) -> object:
+    try:
+        return labelled.parse("=== " + text + " (2024-01-02)\nUser: " + text, archive.Labels(), title="t")
+    except Exception as exc:
+        return exc
+
+
+TRANSFORMS: dict[str, Callable[[str], object]] = {
+    "macros": _MACROS.fill,
+    "lorebook_words": _TRIGGERS.match,
+    "lorebook_keys_and_regexes": lambda t: _LORE.activate([t]),
+    "snippet": lambda t: search.snippet(t, ("x", "cat")),
+    "search_box": search.parse,
+    "title": titles.offline_title,
+    "stemming": lambda t: query.match_terms([t, t.strip()]),
+    "query_entities": query.entities,
+    "recall_cues": lambda t: (query.has_recall_cue(t), thread_recall.tier(t), archive_recall.needs_old_memory(t)),
+    "query_variants": query.build_variants,
+    "duplicate_words": lambda t: duplicates.read_fact.__wrapped__(t) or duplicates.words(t),
+    "contradiction": lambda t: duplicates.contradicts("Sam lives in " + t, "Sam lives in Paris"),
+    "import_normalise": archive.normalise,
+    "import_labelled": _labelled,
+    "import_chunks": lambda t: archive.chunk_turns([archive.Turn("User:", "user", t)]),
+    "handoff_escape": escape_markdown,
+    "mail_quotes": strip_quoted,
+    "helper_answer": _json_answer,
+    "offline_memories": lambda t: _OFFLINE.extract_memories([TurnText("user", t)]),
+    "offline_summary": lambda t: _OFFLINE.summarise("", [TurnText("user", t)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMS))
+def test_u5_text_transforms_are_linear_on_hostile_shapes(name: str) -> None:
+    fn = TRANSFORMS[name]
+    slow = {}
+    for shape in SHAPES:
+        ratio = _ratio(fn, shape)
+        if ratio >= LIMIT:
+            ratio = min(ratio, _ratio(fn, shape))  # one more try: a noisy machine, not the transform
+        if ratio >= LIMIT:
+            slow[shape] = round(ratio)
+    assert not slow, f"{name}: 16x input took this many times as long: {slow}"
+
+
+def test_u5_macro_filling_is_linear_on_runs_of_newlines() -> None:
+    assert _ratio(_MACROS.fill, "\n") < LIMIT
+    assert _ratio(_MACROS.fill, "\r\n") < LIMIT
+
+
+def test_u5_macro_filling_is_linear_on_unterminated_comments() -> None:
+    assert _ratio(_MACROS.fill, "{{//") < LIMIT
+
+
+def _hostile_card(text: str) -> bytes:
+    return json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": {
+        "name": "Hostile", "description": text, "first_mes": text, "mes_example": text,
+        "personality": "", "scenario": ""}}).encode()
+
+
+def test_u5_one_users_hostile_card_does_not_block_another_users_writes(tmp_path):
+    """The issue's table: a card whose first message, description and example dialogue are 12,000
+    unclosed ``{{//`` or 16,000 line breaks, then New Chat, a first send and the same text as a
+    thread's instructions, held every other user's writes for 13-25 s. Another user's longest write
+    while that runs (two threads, one SQLite file) is compared with its longest write while the same
+    steps run on cards of the same length in plain words, in the same run."""
+    settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000,
+                                 "duplicate_embeddings": False}, environ={})
+    with Hearth(settings) as hearth:
+        first = hearth.scope()
+        other = hearth.scope(hearth.users.create("second").id)
+        count = 0
+
+        def write() -> float:
+            nonlocal count
+            count += 1
+            start = time.perf_counter()
+            other.memories.add(f"The second person's fact number {count}")
+            return time.perf_counter() - start
+
+        def longest_write_while(texts: list[str]) -> float:
+            cards = [first.imports.file(_hostile_card(text), f"card-{count}-{i}.json").ids["personas"][0]
+                     for i, text in enumerate(texts)]
+
+            def steps() -> None:
+                for persona_id, text in zip(cards, texts):
+                    chat = first.new_chat(persona_id).conversation
+                    first.send(chat.id, "hello")
+                    first.set_custom_instructions(chat.id, text)
+
+            thread = threading.Thread(target=steps)
+            thread.start()
+            during = [write()]
+            while thread.is_alive():
+                during.append(write())
+            thread.join()
+            return max(during)
+
+        hostile = ["{{//" * 12_000, "x" + "\n" * 16_000 + "x"]
+        plain = [("the knight rode along the shore " * 1_600)[:len(text)] for text in hostile]
+        benign = longest_write_while(plain)
+        attacked = longest_write_while(hostile)
+        # Before, the hostile cards held the lock for the whole quadratic fill (seconds, against a
+        # tenth of a second for plain text); the margin allows for a busy machine.
+        assert attacked / benign < 10, (attacked, benign)
