@@ -229,7 +229,9 @@ def test_b3_when_the_model_judge_fails_the_offline_verdict_stands_and_says_so(ju
     assert record["memory_id"] == added[0].id and record["pairs"] >= 1
     assert record["error"].startswith("provider_error")
     # A suggestion whose judge fails still reaches review; the ledger says the offline rules decided.
-    fake_provider_server.script(text=[json.dumps({"something": "else"})])
+    # The answer of the wrong shape is asked once more with the error shown (E13), and fails again.
+    for _ in range(2):
+        fake_provider_server.script(text=[json.dumps({"something": "else"})])
     proposal = me.layers.review.propose("memory_add", {"text": "Nora swims in the lake every morning"}, "Said so")
     assert proposal.status == "pending" and "conflict" not in proposal.payload
     [proposed] = judged.store.connection().execute(
