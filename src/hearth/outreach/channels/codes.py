@@ -4,7 +4,6 @@ through SMTP. The code is in the message and nowhere else: never logged, stored 
 from __future__ import annotations
 
 import logging
-import smtplib
 from email.message import EmailMessage
 
 from hearth.errors import ConfigError, InvalidInput, ProviderError
@@ -35,16 +34,9 @@ def send(settings: Settings, channel: str, address: str, code: str) -> None:
         message = EmailMessage()
         message["From"], message["To"], message["Subject"] = settings.email_address, address, "Your Hearth code"
         message.set_content(text(settings, code))
-        try:
-            with smtplib.SMTP(settings.smtp_host, settings.smtp_port, timeout=settings.provider_timeout) as smtp:
-                if settings.smtp_starttls:
-                    smtp.starttls()
-                if settings.smtp_username:
-                    smtp.login(settings.smtp_username, settings.smtp_password)
-                smtp.send_message(message)
-        except (smtplib.SMTPException, OSError) as exc:
-            raise ProviderError(f"the verification code could not be sent ({type(exc).__name__})", "server",
-                                True) from None
+        from hearth.outreach.channels.mail import send_mail
+
+        send_mail(settings, message, "the verification code")
     else:
         raise InvalidInput(f"no verification codes on {channel!r}")
     log.info("%s verification code sent", channel)  # no address, no code

@@ -200,16 +200,10 @@ def compose(settings: Settings, to: str, reply: str, thread: dict[str, str]) -> 
     return message
 
 
-def deliver(ctx: "Context", contact: Contact, reply: "Message", thread: dict[str, str]) -> None:
-    """Send ``reply`` by SMTP; ``thread`` (the Message-ID, subject and references of the mail it
-    answers) makes it thread in the person's mail client."""
-    settings = ctx.settings
-    if not (settings.smtp_host and settings.email_address):
-        raise ConfigError("email replies need HEARTH_SMTP_HOST and HEARTH_EMAIL_ADDRESS")
-    key = f"{reply.id}"
-    if key in sent_parts(ctx.store.connection(), "email", reply.id):
-        return
-    message = compose(settings, contact.address, reply.content, thread)
+
+def send_mail(settings: Settings, message: EmailMessage, what: str) -> None:
+    """Send one message through the configured SMTP server; a failure is a retryable ProviderError
+    naming ``what`` and the error's type, never the address or the text."""
     import smtplib  # here, not at the top (S20)
 
     try:
@@ -220,7 +214,19 @@ def deliver(ctx: "Context", contact: Contact, reply: "Message", thread: dict[str
                 smtp.login(settings.smtp_username, settings.smtp_password)
             smtp.send_message(message)
     except (smtplib.SMTPException, OSError) as exc:
-        raise ProviderError(f"the reply could not be sent ({type(exc).__name__})", "server", True) from None
+        raise ProviderError(f"{what} could not be sent ({type(exc).__name__})", "server", True) from None
+
+def deliver(ctx: "Context", contact: Contact, reply: "Message", thread: dict[str, str]) -> None:
+    """Send ``reply`` by SMTP; ``thread`` (the Message-ID, subject and references of the mail it
+    answers) makes it thread in the person's mail client."""
+    settings = ctx.settings
+    if not (settings.smtp_host and settings.email_address):
+        raise ConfigError("email replies need HEARTH_SMTP_HOST and HEARTH_EMAIL_ADDRESS")
+    key = f"{reply.id}"
+    if key in sent_parts(ctx.store.connection(), "email", reply.id):
+        return
+    message = compose(settings, contact.address, reply.content, thread)
+    send_mail(settings, message, "the reply")
     record_sent(ctx, "email", key, reply, str(message["Message-ID"]), contact)
     log.info("email reply delivered")
 
