@@ -25,7 +25,8 @@ from hearth.validation import check_tree, load_json
 FORMAT = "hearth-export"
 FORMAT_VERSION = 1
 # Never exported: secrets, per-deployment state, queued work.
-EXCLUDED = frozenset({"users", "auth_sessions", "api_tokens", "schema_migrations", "app_state", "jobs"})
+EXCLUDED = frozenset({"users", "auth_sessions", "api_tokens", "model_connections", "schema_migrations",
+                      "app_state", "jobs"})
 
 
 def _tables(conn: Connection) -> list[str]:
