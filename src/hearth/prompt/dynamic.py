@@ -58,6 +58,8 @@ class Block:
     trust: str = ""
     source_ids: tuple[int, ...] = ()
     numbers: dict[str, int] = field(default_factory=dict)
+    # What each source id names, where a block mixes kinds (archive recall: "message" or "chunk").
+    source_kinds: tuple[str, ...] = ()
 
     def render(self) -> str:
         head = f"=== {self.label} ==="
