@@ -56,7 +56,6 @@ from . import attachments as attachment_routes
 from . import forget as forget_routes
 from . import remembered as remembered_routes
 from . import versions as version_routes
-from . import remembered as remembered_routes
 from .mcp_http import PATH as MCP_PATH
 from .mcp_http import McpEndpoint
 from .openai_compat import router as openai_router
@@ -242,7 +241,6 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
         app.include_router(router)
     app.include_router(forget_routes.router)  # delete forever and retention (B4, B5)
     app.include_router(version_routes.router)  # history and undo (B2)
-    app.include_router(remembered_routes.router)  # memory where the person talks (W11)
     app.include_router(remembered_routes.router)  # memory where the person talks (W11)
     app.include_router(attachment_routes.router)  # attachments and one conversation's export (W14, W15)
 

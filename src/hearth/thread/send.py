@@ -36,8 +36,6 @@ from hearth.text import estimate_tokens
 from hearth.thread import alternatives, character
 from hearth.thread.remembered import KEY as REMEMBERED
 from hearth.thread.remembered import sources as remembered_sources
-from hearth.thread.remembered import KEY as REMEMBERED
-from hearth.thread.remembered import sources as remembered_sources
 from hearth.thread.tools import ToolContext, arguments_json
 from hearth.validation import check_text
 
@@ -79,8 +77,6 @@ class SendPath:
         self.model: str | None = None  # the model this send asks for (the conversation's, set by ``assemble``)
         # What the layers searched (A3) and the request's size, not yet written (``assemble``).
         self._diagnostics: tuple[list[dict[str, Any]], str | None, dict[str, Any]] | None = None
-        # The ids of what the request carried, saved in the reply's metadata (W11, ``remembered``).
-        self.remembered: dict[str, Any] = {}
         # The ids of what the request carried, saved in the reply's metadata (W11, ``remembered``).
         self.remembered: dict[str, Any] = {}
 
@@ -351,8 +347,6 @@ class SendPath:
                         assembled_text=[prompt.text, *(m.content for m in history[-8:])],
                         has_assistant_reply=has_reply)
             context = ctx.dynamic.render(ctx.dynamic.collect(turn))
-            self.remembered = remembered_sources(conn, conversation.id, context.blocks, turn.handoff,
-                                                 prompt.handoff_chars > 0)
             self.remembered = remembered_sources(conn, conversation.id, context.blocks, turn.handoff,
                                                  prompt.handoff_chars > 0)
             history = _history_with_attachments(conn, ctx.user_id, conversation.id, history, seeing)
