@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from hearth import Hearth, Settings
+from hearth.server import create_app
+from tests.conftest import RecordingProvider
+from tests.test_server import serve_in_thread
 from tests.test_ui import (  # noqa: F401  (shared fixtures)
     UI_TIMEOUT_MS,
     base,
@@ -336,3 +340,77 @@ def test_w13_code_is_highlighted_with_a_copy_button_and_katex_renders_maths_sani
         assert page.script_errors == []
     finally:
         context.close()
+
+
+# -- W16: voice only where it works ---------------------------------------------------------------------
+FAKE_RECOGNITION = """(() => {
+  class FakeRecognition extends EventTarget {
+    start() {
+      window.__dictating = (window.__dictating || 0) + 1;
+      setTimeout(() => {
+        const result = Object.assign([{ transcript: " hello from my voice" }], { isFinal: true });
+        const event = new Event("result");
+        event.resultIndex = 0;
+        event.results = [result];
+        this.dispatchEvent(event);
+      }, 50);
+    }
+    stop() { this.dispatchEvent(new Event("end")); }
+  }
+  window.SpeechRecognition = FakeRecognition;
+  delete window.webkitSpeechRecognition;
+})();"""
+NO_RECOGNITION = "delete window.SpeechRecognition; delete window.webkitSpeechRecognition;"
+
+
+@pytest.mark.parametrize("viewport", SIZES)
+def test_w16_without_realtime_voice_the_mic_dictates_where_the_browser_can_and_is_absent_where_not(
+        browser, base, me, viewport):
+    chat = chat_with_messages(me, f"Dictation {viewport['width']}", ["Hello"])
+    context, page = new_page(browser, viewport)
+    try:
+        page.add_init_script(FAKE_RECOGNITION)
+        goto(page, base + f"/#conversation-{chat.id}")
+        assert page.evaluate("fetch('/api/voice/ability').then((r) => r.json())") == {"realtime": False}
+        dictate = page.get_by_role("button", name="Dictate")
+        expect(dictate).to_be_visible()
+        assert dictate.get_attribute("title") == "Dictate"
+        expect(page.locator("#voice-start")).to_be_hidden()  # no realtime provider: no Voice button
+        page.locator("#composer-text").fill("Typed first.")
+        dictate.click()
+        expect(page.locator("#composer-text")).to_have_value("Typed first. hello from my voice")
+        page.get_by_role("button", name="Stop dictating").click()
+        expect(page.get_by_role("button", name="Dictate")).to_have_attribute("aria-pressed", "false")
+        assert page.script_errors == []
+    finally:
+        context.close()
+    context, page = new_page(browser, viewport)
+    try:
+        page.add_init_script(NO_RECOGNITION)
+        goto(page, base + f"/#conversation-{chat.id}")
+        expect(page.locator("#composer-text")).to_be_enabled()
+        page.wait_for_timeout(300)  # the ability answer has come back
+        expect(page.locator("#dictate")).to_have_count(0)  # nothing where the browser cannot
+        expect(page.locator("#voice-start")).to_be_hidden()
+        assert page.script_errors == []
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("viewport", SIZES)
+def test_w16_with_realtime_voice_the_voice_button_shows(browser, tmp_path, viewport):
+    settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000,
+                                 "openai_api_key": "sk-server-only"}, environ={})
+    with Hearth(settings, provider=RecordingProvider()) as hearth, \
+            serve_in_thread(create_app(settings, hearth)) as served:
+        me = hearth.scope()
+        chat = me.conversations.create(me.personas.create("elion", "Elion").id, title="Voice")
+        context, page = new_page(browser, viewport)
+        try:
+            page.add_init_script(FAKE_RECOGNITION)
+            goto(page, served + f"/#conversation-{chat.id}")
+            expect(page.get_by_role("button", name="Talk by voice")).to_be_visible()
+            expect(page.locator("#dictate")).to_have_count(0)  # the real thing instead of dictation
+            assert page.script_errors == []
+        finally:
+            context.close()
