@@ -55,6 +55,18 @@ def open_header(page, size):
 
 
 # -- U1: the first run -------------------------------------------------------------------------------------
+def name_yourself(welcome):
+    """The welcome's first step (W10): the person's name."""
+    welcome.get_by_label("Your name").fill("Sam")
+    welcome.get_by_role("button", name="Continue").click()
+
+
+def stay_offline(welcome):
+    """The welcome's last step (W10): no model for now (tests/test_ui_connect.py connects one)."""
+    welcome.get_by_text("Offline for now").click()
+    welcome.get_by_role("button", name="Save and start chatting").click()
+
+
 def test_u1_w5_w6_a_fresh_deployment_welcomes_and_creates_a_companion(sized, tmp_path):  # noqa: F811
     page, size = sized
     settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000}, environ={})
@@ -72,9 +84,11 @@ def test_u1_w5_w6_a_fresh_deployment_welcomes_and_creates_a_companion(sized, tmp
         assert no_sideways_scroll(page)
         check_axe(page, f"welcome {size}", found)
 
-        welcome.get_by_label("Name").fill("Juniper <b>Moss</b>")
+        name_yourself(welcome)
+        welcome.get_by_label("Name", exact=True).fill("Juniper <b>Moss</b>")
         welcome.get_by_label("Who they are (a sentence or two)").fill("A calm friend who notices small things.")
-        welcome.get_by_role("button", name="Create and start chatting").click()
+        welcome.get_by_role("button", name="Create and continue").click()
+        stay_offline(welcome)
         expect(welcome).to_be_hidden()
         expect(page.locator("#composer-text")).to_be_enabled()
         expect(page.locator("#composer-text")).to_be_focused()
@@ -108,14 +122,16 @@ def test_u1_w5_the_welcome_imports_a_character_card_whose_greeting_opens_the_cha
         default = me.personas.default()
         ready(page, base + "/")
         expect(page.locator("#welcome")).to_be_visible()
-        page.get_by_role("button", name="Import and start chatting").click()
+        name_yourself(page.locator("#welcome"))
+        page.get_by_role("button", name="Import and continue").click()
         expect(page.locator("#welcome-status")).to_have_text("Choose a card file first.")
         page.get_by_label("Card file").set_input_files(str(not_a_card))
-        page.get_by_role("button", name="Import and start chatting").click()
+        page.get_by_role("button", name="Import and continue").click()
         expect(page.locator("#welcome-status")).to_have_attribute("data-kind", "error")
         assert [p.id for p in me.personas.list()] == [default.id]  # refused: nothing changed
         page.get_by_label("Card file").set_input_files(str(card))
-        page.get_by_role("button", name="Import and start chatting").click()
+        page.get_by_role("button", name="Import and continue").click()
+        stay_offline(page.locator("#welcome"))
         expect(page.locator("#welcome")).to_be_hidden()
         expect(page.locator(".message.role-assistant .body").first).to_have_text(CARD["data"]["first_mes"])
         assert [p.display_name for p in me.personas.list()] == ["Mira"]
