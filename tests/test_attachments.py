@@ -355,3 +355,28 @@ def test_w14_the_library_check_refuses_before_any_write(me, persona):
     with pytest.raises(InvalidInput, match="at most 4 attachments"):
         me.send(chat.id, "many", attached=[NOTES] * 5)
     assert me.conversations.messages(chat.id) == []
+
+
+def test_w14_x1_the_openai_compatible_endpoint_takes_image_parts_as_data_urls(hearth, me, persona, provider):
+    token = hearth.users.create_token(me.user_id, "client")
+    headers = {"Authorization": f"Bearer {token}"}
+    data_url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    with TestClient(create_app(hearth.settings, hearth), base_url=BASE) as client:
+        answer = client.post("/v1/chat/completions", headers=headers, json={"model": "elion", "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "What is this?"},
+                                         {"type": "image_url", "image_url": {"url": data_url}}]}]})
+        assert answer.status_code == 200, answer.text
+        sent = provider.requests[-1].messages[-1]
+        assert sent.content == "What is this?" and sent.images[0].data == PNG
+        conversation_id = int(answer.headers["x-hearth-conversation-id"])
+        with hearth.store.read() as conn:
+            assert [tuple(r) for r in conn.execute("SELECT name, kind FROM message_attachments"
+                                                   " WHERE conversation_id = ?", (conversation_id,))] == [
+                ("image-2", "image")]
+        before = row_counts(hearth)
+        for url in ("https://example.org/cat.png", "data:image/png;base64,@@@"):
+            refused = client.post("/v1/chat/completions", headers=headers, json={"model": "elion", "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "And this?"},
+                                             {"type": "image_url", "image_url": {"url": url}}]}]})
+            assert refused.status_code == 400 and refused.json()["error"]["message"]
+        assert row_counts(hearth) == before

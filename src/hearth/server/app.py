@@ -66,6 +66,7 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Uploads of whole files (card PNGs, export zips, chat archives): binary, with their own size limit.
 UPLOAD_PATHS = frozenset({"/api/imports", "/api/archive/import"})
 # Sends that may carry attachments (W14): their bodies may hold a message's files, base64 encoded.
+# (``/v1/chat/completions`` keeps ``max_body_bytes``: its images are small ones, docs/clients.md.)
 ATTACHING_PATH = re.compile(r"^/api/conversations/\d+/messages$")
 # Answers that carry a person's data: never kept by a browser or proxy cache, never content-sniffed.
 NO_STORE_TYPES = (b"application/json", b"application/x-ndjson", b"text/event-stream", b"application/problem+json")
