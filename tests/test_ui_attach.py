@@ -19,6 +19,7 @@ import pytest
 from tests.test_ui import (  # noqa: F401  (shared fixtures)
     base,
     browser,
+    details,
     elion,
     eventually,
     expect,
@@ -44,6 +45,15 @@ PASTE_IMAGE = """async ([b64, name]) => {
   const box = document.getElementById("composer-text");
   box.focus();
   box.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
+}"""
+
+
+DROP_FILES = """(count) => {
+  const data = new DataTransfer();
+  for (let i = 0; i < count; i++) data.items.add(new File(["x"], `part${i}.txt`, { type: "text/plain" }));
+  const composer = document.getElementById("composer");
+  composer.dispatchEvent(new DragEvent("dragover", { dataTransfer: data, bubbles: true, cancelable: true }));
+  composer.dispatchEvent(new DragEvent("drop", { dataTransfer: data, bubbles: true, cancelable: true }));
 }"""
 
 
@@ -95,6 +105,11 @@ def test_w14_files_attached_by_button_and_paste_wait_as_chips_reach_the_model_an
         assert last.images and last.images[0].data == PNG
         assert "Bring the blue kettle." in last.content and last.content.startswith("What do you make of these?")
         shot(page, f"attach-sent-{tag}")
+        # The Details panel counts them in the request size (R2).
+        details(page)
+        expect(page.locator('#size-panel .size-row[data-key="attachments_count"] dd')).to_have_text("2")
+        expect(page.locator('#size-panel .size-row[data-key="attachments_tokens"] dt')).to_have_text(
+            "Attachments (counted above)")
         page.emulate_media(color_scheme="dark")
         shot(page, f"attach-sent-{tag}-dark")
         page.emulate_media(color_scheme="light")
@@ -114,17 +129,16 @@ def test_w14_files_attached_by_button_and_paste_wait_as_chips_reach_the_model_an
 
 
 @pytest.mark.parametrize("viewport", SIZES)
-def test_w14_a_file_the_server_refuses_stays_in_the_composer_with_the_reason(browser, site, me, viewport):
+def test_w14_files_dropped_and_refused_by_the_server_stay_in_the_composer_with_the_reason(browser, site, me,
+                                                                                           viewport):
     base, hearth, _provider = site
     tag = size_name(viewport)
     chat = me.conversations.create(elion(me).id, title=f"Too many {tag}")
     context, page = new_page(browser, viewport)
     try:
         goto(page, base + f"/#conversation-{chat.id}")
-        with page.expect_file_chooser() as chooser:
-            page.get_by_role("button", name="Attach files").click()
-        chooser.value.set_files([{"name": f"part{i}.txt", "mimeType": "text/plain", "buffer": b"x"}
-                                 for i in range(hearth.settings.attachment_max_count + 1)])
+        # Dropped on the composer this time.
+        page.evaluate(DROP_FILES, hearth.settings.attachment_max_count + 1)
         page.locator("#composer-text").fill("All of them")
         page.locator("#composer-text").press("Enter")
         expect(page.locator("#status")).to_contain_text("at most 4 attachments")

@@ -37,6 +37,8 @@ const SIZE_ROWS = [
   ["handoff_tokens", "Handoff"],
   ["summary_tokens", "Summary"],
   ["user_message_tokens", "Your message"],
+  ["attachments_tokens", "Attachments (counted above)"], // W14: inside "Your message" and "History"
+  ["attachments_count", "Attached files"],
   ["tools_tokens", "Tools"],
   ["tools_count", "Tool definitions"],
 ];
