@@ -174,11 +174,11 @@ def test_w11_what_i_remembered_lists_a_memory_a_fired_fragment_and_a_recall_snip
         expect(page).to_have_url(f"{base}/#memory")
         target = page.locator(f'#memory-list .memory-item[data-id="{memory.id}"]')
         expect(target).to_have_class(re.compile(r"remembered-target"))
-        # And the lore link opens Layers at the entry that fired.
+        # And the lore link opens What I know at the entry that fired.
         page.go_back()
         reply = page.locator("#messages .message.role-assistant").last
         open_disclosure(reply)
-        reply.locator(".remembered-fragments").get_by_role("link", name="Open in Layers").click()
+        reply.locator(".remembered-fragments").get_by_role("link", name="Open in What I know").click()
         expect(page).to_have_url(f"{base}/#layers")
         expect(page.locator(f'[data-fragment-id="{fragment.id}"]')).to_have_class(re.compile(r"remembered-target"))
         assert page.script_errors == []

@@ -2,7 +2,7 @@
 // the reply's own send saved (GET .../messages/{id}/remembered): the memories its thread carried,
 // the lore its words brought in, turns recalled from this and earlier conversations, archive
 // excerpts and the chat it carried over from. Each links to its source: a message opens in its
-// thread, a memory in Memory, lore in Layers, an imported document as itself. A reply that
+// thread, a memory in Memory, lore in What I know, an imported document as itself. A reply that
 // remembered nothing shows nothing. messages.js calls attachRemembered() for each reply it draws.
 
 import { apiJson, el } from "./api.js";
@@ -89,7 +89,7 @@ function groups(data) {
     memories: data.memories.map((m) => ({ text: m.text, link: `#memory`, kind: "memory", id: m.id, go: "Open in Memory" })),
     fragments: data.fragments.map((f) => ({
       text: f.triggers.length ? `${f.triggers.join(", ")}: ${f.text}` : f.text,
-      link: "#layers", kind: "lore", id: f.id, go: "Open in Layers",
+      link: "#layers", kind: "lore", id: f.id, go: "Open in What I know",
     })),
     here: data.recall.filter((r) => r.this_conversation).map(turn),
     recall: data.recall.filter((r) => !r.this_conversation).map(turn),
@@ -130,11 +130,18 @@ function sections(data) {
   return out;
 }
 
+const DAY = new Intl.DateTimeFormat(undefined, { dateStyle: "medium" });
+
+function day(stamp) {
+  const date = new Date(stamp);
+  return Number.isNaN(date.getTime()) ? "" : DAY.format(date);
+}
+
 function row(entry) {
   const li = el("li", "remembered-item");
-  const meta = [entry.who, entry.title, entry.date ? entry.date.slice(0, 10) : ""].filter(Boolean).join(" · ");
+  const meta = [entry.who, entry.title, entry.date ? day(entry.date) : ""].filter(Boolean).join(" · ");
   if (meta) li.append(el("span", "remembered-meta", meta));
-  li.append(el("span", "remembered-text", entry.text));
+  li.append(el("span", "remembered-text", entry.text), " ");
   const link = el("a", "remembered-link", entry.go);
   link.href = entry.link;
   if (entry.kind) {
