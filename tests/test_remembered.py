@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from hearth.retrieval.archive import Archive
+from hearth.retrieval.semantic import embed_pending, shared_embedder
 from hearth.server import create_app
 from tests.test_checkpoints import IDLE, later, worker_at
 from tests.test_server import BASE, assert_error, row_counts, send
@@ -154,3 +156,18 @@ def parse_send(client, conversation_id: int, headers: dict) -> list:
     response = client.post(f"/api/conversations/{conversation_id}/messages", json={"text": "hello"}, headers=headers)
     assert response.status_code == 200, response.text
     return parse_sse(response.text)
+
+
+def test_w11_a2_archive_excerpts_are_listed_with_their_document(client, hearth, me):
+    keeper = me.personas.create("voice", "Elion", user_label="AUMA said:", assistant_label="Elion Voicefire said:",
+                                archive_access=True)
+    document = Archive(hearth.store, me.user_id).add_text(
+        "Orchard", "AUMA said:\nThe quince tree was planted in 2017.\n", document_date="2017-05-01")
+    embed_pending(hearth.store, shared_embedder(), user_id=me.user_id)
+    chat = me.conversations.create(keeper.id, "Now")
+    me.send(chat.id, "hello")
+    reply = me.send(chat.id, "When did we plant the quince tree?").assistant_message
+    got = client.get(f"/api/conversations/{chat.id}/messages/{reply.id}/remembered").json()
+    [excerpt] = [a for a in got["archive"] if a["kind"] == "chunk"]
+    assert excerpt["title"] == "Orchard" and excerpt["date"] == "2017-05-01"
+    assert excerpt["document_id"] == document.document.id and "quince tree was planted" in excerpt["text"]
