@@ -118,6 +118,20 @@ def test_w10_a_saved_connection_answers_the_next_send_without_a_restart(served):
     assert len(chat_requests(fake)) == 1
 
 
+def test_w10_background_work_uses_the_job_owners_saved_connection(served):
+    from hearth.ops.jobs import Worker
+
+    client, hearth, fake = served
+    client.put("/api/connection", json=chat_payload(fake))
+    fake.script(text=["Tea and the sea."])
+    conversation = new_chat(client)
+    reply_text(client, conversation, "Shall we talk about lighthouses and tea?")
+    fake.script(text=['{"title": "Lighthouses and tea"}'])
+    Worker(hearth).run_once()  # no helper given: the job owner's connection writes the title
+    assert len(chat_requests(fake)) == 2
+    assert client.get(f"/api/conversations/{conversation}").json()["title"] == "Lighthouses and tea"
+
+
 def test_w10_the_chat_model_list_follows_the_saved_connection(served):
     client, _hearth, fake = served
     assert client.get("/api/models").json()["provider"] == "offline"

@@ -141,7 +141,7 @@ def test_w10_offline_is_an_explicit_first_run_choice(sized, tmp_path):  # noqa: 
         welcome.get_by_role("button", name="Create and continue").click()
         connect = page.locator("#welcome-connect")
         connect.get_by_text("Offline for now").click()
-        expect(connect.get_by_label("API key")).to_be_hidden()
+        expect(connect.get_by_label("API key", exact=True)).to_be_hidden()
         connect.get_by_role("button", name="Save and start chatting").click()
         expect(welcome).to_be_hidden()
         expect(page.locator("#composer-text")).to_be_enabled()

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 TEST_PROMPT = "This is a connection test. Reply with one short friendly sentence."
 TEST_OUTPUT_TOKENS = 32  # enough for a sentence; the Responses API refuses fewer than 16
 LISTING_MODEL = "listing"  # a placeholder: listing asks for no model, but a provider needs a name
+TEST_TIMEOUT = 20.0  # seconds: a person is waiting on the button, not on a long reply
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Tried:
 def candidate(settings: Any, provider: str, model: str, base_url: str, api_key: str) -> Any:
     """The deployment's settings with a candidate connection's provider fields."""
     return settings.with_(provider=provider, model=model, base_url=base_url,
+                          provider_timeout=min(float(settings.provider_timeout), TEST_TIMEOUT),
                           openai_api_key=api_key if provider in ("openai", "openai-chat") else "",
                           anthropic_api_key=api_key if provider == "anthropic" else "")
 
