@@ -18,7 +18,9 @@ from hearth.server import create_app
 from tests.conftest import RecordingProvider
 from tests.test_server import serve_in_thread
 from tests.test_ui import (  # noqa: F401  (shared fixtures)
+    AXE,
     UI_TIMEOUT_MS,
+    axe_violations,
     base,
     browser,
     chat_with_messages,
@@ -414,3 +416,39 @@ def test_w16_with_realtime_voice_the_voice_button_shows(browser, tmp_path, viewp
             assert page.script_errors == []
         finally:
             context.close()
+
+
+# -- W6 again, on the new screens: axe-core at both sizes and in both themes ------------------------------
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("viewport", SIZES)
+def test_w8_w13_w6_axe_finds_no_wcag_21_aa_violation_on_the_new_screens(browser, base, me, viewport, scheme):
+    if not AXE.exists():
+        pytest.skip("axe-core is not installed (make dev runs npm ci)")
+    chat = chat_with_messages(me, f"Axe {scheme} {viewport['width']}",
+                              ["Code:\n\n```python\nprint('hi')  # a comment\n```\n\nand $a^2+b^2=c^2$"])
+    context, page = new_page(browser, viewport, color_scheme=scheme, bypass_csp=True)
+    found = {}
+
+    def check(where):
+        violations = axe_violations(page)
+        if violations:
+            found[where] = violations
+
+    try:
+        for view in NAV:
+            goto(page, base + (f"/#conversation-{chat.id}" if view == "chat" else f"/#{view}"))
+            page.wait_for_timeout(200)
+            check(view)
+        goto(page, base + f"/#conversation-{chat.id}")
+        page.locator("#chat-more-toggle").click()
+        check("More")
+        page.keyboard.press("Escape")
+        page.locator("#details-toggle").click()
+        expect(page.locator("#details")).to_be_visible()
+        check("Details")
+        page.locator("#sheet-close").click()
+        page.locator("#messages .message.role-assistant").last.locator(".reply-details-summary").click()
+        check("reply Details")
+        assert found == {}, found
+    finally:
+        context.close()
