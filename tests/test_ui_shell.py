@@ -185,7 +185,7 @@ INTERNAL_RE = re.compile(r"(?<![\w-])(" + "|".join(re.escape(w) for w in INTERNA
 SNAKE_RE = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
 # "1 personas": a count of one before a plural noun (not a word that ends in -ss, like "class").
 PLURAL_RE = re.compile(r"(?<![\d.,])\b1 (?!\w*ss\b)([A-Za-z]+s)\b")
-NAV = ["chat", "memory", "personas", "layers", "recall", "timeline", "tools"]
+NAV = ["chat", "memory", "personas", "layers", "recall", "timeline", "tools", "settings", "accounts"]
 
 # Every visible text node, aria-label, title and placeholder of the page, outside the Details panel
 # and the per-reply Details (where precise names belong).
