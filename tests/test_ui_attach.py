@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_ui import (  # noqa: F401  (shared fixtures)
+    AXE,
+    axe_violations,
     base,
     browser,
     details,
@@ -192,5 +194,26 @@ def test_w15_more_exports_markdown_and_json_and_the_json_opens_again_read_only_w
         expect(page.locator("#composer-text")).to_be_enabled()
         eventually(lambda: any(not c.imported and c.id > copy_id for c in me.conversations.list()))
         assert page.script_errors == []
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("viewport", SIZES)
+def test_w14_axe_finds_no_wcag_21_aa_violation_with_chips_and_sent_files(browser, site, me, viewport, scheme):
+    if not AXE.exists():
+        pytest.skip("axe-core is not installed (make dev runs npm ci)")
+    base, _hearth, _provider = site
+    chat = me.conversations.create(elion(me).id, title=f"Axe files {scheme} {viewport['width']}")
+    me.send(chat.id, "Two files", attached=[{"name": "notes.txt", "media_type": "text/plain", "text": "Kettle."},
+                                            {"name": "kettle.png", "media_type": "image/png",
+                                             "data": base64.b64encode(PNG).decode()}])
+    context, page = new_page(browser, viewport, color_scheme=scheme, bypass_csp=True)
+    try:
+        goto(page, base + f"/#conversation-{chat.id}")
+        expect(page.locator("#messages .message-attachments .attach-chip")).to_have_count(2)
+        page.evaluate(PASTE_IMAGE, [base64.b64encode(PNG).decode(), "pasted.png"])
+        expect(page.locator("#attach-chips .attach-chip")).to_have_count(1)
+        assert axe_violations(page) == []
     finally:
         context.close()
