@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 from fastapi.testclient import TestClient
@@ -323,3 +324,30 @@ def test_w10_the_persons_name_greets_them_in_an_imported_card(served):
     texts = [m["content"] for m in (messages["messages"] if isinstance(messages, dict) else messages)]
     assert texts[0] == "*lights the lamp* Evening, Ada. Tea?"
     assert all("the person" not in t for t in texts)
+
+
+def test_w10_the_cli_turns_an_account_off_and_on(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from hearth.cli import cli
+
+    monkeypatch.setenv("HEARTH_HOME", str(tmp_path / "home"))
+    runner = CliRunner()
+
+    def run(*args):
+        result = runner.invoke(cli, list(args), catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    run("init")
+    run("user", "add", "sam")
+    hearth = deployment(tmp_path)
+    sam = hearth.users.by_name("sam")
+    token = hearth.users.create_token(sam.id, "phone")
+    assert "turned off" in run("user", "disable", "sam")
+    assert re.search(r"\bsam\s+off\b", run("user", "list"))
+    assert hearth.users.token_user(token) is None
+    run("user", "enable", "sam")
+    assert hearth.users.token_user(token) == sam.id
+    assert runner.invoke(cli, ["user", "disable", "owner"]).exit_code != 0  # the owner stays on
+    hearth.close()
