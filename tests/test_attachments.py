@@ -380,3 +380,13 @@ def test_w14_x1_the_openai_compatible_endpoint_takes_image_parts_as_data_urls(he
                                              {"type": "image_url", "image_url": {"url": url}}]}]})
             assert refused.status_code == 400 and refused.json()["error"]["message"]
         assert row_counts(hearth) == before
+
+
+def test_w14_a_message_may_be_its_files_alone_but_never_nothing(hearth, me, persona, provider):
+    chat = me.conversations.create(persona.id)
+    reply = me.send(chat.id, "", attached=[image()])
+    sent = provider.requests[-1].messages[-1]
+    assert reply.user_message.content == "" and sent.images[0].data == PNG
+    with pytest.raises(InvalidInput, match="must not be empty"):
+        me.send(chat.id, "  ")
+    assert len(me.conversations.messages(chat.id)) == 2

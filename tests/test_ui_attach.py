@@ -215,5 +215,11 @@ def test_w14_axe_finds_no_wcag_21_aa_violation_with_chips_and_sent_files(browser
         page.evaluate(PASTE_IMAGE, [base64.b64encode(PNG).decode(), "pasted.png"])
         expect(page.locator("#attach-chips .attach-chip")).to_have_count(1)
         assert axe_violations(page) == []
+        # A picture alone is a message: Enter sends it with the box empty.
+        page.locator("#composer-text").press("Enter")
+        expect(page.locator("#messages .message.role-user")).to_have_count(2)
+        expect(page.locator("#attach-chips .attach-chip")).to_have_count(0)
+        expect(page.locator("#messages .message.streaming")).to_have_count(0)
+        eventually(lambda: len(me.conversations.messages(chat.id)) == 4)
     finally:
         context.close()

@@ -137,7 +137,10 @@ class SendPath:
                                  reason="edited")
                 user_message = ctx.conversations.message(user_message.id)
             else:
-                user_message = save_turn(ctx, conn, conversation_id, self._check_text(text), channel=channel,
+                # A message may be its files alone (a picture with no words, W14).
+                words = (check_text(text, "message", max_chars=self.settings.max_message_chars) if attached
+                         else self._check_text(text))
+                user_message = save_turn(ctx, conn, conversation_id, words, channel=channel,
                                          created_at=now, span_id=self.span_id)
                 # In the message's own transaction: saved whole, before any model call.
                 attachments.add(conn, ctx.user_id, conversation_id, user_message.id, attached)

@@ -5,6 +5,7 @@
 // composer. Text files are read as text, images (PNG, JPEG, GIF, WebP) as base64. The server
 // checks every limit again and says which one a file passed. The owners of the composer and the
 // messages call two functions, at one line each use:
+//   hasAttachments()          -> whether files wait (a message may be files alone)
 //   takeAttachments()         -> {body, shown, restore}: the send request's files, the sent bubble's,
 //                                and putting them back if the send failed
 //   showAttachments(item, m)  -> a message's files under its bubble
@@ -170,6 +171,10 @@ function drawChips() {
   }));
   chips.hidden = pending.length === 0;
   composer?.classList.toggle("has-attachments", pending.length > 0);
+}
+
+export function hasAttachments() {
+  return pending.length > 0;
 }
 
 // The files of the message being sent, taken out of the composer: `body` joins the send request,

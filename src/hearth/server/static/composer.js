@@ -11,7 +11,7 @@ import { addMessage, connectActions, refreshActions, setMessageData, setSource, 
 import { renderSize } from "./sidepanel.js";
 import { markdownFragment, renderMarkdown } from "./markdown.js";
 import { refreshCurrent, reloadMessages, renderHeader } from "./chat.js";
-import { takeAttachments } from "./attachments.js";
+import { hasAttachments, takeAttachments } from "./attachments.js";
 
 const ui = {
   composer: $("composer"),
@@ -313,18 +313,19 @@ async function sendMessage() {
     setStatus("The reply is still arriving: send when it is done, or stop it.");
     return;
   }
-  if (!text.trim() || !state.current) return;
+  if ((!text.trim() && !hasAttachments()) || !state.current) return; // files alone may be sent (W14)
   setStatus("");
   const attached = takeAttachments(); // files of the message (attachments.js, W14)
   const userBubble = addMessage({ role: "user", kind: "chat", content: text, attachments: attached.shown });
   userBubble.classList.add("pending");
   // The words move into the bubble now, so the box is free for the next message while the reply
-  // streams (W12): what is typed meanwhile is never cleared when the reply ends.
+  // streams (W12): what is typed meanwhile is never cleared when the reply ends. The stored draft
+  // (drafts.js) keeps the sent words until the server has them, so an expired session loses nothing.
   ui.text.value = "";
-  ui.text.dispatchEvent(new Event("input")); // the saved draft goes too
   await runSend(async () => {
     try {
       await streamReply(`/api/conversations/${state.current.id}/messages`, { text, ...attached.body }, { userBubble });
+      ui.text.dispatchEvent(new Event("input")); // the stored draft follows the box: empty, or what was typed since
     } catch (error) {
       attached.restore();
       userBubble.remove(); // nothing was saved: the text comes back to the box, before anything typed since
