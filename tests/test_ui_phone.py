@@ -38,7 +38,8 @@ pytestmark = pytest.mark.ui
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1366, "height": 860}
 PANELS = [("Memory", "memory"), ("Personas", "personas"), ("What I know", "layers"), ("Recall", "recall"),
-          ("Timeline", "timeline"), ("Tools", "tools"), ("Chat", "chat")]
+          ("Timeline", "timeline"), ("Tools", "tools"), ("Settings", "settings"), ("Accounts", "accounts"),
+          ("Chat", "chat")]
 # An internal dotted name (context.request_size, span.opened, tool:search_archive...).
 DOTTED = re.compile(r"\b[a-z]+(?:_[a-z]+)*[.:][a-z]+(?:_[a-z]+)*\b")
 
