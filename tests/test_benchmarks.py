@@ -25,6 +25,7 @@ SMALL = {
     "memory_move": ["--memories", "30", "--conversations", "5", "--sent", "3", "--moves", "2"],
     "duplicates": ["--no-embedder"],
     "send_path": ["--sizes", "200", "--sends", "3", "--json"],
+    "remembered": ["--memories", "300", "--repeat", "5", "--json"],
 }
 
 

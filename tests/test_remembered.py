@@ -171,3 +171,17 @@ def test_w11_a2_archive_excerpts_are_listed_with_their_document(client, hearth, 
     [excerpt] = [a for a in got["archive"] if a["kind"] == "chunk"]
     assert excerpt["title"] == "Orchard" and excerpt["date"] == "2017-05-01"
     assert excerpt["document_id"] == document.document.id and "quince tree was planted" in excerpt["text"]
+
+
+def test_w11_each_version_of_a_reply_keeps_what_its_own_send_remembered(client, me, persona):
+    chat = me.conversations.create(persona.id, "Versions")
+    me.send(chat.id, "Good morning")
+    first = me.send(chat.id, "Tell me about the lighthouse keeper").assistant_message
+    path = f"/api/conversations/{chat.id}/messages/{first.id}/remembered"
+    assert client.get(path).json()["fragments"] == []
+    fragment = me.layers.fragments.add(["lighthouse"], "The lighthouse keeper is called Ines.", "people")
+    again = me.regenerate(chat.id).assistant_message
+    assert again.id == first.id  # another version of the same reply
+    assert [f["id"] for f in client.get(path).json()["fragments"]] == [fragment.id]
+    me.choose_alternative(first.id, 0)  # back to the first version: its own record, without the entry
+    assert client.get(path).json()["fragments"] == []

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from hearth.records.conversations import Conversations
 
 KEY = "remembered"  # the reply metadata key
-MAX_MEMORIES = 100  # a snapshot may hold thousands; the reply lists the first of them in order
+MAX_MEMORIES = 100  # a snapshot may hold thousands; a reply lists at most this many of them
 PREVIEW_CHARS = 300
 RECALL_LAYERS = ("thread_recall", "keyword_recall")
 
@@ -29,11 +29,13 @@ RECALL_LAYERS = ("thread_recall", "keyword_recall")
 def sources(conn: Connection, conversation_id: int, blocks: Iterable["Block"], handoff: dict[str, Any] | None,
             handoff_in_prompt: bool) -> dict[str, Any]:
     """The ids a request carried, for the reply's metadata; keys with nothing are left out. One
-    indexed read (the snapshot's ids, in the prompt's order), inside the assembly's read snapshot."""
+    indexed read inside the assembly's read snapshot: the snapshot's ids in the key's order, so it
+    stops after MAX_MEMORIES + 1 rows however large the snapshot (ordering by the memory list's
+    position would sort the whole snapshot on every send: 45 ms at 20,000 memories)."""
     found: dict[str, Any] = {}
     rows = conn.execute(
-        "SELECT m.id FROM conversation_memories cm JOIN memories m ON m.id = cm.memory_id"
-        " WHERE cm.conversation_id = ? AND m.eligible = 1 AND m.valid_until IS NULL ORDER BY m.position, m.id"
+        "SELECT cm.memory_id FROM conversation_memories cm JOIN memories m ON m.id = cm.memory_id"
+        " WHERE cm.conversation_id = ? AND m.eligible = 1 AND m.valid_until IS NULL ORDER BY cm.memory_id"
         " LIMIT ?", (conversation_id, MAX_MEMORIES + 1)).fetchall()
     if rows:
         found["memories"] = [r[0] for r in rows[:MAX_MEMORIES]]
@@ -85,11 +87,10 @@ def read(conversations: "Conversations", conversation_id: int, message_id: int) 
         return out
     ids = [i for i in recorded.get("memories", []) if isinstance(i, int)]
     if ids:
-        found = {r["id"]: r for r in conn.execute(
-            f"SELECT id, text, category FROM memories WHERE user_id = ? AND id IN ({_marks(len(ids))})",
-            (user_id, *ids))}
-        out["memories"] = [{"id": i, "text": found[i]["text"], "category": found[i]["category"]}
-                           for i in ids if i in found]
+        # Listed in the memory list's own order (the prompt's order).
+        out["memories"] = [{"id": r["id"], "text": r["text"], "category": r["category"]} for r in conn.execute(
+            f"SELECT id, text, category FROM memories WHERE user_id = ? AND id IN ({_marks(len(ids))})"
+            " ORDER BY position, id", (user_id, *ids))]
         out["memories_more"] = bool(recorded.get("memories_more"))
     ids = [i for i in recorded.get("fragments", []) if isinstance(i, int)]
     if ids:

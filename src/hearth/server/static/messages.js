@@ -115,6 +115,7 @@ export function updateMessage(item, message) {
   setMessageData(item, message);
   sources.set(item, message.content);
   renderMarkdown(item.querySelector(".body"), message.content);
+  attachRemembered(item, message); // another version: what its own send remembered (remembered.js)
 }
 
 // A long thread opens at its newest page of messages, and only the newest WINDOW of them is drawn at

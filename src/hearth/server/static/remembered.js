@@ -22,10 +22,12 @@ const SECTIONS = [
 const hasAny = (recorded) => Boolean(recorded) && ["memories", "fragments", "recall", "archive", "handoff"]
   .some((key) => (Array.isArray(recorded[key]) ? recorded[key].length : recorded[key]));
 
-// For a reply drawn from the server (its metadata holds what its send recorded).
+// For a reply drawn from the server (its metadata holds what its send recorded); called again when
+// it is drawn for another version of the reply (regenerated, swiped): that version's own record.
 export function attachRemembered(item, message) {
   if (!message || message.role !== "assistant" || !message.id) return;
   checked.add(item);
+  item.querySelector(":scope > .remembered")?.remove();
   const recorded = (message.metadata || {}).remembered;
   if (hasAny(recorded)) place(item, disclosure(item));
 }
