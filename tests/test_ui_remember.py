@@ -14,6 +14,8 @@ import pytest
 
 from hearth.providers.base import StreamEvent, Usage
 from tests.test_ui import (  # noqa: F401  (shared fixtures)
+    AXE,
+    axe_violations,
     base,
     browser,
     elion,
@@ -182,5 +184,30 @@ def test_w11_what_i_remembered_lists_a_memory_a_fired_fragment_and_a_recall_snip
         expect(page).to_have_url(f"{base}/#layers")
         expect(page.locator(f'[data-fragment-id="{fragment.id}"]')).to_have_class(re.compile(r"remembered-target"))
         assert page.script_errors == []
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("viewport", SIZES)
+def test_w11_w6_axe_finds_no_wcag_21_aa_violation_in_the_notice_or_the_disclosure(browser, site, me, viewport,
+                                                                                  scheme):
+    if not AXE.exists():
+        pytest.skip("axe-core is not installed (make dev runs npm ci)")
+    base, _hearth, provider = site
+    tag = f"{viewport['width']}-{scheme}"
+    me.memories.add(f"The person keeps bees ({tag}).")
+    chat = me.conversations.create(elion(me).id, title=f"Axe {tag}")
+    provider.replies.append(suggesting(me, chat.id, [(f"The person's hive is called Hum ({tag}).", "my hive Hum")]))
+    context, page = new_page(browser, viewport, color_scheme=scheme, bypass_csp=True)
+    try:
+        goto(page, base + f"/#conversation-{chat.id}")
+        send_in_page(page, "My hive Hum is buzzing today.")
+        page.get_by_role("button", name="Hearth noticed 1 thing to remember").click()
+        open_disclosure(page.locator("#messages .message.role-assistant").last)
+        expect(page.locator(".remembered-memories")).to_be_visible()
+        assert axe_violations(page) == []
+        page.locator(".memory-notice").get_by_role("button", name=re.compile("^Edit: ")).click()
+        assert axe_violations(page) == []
     finally:
         context.close()
