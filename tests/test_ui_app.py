@@ -189,9 +189,8 @@ def test_w2_read_aloud_speaks_in_the_voice_chosen_for_the_persona_and_stops(brow
         reply = page.locator(".message.role-assistant").last
         expect(reply.locator(".body li")).to_have_count(2)
 
-        # The voice for this persona, in the side panel (the Details sheet on a phone).
-        if size[0] < 900:
-            page.get_by_role("button", name="Details").click()
+        # The voice for this persona, in the Details panel (a column when wide, a sheet on a phone).
+        page.locator("#details-toggle").click()
         voice = page.get_by_label("Voice for Elion")
         expect(voice).to_be_visible()
         assert voice.locator("option").all_text_contents() == ["Browser default", "Fake Calm (en-US)",

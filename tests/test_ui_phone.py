@@ -170,10 +170,6 @@ def test_w5_the_chat_header_is_one_line_on_a_phone_and_more_unfolds_the_rest(bro
         expect(page.locator("#chat-meta")).to_contain_text("Shielded from automatic continuity")
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
         shot(page, "w5-390-chat-more")
-        # The figures (estimate, context meter) are in the Details sheet (W8), reached from the header.
-        page.get_by_role("button", name="Details", exact=True).click()
-        expect(page.locator("#estimate")).to_be_visible()
-        page.get_by_role("button", name="Close details").click()
         # Escape folds it again, back on More; a rename from the unfolded header works.
         page.get_by_role("button", name="Rename").focus()
         page.keyboard.press("Escape")
@@ -184,6 +180,10 @@ def test_w5_the_chat_header_is_one_line_on_a_phone_and_more_unfolds_the_rest(bro
         expect(page.locator("#rename-title")).to_be_focused()
         page.keyboard.press("Escape")  # cancels the rename, the header stays unfolded
         expect(more).to_have_attribute("aria-expanded", "true")
+        # The figures (estimate, context meter) are in the Details sheet (W8), reached from the header.
+        page.get_by_role("button", name="Details", exact=True).click()
+        expect(page.locator("#estimate")).to_be_visible()
+        page.get_by_role("button", name="Close details").click()
         assert page.script_errors == []
     finally:
         context.close()
