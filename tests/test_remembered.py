@@ -47,6 +47,9 @@ def test_w11_a_checkpoints_suggestions_wait_in_their_thread_and_are_decided_in_p
                for s in waiting["suggestions"])
     assert client.get("/api/memories").json() == []
     assert client.get(f"/api/conversations/{other['id']}/suggestions").json()["suggestions"] == []
+    # The thread's memory count is honest about what waits (the "0 memories" after 12 turns).
+    snapshot = client.get(f"/api/conversations/{chat['id']}/snapshot").json()
+    assert (len(snapshot["memories"]), snapshot["kept"], snapshot["waiting"]) == (0, 0, 2)
 
     sister = next(s for s in waiting["suggestions"] if "Mia" in s["payload"]["text"])
     peanuts = next(s for s in waiting["suggestions"] if "peanuts" in s["payload"]["text"])
@@ -58,6 +61,8 @@ def test_w11_a_checkpoints_suggestions_wait_in_their_thread_and_are_decided_in_p
     after = client.get(f"/api/conversations/{chat['id']}/suggestions").json()
     assert after == {"suggestions": [], "memories_kept": 1}
     assert [m["text"] for m in client.get("/api/memories").json()] == ["My sister Mia lives in Porto."]
+    snapshot = client.get(f"/api/conversations/{chat['id']}/snapshot").json()
+    assert (len(snapshot["memories"]), snapshot["kept"], snapshot["waiting"]) == (0, 1, 0)
     # A decided suggestion cannot be decided twice (the queue's rule, not a new one).
     assert_error(client.post(f"/api/review/{peanuts['id']}/approve", json={}), 409)
 

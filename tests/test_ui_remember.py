@@ -87,6 +87,10 @@ def test_w11_the_notice_appears_after_a_reply_that_suggested_and_each_item_is_de
         expect(toggle).to_be_visible()
         expect(toggle).to_have_attribute("aria-expanded", "false")  # quiet: closed until asked
         shot(page, f"remember-notice-{'phone' if tag < 900 else 'desktop'}")
+        # Details counts them beside the thread's memories, so "0 memories" is not the whole story.
+        page.locator("#details-toggle").click()
+        expect(page.locator("#snapshot-info")).to_contain_text("3 suggestions waiting")
+        page.locator("#sheet-close").click()
         toggle.click()
         rows = notice.locator(".memory-notice-item")
         expect(rows).to_have_count(3)
