@@ -171,6 +171,8 @@ def test_w15_more_exports_markdown_and_json_and_the_json_opens_again_read_only_w
         with page.expect_download() as markdown:
             page.get_by_role("button", name="Export as Markdown").click()
         assert markdown.value.suggested_filename == f"Kettle-{tag}-{chat.id}.md"
+        expect(page.locator("#chat-more-toggle")).to_have_attribute("aria-expanded", "false")  # More folds
+        expect(page.locator("#chat-more-toggle")).to_be_focused()
         text = Path(markdown.value.path()).read_text(encoding="utf-8")
         assert text.startswith(f"# Kettle {tag}\n") and "Attached: notes.txt" in text and "Here are my notes" in text
         more(page)

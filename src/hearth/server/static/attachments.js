@@ -252,6 +252,12 @@ function download(format) {
   document.body.append(link);
   link.click();
   link.remove();
+  // The download is under way: More folds, and the keyboard goes back to its button.
+  const toggle = $("chat-more-toggle");
+  if (toggle?.getAttribute("aria-expanded") === "true") {
+    toggle.click();
+    toggle.focus();
+  }
   setStatus(format === "md" ? "The conversation is downloading as Markdown."
     : "The conversation is downloading as JSON (import it again from Tools).", "success");
 }
