@@ -232,8 +232,7 @@ def test_w3_p5_w6_presets_are_saved_applied_and_inserted_from_the_header(sized, 
         assert request.messages[-1].content.endswith("Answer in two sentences at most.")
         assert "Narrate in the third person" in request.messages[0].content
 
-        if size == "phone":
-            open_header(page, size)
+        open_header(page, size)
         toggle.click()
         panel.get_by_role("button", name="Use the persona's instructions").click()
         expect(page.locator("#presets-current")).to_have_text("This conversation follows its persona's instructions.")
