@@ -759,7 +759,8 @@ def assert_nothing_ran(page):
     # In what a message says (its body): the page's own controls (a code block's Copy icon) are not content.
     assert page.locator(f"#messages .body :is({DANGEROUS}):not(.copy-code *)").count() == 0
     for href in page.locator("#messages a").evaluate_all("links => links.map((a) => a.getAttribute('href'))"):
-        assert href is None or re.match(r"^(https?:|mailto:|#conversation-)", href), href
+        # The page's own links to its panels (#conversation-12, #memory from a reply's sources) are fine.
+        assert href is None or re.match(r"^(https?:|mailto:|#[a-z]+(?:-\d+)?$)", href), href
     handlers = page.locator("#messages *").evaluate_all(
         "nodes => nodes.flatMap((n) => [...n.attributes].map((a) => a.name)).filter((n) => n.startsWith('on'))")
     assert handlers == []
