@@ -249,7 +249,7 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
     # Not the login page's script, the classic theme script (loaded on its own, first) or the worker.
     modules = [f"/static/{p.name}" for p in sorted((HERE / "static").glob("*.js"))
                if p.name not in ("login.js", "theme.js", "sw.js")]
-    modules += [f"/vendor/{name}" for name in vendor.FILES]
+    modules += [f"/vendor/{name}" for name in vendor.PRELOAD]
     vendor_dir = vendor.vendor_dir(settings)
     if vendor.missing(vendor_dir):
         log.warning("%s", vendor.missing_message(vendor_dir))

@@ -15,6 +15,8 @@ from ..settings import Settings
 
 # The files the page imports, by the names the Makefile gives them.
 FILES = ("markdown-it.js", "purify.js", "highlight.js", "katex.js")
+# The ones preloaded with the page; KaTeX is fetched when a message first holds maths (markdown.js).
+PRELOAD = ("markdown-it.js", "purify.js", "highlight.js")
 
 
 def vendor_dir(settings: Settings) -> Path:

@@ -9,7 +9,6 @@
 import markdownit from "/vendor/markdown-it.js";
 import DOMPurify from "/vendor/purify.js";
 import hljs from "/vendor/highlight.js";
-import katex from "/vendor/katex.js";
 import { iconButton, setIcon } from "./icons.js";
 
 // Guessing a language costs a pass per grammar: only short blocks without a name are guessed.
@@ -30,8 +29,31 @@ const md = markdownit({ html: false, linkify: true, breaks: true, typographer: f
 // -- maths: $...$ inline, $$...$$ as a block (or inline, displayed) ---------------------------------
 // An opening $ is followed by a non-space, a closing $ follows a non-space and is not followed by a
 // digit, so prices ("$5 and $10") stay text. A backslash escapes a dollar.
-function tex(source, displayMode) {
+// KaTeX is large: it is fetched the first time a message holds maths, so a page without any never
+// pays for it. Until it has arrived the formula waits as its source text, then is typeset in place.
+let katex = null;
+let loading = null;
+
+function typeset(source, displayMode) {
   return katex.renderToString(source, { displayMode, output: "mathml", throwOnError: false, maxSize: 50, maxExpand: 200 });
+}
+
+function loadMath() {
+  if (!loading) {
+    loading = import("/vendor/katex.js").then((module) => {
+      katex = module.default;
+      for (const node of document.querySelectorAll(".math-pending")) {
+        node.replaceWith(DOMPurify.sanitize(typeset(node.textContent, node.classList.contains("display")), PURIFY));
+      }
+    });
+  }
+  return loading;
+}
+
+function tex(source, displayMode) {
+  if (katex) return typeset(source, displayMode);
+  loadMath();
+  return `<span class="math-pending${displayMode ? " display" : ""}">${md.utils.escapeHtml(source)}</span>`;
 }
 
 function mathInline(state, silent) {
