@@ -36,6 +36,8 @@ $(VENDOR_STAMP): package.json package-lock.json
 	mkdir -p $(VENDOR)
 	cp node_modules/markdown-it/dist/browser/markdown-it.esm.min.mjs $(VENDOR)/markdown-it.js
 	cp node_modules/dompurify/dist/purify.es.mjs $(VENDOR)/purify.js
+	cp node_modules/@highlightjs/cdn-assets/es/highlight.min.js $(VENDOR)/highlight.js
+	cp node_modules/katex/dist/katex.mjs $(VENDOR)/katex.js
 	@touch $@
 
 vendor: $(VENDOR_STAMP)

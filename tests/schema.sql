@@ -55,6 +55,8 @@ CREATE INDEX memories_user_position ON memories (user_id, position);
 CREATE INDEX memory_versions_user_time ON memory_versions (user_id, valid_from);
 -- index message_alternatives_user
 CREATE INDEX message_alternatives_user ON message_alternatives (user_id);
+-- index message_attachments_conversation
+CREATE INDEX message_attachments_conversation ON message_attachments (conversation_id, message_id);
 -- index message_branches_conversation
 CREATE INDEX message_branches_conversation ON message_branches (conversation_id);
 -- index message_branches_user
@@ -554,6 +556,22 @@ CREATE TABLE message_alternatives (
             created_at TEXT NOT NULL,
             UNIQUE (message_id, position)
         );
+-- table message_attachments
+CREATE TABLE message_attachments (
+    id INTEGER PRIMARY KEY,
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    message_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('text', 'image')),
+    name TEXT NOT NULL,
+    media_type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    text TEXT,
+    data BLOB,
+    created_at TEXT NOT NULL,
+    UNIQUE (message_id, position)
+);
 -- table message_branches
 CREATE TABLE message_branches (
             id INTEGER PRIMARY KEY,
@@ -599,6 +617,15 @@ CREATE TABLE 'messages_fts_docsize'(id INTEGER PRIMARY KEY, sz BLOB);
 CREATE TABLE 'messages_fts_idx'(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID;
 -- table messages_fts_vocab
 CREATE VIRTUAL TABLE messages_fts_vocab USING fts5vocab(messages_fts, 'row');
+-- table model_connections
+CREATE TABLE model_connections (
+            user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+            provider TEXT NOT NULL CHECK (provider IN ('offline', 'openai', 'openai-chat', 'anthropic')),
+            model TEXT NOT NULL DEFAULT '',
+            base_url TEXT NOT NULL DEFAULT '',
+            api_key TEXT NOT NULL DEFAULT '',
+            updated_at TEXT NOT NULL
+        );
 -- table nudges
 CREATE TABLE nudges (
             id INTEGER PRIMARY KEY,
@@ -759,7 +786,7 @@ CREATE TABLE users (
             is_owner INTEGER NOT NULL DEFAULT 0,
             password_hash TEXT,
             created_at TEXT NOT NULL
-        , display_name TEXT);
+        , display_name TEXT, disabled_at TEXT);
 -- table vector_counts
 CREATE TABLE vector_counts (
             user_id INTEGER NOT NULL,

@@ -32,10 +32,13 @@ from hearth.server import create_app
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "3"))
 RANDOM = os.environ.get("FUZZ_RANDOM", "") == "1"  # the suite replays the same cases every run
-# Operations that would end the fuzz's own credentials; they are covered by tests/test_auth.py.
+# Operations that would end the fuzz's own credentials; they are covered by tests/test_auth.py
+# (and the owner's token routes by tests/test_connect.py). The connection's model list and test
+# reach out to whatever address they are given: tests/test_connect.py drives them against a fake.
 # /mcp is served by the MCP SDK and driven through the SDK's own client in tests/test_mcp.py; its
 # description is checked in tests/test_server.py.
-SKIPPED = ("/api/auth/tokens/{token_id}", "/api/auth/logout", "/mcp")
+SKIPPED = ("/api/auth/tokens/{token_id}", "/api/auth/logout", "/api/admin/users/{user_id}/tokens/{token_id}",
+           "/api/connection/models", "/api/connection/test", "/mcp")
 ENDLESS = ("/api/timeline/live",)
 CHECKS = [sc.not_a_server_error, oc.status_code_conformance, oc.content_type_conformance,
           oc.response_schema_conformance, oc.negative_data_rejection, oc.positive_data_acceptance]
@@ -70,7 +73,10 @@ def _config() -> SchemathesisConfig:
 @pytest.fixture(scope="module")
 def fuzz_home(tmp_path_factory) -> Iterator[tuple[Hearth, str]]:
     home = tmp_path_factory.mktemp("fuzz-home")
-    hearth = Hearth(Settings.resolve({"home": str(home), "input_token_limit": 32_000}, environ={}))
+    # The provider chosen by settings, so a connection the fuzz saves (PUT /api/connection, W10)
+    # never sends its later requests to an address it made up.
+    hearth = Hearth(Settings.resolve({"home": str(home), "input_token_limit": 32_000, "provider": "offline"},
+                                     environ={}))
     owner = hearth.users.owner()
     hearth.users.set_password(owner.id, "correct horse battery staple")
     token = hearth.users.create_token(owner.id, "fuzz")

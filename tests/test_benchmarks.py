@@ -28,6 +28,7 @@ SMALL = {
     "startup": ["--repeats", "1"],
     "hostile": ["--size", "300", "--json"],
     "regex_keys": ["--sizes", "200", "--repeats", "1"],
+    "remembered": ["--memories", "300", "--repeat", "5", "--json"],
 }
 
 

@@ -124,6 +124,22 @@ def eventually(check, timeout=EXPECT_TIMEOUT_MS / 1000):
         time.sleep(0.05)
 
 
+def more(page):
+    """Unfolds the chat header's More panel (W8), where the thread's own controls wait."""
+    toggle = page.locator("#chat-more-toggle")
+    if toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
+    expect(page.locator("#chat-more")).to_be_visible()
+
+
+def details(page):
+    """Opens the Details panel (W8): closed by default, it holds the figures and Refresh memory."""
+    toggle = page.locator("#details-toggle")
+    if toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
+    expect(page.locator("#details")).to_be_visible()
+
+
 def goto(page, url):
     page.goto(url)
     page.wait_for_selector("body[data-ready=true]")
@@ -218,6 +234,7 @@ def test_u1_c3_v1_v2_v3_folders_trash_restore_and_release_shield(page, base, me)
     folder = page.locator(".folder", has_text="Private")
     expect(folder).to_have_count(1)
     assert page.locator("img").count() == 0
+    more(page)
     page.select_option("#move-folder", label="Private " + HOSTILE)
     expect(folder.locator(".conversation-title")).to_have_text(["Garden plans"])
     folder_id = me.conversations.get(chat.id).folder_id
@@ -235,6 +252,7 @@ def test_u1_c3_v1_v2_v3_folders_trash_restore_and_release_shield(page, base, me)
     expect(page.locator("#chat-meta")).not_to_contain_text("In a hidden folder")
 
     # Trash, then restore from the Trash list: restored threads come back shielded (V2).
+    more(page)
     page.get_by_role("button", name="Move to trash").click()
     expect(page.locator("#chat-title")).to_have_text("Choose or start a conversation")
     page.locator("#trash summary").click()
@@ -250,6 +268,7 @@ def test_u1_c3_v1_v2_v3_folders_trash_restore_and_release_shield(page, base, me)
     # Release the shield explicitly (V3).
     restored.click()
     expect(page.locator("#shield-toggle")).to_have_text("Release shield")
+    more(page)
     page.click("#shield-toggle")
     expect(page.locator("#shield-toggle")).to_have_text("Shield")
     expect(page.locator(".conversation", has_text="Garden plans").locator(".shield-badge")).to_have_count(0)
@@ -264,6 +283,7 @@ def test_h7_h8_branch_opens_with_the_handoff_first_and_a_source_link(page, base,
     expect(page.locator("#chat-title")).to_have_text("Long talk")
 
     # A double click makes one branch (one retry key per source).
+    more(page)
     page.locator("#branch-conversation").dblclick()
     first = page.locator("#messages .message").first
     expect(first).to_have_class(re.compile(r"\bhandoff\b"))
@@ -285,6 +305,7 @@ def test_h7_h8_branch_opens_with_the_handoff_first_and_a_source_link(page, base,
     me.branch(source.id, "kept-key")
     page.evaluate(f"sessionStorage.setItem('hearth.branch.{source.id}', 'kept-key')")
     count = len(me.conversations.list())
+    more(page)
     page.click("#branch-conversation")
     expect(page.locator("#messages .message.handoff")).to_have_count(1)
     page.wait_for_function(f"!sessionStorage.getItem('hearth.branch.{source.id}')")
@@ -348,6 +369,7 @@ def test_m1_m3_m4_memory_drag_and_keyboard_reorder_persist_and_refresh_reports(p
     page.wait_for_selector("body[data-ready=true]")
     expect(page.locator("#chat-title")).to_have_text("Snapshot check")
     expect(page.locator("#snapshot-info")).to_contain_text("2 memories in this thread")
+    details(page)
     page.get_by_role("button", name="Refresh memory").click()
     expect(page.locator("#snapshot-status")).to_have_text("Memory refreshed: this thread now uses the current memories.")
     expect(page.locator("#snapshot-info")).to_contain_text("3 memories in this thread")
@@ -402,7 +424,7 @@ def test_f1_f2_lc1_fragment_add_edit_and_live_context_edit(page, base, me):
     chat = chat_with_messages(me, "Context thread")
     goto(page, base + f"/#conversation-{chat.id}")
     expect(page.locator("#chat-title")).to_have_text("Context thread")
-    page.get_by_role("link", name="Layers").click()
+    page.get_by_role("link", name="What I know").click()
     expect(page.locator("#layers-heading")).to_be_focused()
 
     # Add a fragment.
@@ -411,7 +433,7 @@ def test_f1_f2_lc1_fragment_add_edit_and_live_context_edit(page, base, me):
     form.get_by_label("Triggers (comma-separated)").fill("Biscuit, the cat")
     form.get_by_label("Category").fill("pets")
     form.get_by_label("Definition").fill("Biscuit is an old ginger cat.")
-    form.get_by_role("button", name="Add fragment").click()
+    form.get_by_role("button", name="Add entry").click()
     item = page.locator("#fragment-list .fragment", has_text="Biscuit is an old ginger cat.")
     expect(item.locator(".trigger")).to_have_text(["Biscuit", "the cat"])
     added = next(f for f in me.layers.fragments.list() if f.definition == "Biscuit is an old ginger cat.")
@@ -419,10 +441,10 @@ def test_f1_f2_lc1_fragment_add_edit_and_live_context_edit(page, base, me):
     assert added.category == "pets"
 
     # Edit it.
-    item.get_by_role("button", name="Edit fragment Biscuit, the cat").click()
+    item.get_by_role("button", name="Edit entry Biscuit, the cat").click()
     editor = page.locator(f'[data-fragment-id="{added.id}"] form')
     editor.get_by_label("Definition").fill("Biscuit is a very old ginger cat.")
-    editor.get_by_role("button", name="Save fragment").click()
+    editor.get_by_role("button", name="Save entry").click()
     expect(page.locator("#fragment-list")).to_contain_text("Biscuit is a very old ginger cat.")
     assert me.layers.fragments.get(added.id).definition == "Biscuit is a very old ginger cat."
 
@@ -431,8 +453,8 @@ def test_f1_f2_lc1_fragment_add_edit_and_live_context_edit(page, base, me):
     expect(live).to_contain_text("Context thread")
     live.get_by_label("Mood").fill("calm")
     live.get_by_label("Summary").fill("Planning the week")
-    live.get_by_role("button", name="Save live context").click()
-    expect(page.locator("#layers-status")).to_have_text("Live context saved.")
+    live.get_by_role("button", name="Save what this chat is about").click()
+    expect(page.locator("#layers-status")).to_have_text("Saved what this chat is about.")
     state = me.layers.live_context.get(chat.id)
     assert state.mood == "calm" and state.summary == "Planning the week"
     page.screenshot(path=os.path.join(tempfile.gettempdir(), "hearth-ui-layers.png"), full_page=True)
@@ -577,6 +599,7 @@ def test_e7_chat_header_shows_usage_capsule_and_compaction_and_compacts_now(brow
             fake_provider_server.script(text=[json.dumps({
                 "facts": ["The person likes rain."], "commitments": [], "unresolved": [], "corrections": [],
                 "preferences": [], "cross_channel": []})])  # the capsule, model-written
+            details(page)
             page.click("#compact-now")
             expect(page.locator("#context-status")).to_have_text("Compacted; the capsule was refreshed.")
             expect(page.locator("#context-capsule")).to_have_text("Capsule active (model-written)")
@@ -745,9 +768,11 @@ def scripted(*pieces, pause=0.0):
 
 def assert_nothing_ran(page):
     assert page.evaluate("window.__pwned") is None
-    assert page.locator(f"#messages :is({DANGEROUS})").count() == 0
+    # In what a message says (its body): the page's own controls (a code block's Copy icon) are not content.
+    assert page.locator(f"#messages .body :is({DANGEROUS}):not(.copy-code *)").count() == 0
     for href in page.locator("#messages a").evaluate_all("links => links.map((a) => a.getAttribute('href'))"):
-        assert href is None or re.match(r"^(https?:|mailto:|#conversation-)", href), href
+        # The page's own links to its panels (#conversation-12, #memory from a reply's sources) are fine.
+        assert href is None or re.match(r"^(https?:|mailto:|#[a-z]+(?:-\d+)?$)", href), href
     handlers = page.locator("#messages *").evaluate_all(
         "nodes => nodes.flatMap((n) => [...n.attributes].map((a) => a.name)).filter((n) => n.startsWith('on'))")
     assert handlers == []
@@ -838,22 +863,22 @@ def test_w2_stop_keep_partial_regenerate_swipe_and_edit_in_the_browser(page, sit
     assert [m.content for m in me.conversations.messages(chat.id)] == ["Tell me something *new*", "Answer to the edit."]
     assert [a.content for a in me.alternatives(first.user_message.id)] == ["Tell me something", "Tell me something *new*"]
 
-    # Stop a streaming reply: nothing is saved unless the partial text is kept.
+    # Stop a streaming reply: what arrived is kept at once, marked partial (W12), and the stopped
+    # stream adds nothing more to it.
     provider.replies.append(scripted("Once upon a time, ", "there was ", "a very long ", "story.", pause=0.6))
     page.fill("#composer-text", "Tell me a long story")
     page.click("#send")
     expect(page.locator(".message.streaming .body")).to_contain_text("Once upon")
     page.get_by_role("button", name="Stop").click()
-    keep = page.get_by_role("button", name="Keep partial reply")
-    expect(keep).to_be_focused()
-    page.wait_for_timeout(2_500)  # long enough for the stopped stream to have finished, had it gone on
-    assert [m.content for m in me.conversations.messages(chat.id)][-1] == "Tell me a long story"
-    kept_text = page.locator(".message.role-assistant").last.locator(".body").text_content()
-    keep.click()
+    undo = page.get_by_role("button", name="Undo")
+    expect(undo).to_be_focused()
     expect(page.locator(".message.role-assistant.partial")).to_have_count(1)
+    page.wait_for_timeout(2_500)  # long enough for the stopped stream to have finished, had it gone on
+    kept_text = page.locator(".message.role-assistant").last.locator(".body").text_content()
     saved = me.conversations.messages(chat.id)[-1]
     assert saved.role == "assistant" and saved.metadata["partial"] is True
     assert saved.content.startswith("Once upon") and saved.content.strip() == kept_text.strip()
+    assert "story." not in saved.content
 
 
 def test_w2_a_version_clicked_while_the_page_still_refreshes_after_regenerate_is_the_one_shown_and_kept(page, site, me):
@@ -946,9 +971,9 @@ def test_u1_a_long_thread_draws_its_newest_messages_first_and_older_ones_as_the_
         bubbles = page.locator("#messages .message .body")
         expect(bubbles).to_have_count(30)  # the newest window of the newest page of 150
         expect(bubbles.last).to_have_text("Message 199, waves")
-        # The header's context figures arrive a moment after the thread: the list is settled once
-        # they are shown (they make the header taller).
-        expect(page.locator("#context-meter")).to_be_visible()
+        # The context figures (in the Details panel, W8) arrive a moment after the thread: the list
+        # is settled once they are filled in.
+        expect(page.locator("#context-meter")).not_to_have_attribute("hidden", "")
         assert page.evaluate("(() => { const l = document.getElementById('messages');"
                              " return l.scrollHeight - l.scrollTop - l.clientHeight; })()") < 2
         # Scrolling near the top draws the next window above, and the reader stays where they were
@@ -999,7 +1024,7 @@ def test_w7_new_chat_follows_the_thread_persona_branch_says_why_it_is_off_and_la
     expect(page.locator("#branch-reason")).to_be_hidden()
 
     # The Layers page keeps its conversation over a reload.
-    page.get_by_role("link", name="Layers").click()
+    page.get_by_role("link", name="What I know").click()
     expect(page.locator("#live-context")).to_contain_text("Sage again")
     page.reload()
     page.wait_for_selector("body[data-ready=true]")
@@ -1092,6 +1117,7 @@ def test_w4_a_field_the_person_moves_to_while_a_rename_saves_keeps_the_focus(pag
     })();""")
     goto(page, base + f"/#conversation-{chat.id}")
     page.evaluate("window.slowRead = true")
+    more(page)
     page.locator("#rename-conversation").click()
     page.get_by_label("Conversation title").fill("After")
     page.get_by_label("Conversation title").press("Enter")
@@ -1104,6 +1130,7 @@ def test_w4_a_field_the_person_moves_to_while_a_rename_saves_keeps_the_focus(pag
     expect(page.locator("#filter-text")).to_have_value("After")
     # Without a detour the focus comes back to Rename, for the keyboard.
     page.evaluate("window.slowRead = false")
+    more(page)
     page.locator("#rename-conversation").click()
     page.get_by_label("Conversation title").fill("Again")
     page.get_by_label("Conversation title").press("Enter")
@@ -1128,6 +1155,7 @@ def test_w4_titles_rename_paged_filtered_list_and_folder_rename_and_delete(page,
     # Rename the open thread from its header.
     page.locator("#conversation-list .conversation").first.click()
     expect(page.locator("#chat-title")).to_have_text("Wren thread 07")
+    more(page)
     page.get_by_role("button", name="Rename").click()
     page.get_by_label("Conversation title").fill("Wren, renamed")
     page.get_by_label("Conversation title").press("Enter")
@@ -1148,6 +1176,7 @@ def test_w4_titles_rename_paged_filtered_list_and_folder_rename_and_delete(page,
     # Folders: rename, then delete asking what happens to the threads.
     page.fill("#new-folder-name", "Walks")
     page.get_by_role("button", name="Create").click()
+    more(page)
     page.select_option("#move-folder", label="Walks")
     group = page.locator(".folder", has_text="Walks")
     expect(group.locator(".conversation-title")).to_have_text(["Where shall we walk on Sunday?"])
@@ -1306,8 +1335,10 @@ def test_w5_phone_layout_drawer_sheet_and_composer_at_the_bottom(browser, base, 
         for view in PAGES:
             open_page(page, base, view, chat.id)
             assert no_sideways_scroll(page), view
-            if view == "chat":
-                assert page.locator("#threads").is_visible() and page.locator("#details").is_visible()
+            if view == "chat":  # the thread list beside the chat; Details a column once asked for (W8)
+                assert page.locator("#threads").is_visible() and not page.locator("#details").is_visible()
+                details(page)
+                assert page.locator("#threads").is_visible() and no_sideways_scroll(page)
             shot(page, f"w5-1280-{view}")
     finally:
         wide.close()
@@ -1376,7 +1407,7 @@ def test_w6_keyboard_alone_starts_a_chat_sends_regenerates_and_moves_between_pan
     # Shift+Tab back to the reply's Regenerate button.
     for _ in range(10):
         page.keyboard.press("Shift+Tab")
-        if page.evaluate("document.activeElement.textContent") == "Regenerate":
+        if page.evaluate("document.activeElement.getAttribute('aria-label')") == "Regenerate":
             break
     page.keyboard.press("Enter")
     expect(page.locator(".message.role-assistant .swipe-count")).to_have_text("2 / 2")

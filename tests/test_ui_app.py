@@ -119,7 +119,9 @@ def test_w2_copy_and_copy_as_markdown_and_delete_forever_only_in_the_more_menu_b
 
         # Nothing deletes beside Edit: Delete forever is only in the menu, which is closed.
         mine = page.locator(".message.role-user").last
-        assert mine.locator(".turn-actions button:visible").all_text_contents() == ["Edit", "Copy", "Read aloud", "More"]
+        named = mine.locator(".turn-actions button:visible")
+        assert [named.nth(i).get_attribute("aria-label") for i in range(named.count())] == [
+            "Edit this message", "Copy", "Read aloud", "More actions"]  # icons, named (W8)
         messages = page.locator("#messages")
         expect(messages.get_by_role("button", name=re.compile("Delete forever"))).to_have_count(0)
         expect(messages.get_by_role("menuitem")).to_have_count(0)
@@ -187,9 +189,8 @@ def test_w2_read_aloud_speaks_in_the_voice_chosen_for_the_persona_and_stops(brow
         reply = page.locator(".message.role-assistant").last
         expect(reply.locator(".body li")).to_have_count(2)
 
-        # The voice for this persona, in the side panel (the Details sheet on a phone).
-        if size[0] < 900:
-            page.get_by_role("button", name="Details").click()
+        # The voice for this persona, in the Details panel (a column when wide, a sheet on a phone).
+        page.locator("#details-toggle").click()
         voice = page.get_by_label("Voice for Elion")
         expect(voice).to_be_visible()
         assert voice.locator("option").all_text_contents() == ["Browser default", "Fake Calm (en-US)",

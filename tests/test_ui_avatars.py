@@ -94,7 +94,7 @@ def test_x3_the_import_panel_asks_before_a_changed_card_updates_its_persona(page
     goto(page, base + "/#tools")
     page.set_input_files("#import-files", [str(edited)])
     page.click("#import-run")
-    expect(page.locator("#import-status")).to_have_text("Done. 1 character(s) already here: choose below.")
+    expect(page.locator("#import-status")).to_have_text("Done. 1 character is already here: choose below.")
     row = page.locator("#import-report tbody tr").last
     expect(row).to_contain_text("already here")
     expect(row).to_contain_text("This character is already here as Ada Quill")

@@ -8,8 +8,9 @@ it runs carries that id, so one user's data never reaches another user's prompt,
 from __future__ import annotations
 
 import json
+import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from hearth.memory.memories import Adjust, Composed, Memories
 from hearth.ops.jobs import Handler, UserJobs, enqueue
@@ -20,7 +21,7 @@ from hearth.prompt.assembly import estimate_tokens
 from hearth.prompt.dynamic import DynamicContext
 from hearth.prompt.macros import user_macro_conversations
 from hearth.providers.base import Provider
-from hearth.records import ledger
+from hearth.records import attachments, ledger
 from hearth.records.context import AfterReply, Context
 from hearth.records.conversations import Conversations, Folders
 from hearth.records.ledger import Message
@@ -30,12 +31,15 @@ from hearth.retrieval import searchlog
 from hearth.retrieval.archive import Archive
 from hearth.settings import Settings
 from hearth.store import Connection, Store, open_store
+from hearth.text import IMAGE_TOKENS
 from hearth.thread import alternatives
 from hearth.thread.alternatives import Alternative
 from hearth.thread.send import Events, Reply, SendPath, check_open, collect, keep_partial
 from hearth.thread.tools import Toolbox
 from hearth.thread.turns import TurnCache
 from hearth.wiring import job_handlers, wire
+
+MAX_PROVIDERS = 64  # distinct connections kept built at once
 
 if TYPE_CHECKING:
     from hearth.interop.client_chats import ClientChats
@@ -56,7 +60,11 @@ class Hearth:
         self.turns = TurnCache()
         self._provider = provider
         self._embedder = None
-        self._models: ModelCatalog | None = None
+        # Providers and model lists by what they depend on (``providers.select.provider_key``): a
+        # connection saved in the app is used by the next request that reads it, no restart (W10).
+        self._providers: dict[tuple, Provider] = {}
+        self._catalogs: dict[tuple, ModelCatalog] = {}
+        self._built = threading.Lock()
         # The relationship timeline's process state: the clock idle checkpoints are judged by,
         # live-only notices (E6), and what runs in each conversation now (E7).
         from hearth.continuity.timeline.activity import Activity
@@ -72,11 +80,48 @@ class Hearth:
 
     @property
     def provider(self) -> Provider:
-        if self._provider is None:
-            from hearth.providers import provider_from_settings
+        """The owner's provider: the deployment's default."""
+        return self.provider_for(None)
 
-            self._provider = provider_from_settings(self.settings)
-        return self._provider
+    def settings_for(self, user_id: int | None) -> Settings:
+        """The settings one user's requests run with: the deployment's, with the provider fields of
+        the user's stored connection (else the owner's) unless the environment chooses (W10)."""
+        if self._provider is not None:
+            return self.settings
+        from hearth.providers.select import environment_chooses, with_connection
+
+        if environment_chooses(self.settings):
+            return self.settings
+        from hearth.records.connections import Connections
+
+        connections = Connections(self.store)
+        owner = self.users.owner().id
+        found = connections.get(user_id) if user_id is not None and user_id != owner else None
+        found = found or connections.get(owner)
+        return with_connection(self.settings, found.settings_values() if found else None)
+
+    def provider_for(self, user_id: int | None) -> Provider:
+        """The provider one user's requests go to, built once per distinct connection."""
+        if self._provider is not None:
+            return self._provider  # given by the caller (tests, embedding): always that one
+        return self.build_provider(self.settings_for(user_id))
+
+    def build_provider(self, settings: Settings) -> Provider:
+        """The provider for these settings, shared with every caller whose connection is the same."""
+        from hearth.providers import provider_from_settings
+        from hearth.providers.select import provider_key
+
+        key = provider_key(settings)
+        with self._built:
+            found = self._providers.get(key)
+        if found is None:
+            found = provider_from_settings(settings)
+            with self._built:
+                if len(self._providers) >= MAX_PROVIDERS:
+                    self._providers.clear()  # connections changed many times: start again
+                    self._catalogs.clear()
+                found = self._providers.setdefault(key, found)
+        return found
 
     @property
     def embedder(self):
@@ -93,12 +138,27 @@ class Hearth:
 
     @property
     def models(self) -> "ModelCatalog":
-        """The models a conversation may choose (W3): the provider's list, read on demand, cached briefly."""
-        if self._models is None:
-            from hearth.providers.catalog import ModelCatalog
+        """The owner's model catalog (``models_for``)."""
+        return self.models_for(None)
 
-            self._models = ModelCatalog(lambda: self.provider)
-        return self._models
+    def models_for(self, user_id: int | None) -> "ModelCatalog":
+        """The models a user's conversations may choose (W3): their provider's list, read on demand,
+        cached briefly, one catalog per distinct connection."""
+        from hearth.providers.catalog import ModelCatalog
+        from hearth.providers.select import provider_key
+
+        if self._provider is not None:
+            key: tuple = ("given",)
+            provider = self._provider
+        else:
+            settings = self.settings_for(user_id)
+            key = provider_key(settings)
+            provider = self.build_provider(settings)
+        with self._built:
+            catalog = self._catalogs.get(key)
+            if catalog is None:
+                catalog = self._catalogs[key] = ModelCatalog(lambda: provider)
+            return catalog
 
     def model_for(self, conversation: "Conversation") -> str:
         """The model a conversation's requests ask for: its own choice, or the deployment's."""
@@ -168,9 +228,9 @@ class Scope:
 
         # What the modules below the wiring get instead of this scope: explicit values and hooks.
         self._context = Context(
-            store=store, user_id=user_id, settings=hearth.settings, conversations=self.conversations,
+            store=store, user_id=user_id, settings=hearth.settings_for(user_id), conversations=self.conversations,
             personas=self.personas, clock=lambda: hearth.clock(), activity=hearth.activity, live=hearth.live,
-            turns=hearth.turns, get_provider=lambda: hearth.provider, get_embedder=lambda: hearth.embedder,
+            turns=hearth.turns, get_provider=lambda: hearth.provider_for(user_id), get_embedder=lambda: hearth.embedder,
             enqueue=queue, handoff_text=self._handoff_text, handoff_info=self._handoff_info,
             rebuild_prompts=self._rebuild_prompts, after_reply=self._run_after_reply, dynamic=self.dynamic,
             toolbox=self.toolbox, review=lambda: self.layers.review)
@@ -285,13 +345,15 @@ class Scope:
 
     # -- sending -----------------------------------------------------------------------------
     def send_stream(self, conversation_id: int, text: str, *, channel: str = "web",
-                    pin_characters: tuple[str, ...] = ()) -> Events:
-        return SendPath(self._context).stream(conversation_id, text, channel=channel, pin_characters=pin_characters)
+                    pin_characters: tuple[str, ...] = (), attached: Sequence[Any] = ()) -> Events:
+        """Send ``text`` with ``attached`` files (W14: ``records.attachments.check`` says what they may be)."""
+        return SendPath(self._context).stream(conversation_id, text, channel=channel, pin_characters=pin_characters,
+                                              attached=attached)
 
     def send(self, conversation_id: int, text: str, *, channel: str = "web",
-             pin_characters: tuple[str, ...] = ()) -> Reply:
-        return collect(self.send_stream(conversation_id, text, channel=channel, pin_characters=pin_characters),
-                       self.conversations)
+             pin_characters: tuple[str, ...] = (), attached: Sequence[Any] = ()) -> Reply:
+        return collect(self.send_stream(conversation_id, text, channel=channel, pin_characters=pin_characters,
+                                        attached=attached), self.conversations)
 
     def inner_turn(self, conversation_id: int, instruction: str, *, metadata: dict[str, Any]) -> Message:
         """A turn the companion starts itself (E11); the instruction is never saved as a message."""
@@ -329,6 +391,10 @@ class Scope:
     def keep_partial_reply(self, conversation_id: int, text: str, *, channel: str = "web") -> Message:
         """Keep what arrived of a stopped reply, marked partial (only when the person chooses to)."""
         return keep_partial(self._context, conversation_id, text, channel=channel)
+
+    def undo_partial_reply(self, conversation_id: int, message_id: int) -> None:
+        """Remove the partial reply just kept by Stop, when the person undoes it (W12)."""
+        self.forget.undo_partial(conversation_id, message_id)
 
     def alternatives(self, message_id: int) -> list[Alternative]:
         """Every version of a message, the chosen one marked."""
@@ -373,7 +439,7 @@ class Scope:
         otherwise); a change forgets the Responses chain in the same transaction, so no response id
         of one model is continued with another, switching back included."""
         self.conversations.get(conversation_id)  # an unknown id is 404 before the provider is asked
-        choice = None if name is None else self._hearth.models.check(name)
+        choice = None if name is None else self._hearth.models_for(self.user_id).check(name)
         model = choice.model if choice else None
         with self._store.write() as conn:
             conversation = self.conversations.get(conversation_id)
@@ -402,10 +468,14 @@ class Scope:
         """The chat header's compact estimate: visible current-thread messages only (R4)."""
         self.conversations.get(conversation_id)
         # Counted in SQL, so a long thread's header costs one aggregate, not a read of every message.
-        count, chars = self._store.connection().execute(
+        conn = self._store.connection()
+        count, chars = conn.execute(
             "SELECT count(*), coalesce(sum(length(content)), 0) FROM messages WHERE conversation_id = ?"
             " AND user_id = ? AND kind IN ('chat', 'handoff_artifact')", (conversation_id, self.user_id)).fetchone()
-        return {"messages": count, "tokens": estimate_tokens(chars)}
+        # The visible messages' attachments count too (W14): text files by their characters, images
+        # at their estimate.
+        text_chars, images = attachments.totals(conn, self.user_id, conversation_id)
+        return {"messages": count, "tokens": estimate_tokens(chars + text_chars) + IMAGE_TOKENS * images}
 
     # -- search and the search log (U1, V2, A3) --------------------------------------------------
     def search(self, query: str, *, include_shielded: bool = False, archive: bool = True,

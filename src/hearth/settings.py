@@ -58,6 +58,11 @@ class Settings:
     max_body_bytes: int = 1_000_000
     max_import_bytes: int = 200_000_000  # uploads to /api/imports (exports, cards) may be larger
     max_message_chars: int = 100_000
+    # Attachments of a message (W14): how many, each file's bytes, and the characters of text files
+    # a message may carry into its request together.
+    attachment_max_count: int = 4
+    attachment_max_bytes: int = 5_000_000
+    attachment_text_chars: int = 100_000
     insecure_no_auth: bool = False
     # Reverse proxies whose X-Forwarded-For / -Proto headers are believed (comma-separated addresses
     # or networks, "*" for any). Empty: none, so a client cannot pick its own address and reset the
@@ -171,6 +176,7 @@ class Settings:
                 f"provider must be one of offline, openai, openai-chat, anthropic; got {self.provider!r}"
             )
         for name in ("max_body_bytes", "max_import_bytes", "max_message_chars", "output_token_reserve",
+                     "attachment_max_count", "attachment_max_bytes", "attachment_text_chars",
                      "sms_part_chars",
                      "email_max_bytes", "email_poll_seconds", "activation_tick_seconds", "job_lease_seconds", "recall_budget_ms",
                      "voice_idle_seconds", "contact_code_minutes", "contact_code_sends_per_hour",
@@ -231,6 +237,9 @@ _ENV = {
     "HEARTH_MAX_BODY_BYTES": "max_body_bytes",
     "HEARTH_MAX_IMPORT_BYTES": "max_import_bytes",
     "HEARTH_MAX_MESSAGE_CHARS": "max_message_chars",
+    "HEARTH_ATTACHMENT_MAX_COUNT": "attachment_max_count",
+    "HEARTH_ATTACHMENT_MAX_BYTES": "attachment_max_bytes",
+    "HEARTH_ATTACHMENT_TEXT_CHARS": "attachment_text_chars",
     "HEARTH_WEB_VENDOR_DIR": "web_vendor_dir",
     "HEARTH_TRUSTED_PROXIES": "trusted_proxies",
     "HEARTH_V1_PROVIDER_MODELS": "v1_provider_models",

@@ -48,6 +48,10 @@ def phrase_pattern(phrases: Sequence[str]) -> re.Pattern[str]:
 
 CHARS_PER_TOKEN = 4
 ESTIMATE_METHOD = "chars/4"
+# An attached image's share of a request estimate (W14). Providers count an image by its pixels
+# (OpenAI in 512-pixel tiles, Anthropic about width x height / 750, some 1,600 for the largest
+# picture they keep unshrunk); Hearth does not decode images, so each counts at that ceiling.
+IMAGE_TOKENS = 1_600
 
 
 def estimate_tokens(chars: int) -> int:

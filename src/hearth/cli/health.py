@@ -120,7 +120,26 @@ def user_add(obj: Context, name: str) -> None:
 @pass_ctx
 def user_list(obj: Context) -> None:
     for u in obj.hearth.users.list():
-        console.print(f"{u.id}\t{u.name}\t{'owner' if u.is_owner else ''}\t{u.display_name or ''}", markup=False)
+        role = "owner" if u.is_owner else "off" if u.disabled else ""
+        console.print(f"{u.id}\t{u.name}\t{role}\t{u.display_name or ''}", markup=False)
+
+
+@user.command("disable")
+@click.argument("name")
+@pass_ctx
+def user_disable(obj: Context, name: str) -> None:
+    """Turn an account off: no login, no API token; its data stays (W10)."""
+    obj.hearth.users.set_disabled(obj.hearth.users.by_name(name).id, True)
+    console.print(f"User {name} turned off.", markup=False)
+
+
+@user.command("enable")
+@click.argument("name")
+@pass_ctx
+def user_enable(obj: Context, name: str) -> None:
+    """Turn an account on again."""
+    obj.hearth.users.set_disabled(obj.hearth.users.by_name(name).id, False)
+    console.print(f"User {name} can log in again.", markup=False)
 
 
 @user.command("name")

@@ -12,7 +12,7 @@ from .base import Context, cli, console, err_console, pass_ctx
 from .layers import fragments
 from .threads import persona
 
-FORMAT_CHOICES = ("auto", "card", "lorebook", "st-chat", "chatgpt", "claude", "labelled", "hearth")
+FORMAT_CHOICES = ("auto", "card", "lorebook", "st-chat", "chatgpt", "claude", "labelled", "hearth", "hearth-chat")
 ROLE_ONLY = ("chatgpt", "claude")  # formats whose assistant turns need a persona to be named after
 
 

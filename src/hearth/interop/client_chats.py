@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
 
 from hearth.continuity.branch import new_chat
 from hearth.errors import InvalidInput, NotFound
@@ -199,8 +199,9 @@ class ClientChats:
 
     # -- sending -----------------------------------------------------------------------------------
     def send_stream(self, model: str, messages: list[ClientMessage], *, chat_id: str | None = None,
-                    provider_models: bool = False) -> tuple[Pinned, Events]:
-        """Pin the chat, keep its system prompt, and run the send path for its last user message.
+                    provider_models: bool = False, attached: Sequence[Any] = ()) -> tuple[Pinned, Events]:
+        """Pin the chat, keep its system prompt, and run the send path for its last user message
+        (with ``attached``, its images, W14).
 
         Everything up to the saved user message is one transaction, run before this returns: bad
         input raises here and changes nothing. The events after ``saved`` then stream as from a
@@ -232,7 +233,7 @@ class ClientChats:
             if pinned.regenerate:
                 events = SendPath(self._ctx).stream(conversation_id, "", channel="api", regenerate=True)
             else:
-                events = SendPath(self._ctx).stream(conversation_id, text, channel="api")
+                events = SendPath(self._ctx).stream(conversation_id, text, channel="api", attached=attached)
             next(events)  # "saved": the durable save, inside this transaction
         return pinned, events
 

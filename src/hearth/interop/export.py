@@ -24,10 +24,11 @@ from hearth.validation import check_tree, load_json
 
 FORMAT = "hearth-export"
 FORMAT_VERSION = 1
-# Never exported: secrets, per-deployment state, queued work, and addresses still waiting for their
-# verification code (with the code's hash) and the count of codes sent (U9).
-EXCLUDED = frozenset({"users", "auth_sessions", "api_tokens", "schema_migrations", "app_state", "jobs",
-                      "contact_claims", "contact_code_sends"})
+# Never exported: secrets (saved model connections among them), per-deployment state, queued work,
+# and addresses still waiting for their verification code (with the code's hash) and the count of
+# codes sent (U9).
+EXCLUDED = frozenset({"users", "auth_sessions", "api_tokens", "model_connections", "schema_migrations",
+                      "app_state", "jobs", "contact_claims", "contact_code_sends"})
 
 
 def _tables(conn: Connection) -> list[str]:

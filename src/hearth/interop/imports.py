@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from hearth.records.personas import Persona
 
 Progress = Callable[[int, int], None]
-FORMATS = ("auto", "card", "lorebook", "st-chat", "chatgpt", "claude", "labelled", "hearth")
+FORMATS = ("auto", "card", "lorebook", "st-chat", "chatgpt", "claude", "labelled", "hearth", "hearth-chat")
 # What importing a changed card of one's own persona does (X3): ask first, update it, or add a new one.
 ON_MATCH = ("ask", "update", "new")
 MAX_IMPORT_BYTES = 200_000_000
@@ -73,6 +73,8 @@ def detect(data: bytes, name: str = "") -> str:
         return "st-chat"
     if head.startswith('{"format":"hearth-export"') or head.replace(" ", "").startswith('{"format":"hearth-export"'):
         return "hearth"
+    if head.replace(" ", "").replace("\n", "").startswith('{"format":"hearth-chat"'):
+        return "hearth-chat"  # one conversation's export (W15)
     if head.startswith("{"):
         if '"chara_card_v' in head or '"first_mes"' in head:
             return "card"
@@ -170,6 +172,8 @@ class Imports:
                 return self.lorebook(data, name, progress=progress)
             if fmt == "st-chat":
                 return self.st_chat(data, name, persona=persona, progress=progress, mine=mine)
+            if fmt == "hearth-chat":
+                return self.hearth_chat(data, name, persona=persona)
             if fmt == "hearth":
                 from hearth.interop.export import import_user
 
@@ -478,6 +482,44 @@ class Imports:
 
             turns = tuple(TurnText(m.role, m.text) for m in chat.messages)
             self._mine(report, [Source("conversation", conversation.id, title, started, turns)])
+        return report
+
+    def hearth_chat(self, data: bytes, name: str, *, persona: "Persona | None" = None) -> FileReport:
+        """One conversation Hearth exported as JSON (W15), back as a read-only thread with its
+        attachments, continued with Branch like any imported thread. Its persona is the one named
+        ``persona``, else the one the export names, else the default; importing it again is a duplicate."""
+        from hearth.interop import chat_export
+        from hearth.records import attachments
+
+        chat = chat_export.parse(_json(data, name), name, self._ctx.settings, self._ctx.settings.max_message_chars)
+        if persona is None and chat.persona_name:
+            try:
+                persona = self._persona_for(chat.persona_name)
+            except InvalidInput:
+                persona = None
+        target = persona or self._ctx.personas.default()
+        key = digest(data)
+        report = FileReport(name, "hearth-chat")
+        conversations = self._ctx.conversations
+        with self.store.write() as conn:
+            existing = self._seen(conn, "hearth-chat", key)
+            if existing and conn.execute("SELECT 1 FROM conversations WHERE id = ? AND user_id = ?",
+                                         (existing, self.user_id)).fetchone():
+                report.status = "duplicate"
+                report.ids["conversations"] = [existing]
+                return report
+            conversation = conversations.create(target.id, title=(chat.title or name)[:200], channel="import",
+                                                created_at=chat.created_at)
+            files = 0
+            with self._span(conn, target.id) as span_id:
+                for turn in chat.turns:
+                    message = conversations.add_message(conversation.id, turn.role, turn.content, channel="import",
+                                                        created_at=turn.created_at, span_id=span_id)
+                    files += attachments.add(conn, self.user_id, conversation.id, message.id, turn.attached)
+            self._record(conn, "hearth-chat", key, conversation.id)
+            self._queue_embedding(conn)
+        report.counts = {"conversations": 1, "messages": len(chat.turns), "attachments": files}
+        report.ids["conversations"] = [conversation.id]
         return report
 
     # -- archives: ChatGPT (.zip or conversations.json), Claude, labelled text (A5, X4) --------------

@@ -325,6 +325,12 @@ class Memories:
         ).fetchall()
         return [Memory.from_row(r, place) for place, r in enumerate(rows, start=1)]
 
+    def count(self) -> int:
+        """How many memories are kept and current (what a new thread would start with, W11)."""
+        return self.store.connection().execute(
+            "SELECT count(*) FROM memories WHERE user_id = ? AND eligible = 1 AND valid_until IS NULL",
+            (self.user_id,)).fetchone()[0]
+
     def snapshot(self, conversation_id: int) -> builtins.list[Memory]:
         with self.store.read() as conn:
             self._owned_conversation(conn, conversation_id)

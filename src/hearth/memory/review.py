@@ -177,9 +177,13 @@ class ReviewQueue:
             raise NotFound(f"no proposal {proposal_id}")
         return Proposal.from_row(row)
 
-    def list(self, status: str | None = "pending", kind: str | None = None, limit: int = 200) -> list[Proposal]:
+    def list(self, status: str | None = "pending", kind: str | None = None, limit: int = 200,
+             conversation_id: int | None = None) -> list[Proposal]:
         sql = "SELECT * FROM proposals WHERE user_id = ?"
         args: list[Any] = [self.user_id]
+        if conversation_id is not None:  # one thread's suggestions (W11: the notice in the thread)
+            sql += " AND conversation_id = ?"
+            args.append(conversation_id)
         if status is not None:
             if status not in ("pending", "approved", "dismissed"):
                 raise InvalidInput("status must be pending, approved or dismissed")

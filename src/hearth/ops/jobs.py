@@ -367,7 +367,15 @@ class Worker:
         handler = self.handlers[job.kind]
         try:
             try:
-                handler(self.hearth.context(job.user_id), job.payload, self.helper)
+                ctx = self.hearth.context(job.user_id)
+                # Without a helper given, the job owner's: their connection saved in the app may
+                # differ from the deployment's (W10).
+                helper = self._helper
+                if helper is None:
+                    from hearth.memory.helpers import helper_for
+
+                    helper = helper_for(ctx)
+                handler(ctx, job.payload, helper)
             except Exception as exc:  # noqa: BLE001 - any failure is recorded and retried, never lost
                 kind, retryable = _error_kind(exc)
                 status = self.queue.fail(job, kind, retryable=retryable)

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from hearth.records.ledger import Message
 
 from ..errors import DispatchRefused
-from ..providers.base import ChatMessage, ProviderRequest, ToolSpec
-from ..text import ESTIMATE_METHOD, estimate_tokens
+from ..providers.base import ChatMessage, ImagePart, ProviderRequest, ToolSpec
+from ..text import ESTIMATE_METHOD, IMAGE_TOKENS, estimate_tokens
 from .dynamic import RECALL_HEADING, RenderedContext, quote_reserved_headings
 
 
@@ -53,6 +53,12 @@ class SizeReport:
     # Each section of the static prompt, already counted in static_prompt_tokens (custom
     # instructions hold a card's system prompt, example_dialogue its example dialogue).
     static_sections: dict[str, int] = field(default_factory=dict)
+    # Attachments (W14), already counted in the sections that carry them (the user message and
+    # history): how many files and images travel, and their estimate (text inlined, images at
+    # ``IMAGE_TOKENS`` each, counted in the total too).
+    attachments_count: int = 0
+    images_count: int = 0
+    attachments_tokens: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -117,6 +123,9 @@ def assemble(
     capsule: str = "",
     post_history: str = "",
     static_sections: dict[str, int] | None = None,
+    user_images: tuple[ImagePart, ...] = (),
+    user_attached_chars: int = 0,
+    user_attached_files: int = 0,
 ) -> AssembledRequest:
     """Build the provider request; trim history oldest-first only when the budget requires (T1).
 
@@ -129,7 +138,8 @@ def assemble(
     user_text = quote_reserved_headings(user_text)
     post_history = quote_reserved_headings(post_history)
     room = input_limit_tokens - output_reserve_tokens
-    essential_chars = len(static_prompt) + len(capsule) + len(post_history) + len(user_text) + tool_chars(tools)
+    essential_chars = (len(static_prompt) + len(capsule) + len(post_history) + len(user_text) + tool_chars(tools)
+                       + 4 * IMAGE_TOKENS * len(user_images))
     if estimate_tokens(essential_chars) > room:
         # Even with no history and no context it cannot fit: refuse rather than send a request with
         # negative room. The user's message stays saved and can be retried once it fits.
@@ -164,7 +174,8 @@ def assemble(
     # Depth 0 and 1 (after or before the newest message in SillyTavern) sit right before the
     # person's message, which stays last (R1).
     tail.extend(ChatMessage("system", text) for depth, text in context.depth_messages if depth <= 1)
-    tail.append(ChatMessage("user", user_text))
+    tail.append(ChatMessage("user", user_text, images=user_images, attached_chars=user_attached_chars,
+                            attached_files=user_attached_files))
     messages = head + _place_at_depth(kept, context.depth_messages) + tail
 
     if birth_period:
@@ -175,7 +186,10 @@ def assemble(
     block_sizes: dict[str, int] = {}
     for block in context.blocks:
         block_sizes[block.layer] = block_sizes.get(block.layer, 0) + estimate_tokens(len(block.render()))
-    total = estimate_tokens(history_chars + sum(len(m.content) for m in head + tail) + tool_chars(tools))
+    images = sum(len(m.images) for m in messages)
+    attached = [m for m in messages if m.images or m.attached_chars]
+    total = (estimate_tokens(history_chars + sum(len(m.content) for m in head + tail) + tool_chars(tools))
+             + IMAGE_TOKENS * images)
     size = SizeReport(
         history_tokens=estimate_tokens(history_chars),
         history_messages=len(kept),
@@ -196,6 +210,9 @@ def assemble(
         capsule_active=bool(capsule),
         post_history_tokens=estimate_tokens(len(post_history)),
         static_sections={key: estimate_tokens(chars) for key, chars in (static_sections or {}).items()},
+        attachments_count=images + sum(m.attached_files for m in attached),
+        images_count=images,
+        attachments_tokens=estimate_tokens(sum(m.attached_chars for m in attached)) + IMAGE_TOKENS * images,
     )
     return AssembledRequest(ProviderRequest(messages=messages, tools=list(tools),
                                             max_output_tokens=output_reserve_tokens), size)

@@ -63,6 +63,8 @@ class Block:
     source_ids: tuple[int, ...] = ()
     numbers: dict[str, int] = field(default_factory=dict)
     depth: int | None = None  # a message of its own, this many turns from the end (X9)
+    # What each source id names, where a block mixes kinds (archive recall: "message" or "chunk").
+    source_kinds: tuple[str, ...] = ()
 
     def render(self) -> str:
         head = f"=== {self.label} ==="

@@ -55,7 +55,10 @@ def to_anthropic(messages: list[ChatMessage]) -> tuple[list[dict[str, Any]], lis
         elif message.role in ("user", "assistant"):
             role = message.role
             # The API rejects empty text blocks.
-            blocks = [{"type": "text", "text": message.content}] if message.content else []
+            # Image blocks (base64 source), then the text block (W14).
+            blocks = [{"type": "image", "source": {"type": "base64", "media_type": image.media_type,
+                                                   "data": image.base64()}} for image in message.images]
+            blocks += [{"type": "text", "text": message.content}] if message.content else []
             blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
                        for c in message.tool_calls]
         else:

@@ -7,6 +7,7 @@ clear, content-free reason for bad keys, rate limits, server errors, timeouts an
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol
@@ -29,11 +30,29 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class ImagePart:
+    """An image attached to a user message (W14): each provider sends it as its SDK's own image part."""
+
+    media_type: str  # image/png | image/jpeg | image/gif | image/webp
+    data: bytes
+    name: str = ""
+
+    def base64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{self.base64()}"
+
+
+@dataclass(frozen=True)
 class ChatMessage:
     role: str  # system | user | assistant | tool
     content: str
     tool_call_id: str | None = None  # role == "tool": the call this result answers
     tool_calls: tuple[ToolCall, ...] = ()  # role == "assistant": calls the model made
+    images: tuple[ImagePart, ...] = ()  # role == "user": attached images (W14)
+    attached_chars: int = 0  # characters of ``content`` that came from attached text files (R2)
+    attached_files: int = 0  # how many text files ``content`` carries (R2)
 
 
 @dataclass(frozen=True)

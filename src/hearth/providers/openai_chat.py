@@ -50,6 +50,11 @@ def to_chat_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
                     for c in message.tool_calls
                 ],
             })
+        elif message.role == "user" and message.images:
+            # Chat Completions' content parts: the text, then each image as a data URL (W14).
+            parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+            parts += [{"type": "image_url", "image_url": {"url": image.data_url()}} for image in message.images]
+            out.append({"role": "user", "content": parts})
         elif message.role in ("system", "user", "assistant"):
             out.append({"role": message.role, "content": message.content})
         else:

@@ -92,6 +92,12 @@ def to_responses_input(messages: list[ChatMessage]) -> tuple[str, list[dict[str,
         if message.role == "tool":
             items.append({"type": "function_call_output", "call_id": message.tool_call_id or "",
                           "output": message.content})
+        elif message.role == "user" and message.images:
+            # Responses input parts: input_text, then each image as input_image with a data URL (W14).
+            parts: list[dict[str, Any]] = [{"type": "input_text", "text": message.content}] if message.content else []
+            parts += [{"type": "input_image", "image_url": image.data_url(), "detail": "auto"}
+                      for image in message.images]
+            items.append({"role": "user", "content": parts})
         elif message.role in ("user", "assistant"):
             if message.content or not message.tool_calls:
                 items.append({"role": message.role, "content": message.content})

@@ -7,6 +7,10 @@ Rules, first match wins:
   4. an OpenAI key -> OpenAI Responses API.
   5. nothing -> offline.
 The SDK modules are imported only when their provider is built, so importing Hearth stays cheap.
+
+A connection stored from the app (W10, ``records.connections``) fills the provider settings only
+while the environment and the config file leave all of them empty (``environment_chooses``): the
+operator's configuration always wins, and the Settings page says so.
 """
 
 from __future__ import annotations
@@ -23,6 +27,29 @@ DEFAULT_MODELS = {
     "anthropic": "claude-sonnet-4-6",
     "offline": "offline",
 }
+
+
+# The settings that pick a provider; when any is set outside the app, the app's connection waits.
+PROVIDER_FIELDS = {"provider": "HEARTH_PROVIDER", "base_url": "HEARTH_BASE_URL",
+                   "openai_api_key": "OPENAI_API_KEY", "anthropic_api_key": "ANTHROPIC_API_KEY"}
+
+
+def environment_chooses(settings: Any) -> list[str]:
+    """The environment names (or config-file keys) that choose the provider here; empty: none do."""
+    return [env for name, env in PROVIDER_FIELDS.items() if getattr(settings, name)]
+
+
+def with_connection(settings: Any, values: dict[str, Any] | None) -> Any:
+    """``settings`` with a stored connection's provider fields, unless the environment chooses."""
+    if not values or environment_chooses(settings):
+        return settings
+    return settings.with_(**values)
+
+
+def provider_key(settings: Any) -> tuple[Any, ...]:
+    """What a built provider depends on: equal keys may share one provider object."""
+    return (choose_provider_name(settings), settings.model, settings.base_url, settings.openai_api_key,
+            settings.anthropic_api_key, float(settings.provider_timeout))
 
 
 def choose_provider_name(settings: Any) -> str:

@@ -231,6 +231,27 @@ class Forgetting:
     def empty_trash(self, *, token: str, phrase: str) -> ForgetReceipt:
         return self.apply("trash", token=token, phrase=phrase)
 
+    def undo_partial(self, conversation_id: int, message_id: int) -> ForgetReceipt:
+        """Remove a stopped reply that was kept by default, when the person undoes it (W12).
+
+        Only a reply marked ``partial``, with no other version, that is still the thread's last turn:
+        anything else is a Conflict and nothing changes. It goes with everything derived from it.
+        """
+        with self.store.write() as conn:
+            last = conn.execute(
+                "SELECT id, role, metadata FROM messages WHERE conversation_id = ? AND user_id = ? AND kind = 'chat'"
+                " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1",
+                (conversation_id, self.user_id)).fetchone()
+            if last is None or last["id"] != message_id:
+                raise Conflict("only the thread's last reply can be undone, right after it was stopped")
+            metadata = last["metadata"] if isinstance(last["metadata"], dict) else json.loads(last["metadata"] or "{}")
+            if last["role"] != "assistant" or not metadata.get("partial") or int(metadata.get("alternatives") or 1) > 1:
+                raise Conflict("this reply is not a stopped reply that can be undone")
+            s = self._resolve(conn, "message", message_id, None, None)
+            counts = purge(self._ctx, self._memories, conn, s)
+            ledger.append(conn, user_id=self.user_id, kind="forget.receipt", payload={"target": "message", **counts})
+        return ForgetReceipt("message", counts)
+
     def delete_document(self, document_id: int) -> ForgetReceipt:
         """Remove one archive document the way its delete button always has (no confirmation
         phrase: it can be imported again), with everything derived from it (B4)."""
@@ -536,7 +557,8 @@ def compact(store: "Store", user_id: int | None = None) -> dict[str, int]:
 
 
 # The tables that hold text or vectors forgetting removes (vacuumed where the engine needs it).
-RECLAIMED = ("messages", "events", "message_embeddings", "archive_chunks", "archive_documents", "archive_turns",
+RECLAIMED = ("messages", "events", "message_attachments", "message_embeddings", "archive_chunks", "archive_documents",
+             "archive_turns",
              "memories", "facts", "memory_versions", "search_log", "proposals", "artifacts", "summaries")
 
 

@@ -37,11 +37,12 @@ class User:
     has_password: bool
     created_at: str
     display_name: str | None = None  # what companions call the person ({{user}}, X3); None: "the person"
+    disabled: bool = False  # the owner turned this account off: no login, no API token (W10)
 
     @classmethod
     def from_row(cls, row: Row) -> "User":
         return cls(row["id"], row["name"], bool(row["is_owner"]), row["password_hash"] is not None,
-                   row["created_at"], row["display_name"])
+                   row["created_at"], row["display_name"], row["disabled_at"] is not None)
 
 
 @dataclass(frozen=True)
@@ -71,12 +72,17 @@ class Users:
                     row = conn.execute("SELECT * FROM users WHERE is_owner = 1").fetchone()
         return User.from_row(row)
 
-    def create(self, name: str) -> User:
+    def create(self, name: str, password: str | None = None) -> User:
+        """A new account; with ``password``, it can log in at once (both in one transaction)."""
         if not NAME_RE.match(name or ""):
             raise InvalidInput("user name must be 1-64 letters, digits, '.', '_' or '-'")
+        if password is not None and (not isinstance(password, str) or len(password) < MIN_PASSWORD):
+            raise InvalidInput(f"password must be at least {MIN_PASSWORD} characters")
+        digest = _hasher.hash(password) if password is not None else None
         with self.store.write() as conn:
             try:
-                cur = conn.execute("INSERT INTO users (name, created_at) VALUES (?, ?) RETURNING id", (name, utcnow()))
+                cur = conn.execute("INSERT INTO users (name, password_hash, created_at) VALUES (?, ?, ?) RETURNING id",
+                                   (name, digest, utcnow()))
             except ConstraintError:
                 raise Conflict(f"a user named {name!r} already exists") from None
             return self.get(inserted_id(cur))
@@ -134,7 +140,22 @@ class Users:
             raise AuthError("wrong user name or password") from None
         if stored is None:
             raise AuthError("wrong user name or password")
+        if row["disabled_at"] is not None:
+            # Said only after the right password, so the message reveals nothing to a guesser.
+            raise AuthError("this account is turned off; ask the owner")
         return User.from_row(row)
+
+    def set_disabled(self, user_id: int, disabled: bool) -> User:
+        """Turn an account off (its sessions end, its tokens stop working) or on again. The owner's
+        own account cannot be turned off: nobody could turn it on again."""
+        with self.store.write() as conn:
+            user = self.get(user_id)
+            if user.is_owner and disabled:
+                raise InvalidInput("the owner's account cannot be turned off")
+            conn.execute("UPDATE users SET disabled_at = ? WHERE id = ?", (utcnow() if disabled else None, user_id))
+            if disabled:
+                conn.execute("DELETE FROM auth_sessions WHERE user_id = ?", (user_id,))
+        return self.get(user_id)
 
     # -- sessions --------------------------------------------------------------------------
     def start_session(self, user_id: int) -> tuple[str, AuthSession]:
@@ -150,7 +171,8 @@ class Users:
 
     def session(self, token: str) -> AuthSession | None:
         row = self.store.connection().execute(
-            "SELECT user_id, csrf_token FROM auth_sessions WHERE id = ? AND expires_at > ?",
+            "SELECT user_id, csrf_token FROM auth_sessions WHERE id = ? AND expires_at > ?"
+            " AND user_id NOT IN (SELECT id FROM users WHERE disabled_at IS NOT NULL)",
             (_digest(token), utcnow()),
         ).fetchone()
         return AuthSession(row["user_id"], row["csrf_token"]) if row else None
@@ -175,7 +197,8 @@ class Users:
 
     def token_user(self, token: str) -> int | None:
         row = self.store.connection().execute(
-            "SELECT id, user_id FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL", (_digest(token),)
+            "SELECT t.id, t.user_id FROM api_tokens t JOIN users u ON u.id = t.user_id"
+            " WHERE t.token_hash = ? AND t.revoked_at IS NULL AND u.disabled_at IS NULL", (_digest(token),)
         ).fetchone()
         return row["user_id"] if row else None
 

@@ -4,7 +4,8 @@ Any message of yours can be edited; the turns after it are kept as the branch of
 version and come back when that version is chosen again.
 
 Regenerating and editing answer server-sent events exactly like sending. A reply the person stopped
-is not saved by the server (closing the stream ends it); ``partial`` keeps what arrived, when asked.
+is not saved by the server (closing the stream ends it); the web page keeps what arrived through
+``partial`` at once, and ``DELETE partial/{message_id}`` undoes that (W12).
 """
 
 from __future__ import annotations
@@ -69,6 +70,14 @@ def edit(conversation_id: IdPath, message_id: IdPath, body: EditIn,
 def keep_partial(conversation_id: IdPath, body: PartialIn, scope: Scope = Depends(current_scope)) -> dict:
     """Keep what arrived of a stopped reply, marked ``partial``."""
     return plain_message(scope.keep_partial_reply(conversation_id, body.text))
+
+
+@router.delete("/{conversation_id:int}/partial/{message_id:int}", status_code=204)
+def undo_partial(conversation_id: IdPath, message_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+                 scope: Scope = Depends(current_scope)) -> None:
+    """Undo a kept partial reply: it is removed with everything derived from it (W12). Only the
+    thread's last reply, marked partial and with no other version."""
+    scope.undo_partial_reply(conversation_id, message_id)
 
 
 @router.get("/{conversation_id:int}/messages/{message_id:int}/alternatives", response_model=list[AlternativeOut])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator
@@ -28,11 +29,13 @@ from ..errors import TooLarge
 from ..settings import Settings
 from . import (
     activations,
+    admin,
     alternatives,
     auth,
     backups,
     channels,
     choices,
+    connection,
     continuity,
     conversations,
     diagnostics,
@@ -49,7 +52,9 @@ from . import (
     vendor,
     voice,
 )
+from . import attachments as attachment_routes
 from . import forget as forget_routes
+from . import remembered as remembered_routes
 from . import versions as version_routes
 from .mcp_http import PATH as MCP_PATH
 from .mcp_http import McpEndpoint
@@ -60,6 +65,9 @@ log = logging.getLogger(__name__)
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Uploads of whole files (card PNGs, export zips, chat archives): binary, with their own size limit.
 UPLOAD_PATHS = frozenset({"/api/imports", "/api/archive/import"})
+# Sends that may carry attachments (W14): their bodies may hold a message's files, base64 encoded.
+# (``/v1/chat/completions`` keeps ``max_body_bytes``: its images are small ones, docs/clients.md.)
+ATTACHING_PATH = re.compile(r"^/api/conversations/\d+/messages$")
 # Answers that carry a person's data: never kept by a browser or proxy cache, never content-sniffed.
 NO_STORE_TYPES = (b"application/json", b"application/x-ndjson", b"text/event-stream", b"application/problem+json")
 
@@ -100,17 +108,20 @@ class BodyGuard:
     archives) are binary, have their own limit, ``import_bytes``, and stream through uncopied.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, import_bytes: int | None = None):
+    def __init__(self, app: ASGIApp, max_bytes: int, import_bytes: int | None = None,
+                 attaching_bytes: int | None = None):
         self.app = app
         self.max_bytes = self.default_max = max_bytes
         self.import_bytes = import_bytes or max_bytes
+        self.attaching_bytes = max(attaching_bytes or 0, max_bytes)
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         binary = scope["path"] in UPLOAD_PATHS
-        limit = self.import_bytes if binary else self.default_max
+        limit = (self.import_bytes if binary else self.attaching_bytes if ATTACHING_PATH.match(scope["path"])
+                 else self.default_max)
         headers = Headers(scope=scope)
         if b"%00" in scope.get("query_string", b"").lower() or "\x00" in scope["path"]:
             # The text rule (no NUL characters) holds for query parameters as for bodies.
@@ -217,23 +228,28 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
     openapi.install(app)  # the description documents every status the server really answers (U4)
     app.add_middleware(auth.AuthGuard, hearth=hearth)
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes,
-                       import_bytes=settings.max_import_bytes)
+                       import_bytes=settings.max_import_bytes,
+                       # The message, and its attachments at their largest in base64 (W14).
+                       attaching_bytes=settings.max_body_bytes + settings.attachment_max_count * (
+                           settings.attachment_max_bytes * 4 // 3 + 1_000) + settings.attachment_text_chars * 6)
     app.add_middleware(ResponseHeaders)  # outermost: also marks BodyGuard's and AuthGuard's refusals
 
     for router in (auth.router, personas.router, folders.router, continuity.router, conversations.router,
                    memories.snapshots, memories.router, conversations.events_router, layers.router, diagnostics.router,
                    recall.router, openai_router, channels.router, channels.webhooks, activations.router,
                    imports.router, voice.router, voice.webhooks, timeline.router, alternatives.router,
-                   backups.router, choices.router):
+                   backups.router, choices.router, connection.router, admin.router):
         app.include_router(router)
     app.include_router(forget_routes.router)  # delete forever and retention (B4, B5)
     app.include_router(version_routes.router)  # history and undo (B2)
+    app.include_router(remembered_routes.router)  # memory where the person talks (W11)
+    app.include_router(attachment_routes.router)  # attachments and one conversation's export (W14, W15)
 
     # Every module the page imports, preloaded at once instead of discovered import by import.
     # Not the login page's script, the classic theme script (loaded on its own, first) or the worker.
     modules = [f"/static/{p.name}" for p in sorted((HERE / "static").glob("*.js"))
                if p.name not in ("login.js", "theme.js", "sw.js")]
-    modules += [f"/vendor/{name}" for name in vendor.FILES]
+    modules += [f"/vendor/{name}" for name in vendor.PRELOAD]
     vendor_dir = vendor.vendor_dir(settings)
     if vendor.missing(vendor_dir):
         log.warning("%s", vendor.missing_message(vendor_dir))

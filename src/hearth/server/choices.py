@@ -46,10 +46,10 @@ class ModelSet(BaseModel):
 
 
 @router.get("/api/models", response_model=ModelList)
-def list_models(request: Request, _scope: Scope = Depends(current_scope),
+def list_models(request: Request, scope: Scope = Depends(current_scope),
                 refresh: bool = Query(default=False, description="Read the provider's list again now")) -> ModelList:
     """The models a conversation may choose: the default first, then the provider's chat models."""
-    return get_hearth(request).models.get(refresh=refresh)
+    return get_hearth(request).models_for(scope.user_id).get(refresh=refresh)
 
 
 @router.put("/api/conversations/{conversation_id:int}/model", response_model=ModelSet,

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from hearth.records import ledger
+from hearth.records import attachments, ledger
 from hearth.records.conversations import MAX_TITLE
 from hearth.scope import Scope
 from hearth.thread.search import MAX_TAG, MAX_TAGS
@@ -54,10 +54,21 @@ class Restore(RequestModel):
         "null leaves the flag as it is"))
 
 
+class AttachmentIn(RequestModel):
+    name: str = Field(max_length=1000, description="The file's name (a path is cut to its last part)")
+    media_type: str = Field(default="", max_length=100, description="As the browser reports it; images are told by their bytes")
+    text: str | None = Field(default=None, description="A text file's content")
+    data: str | None = Field(default=None, description="An image's bytes, base64 (PNG, JPEG, GIF or WebP)")
+
+
 class SendIn(RequestModel):
     text: str = Field(description="The message; limited by max_message_chars")
     channel: str = Field(default="web", max_length=20)
     pin_characters: list[str] = Field(default_factory=list, max_length=50)
+    attachments: list[AttachmentIn] = Field(default_factory=list, max_length=100, description=(
+        "Text files and images (W14); at most attachment_max_count, each at most attachment_max_bytes (413), "
+        "text files together at most attachment_text_chars characters (413). Images are refused (422) when "
+        "the conversation's model cannot see them. Saved with the message before the model is asked."))
 
 
 class RetryIn(RequestModel):
@@ -104,6 +115,14 @@ class ConversationOut(BaseModel):
         "The model this conversation's requests ask for; null: the deployment's default (PUT .../model)"))
 
 
+class AttachmentOut(BaseModel):
+    id: int
+    kind: str = Field(description="text or image")
+    name: str
+    media_type: str
+    size: int = Field(description="Bytes")
+
+
 class MessageOut(BaseModel):
     id: int
     role: str
@@ -112,6 +131,8 @@ class MessageOut(BaseModel):
     channel: str
     created_at: str
     metadata: dict[str, Any]
+    attachments: list[AttachmentOut] = Field(default_factory=list, description=(
+        "Files attached to this message (W14); their content is at .../attachments/{id}"))
 
 
 class MessagesOut(BaseModel):
@@ -245,6 +266,7 @@ def end_conversation(conversation_id: IdPath, scope: Scope = Depends(current_sco
 @router.get("/{conversation_id:int}/messages", response_model=MessagesOut)
 def list_messages(
     conversation_id: IdPath,
+    request: Request,
     scope: Scope = Depends(current_scope),
     after_id: int = Query(default=0, ge=0, le=MAX_ID),
     limit: int | None = Query(default=None, ge=1, le=10_000),
@@ -255,20 +277,31 @@ def list_messages(
     """Visible messages only (never the stored prompt) and the header estimate (R4)."""
     messages = scope.conversations.messages(conversation_id, after_id=after_id, limit=limit, before_id=before_id,
                                             newest=newest)
-    return {"messages": [plain_message(m) for m in messages],
+    attached = message_attachments(request, scope, conversation_id, [m.id for m in messages if m.role == "user"])
+    return {"messages": [plain_message(m, attached.get(m.id, ())) for m in messages],
             "estimate": scope.visible_estimate(conversation_id)}
 
 
-def plain_message(message: Any) -> dict:
+def message_attachments(request: Request, scope: Scope, conversation_id: int, ids: list[int]) -> dict[int, list]:
+    """The attachments of these messages (W14), their names and sizes only."""
+    if not ids:
+        return {}
+    with get_hearth(request).store.read() as conn:
+        return attachments.in_range(conn, scope.user_id, conversation_id, min(ids), max(ids))
+
+
+def plain_message(message: Any, attached: Any = ()) -> dict:
     return {"id": message.id, "role": message.role, "kind": message.kind, "content": message.content,
-            "channel": message.channel, "created_at": message.created_at, "metadata": message.metadata}
+            "channel": message.channel, "created_at": message.created_at, "metadata": message.metadata,
+            "attachments": [a.to_dict() for a in attached]}
 
 
 @router.post("/{conversation_id:int}/messages", response_class=StreamingResponse, responses=SSE_RESPONSES)
 def send_message(conversation_id: IdPath, body: SendIn, scope: Scope = Depends(current_scope)) -> StreamingResponse:
     """Save the message and stream the reply as server-sent events."""
     events = scope.send_stream(conversation_id, body.text, channel=body.channel,
-                               pin_characters=tuple(body.pin_characters))
+                               pin_characters=tuple(body.pin_characters),
+                               attached=[a.model_dump() for a in body.attachments])
     return _stream(events)
 
 

@@ -65,6 +65,8 @@ class MemorySaved(BaseModel):
 class SnapshotOut(BaseModel):
     info: SnapshotInfo
     memories: list[Memory]
+    kept: int = Field(description="Memories kept in all (a new thread starts with these)")
+    waiting: int = Field(description="Suggestions from this thread waiting for review (W11)")
 
 
 @router.get("", response_model=list[Memory])
@@ -153,7 +155,11 @@ def move_memory(memory_id: IdPath, body: MoveIn, scope: Scope = Depends(current_
 @snapshots.get("/{conversation_id:int}/snapshot", response_model=SnapshotOut)
 def snapshot(conversation_id: IdPath, scope: Scope = Depends(current_scope)) -> dict:
     info = scope.memories.snapshot_info(conversation_id)
-    return {"info": info, "memories": scope.memories.snapshot(conversation_id)}
+    # The counts beside the snapshot keep "0 memories" honest while suggestions wait or kept
+    # memories wait for new threads (M2, W11).
+    waiting = scope.layers.review.list("pending", conversation_id=conversation_id, limit=1000)
+    return {"info": info, "memories": scope.memories.snapshot(conversation_id), "kept": scope.memories.count(),
+            "waiting": len(waiting)}
 
 
 @snapshots.post("/{conversation_id:int}/snapshot/refresh", response_model=SnapshotInfo)

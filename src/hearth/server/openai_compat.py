@@ -173,6 +173,8 @@ def _text(message: MessageIn) -> str:
     else:
         parts = []
         for part in content:
+            if part.type == "image_url" and message.role == "user":
+                continue  # read by ``_images`` (W14)
             if part.type != "text" or part.text is None:
                 if message.role == "user":
                     raise InvalidInput(f"only text content parts are supported, not {part.type!r}"
@@ -181,6 +183,24 @@ def _text(message: MessageIn) -> str:
             parts.append(part.text)
         text = "\n".join(parts)
     return text  # storable: MessageIn checked it
+
+
+def _images(message: MessageIn) -> list[dict[str, Any]]:
+    """The ``image_url`` parts of the last user message as attachments (W14): data URLs only, since
+    Hearth fetches nothing a client names; the send path checks them as it checks any attachment."""
+    found: list[dict[str, Any]] = []
+    if isinstance(message.content, str) or message.content is None:
+        return found
+    for n, part in enumerate(message.content):
+        if part.type != "image_url":
+            continue
+        image = (part.model_extra or {}).get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url[:100]:
+            raise InvalidInput("an image_url part must carry the image as a data: URL with base64 data")
+        media_type, data = url[5:].split(";base64,", 1)
+        found.append({"name": f"image-{n + 1}", "media_type": media_type[:100], "data": data})
+    return found
 
 
 def _usage(done: dict[str, Any], reply_chars: int) -> dict[str, Any]:
@@ -220,9 +240,11 @@ def chat_completions(body: ChatCompletionIn, request: Request, scope: Scope = De
     """Answer the client's last user message through Hearth's send path, in the conversation its
     chat is pinned to (header ``X-Hearth-Conversation``, else a fingerprint of its opening)."""
     messages = [ClientMessage(m.role, _text(m)) for m in body.messages]
+    last_user = next((m for m in reversed(body.messages) if m.role == "user"), None)
     settings = get_hearth(request).settings
     pinned, events = scope.clients.send_stream(body.model, messages, chat_id=chat_id_from(dict(request.headers)),
-                                               provider_models=settings.v1_provider_models)
+                                               provider_models=settings.v1_provider_models,
+                                               attached=_images(last_user) if last_user else [])
     completion_id = "chatcmpl-" + secrets.token_hex(12)
     created = int(time.time())
     headers = {CONVERSATION_HEADER: str(pinned.conversation.id), "Cache-Control": "no-store"}

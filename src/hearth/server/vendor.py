@@ -1,4 +1,5 @@
-"""The web UI's third-party front-end files (a Markdown renderer and an HTML sanitiser).
+"""The web UI's third-party front-end files (a Markdown renderer, an HTML sanitiser, a code
+highlighter and a maths typesetter whose MathML output needs no stylesheet or fonts).
 
 They come from npm, pinned by the repository's package-lock.json, and ``make install`` copies them
 into ``build/vendor/`` of the source checkout (``npm ci``); nothing third-party is committed. The
@@ -13,7 +14,9 @@ from pathlib import Path
 from ..settings import Settings
 
 # The files the page imports, by the names the Makefile gives them.
-FILES = ("markdown-it.js", "purify.js")
+FILES = ("markdown-it.js", "purify.js", "highlight.js", "katex.js")
+# The ones preloaded with the page; KaTeX is fetched when a message first holds maths (markdown.js).
+PRELOAD = ("markdown-it.js", "purify.js", "highlight.js")
 
 
 def vendor_dir(settings: Settings) -> Path:

@@ -37,17 +37,20 @@ from base64 import b64decode
 from typing import Any, Awaitable, Callable
 from xml.sax.saxutils import quoteattr
 
-from fastapi import APIRouter, Request, Response, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Depends, Request, Response, WebSocket, WebSocketDisconnect
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocketState
 
 from hearth.outreach import voice
 from hearth.outreach.channels.contacts import Contact, find
 from hearth.records.context import Context
+from hearth.scope import Scope
+from hearth.settings import Settings
 from hearth.store import Store, utcnow
 
 from ..errors import ConfigError, HearthError, InvalidInput, TooLarge
-from .auth import principal_of_connection
+from .auth import current_scope, get_hearth, principal_of_connection
 from .channels import public_base, signed_form
 
 log = logging.getLogger(__name__)
@@ -68,11 +71,27 @@ ClientIn = Callable[[], Awaitable["str | None"]]  # base64 audio, or None when t
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
+def realtime_available(settings: Settings) -> bool:
+    """Whether a realtime voice session can run here: the realtime speech API is OpenAI's, reached
+    with the server's own key (W16: the page shows the voice button only then)."""
+    return bool(settings.openai_api_key)
+
+
+class VoiceAbilityOut(BaseModel):
+    realtime: bool = Field(description="Whether the realtime voice session (/api/voice) can run on this server")
+
+
+@router.get("/api/voice/ability", response_model=VoiceAbilityOut)
+def voice_ability(request: Request, _scope: Scope = Depends(current_scope)) -> dict:
+    """What voice the page may offer: the realtime session only when it can work (W16)."""
+    return {"realtime": realtime_available(get_hearth(request).settings)}
+
+
 def _realtime_client(ctx: Context):
     from openai import AsyncOpenAI
 
     settings = ctx.settings
-    if not settings.openai_api_key:
+    if not realtime_available(settings):
         raise ConfigError("voice needs OPENAI_API_KEY (the realtime speech API)")
     return AsyncOpenAI(api_key=settings.openai_api_key, websocket_base_url=settings.realtime_url or None)
 

@@ -16,23 +16,26 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generator, Iterator
+from typing import TYPE_CHECKING, Any, Generator, Iterator, Sequence
 
 from hearth.continuity.timeline import capsules, chains, spans
 from hearth.errors import Conflict, InvalidInput, NotFound, ProviderError
 from hearth.outreach import activations
 from hearth.prompt import stored
-from hearth.prompt.assembly import AssembledRequest, assemble
+from hearth.prompt.assembly import AssembledRequest, HistoryTurns, assemble
 from hearth.prompt.dynamic import Turn, quote_reserved_headings
 from hearth.prompt.layers.live_context import MarkerFilter
-from hearth.providers.base import ChatMessage, ProviderRequest, Usage
-from hearth.records import ledger
+from hearth.providers.base import ChatMessage, ImagePart, ProviderRequest, Usage
+from hearth.providers.vision import sees_images
+from hearth.records import attachments, ledger
 from hearth.records.conversations import Conversation
 from hearth.records.ledger import Message
 from hearth.retrieval import searchlog
 from hearth.store import engine_of, utcnow
 from hearth.text import estimate_tokens
 from hearth.thread import alternatives, character
+from hearth.thread.remembered import KEY as REMEMBERED
+from hearth.thread.remembered import sources as remembered_sources
 from hearth.thread.tools import ToolContext, arguments_json
 from hearth.validation import check_text
 
@@ -74,27 +77,33 @@ class SendPath:
         self.model: str | None = None  # the model this send asks for (the conversation's, set by ``assemble``)
         # What the layers searched (A3) and the request's size, not yet written (``assemble``).
         self._diagnostics: tuple[list[dict[str, Any]], str | None, dict[str, Any]] | None = None
+        # The ids of what the request carried, saved in the reply's metadata (W11, ``remembered``).
+        self.remembered: dict[str, Any] = {}
 
     def _check_text(self, text: Any) -> str:
         return check_text(text, "message", max_chars=self.settings.max_message_chars, required=True)
 
     def stream(self, conversation_id: int, text: str, *, channel: str = "web",
                pin_characters: tuple[str, ...] = (), retry: bool = False, regenerate: bool = False,
-               edit_message_id: int | None = None) -> Events:
-        """Send ``text``; or answer the last unanswered message again (``retry``); or write another
-        version of the last reply (``regenerate``); or replace a message the person sent with
-        ``text`` and answer it again (``edit_message_id``). Replaced versions stay as alternatives; the
-        turns after an edited message stay as the branch of its earlier version."""
+               edit_message_id: int | None = None, attached: Sequence[Any] = ()) -> Events:
+        """Send ``text`` with its ``attached`` files (W14); or answer the last unanswered message
+        again (``retry``); or write another version of the last reply (``regenerate``); or replace a
+        message the person sent with ``text`` and answer it again (``edit_message_id``). Replaced
+        versions stay as alternatives; the turns after an edited message stay as the branch of its
+        earlier version. An edit replaces the words only: the message keeps its attachments."""
+        # Checked before anything is written: a file over a limit changes nothing (413/422).
+        checked = attachments.check(attached, self.settings) if attached else []
         activity = self.ctx.activity
         activity.begin_reply(conversation_id)  # refused (409) while "Compact now" runs (E7)
         try:
             yield from self._stream(conversation_id, text, channel, pin_characters, retry, regenerate,
-                                    edit_message_id)
+                                    edit_message_id, checked)
         finally:
             activity.end_reply(conversation_id)
 
     def _stream(self, conversation_id: int, text: str, channel: str, pin_characters: tuple[str, ...],
-                retry: bool, regenerate: bool, edit_message_id: int | None) -> Iterator[SendEvent]:
+                retry: bool, regenerate: bool, edit_message_id: int | None,
+                attached: list[attachments.NewAttachment]) -> Iterator[SendEvent]:
         self.regenerate = regenerate or edit_message_id is not None
         ctx = self.ctx
         store = ctx.store
@@ -107,6 +116,11 @@ class SendPath:
             conversation = ctx.conversations.get(conversation_id)
             check_open(conversation)
             ledger.check_channel(channel)
+            if any(a.kind == "image" for a in attached) and not sees_images(ctx.provider.name,
+                                                                             ctx.model_for(conversation)):
+                raise InvalidInput(f"the model of this conversation ({ctx.model_for(conversation)}, "
+                                   f"{ctx.provider.name}) cannot see images; remove the image or choose a model "
+                                   "that takes images")
             now = utcnow()
             # E1: one indexed upsert in this same transaction (opens a span only after idle).
             self.span_id = spans.touch(conn, ctx.user_id, conversation.persona_id, channel, now=now,
@@ -123,8 +137,13 @@ class SendPath:
                                  reason="edited")
                 user_message = ctx.conversations.message(user_message.id)
             else:
-                user_message = save_turn(ctx, conn, conversation_id, self._check_text(text), channel=channel,
+                # A message may be its files alone (a picture with no words, W14).
+                words = (check_text(text, "message", max_chars=self.settings.max_message_chars) if attached
+                         else self._check_text(text))
+                user_message = save_turn(ctx, conn, conversation_id, words, channel=channel,
                                          created_at=now, span_id=self.span_id)
+                # In the message's own transaction: saved whole, before any model call.
+                attachments.add(conn, ctx.user_id, conversation_id, user_message.id, attached)
             prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, channel)
         yield SendEvent("saved", {"message_id": user_message.id, "span_id": self.span_id})
 
@@ -168,7 +187,8 @@ class SendPath:
             self._keep_span_open(conn, conversation, channel)
             self._write_diagnostics(conn, conversation_id)  # before the reply, in the ledger's order
             metadata: dict[str, Any] = {"provider": provider.name, "model": self.model or provider.model,
-                                        "tool_rounds": tool_rounds, "reply_to": user_message.id}
+                                        "tool_rounds": tool_rounds, "reply_to": user_message.id,
+                                        REMEMBERED: self.remembered}
             if regenerate:
                 metadata["regenerated"] = True
             if replacing is not None:
@@ -216,7 +236,7 @@ class SendPath:
                 message = ctx.conversations.add_message(
                     conversation_id, "assistant", text_out, channel="inner", span_id=self.span_id,
                     metadata={**metadata, "provider": provider.name, "model": self.model or provider.model,
-                              "tool_rounds": tool_rounds})
+                              "tool_rounds": tool_rounds, REMEMBERED: self.remembered})
                 # The same after-turn path as any reply: the person's next turn chains from this
                 # one, so the model sees what it said on its own (E7, E11).
                 self._after_turn(conn, conversation, "inner", usage, response_id, compacted)
@@ -296,11 +316,17 @@ class SendPath:
         self.model = model = ctx.model_for(conversation)
         limit = ctx.input_token_limit(model)
         reserve = min(self.settings.output_token_reserve, limit // 4)
-        room_chars = max(0, (limit - reserve) * 4 - len(prompt.text) - len(user_message.content))
         chaining = bool(getattr(ctx.provider, "chains", False))
+        seeing = sees_images(ctx.provider.name, model)
         # Most of this snapshot's reads are the same on every send of the thread: PostgreSQL sends
         # them ahead, with the snapshot's BEGIN (store/ahead.py).
         with ctx.store.read(ahead=("send", conversation.id)) as conn:
+            # W14: the message as the model reads it (its text files inlined) and its images.
+            current = attachments.of_messages(conn, ctx.user_id, conversation.id, [user_message.id],
+                                              content=True).get(user_message.id, [])
+            user_text, user_images = _with_attachments(user_message.content, current, seeing)
+            room_chars = max(0, (limit - reserve) * 4 - len(prompt.text) - len(user_text)
+                             - 4 * attachments.image_tokens(len(user_images)))
             # E3: the latest capsule travels with the turns it does not cover.
             capsule = capsules.latest(conn, conversation.id)
             capsule_text = capsule.render() if capsule else ""
@@ -325,9 +351,14 @@ class SendPath:
                         assembled_text=[prompt.text, *(m.content for m in history[-8:])],
                         has_assistant_reply=has_reply)
             context = ctx.dynamic.render(ctx.dynamic.collect(turn))
+            self.remembered = remembered_sources(conn, conversation.id, context.blocks, turn.handoff,
+                                                 prompt.handoff_chars > 0)
+            history = _history_with_attachments(conn, ctx.user_id, conversation.id, history, seeing)
         assembled = assemble(
             static_prompt=prompt.text, handoff_chars=prompt.handoff_chars, history=history, context=context,
-            user_text=quote_reserved_headings(user_message.content), tools=ctx.toolbox.specs(),
+            user_text=quote_reserved_headings(user_text), tools=ctx.toolbox.specs(),
+            user_images=tuple(user_images), user_attached_chars=len(user_text) - len(user_message.content),
+            user_attached_files=sum(a.kind == "text" for a in current),
             input_limit_tokens=limit, output_reserve_tokens=reserve, birth_period=not has_reply,
             trimmed_before=older, capsule=capsule_text, post_history=post_history,
             static_sections=prompt.section_chars,
@@ -417,6 +448,40 @@ class SendPath:
                 messages.append(ChatMessage("tool", result, tool_call_id=call.id))
                 yield SendEvent("tool", {"name": name, "status": "done", "result_tokens": estimate_tokens(len(result))})
         return "".join(parts), usage, MAX_TOOL_ROUNDS, response_id, compacted
+
+
+def _with_attachments(text: str, attached: Sequence[attachments.Attachment],
+                      seeing: bool) -> tuple[str, list[ImagePart]]:
+    """(the message's text with its text files inlined, its images). A model that cannot see
+    images is told their names instead (a thread whose model changed since they were sent)."""
+    if not attached:
+        return text, []
+    inlined = attachments.inline(text, attached)
+    images = [a.image() for a in attached if a.data is not None]
+    if images and not seeing:
+        return f"{inlined}\n\n{attachments.unseen(attached)}", []
+    return inlined, images
+
+
+def _history_with_attachments(conn: Any, user_id: int, conversation_id: int, history: Any, seeing: bool) -> Any:
+    """The history with each earlier message's attachments, as its own request carried them (W14).
+    One indexed read over the history's range; threads without attachments keep their turns as read."""
+    if not isinstance(history, HistoryTurns) or not history:
+        return history
+    found = attachments.in_range(conn, user_id, conversation_id, history[0].id, history[-1].id, content=True)
+    if not found:
+        return history
+    chats, sizes, lengths = list(history.chats), list(history.sizes), list(history.lengths)
+    for i, turn in enumerate(history):
+        attached = found.get(turn.id)
+        if not attached or turn.role != "user":
+            continue
+        text, images = _with_attachments(chats[i].content, attached, seeing)
+        chats[i] = ChatMessage("user", text, images=tuple(images), attached_chars=len(text) - len(chats[i].content),
+                               attached_files=sum(a.kind == "text" for a in attached))
+        lengths[i] = len(text)
+        sizes[i] = estimate_tokens(len(text)) + attachments.image_tokens(len(images))
+    return HistoryTurns(list(history), chats, sizes, lengths)
 
 
 def save_turn(ctx: "Context", conn: Any, conversation_id: int, text: str, *, channel: str, created_at: str,

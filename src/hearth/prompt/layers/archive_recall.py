@@ -126,7 +126,7 @@ class ArchiveRecall:
                 r.speaker = (turn.persona.user_label if r.speaker == "user" else turn.persona.assistant_label).rstrip(":")
         text = quote_reserved_headings(context_block(results))
         return [Block(layer=self.name, label=LABEL, trust=TRUST, text=text,
-                      source_ids=tuple(r.id for r in results),
+                      source_ids=tuple(r.id for r in results), source_kinds=tuple(r.kind for r in results),
                       numbers={"results": len(results), "chunks": sum(r.kind == "chunk" for r in results),
                                "messages": sum(r.kind == "message" for r in results)})]
 

@@ -27,12 +27,15 @@ import { showRecall } from "./recall.js";
 import { showTimeline } from "./timeline.js";
 import { showTools } from "./tools.js";
 import { showImports } from "./imports.js";
+import { showSettings } from "./settings.js";
+import { showAdmin } from "./admin.js";
 
 const state = shared;
 
 const VIEWS = {
   chat: null, memory: showMemory, personas: showPersonas, layers: showLayers, recall: showRecall, timeline: showTimeline,
   tools: () => Promise.all([showTools(), showImports()]),
+  settings: showSettings, accounts: showAdmin,
 };
 
 function viewFromHash() {

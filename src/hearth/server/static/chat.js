@@ -11,10 +11,13 @@ import { renderOrganise } from "./organise.js";
 import { renderModelPicker } from "./modelpick.js";
 import { renderPresets } from "./presets.js";
 import { showVoiceChoice } from "./speech.js";
+import { refreshNotice } from "./notice.js";
+import { avatarFor } from "./avatars.js";
 
 const ui = {
   title: $("chat-title"),
   meta: $("chat-meta"),
+  companion: $("chat-companion"),
   text: $("composer-text"),
   send: $("send"),
   branch: $("branch-conversation"),
@@ -62,6 +65,12 @@ export function renderHeader() {
     if (c.imported) parts.push("Imported");
   }
   ui.meta.textContent = parts.join(" · ");
+  // The companion's face beside the title (its name is the first word of the line under it).
+  const face = c ? `${c.persona_id}:${shared.personas.find((p) => p.id === c.persona_id)?.avatar_version ?? ""}` : "";
+  if (ui.companion.dataset.face !== face) {
+    ui.companion.dataset.face = face;
+    ui.companion.replaceChildren(...(c ? [avatarFor(c.persona_id)] : []));
+  }
   showVoiceChoice(c ? c.persona_id : null); // Read aloud's voice follows the thread's persona
   const busy = state.sending;
   const trashed = Boolean(c) && c.visibility === "trashed";
@@ -106,6 +115,7 @@ export function clearChat() {
   renderSnapshot(null);
   renderHeader();
   renderList();
+  refreshNotice(null);
 }
 
 // What opening a thread reads; started early for the thread named in the address (see app.js), so
@@ -148,6 +158,7 @@ export async function selectConversation(id) {
   restoreDraft(id);
   // Opening a thread may queue a live-context refresh when its state is stale (LC1).
   apiJson("GET", `/api/conversations/${id}/live-context?opened=true`).catch(() => {});
+  refreshNotice(id); // suggestions from this thread waiting for the person (notice.js, W11)
   if (!ui.text.disabled) focusAfter(ui.text, from);
 }
 
@@ -178,6 +189,7 @@ export async function refreshCurrent() {
     state.current = conversation;
     renderEstimate(estimate);
     renderHeader();
+    refreshNotice(id); // a reply has ended: what it suggested, and what it remembered (W11)
   }
   await loadConversations();
 }

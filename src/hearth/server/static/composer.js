@@ -1,7 +1,9 @@
 // The composer and streamed replies: sending a message, reading the server-sent events of the reply
 // as they arrive (Markdown rendered while it streams), Try again after a failed reply (PR5), and the
-// turn actions of W2: Stop (what arrived is kept only if the person chooses), Regenerate, swiping
-// between versions and editing a sent message.
+// turn actions of W2: Stop (what arrived is kept, with Undo: W12), Regenerate, swiping between
+// versions and editing a sent message. The box is emptied when a message is sent, never when its
+// reply ends, so a draft written while a reply streams stays; Enter waits (the text stays) until
+// the reply ends or is stopped.
 
 import { $, api, apiJson, button, el } from "./api.js";
 import { setStatus, shared } from "./shared.js";
@@ -9,6 +11,7 @@ import { addMessage, connectActions, refreshActions, setMessageData, setSource, 
 import { renderSize } from "./sidepanel.js";
 import { markdownFragment, renderMarkdown } from "./markdown.js";
 import { refreshCurrent, reloadMessages, renderHeader } from "./chat.js";
+import { hasAttachments, takeAttachments } from "./attachments.js";
 
 const ui = {
   composer: $("composer"),
@@ -119,7 +122,7 @@ async function streamReply(path, body, { userBubble = null, into = null } = {}) 
   reply.removeAttribute("aria-busy");
   controller = null;
   if (stopped) {
-    offerPartial(reply, text, before);
+    await keepStopped(reply, text, before);
     return;
   }
   if (!failed) {
@@ -156,7 +159,59 @@ function paragraphEnd(text, from) {
   return fences % 2 === 0 ? at + 2 : from;
 }
 
-// Stopped: nothing was saved. The person chooses to keep what arrived (as a partial reply) or not.
+// Stopped (W12): what arrived is kept at once, marked partial, with Undo beside it (Undo removes it
+// again, or brings back the earlier version of a regenerated reply). Nothing arrived: nothing to keep.
+async function keepStopped(reply, text, before) {
+  if (!text) {
+    offerPartial(reply, text, before);
+    return;
+  }
+  const id = state.current.id;
+  let saved;
+  try {
+    saved = await apiJson("POST", `/api/conversations/${id}/partial`, { text });
+  } catch (error) {
+    setStatus(error.message, "error");
+    offerPartial(reply, text, before); // not kept: the person still chooses
+    return;
+  }
+  updateMessage(reply, saved);
+  if (before) await reloadMessage(reply);
+  const box = el("div", "stopped");
+  box.append(el("p", "small", "Stopped. What arrived is kept."));
+  const undo = button("Undo", async () => {
+    undo.disabled = true;
+    try {
+      if (before) {
+        // A stopped regeneration became another version: the one before it is chosen again.
+        const position = Number(reply.dataset.chosen) - 1;
+        const earlier = await apiJson("POST",
+          `/api/conversations/${id}/messages/${saved.id}/alternatives/${Math.max(0, position)}/choose`);
+        updateMessage(reply, earlier);
+        await reloadMessage(reply);
+      } else {
+        await api("DELETE", `/api/conversations/${id}/partial/${saved.id}`);
+        reply.remove();
+      }
+      box.remove();
+      setStatus(before ? "The earlier reply is back." : "Undone: the stopped reply is gone. Your message is saved.");
+      refreshActions();
+      revealLastTurn();
+      ui.text.focus();
+    } catch (error) {
+      undo.disabled = false;
+      setStatus(error.message, "error");
+    }
+  }, "quiet small undo-partial");
+  box.append(undo);
+  // The notice goes with the next action on the thread (a new message, another stop).
+  ui.composer.addEventListener("submit", () => box.remove(), { once: true });
+  reply.append(box);
+  box.scrollIntoView({ block: "end" });
+  undo.focus({ preventScroll: true });
+}
+
+// Not kept (nothing arrived, or keeping failed): the person chooses to keep what arrived or not.
 function offerPartial(reply, text, before) {
   const replyBody = reply.querySelector(".body");
   const box = el("div", "stopped");
@@ -258,17 +313,24 @@ async function sendMessage() {
     setStatus("The reply is still arriving: send when it is done, or stop it.");
     return;
   }
-  if (!text.trim() || !state.current) return;
+  if ((!text.trim() && !hasAttachments()) || !state.current) return; // files alone may be sent (W14)
   setStatus("");
-  const userBubble = addMessage({ role: "user", kind: "chat", content: text });
+  const attached = takeAttachments(); // files of the message (attachments.js, W14)
+  const userBubble = addMessage({ role: "user", kind: "chat", content: text, attachments: attached.shown });
   userBubble.classList.add("pending");
+  // The words move into the bubble now, so the box is free for the next message while the reply
+  // streams (W12): what is typed meanwhile is never cleared when the reply ends. The stored draft
+  // (drafts.js) keeps the sent words until the server has them, so an expired session loses nothing.
+  ui.text.value = "";
   await runSend(async () => {
     try {
-      await streamReply(`/api/conversations/${state.current.id}/messages`, { text }, { userBubble });
-      ui.text.value = "";
-      ui.text.dispatchEvent(new Event("input")); // the saved draft goes too
+      await streamReply(`/api/conversations/${state.current.id}/messages`, { text, ...attached.body }, { userBubble });
+      ui.text.dispatchEvent(new Event("input")); // the stored draft follows the box: empty, or what was typed since
     } catch (error) {
-      userBubble.remove(); // nothing was saved: keep the text in the box
+      attached.restore();
+      userBubble.remove(); // nothing was saved: the text comes back to the box, before anything typed since
+      ui.text.value = ui.text.value.trim() ? `${text}\n\n${ui.text.value}` : text;
+      ui.text.dispatchEvent(new Event("input"));
       throw error;
     }
   });

@@ -64,9 +64,30 @@ export async function showImports() {
   }
 }
 
+// The report's counts in a person's words, singular or plural as the number asks ("1 persona").
+const COUNT_WORDS = {
+  personas: ["persona", "personas"], personas_updated: ["persona updated", "personas updated"],
+  avatars_updated: ["picture updated", "pictures updated"],
+  fragments: ["lore entry", "lore entries"], fragments_added: ["lore entry added", "lore entries added"],
+  fragments_updated: ["lore entry updated", "lore entries updated"],
+  fragments_removed: ["lore entry removed", "lore entries removed"],
+  conversations: ["conversation", "conversations"], messages: ["message", "messages"],
+  attachments: ["attachment", "attachments"], documents: ["document", "documents"],
+  documents_updated: ["document updated", "documents updated"], duplicates: ["already here", "already here"],
+  chunks: ["passage", "passages"], proposals: ["suggestion to review", "suggestions to review"],
+  mining_failed: ["suggestion step failed", "suggestion steps failed"],
+  system_skipped: ["system note skipped", "system notes skipped"], imported: ["imported", "imported"],
+  updated: ["updated", "updated"], scope_personas_missing: ["persona not found", "personas not found"],
+};
+
+function countWords(key, value) {
+  const [one, many] = COUNT_WORDS[key] || [key.replace(/_/g, " ").replace(/s\b/, ""), key.replace(/_/g, " ")];
+  return `${formatNumber(value)} ${value === 1 ? one : many}`;
+}
+
 function describe(report) {
   if (report.status === "refused") return report.reason;
-  const parts = Object.entries(report.counts || {}).map(([k, v]) => `${formatNumber(v)} ${k.replace(/_/g, " ")}`);
+  const parts = Object.entries(report.counts || {}).map(([k, v]) => countWords(k, v));
   return parts.join(", ") || "nothing new";
 }
 
@@ -172,8 +193,8 @@ if (ui.form) {
     }
     ui.progress.hidden = true;
     ui.run.disabled = false;
-    const question = asked ? ` ${asked} character(s) already here: choose below.` : "";
-    say(ui.status, (refused ? `Done; ${refused} file(s) refused.` : "Done.") + question,
+    const question = asked ? ` ${asked} ${asked === 1 ? "character is" : "characters are"} already here: choose below.` : "";
+    say(ui.status, (refused ? `Done; ${refused} ${refused === 1 ? "file" : "files"} refused.` : "Done.") + question,
       refused ? "error" : "info");
   });
 }

@@ -11,11 +11,11 @@ const plural = (count, one, many) => `${formatNumber(count)} ${count === 1 ? one
 const SKIPPED_TASKS = {
   memories: "memories",
   facts: "facts",
-  capsule: "the continuity capsule",
+  capsule: "the chat summary",
   summary: "the summary",
-  live_context: "the live context",
+  live_context: "the chat topic",
   household: "household changes",
-  fragments: "fragment suggestions",
+  fragments: "lore suggestions",
   title: "the title",
   mining: "memories from the import",
 };
@@ -46,13 +46,13 @@ export const EVENT_LABELS = {
   "message.alternative_chosen": ["Another version chosen"],
   "span.opened": ["Activity started"],
   "span.closed": ["Activity ended", (p) => ({ idle: "after a quiet while", switched: "switched activity" }[p.reason] || null)],
-  "checkpoint.created": ["Memory checkpoint", (p) => (typeof p.suggestions === "number"
+  "checkpoint.created": ["Memory check", (p) => (typeof p.suggestions === "number"
     ? `${plural(p.turns || 0, "turn", "turns")} read, ${plural(p.suggestions, "suggestion", "suggestions")}` : null)],
   "context.request_size": ["Request size", (p) => (n(p.total_tokens)
     ? `${n(p.total_tokens)} tokens${n(p.input_limit_tokens) ? ` of ${n(p.input_limit_tokens)}` : ""}` : null)],
   "context.usage": ["Model usage", (p) => (n(p.input) ? `${n(p.input)} tokens in, ${n(p.output) || 0} out` : null)],
-  "context.capsule": ["Continuity capsule refreshed"],
-  "context.compacted": ["Context compacted", (p) => (p.mode === "manual" ? "on request" : p.mode === "auto" ? "automatically" : null)],
+  "context.capsule": ["Chat summary refreshed"],
+  "context.compacted": ["Earlier turns condensed", (p) => (p.mode === "manual" ? "on request" : p.mode === "auto" ? "automatically" : null)],
   "continuity.captured": ["Continuity carried over"],
   "memory.added": ["Memory added"],
   "memory.edited": ["Memory edited"],
@@ -61,12 +61,12 @@ export const EVENT_LABELS = {
   "memory.ended": ["Memory ended"],
   "memory.restored": ["Memory restored"],
   "memory.snapshot_refreshed": ["Memory refreshed in the conversation"],
-  "memory.snapshot_backfill": ["Memory snapshot filled in"],
+  "memory.snapshot_backfill": ["Memories of the chat filled in"],
   "memory.judge_fallback": ["Memory check fell back to rules"],
   "helper.skipped": ["Skipped for now", (p) => `${SKIPPED_TASKS[p.task] || "a helper answer"} could not be read this time`],
-  "fragment.added": ["Fragment added"],
-  "fragment.edited": ["Fragment edited"],
-  "fragment.removed": ["Fragment removed"],
+  "fragment.added": ["Lore entry added"],
+  "fragment.edited": ["Lore entry edited"],
+  "fragment.removed": ["Lore entry removed"],
   "fragment_book.scoped": ["Lorebook scope changed"],
   "status.changed": ["Household status changed"],
   "status.field_added": ["Status field added"],
@@ -74,8 +74,8 @@ export const EVENT_LABELS = {
   "review.proposed": ["Suggestion for review"],
   "review.approved": ["Suggestion approved"],
   "review.dismissed": ["Suggestion dismissed"],
-  "live_context.refreshed": ["Live context refreshed"],
-  "live_context.edited": ["Live context edited"],
+  "live_context.refreshed": ["Chat topic refreshed"],
+  "live_context.edited": ["Chat topic edited"],
   "summary.refreshed": ["Summary refreshed"],
   "prompt.rebuilt": ["Conversation prompt rebuilt"],
   "tool.call": ["Tool used", (p) => (typeof p.name === "string" ? p.name.replace(/_/g, " ") : null)],
@@ -97,7 +97,7 @@ export const EVENT_LABELS = {
 const MESSAGE_KINDS = {
   static_prompt: "Conversation prompt saved",
   handoff_artifact: "Handoff saved",
-  compaction: "Compacted history saved",
+  compaction: "Condensed history saved",
 };
 
 function fallback(kind) {

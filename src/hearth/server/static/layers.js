@@ -30,7 +30,7 @@ let fragments = [];
 let editingFragment = null;
 
 const KIND_NAMES = {
-  status_change: "Status change", fragment_add: "New fragment", fragment_update: "Fragment update",
+  status_change: "Status change", fragment_add: "New lore entry", fragment_update: "Lore update",
   memory_add: "New memory",
 };
 
@@ -267,7 +267,7 @@ async function loadLive() {
   ui.live.replaceChildren();
   const c = shared.current;
   if (!c) {
-    ui.live.append(el("p", "muted empty", "Open a conversation in Chat to see and edit its live context."));
+    ui.live.append(el("p", "muted empty", "Open a conversation in Chat to see and edit what it is about."));
     return;
   }
   const view = await apiJson("GET", `/api/conversations/${c.id}/live-context`);
@@ -282,7 +282,7 @@ async function loadLive() {
     inputs[key] = f.input;
     form.append(f.wrap);
   }
-  const save = el("button", "", "Save live context");
+  const save = el("button", "", "Save what this chat is about");
   save.type = "submit";
   const row = el("div", "inline-row");
   row.append(save);
@@ -295,7 +295,7 @@ async function loadLive() {
     try {
       await apiJson("PUT", `/api/conversations/${c.id}/live-context`, body);
       await loadLive();
-      report("Live context saved.");
+      report("Saved what this chat is about.");
     } catch (error) {
       report(error.message, "error");
     }
@@ -312,7 +312,7 @@ function fragmentEditor(form, f, onDone) {
   const enabled = field("Enabled", "checkbox", { value: f ? f.enabled : true });
   triggers.input.classList.add("fragment-triggers");
   const actions = el("div", "inline-row");
-  const save = el("button", "primary", f ? "Save fragment" : "Add fragment");
+  const save = el("button", "primary", f ? "Save entry" : "Add entry");
   save.type = "submit";
   actions.append(save);
   if (f) actions.append(button("Cancel", () => onDone(false)));
@@ -326,7 +326,7 @@ function fragmentEditor(form, f, onDone) {
     try {
       if (f) await apiJson("PATCH", `/api/fragments/${f.id}`, body);
       else await apiJson("POST", "/api/fragments", body);
-      report(f ? "Fragment saved." : "Fragment added. It applies from the next message.");
+      report(f ? "Lore entry saved." : "Lore entry added. It applies from the next message.");
       onDone(true);
     } catch (error) {
       report(error.message, "error");
@@ -346,7 +346,7 @@ async function loadFragments() {
 
 function renderFragments() {
   ui.fragments.replaceChildren();
-  if (!fragments.length) ui.fragments.append(el("li", "muted empty", "No fragments yet."));
+  if (!fragments.length) ui.fragments.append(el("li", "muted empty", "No lore yet."));
   for (const f of fragments) {
     const item = el("li", "fragment");
     item.dataset.fragmentId = String(f.id);
@@ -375,16 +375,16 @@ function renderFragments() {
       editingFragment = f.id;
       renderFragments();
       ui.fragments.querySelector(`[data-fragment-id="${f.id}"] input`)?.focus();
-    }, "quiet small", `Edit fragment ${f.triggers.join(", ")}`));
+    }, "quiet small", `Edit entry ${f.triggers.join(", ")}`));
     actions.append(confirmButton("Delete", "Confirm delete", async () => {
       try {
         await apiJson("DELETE", `/api/fragments/${f.id}`);
         await loadFragments();
-        report("Fragment deleted.");
+        report("Lore entry deleted.");
       } catch (error) {
         report(error.message, "error");
       }
-    }, `Delete fragment ${f.triggers.join(", ")}`));
+    }, `Delete entry ${f.triggers.join(", ")}`));
     item.append(actions);
     ui.fragments.append(item);
   }
@@ -398,7 +398,7 @@ async function loadBooks() {
     apiJson("GET", "/api/fragments/books"), apiJson("GET", "/api/personas?include_archived=true"),
   ]);
   ui.books.replaceChildren();
-  if (!books.length) ui.books.append(el("li", "muted empty", "No books yet: import a card's book or a World Info file, or give fragments a category."));
+  if (!books.length) ui.books.append(el("li", "muted empty", "No books yet: import a card's book or a World Info file, or give entries a category."));
   for (const b of books) ui.books.append(bookRow(b, personas));
 }
 
@@ -406,7 +406,7 @@ function bookRow(b, personas) {
   const item = el("li", "fragment book");
   item.dataset.book = b.name;
   const head = el("div", "fragment-head");
-  head.append(el("span", "chip", b.name), el("span", "muted small", `${b.fragments} ${b.fragments === 1 ? "fragment" : "fragments"}`));
+  head.append(el("span", "chip", b.name), el("span", "muted small", `${b.fragments} ${b.fragments === 1 ? "entry" : "entries"}`));
   item.append(head);
   const character = personas.find((p) => p.id === b.character_id);
   const choices = [["all", "All personas"]];

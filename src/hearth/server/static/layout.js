@@ -44,12 +44,22 @@ ui.drawerToggle.addEventListener("click", () => {
   if (document.body.classList.contains("drawer-open")) close();
   else open("drawer-open", ui.drawerToggle, ui.threads);
 });
+// Wider screens: Details is a column beside the conversation, closed until asked for (W8).
+const chatView = $("view-chat");
+function setColumn(open) {
+  chatView.classList.toggle("details-open", open);
+  ui.detailsToggle.setAttribute("aria-expanded", String(open));
+}
 ui.detailsToggle.addEventListener("click", () => {
+  if (!narrow.matches) {
+    setColumn(!chatView.classList.contains("details-open"));
+    return;
+  }
   if (document.body.classList.contains("sheet-open")) close();
   else open("sheet-open", ui.detailsToggle, ui.details);
 });
 ui.drawerClose.addEventListener("click", close);
-ui.sheetClose.addEventListener("click", close);
+ui.sheetClose.addEventListener("click", () => (narrow.matches ? close() : setColumn(false)));
 ui.scrim.addEventListener("click", close);
 document.addEventListener("keydown", (event) => {
   if (event.key === "Escape" && ui.scrim.hidden === false) close();
@@ -58,4 +68,7 @@ document.addEventListener("keydown", (event) => {
 window.addEventListener("hashchange", () => {
   if (document.body.classList.contains("drawer-open")) close();
 });
-narrow.addEventListener("change", close);
+narrow.addEventListener("change", () => {
+  close();
+  setColumn(false);
+});

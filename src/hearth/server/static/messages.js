@@ -4,13 +4,17 @@
 // message also has Copy (its plain text), Read aloud (speech.js) and a More menu (menu.js) with Copy
 // as Markdown (its source) and, last and out of the way, Delete forever.
 
-import { $, apiJson, button, el } from "./api.js";
+import { $, apiJson, button, el, formatNumber } from "./api.js";
 import { avatarFor } from "./avatars.js";
 import { startForget } from "./forget.js";
 import { menuButton } from "./menu.js";
+import { icon, iconButton, setIcon } from "./icons.js";
 import { readButton, speechAvailable } from "./speech.js";
 import { personaName, setStatus, shared } from "./shared.js";
 import { renderMarkdown } from "./markdown.js";
+import { attachRemembered } from "./remembered.js";
+import { showAttachments } from "./attachments.js";
+import { lastSize } from "./sidepanel.js";
 
 const list = $("messages");
 
@@ -48,13 +52,15 @@ function buildMessage(message, personaId) {
       item.append(link);
     }
   } else {
-    const who = el("div", "who", role === "user" ? "You" : personaName(personaId));
+    const who = el("div", "who", role === "user" ? shared.userName || "You" : personaName(personaId));
     if (role !== "user") who.prepend(avatarFor(personaId)); // the name is beside it: decoration
     item.append(who);
     const body = el("div", "body markdown");
     renderMarkdown(body, message.content);
     item.append(body);
     sources.set(item, message.content);
+    attachRemembered(item, message); // "What I remembered" (remembered.js), closed, when there is any
+    showAttachments(item, message); // the message's files (attachments.js, W14)
   }
   return item;
 }
@@ -96,6 +102,7 @@ const plainText = (item) => (item.querySelector(".body")?.innerText || "").trim(
 // Keeps a bubble's data in step with a saved message (id, version count, chosen version).
 export function setMessageData(item, message) {
   const meta = message.metadata || {};
+  metas.set(item, meta);
   item.dataset.messageId = message.id ? String(message.id) : "";
   item.dataset.kind = message.kind || "chat";
   item.dataset.alternatives = String(meta.alternatives || 1);
@@ -108,6 +115,7 @@ export function updateMessage(item, message) {
   setMessageData(item, message);
   sources.set(item, message.content);
   renderMarkdown(item.querySelector(".body"), message.content);
+  attachRemembered(item, message); // another version: what its own send remembered (remembered.js)
 }
 
 // A long thread opens at its newest page of messages, and only the newest WINDOW of them is drawn at
@@ -248,6 +256,8 @@ export function refreshActions() {
 
 function decorate(node, last) {
   if (!node.dataset.messageId) return;
+  // The last reply keeps its actions in view; the others show them on hover or focus (app.css).
+  node.classList.toggle("last-reply", last);
   if (node.dataset.kind !== "chat" || actions.busy()) node.append(messageTools(node, el("div", "turn-actions")));
   else if (node.classList.contains("role-user")) node.append(userActions(node));
   else if (last) node.append(replyActions(node, !node.dataset.greeting));
@@ -258,7 +268,7 @@ function decorate(node, last) {
 // last, never a click away beside Edit.
 function messageTools(node, bar) {
   const mine = node.classList.contains("role-user");
-  bar.append(button("Copy", () => copy(plainText(node), "The message"), "quiet small copy-message"));
+  bar.append(iconButton("copy", "Copy", () => copy(plainText(node), "The message"), "quiet small copy-message"));
   if (speechAvailable()) {
     bar.append(readButton(node, () => plainText(node), () => (mine ? null : shared.current?.persona_id)));
   }
@@ -268,7 +278,9 @@ function messageTools(node, bar) {
     items.push({ label: "Delete forever", action: () => forgetMessage(node), className: "danger",
       ariaLabel: `Delete forever: ${mine ? "your message" : "this reply"}` });
   }
-  bar.append(menuButton("More", items, { ariaLabel: "More actions" }));
+  const more = menuButton("More", items, { ariaLabel: "More actions" });
+  setIcon(more.querySelector(".menu-button"), "more", "More actions");
+  bar.append(more);
   return bar;
 }
 
@@ -279,9 +291,9 @@ function versions(item, label) {
   const swipe = el("div", "swipe");
   swipe.setAttribute("role", "group");
   swipe.setAttribute("aria-label", label);
-  const prev = button("‹", () => actions.choose(item, id, chosen - 1), "quiet small icon", "Previous version");
+  const prev = iconButton("prev", "Previous version", () => actions.choose(item, id, chosen - 1), "quiet small icon");
   prev.disabled = chosen <= 0;
-  const next = button("›", () => actions.choose(item, id, chosen + 1), "quiet small icon", "Next version");
+  const next = iconButton("next", "Next version", () => actions.choose(item, id, chosen + 1), "quiet small icon");
   next.disabled = chosen >= count - 1;
   swipe.append(prev, el("span", "swipe-count", `${chosen + 1} / ${count}`), next);
   enableSwipe(item, id);
@@ -291,14 +303,53 @@ function versions(item, label) {
 function replyActions(item, canRegenerate = true) {
   const bar = el("div", "turn-actions");
   if (Number(item.dataset.alternatives) > 1) bar.append(versions(item, "Versions of this reply"));
-  if (canRegenerate) bar.append(button("Regenerate", () => actions.regenerate(item), "quiet small regenerate"));
-  return messageTools(item, bar);
+  if (canRegenerate) bar.append(iconButton("regenerate", "Regenerate", () => actions.regenerate(item), "quiet small regenerate"));
+  messageTools(item, bar);
+  bar.append(replyDetails(item, canRegenerate));
+  return bar;
+}
+
+// A reply's Details (W8): closed by default, and filled when opened: which model wrote it and, for
+// the last reply, the size of the request that produced it. The precise names live here, not in
+// the conversation.
+const metas = new WeakMap();
+
+function replyDetails(item, last) {
+  const box = el("details", "reply-details");
+  const summary = el("summary", "reply-details-summary");
+  summary.append(icon("details"), el("span", "visually-hidden", "Details"));
+  summary.title = "Details";
+  const list = el("dl", "reply-details-list");
+  box.append(summary, list);
+  box.addEventListener("toggle", () => {
+    if (!box.open) return;
+    const rows = [];
+    const meta = metas.get(item) || {};
+    if (meta.model) rows.push(["Model", meta.provider ? `${meta.model} (${meta.provider})` : meta.model]);
+    if (meta.tool_rounds) rows.push(["Tool rounds", String(meta.tool_rounds)]);
+    if (meta.partial) rows.push(["Stopped", "kept as it was when stopped"]);
+    const size = last ? lastSize() : null;
+    if (size && size.total_tokens != null) {
+      const limit = size.input_limit_tokens;
+      rows.push(["Request size", limit ? `${formatNumber(size.total_tokens)} of ${formatNumber(limit)} tokens`
+        + ` (${Math.round((100 * size.total_tokens) / limit)}%)` : `${formatNumber(size.total_tokens)} tokens`]);
+      if (size.history_messages != null) rows.push(["History messages", formatNumber(size.history_messages)]);
+      if (size.capsule_tokens) rows.push(["Continuity capsule", `${formatNumber(size.capsule_tokens)} tokens`]);
+    }
+    if (!rows.length) rows.push(["", "Nothing more is recorded for this reply."]);
+    list.replaceChildren(...rows.map(([name, value]) => {
+      const row = el("div", "reply-details-row");
+      row.append(el("dt", "", name), el("dd", "", value));
+      return row;
+    }));
+  });
+  return box;
 }
 
 function userActions(item) {
   const bar = el("div", "turn-actions");
   if (Number(item.dataset.alternatives) > 1) bar.append(versions(item, "Versions of your message"));
-  bar.append(button("Edit", () => startEdit(item), "quiet small edit-message", "Edit this message"));
+  bar.append(iconButton("edit", "Edit this message", () => startEdit(item), "quiet small edit-message"));
   return messageTools(item, bar);
 }
 

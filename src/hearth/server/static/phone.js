@@ -1,10 +1,10 @@
-// The phone's two disclosures (W5, W6). On a narrow screen the panel links do not fit beside the
-// top bar's buttons, so they fold behind one button that names the panel shown ("Sections: Chat"),
-// and the chat header keeps one line (the title, Details, More) with the rest (persona and state,
-// tags, estimate, context meter, conversation actions) behind More. Both are disclosure buttons
+// Two disclosures (W5, W6, W8). On a narrow screen the panel links do not fit beside the top bar's
+// buttons, so they fold behind one button that names the panel shown ("Sections: Chat"); at every
+// width the chat header keeps one line (the companion, the title, Details, More) with the rest (tags,
+// model, presets, conversation actions) in the More panel under it. Both are disclosure buttons
 // (aria-expanded): Escape closes them and gives the focus back to the button; the section list also
 // closes when a section is chosen, when the focus leaves it or on a tap elsewhere. Wider screens
-// show everything and never see the buttons (the stylesheet hides them).
+// never see the section button (the stylesheet hides it).
 
 import { $ } from "./api.js";
 
@@ -63,6 +63,15 @@ function setMore(open, refocus = false) {
 }
 
 ui.moreToggle.addEventListener("click", () => setMore(ui.moreToggle.getAttribute("aria-expanded") !== "true"));
+// Presets opens its own panel under the header: More folds so as not to cover it.
+ui.header.addEventListener("click", (event) => {
+  if (event.target.closest("#presets-toggle")) setMore(false);
+});
+// A tap or click outside the header folds More again (at every width: W8 keeps the header calm).
+document.addEventListener("pointerdown", (event) => {
+  if (ui.header.classList.contains("more-open") && !ui.header.contains(event.target)
+      && !event.target.closest?.(".menu")) setMore(false);
+}, true);
 ui.header.addEventListener("keydown", (event) => {
   // Escape inside the rename field cancels the rename (chat.js); elsewhere in the header it folds More.
   if (event.key !== "Escape" || !ui.header.classList.contains("more-open") || event.target.closest("form")) return;

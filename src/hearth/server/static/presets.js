@@ -68,6 +68,9 @@ function setOpen(open, refocus = false) {
     load().catch((error) => say(status, error.message, "error"));
     heading.focus();
   } else if (refocus) {
+    // Presets lives in the header's More panel (W8): unfold it again so the focus has its button.
+    const more = $("chat-more-toggle");
+    if (!toggle.checkVisibility() && more?.getAttribute("aria-expanded") === "false") more.click();
     toggle.focus();
   }
 }

@@ -37,6 +37,8 @@ const SIZE_ROWS = [
   ["handoff_tokens", "Handoff"],
   ["summary_tokens", "Summary"],
   ["user_message_tokens", "Your message"],
+  ["attachments_tokens", "Attachments (counted above)"], // W14: inside "Your message" and "History"
+  ["attachments_count", "Attached files"],
   ["tools_tokens", "Tools"],
   ["tools_count", "Tool definitions"],
 ];
@@ -49,7 +51,15 @@ function sub(parts) {
   }
 }
 
+let shownSize = null;
+
+// The figures of the last request, for the last reply's Details (messages.js).
+export function lastSize() {
+  return shownSize;
+}
+
 export function renderSize(size) {
+  shownSize = size;
   ui.sizePanel.replaceChildren();
   if (!size) {
     ui.sizeMeter.hidden = true;
@@ -95,6 +105,9 @@ export function renderSnapshot(snapshot) {
   const info = snapshot.info;
   const count = snapshot.memories.length;
   const parts = [`${count} ${count === 1 ? "memory" : "memories"} in this thread`];
+  // W11: memories kept since the thread began reach new chats; suggestions wait in the thread.
+  if (snapshot.kept !== undefined && snapshot.kept !== count) parts.push(`${snapshot.kept} kept in all`);
+  if (snapshot.waiting) parts.push(`${snapshot.waiting} ${snapshot.waiting === 1 ? "suggestion" : "suggestions"} waiting`);
   if (info.refreshed_at) parts.push(`refreshed ${formatDate(info.refreshed_at)}`);
   else if (info.captured_at) parts.push(`captured ${formatDate(info.captured_at)}`);
   ui.snapshotInfo.textContent = parts.join(" · ");

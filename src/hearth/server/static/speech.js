@@ -7,6 +7,7 @@
 
 import { $, el } from "./api.js";
 import { personaName } from "./shared.js";
+import { setIcon } from "./icons.js";
 
 const voiceKey = (personaId) => `hearth.voice.${personaId}`;
 let speaking = null; // { item, utterance }
@@ -14,7 +15,7 @@ let speaking = null; // { item, utterance }
 export const speechAvailable = () => Boolean(window.speechSynthesis) && typeof window.SpeechSynthesisUtterance === "function";
 
 function label(button, on) {
-  button.textContent = on ? "Stop reading" : "Read aloud";
+  setIcon(button, on ? "stop" : "speak", on ? "Stop reading" : "Read aloud");
 }
 
 function refresh(item) {

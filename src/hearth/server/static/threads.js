@@ -151,7 +151,9 @@ function conversationButton(c, { pinnable = true } = {}) {
   node.append(avatarFor(c.persona_id, { labelled: true })); // the row names no persona otherwise
   if (state.current && state.current.id === c.id) node.setAttribute("aria-current", "true");
   const top = el("span", "conversation-top");
-  top.append(el("span", "conversation-title", conversationTitle(c)));
+  const title = el("span", "conversation-title", conversationTitle(c));
+  title.title = conversationTitle(c); // the list shows one line; the whole title on hover
+  top.append(title);
   if (c.continuity_shielded) top.append(el("span", "badge shield-badge", "Shielded"));
   if (c.pinned_at && filtering()) top.append(el("span", "badge", "Pinned"));
   node.append(top);

@@ -63,7 +63,7 @@ function render() {
   ui.older.hidden = !state.before;
   ui.older.disabled = !state.before;
   const noun = shown.length === 1 ? "event" : "events";
-  say(ui.status, `${shown.length} ${noun}${ui.inner.checked ? " on the Inner Plane" : ""}${state.before ? "; older activity can be loaded" : ""}.`);
+  say(ui.status, `${shown.length} ${noun}${ui.inner.checked ? " behind the replies" : ""}${state.before ? "; older activity can be loaded" : ""}.`);
   if (!shown.length) {
     ui.list.append(el("li", "muted empty", "Nothing yet."));
     return;
@@ -112,7 +112,7 @@ function spanGroup(span) {
 }
 
 function closedLabel(span) {
-  if (span.close_reason === "idle") return span.checkpoint_event_id ? "closed after idle · checkpoint" : "closed after idle";
+  if (span.close_reason === "idle") return span.checkpoint_event_id ? "closed after a quiet while · memory check" : "closed after a quiet while";
   return span.close_reason === "switched" ? "closed · switched activity" : "closed";
 }
 
@@ -121,7 +121,7 @@ function looseGroup() {
   const list = el("ol", "timeline");
   const counter = el("span", "span-count", "");
   const label = el("p", "span-summary muted");
-  label.append(el("span", "span-kind", "Outside any activity span"), counter);
+  label.append(el("span", "span-kind", "Outside any burst of activity"), counter);
   item.append(label, list);
   return { item, list, counter, count: 0 };
 }

@@ -62,6 +62,8 @@ from .changes import (
     m030_keep_message_texts_uncompressed,
     m031_keep_keyword_postings,
     m032_keep_vectors_inline,
+    m033_add_model_connections_and_disabled_users,
+    m034_create_message_attachments,
     m035_verify_contact_addresses,
     scope_card_books,
     unbake_card_macros,
@@ -105,6 +107,8 @@ MIGRATIONS: list[Callable[..., None]] = [
     m030_keep_message_texts_uncompressed,
     m031_keep_keyword_postings,
     m032_keep_vectors_inline,
+    m033_add_model_connections_and_disabled_users,
+    m034_create_message_attachments,
     m035_verify_contact_addresses,
 ]
 

@@ -835,6 +835,60 @@ def m032_keep_vectors_inline() -> list[Operation]:
     return [INLINE_VECTORS]
 
 
+@migration
+def m033_add_model_connections_and_disabled_users() -> list[Operation]:
+    """The model connection a person chose in the app (W10): provider, model, base URL and key, one
+    row per user (a user without one uses the owner's). The key is kept here, on the server, and
+    leaves it only in the requests to that provider: never exported, never shown whole. A user
+    the owner disabled (``disabled_at``) can no longer log in or use an API token."""
+    return [
+        Sql("""
+        CREATE TABLE model_connections (
+            user_id {int} PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+            provider TEXT NOT NULL CHECK (provider IN ('offline', 'openai', 'openai-chat', 'anthropic')),
+            model TEXT NOT NULL DEFAULT '',
+            base_url TEXT NOT NULL DEFAULT '',
+            api_key TEXT NOT NULL DEFAULT '',
+            updated_at TEXT NOT NULL
+        );
+        ALTER TABLE users ADD COLUMN disabled_at TEXT;
+        """),
+    ]
+
+
+# Migration 34's table.
+MESSAGE_ATTACHMENTS = """
+CREATE TABLE message_attachments (
+    id {key},
+    user_id {int} NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    conversation_id {int} NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    message_id {int} NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+    position {int} NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('text', 'image')),
+    name TEXT NOT NULL,
+    media_type TEXT NOT NULL,
+    size {int} NOT NULL,
+    text TEXT,
+    data {blob},
+    created_at TEXT NOT NULL,
+    UNIQUE (message_id, position)
+);
+CREATE INDEX message_attachments_conversation ON message_attachments (conversation_id, message_id);
+"""
+
+
+@migration
+def m034_create_message_attachments() -> list[Operation]:
+    """Attachments of the person's messages (W14): text files (``text``) and images (``data``),
+    each with its name, media type and size in bytes, in the order they were attached.
+
+    A row belongs to the message's ledger event, not its ``messages`` row: a turn put away after an
+    edited message (W2) leaves ``messages`` for ``branch_messages`` and comes back with the same id,
+    and its attachments stay where they are meanwhile. Forgetting the message deletes its event, and
+    the attachments go with it (B4)."""
+    return [Sql(MESSAGE_ATTACHMENTS)]
+
+
 # Migration 35's tables.
 CONTACT_CLAIMS = """
 ALTER TABLE channel_contacts ADD COLUMN verified_at TEXT;
