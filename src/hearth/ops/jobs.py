@@ -116,15 +116,16 @@ def enqueue(conn: Connection, user_id: int, kind: str, payload: dict[str, Any] |
         return inserted_id(conn.execute(insert + " RETURNING id", values))
     # Two transactions may queue the same work at once (PostgreSQL's writers do not wait for each
     # other here): the one-pending-job index decides, and the loser reuses the winner's job (U6).
+    # The common case, the work already queued, costs one read.
     while True:
+        twin = _pending_twin(conn, user_id, kind, dedupe_key)
+        if twin is not None:
+            return twin
         row = conn.execute(insert + " ON CONFLICT (user_id, kind, dedupe_key) WHERE status = 'pending'"
                            " AND dedupe_key IS NOT NULL DO NOTHING RETURNING id", values).fetchone()
         if row is not None:
             return row[0]
-        twin = _pending_twin(conn, user_id, kind, dedupe_key)
-        if twin is not None:
-            return twin
-        # The twin was claimed between the two statements: queue this work again.
+        # Another transaction queued it between the two statements: reuse its job.
 
 
 def _pending_twin(conn: Connection, user_id: int, kind: str, dedupe_key: str | None,
