@@ -815,7 +815,7 @@ def test_w1_markdown_renders_and_a_hostile_corpus_never_runs(browser, site, me):
         expect(streaming.locator("strong")).to_have_text("hugs")
         assert page.locator(".message.streaming").count() == 1  # rendered before the reply finished
         expect(page.locator(".message.streaming")).to_have_count(0)
-        reply = page.locator(".message.role-assistant").last
+        reply = page.locator(".message.role-assistant .body").last  # the words, not "What I remembered"
         expect(reply.locator("ul li")).to_have_text(["tea", "biscuits"])
         expect(reply.locator("code")).to_have_text("code")
         expect(reply.locator("a")).to_have_attribute("href", "https://example.invalid")
