@@ -15,8 +15,9 @@ from ..settings import Settings
 
 # The files the page imports, by the names the Makefile gives them.
 FILES = ("markdown-it.js", "purify.js", "highlight.js", "katex.js")
-# The ones preloaded with the page; KaTeX is fetched when a message first holds maths (markdown.js).
-PRELOAD = ("markdown-it.js", "purify.js", "highlight.js")
+# The ones preloaded with the page; highlight.js and KaTeX are fetched when a message first holds
+# code or maths (markdown.js).
+PRELOAD = ("markdown-it.js", "purify.js")
 
 
 def vendor_dir(settings: Settings) -> Path:

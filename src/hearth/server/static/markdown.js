@@ -8,13 +8,37 @@
 
 import markdownit from "/vendor/markdown-it.js";
 import DOMPurify from "/vendor/purify.js";
-import hljs from "/vendor/highlight.js";
 import { iconButton, setIcon } from "./icons.js";
 
 // Guessing a language costs a pass per grammar: only short blocks without a name are guessed.
 const GUESS_LIMIT = 2000;
 
+// highlight.js (130 KB) is fetched the first time a message holds a code block, as KaTeX is for
+// maths, so opening the page never waits for it. Blocks drawn before it arrives show plain, then
+// are coloured in place.
+let hljs = null;
+let loadingCode = null;
+
+function loadHighlighter() {
+  if (!loadingCode) {
+    loadingCode = import("/vendor/highlight.js").then((module) => {
+      hljs = module.default;
+      for (const code of document.querySelectorAll("pre > code")) {
+        if (code.querySelector("[class^='hljs']")) continue;
+        const lang = (code.className.match(/(?:^|\s)language-(\S+)/) || [])[1] || "";
+        const html = highlight(code.textContent, lang);
+        if (html) code.replaceChildren(DOMPurify.sanitize(html, PURIFY));
+      }
+    });
+  }
+  return loadingCode;
+}
+
 function highlight(code, lang) {
+  if (!hljs) {
+    loadHighlighter();
+    return "";
+  }
   try {
     if (lang && hljs.getLanguage(lang)) return hljs.highlight(code, { language: lang, ignoreIllegals: true }).value;
     if (!lang && code.length <= GUESS_LIMIT) return hljs.highlightAuto(code).value;
