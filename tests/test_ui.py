@@ -1285,6 +1285,23 @@ def no_sideways_scroll(page):
     return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
 
 
+def serve(hearth):
+    return serve_in_thread(create_app(hearth.settings, hearth))
+
+
+def ready(page, url):
+    page.goto(url)
+    page.wait_for_selector("body[data-ready=true]")
+
+
+def check_axe(page, where, found):
+    """Adds the page's axe-core violations to ``found`` under ``where`` (when axe-core is installed)."""
+    if AXE.exists():
+        violations = axe_violations(page)
+        if violations:
+            found[where] = violations
+
+
 def test_w5_phone_layout_drawer_sheet_and_composer_at_the_bottom(browser, base, me):
     chat = chat_with_messages(me, "Phone check", [f"Message number {i} with a little *more* text" for i in range(6)])
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)

@@ -13,10 +13,8 @@ import json
 import pytest
 
 from hearth import Hearth, Settings
-from hearth.server import create_app
 from tests.conftest import RecordingProvider
-from tests.test_server import serve_in_thread
-from tests.test_ui import AXE, UI_TIMEOUT_MS, axe_violations, browser, eventually, expect  # noqa: F401
+from tests.test_ui import UI_TIMEOUT_MS, browser, check_axe, eventually, expect, no_sideways_scroll, ready, serve  # noqa: F401
 from tests.test_ui_threads import sized  # noqa: F401  (the page at 1366 x 860 and 390 x 844)
 
 pytestmark = pytest.mark.ui
@@ -24,26 +22,6 @@ pytestmark = pytest.mark.ui
 CARD = {"spec": "chara_card_v2", "spec_version": "2.0",
         "data": {"name": "Mira", "description": "A lighthouse keeper who keeps a log of every ship.",
                  "first_mes": "The lamp is lit. Come in out of the wind."}}
-
-
-def serve(hearth):
-    return serve_in_thread(create_app(hearth.settings, hearth))
-
-
-def ready(page, url):
-    page.goto(url)
-    page.wait_for_selector("body[data-ready=true]")
-
-
-def check_axe(page, where, found):
-    if AXE.exists():
-        violations = axe_violations(page)
-        if violations:
-            found[where] = violations
-
-
-def no_sideways_scroll(page):
-    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
 
 
 def open_header(page, size):

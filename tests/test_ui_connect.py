@@ -15,9 +15,7 @@ import json
 import pytest
 
 from hearth import Hearth, Settings
-from hearth.server import create_app
-from tests.test_server import serve_in_thread
-from tests.test_ui import AXE, axe_violations, browser, expect  # noqa: F401
+from tests.test_ui import browser, check_axe, expect, no_sideways_scroll, ready, serve  # noqa: F401
 from tests.test_ui_threads import sized  # noqa: F401  (the page at 1366 x 860 and 390 x 844)
 
 pytestmark = pytest.mark.ui
@@ -31,26 +29,6 @@ SHOTS = "/tmp"
 
 def fresh(tmp_path) -> Hearth:
     return Hearth(Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000}, environ={}))
-
-
-def serve(hearth):
-    return serve_in_thread(create_app(hearth.settings, hearth))
-
-
-def ready(page, url):
-    page.goto(url)
-    page.wait_for_selector("body[data-ready=true]")
-
-
-def check_axe(page, where, found):
-    if AXE.exists():
-        violations = axe_violations(page)
-        if violations:
-            found[where] = violations
-
-
-def no_sideways_scroll(page):
-    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
 
 
 def go(page, size, name):
