@@ -119,21 +119,28 @@ export function clearChat() {
 }
 
 // What opening a thread reads; started early for the thread named in the address (see app.js), so
-// these requests travel with the thread list's instead of after them.
+// these requests travel with the thread list's instead of after them. The thread is drawn as soon as
+// its messages arrive; the figures of the Details panel (closed by default) follow when they do.
 let prefetched = null;
 
 function fetchConversation(id) {
-  return Promise.all([
-    apiJson("GET", `/api/conversations/${id}`),
-    apiJson("GET", `/api/conversations/${id}/messages?newest=${PAGE}`),
-    apiJson("GET", `/api/conversations/${id}/request-size`),
-    apiJson("GET", `/api/conversations/${id}/snapshot`),
-  ]);
+  const reading = {
+    thread: Promise.all([
+      apiJson("GET", `/api/conversations/${id}`),
+      apiJson("GET", `/api/conversations/${id}/messages?newest=${PAGE}`),
+    ]),
+    details: Promise.all([
+      apiJson("GET", `/api/conversations/${id}/request-size`),
+      apiJson("GET", `/api/conversations/${id}/snapshot`),
+    ]),
+  };
+  reading.details.catch(() => {}); // reported when the thread is drawn, or not at all if never opened
+  return reading;
 }
 
 export function prefetchConversation(id) {
   const reading = fetchConversation(id);
-  reading.catch(() => {}); // a failure is reported when the thread is opened
+  reading.thread.catch(() => {}); // a failure is reported when the thread is opened
   prefetched = { id, reading };
 }
 
@@ -143,13 +150,17 @@ export async function selectConversation(id) {
   clearSnapshotStatus();
   const early = prefetched && prefetched.id === id ? prefetched.reading : null;
   prefetched = null;
-  const [conversation, messages, size, snapshot] = await (early || fetchConversation(id));
+  const reading = early || fetchConversation(id);
+  const [conversation, messages] = await reading.thread;
   state.current = conversation;
   state.shown = id;
   showMessages(messages.messages, conversation.persona_id, messages.estimate.messages, id);
   renderEstimate(messages.estimate);
-  renderSize(size.size);
-  renderSnapshot(snapshot);
+  reading.details.then(([size, snapshot]) => {
+    if (state.shown !== id) return; // another thread was opened meanwhile
+    renderSize(size.size);
+    renderSnapshot(snapshot);
+  }, (error) => setStatus(error.message, "error"));
   renderHeader();
   renderList();
   history.replaceState(null, "", `#conversation-${id}`);
