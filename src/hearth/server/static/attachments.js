@@ -12,31 +12,16 @@
 // The export buttons (Markdown, JSON) are added to the conversation's More menu.
 
 import { $, el } from "./api.js";
+import { icon } from "./icons.js";
 import { setStatus, shared } from "./shared.js";
 
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 const TEXT_EXTENSIONS = /\.(txt|md|markdown|csv|tsv|json|jsonl|xml|yaml|yml|toml|ini|log|html?|css|js|mjs|ts|py|rb|go|rs|java|c|h|cpp|sh|sql|srt|vtt|tex)$/i;
-const NS = "http://www.w3.org/2000/svg";
 
 let pending = []; // {name, media_type, kind, size, text?, data?}
 
 const composer = $("composer");
 const text = $("composer-text");
-
-// A paperclip, drawn here (20 x 20 strokes, in the text colour); the button's name says what it does.
-function clip() {
-  const svg = document.createElementNS(NS, "svg");
-  svg.setAttribute("viewBox", "0 0 20 20");
-  svg.setAttribute("width", "18");
-  svg.setAttribute("height", "18");
-  svg.setAttribute("aria-hidden", "true");
-  svg.setAttribute("focusable", "false");
-  svg.classList.add("icon-svg");
-  const path = document.createElementNS(NS, "path");
-  path.setAttribute("d", "M13.5 6.5l-6 6a1.8 1.8 0 0 0 2.5 2.5l6.5-6.5a3.5 3.5 0 0 0-5-5L5 10a5 5 0 0 0 7 7l5-5");
-  svg.append(path);
-  return svg;
-}
 
 function sizeText(bytes) {
   if (bytes < 1024) return `${bytes} B`;
@@ -56,7 +41,7 @@ picker.accept = [...IMAGE_TYPES, "text/*", ".md", ".csv", ".json", ".yaml", ".ym
 const attachButton = el("button", "quiet attach-button icon-button");
 attachButton.type = "button";
 attachButton.id = "attach-button";
-attachButton.append(clip());
+attachButton.append(icon("attach"));
 attachButton.setAttribute("aria-label", "Attach files");
 attachButton.title = "Attach text files or pictures (or paste or drop them here)";
 
