@@ -31,11 +31,10 @@ from tests.test_ui import (  # noqa: F401  (shared fixtures)
     shot,
     site,
 )
-from tests.test_ui_phone import DESKTOP, PHONE, new_page
+from tests.test_ui_phone import SIZES, new_page
 
 pytestmark = pytest.mark.ui
 
-SIZES = [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")]
 # A 2 x 2 PNG, so the picture really decodes in the page.
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGM8EaXBwMDAxMDAwMDAAAAQQgFOem6GEAAAAABJRU5ErkJggg==")

@@ -37,6 +37,7 @@ pytestmark = pytest.mark.ui
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1366, "height": 860}
+SIZES = [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")]  # the two sizes W8-W16 check
 PANELS = [("Memory", "memory"), ("Personas", "personas"), ("What I know", "layers"), ("Recall", "recall"),
           ("Timeline", "timeline"), ("Tools", "tools"), ("Settings", "settings"), ("Accounts", "accounts"),
           ("Chat", "chat")]

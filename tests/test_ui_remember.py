@@ -26,11 +26,10 @@ from tests.test_ui import (  # noqa: F401  (shared fixtures)
     shot,
     site,
 )
-from tests.test_ui_phone import DESKTOP, PHONE, new_page
+from tests.test_ui_phone import SIZES, new_page
 
 pytestmark = pytest.mark.ui
 
-SIZES = [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")]
 
 
 def suggesting(me, conversation_id: int, items: list[tuple[str, str]]):

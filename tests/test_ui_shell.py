@@ -30,12 +30,10 @@ from tests.test_ui import (  # noqa: F401  (shared fixtures)
     scripted,
     site,
 )
+from tests.test_ui_phone import DESKTOP, PHONE, SIZES
 
 pytestmark = pytest.mark.ui
 
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1366, "height": 860}
-SIZES = [pytest.param(DESKTOP, id="desktop"), pytest.param(PHONE, id="phone")]
 
 
 def new_page(browser, viewport, **options):
