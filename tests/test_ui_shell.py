@@ -30,21 +30,10 @@ from tests.test_ui import (  # noqa: F401  (shared fixtures)
     scripted,
     site,
 )
-from tests.test_ui_phone import DESKTOP, PHONE, SIZES
+from tests.test_ui_phone import DESKTOP, PHONE, SIZES, new_page
 
 pytestmark = pytest.mark.ui
 
-
-
-def new_page(browser, viewport, **options):
-    phone = viewport["width"] < 900
-    context = browser.new_context(viewport=viewport, is_mobile=phone, has_touch=phone, **options)
-    page = context.new_page()
-    page.set_default_timeout(UI_TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.script_errors = errors
-    return context, page
 
 
 def visible_header_controls(page) -> list[str]:

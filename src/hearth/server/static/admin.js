@@ -5,19 +5,10 @@
 // else (403).
 
 import { apiJson, button, confirmButton, el, field, formatDate, say } from "./api.js";
-import { loadMe } from "./settings.js";
+import { loadMe, pageView } from "./settings.js";
 
-const view = el("section", "view page accounts-page");
-view.id = "view-accounts";
-view.dataset.view = "accounts";
-view.hidden = true;
-view.setAttribute("aria-labelledby", "accounts-heading");
-const inner = el("div", "page-inner");
-const header = el("header", "page-header");
-const heading = el("h1", "", "Accounts");
-heading.id = "accounts-heading";
-heading.tabIndex = -1;
-header.append(heading, el("p", "lede", "The people who use this Hearth. Each has their own companions, "
+const { view, inner, header } = pageView("accounts", "Accounts");
+header.append(el("p", "lede", "The people who use this Hearth. Each has their own companions, "
   + "conversations and memories; nobody sees anyone else's."));
 
 // Before the owner has a password, the server is open on this computer only and nobody logs in.

@@ -271,18 +271,25 @@ export function connectionForm({ submitLabel = "Save connection", onSaved } = {}
   return { node: form, load, get listed() { return listedFor; } };
 }
 
+// A page of the top bar's (Settings, Accounts): its section, hidden until chosen, the inner column
+// and a header whose heading names the page and takes the focus when it opens.
+export function pageView(name, title) {
+  const view = el("section", `view page ${name}-page`);
+  view.id = `view-${name}`;
+  view.dataset.view = name;
+  view.hidden = true;
+  view.setAttribute("aria-labelledby", `${name}-heading`);
+  const inner = el("div", "page-inner");
+  const header = el("header", "page-header");
+  const heading = el("h1", "", title);
+  heading.id = `${name}-heading`;
+  heading.tabIndex = -1;
+  header.append(heading);
+  return { view, inner, header };
+}
+
 // -- the Settings page ----------------------------------------------------------------------------
-const view = el("section", "view page settings-page");
-view.id = "view-settings";
-view.dataset.view = "settings";
-view.hidden = true;
-view.setAttribute("aria-labelledby", "settings-heading");
-const inner = el("div", "page-inner");
-const header = el("header", "page-header");
-const heading = el("h1", "", "Settings");
-heading.id = "settings-heading";
-heading.tabIndex = -1;
-header.append(heading);
+const { view, inner, header } = pageView("settings", "Settings");
 
 const nameCard = el("section", "card");
 nameCard.setAttribute("aria-labelledby", "settings-name-heading");
