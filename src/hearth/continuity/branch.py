@@ -458,3 +458,56 @@ def continue_document(ctx: "Context", document_id: int, retry_key: str, *, perso
                                 channel, retry_key, source_document_id=document.id)
     except ConstraintError as exc:
         raise StoreError(f"the continuation could not be created: {exc}") from exc
+
+
+# --- forgetting ---------------------------------------------------------------------------------
+
+def rewrite_forgotten(conn: Connection, user_id: int, settings: "Settings", gone: set[int],
+                      whole: set[int]) -> tuple[int, set[int]]:
+    """Render again every handoff that quoted a forgotten message (B4), from what remains of it;
+    a handoff from a forgotten whole thread, or with nothing left, is emptied (the record stays).
+
+    Returns (handoffs rewritten, destination conversations whose prompts need a rebuild)."""
+    if not gone and not whole:
+        return 0, set()
+    # Handoffs from an archive document hold turn ids, not message ids: they go with the document.
+    rows = conn.execute(
+        "SELECT id, conversation_id, source_conversation_id, source_message_ids FROM conversation_summaries"
+        " WHERE user_id = ? AND source_document_id IS NULL", (user_id,)).fetchall()
+    rewritten, destinations = 0, set()
+    for row in rows:
+        ids = _stored_ids(row["source_message_ids"])
+        from_whole = row["source_conversation_id"] in whole
+        if not from_whole and not gone.intersection(ids):
+            continue
+        keep = [] if from_whole else [i for i in ids if i not in gone]
+        source_id = row["source_conversation_id"]
+        kept = conn.execute(
+            f"SELECT id, role, kind, content, created_at FROM messages WHERE user_id = ?"
+            f" AND id IN ({','.join('?' * len(keep))}) ORDER BY id", (user_id, *keep)).fetchall() if keep else []
+        handoff = None
+        if kept and source_id is not None:
+            user_label, assistant_label = _labels(conn, user_id, source_id)
+            title = conn.execute("SELECT title FROM conversations WHERE id = ?", (source_id,)).fetchone()
+            handoff = rerender([_as_source(r) for r in kept], user_label=user_label, assistant_label=assistant_label,
+                               limits=limits_from_settings(settings), source_title=title[0] if title else None)
+            if handoff.is_empty:
+                handoff = None
+        conn.execute(
+            "UPDATE conversation_summaries SET source_message_ids = ?, handoff = ?, summary = '', recent_raw = ''"
+            " WHERE id = ?",
+            (json.dumps([r["id"] for r in kept] if handoff else []),
+             handoff.model_text(PLACEHOLDER_UUID) if handoff else "", row["id"]))
+        # The visible handoff bubble in the destination thread quotes the same turns.
+        for artifact in conn.execute(
+                "SELECT id, metadata FROM messages WHERE conversation_id = ? AND kind = 'handoff_artifact'",
+                (row["conversation_id"],)).fetchall():
+            if handoff is None:
+                conn.execute("DELETE FROM events WHERE id = ?", (artifact["id"],))
+            else:
+                meta = {**json.loads(artifact["metadata"]), "source_message_ids": [r["id"] for r in kept]}
+                conn.execute("UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
+                             (handoff.visible_text(), json.dumps(meta), artifact["id"]))
+        rewritten += 1
+        destinations.add(row["conversation_id"])
+    return rewritten, destinations

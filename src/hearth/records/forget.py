@@ -45,8 +45,8 @@ from hearth.errors import Conflict, InvalidInput, NotFound
 from hearth.ops.jobs import enqueue
 from hearth.records import ledger
 from hearth.records.temporal import parse_moment
-from hearth.retrieval.facts import citing as citing_facts
-from hearth.store import Connection, Row, engine_of, versions
+from hearth.store import Connection, Row, versions
+from hearth.store.stored import REGISTRY, Doomed
 from hearth.text import STOPWORDS, WORD_RE
 
 if TYPE_CHECKING:
@@ -276,10 +276,20 @@ class Forgetting:
 
 
 # -- the cascade ------------------------------------------------------------------------------------
+# The receipt's counts, in the order the ledger records them.
+RECEIPT = ("facts", "handoffs_rewritten", "search_log_entries", "suggestions", "summaries_and_context",
+           "conversations", "messages", "folders", "documents", "chunks", "memories", "prompts_rebuilt")
+
+
 def purge(ctx: "Context", memories: "Memories", conn: Connection, s: _Scope) -> dict[str, int]:
-    """Remove a resolved scope and everything derived from it, in the caller's transaction."""
+    """Remove a resolved scope and everything derived from it, in the caller's transaction.
+
+    What goes where is the store's registry of what each area stores (``store/stored``): this
+    resolves the messages a scope covers, then walks the registry's steps with the three hooks that
+    need an area's logic (rendering handoffs again, deleting memories, rebuilding stored prompts)."""
+    from hearth.continuity.branch import rewrite_forgotten
+
     u = ctx.user_id
-    counts: dict[str, int] = {}
     whole = list(s.conversations)
     single = [m for m in s.messages]
     # Every message going away, with its text (to find quotes of it) and its conversation. Two
@@ -305,80 +315,39 @@ def purge(ctx: "Context", memories: "Memories", conn: Connection, s: _Scope) -> 
     # A whole thread's put-away turns go with it (cascade); they are counted like its others.
     whole_put_away = conn.execute(f"SELECT count(*) FROM branch_messages WHERE conversation_id IN ({_in(whole)})",
                                   whole).fetchone()[0]
-
-    # Facts citing any forgotten turn go with it (the trigger on fact_sources): found first, for
-    # the counts and to take their vectors out of the loaded index.
-    fact_ids = citing_facts(conn, u, sorted(gone_ids))
-    counts["facts"] = len(fact_ids)
-    counts["handoffs_rewritten"], rebuild = _rewrite_handoffs(ctx, conn, gone_ids, set(whole))
-    counts["search_log_entries"] = _forget_searches(conn, u, gone_ids, whole, s.documents, texts, s.search_log)
-    counts["suggestions"] = _forget_proposals(conn, u, whole, touched, texts, s.memories, s.proposals)
-
-    # Thread-local continuity built from forgotten turns in threads that stay: dropped now, rebuilt
-    # by durable jobs from what remains.
+    # Threads that stay but lose turns: what was built from those turns on is dropped and rebuilt.
     first: dict[int, int] = {}
     for r in rows:
         if r[1] in touched:
             first[r[1]] = min(first.get(r[1], r[0]), r[0])
-    derived = 0
-    for conversation_id, first_id in first.items():
-        derived += conn.execute("DELETE FROM thread_summaries WHERE conversation_id = ? AND through_message_id >= ?",
-                                (conversation_id, first_id)).rowcount
-        derived += conn.execute(
-            "UPDATE live_context SET mood = '', events = '', needs = '', summary = '', through_message_id = 0"
-            " WHERE conversation_id = ? AND through_message_id >= ?", (conversation_id, first_id)).rowcount
-        derived += conn.execute("DELETE FROM nudges WHERE conversation_id = ?", (conversation_id,)).rowcount
-        # Continuity capsules written from these turns (E3): the capsule goes with its ledger event.
-        derived += conn.execute(
-            "DELETE FROM events WHERE id IN (SELECT id FROM capsules WHERE conversation_id = ?"
-            " AND through_message_id >= ?)", (conversation_id, first_id)).rowcount
-        # A Responses API chain (E7) and a compaction's replacement input may carry the turn: start over.
-        derived += conn.execute("DELETE FROM response_chains WHERE conversation_id = ?", (conversation_id,)).rowcount
+
+    doomed = Doomed(u, conversations=whole, messages=single, gone=gone_ids, stashed=stashed, texts=texts,
+                    touched=touched, first=first, folders=list(s.folders), documents=list(s.documents),
+                    memories=list(s.memories), search_log=list(s.search_log), proposals=list(s.proposals))
+
+    def handoffs(conn: Connection, d: Doomed) -> int:
+        rewritten, destinations = rewrite_forgotten(conn, u, ctx.settings, d.gone, set(d.conversations))
+        d.rebuild |= destinations
+        return rewritten
+
+    def forget_memories(conn: Connection, d: Doomed) -> int:
+        return sum(memories.delete(memory_id) for memory_id in d.memories)
+
+    def prompts(conn: Connection, d: Doomed) -> int:
+        return ctx.rebuild_prompts(conn, sorted(d.rebuild - set(d.conversations)))
+
+    walked = REGISTRY.walk(conn, doomed, {"handoffs": handoffs, "memories": forget_memories, "prompts": prompts})
+    counts = {key: walked.get(key, 0) for key in RECEIPT}
+    counts.update(conversations=len(whole), messages=len(gone_ids) + whole_put_away, folders=len(s.folders),
+                  documents=len(s.documents), memories=len(s.memories))
+
+    # Summaries and live context of the threads that stay are rebuilt by durable jobs.
+    for conversation_id in first:
         for kind in _REBUILD_KINDS:
             enqueue(conn, u, kind, {"conversation_id": conversation_id, "force": True},
                     dedupe_key=f"forget:{conversation_id}")
-    counts["summaries_and_context"] = derived
-
-    # The messages themselves: deleting the ledger event removes the message (cascade), its FTS
-    # row (trigger) and its embedding (cascade).
-    if single:
-        # Put-away turns: their events go, and with them their rows (cascade); then the branches.
-        if stashed:
-            conn.execute(f"DELETE FROM events WHERE user_id = ? AND id IN ({_in(stashed)})", (u, *stashed))
-            conn.execute(f"DELETE FROM message_branches WHERE user_id = ? AND message_id IN ({_in(stashed)})",
-                         (u, *stashed))
-        conn.execute(f"DELETE FROM message_branches WHERE user_id = ? AND message_id IN ({_in(single)})",
-                     (u, *single))
-        conn.execute(f"DELETE FROM events WHERE user_id = ? AND id IN ({_in(single)})", (u, *single))
-    if whole:
-        conn.execute(f"DELETE FROM jobs WHERE user_id = ? AND status IN ('pending', 'dead')"
-                     f" AND {engine_of(conn).json_int('payload', 'conversation_id')} IN ({_in(whole)})", (u, *whole))
-        conn.execute(f"DELETE FROM conversations WHERE user_id = ? AND id IN ({_in(whole)})", (u, *whole))
-    if s.folders:
-        conn.execute(f"DELETE FROM folders WHERE user_id = ? AND id IN ({_in(s.folders)})", (u, *s.folders))
-    counts["conversations"] = len(whole)
-    counts["messages"] = len(gone_ids) + whole_put_away
-    counts["folders"] = len(s.folders)
-
-    chunk_ids = _ids(conn.execute(f"SELECT id FROM archive_chunks WHERE document_id IN ({_in(s.documents)})",
-                                  s.documents))
-    if s.documents:
-        continued, holders = _forget_document_handoffs(conn, u, s.documents)
-        counts["handoffs_rewritten"] += continued
-        rebuild |= holders
-        conn.execute(f"DELETE FROM archive_documents WHERE user_id = ? AND id IN ({_in(s.documents)})",
-                     (u, *s.documents))
-    counts["documents"] = len(s.documents)
-    counts["chunks"] = len(chunk_ids)
-
-    prompts = 0
-    for memory_id in s.memories:
-        prompts += memories.delete(memory_id)
-    counts["memories"] = len(s.memories)
-    counts["prompts_rebuilt"] = prompts + ctx.rebuild_prompts(conn, sorted(rebuild - set(whole)))
-
-    enqueue(conn, u, COMPACT_JOB, {"messages": sorted(gone_ids)[:50_000], "chunks": chunk_ids[:50_000],
-                                   "facts": fact_ids[:50_000]}, dedupe_key=None)
+    enqueue(conn, u, COMPACT_JOB, {"messages": sorted(gone_ids)[:50_000], "chunks": doomed.chunks[:50_000],
+                                   "facts": doomed.facts[:50_000]}, dedupe_key=None)
     return counts
 
 
@@ -393,146 +362,6 @@ def _put_away(conn: Connection, user_id: int, message_ids: list[int]) -> list[Ro
         out += rows
         parents = [r[0] for r in rows]
     return out
-
-
-def _rewrite_handoffs(ctx: "Context", conn: Connection, gone: set[int],
-                      whole: set[int]) -> tuple[int, set[int]]:
-    """Render again every handoff that quoted a forgotten message, from what remains of it.
-
-    Returns (handoffs rewritten, destination conversations whose prompts need a rebuild)."""
-    from hearth.continuity.branch import _as_source, _labels, _stored_ids
-    from hearth.continuity.handoff import PLACEHOLDER_UUID, limits_from_settings, rerender
-
-    u = ctx.user_id
-    if not gone and not whole:
-        return 0, set()
-    # Handoffs from an archive document hold turn ids, not message ids: they go with the document.
-    rows = conn.execute(
-        "SELECT id, conversation_id, source_conversation_id, source_message_ids FROM conversation_summaries"
-        " WHERE user_id = ? AND source_document_id IS NULL", (u,)).fetchall()
-    rewritten, destinations = 0, set()
-    for row in rows:
-        ids = _stored_ids(row["source_message_ids"])
-        from_whole = row["source_conversation_id"] in whole
-        if not from_whole and not gone.intersection(ids):
-            continue
-        keep = [] if from_whole else [i for i in ids if i not in gone]
-        source_id = row["source_conversation_id"]
-        kept = conn.execute(
-            f"SELECT id, role, kind, content, created_at FROM messages WHERE user_id = ? AND id IN ({_in(keep)})"
-            " ORDER BY id", (u, *keep)).fetchall() if keep else []
-        handoff = None
-        if kept and source_id is not None:
-            user_label, assistant_label = _labels(conn, u, source_id)
-            title = conn.execute("SELECT title FROM conversations WHERE id = ?", (source_id,)).fetchone()
-            handoff = rerender([_as_source(r) for r in kept], user_label=user_label, assistant_label=assistant_label,
-                               limits=limits_from_settings(ctx.settings),
-                               source_title=title[0] if title else None)
-            if handoff.is_empty:
-                handoff = None
-        conn.execute(
-            "UPDATE conversation_summaries SET source_message_ids = ?, handoff = ?, summary = '', recent_raw = ''"
-            " WHERE id = ?",
-            (json.dumps([r["id"] for r in kept] if handoff else []),
-             handoff.model_text(PLACEHOLDER_UUID) if handoff else "", row["id"]))
-        # The visible handoff bubble in the destination thread quotes the same turns.
-        for artifact in conn.execute(
-                "SELECT id, metadata FROM messages WHERE conversation_id = ? AND kind = 'handoff_artifact'",
-                (row["conversation_id"],)).fetchall():
-            if handoff is None:
-                conn.execute("DELETE FROM events WHERE id = ?", (artifact["id"],))
-            else:
-                meta = {**json.loads(artifact["metadata"]), "source_message_ids": [r["id"] for r in kept]}
-                conn.execute("UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
-                             (handoff.visible_text(), json.dumps(meta), artifact["id"]))
-        rewritten += 1
-        destinations.add(row["conversation_id"])
-    return rewritten, destinations
-
-
-def _forget_document_handoffs(conn: Connection, user_id: int, documents: list[int]) -> tuple[int, set[int]]:
-    """Chats that continued a forgotten archive document lose the handoff quoting its turns: the
-    record is emptied and the visible bubble removed (its event, so the message goes by cascade).
-    Returns (handoffs removed, destination conversations whose prompts need a rebuild)."""
-    rows = conn.execute(
-        f"SELECT id, conversation_id FROM conversation_summaries WHERE user_id = ?"
-        f" AND source_document_id IN ({_in(documents)})", (user_id, *documents)).fetchall()
-    for row in rows:
-        conn.execute("UPDATE conversation_summaries SET source_message_ids = '[]', handoff = '', summary = '',"
-                     " recent_raw = '', source_document_id = NULL WHERE id = ?", (row["id"],))
-        conn.execute("DELETE FROM events WHERE id IN (SELECT id FROM messages WHERE conversation_id = ?"
-                     " AND kind = 'handoff_artifact')", (row["conversation_id"],))
-    return len(rows), {row["conversation_id"] for row in rows}
-
-
-def _quotes(text: str, texts: list[str]) -> bool:
-    """Does ``text`` quote one of ``texts`` (or is it quoted by one)? Short fragments do not count."""
-    folded = text.casefold()
-    if len(folded) < 12:
-        return any(folded and folded == t.casefold() for t in texts)
-    return any(folded in t.casefold() or (len(t) >= 12 and t.casefold() in folded) for t in texts)
-
-
-def _forget_searches(conn: Connection, user_id: int, gone: set[int], whole: list[int],
-                     documents: list[int], texts: list[str], dated: list[int]) -> int:
-    """Search-log entries made from a forgotten thread, citing a forgotten message, chunk or
-    document, or whose query quotes a forgotten single message. Candidates are found in SQL (the
-    log's results are JSON written by ``searchlog.record``) and confirmed by reading them."""
-    doomed = set(dated)
-    if whole:
-        doomed.update(_ids(conn.execute(
-            f"SELECT id FROM search_log WHERE user_id = ? AND conversation_id IN ({_in(whole)})", (user_id, *whole))))
-    single = sorted(gone - set(_ids(conn.execute(
-        f"SELECT id FROM messages WHERE conversation_id IN ({_in(whole)})", whole)))) if whole else sorted(gone)
-    patterns = ([f'%"source_id": {c},%' for c in whole] + [f'%"source_id": {d},%' for d in documents]
-                + [f'%"id": {m},%' for m in single])
-    for i in range(0, len(patterns), 200):
-        some = patterns[i:i + 200]
-        where = " OR ".join("results LIKE ?" for _ in some)
-        for row in conn.execute(f"SELECT id, results FROM search_log WHERE user_id = ? AND ({where})",
-                                (user_id, *some)):
-            for result in json.loads(row[1]):
-                kind, rid, source = result.get("kind"), result.get("id"), result.get("source_id")
-                if (kind == "message" and (rid in gone or source in whole)) or (
-                        kind == "chunk" and source in documents):
-                    doomed.add(row[0])
-                    break
-    engine = engine_of(conn)
-    for text in texts[:200]:
-        folded = text.casefold()
-        # A short text matches a query only when equal (below); a long one also by containment.
-        contains = f"{engine.contains('lower(query)', '?')} OR " if len(folded) >= 12 else ""
-        doomed.update(_ids(conn.execute(
-            f"SELECT id FROM search_log WHERE user_id = ? AND query != '' AND ({contains}"
-            f"(length(query) >= 12 AND {engine.contains('?', 'lower(query)')}))",
-            (user_id, *([folded] if contains else []), folded))))
-        doomed.update(_ids(conn.execute(
-            "SELECT id FROM search_log WHERE user_id = ? AND lower(query) = ?", (user_id, folded))))
-    ids = sorted(doomed)
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        conn.execute(f"DELETE FROM search_log WHERE user_id = ? AND id IN ({_in(part)})", (user_id, *part))
-    return len(ids)
-
-
-def _forget_proposals(conn: Connection, user_id: int, whole: list[int], touched: list[int],
-                      texts: list[str], memories: list[int], dated: list[int]) -> int:
-    doomed = set(dated)
-    if whole:
-        doomed.update(_ids(conn.execute(
-            f"SELECT id FROM proposals WHERE user_id = ? AND conversation_id IN ({_in(whole)})", (user_id, *whole))))
-    if texts:
-        for row in conn.execute(
-                f"SELECT id, evidence, payload FROM proposals WHERE user_id = ?"
-                f" AND (conversation_id IN ({_in(touched)}) OR conversation_id IS NULL)", (user_id, *touched)):
-            if (row[1] and _quotes(row[1], texts)) or any(
-                    isinstance(v, str) and v and _quotes(v, texts) for v in json.loads(row[2]).values()):
-                doomed.add(row[0])
-    ids = sorted(doomed)
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        conn.execute(f"DELETE FROM proposals WHERE user_id = ? AND id IN ({_in(part)})", (user_id, *part))
-    return len(ids)
 
 
 # -- afterwards: indexes and files -----------------------------------------------------------------
@@ -557,9 +386,7 @@ def compact(store: "Store", user_id: int | None = None) -> dict[str, int]:
 
 
 # The tables that hold text or vectors forgetting removes (vacuumed where the engine needs it).
-RECLAIMED = ("messages", "events", "message_attachments", "message_embeddings", "archive_chunks", "archive_documents",
-             "archive_turns",
-             "memories", "facts", "memory_versions", "search_log", "proposals", "artifacts", "summaries")
+RECLAIMED = REGISTRY.reclaimed()
 
 
 def checkpoint(store: "Store") -> None:

@@ -78,17 +78,6 @@ def listed(conn: Connection, user_id: int, *, message_ids: Iterable[int] = ()) -
     return [Fact(r[0], r[1], r[2], r[3], tuple(cited.get(r[0], ()))) for r in rows]
 
 
-def citing(conn: Connection, user_id: int, message_ids: list[int]) -> list[int]:
-    """Ids of this user's facts that cite any of ``message_ids`` (they go when those turns go)."""
-    out: set[int] = set()
-    for start in range(0, len(message_ids), 500):
-        part = message_ids[start:start + 500]
-        out.update(r[0] for r in conn.execute(
-            f"SELECT s.fact_id FROM fact_sources s JOIN facts f ON f.id = s.fact_id"
-            f" WHERE f.user_id = ? AND s.message_id IN ({','.join('?' * len(part))})", (user_id, *part)))
-    return sorted(out)
-
-
 def cited_turns(conn: Connection, fact_ids: list[int]) -> dict[int, list[int]]:
     """Fact id -> the turns it cites, in turn order."""
     out: dict[int, list[int]] = {}
