@@ -22,9 +22,28 @@ here if it is new.
 from __future__ import annotations
 
 from . import continuity, interop, memory, ops, outreach, prompt, records, retrieval, thread
-from .base import (DERIVED, DOCUMENTS, FIND, MEMORIES, PROMPTS, THREADS, TURNS, Cascade,
-                   Compaction, Doomed, Exempt, Itself, Kept, Plain, Registry, Run, Step, Stored, Trigger,
-                   content_columns)
+from .base import (
+                   DERIVED,
+                   DOCUMENTS,
+                   FIND,
+                   MEMORIES,
+                   PROMPTS,
+                   THREADS,
+                   TURNS,
+                   Cascade,
+                   Compaction,
+                   Doomed,
+                   Exempt,
+                   Itself,
+                   Kept,
+                   Plain,
+                   Registry,
+                   Run,
+                   Step,
+                   Stored,
+                   Trigger,
+                   content_columns,
+)
 
 # Walk order: continuity first (its handoff rewrite reads turns still there), ops last.
 REGISTRY = Registry([*continuity.STORED, *records.STORED, *thread.STORED, *retrieval.STORED, *memory.STORED,

@@ -130,7 +130,7 @@ class Stored:
 
     table: str
     area: str
-    content: tuple[str, ...]
+    content: tuple[str, ...]  # "postgresql:vec": a column on that engine only
     on_conversation: Purge
     on_message: Purge
     plain: tuple[Plain, ...] = ()
@@ -164,6 +164,16 @@ Entry = Union[Stored, Exempt]
 
 # A column named like this holds a timestamp written by the store's clock (``utcnow()``).
 TIMESTAMP_SUFFIX = "_at"
+
+
+def on_engine(columns: Iterable[str], engine: str) -> list[str]:
+    """The columns one engine has: a name written ``"postgresql:vec"`` exists on that engine only."""
+    out = []
+    for column in columns:
+        only, _, name = column.rpartition(":")
+        if only in ("", engine):
+            out.append(name)
+    return out
 
 
 def ids(rows: Iterable[Any]) -> list[int]:
@@ -247,7 +257,7 @@ class Registry:
                 continue
             known = {c for p in entry.plain for c in p.columns}
             if isinstance(entry, Stored):
-                known |= set(entry.content)
+                known |= set(on_engine(entry.content, engine))
             out += [f"{table}.{c}: neither content with a purge nor plain with a reason"
                     for c in columns if c not in known]
         for entry in self.entries:
@@ -257,8 +267,8 @@ class Registry:
             if not every:
                 out.append(f"{entry.table}: registered but not in the schema")
                 continue
-            named = [c for p in entry.plain for c in p.columns] + list(
-                entry.content if isinstance(entry, Stored) else ())
+            named = [c for p in entry.plain for c in p.columns] + (
+                on_engine(entry.content, engine) if isinstance(entry, Stored) else [])
             out += [f"{entry.table}.{c}: registered but not in the schema" for c in named if c not in every]
             if any(not p.reason.strip() for p in entry.plain):
                 out.append(f"{entry.table}: a plain column without a reason")

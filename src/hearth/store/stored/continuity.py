@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..engine import Connection
-from .base import DERIVED, DOCUMENTS, Cascade, Doomed, Exempt, Plain, Step, Stored, marks
+from .base import DERIVED, DOCUMENTS, Cascade, Doomed, Entry, Exempt, Plain, Step, Stored, marks
 
 AREA = "continuity"
 
@@ -38,7 +38,7 @@ def _capsules(conn: Connection, d: Doomed) -> int:
         " AND through_message_id >= ?)", (c, first)).rowcount for c, first in d.first.items())
 
 
-STORED = [
+STORED: list[Entry] = [
     Stored("conversation_summaries", AREA, ("handoff", "summary", "recent_raw"), conversation="conversation_id",
            plain=(Plain("the ids of the turns a handoff quotes", "source_message_ids"),),
            on_conversation=(_HANDOFFS, Cascade("conversations")), on_message=_HANDOFFS,

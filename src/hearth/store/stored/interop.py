@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .base import Exempt, Plain
+from .base import Entry, Exempt, Plain
 
 AREA = "interop"
 
-STORED = [
+STORED: list[Entry] = [
     Exempt("client_chats", AREA, (Plain("a digest of a client's chat id or of its first turns", "key"),)),
     Exempt("import_sources", AREA, (Plain("a kind of import and a digest of its source", "kind", "source_key"),)),
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..engine import Connection
-from .base import DERIVED, MEMORIES, Cascade, Doomed, Kept, Plain, Step, Stored, ids, marks, quotes
+from .base import DERIVED, MEMORIES, Doomed, Entry, Kept, Plain, Step, Stored, ids, marks, quotes
 
 AREA = "memory"
 _KEPT = Kept("a memory outlives the conversation it came from: forget the memory itself")
@@ -40,7 +40,7 @@ def _proposals(conn: Connection, d: Doomed) -> int:
 
 _PROPOSALS = Step(DERIVED, "delete", _proposals, count="suggestions")
 
-STORED = [
+STORED: list[Entry] = [
     Stored("memories", AREA, ("text", "category"), plain=(_VALID,), on_conversation=_KEPT, on_message=_KEPT, also=(_MEMORIES,)),
     Stored("memory_versions", AREA, ("text", "category"),
            plain=(Plain("the kind of change and who made it", "change", "actor"), _VALID),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..engine import Connection
 from ..sqlite import engine_of
-from .base import THREADS, Doomed, Exempt, Kept, Plain, Step, Stored, marks
+from .base import THREADS, Doomed, Entry, Exempt, Kept, Plain, Step, Stored, marks
 
 AREA = "ops"
 
@@ -18,7 +18,7 @@ def _jobs(conn: Connection, d: Doomed) -> int:
     return 0
 
 
-STORED = [
+STORED: list[Entry] = [
     # A job's payload names rows by id and its error carries numbers, never conversation text.
     Stored("jobs", AREA, ("payload", "last_error"),
            plain=(Plain("a job's kind, dedupe key and status", "kind", "dedupe_key", "status"),

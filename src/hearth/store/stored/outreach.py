@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from .base import Exempt, Kept, Plain, Stored
+from .base import Entry, Exempt, Kept, Plain, Stored
 
 AREA = "outreach"
 _OWN = Kept("the person's own schedule and addresses, not a trace of a conversation: they go with the account")
 _CHANNEL = Plain("a channel's name", "channel")
 
-STORED = [
+STORED: list[Entry] = [
     Exempt("activation_prefs", AREA, (Plain("a time zone and quiet hours", "timezone", "quiet_start", "quiet_end"),)),
     Exempt("activation_runs", AREA, (Plain("a run's status", "status"),)),
     Stored("activations", AREA, ("rule", "note"), plain=(Plain("a kind of check-in", "kind"), _CHANNEL),

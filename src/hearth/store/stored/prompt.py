@@ -4,7 +4,7 @@ status, lorebook fragments and books, prompt presets, the layers' settings."""
 from __future__ import annotations
 
 from ..engine import Connection
-from .base import DERIVED, Cascade, Doomed, Exempt, Kept, Plain, Step, Stored
+from .base import DERIVED, Cascade, Doomed, Entry, Exempt, Kept, Plain, Step, Stored
 
 AREA = "prompt"
 _SOURCE = Plain("who wrote it: offline, model or manual", "source")
@@ -29,7 +29,7 @@ def _nudges(conn: Connection, d: Doomed) -> int:
     return sum(conn.execute("DELETE FROM nudges WHERE conversation_id = ?", (c,)).rowcount for c in d.first)
 
 
-STORED = [
+STORED: list[Entry] = [
     Stored("thread_summaries", AREA, ("text",), conversation="conversation_id", plain=(_SOURCE,),
            on_conversation=Cascade("conversations"),
            on_message=Step(DERIVED, "delete", _summaries, count="summaries_and_context")),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..engine import Connection
-from .base import THREADS, TURNS, Cascade, Doomed, Exempt, Itself, Kept, Plain, Step, Stored, Trigger, marks
+from .base import THREADS, TURNS, Cascade, Doomed, Entry, Exempt, Itself, Kept, Plain, Step, Stored, Trigger, marks
 
 AREA = "records"
 _PROMPTS = Step(70, "rewrite", hook="prompts", count="prompts_rebuilt")
@@ -38,7 +38,7 @@ def _folders(conn: Connection, d: Doomed) -> int:
 
 _OWN = ("the person's own settings, not a trace of one conversation: they go with the account")
 
-STORED = [
+STORED: list[Entry] = [
     Stored("users", AREA, ("name", "display_name"), user="id",
            plain=(Plain("a password's salted hash, no text the person wrote", "password_hash"),),
            on_user=Itself(), on_conversation=Kept(_OWN), on_message=Kept(_OWN)),

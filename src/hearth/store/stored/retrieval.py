@@ -7,12 +7,29 @@ import json
 
 from ..engine import Connection
 from ..sqlite import engine_of
-from .base import (DERIVED, DOCUMENTS, FIND, Cascade, Compaction, Doomed, Exempt, Kept, Plain, Step, Stored,
-                   Trigger, ids, marks)
+from .base import (
+    DERIVED,
+    DOCUMENTS,
+    FIND,
+    Cascade,
+    Compaction,
+    Doomed,
+    Entry,
+    Exempt,
+    Kept,
+    Plain,
+    Step,
+    Stored,
+    Trigger,
+    ids,
+    marks,
+)
 
 AREA = "retrieval"
 _ARCHIVE = Kept("an archive document is imported apart from any thread: forget the document itself")
 _MODEL = Plain("an embedding model's name", "embedding_model")
+# pgvector's copy of the ``embedding`` bytes beside it, for its HNSW index: in the same row.
+_VEC = "postgresql:vec"
 
 
 def _facts(conn: Connection, d: Doomed) -> int:
@@ -96,15 +113,15 @@ def _index(table: str, column: str, source: str, engine: str) -> Stored:
                   on_conversation=Trigger(source), on_message=Trigger(source))
 
 
-STORED = [
+STORED: list[Entry] = [
     # Searches that quote or cite what is forgotten go with it; the rest stay (B5 clears them all).
     Stored("search_log", AREA, ("query", "variants", "filters", "results"), conversation="conversation_id",
            plain=(Plain("where the search came from and how reliable its answer was", "origin", "reliability"),),
            on_conversation=_SEARCHES, on_message=_SEARCHES, also=(_SEARCHES,)),
-    Stored("message_embeddings", AREA, ("embedding",), message="message_id",
+    Stored("message_embeddings", AREA, ("embedding", _VEC), message="message_id",
            plain=(Plain("an embedding model's name", "model"),),
            on_conversation=Cascade("messages"), on_message=Cascade("messages")),
-    Stored("facts", AREA, ("text", "embedding"), conversation="conversation_id",
+    Stored("facts", AREA, ("text", "embedding", _VEC), conversation="conversation_id",
            plain=(Plain("a date and who wrote it", "fact_date", "source"), _MODEL),
            on_conversation=Cascade("conversations"), on_message=(_FACTS, Trigger("fact_sources"))),
     _index("facts_fts", "text", "facts", "sqlite"),
@@ -112,7 +129,7 @@ STORED = [
     Stored("archive_documents", AREA, ("collection", "title", "source", "metadata"),
            plain=(Plain("a date and a content hash", "document_date", "content_hash"),),
            on_conversation=_ARCHIVE, on_message=_ARCHIVE, also=(_DOCUMENTS,)),
-    Stored("archive_chunks", AREA, ("text", "speakers", "embedding"),
+    Stored("archive_chunks", AREA, ("text", "speakers", "embedding", _VEC),
            plain=(Plain("a date and a content hash", "chunk_date", "content_hash"), _MODEL),
            on_conversation=_ARCHIVE, on_message=_ARCHIVE, also=(_CHUNKS, _DOCUMENTS)),
     Stored("archive_turns", AREA, ("label", "text"), plain=(Plain("a speaker's role", "role"),),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..engine import Connection
-from .base import DERIVED, TURNS, Cascade, Doomed, Plain, Step, Stored, marks
+from .base import DERIVED, TURNS, Cascade, Doomed, Entry, Plain, Step, Stored, marks
 
 AREA = "thread"
 
@@ -26,7 +26,7 @@ def _chains(conn: Connection, d: Doomed) -> int:
                for c in d.first)
 
 
-STORED = [
+STORED: list[Entry] = [
     Stored("message_alternatives", AREA, ("content", "metadata"), message="message_id",
            on_conversation=Cascade("messages"), on_message=Cascade("messages")),
     # Put-away turns are ledger events of their own: their events go (rows by cascade), then the
