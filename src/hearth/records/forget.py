@@ -17,6 +17,10 @@ Trash keeps a conversation; *forgetting* removes it and every place its words tr
   thread view), and the handoffs of chats that continued it (record and visible bubble removed,
   the stored prompt rebuilt).
 
+Where each of these lives, and how its rows go, is not listed here: every table that can hold
+text has an entry in the store's registry (``hearth.store.stored``, S14); :func:`purge` resolves
+which messages a scope covers and walks that registry.
+
 The removal is one write transaction. The ledger keeps a receipt with counts only. Afterwards a
 durable ``forget.compact`` job merges the full-text indexes so no term of the forgotten text
 survives in an FTS segment, truncates the WAL and drops saved vector-index files that still held
