@@ -49,6 +49,20 @@ def holding(conn, marker: str) -> list[str]:
     return found
 
 
+def found_after(conn, by: str, ident: int) -> list[str]:
+    """Tables whose entry says their rows of this user, conversation or message go, where the
+    registry's own lookup (``Stored.found``) still finds some."""
+    engine = "postgresql" if is_postgres(conn) else "sqlite"
+    left = []
+    for entry in REGISTRY.stored():
+        purge = {"user": entry.on_user, "conversation": entry.on_conversation, "message": entry.on_message}[by]
+        sql = entry.found(by)
+        if entry.engine in (None, engine) and sql and not isinstance(purge, Kept):
+            if conn.execute(sql, (ident,)).fetchone()[0]:
+                left.append(entry.table)
+    return left
+
+
 def test_s14_every_text_or_blob_column_of_the_live_schema_has_a_registered_purge(hearth):
     conn = hearth.store.connection()
     live = content_columns(conn)
@@ -145,9 +159,12 @@ def test_s14_forgetting_a_message_leaves_its_marker_in_no_column(hearth, me, per
     before = set(holding(conn, MARK))
     assert {"messages.content", "message_attachments.text", "message_attachments.data", "search_log.query",
             "proposals.evidence", "conversation_summaries.handoff"} <= before, before
-    forget(me, "message", secret.user_message.id)
+    message_id = secret.user_message.id
+    assert {"events", "messages", "message_attachments"} <= set(found_after(conn, "message", message_id))
+    forget(me, "message", message_id)
     drain(hearth)  # rebuilds from what remains, then the compaction
     assert holding(conn, MARK) == []
+    assert found_after(conn, "message", message_id) == []
     assert len(me.conversations.messages(chat.id)) == 5 and me.conversations.get(branch.id)
 
 
@@ -157,10 +174,12 @@ def test_s14_forgetting_a_conversation_leaves_its_marker_in_no_column(hearth, me
     drain(hearth)
     conn = hearth.store.connection()
     assert len(holding(conn, CANARY)) >= 8
+    assert {"conversations", "messages", "search_log", "proposals"} <= set(found_after(conn, "conversation", chat.id))
     forget(me, "conversation", source.id)
     forget(me, "conversation", chat.id)
     drain(hearth)
     assert holding(conn, CANARY) == []
+    assert found_after(conn, "conversation", source.id) == found_after(conn, "conversation", chat.id) == []
     assert me.conversations.get(branch.id)  # the branch stays, without the quoted turns
 
 
@@ -180,10 +199,13 @@ def test_s14_removing_an_account_leaves_its_marker_in_no_column_and_anothers_sta
     me.folders.create(f"{MARK} folder")
     conn = hearth.store.connection()
     assert len(holding(conn, MARK)) >= 15
+    assert len(found_after(conn, "user", me.user_id)) >= 20
     with hearth.store.write() as c:
         c.execute("DELETE FROM users WHERE id = ?", (me.user_id,))
     compact(hearth.store)  # the keyword vocabulary is pruned by compaction, as after a forget
     assert holding(conn, MARK) == []
+    assert found_after(conn, "user", me.user_id) == []
+    assert len(found_after(conn, "user", bob.user_id)) >= 12  # his rows stay
     kept = set(holding(conn, other_mark))
     assert {"messages.content", "message_attachments.data", "search_log.query"} <= kept, kept
 

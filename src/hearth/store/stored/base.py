@@ -134,12 +134,21 @@ class Stored:
     on_conversation: Purge
     on_message: Purge
     plain: tuple[Plain, ...] = ()
-    user: str = "user_id"  # the column holding the user, or the table whose rows these index
+    user: str | None = "user_id"  # the column holding the user (None: an index, see ``index_of``)
     conversation: str | None = None  # the column holding the conversation, if any
     message: str | None = None  # the column holding the message (its ledger event), if any
     on_user: Purge = Cascade("users")
     also: tuple[Step, ...] = ()  # steps for the other targets: documents, memories, folders, dates
     engine: str | None = None  # only on this engine ("sqlite", "postgresql")
+    index_of: str | None = None  # a keyword index's rows: the table whose rows they index
+
+    def found(self, by: str) -> str | None:
+        """SQL selecting this table's rows of one user, conversation or message (``by``; its id is
+        the one ``?``), or None where no column of its own names it (an index found through its rows)."""
+        column = {"user": self.user, "conversation": self.conversation, "message": self.message}[by]
+        if column is None:
+            return None
+        return f'SELECT count(*) FROM "{self.table}" WHERE "{column}" = ?'
 
     def steps(self) -> list[Step]:
         out: list[Step] = []
@@ -284,8 +293,10 @@ def _check_stored(conn: Connection, entry: Stored, every: list[str]) -> list[str
         column = getattr(entry, name)
         if column is not None and column not in every:
             out.append(f"{t}: its {name} column {column} is not in the schema")
-    if entry.user not in every and not all_columns(conn, entry.user):
-        out.append(f"{t}: its user is found through {entry.user}, neither a column nor a table")
+    if entry.user is not None and entry.user not in every:
+        out.append(f"{t}: its user column {entry.user} is not in the schema")
+    if entry.user is None and (entry.index_of is None or not all_columns(conn, entry.index_of)):
+        out.append(f"{t}: neither a user column nor the table it indexes")
     for when, purge in (("user", entry.on_user), ("conversation", entry.on_conversation),
                         ("message", entry.on_message)):
         for part in purge if isinstance(purge, tuple) else (purge,):

@@ -109,7 +109,7 @@ _DOCUMENTS = Step(DOCUMENTS, "delete", _documents)
 
 def _index(table: str, column: str, source: str, engine: str) -> Stored:
     """A keyword index's rows, kept by triggers on the rows they index."""
-    return Stored(table, AREA, (column,), user=source, engine=engine, on_user=Trigger(source),
+    return Stored(table, AREA, (column,), user=None, index_of=source, engine=engine, on_user=Trigger(source),
                   on_conversation=Trigger(source), on_message=Trigger(source))
 
 
@@ -138,7 +138,7 @@ STORED: list[Entry] = [
     _index("archive_chunks_postings", "lexeme", "archive_chunks", "postgresql"),
     # The words of every index (PostgreSQL's stand-in for FTS5's vocabulary): a forgotten row's
     # words stay until the compaction job prunes those no indexed row still holds.
-    Stored("keyword_lexemes", AREA, ("lexeme",), user="messages", engine="postgresql",
+    Stored("keyword_lexemes", AREA, ("lexeme",), user=None, index_of="messages", engine="postgresql",
            plain=(Plain("an index's name", "name"),), on_user=Compaction("messages"),
            on_conversation=Compaction("messages"), on_message=Compaction("messages")),
     Exempt("keyword_totals", AREA, (Plain("an index's name", "name"),), engine="postgresql"),
