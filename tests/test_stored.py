@@ -87,6 +87,17 @@ def test_s14_every_registered_purge_says_how_and_every_kept_or_plain_column_why(
     assert REGISTRY.hooks() == {"handoffs", "memories", "prompts"}
 
 
+def test_s14_the_walk_refuses_to_start_without_a_hook_and_removes_nothing(hearth, me, persona):
+    from hearth.errors import StoreError
+    from hearth.store.stored import Doomed
+
+    chat = me.conversations.create(persona.id, "Kept")
+    me.send(chat.id, f"hello {MARK}")
+    with pytest.raises(StoreError, match="hooks handoffs, memories, prompts"), hearth.store.write() as conn:
+        REGISTRY.walk(conn, Doomed(me.user_id, conversations=[chat.id]), {})
+    assert len(me.conversations.messages(chat.id)) == 2
+
+
 def _blob(conn) -> str:
     return "BYTEA" if is_postgres(conn) else "BLOB"
 

@@ -11,7 +11,8 @@ go when their user, a conversation or a single message is forgotten. How they go
   must stay (a handoff record the ledger still points at); a step names a *hook* instead of a
   function where the work needs an area's logic (rendering a handoff again, rebuilding a prompt);
 - ``Compaction(source)``: pruned by the compaction job after the transaction (a vocabulary);
-- ``Kept(reason)``: forgetting that target leaves them, for the reason given.
+- ``Kept(reason)``: forgetting that target leaves them, for the reason given;
+- ``Itself()``: the account's own row (``users``), whose removal cascades to everything above.
 
 ``Registry.walk`` runs every step in order (``FIND`` before ``DERIVED`` before ``TURNS``...), each
 once, in the caller's transaction. ``Registry.problems`` reads the live schema and lists every text
