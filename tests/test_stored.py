@@ -22,6 +22,7 @@ from hearth.store.stored import (
     Trigger,
     content_columns,
 )
+from hearth.store.stored.base import all_columns
 from tests.test_attachments import PNG, image
 from tests.test_forget import CANARY, drain, forget, spread_canary
 
@@ -106,39 +107,45 @@ def test_s14_a_new_table_or_column_holding_text_fails_the_check_until_registered
     """The checker, not only today's schema: a table added with a text column, a blob and a JSON
     column is found at once; a new column on a registered table too; numbers and timestamps are not."""
     conn = hearth.store.connection()
-    json_type = "JSONB" if is_postgres(conn) else "JSON"
-    with hearth.store.write() as c:
-        c.execute(f"CREATE TABLE s14_notes (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, body TEXT,"
-                  f" picture {_blob(c)}, extra {json_type}, stars INTEGER, written_at TEXT)")
-        c.execute("ALTER TABLE memories ADD COLUMN s14_secret TEXT")
-    problems = REGISTRY.problems(conn)
-    assert sorted(p.split(":")[0] for p in problems) == [
-        "memories.s14_secret", "s14_notes.body", "s14_notes.extra", "s14_notes.picture"], problems
+    try:
+        json_type = "JSONB" if is_postgres(conn) else "JSON"
+        with hearth.store.write() as c:
+            c.execute(f"CREATE TABLE s14_notes (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, body TEXT,"
+                      f" picture {_blob(c)}, extra {json_type}, stars INTEGER, written_at TEXT)")
+            c.execute("ALTER TABLE memories ADD COLUMN s14_secret TEXT")
+        problems = REGISTRY.problems(conn)
+        assert sorted(p.split(":")[0] for p in problems) == [
+            "memories.s14_secret", "s14_notes.body", "s14_notes.extra", "s14_notes.picture"], problems
 
-    # Registered, it passes only if what the entry counts on is really there: a cascade from users.
-    notes = Stored("s14_notes", "test", ("body", "picture"), plain=(Plain("a rating's label", "extra"),),
-                   on_conversation=Kept("notes are the person's own, not a trace of a conversation"),
-                   on_message=Kept("notes are the person's own, not a trace of a conversation"))
-    memories = next(e for e in REGISTRY.entries if e.table == "memories")
-    assert isinstance(memories, Stored)
-    widened = Stored(**{**memories.__dict__, "content": (*memories.content, "s14_secret")})
-    registry = Registry([e for e in REGISTRY.entries if e.table != "memories"] + [widened, notes])
-    assert registry.problems(conn) == ["s14_notes: goes with a user by cascade from users, which the schema lacks"]
-    with hearth.store.write() as c:
-        c.execute("DROP TABLE s14_notes")
-        c.execute(f"CREATE TABLE s14_notes (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL REFERENCES users(id)"
-                  f" ON DELETE CASCADE, body TEXT, picture {_blob(c)}, extra {json_type}, stars INTEGER,"
-                  f" written_at TEXT)")
-    assert registry.problems(conn) == []
-    # An entry naming a column the schema lacks, or a trigger it does not have, is a problem too.
-    stale = Registry([*registry.entries[:-1], Stored(
-        "s14_notes", "test", ("body", "picture", "gone"), plain=(Plain("a rating's label", "extra"),),
-        on_conversation=Trigger("messages"), on_message=Kept("notes are the person's own, not a trace"))])
-    assert sorted(stale.problems(conn)) == [
-        "s14_notes.gone: registered but not in the schema",
-        "s14_notes: goes with a conversation by a trigger on messages that the schema lacks"]
-    exempt = Registry([*registry.entries[:-1], Exempt("s14_notes", "test", (Plain("", "body", "picture", "extra"),))])
-    assert exempt.problems(conn) == ["s14_notes: a plain column without a reason"]
+        # Registered, it passes only if what the entry counts on is really there: a cascade from users.
+        notes = Stored("s14_notes", "test", ("body", "picture"), plain=(Plain("a rating's label", "extra"),),
+                       on_conversation=Kept("notes are the person's own, not a trace of a conversation"),
+                       on_message=Kept("notes are the person's own, not a trace of a conversation"))
+        memories = next(e for e in REGISTRY.entries if e.table == "memories")
+        assert isinstance(memories, Stored)
+        widened = Stored(**{**memories.__dict__, "content": (*memories.content, "s14_secret")})
+        registry = Registry([e for e in REGISTRY.entries if e.table != "memories"] + [widened, notes])
+        assert registry.problems(conn) == ["s14_notes: goes with a user by cascade from users, which the schema lacks"]
+        with hearth.store.write() as c:
+            c.execute("DROP TABLE s14_notes")
+            c.execute(f"CREATE TABLE s14_notes (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL REFERENCES users(id)"
+                      f" ON DELETE CASCADE, body TEXT, picture {_blob(c)}, extra {json_type}, stars INTEGER,"
+                      f" written_at TEXT)")
+        assert registry.problems(conn) == []
+        # An entry naming a column the schema lacks, or a trigger it does not have, is a problem too.
+        stale = Registry([*registry.entries[:-1], Stored(
+            "s14_notes", "test", ("body", "picture", "gone"), plain=(Plain("a rating's label", "extra"),),
+            on_conversation=Trigger("messages"), on_message=Kept("notes are the person's own, not a trace"))])
+        assert sorted(stale.problems(conn)) == [
+            "s14_notes.gone: registered but not in the schema",
+            "s14_notes: goes with a conversation by a trigger on messages that the schema lacks"]
+        exempt = Registry([*registry.entries[:-1], Exempt("s14_notes", "test", (Plain("", "body", "picture", "extra"),))])
+        assert exempt.problems(conn) == ["s14_notes: a plain column without a reason"]
+    finally:  # PostgreSQL's test database is shared by the session: leave its schema as it was
+        with hearth.store.write() as c:
+            c.execute("DROP TABLE IF EXISTS s14_notes")
+            if "s14_secret" in all_columns(c, "memories"):
+                c.execute("ALTER TABLE memories DROP COLUMN s14_secret")
 
 
 MARK = "s14marigoldquill"
