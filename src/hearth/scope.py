@@ -42,6 +42,7 @@ from hearth.wiring import job_handlers, wire
 MAX_PROVIDERS = 64  # distinct connections kept built at once
 
 if TYPE_CHECKING:
+    from hearth.continuity.branch import Quoted
     from hearth.interop.client_chats import ClientChats
     from hearth.prompt.presets import Presets
     from hearth.providers.catalog import ModelCatalog, ModelChoice
@@ -263,11 +264,12 @@ class Scope:
         return Imports(self._context, self.layers.fragments, self.update_persona)
 
     # -- stored prompts: the connection-taking parts run inside the caller's transaction --------
-    def _handoff_text(self, conn: Connection, conversation_id: int) -> str:
-        """Model-facing handoff for a conversation's prompt: re-rendered while its source is eligible."""
-        from hearth.continuity.branch import handoff_text
+    def _handoff_text(self, conn: Connection, conversation_id: int) -> "Quoted | None":
+        """The handoff for a conversation's prompt, re-rendered while its source is eligible; its
+        boundary is drawn where the prompt's text is made, outside the write lock (U5)."""
+        from hearth.continuity.branch import handoff_quote
 
-        return handoff_text(conn, self.user_id, conversation_id, self._hearth.settings)
+        return handoff_quote(conn, self.user_id, conversation_id, self._hearth.settings)
 
     def _handoff_info(self, conn: Connection, conversation_id: int) -> dict | None:
         row = conn.execute(
