@@ -9,6 +9,7 @@ a busy machine that pauses the process cannot fail it.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import Callable
@@ -198,3 +199,115 @@ def test_u5_one_users_hostile_card_does_not_block_another_users_writes(tmp_path)
         # Before, the hostile cards held the lock for the whole quadratic fill (seconds, against a
         # tenth of a second for plain text); the margin allows for a busy machine.
         assert attacked / benign < 10, (attacked, benign)
+
+
+# -- no text work while the write lock is held ------------------------------------------------------
+# The four writes that filled macros inside their transaction: New Chat's greeting, the first
+# send's stored prompt, a thread's instructions (PUT /instructions), and the OpenAI-compatible
+# path's system message. Each now fills with no write transaction open and writes what it filled.
+
+MARK = "U5-FILL-MARK"
+PICKS = "".join(f"{{{{pick::red{i}::green{i}::blue{i}::amber{i}::violet{i}}}}} " for i in range(6))
+
+
+@pytest.fixture
+def fills_under_lock(hearth, monkeypatch) -> list[bool]:
+    """For each macro fill of a text holding ``MARK``: whether the filling thread held the write
+    lock (``Store.in_write``, the same on both engines) at that moment."""
+    seen: list[bool] = []
+    real = Macros.fill
+
+    def fill(self: Macros, text: str) -> str:
+        if MARK in text:
+            seen.append(hearth.store.in_write)
+        return real(self, text)
+
+    monkeypatch.setattr(Macros, "fill", fill)
+    return seen
+
+
+def _card_persona(me, name: str = "hostile", text: str = ""):
+    return me.personas.create(name, "Hostile", identity=f"{MARK} I am {{{{char}}}}. {PICKS}{text}",
+                              card={"first_mes": f"{MARK} Hello {{{{user}}}}. {PICKS}{text}",
+                                    "alternate_greetings": [f"{MARK} Hi again. {PICKS}"]})
+
+
+def _stored_prompt(hearth, conversation_id: int) -> str:
+    return hearth.store.connection().execute(
+        "SELECT content FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
+        (conversation_id,)).fetchone()[0]
+
+
+def test_u5_new_chat_fills_the_cards_greeting_outside_the_write_lock(hearth, me, fills_under_lock):
+    persona = _card_persona(me)
+    chat = me.new_chat(persona.id).conversation
+    assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+    greeting = me.conversations.messages(chat.id)[0]
+    assert greeting.metadata["greeting"] == "card" and greeting.metadata["alternatives"] == 2
+    # Picks are seeded by the conversation the greeting was written to, as the thread's prompt's are.
+    expected = Macros(char="Hostile", user="the person", seed=chat.id).fill(persona.card["first_mes"])
+    assert greeting.content == expected and "{{" not in greeting.content
+    me.send(chat.id, "hello")
+    picked = re.findall(r"\b[a-z]+\d\b", greeting.content)
+    assert len(picked) == 6 and re.findall(r"\b[a-z]+\d\b", _stored_prompt(hearth, chat.id))[:6] == picked
+
+
+def test_u5_first_send_builds_the_stored_prompt_outside_the_write_lock(hearth, me, fills_under_lock):
+    persona = _card_persona(me)
+    chat = me.conversations.create(persona.id)  # no greeting: only the prompt is filled
+    reply = me.send(chat.id, "hello")
+    assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+    prompt = _stored_prompt(hearth, chat.id)
+    assert f"{MARK} I am Hostile." in prompt and "{{pick" not in prompt
+    # The user's message was saved before the model was asked, with the prompt, once.
+    messages = me.conversations.messages(chat.id)
+    assert [m.role for m in messages] == ["user", "assistant"] and reply.user_message.id == messages[0].id
+    assert hearth.store.connection().execute(
+        "SELECT count(*) FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
+        (chat.id,)).fetchone()[0] == 1
+
+
+def test_u5_put_instructions_rebuilds_the_prompt_outside_the_write_lock(hearth, me, fills_under_lock):
+    from fastapi.testclient import TestClient
+
+    from hearth.server import create_app
+
+    persona = _card_persona(me)
+    chat = me.conversations.create(persona.id)
+    me.send(chat.id, "hello")
+    fills_under_lock.clear()
+    with TestClient(create_app(hearth.settings, hearth), base_url="http://127.0.0.1") as client:
+        answer = client.put(f"/api/conversations/{chat.id}/instructions",
+                            json={"text": f"{MARK} Speak to {{{{user}}}} briefly."})
+    assert answer.status_code == 200, answer.text
+    assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+    assert f"{MARK} Speak to the person briefly." in _stored_prompt(hearth, chat.id)
+
+
+def test_u5_v1_system_message_is_filled_outside_the_write_lock(hearth, me, fills_under_lock):
+    from fastapi.testclient import TestClient
+
+    from hearth.server import create_app
+
+    _card_persona(me)
+    token = hearth.users.create_token(me.user_id, "u5")
+    with TestClient(create_app(hearth=hearth)) as client:
+        answer = client.post("/v1/chat/completions", headers={"Authorization": f"Bearer {token}"}, json={
+            "model": "hostile", "messages": [{"role": "system", "content": f"{MARK} Call me {{{{user}}}}. {PICKS}"},
+                                             {"role": "user", "content": "hello"}]})
+        assert answer.status_code == 200, answer.text
+        assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+        chat_id = hearth.store.connection().execute("SELECT max(id) FROM conversations").fetchone()[0]
+        prompt = _stored_prompt(hearth, chat_id)
+        assert f"{MARK} Call me the person." in prompt and "{{pick" not in prompt
+        # The same system message again changes nothing; a new one rebuilds, also outside the lock.
+        fills_under_lock.clear()
+        again = client.post("/v1/chat/completions", headers={"Authorization": f"Bearer {token}"}, json={
+            "model": "hostile", "messages": [{"role": "system", "content": f"{MARK} Now call me friend."},
+                                             {"role": "user", "content": "hello"},
+                                             {"role": "assistant", "content": answer.json()["choices"][0]["message"]
+                                              ["content"]},
+                                             {"role": "user", "content": "and again"}]})
+        assert again.status_code == 200, again.text
+        assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+        assert f"{MARK} Now call me friend." in _stored_prompt(hearth, chat_id)
