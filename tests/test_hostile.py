@@ -314,6 +314,27 @@ def test_u5_v1_system_message_is_filled_outside_the_write_lock(hearth, me, fills
         assert f"{MARK} Now call me friend." in _stored_prompt(hearth, chat_id)
 
 
+def test_u5_display_name_and_persona_saves_rebuild_every_prompt_outside_the_write_lock(hearth, me,
+                                                                                     fills_under_lock):
+    """A change of display name or of a persona rebuilds the prompts of all its threads: every one
+    is filled outside the lock, and all in one attempt more, not one attempt per thread."""
+    from hearth.prompt import prepared
+
+    persona = _card_persona(me)
+    chats = [me.conversations.create(persona.id) for _ in range(prepared.ATTEMPTS + 2)]
+    for chat in chats:
+        me.send(chat.id, "hello")
+    fills_under_lock.clear()
+    assert me.set_display_name("Robin") == len(chats)
+    assert len(fills_under_lock) == len(chats) and not any(fills_under_lock), fills_under_lock
+    fills_under_lock.clear()
+    _, rebuilt = me.update_persona(persona.id, identity=f"{MARK} I am {{{{char}}}} and I talk with {{{{user}}}}.")
+    assert rebuilt == len(chats)
+    assert len(fills_under_lock) == len(chats) and not any(fills_under_lock), fills_under_lock
+    for chat in chats:
+        assert f"{MARK} I am Hostile and I talk with Robin." in _stored_prompt(hearth, chat.id)
+
+
 def test_u5_inputs_changed_while_filling_are_filled_again_never_written_stale(hearth, me, monkeypatch):
     """A display name committed between the fill (outside the lock) and the write: the write reads
     the new name, the text is filled again, and the prompt names the person as they are now."""

@@ -7,7 +7,8 @@ for as long as its text took. So a write that fills text runs as an attempt that
 
 1. the transaction runs as before, reading what the text is made from (cheap reads under the lock);
    where it would fill text and nothing was prepared for exactly those inputs, it raises
-   ``Unprepared`` carrying the inputs, and the transaction rolls back, having kept nothing;
+   ``Unprepared`` carrying the inputs (of every text it fills there: ``filled_all``), and the
+   transaction rolls back, having kept nothing;
 2. ``run`` fills the text from those inputs with no transaction open (a pure function of them);
 3. the transaction runs again; where it reads the same inputs it writes the prepared text, which
    costs the lock a comparison of values instead of the fill. Inputs that changed in between
@@ -46,11 +47,10 @@ class Unprepared(Exception):
     transaction rolls back and ``run`` fills it outside. Not a Hearth error: it never leaves
     ``run`` (a caller that cannot retry never sees it, ``filled`` fills at once for it)."""
 
-    def __init__(self, ready: "Ready", key: Hashable, inputs: Any, make: Callable[[Any], Any]):
-        super().__init__(f"text to prepare outside the write lock: {key!r}")
+    def __init__(self, ready: "Ready", needs: list[tuple[Hashable, Any]], make: Callable[[Any], Any]):
+        super().__init__(f"{len(needs)} text(s) to prepare outside the write lock")
         self.ready = ready
-        self.key = key
-        self.inputs = inputs
+        self.needs = needs  # (key, inputs)
         self.make = make
 
 
@@ -64,19 +64,31 @@ class Ready:
     attempts: int = 0
 
     def prepare(self, need: Unprepared) -> None:
-        self.texts[need.key] = (need.inputs, need.make(need.inputs))
+        for key, inputs in need.needs:
+            self.texts[key] = (inputs, need.make(inputs))
+
+    def _found(self, key: Hashable, inputs: Any) -> tuple[bool, Any]:
+        found = self.texts.get(key)
+        return (True, found[1]) if found is not None and found[0] == inputs else (False, None)
 
 
 def filled(ready: Ready | None, key: Hashable, inputs: I, make: Callable[[I], T]) -> T:
     """``make(inputs)``: the text prepared for these exact inputs when there is one; with no
     ``ready`` (a caller that cannot retry), made now; otherwise ``Unprepared`` is raised so the
     write rolls back and ``run`` makes it outside the lock. ``make`` must depend on nothing else."""
+    return filled_all(ready, [(key, inputs)], make)[0]
+
+
+def filled_all(ready: Ready | None, wanted: list[tuple[Hashable, I]], make: Callable[[I], T]) -> list[T]:
+    """``filled`` for several texts at once: every one missing is asked for in one ``Unprepared``
+    (a persona's settings rebuild every prompt of its threads in one attempt more, not one each)."""
     if ready is None:
-        return make(inputs)
-    found = ready.texts.get(key)
-    if found is not None and found[0] == inputs:
-        return found[1]
-    raise Unprepared(ready, key, inputs, make)
+        return [make(inputs) for _, inputs in wanted]
+    found = [ready._found(key, inputs) for key, inputs in wanted]
+    missing = [pair for pair, (hit, _) in zip(wanted, found) if not hit]
+    if missing:
+        raise Unprepared(ready, missing, make)
+    return [text for _, text in found]
 
 
 def run(store: "Store", attempt: Callable[[Ready | None], T], ready: Ready | None = None) -> T:

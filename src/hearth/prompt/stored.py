@@ -77,6 +77,8 @@ def _inputs(conn: Connection, conversation_id: int, handoff_text: HandoffText,
     own = conn.execute("SELECT custom_instructions FROM conversations WHERE id = ?", (conversation_id,)).fetchone()[0]
     if own is not None:  # the conversation's own instructions (a client's system prompt, X1)
         persona = replace(persona, custom_instructions=own)
+    # When it was saved is no part of the text: a save repeated by a later attempt keeps what it made.
+    persona = replace(persona, updated_at="")
     items = snapshot_items(conn, conversation_id)
     # Macros are filled with the thread's start as "now" and random picks seeded by the thread, so
     # a rebuild (P5) gives the same text; only the display names can change it.
@@ -186,13 +188,20 @@ def rebuild(conn: Connection, user_id: int, conversation_ids: Iterable[int],
     ``composed`` texts are written as they are: the caller vouches that nothing they were built
     from changed since (``Store.commit_mark``). Prompts missing from it are composed here, or with
     ``ready`` made outside the write lock (``prepared``)."""
+    rows = {conversation_id: row for conversation_id in sorted(set(conversation_ids))
+            if (row := _row(conn, conversation_id, "id")) is not None}  # not sent yet: the first send builds
+    ready_made = {conversation_id: composed[conversation_id] for conversation_id in rows
+                  if composed and conversation_id in composed}
+    others = [conversation_id for conversation_id in rows if conversation_id not in ready_made]
+    if ready is not None:  # every prompt missing is asked for at once, then all are written
+        made = prepared.filled_all(ready, [(("static_prompt", conversation_id), _inputs(conn, conversation_id,
+                                                                                       handoff_text))
+                                           for conversation_id in others], _make)
+        ready_made |= dict(zip(others, made))
     count = 0
-    for conversation_id in sorted(set(conversation_ids)):
-        row = _row(conn, conversation_id)
-        if row is None:
-            continue  # not sent yet: the first send builds from the current state anyway
-        done = composed.get(conversation_id) if composed else None
-        text, meta = done or _compose(conn, conversation_id, handoff_text, ready=ready)
+    for conversation_id, row in rows.items():
+        done = ready_made.get(conversation_id)
+        text, meta = done or _make(_inputs(conn, conversation_id, handoff_text))  # one at a time, as before
         conn.execute("UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
                      (text, json.dumps(meta), row["id"]))
         count += 1

@@ -225,16 +225,23 @@ class SendPath:
         message would in the request but is never saved as one (the person did not say it); the
         reply is saved with channel ``inner``. A provider error propagates and nothing is saved."""
         ctx = self.ctx
-        with ctx.store.write() as conn:
-            conversation = ctx.conversations.get(conversation_id)
-            if conversation.state == "ended" or conversation.visibility == "trashed" or conversation.imported:
-                raise Conflict("this conversation cannot take new turns")
-            prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, "inner")
-            last = conn.execute("SELECT coalesce(max(id), 0) FROM messages WHERE conversation_id = ?",
-                                (conversation_id,)).fetchone()[0]
-            # Each activation is its own span with channel inner (E1, E11).
-            self.span_id, _now = spans.touch_now(conn, ctx, conversation.persona_id, "inner",
-                                                 conversation_id=conversation_id)
+
+        def attempt(ready: Ready | None) -> tuple[Conversation, stored.StoredPrompt, int]:
+            with ctx.store.write() as conn:
+                conversation = ctx.conversations.get(conversation_id)
+                if conversation.state == "ended" or conversation.visibility == "trashed" or conversation.imported:
+                    raise Conflict("this conversation cannot take new turns")
+                # A prompt to build is made outside the write lock (``prompt.prepared``, U5).
+                prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, "inner", ready)
+                last = conn.execute("SELECT coalesce(max(id), 0) FROM messages WHERE conversation_id = ?",
+                                    (conversation_id,)).fetchone()[0]
+                # Each activation is its own span with channel inner (E1, E11).
+                self.span_id, _now = spans.touch_now(conn, ctx, conversation.persona_id, "inner",
+                                                     conversation_id=conversation_id)
+                return conversation, prompt, last
+
+        conversation, prompt, last = prepared.run(ctx.store, attempt)
+        assert self.span_id is not None, "the save touched the span"
         cue = Message(id=last + 1, user_id=ctx.user_id, conversation_id=conversation_id, role="user",
                       kind="chat", content=instruction, channel="inner", created_at="")
         assembled = self.assemble(conversation, cue, prompt)
