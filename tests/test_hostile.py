@@ -9,6 +9,8 @@ a busy machine that pauses the process cannot fail it.
 from __future__ import annotations
 
 import json
+import re
+import sys
 import threading
 import time
 from typing import Callable
@@ -198,3 +200,270 @@ def test_u5_one_users_hostile_card_does_not_block_another_users_writes(tmp_path)
         # Before, the hostile cards held the lock for the whole quadratic fill (seconds, against a
         # tenth of a second for plain text); the margin allows for a busy machine.
         assert attacked / benign < 10, (attacked, benign)
+
+
+# -- no text work while the write lock is held ------------------------------------------------------
+# The four writes that filled macros inside their transaction: New Chat's greeting, the first
+# send's stored prompt, a thread's instructions (PUT /instructions), and the OpenAI-compatible
+# path's system message. Each now fills with no write transaction open and writes what it filled.
+
+MARK = "U5-FILL-MARK"
+PICKS = "".join(f"{{{{pick::red{i}::green{i}::blue{i}::amber{i}::violet{i}}}}} " for i in range(6))
+
+
+@pytest.fixture
+def fills_under_lock(hearth, monkeypatch) -> list[bool]:
+    """For each macro fill of a text holding ``MARK``: whether the filling thread held the write
+    lock (``Store.in_write``, the same on both engines) at that moment."""
+    seen: list[bool] = []
+    real = Macros.fill
+
+    def fill(self: Macros, text: str) -> str:
+        if MARK in text:
+            seen.append(hearth.store.in_write)
+        return real(self, text)
+
+    monkeypatch.setattr(Macros, "fill", fill)
+    return seen
+
+
+def _card_persona(me, name: str = "hostile", text: str = ""):
+    return me.personas.create(name, "Hostile", identity=f"{MARK} I am {{{{char}}}}. {PICKS}{text}",
+                              card={"first_mes": f"{MARK} Hello {{{{user}}}}. {PICKS}{text}",
+                                    "alternate_greetings": [f"{MARK} Hi again. {PICKS}"]})
+
+
+def _stored_prompt(hearth, conversation_id: int) -> str:
+    return hearth.store.connection().execute(
+        "SELECT content FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
+        (conversation_id,)).fetchone()[0]
+
+
+def test_u5_new_chat_fills_the_cards_greeting_outside_the_write_lock(hearth, me, fills_under_lock):
+    persona = _card_persona(me)
+    chat = me.new_chat(persona.id).conversation
+    assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+    greeting = me.conversations.messages(chat.id)[0]
+    assert greeting.metadata["greeting"] == "card" and greeting.metadata["alternatives"] == 2
+    # Picks are seeded by the conversation the greeting was written to, as the thread's prompt's are.
+    expected = Macros(char="Hostile", user="the person", seed=chat.id).fill(persona.card["first_mes"])
+    assert greeting.content == expected and "{{" not in greeting.content
+    me.send(chat.id, "hello")
+    picked = re.findall(r"\b[a-z]+\d\b", greeting.content)
+    assert len(picked) == 6 and re.findall(r"\b[a-z]+\d\b", _stored_prompt(hearth, chat.id))[:6] == picked
+
+
+def test_u5_first_send_builds_the_stored_prompt_outside_the_write_lock(hearth, me, fills_under_lock):
+    persona = _card_persona(me)
+    chat = me.conversations.create(persona.id)  # no greeting: only the prompt is filled
+    reply = me.send(chat.id, "hello")
+    assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+    prompt = _stored_prompt(hearth, chat.id)
+    assert f"{MARK} I am Hostile." in prompt and "{{pick" not in prompt
+    # The user's message was saved before the model was asked, with the prompt, once.
+    messages = me.conversations.messages(chat.id)
+    assert [m.role for m in messages] == ["user", "assistant"] and reply.user_message.id == messages[0].id
+    assert hearth.store.connection().execute(
+        "SELECT count(*) FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
+        (chat.id,)).fetchone()[0] == 1
+
+
+def test_u5_put_instructions_rebuilds_the_prompt_outside_the_write_lock(hearth, me, fills_under_lock):
+    from fastapi.testclient import TestClient
+
+    from hearth.server import create_app
+
+    persona = _card_persona(me)
+    chat = me.conversations.create(persona.id)
+    me.send(chat.id, "hello")
+    fills_under_lock.clear()
+    with TestClient(create_app(hearth.settings, hearth), base_url="http://127.0.0.1") as client:
+        answer = client.put(f"/api/conversations/{chat.id}/instructions",
+                            json={"text": f"{MARK} Speak to {{{{user}}}} briefly."})
+    assert answer.status_code == 200, answer.text
+    assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+    assert f"{MARK} Speak to the person briefly." in _stored_prompt(hearth, chat.id)
+
+
+def test_u5_v1_system_message_is_filled_outside_the_write_lock(hearth, me, fills_under_lock):
+    from fastapi.testclient import TestClient
+
+    from hearth.server import create_app
+
+    _card_persona(me)
+    token = hearth.users.create_token(me.user_id, "u5")
+    with TestClient(create_app(hearth=hearth)) as client:
+        answer = client.post("/v1/chat/completions", headers={"Authorization": f"Bearer {token}"}, json={
+            "model": "hostile", "messages": [{"role": "system", "content": f"{MARK} Call me {{{{user}}}}. {PICKS}"},
+                                             {"role": "user", "content": "hello"}]})
+        assert answer.status_code == 200, answer.text
+        assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+        chat_id = hearth.store.connection().execute("SELECT max(id) FROM conversations").fetchone()[0]
+        prompt = _stored_prompt(hearth, chat_id)
+        assert f"{MARK} Call me the person." in prompt and "{{pick" not in prompt
+        # The same system message again changes nothing; a new one rebuilds, also outside the lock.
+        fills_under_lock.clear()
+        again = client.post("/v1/chat/completions", headers={"Authorization": f"Bearer {token}"}, json={
+            "model": "hostile", "messages": [{"role": "system", "content": f"{MARK} Now call me friend."},
+                                             {"role": "user", "content": "hello"},
+                                             {"role": "assistant", "content": answer.json()["choices"][0]["message"]
+                                              ["content"]},
+                                             {"role": "user", "content": "and again"}]})
+        assert again.status_code == 200, again.text
+        assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+        assert f"{MARK} Now call me friend." in _stored_prompt(hearth, chat_id)
+
+
+def test_u5_display_name_and_persona_saves_rebuild_every_prompt_outside_the_write_lock(hearth, me,
+                                                                                     fills_under_lock):
+    """A change of display name or of a persona rebuilds the prompts of all its threads: every one
+    is filled outside the lock, and all in one attempt more, not one attempt per thread."""
+    from hearth.prompt import prepared
+
+    persona = _card_persona(me)
+    chats = [me.conversations.create(persona.id) for _ in range(prepared.ATTEMPTS + 2)]
+    for chat in chats:
+        me.send(chat.id, "hello")
+    fills_under_lock.clear()
+    assert me.set_display_name("Robin") == len(chats)
+    assert len(fills_under_lock) == len(chats) and not any(fills_under_lock), fills_under_lock
+    fills_under_lock.clear()
+    _, rebuilt = me.update_persona(persona.id, identity=f"{MARK} I am {{{{char}}}} and I talk with {{{{user}}}}.")
+    assert rebuilt == len(chats)
+    assert len(fills_under_lock) == len(chats) and not any(fills_under_lock), fills_under_lock
+    for chat in chats:
+        assert f"{MARK} I am Hostile and I talk with Robin." in _stored_prompt(hearth, chat.id)
+
+
+def test_u5_inputs_changed_while_filling_are_filled_again_never_written_stale(hearth, me, monkeypatch):
+    """A display name committed between the fill (outside the lock) and the write: the write reads
+    the new name, the text is filled again, and the prompt names the person as they are now."""
+    from hearth.prompt import prepared
+
+    persona = me.personas.create("plain", "Plain", identity="I talk with {{user}}.")
+    chat = me.conversations.create(persona.id)
+    real = prepared.Ready.prepare
+    renamed: list[int] = []
+
+    def prepare(self, need):
+        real(self, need)
+        if not renamed:  # another writer commits while nothing of this send's write is held
+            renamed.append(me.set_display_name("Robin"))
+
+    monkeypatch.setattr(prepared.Ready, "prepare", prepare)
+    me.send(chat.id, "hello")
+    assert renamed == [0]
+    prompt = _stored_prompt(hearth, chat.id)
+    assert "I talk with Robin." in prompt and "I talk with the person." not in prompt
+
+
+def test_u5_inputs_that_keep_changing_refuse_the_write_as_busy_and_change_nothing(hearth, me, monkeypatch):
+    from hearth.errors import StoreBusy
+    from hearth.prompt import prepared
+
+    persona = me.personas.create("plain", "Plain", identity="I talk with {{user}}.")
+    chat = me.conversations.create(persona.id)
+    real = prepared.Ready.prepare
+    names = iter(f"Name {i}" for i in range(100))
+
+    def prepare(self, need):
+        real(self, need)
+        me.set_display_name(next(names))
+
+    monkeypatch.setattr(prepared.Ready, "prepare", prepare)
+    with pytest.raises(StoreBusy):
+        me.send(chat.id, "hello")
+    assert next(names) == f"Name {prepared.ATTEMPTS - 1}"  # bounded: one fill per attempt but the last
+    assert me.conversations.messages(chat.id) == []
+    assert hearth.store.connection().execute(
+        "SELECT count(*) FROM messages WHERE conversation_id = ?", (chat.id,)).fetchone()[0] == 0
+
+
+class _LockProbe(threading.Thread):
+    """A second connection to the same SQLite file that asks for the write lock (``BEGIN
+    IMMEDIATE`` with no busy wait) again and again, noting when it got it and when not."""
+
+    def __init__(self, path) -> None:
+        super().__init__(daemon=True)
+        import sqlite3
+
+        self.conn = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
+        self.busy_error = sqlite3.OperationalError
+        self.seen: list[tuple[float, bool]] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                self.conn.execute("ROLLBACK")
+                self.seen.append((time.perf_counter(), True))
+            except self.busy_error:
+                self.seen.append((time.perf_counter(), False))
+            time.sleep(0.0005)  # room for the writers being watched
+
+    def longest_hold(self) -> float:
+        """The longest stretch between two times the lock was free with only refusals between."""
+        longest, last_free, refused = 0.0, None, False
+        for moment, free in self.seen:
+            if free:
+                if refused and last_free is not None:
+                    longest = max(longest, moment - last_free)
+                last_free, refused = moment, False
+            else:
+                refused = True
+        return longest
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("path", ["new_chat", "first_send", "instructions", "v1"])
+def test_u5_sqlite_write_lock_is_free_while_a_hostile_text_is_filled(tmp_path, path):
+    """A card and instructions of 3,000 ``{{pick}}`` macros (each seeds its own generator: about a
+    second to fill on this machine). Before, the write lock was held for the whole fill, most of
+    the operation; now only for the short writes around it. Measured as a ratio to the operation's
+    own duration in the same run, with a wide margin."""
+    from fastapi.testclient import TestClient
+
+    from hearth.server import create_app
+
+    hostile = "{{pick::a::b}}" * 3_000
+    settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000,
+                                 "duplicate_embeddings": False}, environ={})
+    with Hearth(settings) as hearth:
+        me = hearth.scope()
+        persona = me.personas.create("hostile", "Hostile", identity=hostile, card={"first_mes": hostile})
+        chat = me.conversations.create(persona.id)
+        if path == "instructions":
+            me.send(chat.id, "hello")
+        token = hearth.users.create_token(me.user_id, "u5")
+        client = TestClient(create_app(hearth=hearth))
+        client.get("/v1/models", headers={"Authorization": f"Bearer {token}"}).raise_for_status()  # warm
+        steps = {
+            "new_chat": lambda: me.new_chat(persona.id),
+            "first_send": lambda: me.send(chat.id, "hello"),
+            "instructions": lambda: me.set_custom_instructions(chat.id, hostile),
+            "v1": lambda: client.post("/v1/chat/completions", headers={"Authorization": f"Bearer {token}"}, json={
+                "model": "hostile", "messages": [{"role": "system", "content": hostile},
+                                                 {"role": "user", "content": "hello"}]}).raise_for_status(),
+        }
+        probe = _LockProbe(hearth.store.path)
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(0.001)  # the probe asks every millisecond or so, even while text is filled
+        try:
+            probe.start()
+            while not probe.seen:
+                time.sleep(0.001)
+            start = time.perf_counter()
+            steps[path]()
+            took = time.perf_counter() - start
+            end = len(probe.seen)
+            while not any(free for _, free in probe.seen[end:]):
+                time.sleep(0.001)  # a free moment after the operation closes the last stretch
+        finally:
+            probe.done.set()
+            probe.join()
+            sys.setswitchinterval(switch)
+        held = probe.longest_hold()
+        assert any(not free for _, free in probe.seen)  # the probe did see the writes
+        print(f"U5 {path}: lock held at most {held:.3f} s of {took:.3f} s")
+        assert held < took / 4, (path, held, took)

@@ -16,10 +16,11 @@ from hearth.memory.memories import Adjust, Composed, Memories
 from hearth.ops.jobs import Handler, UserJobs, enqueue
 from hearth.outreach.activations import Activations
 from hearth.outreach.channels import Contacts, PersonaChannels, codes, deliver_reply
-from hearth.prompt import stored
+from hearth.prompt import prepared, stored
 from hearth.prompt.assembly import estimate_tokens
 from hearth.prompt.dynamic import DynamicContext
 from hearth.prompt.macros import user_macro_conversations
+from hearth.prompt.prepared import Ready
 from hearth.providers.base import Provider
 from hearth.records import attachments, ledger
 from hearth.records.context import AfterReply, Context
@@ -42,6 +43,7 @@ from hearth.wiring import job_handlers, wire
 MAX_PROVIDERS = 64  # distinct connections kept built at once
 
 if TYPE_CHECKING:
+    from hearth.continuity.branch import Quoted
     from hearth.interop.client_chats import ClientChats
     from hearth.prompt.presets import Presets
     from hearth.providers.catalog import ModelCatalog, ModelChoice
@@ -263,11 +265,12 @@ class Scope:
         return Imports(self._context, self.layers.fragments, self.update_persona)
 
     # -- stored prompts: the connection-taking parts run inside the caller's transaction --------
-    def _handoff_text(self, conn: Connection, conversation_id: int) -> str:
-        """Model-facing handoff for a conversation's prompt: re-rendered while its source is eligible."""
-        from hearth.continuity.branch import handoff_text
+    def _handoff_text(self, conn: Connection, conversation_id: int) -> "Quoted | None":
+        """The handoff for a conversation's prompt, re-rendered while its source is eligible; its
+        boundary is drawn where the prompt's text is made, outside the write lock (U5)."""
+        from hearth.continuity.branch import handoff_quote
 
-        return handoff_text(conn, self.user_id, conversation_id, self._hearth.settings)
+        return handoff_quote(conn, self.user_id, conversation_id, self._hearth.settings)
 
     def _handoff_info(self, conn: Connection, conversation_id: int) -> dict | None:
         row = conn.execute(
@@ -286,8 +289,8 @@ class Scope:
         return self._handoff_info(self._store.connection(), conversation_id)
 
     def _rebuild_prompts(self, conn: Connection, conversation_ids: Iterable[int],
-                         composed: Composed | None = None) -> int:
-        return stored.rebuild(conn, self.user_id, conversation_ids, self._handoff_text, composed)
+                         composed: Composed | None = None, ready: Ready | None = None) -> int:
+        return stored.rebuild(conn, self.user_id, conversation_ids, self._handoff_text, composed, ready)
 
     def _compose_prompts(self, conn: Connection, conversation_ids: Iterable[int],
                          adjust: Adjust) -> Composed:
@@ -315,33 +318,46 @@ class Scope:
 
     # -- personas: a settings save rebuilds that persona's existing prompts (P5) -----------------
     def update_persona(self, persona_id: int, **values: Any) -> tuple[Persona, int]:
-        with self._store.write() as conn:
-            persona = self.personas.update(persona_id, **values)
-            ids = [r[0] for r in conn.execute(
-                "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
-            return persona, self._rebuild_prompts(conn, ids)
+        """Save a persona's settings; its prompts are rebuilt in the same transaction, their text
+        made outside the write lock (``prompt.prepared``, U5)."""
+        def attempt(ready: Ready | None) -> tuple[Persona, int]:
+            with self._store.write() as conn:
+                persona = self.personas.update(persona_id, **values)
+                return persona, self._rebuild_prompts(conn, self._persona_threads(conn, persona_id), ready=ready)
+
+        return prepared.run(self._store, attempt)
 
     def restore_persona(self, persona_id: int, version: int) -> tuple[Persona, int]:
         """Apply an older version of a persona's settings as a new version (B2); rebuilds its prompts."""
-        with self._store.write() as conn:
-            values = self.personas.version_values(persona_id, version)
-            persona = self.personas.update(persona_id, change=f"restored v{version}", **values)
-            ids = [r[0] for r in conn.execute(
-                "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
-            return persona, self._rebuild_prompts(conn, ids)
+        def attempt(ready: Ready | None) -> tuple[Persona, int]:
+            with self._store.write() as conn:
+                values = self.personas.version_values(persona_id, version)
+                persona = self.personas.update(persona_id, change=f"restored v{version}", **values)
+                return persona, self._rebuild_prompts(conn, self._persona_threads(conn, persona_id), ready=ready)
+
+        return prepared.run(self._store, attempt)
+
+    def _persona_threads(self, conn: Connection, persona_id: int) -> list[int]:
+        return [r[0] for r in conn.execute(
+            "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
 
     # -- the person: what companions call them ({{user}}, X3) ---------------------------------
     def set_display_name(self, name: str | None) -> int:
         """Set (or with None or "" clear) the person's display name. Stored prompts whose persona
         text names the person by macro are rebuilt in the same transaction (P5); returns how many."""
         value = self._hearth.users.check_display_name(name)
-        with self._store.write() as conn:
-            if conn.execute("SELECT display_name FROM users WHERE id = ?", (self.user_id,)).fetchone()[0] == value:
-                return 0
-            conn.execute("UPDATE users SET display_name = ? WHERE id = ?", (value, self.user_id))
-            ledger.append(conn, user_id=self.user_id, kind="user.display_name_set",
-                          payload={"chars": len(value or "")})
-            return self._rebuild_prompts(conn, user_macro_conversations(conn, self.user_id))
+
+        def attempt(ready: Ready | None) -> int:
+            with self._store.write() as conn:
+                if conn.execute("SELECT display_name FROM users WHERE id = ?",
+                                (self.user_id,)).fetchone()[0] == value:
+                    return 0
+                conn.execute("UPDATE users SET display_name = ? WHERE id = ?", (value, self.user_id))
+                ledger.append(conn, user_id=self.user_id, kind="user.display_name_set",
+                              payload={"chars": len(value or "")})
+                return self._rebuild_prompts(conn, user_macro_conversations(conn, self.user_id), ready=ready)
+
+        return prepared.run(self._store, attempt)
 
     # -- sending -----------------------------------------------------------------------------
     def send_stream(self, conversation_id: int, text: str, *, channel: str = "web",

@@ -36,6 +36,8 @@ from hearth.continuity.handoff import (
     rerender,
 )
 from hearth.errors import Conflict, ConstraintError, InvalidInput, StoreError
+from hearth.prompt import prepared
+from hearth.prompt.prepared import Ready
 from hearth.records import ledger
 from hearth.records.conversations import ELIGIBLE_SQL, MAX_TITLE, Conversation
 from hearth.retrieval.archive import Archive
@@ -44,6 +46,7 @@ from hearth.thread.character import GREETING_CHANNELS, open_with_greeting
 
 if TYPE_CHECKING:
     from hearth.records.context import Context
+    from hearth.records.personas import Persona
     from hearth.settings import Settings
 
 MAX_RETRY_KEY = 200
@@ -138,8 +141,8 @@ def _persona_labels(conn: Connection, user_id: int, persona_id: int) -> tuple[st
     return row[0], row[1]
 
 
-def _document_handoff_text(conn: Connection, user_id: int, conversation_id: int, document_id: int,
-                           ids: list[int], settings: "Settings") -> str:
+def _document_handoff(conn: Connection, user_id: int, conversation_id: int, document_id: int,
+                      ids: list[int], settings: "Settings") -> Handoff | None:
     """A continuation's handoff, rendered again from the document's stored turns (H9); the labels
     are those of the persona the continuation speaks with."""
     rows = conn.execute(
@@ -148,11 +151,11 @@ def _document_handoff_text(conn: Connection, user_id: int, conversation_id: int,
     persona = conn.execute("SELECT persona_id FROM conversations WHERE id = ? AND user_id = ?",
                            (conversation_id, user_id)).fetchone()
     if not rows or persona is None:
-        return ""
+        return None
     user_label, assistant_label = _persona_labels(conn, user_id, persona[0])
     rendered = rerender([_turn_source(r) for r in rows], user_label=user_label, assistant_label=assistant_label,
                         limits=limits_from_settings(settings))
-    return "" if rendered.is_empty else _model_text(rendered)
+    return None if rendered.is_empty else rendered
 
 
 def capture(conn: Connection, user_id: int, source_conversation_id: int, settings: "Settings") -> Handoff:
@@ -175,30 +178,37 @@ def _model_text(handoff: Handoff) -> str:
     raise StoreError("could not choose a handoff boundary that is absent from the quoted text")
 
 
-def handoff_text(conn: Connection, user_id: int, conversation_id: int, settings: "Settings") -> str:
-    """The model-facing continuity block for a conversation's stored prompt, or ``""``.
+@dataclass(frozen=True)
+class Quoted:
+    """A conversation's handoff as its stored prompt quotes it: equal while the turns it carries
+    are; ``text()`` encloses them in a boundary drawn fresh each time (H5), so the text is made
+    where the prompt is, outside the write lock (``prompt.prepared``, U5)."""
 
-    Only a row with a non-empty ``handoff`` counts, and only while its source conversation is
-    eligible: not trashed, not in a hidden folder, not shielded (V1, V2). The stored rendering is
-    not used: the stored source ids that still exist and are still eligible are rendered again
-    under the limits in force now (H9). ``summary`` and ``recent_raw`` are never read (H10).
-    """
+    handoff: Handoff
+
+    def text(self) -> str:
+        return _model_text(self.handoff)
+
+
+def handoff_quote(conn: Connection, user_id: int, conversation_id: int, settings: "Settings") -> Quoted | None:
+    """What ``handoff_text`` encloses, or None: the turns only, read and chosen under the limits."""
     row = conn.execute(
         "SELECT source_conversation_id, source_document_id, source_message_ids FROM conversation_summaries"
         " WHERE conversation_id = ? AND user_id = ? AND handoff != ''", (conversation_id, user_id),
     ).fetchone()
     if row is not None and row["source_document_id"] is not None:
         ids = _stored_ids(row["source_message_ids"])
-        return _document_handoff_text(conn, user_id, conversation_id, row["source_document_id"], ids, settings) \
-            if ids else ""
+        document = _document_handoff(conn, user_id, conversation_id, row["source_document_id"], ids, settings) \
+            if ids else None
+        return Quoted(document) if document is not None else None
     if row is None or row["source_conversation_id"] is None:
-        return ""
+        return None
     source_id = row["source_conversation_id"]
     if _eligible_conversation(conn, user_id, source_id) is None:
-        return ""
+        return None
     ids = _stored_ids(row["source_message_ids"])
     if not ids:
-        return ""
+        return None
     rows = conn.execute(
         f"SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ? AND user_id = ?"
         f" AND id IN ({','.join('?' * len(ids))}) ORDER BY id",
@@ -207,9 +217,19 @@ def handoff_text(conn: Connection, user_id: int, conversation_id: int, settings:
     user_label, assistant_label = _labels(conn, user_id, source_id)
     rendered = rerender([_as_source(r) for r in rows], user_label=user_label, assistant_label=assistant_label,
                         limits=limits_from_settings(settings))
-    if rendered.is_empty:
-        return ""
-    return _model_text(rendered)
+    return None if rendered.is_empty else Quoted(rendered)
+
+
+def handoff_text(conn: Connection, user_id: int, conversation_id: int, settings: "Settings") -> str:
+    """The model-facing continuity block for a conversation's stored prompt, or ``""``.
+
+    Only a row with a non-empty ``handoff`` counts, and only while its source conversation is
+    eligible: not trashed, not in a hidden folder, not shielded (V1, V2). The stored rendering is
+    not used: the stored source ids that still exist and are still eligible are rendered again
+    under the limits in force now (H9). ``summary`` and ``recent_raw`` are never read (H10).
+    """
+    quote = handoff_quote(conn, user_id, conversation_id, settings)
+    return quote.text() if quote is not None else ""
 
 
 def _store_handoff(conn: Connection, user_id: int, conversation_id: int, source_id: int | None,
@@ -256,7 +276,7 @@ class NewChat:
 
 
 def new_chat(ctx: "Context", persona_id: int | None = None, *, title: str = "", folder_id: int | None = None,
-             channel: str = "web", continue_: bool = True) -> NewChat:
+             channel: str = "web", continue_: bool = True, ready: Ready | None = None) -> NewChat:
     """Create a conversation, carrying the final eight of the most recent eligible one (H6).
 
     Selection and rendering are database reads inside the same write transaction that then
@@ -266,30 +286,45 @@ def new_chat(ctx: "Context", persona_id: int | None = None, *, title: str = "", 
 
     On the web and the CLI a persona from a character card greets: the card's first message opens
     the thread, with or without a handoff, as SillyTavern opens every new chat (X3, ``character``).
+    Its macros are filled outside the write lock (``prompt.prepared``, U5); ``ready`` is a caller's
+    whose own write this joins.
     """
     persona = ctx.personas.get(persona_id) if persona_id else ctx.personas.default()
     ledger.check_channel(channel)
     try:
-        with ctx.store.write() as conn:
-            source_id = None
-            handoff = None
-            if continue_ and persona.auto_continuity:
-                source_id = most_recent_eligible(conn, ctx.user_id, persona.id)
-                if source_id is not None:
-                    handoff = capture(conn, ctx.user_id, source_id, ctx.settings)
-            conversation = ctx.conversations.create(persona.id, title=title, folder_id=folder_id, channel=channel)
-            if channel in GREETING_CHANNELS:
-                open_with_greeting(conn, ctx.user_id, persona, conversation.id, channel)
-            if source_id is None or handoff is None or handoff.is_empty:
-                return NewChat(conversation)
-            _store_handoff(conn, ctx.user_id, conversation.id, source_id, handoff)
-            diagnostics = handoff.diagnostics()
-            ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation.id,
-                          kind="continuity.captured", channel=channel,
-                          payload={"source_conversation_id": source_id, **diagnostics})
-            return NewChat(conversation, source_id, diagnostics)
+        return prepared.run(ctx.store, lambda ready: _new_chat(ctx, persona, title, folder_id, channel, continue_,
+                                                               ready), ready)
     except ConstraintError as exc:
         raise StoreError(f"the new conversation could not be created: {exc}") from exc
+
+
+def _new_chat(ctx: "Context", persona: "Persona", title: str, folder_id: int | None, channel: str, continue_: bool,
+              ready: Ready | None) -> NewChat:
+    """One attempt of ``new_chat``'s write (``prompt.prepared``): the greeting is filled outside the
+    write lock, for the conversation id and start the first attempt was given (U5)."""
+    with ctx.store.write() as conn:
+        source_id = None
+        handoff = None
+        if continue_ and persona.auto_continuity:
+            source_id = most_recent_eligible(conn, ctx.user_id, persona.id)
+            if source_id is not None:
+                handoff = capture(conn, ctx.user_id, source_id, ctx.settings)
+        again = ready.kept.get("conversation") if ready is not None else None
+        conversation = ctx.conversations.create(persona.id, title=title, folder_id=folder_id, channel=channel,
+                                                created_at=again[1] if again else None,
+                                                conversation_id=again[0] if again else None)
+        if ready is not None:
+            ready.kept["conversation"] = (conversation.id, conversation.created_at)
+        if channel in GREETING_CHANNELS:
+            open_with_greeting(conn, ctx.user_id, persona, conversation.id, channel, ready)
+        if source_id is None or handoff is None or handoff.is_empty:
+            return NewChat(conversation)
+        _store_handoff(conn, ctx.user_id, conversation.id, source_id, handoff)
+        diagnostics = handoff.diagnostics()
+        ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation.id,
+                      kind="continuity.captured", channel=channel,
+                      payload={"source_conversation_id": source_id, **diagnostics})
+        return NewChat(conversation, source_id, diagnostics)
 
 
 # --- Branch / Fresh Chat (H7, H8) ------------------------------------------------------------------

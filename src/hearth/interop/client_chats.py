@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from hearth.continuity.branch import new_chat
 from hearth.errors import InvalidInput, NotFound
+from hearth.prompt import prepared
+from hearth.prompt.prepared import Ready
 from hearth.prompt.presets import set_custom_instructions
 from hearth.records.conversations import Conversation
 from hearth.records.personas import Persona
@@ -115,10 +117,12 @@ class ClientChats:
             raise unknown_model(model) from None
 
     # -- pinning -----------------------------------------------------------------------------------
-    def pin(self, persona: Persona, messages: list[ClientMessage], chat_id: str | None = None) -> Pinned:
+    def pin(self, persona: Persona, messages: list[ClientMessage], chat_id: str | None = None,
+            ready: Ready | None = None) -> Pinned:
         """The conversation this client chat maps to, started (and pinned) when there is none.
 
-        Call inside a write transaction together with the send, so a refused send leaves no pin.
+        Call inside a write transaction together with the send, so a refused send leaves no pin;
+        ``ready``: that write's prepared text (``prompt.prepared``).
         """
         chat = [m for m in messages if m.role in ("user", "assistant")]
         if not chat or chat[-1].role != "user":
@@ -147,7 +151,7 @@ class ClientChats:
                     found = live[0]  # the opening turn asked again: a regenerate
             if found is None:
                 title = " ".join(chat[first_user].text.split())[:TITLE_CHARS]
-                found = new_chat(self._ctx, persona.id, title=title, channel="api").conversation
+                found = new_chat(self._ctx, persona.id, title=title, channel="api", ready=ready).conversation
                 # The client's own greeting (its character's first message, shown before the
                 # person wrote) is the companion's first turn here too; saved once, with the pin.
                 for greeting in chat[:first_user]:
@@ -226,15 +230,23 @@ class ClientChats:
         max_chars = self._ctx.settings.max_message_chars
         if len(text) > max_chars:
             raise InvalidInput(f"message is longer than {max_chars} characters")
-        with self.store.write():
-            pinned = self.pin(persona, messages, chat_id)
-            set_custom_instructions(self._ctx, pinned.conversation.id, instructions)
-            conversation_id = pinned.conversation.id
-            if pinned.regenerate:
-                events = SendPath(self._ctx).stream(conversation_id, "", channel="api", regenerate=True)
-            else:
-                events = SendPath(self._ctx).stream(conversation_id, text, channel="api", attached=attached)
-            next(events)  # "saved": the durable save, inside this transaction
+
+        def attempt(ready: Ready | None) -> tuple[Pinned, Events]:
+            with self.store.write():
+                pinned = self.pin(persona, messages, chat_id, ready)
+                set_custom_instructions(self._ctx, pinned.conversation.id, instructions, ready)
+                conversation_id = pinned.conversation.id
+                path = SendPath(self._ctx)
+                if pinned.regenerate:
+                    events = path.stream(conversation_id, "", channel="api", regenerate=True, ready=ready)
+                else:
+                    events = path.stream(conversation_id, text, channel="api", attached=attached, ready=ready)
+                next(events)  # "saved": the durable save, inside this transaction
+                return pinned, events
+
+        # The stored prompt's text (its instructions are the client's system messages) is made
+        # outside the write lock: a first attempt reads what it is made from and rolls back (U5).
+        pinned, events = prepared.run(self.store, attempt)
         return pinned, events
 
 

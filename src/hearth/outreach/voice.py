@@ -21,7 +21,8 @@ from hearth.continuity.branch import new_chat
 from hearth.continuity.timeline import capsules, chains, spans
 from hearth.errors import InvalidInput
 from hearth.outreach.channels.contacts import Contacts
-from hearth.prompt import stored
+from hearth.prompt import prepared, stored
+from hearth.prompt.prepared import Ready
 from hearth.records import ledger
 from hearth.store import utcnow
 from hearth.thread.send import save_turn
@@ -54,21 +55,28 @@ def start(ctx: "Context", persona_id: int | None = None, *, source: str = "brows
     persona = ctx.personas.get(persona_id) if persona_id else ctx.personas.default()
     current = ctx.conversations.current(persona.id)
     conversation_id = current.id if current else new_chat(ctx, persona.id, channel="voice").conversation.id
-    with ctx.store.write() as conn:
-        prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, "voice")
-        # The session gets the latest capsule and only the verbatim turns it does not cover (E3).
-        capsule = capsules.latest(conn, conversation_id)
-        after = capsule.through_message_id if capsule else 0
-        rows = conn.execute(
-            "SELECT role, content FROM messages WHERE conversation_id = ? AND kind = 'chat' AND id > ?"
-            " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?", (conversation_id, after, RECENT_TURNS),
-        ).fetchall()
-        # A different protocol, not a new relationship: the Responses chain starts again after it.
-        chains.reset(conn, conversation_id)
-        span_id, _now = spans.touch_now(conn, ctx, persona.id, "voice", conversation_id=conversation_id)
-        ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation_id, kind="voice.started",
-                      channel="voice", span_id=span_id,
-                      payload={"source": source, "recent_turns": len(rows), "capsule": capsule is not None})
+
+    def attempt(ready: Ready | None) -> tuple[stored.StoredPrompt, Any, list[Any], int]:
+        """One attempt of the session's write: a prompt to build is made outside the lock (U5)."""
+        with ctx.store.write() as conn:
+            prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, "voice", ready)
+            # The session gets the latest capsule and only the verbatim turns it does not cover (E3).
+            capsule = capsules.latest(conn, conversation_id)
+            after = capsule.through_message_id if capsule else 0
+            rows = conn.execute(
+                "SELECT role, content FROM messages WHERE conversation_id = ? AND kind = 'chat' AND id > ?"
+                " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?",
+                (conversation_id, after, RECENT_TURNS),
+            ).fetchall()
+            # A different protocol, not a new relationship: the Responses chain starts again after it.
+            chains.reset(conn, conversation_id)
+            span_id, _now = spans.touch_now(conn, ctx, persona.id, "voice", conversation_id=conversation_id)
+            ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation_id, kind="voice.started",
+                          channel="voice", span_id=span_id,
+                          payload={"source": source, "recent_turns": len(rows), "capsule": capsule is not None})
+            return prompt, capsule, rows, span_id
+
+    prompt, capsule, rows, span_id = prepared.run(ctx.store, attempt)
     audio_format = {"type": FORMATS[source]}
     session = {
         "type": "realtime",

@@ -2,7 +2,7 @@
 
 A preset is applied to a conversation as its custom instructions, through
 ``set_custom_instructions``, which rebuilds that conversation's stored prompt in the same
-transaction (P5). Applying copies the text: editing or deleting the preset later changes no
+transaction (P5), its text made outside the write lock (``prepared``, U5). Applying copies the text: editing or deleting the preset later changes no
 conversation. A preset's text follows the rules of custom instructions (at most ``MAX_TEXT``
 characters, storable text); its name is one line, unique per person.
 """
@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from hearth.errors import Conflict, ConstraintError, InvalidInput, NotFound
+from hearth.prompt import prepared, stored
+from hearth.prompt.prepared import Ready
 from hearth.records import ledger
 from hearth.records.personas import MAX_TEXT
 from hearth.store import inserted_id, utcnow
@@ -122,9 +124,12 @@ class Presets:
     def apply(self, preset_id: int, conversation_id: int) -> bool:
         """Make the preset's text the conversation's custom instructions; its stored prompt is
         rebuilt before this returns (P5). Returns whether anything changed."""
-        with self.store.write():
-            preset = self.get(preset_id)
-            return set_custom_instructions(self._ctx, conversation_id, preset.text)
+        def attempt(ready: Ready | None) -> bool:
+            with self.store.write():
+                preset = self.get(preset_id)
+                return set_custom_instructions(self._ctx, conversation_id, preset.text, ready)
+
+        return prepared.run(self.store, attempt)
 
     def matching(self, text: str | None) -> Preset | None:
         """The preset whose text a conversation's instructions are, if any (for the chat header)."""
@@ -145,15 +150,22 @@ class Presets:
         return row[0]
 
 
-def set_custom_instructions(ctx: "Context", conversation_id: int, text: str | None) -> bool:
+def set_custom_instructions(ctx: "Context", conversation_id: int, text: str | None,
+                            ready: Ready | None = None) -> bool:
     """Give one conversation its own custom instructions (None: the persona's again).
 
-    A change rebuilds that conversation's stored prompt in the same transaction (P5); the same
-    text again changes nothing. Returns whether anything changed."""
+    A change rebuilds that conversation's stored prompt in the same transaction (P5), its text made
+    outside the write lock (``prepared``, U5; ``ready``: a caller's whose write this joins); the
+    same text again changes nothing. Returns whether anything changed."""
     if text is not None and (not isinstance(text, str) or len(text) > MAX_TEXT):
         raise InvalidInput(f"custom instructions must be text of at most {MAX_TEXT} characters")
     if text is not None:
         check_text(text, "custom instructions")  # no NUL, no lone surrogate
+    return prepared.run(ctx.store, lambda ready: _set_instructions(ctx, conversation_id, text, ready), ready)
+
+
+def _set_instructions(ctx: "Context", conversation_id: int, text: str | None, ready: Ready | None) -> bool:
+    """One attempt of ``set_custom_instructions``' write; the prompt's text is made outside it (U5)."""
     with ctx.store.write() as conn:
         ctx.conversations.get(conversation_id)
         current = conn.execute("SELECT custom_instructions FROM conversations WHERE id = ?",
@@ -165,5 +177,5 @@ def set_custom_instructions(ctx: "Context", conversation_id: int, text: str | No
         ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation_id,
                       kind="conversation.instructions_set",
                       payload={"chars": None if text is None else len(text)})
-        ctx.rebuild_prompts(conn, [conversation_id])
+        stored.rebuild(conn, ctx.user_id, [conversation_id], ctx.handoff_text, ready=ready)
         return True

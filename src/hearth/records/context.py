@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from hearth.continuity.timeline.live import LiveBus
     from hearth.memory.helpers.base import Helper
     from hearth.prompt.dynamic import DynamicContext
+    from hearth.prompt.stored import Quote
     from hearth.providers.base import Provider
     from hearth.records.conversations import Conversation, Conversations
     from hearth.records.ledger import Message
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
 
 # Called after a reply is saved, inside its transaction: (conn, conversation, user msg, reply).
 AfterReply = Callable[["Connection", "Conversation", "Message", "Message"], None]
-# The model-facing handoff text of a conversation's prompt, and where that handoff came from.
-HandoffText = Callable[["Connection", int], str]
+# The handoff of a conversation's prompt (``prompt.stored.HandoffText``), and where it came from.
+HandoffText = Callable[["Connection", int], "str | Quote | None"]
 HandoffInfo = Callable[["Connection", int], "dict | None"]
 # Rebuild the stored prompts of these conversations in the caller's transaction; returns how many.
 RebuildPrompts = Callable[["Connection", Iterable[int]], int]

@@ -351,9 +351,10 @@ class Conversations:
 
     # -- writing ---------------------------------------------------------------------------
     def create(self, persona_id: int | None = None, title: str = "", folder_id: int | None = None,
-               channel: str = "web", created_at: str | None = None) -> Conversation:
+               channel: str = "web", created_at: str | None = None, conversation_id: int | None = None) -> Conversation:
         """A bare conversation (no handoff; ``Scope.new_chat`` is the one with continuity), with
-        the default persona when none is given."""
+        the default persona when none is given. ``conversation_id``: the id an earlier attempt of
+        the same write was given and rolled back (``prompt.prepared``), used again while it is free."""
         title = _check_title(title)
         with self.store.write() as conn:
             if persona_id is None:
@@ -367,7 +368,16 @@ class Conversations:
                 Folders(self.store, self.user_id).get(folder_id)
             now = created_at or utcnow()
             # A thread an import makes holds someone's history: it is read only (W4).
+            if conversation_id is not None and conn.execute("SELECT 1 FROM conversations WHERE id = ?",
+                                                            (conversation_id,)).fetchone():
+                conversation_id = None  # taken meanwhile (SQLite hands out the largest id plus one)
+            # An id given is one the database handed out before: PostgreSQL's identity never hands
+            # it out again, SQLite's next id is after the largest.
             cur = conn.execute(
+                "INSERT INTO conversations (id, user_id, persona_id, folder_id, title, created_at, updated_at,"
+                " imported) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (conversation_id, self.user_id, persona_id, folder_id, title, now, now, int(channel == "import")),
+            ) if conversation_id is not None else conn.execute(
                 "INSERT INTO conversations (user_id, persona_id, folder_id, title, created_at, updated_at, imported)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (self.user_id, persona_id, folder_id, title, now, now, int(channel == "import")),

@@ -16,10 +16,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
-from hearth.prompt import macros
+from hearth.prompt import macros, prepared
+from hearth.prompt.prepared import Ready
 from hearth.records import ledger
 from hearth.store import Connection, utcnow
 
@@ -33,20 +35,42 @@ if TYPE_CHECKING:
 GREETING_CHANNELS = ("web", "cli")
 
 
-def greeting_versions(conn: Connection, user_id: int, persona: "Persona", conversation_id: int) -> list[str]:
-    """The card's greeting and its alternates with macros filled, empty ones left out."""
-    card = persona.card
-    texts = [card.get("first_mes", ""), *card.get("alternate_greetings", [])]
-    fill = macros.for_user(conn, user_id, macros.char_name(persona), seed=conversation_id)
-    filled = [fill.fill(text) for text in texts if isinstance(text, str)]
+@dataclass(frozen=True)
+class _Greeting:
+    """What a card's greetings are filled from (U5: equal inputs, the same macros filled)."""
+
+    texts: tuple[str, ...]
+    char: str
+    user: str
+    zone: Any
+    seed: int  # the conversation: ``pick`` chooses as the stored prompt and the lore of the thread do
+
+
+def _fill_greetings(inputs: _Greeting) -> list[str]:
+    fill = macros.Macros(char=inputs.char, user=inputs.user, now=datetime.now(inputs.zone), seed=inputs.seed)
+    filled = [fill.fill(text) for text in inputs.texts]
     return [text for text in filled if text.strip()]
 
 
+def greeting_versions(conn: Connection, user_id: int, persona: "Persona", conversation_id: int,
+                      ready: Ready | None = None) -> list[str]:
+    """The card's greeting and its alternates with macros filled, empty ones left out. With
+    ``ready`` (a write under ``prepared.run``) they are filled outside the write lock (U5)."""
+    card = persona.card
+    texts = tuple(text for text in [card.get("first_mes", ""), *card.get("alternate_greetings", [])]
+                  if isinstance(text, str))
+    if not any(text.strip() for text in texts):
+        return []
+    inputs = _Greeting(texts, macros.char_name(persona), macros.person_name(conn, user_id),
+                       macros.zone(conn, user_id), conversation_id)
+    return prepared.filled(ready, ("greeting", conversation_id), inputs, _fill_greetings)
+
+
 def open_with_greeting(conn: Connection, user_id: int, persona: "Persona", conversation_id: int,
-                       channel: str) -> int | None:
+                       channel: str, ready: Ready | None = None) -> int | None:
     """Write the card's greeting as the first turn of a new conversation (in the caller's
     transaction); its alternates become versions to swipe. Returns the message id, or None."""
-    versions = greeting_versions(conn, user_id, persona, conversation_id)
+    versions = greeting_versions(conn, user_id, persona, conversation_id, ready)
     if not versions:
         return None
     return add_greeting(conn, user_id, conversation_id, versions, source="card", channel=channel)

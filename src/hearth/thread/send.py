@@ -1,7 +1,8 @@
 """The send path: save the message, assemble the request, stream the reply, save the reply.
 
     1. one transaction: the user's message and its event (durable before any model call), and
-       the stored static prompt (built on the first send, rebuilt first if legacy);
+       the stored static prompt (built on the first send, rebuilt first if legacy; its text is made
+       outside the write lock and written by a second attempt of the transaction, U5);
     2. each dynamic layer returns its blocks (read-only, no model calls);
     3. assemble: static prompt + history trimmed to the budget + dynamic context + user message
        + tool definitions, with its size report from the same strings;
@@ -21,10 +22,11 @@ from typing import TYPE_CHECKING, Any, Generator, Iterator, Sequence
 from hearth.continuity.timeline import capsules, chains, spans
 from hearth.errors import Conflict, InvalidInput, NotFound, ProviderError
 from hearth.outreach import activations
-from hearth.prompt import stored
+from hearth.prompt import prepared, stored
 from hearth.prompt.assembly import AssembledRequest, HistoryTurns, assemble
 from hearth.prompt.dynamic import Turn, quote_reserved_headings
 from hearth.prompt.layers.live_context import MarkerFilter
+from hearth.prompt.prepared import Ready
 from hearth.providers.base import ChatMessage, ImagePart, ProviderRequest, Usage
 from hearth.providers.vision import sees_images
 from hearth.records import attachments, ledger
@@ -79,18 +81,22 @@ class SendPath:
         self._diagnostics: tuple[list[dict[str, Any]], str | None, dict[str, Any]] | None = None
         # The ids of what the request carried, saved in the reply's metadata (W11, ``remembered``).
         self.remembered: dict[str, Any] = {}
+        # A caller's prepared text (``prompt.prepared``) when this send's save is part of its write.
+        self.ready: Ready | None = None
 
     def _check_text(self, text: Any) -> str:
         return check_text(text, "message", max_chars=self.settings.max_message_chars, required=True)
 
     def stream(self, conversation_id: int, text: str, *, channel: str = "web",
                pin_characters: tuple[str, ...] = (), retry: bool = False, regenerate: bool = False,
-               edit_message_id: int | None = None, attached: Sequence[Any] = ()) -> Events:
+               edit_message_id: int | None = None, attached: Sequence[Any] = (), ready: Ready | None = None) -> Events:
         """Send ``text`` with its ``attached`` files (W14); or answer the last unanswered message
         again (``retry``); or write another version of the last reply (``regenerate``); or replace a
         message the person sent with ``text`` and answer it again (``edit_message_id``). Replaced
         versions stay as alternatives; the turns after an edited message stay as the branch of its
-        earlier version. An edit replaces the words only: the message keeps its attachments."""
+        earlier version. An edit replaces the words only: the message keeps its attachments.
+        ``ready``: a caller's (``prompt.prepared``) whose write transaction this send's save joins."""
+        self.ready = ready
         # Checked before anything is written: a file over a limit changes nothing (413/422).
         checked = attachments.check(attached, self.settings) if attached else []
         activity = self.ctx.activity
@@ -107,11 +113,32 @@ class SendPath:
         self.regenerate = regenerate or edit_message_id is not None
         ctx = self.ctx
         store = ctx.store
-        settings = self.settings
-        idle = settings.idle_checkpoint_minutes * 60
-        replacing: Message | None = None  # the reply that gets a new version instead of a new row
         if not (retry or regenerate or edit_message_id is not None):
             ctx.dynamic.prefetch(lambda: ctx.personas.of_thread(conversation_id), text)
+        conversation, user_message, replacing, prompt = prepared.run(
+            store, lambda ready: self._save(conversation_id, text, channel, retry, regenerate, edit_message_id,
+                                            attached, ready), self.ready)
+        assert self.span_id is not None, "the save touched the span"
+        yield SendEvent("saved", {"message_id": user_message.id, "span_id": self.span_id})
+
+        # The span's idle checkpoint waits while this reply is in flight (E2).
+        with ctx.activity.reply_in_span(self.span_id):
+            with ctx.activity.assembling():  # background embedding waits for it
+                assembled = self.assemble(conversation, user_message, prompt, pin_characters, size_channel=channel)
+            try:
+                yield from self._answer(conversation, user_message, assembled, channel, replacing, regenerate)
+            finally:
+                self._flush_diagnostics(conversation_id)
+
+    def _save(self, conversation_id: int, text: str, channel: str, retry: bool, regenerate: bool,
+              edit_message_id: int | None, attached: list[attachments.NewAttachment],
+              ready: Ready | None) -> tuple[Conversation, Message, Message | None, stored.StoredPrompt]:
+        """Step 1, one attempt (``prompt.prepared``): the user's message and the stored prompt in one
+        transaction; a prompt to build is made outside the write lock and written by the next (U5)."""
+        ctx = self.ctx
+        store = ctx.store
+        replacing: Message | None = None  # the reply that gets a new version instead of a new row
+        idle = self.settings.idle_checkpoint_minutes * 60
         with store.write() as conn:
             conversation = ctx.conversations.get(conversation_id)
             check_open(conversation)
@@ -144,17 +171,8 @@ class SendPath:
                                          created_at=now, span_id=self.span_id)
                 # In the message's own transaction: saved whole, before any model call.
                 attachments.add(conn, ctx.user_id, conversation_id, user_message.id, attached)
-            prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, channel)
-        yield SendEvent("saved", {"message_id": user_message.id, "span_id": self.span_id})
-
-        # The span's idle checkpoint waits while this reply is in flight (E2).
-        with ctx.activity.reply_in_span(self.span_id):
-            with ctx.activity.assembling():  # background embedding waits for it
-                assembled = self.assemble(conversation, user_message, prompt, pin_characters, size_channel=channel)
-            try:
-                yield from self._answer(conversation, user_message, assembled, channel, replacing, regenerate)
-            finally:
-                self._flush_diagnostics(conversation_id)
+            prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, channel, ready)
+            return conversation, user_message, replacing, prompt
 
     def _answer(self, conversation: Conversation, user_message: Message, assembled: AssembledRequest,
                 channel: str, replacing: Message | None, regenerate: bool) -> Iterator[SendEvent]:
@@ -207,16 +225,23 @@ class SendPath:
         message would in the request but is never saved as one (the person did not say it); the
         reply is saved with channel ``inner``. A provider error propagates and nothing is saved."""
         ctx = self.ctx
-        with ctx.store.write() as conn:
-            conversation = ctx.conversations.get(conversation_id)
-            if conversation.state == "ended" or conversation.visibility == "trashed" or conversation.imported:
-                raise Conflict("this conversation cannot take new turns")
-            prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, "inner")
-            last = conn.execute("SELECT coalesce(max(id), 0) FROM messages WHERE conversation_id = ?",
-                                (conversation_id,)).fetchone()[0]
-            # Each activation is its own span with channel inner (E1, E11).
-            self.span_id, _now = spans.touch_now(conn, ctx, conversation.persona_id, "inner",
-                                                 conversation_id=conversation_id)
+
+        def attempt(ready: Ready | None) -> tuple[Conversation, stored.StoredPrompt, int]:
+            with ctx.store.write() as conn:
+                conversation = ctx.conversations.get(conversation_id)
+                if conversation.state == "ended" or conversation.visibility == "trashed" or conversation.imported:
+                    raise Conflict("this conversation cannot take new turns")
+                # A prompt to build is made outside the write lock (``prompt.prepared``, U5).
+                prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, "inner", ready)
+                last = conn.execute("SELECT coalesce(max(id), 0) FROM messages WHERE conversation_id = ?",
+                                    (conversation_id,)).fetchone()[0]
+                # Each activation is its own span with channel inner (E1, E11).
+                self.span_id, _now = spans.touch_now(conn, ctx, conversation.persona_id, "inner",
+                                                     conversation_id=conversation_id)
+                return conversation, prompt, last
+
+        conversation, prompt, last = prepared.run(ctx.store, attempt)
+        assert self.span_id is not None, "the save touched the span"
         cue = Message(id=last + 1, user_id=ctx.user_id, conversation_id=conversation_id, role="user",
                       kind="chat", content=instruction, channel="inner", created_at="")
         assembled = self.assemble(conversation, cue, prompt)
