@@ -8,11 +8,14 @@ check what makes them: which process derives, and which modules a command import
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from hearth import Settings
@@ -100,13 +103,86 @@ def test_s20_the_cache_folder_is_the_platforms_unless_a_setting_names_one(tmp_pa
     assert emb.embedder_from_settings(chosen).cache_dir is not None
 
 
-def test_s20_hearth_help_imports_none_of_the_layers():
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    child = subprocess.run([sys.executable, "-X", "importtime", "-m", "hearth", "--help"], capture_output=True,
-                           text=True, env=env, timeout=120, check=True)
-    assert "search" in child.stdout and "serve" in child.stdout
-    imported = {line.split("|")[-1].strip() for line in child.stderr.splitlines() if line.startswith("import time:")}
-    heavy = {"numpy", "hearth.scope", "hearth.store", "hearth.retrieval", "hearth.providers", "rich",
-             "onnxruntime", "fastapi", "httpx"}
+# ``python -m hearth ARGS`` that writes, on its way out, every module it imported (``-X importtime``
+# misses those imported by ``importlib.import_module``, as the lazy command group does).
+MODULES_CHILD = """
+import atexit, runpy, sys
+out = sys.argv[1]
+atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
+sys.argv = ["hearth", *sys.argv[2:]]
+runpy.run_module("hearth", run_name="__main__")
+"""
+
+
+def imported_modules(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> tuple[set[str], str]:
+    """The modules a ``hearth`` process imported, and what it printed."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
+    out = tmp_path / "modules.txt"
+    child = subprocess.run([sys.executable, "-c", MODULES_CHILD, str(out), *argv], capture_output=True,
+                           text=True, env=env, timeout=300)
+    assert child.returncode == 0, child.stderr
+    return set(out.read_text().split()), child.stdout
+
+
+def test_s20_hearth_help_imports_none_of_the_layers_and_no_command_module(tmp_path):
+    imported, out = imported_modules(tmp_path, "--help")
+    assert "search" in out and "serve" in out
+    heavy = {"numpy", "hearth.scope", "hearth.store", "hearth.retrieval", "hearth.providers", "hearth.settings",
+             "rich", "onnxruntime", "fastapi", "pydantic", "httpx", "json"}
     assert imported & heavy == set()
-    assert "hearth.cli.recall" in imported  # the commands themselves are all registered
+    # The command list is read from hearth.cli.commands: no module that defines a command is imported.
+    modules = {f"hearth.cli.{m.name}" for m in pkgutil.iter_modules([str(ROOT / "src" / "hearth" / "cli")])}
+    assert imported & modules == {"hearth.cli.base", "hearth.cli.commands"}
+
+
+def test_s20_a_command_imports_only_its_own_modules(tmp_path):
+    imported, out = imported_modules(tmp_path, "search-log", "--help")
+    assert "--origin" in out
+    assert {m for m in imported if m.startswith("hearth.cli.")} == {"hearth.cli.base", "hearth.cli.commands",
+                                                                   "hearth.cli.recall"}
+    imported, out = imported_modules(tmp_path, "persona", "--help")  # defined in threads.py, extended by two more
+    assert "export-card" in out and "history" in out
+    assert {"hearth.cli.threads", "hearth.cli.imports", "hearth.cli.versions"} <= imported
+    assert "hearth.cli.recall" not in imported
+
+
+def test_s20_the_lazy_command_list_is_every_command_with_its_short_help():
+    from hearth.cli import base
+    from hearth.cli.commands import COMMANDS
+
+    for _, name, _ in pkgutil.iter_modules([str(ROOT / "src" / "hearth" / "cli")]):
+        importlib.import_module(f"hearth.cli.{name}")  # every command registered, as before S20
+    real = base.cli.commands
+    assert set(COMMANDS) == set(real)
+
+    def modules(command: click.Command) -> set[str]:
+        found = {command.callback.__module__.rsplit(".", 1)[1]} if command.callback else set()
+        for sub in getattr(command, "commands", {}).values():
+            found |= modules(sub)
+        return found
+
+    for name, (listed, short) in COMMANDS.items():
+        command = real[name]
+        assert command.callback is not None and listed[0] == command.callback.__module__.rsplit(".", 1)[1]
+        # Every module that adds a subcommand to this group is imported with it.
+        assert modules(command) <= set(listed), name
+        assert not command.hidden and not command.deprecated and not command.short_help
+        for limit in (20, 45, 61, 100, 1000):
+            assert click.Command(name, help=short).get_short_help_str(limit) == command.get_short_help_str(limit)
+
+    # The listing is click's own, with every command loaded, at any width.
+    for width in (60, 80, 200):
+        ctx = click.Context(base.cli, terminal_width=width)
+        lazy, full = click.HelpFormatter(width=width), click.HelpFormatter(width=width)
+        base.cli.format_commands(ctx, lazy)
+        click.Group.format_commands(base.cli, ctx, full)
+        assert lazy.getvalue() == full.getvalue() and "search-log" in lazy.getvalue()
+
+
+def test_s20_a_mistyped_command_still_gets_a_suggestion():
+    from click.testing import CliRunner
+
+    from hearth.cli import cli
+
+    result = CliRunner().invoke(cli, ["serach"])
+    assert result.exit_code == 2 and "Did you mean" in result.output and "search" in result.output
