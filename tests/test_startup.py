@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 import pkgutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -31,15 +33,22 @@ from hearth.retrieval import query_graph
 from hearth.retrieval.embedder import LocalEmbedder
 vector = LocalEmbedder(cache_dir=sys.argv[1]).embed_queries(["where did we go in May?"])[0]
 counts = query_graph.Counts
-print(counts.derived, counts.from_cache, counts.rejected, " ".join(f"{x:.6f}" for x in vector[:8]))
+print(counts.derived, counts.from_cache, counts.rejected, counts.hashed, " ".join(f"{x:.6f}" for x in vector[:8]))
 """
 
 
-def run_child(cache: Path) -> tuple[tuple[int, int, int], list[float]]:
+def run_child(cache: Path) -> tuple[tuple[int, int, int], int, list[float]]:
+    """(derived, read from the cache, rejected), files hashed, and the start of the query's vector."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     out = subprocess.run([sys.executable, "-c", CHILD, str(cache)], capture_output=True, text=True, env=env,
                          timeout=600, check=True).stdout.split()
-    return (int(out[0]), int(out[1]), int(out[2])), [float(x) for x in out[3:]]
+    return (int(out[0]), int(out[1]), int(out[2])), int(out[3]), [float(x) for x in out[4:]]
+
+
+def settle(path: Path) -> None:
+    """Wait until ``path``'s times are old enough for its digest to be remembered by them."""
+    stat = path.stat()
+    time.sleep(max(0.0, query_graph.SETTLED_S + 0.05 - (time.time_ns() - stat.st_ctime_ns) / 1e9))
 
 
 @pytest.fixture(scope="module")
@@ -51,24 +60,83 @@ def model_file() -> Path:
         pytest.skip(f"embedding model packages not installed: {exc}")
 
 
-def test_s20_a_second_process_finds_the_cached_query_graph_and_does_not_derive_it(model_file, tmp_path):
-    cache = tmp_path / "cache"
-    first, vector = run_child(cache)
-    assert first == (1, 0, 0)  # derived in a child process, then kept
-    [kept] = list(cache.iterdir())  # one file, no temporary left beside it
-    assert kept == query_graph.cache_path(cache, emb.MODEL_SHA256) and emb.MODEL_SHA256 in kept.name
+@pytest.fixture(scope="module")
+def graph_cache(model_file, tmp_path_factory) -> tuple[Path, tuple[int, int, int], int, list[float]]:
+    """A cache folder where a first process derived the query graph (once for the module's tests)."""
+    cache = tmp_path_factory.mktemp("graph") / "cache"
+    return (cache, *run_child(cache))
 
-    second, again = run_child(cache)
+
+def test_s20_a_second_process_finds_the_cached_query_graph_and_does_not_derive_it(graph_cache):
+    cache, first, hashed, vector = graph_cache
+    assert first == (1, 0, 0)  # derived in a child process, then kept
+    assert hashed == 2  # the model file and the tokenizer, checked against their SHA-256
+    [kept] = list(cache.glob("query-graph-*"))  # one file, no temporary left beside it
+    assert kept == query_graph.cache_path(cache, emb.MODEL_SHA256) and emb.MODEL_SHA256 in kept.name
+    assert sorted(p.name for p in cache.iterdir()) == sorted([kept.name, query_graph.DIGESTS_FILE])
+
+    settle(kept)
+    second, hashed, again = run_child(cache)
     assert second == (0, 1, 0)  # read from the cache: no child process started
     assert again == vector
+    assert hashed <= 1  # at most the graph, checked against its digest once; the model files not again
+    third, hashed, again = run_child(cache)
+    assert third == (0, 1, 0) and hashed == 0 and again == vector  # nothing read twice to learn its digest
 
-    # A damaged cache file does not match its digest: it is derived again and replaced.
+    # A damaged cache file does not match its digest: it is derived again and replaced. Its
+    # modification time put back, it is still not trusted by identity (its change time moved).
+    before = kept.stat()
     data = bytearray(kept.read_bytes())
     data[len(data) // 2] ^= 0xFF
     kept.write_bytes(bytes(data))
-    third, rebuilt = run_child(cache)
-    assert third == (1, 0, 1) and rebuilt == vector
+    os.utime(kept, ns=(before.st_atime_ns, before.st_mtime_ns))
+    fourth, _, rebuilt = run_child(cache)
+    assert fourth == (1, 0, 1) and rebuilt == vector
     assert query_graph.read_cached(kept) is not None
+
+
+def test_s20_a_changed_model_file_is_hashed_again_and_its_graph_derived_again(tmp_path, monkeypatch):
+    derived: list[str] = []
+
+    def derive(model_path: Path) -> bytes:  # the child process's work, as its stand-in
+        derived.append(model_path.read_text())
+        return b"graph of " + model_path.read_bytes()
+
+    monkeypatch.setattr(query_graph, "derived_bytes", derive)
+    monkeypatch.setattr(query_graph, "SETTLED_S", 0.0)  # files written here are remembered at once
+    monkeypatch.setattr(query_graph.Counts, "hashed", 0)
+    cache, model = tmp_path / "cache", tmp_path / "model.onnx"
+    model.write_text("first model")
+
+    first = query_graph.file_sha256(model, cache)
+    assert first == hashlib.sha256(b"first model").hexdigest() and query_graph.Counts.hashed == 1
+    assert query_graph.graph_bytes(model, first, cache) == b"graph of first model"
+    assert query_graph.file_sha256(model, cache) == first and query_graph.Counts.hashed == 1  # remembered
+    assert query_graph.graph_bytes(model, first, cache) == b"graph of first model"  # from the cache
+    assert query_graph.graph_bytes(model, first, cache) == b"graph of first model"
+    assert derived == ["first model"] and query_graph.Counts.hashed == 2  # the graph's digest checked once
+
+    model.write_text("second model!")  # another model file (a reinstall, an upgrade)
+    second = query_graph.file_sha256(model, cache)
+    assert second == hashlib.sha256(b"second model!").hexdigest() and query_graph.Counts.hashed == 3
+    assert query_graph.graph_bytes(model, second, cache) == b"graph of second model!"
+    assert derived == ["first model", "second model!"]  # derived again, under its own digest
+
+    # Changed in place, same size, modification time put back: the change time still tells.
+    before = model.stat()
+    time.sleep(0.05)
+    model.write_text("third model!!")
+    os.utime(model, ns=(before.st_atime_ns, before.st_mtime_ns))
+    third = query_graph.file_sha256(model, cache)
+    assert third == hashlib.sha256(b"third model!!").hexdigest() and query_graph.Counts.hashed == 4
+    assert query_graph.graph_bytes(model, third, cache) == b"graph of third model!!"
+    assert len(derived) == 3
+    assert len(list(cache.glob("query-graph-*"))) == 3
+
+    # Without a cache folder every start hashes.
+    query_graph.file_sha256(model, None)
+    query_graph.file_sha256(model, None)
+    assert query_graph.Counts.hashed == 6
 
 
 def test_s20_the_cache_file_holds_the_graphs_digest_and_is_replaced_whole(tmp_path):
@@ -186,3 +254,51 @@ def test_s20_a_mistyped_command_still_gets_a_suggestion():
 
     result = CliRunner().invoke(cli, ["serach"])
     assert result.exit_code == 2 and "Did you mean" in result.output and "search" in result.output
+
+
+HEAVY_FOR_SEARCH = {"onnxruntime", "tokenizers", "numpy", "hearth.scope", "hearth.wiring", "hearth.outreach",
+                    "hearth.continuity.timeline", "hearth.memory.helpers", "hearth.thread.send", "fastapi"}
+
+
+def make_home(home: Path, text: str) -> None:
+    from hearth import Hearth
+
+    with Hearth(Settings.resolve({"home": str(home), "provider": "offline"})) as hearth:
+        me = hearth.scope()
+        chat = me.conversations.create()
+        me.send(chat.id, text)
+
+
+def test_s20_hearth_search_with_no_vectors_loads_no_model_and_no_layer(tmp_path):
+    env = {"HEARTH_CACHE_DIR": str(tmp_path / "cache")}
+    imported, out = imported_modules(tmp_path, "--home", str(tmp_path / "empty"), "search", "where did we go in May",
+                                     env=env)
+    assert "0 result(s)" in out
+    assert imported & HEAVY_FOR_SEARCH == set()
+    assert not (tmp_path / "cache").exists()  # no model file hashed, no graph read
+
+    # Messages but no vectors yet (before ``hearth reindex``): keyword results, still no model.
+    make_home(tmp_path / "home", "We took the night train to Lisbon in May")
+    imported, out = imported_modules(tmp_path, "--home", str(tmp_path / "home"), "search", "--json", "Lisbon",
+                                     env=env)
+    results = json.loads(out)["results"]
+    assert results and all(r["scores"]["signals"] == ["keyword"] for r in results)
+    assert imported & HEAVY_FOR_SEARCH == set()
+
+
+def test_s20_hearth_search_with_vectors_embeds_its_query_from_the_cached_graph(graph_cache, tmp_path):
+    from hearth import Hearth
+    from hearth.retrieval.semantic import embed_pending
+
+    cache = graph_cache[0]
+    home = tmp_path / "home"
+    make_home(home, "We took the night train to Lisbon in May")
+    with Hearth(Settings.resolve({"home": str(home)})) as hearth:
+        report = embed_pending(hearth.store, emb.LocalEmbedder(cache_dir=cache))
+    assert report.messages >= 1
+    imported, out = imported_modules(tmp_path, "--home", str(home), "search", "--json", "a rail journey to Portugal",
+                                     env={"HEARTH_CACHE_DIR": str(cache)})
+    results = json.loads(out)["results"]
+    assert any("vector" in r["scores"]["signals"] for r in results)  # found by meaning, no shared word
+    assert "onnxruntime" in imported and "onnx" not in imported  # the cached graph: nothing derived
+    assert imported & {"hearth.scope", "hearth.wiring", "hearth.outreach"} == set()

@@ -21,6 +21,7 @@ from .commands import COMMANDS
 if TYPE_CHECKING:
     from hearth.scope import Hearth, Scope
     from hearth.settings import Settings
+    from hearth.store import Store
 
 
 
@@ -87,6 +88,33 @@ class Context:
         if self.user:
             return hearth.scope(hearth.users.by_name(self.user).id)
         return hearth.scope()
+
+    def searcher(self) -> Searcher:
+        """What ``hearth search`` needs: the store, the acting user and the embedder, opened without
+        a ``Hearth`` (a scope wires every layer of the send path, and imports them; S20)."""
+        from hearth.records.users import Users
+        from hearth.store import open_store
+
+        settings = self.settings
+        store = open_store(settings.database_url, settings.database_path)
+        users = Users(store)
+        return Searcher(store, (users.by_name(self.user) if self.user else users.owner()).id, settings)
+
+
+class Searcher:
+    """A user's store and embedder for ``retrieval.deliberate.owner_search``; the embedder is made
+    (not loaded: the local model loads on its first query) only if a search has vectors to compare."""
+
+    def __init__(self, store: Store, user_id: int, settings: Settings) -> None:
+        self.store = store
+        self.user_id = user_id
+        self.settings = settings
+
+    @property
+    def embedder(self) -> Any:
+        from hearth.retrieval.embedder import embedder_from_settings
+
+        return embedder_from_settings(self.settings)  # the local model is one per process
 
 
 pass_ctx = click.make_pass_decorator(Context)
