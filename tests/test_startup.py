@@ -302,3 +302,54 @@ def test_s20_hearth_search_with_vectors_embeds_its_query_from_the_cached_graph(g
     assert any("vector" in r["scores"]["signals"] for r in results)  # found by meaning, no shared word
     assert "onnxruntime" in imported and "onnx" not in imported  # the cached graph: nothing derived
     assert imported & {"hearth.scope", "hearth.wiring", "hearth.outreach"} == set()
+
+
+HELP_CHILD = """
+import sys
+from hearth.cli import base
+if sys.argv[1] == "click":  # click measures the terminal itself (with shutil)
+    base.cli(["--help"], prog_name="hearth")
+else:
+    sys.argv = ["hearth", "--help"]
+    base.main()
+"""
+
+
+@pytest.mark.parametrize("columns", ["", "40", "60", "79", "100", "250", "x"])
+def test_s20_hearth_help_is_as_wide_as_click_would_make_it(columns):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": columns}
+    outs = [subprocess.run([sys.executable, "-c", HELP_CHILD, way], capture_output=True, text=True, env=env,
+                           timeout=120, check=True).stdout for way in ("click", "hearth")]
+    assert outs[0] == outs[1] and "search-log" in outs[0]
+
+
+@pytest.mark.parametrize("columns", [50, 72, 120])
+def test_s20_hearth_help_on_a_terminal_is_as_wide_as_click_would_make_it(columns):
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["PYTHONPATH"] = str(ROOT / "src")
+
+    def on_terminal(way: str) -> bytes:
+        master, replica = pty.openpty()
+        fcntl.ioctl(replica, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        child = subprocess.Popen([sys.executable, "-c", HELP_CHILD, way], stdout=replica, env=env)
+        os.close(replica)
+        out = b""
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # the child closed its end
+                break
+            if not data:
+                break
+            out += data
+        os.close(master)
+        assert child.wait(timeout=120) == 0
+        return out
+
+    ours, clicks = on_terminal("hearth"), on_terminal("click")
+    assert ours == clicks and b"search-log" in ours

@@ -9,6 +9,7 @@ errors with code 1.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -225,7 +226,25 @@ def cli(ctx: click.Context, home: str | None, user: str | None) -> None:
 
 
 def main() -> None:
-    cli(prog_name="hearth")
+    cli(prog_name="hearth", terminal_width=help_width())
+
+
+def help_width() -> int:
+    """The width click gives help text when it measures the terminal itself (``HelpFormatter``:
+    the terminal's columns, at most 80, less 2, at least 50), measured as ``shutil.get_terminal_size``
+    does (``COLUMNS``, else the terminal, else 80) but without importing shutil, which with its
+    compression modules costs ``hearth --help`` more than all of Hearth's own imports (S20)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+        columns = columns or 80
+    return max(min(columns, 80) - 2, 50)
 
 
 def _json(data: Any) -> None:
