@@ -353,3 +353,29 @@ def test_s20_hearth_help_on_a_terminal_is_as_wide_as_click_would_make_it(columns
 
     ours, clicks = on_terminal("hearth"), on_terminal("click")
     assert ours == clicks and b"search-log" in ours
+
+
+def test_s20_hearth_search_acts_as_the_user_it_names_and_no_other(tmp_path):
+    from click.testing import CliRunner
+
+    from hearth import Hearth
+    from hearth.cli import cli
+
+    home = str(tmp_path / "home")
+    with Hearth(Settings.resolve({"home": home, "provider": "offline"})) as hearth:
+        owner = hearth.scope()
+        owner.send(owner.conversations.create().id, "The owner planted sweet peas by the gate")
+        robin = hearth.scope(hearth.users.create("robin").id)
+        robin.send(robin.conversations.create().id, "Robin planted sweet peas on the balcony")
+
+    def found(*args: str) -> list[str]:
+        result = CliRunner().invoke(cli, ["--home", home, *args, "search", "sweet peas", "--json", "--no-archive"])
+        assert result.exit_code == 0, result.output
+        return [r["text"] for r in json.loads(result.output)["results"]]
+
+    assert found() and all("gate" in text for text in found() if "sweet peas" in text)
+    assert not any("balcony" in text for text in found())
+    assert any("balcony" in text for text in found("--user", "robin"))
+    assert not any("gate" in text for text in found("--user", "robin"))
+    unknown = CliRunner().invoke(cli, ["--home", home, "--user", "nobody", "search", "peas"])
+    assert unknown.exit_code == 1 and "no user named 'nobody'" in unknown.output

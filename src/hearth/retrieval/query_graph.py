@@ -94,7 +94,8 @@ def remember(cache_dir: Path | None, path: Path, stat: os.stat_result, digest: s
         os.replace(temporary, cache_dir / DIGESTS_FILE)
         temporary = None
     except OSError as exc:
-        log.warning("file digests not remembered (%s); the next start hashes the files again", type(exc).__name__)
+        # Not a warning: a folder that cannot be written is already one for the graph it cannot keep.
+        log.debug("file digests not remembered (%s); the next start hashes the files again", type(exc).__name__)
     finally:
         if temporary is not None:
             Path(temporary).unlink(missing_ok=True)
