@@ -4,18 +4,20 @@
 
 Each round starts, one after the other, ``python -c pass`` (the floor), ``hearth --help``,
 ``hearth search QUERY`` on an empty home and, with ``--large`` (a home made by ``generate.py``),
-the same search there, and with ``--uncached`` the empty search with a cache folder that cannot
-be written (the query graph derived on every start, as before S20); each is a fresh process, timed from start to exit (wall clock) and by the
-CPU time it used (``RUSAGE_CHILDREN``). Rounds interleave the commands so a busy machine slows
+the same search there, and with ``--uncached`` too the large home's search with a cache folder that
+cannot be written (the query graph derived on every start, as before S20; the empty home's search
+loads no model at all, having no vector to compare its query with); each is a fresh process, timed
+from start to exit (wall clock) and by the CPU time it used (``RUSAGE_CHILDREN``). Rounds interleave the commands so a busy machine slows
 each alike. Printed: medians and p99 in milliseconds, and each median as a ratio to the floor's;
 the goals are ``--help`` within 5x, the empty search within 30x, the large home's search within 2x
 of the empty one's.
 
 Before the rounds, one warm-up run of each command writes Python's bytecode (into a temporary
 folder: an installed package has its own, and a source checkout run with PYTHONDONTWRITEBYTECODE
-would otherwise compile every module on every start) and derives the local model's query graph
-into a temporary cache folder (its time is printed as ``first search``): the rounds measure what
-every later start costs. ``--cache-dir`` uses an existing cache folder instead.
+would otherwise compile every module on every start) and, with ``--large``, derives the local
+model's query graph into a temporary cache folder and remembers the model files' digests there
+(each warm-up's time is printed): the rounds measure what every later start costs.
+``--cache-dir`` uses an existing cache folder instead.
 """
 
 from __future__ import annotations
@@ -42,14 +44,20 @@ def summary(samples: list[float]) -> dict[str, float]:
     return {"median_ms": round(statistics.median(ordered), 1), "p99_ms": round(p99, 1), "n": len(ordered)}
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall ms, CPU ms) of one process run to its end."""
+FAILURES: dict[str, list[int]] = {}  # command -> exit codes of its runs that did not end with 0
+
+
+def timed(argv: list[str], env: dict[str, str], name: str = "") -> tuple[float, float]:
+    """(wall ms, CPU ms) of one process run to its end. A run that fails is timed all the same and
+    its exit code kept (printed with the figures): one crash does not discard a whole run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    code = subprocess.run(argv, env=env, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
     wall = (time.perf_counter() - started) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    if code != 0:
+        FAILURES.setdefault(name, []).append(code)
     return wall, cpu
 
 
@@ -60,9 +68,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--query", default="where did we go in May")
     parser.add_argument("--cache-dir", help="the query graph's cache folder (default: a temporary one)")
     parser.add_argument("--uncached", action="store_true",
-                        help="also the empty search with a cache folder that cannot be written (derived every time)")
+                        help="also the large home's search with a cache folder that cannot be written (derived every time)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args(argv)
+    if args.uncached and not args.large:
+        parser.error("--uncached needs --large: a search on the empty home loads no model")
 
     scratch = Path(tempfile.mkdtemp(prefix="hearth-startup-"))
     try:
@@ -82,16 +92,17 @@ def main(argv: list[str] | None = None) -> None:
         if args.uncached:
             # A cache folder under a regular file cannot be made: each start derives the graph, as before S20.
             (scratch / "not-a-folder").write_bytes(b"")
-            commands["search_uncached"] = commands["search_empty"]
+            commands["search_uncached"] = commands["search_large"]
             envs["search_uncached"] = {**env, "HEARTH_CACHE_DIR": str(scratch / "not-a-folder" / "cache")}
 
-        # Warm-up: bytecode written, the empty home's database created, the query graph derived.
-        first = {name: timed(command, envs[name])[0] for name, command in commands.items()}
+        # Warm-up: bytecode written, the empty home's database created, with --large the query graph
+        # derived (by the first search that embeds a query) and the model files' digests remembered.
+        first = {name: timed(command, envs[name], name)[0] for name, command in commands.items()}
         walls: dict[str, list[float]] = {name: [] for name in commands}
         cpus: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.repeats):
             for name, command in commands.items():
-                wall, cpu = timed(command, envs[name])
+                wall, cpu = timed(command, envs[name], name)
                 walls[name].append(wall)
                 cpus[name].append(cpu)
         graphs = sorted(p.name for p in Path(env["HEARTH_CACHE_DIR"]).glob("query-graph-*"))
@@ -101,15 +112,19 @@ def main(argv: list[str] | None = None) -> None:
     figures = {name: {"wall": summary(walls[name]), "cpu": summary(cpus[name])} for name in commands}
     floor = figures["pass"]["wall"]["median_ms"]
     load = os.getloadavg()
+    warm = ", ".join(f"{name} {ms:.0f} ms" for name, ms in first.items())
     print(f"start-up of short-lived commands: {args.repeats} rounds, {os.cpu_count()} CPUs, "
-          f"load average {load[0]:.1f} / {load[1]:.1f}; warm-up search (bytecode written, the query graph "
-          f"derived unless the cache folder had it) {first['search_empty']:.0f} ms; cached graphs: {len(graphs)}")
+          f"load average {load[0]:.1f} / {load[1]:.1f}; warm-up (bytecode written, the query graph derived "
+          f"unless the cache folder had it): {warm}; cached graphs: {len(graphs)}")
     print(f"{'command':<14} {'wall median':>12} {'wall p99':>10} {'cpu median':>11} {'x pass':>8} {'x pass (cpu)':>13}")
     cpu_floor = max(figures["pass"]["cpu"]["median_ms"], 1.0)
     for name, figure in figures.items():
         wall, cpu = figure["wall"], figure["cpu"]
         print(f"{name:<14} {wall['median_ms']:>10.1f}ms {wall['p99_ms']:>8.1f}ms {cpu['median_ms']:>9.1f}ms "
               f"{wall['median_ms'] / floor:>7.1f}x {cpu['median_ms'] / cpu_floor:>12.1f}x")
+    for name, codes in FAILURES.items():
+        print(f"{name}: {len(codes)} of {args.repeats + 1} runs failed (exit codes {sorted(set(codes))};"
+              " a negative one is the signal that ended the process)")
     for name, (base, limit) in GOALS.items():
         if name not in figures:
             continue
@@ -117,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         verdict = "met" if ratio <= limit else "MISSED"
         print(f"goal {name} within {limit:g}x {base}: {ratio:.2f}x ({verdict})")
     if args.json:
-        print(json.dumps({"figures": figures, "first_ms": first, "load": load}, indent=2))
+        print(json.dumps({"figures": figures, "first_ms": first, "load": load, "failures": FAILURES}, indent=2))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ errors with code 1.
 from __future__ import annotations
 
 import importlib
-import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -17,10 +17,12 @@ import click
 
 from .. import __version__
 from ..errors import ConfigError, HearthError, InvalidInput, SchemaError
+from .commands import COMMANDS
 
 if TYPE_CHECKING:
     from hearth.scope import Hearth, Scope
     from hearth.settings import Settings
+    from hearth.store import Store
 
 
 
@@ -88,6 +90,33 @@ class Context:
             return hearth.scope(hearth.users.by_name(self.user).id)
         return hearth.scope()
 
+    def searcher(self) -> Searcher:
+        """What ``hearth search`` needs: the store, the acting user and the embedder, opened without
+        a ``Hearth`` (a scope wires every layer of the send path, and imports them; S20)."""
+        from hearth.records.users import Users
+        from hearth.store import open_store
+
+        settings = self.settings
+        store = open_store(settings.database_url, settings.database_path)
+        users = Users(store)
+        return Searcher(store, (users.by_name(self.user) if self.user else users.owner()).id, settings)
+
+
+class Searcher:
+    """A user's store and embedder for ``retrieval.deliberate.owner_search``; the embedder is made
+    (not loaded: the local model loads on its first query) only if a search has vectors to compare."""
+
+    def __init__(self, store: Store, user_id: int, settings: Settings) -> None:
+        self.store = store
+        self.user_id = user_id
+        self.settings = settings
+
+    @property
+    def embedder(self) -> Any:
+        from hearth.retrieval.embedder import embedder_from_settings
+
+        return embedder_from_settings(self.settings)  # the local model is one per process
+
 
 pass_ctx = click.make_pass_decorator(Context)
 
@@ -114,7 +143,51 @@ class LayerChoice(click.Choice):
 
 
 class HearthGroup(click.Group):
-    """Translates the error tree into one line and an exit code at the edge."""
+    """Imports a command's module only when that command runs (click's lazy-loading pattern,
+    ``Group.get_command``), lists every command from ``commands.COMMANDS`` without importing any
+    (S20), and translates the error tree into one line and an exit code at the edge."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        # Every module of the command each time, not only the first: a group already registered by
+        # one module (``persona`` by threads.py) may still lack the subcommands another one adds.
+        for module in COMMANDS.get(cmd_name, ((), ""))[0]:
+            importlib.import_module(f"{__package__}.{module}")
+        return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            # click suggests close names from the commands registered so far: here, none yet. (A
+            # first word like an option was an option error: that one stands as it is.)
+            if ctx.resilient_parsing or not args or not args[0][:1].isalnum() or args[0] in self.list_commands(ctx):
+                raise
+            from difflib import get_close_matches
+
+            close = get_close_matches(args[0], self.list_commands(ctx))
+            if not close:
+                raise
+            names = ", ".join(repr(name) for name in sorted(close))  # worded as click words it
+            hint = f" Did you mean {names}?" if len(close) == 1 else f" (Did you mean one of: {names}?)"
+            raise click.UsageError(f"{exc.message}{hint}", ctx) from None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As ``click.Group.format_commands``, with each command's short help taken from the table."""
+        rows: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            if name in COMMANDS:
+                # A stand-in carrying the first sentence: click shortens it as it would the real help.
+                rows.append((name, click.Command(name, help=COMMANDS[name][1])))
+            elif not self.commands[name].hidden:
+                rows.append((name, self.commands[name]))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, command.get_short_help_str(limit)) for name, command in rows])
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -126,6 +199,8 @@ class HearthGroup(click.Group):
         except HearthError as exc:
             err_console.print(f"Error: {exc}", markup=False)
             sys.exit(1)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise  # click's own (``hearth search --help`` ends in an Exit): no store to import for them
         except Exception as exc:
             # A driver error outside a store transaction (which translates on its own): the same
             # translation. The store is imported here, not at the top (S20); any other error and
@@ -151,10 +226,30 @@ def cli(ctx: click.Context, home: str | None, user: str | None) -> None:
 
 
 def main() -> None:
-    cli(prog_name="hearth")
+    cli(prog_name="hearth", terminal_width=help_width())
+
+
+def help_width() -> int:
+    """The width click gives help text when it measures the terminal itself (``HelpFormatter``:
+    the terminal's columns, at most 80, less 2, at least 50), measured as ``shutil.get_terminal_size``
+    does (``COLUMNS``, else the terminal, else 80) but without importing shutil, which with its
+    compression modules costs ``hearth --help`` more than all of Hearth's own imports (S20)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+        columns = columns or 80
+    return max(min(columns, 80) - 2, 50)
 
 
 def _json(data: Any) -> None:
+    import json  # here: ``hearth --help`` has no use for it (S20)
+
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 

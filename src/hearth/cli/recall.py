@@ -24,7 +24,13 @@ from .base import Context, Table, _json, cli, console, err_console, pass_ctx
 @pass_ctx
 def search_cmd(obj: Context, query: str, as_json: bool, collections: tuple[str, ...], **options: Any) -> None:
     """Search your conversations and archive (keyword + meaning); logged in the search log."""
-    outcome = obj.scope().search(query, collections=collections, **options)
+    from ..retrieval.deliberate import owner_search
+
+    searcher = obj.searcher()  # not a scope: a search needs none of the layers (S20)
+    try:
+        outcome = owner_search(searcher, query, collections=collections, **options)
+    finally:
+        searcher.store.close()
     if as_json:
         _json({"reliability": outcome.reliability, "log_id": outcome.log_id,
                "results": [r.log_record() for r in outcome.results]})

@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
 from hearth.errors import Conflict, ConstraintError, InvalidInput, NotFound
-from hearth.memory.memories import capture_snapshot
 from hearth.records import ledger
 from hearth.records.ledger import Message
 from hearth.store import Connection, Row, Store, inserted_id, utcnow
@@ -383,7 +382,10 @@ class Conversations:
                 (self.user_id, persona_id, folder_id, title, now, now, int(channel == "import")),
             )
             conversation_id = inserted_id(cur)
-            # P1: the snapshot is captured now, before any prompt exists.
+            # P1: the snapshot is captured now, before any prompt exists. (Imported here: a search
+            # reads conversations and has no use for the memory layer, S20.)
+            from hearth.memory.memories import capture_snapshot
+
             capture_snapshot(conn, self.user_id, conversation_id, "captured")
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id,
                           kind="conversation.created", channel=channel, created_at=now,

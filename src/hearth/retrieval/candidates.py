@@ -9,9 +9,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from hearth.records.conversations import ELIGIBLE_SQL, VISIBLE_SQL
 
@@ -21,6 +19,9 @@ from .keyword import KeywordHit, search_messages
 from .query import date_hint, fts_match, match_terms, without_names
 from .terms import select_terms
 from .tuning import DEFAULT, Tuning
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where vectors are read: a keyword-only search needs none (S20)
 
 Ranked = list[tuple[tuple[str, int], float]]
 # A searchable chat turn; written as the partial index over turns by time (migration 19) states it,
@@ -300,6 +301,22 @@ def fact_keyword_list(conn: Connection, user_id: int, variants: list, filters: F
     return {name: turns}, {name: tuning.fact_keyword_weight * tuning.signal_weights["keyword"]}
 
 
+def has_vectors(conn: Connection, user_id: int, model: str, sources: tuple[str, ...],
+                memo: dict | None = None) -> bool:
+    """Whether the user has a vector of ``model`` in any of ``sources`` (facts go with messages):
+    one read of the counts the triggers keep (migration 6)."""
+    wanted = sorted({*sources, *(("facts",) if "messages" in sources else ())})
+    key = ("has_vectors", user_id, model, tuple(wanted))
+    if memo is not None and key in memo:
+        return memo[key]
+    found = conn.execute(
+        f"SELECT 1 FROM vector_counts WHERE user_id = ? AND model = ? AND source IN ({', '.join('?' * len(wanted))})"
+        " AND count > 0 LIMIT 1", (user_id, model, *wanted)).fetchone() is not None
+    if memo is not None:
+        memo[key] = found
+    return found
+
+
 def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filters, embedder: Any,
                  db_key: str, speaker_names: dict[str, str] | None,
                  tuning: Tuning = DEFAULT, context_ids: tuple[int, ...] = (),
@@ -311,10 +328,14 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
     With ``tuning.context_vector_weight`` and ``context_ids`` (the recent turns the context came
     from), the message with context is the message's own vector mixed with those turns' stored
     vectors: one short text reaches the model."""
-    from .semantic import embed_queries, mix_context, taken_ahead, vector_search
+    from .embedder import model_id
 
     lists: dict[str, Ranked] = {}
     weights: dict[str, float] = {}
+    if not has_vectors(conn, user_id, model_id(embedder), filters.sources, memo):
+        # Nothing to compare with: the query is not embedded, the model not loaded (S20).
+        return lists, weights
+    from .semantic import embed_queries, mix_context, taken_ahead, vector_search
     # Meaning is in the sentence: keyword-only and name-only variants go to FTS, not to vectors.
     chosen = [v for v in variants if v.name in tuning.vector_variants] or variants[:1]
     mixed = tuning.context_vector_weight > 0 and any(v.name == "with_context" for v in chosen)
@@ -452,6 +473,8 @@ def stored_context_vector(conn: Connection, user_id: int, embedder: Any, message
         " AND model = ? AND user_id = ?", (*message_ids, model_id(embedder), user_id)).fetchall()
     stored = [from_blob(r[0]) for r in rows]
     stored = [v for v in stored if v.shape[0] == dim]
+    import numpy as np
+
     context = unit_rows(np.mean(stored, axis=0)[None, :])[0] if stored else None
     if memo is not None:
         memo[key] = context

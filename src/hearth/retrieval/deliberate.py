@@ -4,14 +4,28 @@ like every search (A3)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from hearth.errors import InvalidInput
 from hearth.retrieval.hybrid import Filters, search
 from hearth.validation import check_text
 
 if TYPE_CHECKING:
-    from hearth.records.context import Context
+    from hearth.store import Store
+
+
+class Searcher(Protocol):
+    """What the owner's search needs of one user's context (a ``records.context.Context`` is one):
+    the store, the user every query carries, and the embedder, asked for only when it is used."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def user_id(self) -> int: ...
+
+    @property
+    def embedder(self) -> Any: ...
 
 
 class _Dates(TypedDict):
@@ -32,7 +46,7 @@ def date_args(args: dict[str, Any]) -> _Dates:
     return out
 
 
-def owner_search(ctx: Context, query: str, *, include_shielded: bool = False, archive: bool = True,
+def owner_search(ctx: Searcher, query: str, *, include_shielded: bool = False, archive: bool = True,
                  messages: bool = True, date_from: str | None = None, date_to: str | None = None,
                  collections: tuple[str, ...] = (), limit: int = 10, embed: bool = True, origin: str = "owner"):
     """The owner's deliberate search (U1, V2): every conversation of every persona that is not
@@ -51,11 +65,9 @@ def owner_search(ctx: Context, query: str, *, include_shielded: bool = False, ar
         raise InvalidInput("choose conversations, the archive, or both")
     filters = Filters(sources=sources, eligible_only=True, include_shielded=include_shielded,
                       collections=tuple(collections), **dates)
-    embedder = None
-    if embed:
-        from hearth.retrieval.semantic import shared_embedder
-
-        embedder = shared_embedder(ctx)
+    # Made, not loaded: the local model loads on the first query it embeds, and a user with no
+    # vectors to compare with has none embedded (``candidates.vector_lists``).
+    embedder = ctx.embedder if embed else None
     with ctx.store.read() as conn:
         return search(conn, ctx.user_id, query.strip()[:1_000], filters=filters, limit=int(limit),
                       embedder=embedder, db_key=ctx.store.key, origin=origin, store=ctx.store)

