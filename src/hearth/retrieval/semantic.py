@@ -308,7 +308,8 @@ def _write_pg(conn: Connection, kind: str, row_id: int, owner: int, model: str, 
 
 # -- the in-process index ---------------------------------------------------------------------------
 VECTOR_SOURCES = ("messages", "chunks", "facts")
-# Above this many vectors a cold index build is not done on the send path (see IndexCache.get).
+# Above this many vectors an index that must be built from its table is built in a background
+# thread, and searches meanwhile compare every stored vector (``exact_table_search``, S18).
 BACKGROUND_ABOVE = 100_000
 # A saved index this many rows behind its table is saved again once loaded, so the next start does
 # not add them all again (10,584 rows took 5.8 s to add at a million vectors).
@@ -318,16 +319,49 @@ RESAVE_AFTER = 5_000
 # of 40,000-vector searches kept 0.82 of its rate; beside a graph's, 0.79). A smaller one is short
 # and mostly holds the lock (3,225 vectors: 0.39), so it stays in the search.
 AHEAD_EXACT_ROWS = 16_384
+# A graph whose free slots (removed vectors not yet reused by additions) pass this share of its
+# nodes, and at least COMPACT_MIN of them, is rebuilt from its table in the background while the
+# old one goes on answering: searches walk free nodes without returning them.
+COMPACT_SHARE = 0.2
+COMPACT_MIN = 1_000
+# Rows read at a time by the exact search over the table.
+_EXACT_CHUNK = 8_192
+
+# Which search answered a source's vector list (recorded with the send's search, S18): the graph,
+# the exact in-memory index, or every stored vector compared while the index is built.
+ANN, EXACT, EXACT_FALLBACK = "ann", "exact", "exact_fallback"
+
+
+@dataclass
+class IndexCounts:
+    """What an ``IndexCache`` did (numbers for tests, benchmarks and logs)."""
+
+    builds: int = 0  # indexes built from their table (a missing or stale saved file, compaction)
+    loads: int = 0  # saved graphs loaded
+    reconciled: int = 0  # changes other than additions applied in place (deletions, re-embeddings)
+    removed: int = 0  # vectors removed in place
+    fallbacks: int = 0  # searches answered by comparing every stored vector
+    compactions: int = 0  # background rebuilds started because of free slots
+
+
+def _fingerprint(model: str, signature: tuple[int, int, int]) -> str:
+    """The saved file's summary of its table: model, count, highest id and revision."""
+    count, highest, rev = signature
+    return f"{model}:{count}:{highest}:r{rev}"
 
 
 class IndexCache:
     """Vector indexes per (database, user, source, model), kept in step with their table.
 
-    A cheap signature (row count, highest id) is read on every search. When rows were only added,
-    the new ones are added to the cached index; any other change (a deletion) rebuilds it from the
-    table, so the index never drifts from the database. Large (ANN) indexes are also saved beside
-    the database, so a restart loads the graph and adds only what arrived since, instead of
-    rebuilding it (minutes at a million vectors).
+    A cheap signature (row count, highest id, revision) is read on every search. When rows were
+    only added, the new ones are added to the cached index; any other change (a deletion, a vector
+    embedded again) is found by comparing the index's ids with the table's and applied in place
+    (S18), so the index never drifts from the database and is rebuilt only when the change cannot
+    be told apart (a vector replaced under the same id). Large (ANN) indexes are also saved beside
+    the database with the signature they hold, so a restart loads the graph and applies only what
+    changed since. An index that must be built from its table (no usable file) is built in a
+    background thread above ``background_above`` vectors; ``get(wait=False)`` then answers None
+    and ``vector_search`` compares every stored vector instead.
     """
 
     def __init__(self, ann_threshold: int | None = None) -> None:
@@ -335,8 +369,9 @@ class IndexCache:
         self._indexes: dict[tuple, tuple[tuple, "VectorIndex"]] = {}
         self.ann_threshold = ann_threshold  # None: the index's own default
         self.background_above = BACKGROUND_ABOVE
-        self._building: set[tuple] = set()
-        self._loading: dict[tuple, threading.Lock] = {}  # one cold load per index at a time
+        self._building: dict[tuple, threading.Event] = {}  # background builds, set when done
+        self._loading: dict[tuple, threading.RLock] = {}  # one load or update per index at a time
+        self.counts = IndexCounts()
 
     @staticmethod
     def _table(source: str) -> tuple[str, str, str]:
@@ -369,6 +404,26 @@ class IndexCache:
         return conn.execute(f"SELECT {key}, embedding FROM {table} WHERE user_id = ? AND {model_column} = ?"
                             f" AND {key} > ?{bound} AND embedding IS NOT NULL ORDER BY {key}", args)
 
+    def _ids(self, conn: Connection, source: str, user_id: int, model: str, through: int) -> np.ndarray:
+        """Every id with a vector, up to ``through``, sorted (the messages' read only walks the
+        index of embeddings by user and model)."""
+        table, key, model_column = self._table(source)
+        cur = conn.execute(f"SELECT {key} FROM {table} WHERE user_id = ? AND {model_column} = ? AND {key} <= ?"
+                           f" ORDER BY {key}", (user_id, model, through))
+        return np.fromiter((row[0] for row in cur), dtype=np.int64)
+
+    def _rows_of(self, conn: Connection, source: str, user_id: int, model: str,
+                 ids: np.ndarray) -> list[tuple[int, bytes]]:
+        table, key, model_column = self._table(source)
+        out: list[tuple[int, bytes]] = []
+        for start in range(0, ids.size, 500):
+            part = ids[start:start + 500].tolist()
+            out += [(row[0], row[1]) for row in conn.execute(
+                f"SELECT {key}, embedding FROM {table} WHERE user_id = ? AND {model_column} = ?"
+                f" AND embedding IS NOT NULL AND {key} IN ({', '.join('?' * len(part))})",
+                (user_id, model, *part))]
+        return out
+
     @staticmethod
     def _add_rows(index: "VectorIndex", rows: list[tuple[int, bytes]], dim: int) -> None:
         from .vectors import from_blob
@@ -381,52 +436,126 @@ class IndexCache:
         digest = hashlib.sha256(model.encode()).hexdigest()[:12]
         return Path(db_key + ".vectors") / f"{source}-{user_id}-{digest}.usearch"
 
-    def _cold_load(self, conn, db_key, source, user_id, model, dim, signature) -> "VectorIndex":
+    def _new_index(self, dim: int) -> "VectorIndex":
         from .vectors import VectorIndex
 
-        index = VectorIndex(dim) if self.ann_threshold is None else VectorIndex(dim, ann_threshold=self.ann_threshold)
+        return VectorIndex(dim) if self.ann_threshold is None else VectorIndex(dim, ann_threshold=self.ann_threshold)
+
+    def _catch_up(self, conn: Connection, source: str, user_id: int, model: str, since: tuple[int, int, int],
+                  index: "VectorIndex", signature: tuple[int, int, int], dim: int) -> int | None:
+        """Bring ``index``, which holds the table as it was at signature ``since``, to
+        ``signature``; the number of rows it changed, or None when the change cannot be told
+        apart (the index may then be part-way and must not be used)."""
+        if since == signature:
+            return 0
+        if signature[2] == since[2] and signature[1] >= since[1]:
+            # Bounded by the signature's highest id: a row the embedding job commits between the
+            # two reads is not taken for a deletion (which rebuilt the whole index beside this one).
+            newer = self._rows(conn, source, user_id, model, after=since[1], through=signature[1]).fetchall()
+            if since[0] + len(newer) == signature[0]:  # only additions since
+                self._add_rows(index, newer, dim)
+                return len(newer)
+        # Another change: the ids the table and the index disagree on. Each deletion and each
+        # addition below the highest id moves the revision by one; a vector replaced under its
+        # id moves it by two and changes no id, so a revision the ids do not explain is one of
+        # those, which only a rebuild finds.
+        held = index.ids()
+        table_ids = self._ids(conn, source, user_id, model, signature[1])
+        removed = np.setdiff1d(held, table_ids)
+        added = np.setdiff1d(table_ids, held)
+        if signature[2] - since[2] != removed.size + int(np.count_nonzero(added <= since[1])):
+            return None
+        if removed.size:
+            index.remove(removed)
+        self._add_rows(index, self._rows_of(conn, source, user_id, model, added), dim)
+        if len(index) != signature[0]:
+            return None
+        self.counts.reconciled += 1
+        self.counts.removed += int(removed.size)
+        return int(removed.size + added.size)
+
+    def _load_saved(self, conn: Connection, db_key: str, source: str, user_id: int, model: str, dim: int,
+                    signature: tuple[int, int, int]) -> "VectorIndex | None":
+        """The saved graph brought up to ``signature``, or None when there is none or it cannot
+        be brought up to date."""
         path = self._file(db_key, source, user_id, model)
         saved = _saved_signature(path)
-        if saved and saved[1] <= signature[1] and self._count_up_to(conn, source, user_id, model, saved[1]) == saved:
-            if index.load(path, fingerprint=f"{model}:{saved[0]}:{saved[1]}"):
-                newer = self._rows(conn, source, user_id, model, after=saved[1], through=signature[1]).fetchall()
-                self._add_rows(index, newer, dim)
-                if len(newer) >= RESAVE_AFTER:  # before the index is shared: nothing searches it yet
-                    index.save(path, fingerprint=f"{model}:{signature[0]}:{signature[1]}")
-                return index
+        if saved is None or saved[1] > signature[1]:
+            return None
+        count, highest, rev, fingerprint = saved
+        if rev is None and self._count_up_to(conn, source, user_id, model, highest) != (count, highest):
+            return None  # a file saved without its revision is trusted only if nothing below it changed
+        index = self._new_index(dim)
+        if not index.load(path, fingerprint=fingerprint):
+            return None
+        self.counts.loads += 1
+        if rev is None:
+            newer = self._rows(conn, source, user_id, model, after=highest, through=signature[1]).fetchall()
+            self._add_rows(index, newer, dim)
+            changed: int | None = len(newer)
+            removed = 0
+        else:
+            before = self.counts.removed
+            changed = self._catch_up(conn, source, user_id, model, (count, highest, rev), index, signature, dim)
+            removed = self.counts.removed - before
+        if changed is None:
+            return None
+        # Before the index is shared, nothing searches it yet: saved again when far behind, or
+        # when it held vectors the table no longer has (a file must not keep a forgotten vector).
+        if changed >= RESAVE_AFTER or removed or rev is None:
+            index.save(path, fingerprint=_fingerprint(model, signature))
+        return index
+
+    def _cold_load(self, conn, db_key, source, user_id, model, dim, signature) -> "VectorIndex":
+        """The index built from its table (every row up to ``signature``), and saved when a graph."""
+        index = self._new_index(dim)
+        self.counts.builds += 1
         index.rebuild(self._rows(conn, source, user_id, model, through=signature[1]), total=signature[0])
         if index.mode == "ann":
+            path = self._file(db_key, source, user_id, model)
             path.parent.mkdir(parents=True, exist_ok=True)
-            index.save(path, fingerprint=f"{model}:{signature[0]}:{signature[1]}")
+            index.save(path, fingerprint=_fingerprint(model, signature))
         return index
+
+    def _lock_for(self, key: tuple) -> threading.RLock:
+        with self._lock:
+            return self._loading.setdefault(key, threading.RLock())
 
     def get(self, conn: Connection, db_key: str, source: str, user_id: int, model: str,
             dim: int, *, wait: bool = True) -> "VectorIndex | None":
-        """The current index. With ``wait=False`` a large rebuild (over ``background_above``
-        vectors, minutes at a million) runs in a background thread instead: the caller gets the
-        previous index, or None while there is none yet, and searches on without vectors."""
+        """The current index. One that must be built from its table (no saved graph, or one that
+        cannot be brought up to date) above ``background_above`` vectors is built in a background
+        thread: with ``wait=False`` the caller gets None meanwhile and searches the table exactly
+        (``exact_table_search``); with ``wait=True`` it waits for the build."""
         if database_index(conn):
             # pgvector's HNSW index is the index of record there; no file may be made from the URL.
             raise StoreError("the in-process vector index is not used on PostgreSQL")
         key = (db_key, source, user_id, model)
-        index, stale = self._fresh(conn, key, dim)
+        index, _ = self._fresh(conn, key, dim)
         if index is not None:
             return index
-        if not wait and self._signature(conn, source, user_id, model)[0] > self.background_above:
-            self._build_in_background(key, db_key, source, user_id, model, dim)
-            return stale
-        with self._lock:
-            loading = self._loading.setdefault(key, threading.Lock())
-        # The start-up warm and a first search's background build once loaded the same million
-        # vectors side by side (a second gigabyte): the later one waits and finds the first's.
-        with loading:
+        # The start-up warm and a first search once loaded the same million vectors side by side
+        # (a second gigabyte): the later one waits for the first's load and finds its index.
+        with self._lock_for(key):
             index, _ = self._fresh(conn, key, dim)
-            if index is None:
+            if index is not None:
+                return index
+            with self._lock:
+                building = self._building.get(key)
+            if building is None:
                 signature = self._signature(conn, source, user_id, model)
-                index = self._cold_load(conn, db_key, source, user_id, model, dim, signature)
-                with self._lock:
-                    self._indexes[key] = (signature, index)
-        return index
+                index = self._load_saved(conn, db_key, source, user_id, model, dim, signature)
+                if index is None and signature[0] <= self.background_above:
+                    index = self._cold_load(conn, db_key, source, user_id, model, dim, signature)
+                if index is not None:
+                    with self._lock:
+                        self._indexes[key] = (signature, index)
+                    return index
+                building = self._build_in_background(key, dim)
+        if not wait:
+            return None
+        building.wait()
+        return self._fresh(conn, key, dim)[0]
 
     def loaded_for_ahead(self, conn: Connection, db_key: str, source: str, user_id: int, model: str,
                          dim: int) -> "VectorIndex | None":
@@ -455,7 +584,7 @@ class IndexCache:
                 self._fresh(conn, key, cached[1].dim)
 
     def _fresh(self, conn: Connection, key: tuple, dim: int) -> tuple["VectorIndex | None", "VectorIndex | None"]:
-        """(the cached index brought up to date, or None if only a cold load can; the cached one)."""
+        """(the cached index brought up to date, or None if only a build can; the cached one)."""
         _db_key, source, user_id, model = key
         signature = self._signature(conn, source, user_id, model)
         with self._lock:
@@ -464,38 +593,64 @@ class IndexCache:
             return None, None
         if cached[0] == signature:
             return cached[1], cached[1]
-        if signature[2] == cached[0][2] and signature[1] > cached[0][1]:
-            # Bounded by the signature's highest id: a row the embedding job commits between the
-            # two reads is not taken for a deletion (which rebuilt the whole index beside this one).
-            newer = self._rows(conn, source, user_id, model, after=cached[0][1], through=signature[1]).fetchall()
-            if cached[0][0] + len(newer) == signature[0]:  # only additions since the last look
-                index = cached[1]
-                self._add_rows(index, newer, dim)
-                with self._lock:
-                    self._indexes[key] = (signature, index)
+        with self._lock_for(key):  # one update at a time; a second finds the first's work done
+            with self._lock:
+                cached = self._indexes.get(key)
+            if cached is None:
+                return None, None
+            index = cached[1]
+            signature = self._signature(conn, source, user_id, model)
+            if cached[0] == signature:
                 return index, index
-        return None, cached[1]
+            if self._catch_up(conn, source, user_id, model, cached[0], index, signature, dim) is None:
+                with self._lock:
+                    if self._indexes.get(key) is cached:
+                        del self._indexes[key]  # part-way: never searched again; built afresh
+                return None, index
+            with self._lock:
+                self._indexes[key] = (signature, index)
+        self._compact_if_worth_it(key, index)
+        return index, index
 
-    def _build_in_background(self, key: tuple, db_key: str, source: str, user_id: int, model: str,
-                             dim: int) -> None:
+    def _compact_if_worth_it(self, key: tuple, index: "VectorIndex") -> None:
+        """Rebuild a graph holding many free slots in the background; it answers meanwhile."""
+        free = index.free_slots
+        if free < COMPACT_MIN or free < COMPACT_SHARE * (len(index) + free):
+            return
         with self._lock:
             if key in self._building:
                 return
-            self._building.add(key)
+        self.counts.compactions += 1
+        self._build_in_background(key, index.dim)
+
+    def _build_in_background(self, key: tuple, dim: int) -> threading.Event:
+        """Build ``key``'s index from its table in a thread of its own; the event is set when done."""
+        db_key, source, user_id, model = key
+        with self._lock:
+            if key in self._building:
+                return self._building[key]
+            done = self._building[key] = threading.Event()
 
         def build() -> None:
-            # Its own read-only connection: a connection belongs to the thread that uses it.
+            # Its own read-only connection: a connection belongs to the thread that uses it. One
+            # read transaction: the signature and the rows are of the same moment.
             conn = open_read_only(db_key)
             try:
-                self.get(conn, db_key, source, user_id, model, dim, wait=True)
+                conn.execute("BEGIN")
+                signature = self._signature(conn, source, user_id, model)
+                index = self._cold_load(conn, db_key, source, user_id, model, dim, signature)
+                with self._lock:
+                    self._indexes[key] = (signature, index)
             except (DriverError, HearthError) as exc:
                 log.warning("building the %s vector index failed: %s", source, type(exc).__name__)
             finally:
                 conn.close()
                 with self._lock:
-                    self._building.discard(key)
+                    self._building.pop(key, None)
+                done.set()
 
         threading.Thread(target=build, name=f"hearth-vectors-{source}", daemon=True).start()
+        return done
 
     def clear(self) -> None:
         with self._lock:
@@ -506,7 +661,7 @@ class IndexCache:
         """Take forgotten vectors out of this user's cached indexes (B4) instead of rebuilding them.
 
         The cached signature moves to the table's current one only when the removal explains the
-        difference exactly; otherwise the next search rebuilds from the table as usual."""
+        difference exactly; otherwise the next search compares ids (``_catch_up``)."""
         by_source = {"messages": list(message_ids), "chunks": list(chunk_ids), "facts": list(fact_ids)}
         removed_total = 0
         conn = open_read_only(db_key)
@@ -517,41 +672,100 @@ class IndexCache:
                 ids = by_source.get(key[1], [])
                 if not ids:
                     continue
-                removed = index.remove(ids)
-                removed_total += removed
-                current = self._signature(conn, key[1], user_id, key[3])
-                if current[0] == signature[0] - removed and current[1] == signature[1]:
-                    with self._lock:
-                        if self._indexes.get(key, (None,))[0] == signature:
-                            self._indexes[key] = (current, index)
+                with self._lock_for(key):
+                    removed = index.remove(ids)
+                    removed_total += removed
+                    self.counts.removed += removed
+                    current = self._signature(conn, key[1], user_id, key[3])
+                    if (current[0] == signature[0] - removed and current[1] == signature[1]
+                            and current[2] == signature[2] + removed):
+                        with self._lock:
+                            if self._indexes.get(key, (None,))[0] == signature:
+                                self._indexes[key] = (current, index)
+                self._compact_if_worth_it(key, index)
         finally:
             conn.close()
         return removed_total
 
     def drop_saved(self, db_key: str, user_id: int | None = None) -> int:
-        """Delete saved index files (of one user, or all): a saved graph may still hold forgotten
-        vectors. The next cold start rebuilds it from the table."""
+        """Replace or delete saved index files (of one user, or all): a saved graph may still hold
+        forgotten vectors. A loaded index that is up to date (its forgotten vectors taken out) is
+        saved again over its file, its free slots overwritten first (``VectorIndex.scrub``), so a
+        restart loads it instead of building the graph again; any other file is deleted and the
+        next cold start builds it from the table. Returns how many files were replaced or deleted."""
         folder = Path(db_key + ".vectors")
         if not folder.is_dir():
             return 0
         dropped = 0
+        with self._lock:
+            items = [(k, v[1]) for k, v in self._indexes.items()
+                     if k[0] == db_key and (user_id is None or k[2] == user_id) and v[1].mode == "ann"]
+        kept: set[str] = set()
+        conn = open_read_only(db_key)
+        try:
+            for key, index in items:
+                with self._lock_for(key):
+                    if self._fresh(conn, key, index.dim)[0] is not index:
+                        continue
+                    with self._lock:
+                        signature = self._indexes[key][0]
+                    path = self._file(*key)
+                    if index.save(path, fingerprint=_fingerprint(key[3], signature)):
+                        kept.add(path.name)
+                        dropped += 1
+        finally:
+            conn.close()
         for path in folder.iterdir():
             parts = path.name.split("-")
             if user_id is not None and (len(parts) < 3 or parts[1] != str(user_id)):
                 continue
+            if path.name.split(".usearch")[0] + ".usearch" in kept:
+                continue  # the file just saved, its sidecar
             path.unlink(missing_ok=True)
             dropped += 1
         return dropped
 
 
-def _saved_signature(path: Path) -> tuple[int, int] | None:
-    """(count, highest id) a saved index was made from, read from its sidecar."""
+def _saved_signature(path: Path) -> tuple[int, int, int | None, str] | None:
+    """(count, highest id, revision or None for a file saved before revisions were, fingerprint)
+    a saved index was made from, read from its sidecar."""
     try:
         fingerprint = json.loads(path.with_name(path.name + ".json").read_text(encoding="utf-8"))["fingerprint"]
+        head, last = fingerprint.rsplit(":", 1)
+        if last.startswith("r") and last[1:].isdigit():
+            _model, count, highest = head.rsplit(":", 2)
+            return int(count), int(highest), int(last[1:]), fingerprint
         _model, count, highest = fingerprint.rsplit(":", 2)
-        return int(count), int(highest)
-    except (OSError, ValueError, KeyError, TypeError):
+        return int(count), int(highest), None, fingerprint
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def exact_table_search(conn: Connection, source: str, user_id: int, model: str, query_vectors: np.ndarray,
+                       k: int) -> list[list[tuple[int, float]]]:
+    """Top ``k`` (id, cosine) per query vector, every stored vector of one user's source compared
+    in chunks read from the table: the answer while that index is built (S18)."""
+    from .vectors import _top_k, one_blas_thread
+
+    table, key, model_column = IndexCache._table(source)
+    dim = int(query_vectors.shape[1])
+    queries = np.asarray(query_vectors, dtype=np.float32)
+    best_ids = [np.zeros(0, dtype=np.int64) for _ in range(len(queries))]
+    best_scores = [np.zeros(0, dtype=np.float32) for _ in range(len(queries))]
+    # float32 bytes: a vector of another size is not comparable.
+    cur = conn.execute(f"SELECT {key}, embedding FROM {table} WHERE user_id = ? AND {model_column} = ?"
+                       f" AND length(embedding) = ?", (user_id, model, dim * 4))
+    while rows := cur.fetchmany(_EXACT_CHUNK):
+        # One buffer for the chunk: decoding each BLOB on its own cost more than the scoring.
+        matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").reshape(len(rows), dim)
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        with one_blas_thread():
+            scores = matrix @ queries.T
+        for i in range(len(queries)):
+            top = _top_k(np.concatenate([best_ids[i], ids]), np.concatenate([best_scores[i], scores[:, i]]), k)
+            best_ids[i] = np.fromiter((j for j, _ in top), dtype=np.int64, count=len(top))
+            best_scores[i] = np.fromiter((v for _, v in top), dtype=np.float32, count=len(top))
+    return [list(zip(i.tolist(), v.tolist())) for i, v in zip(best_ids, best_scores)]
 
 
 INDEXES = IndexCache()
@@ -573,8 +787,12 @@ def warm(hearth: Any) -> None:
 
 
 def vector_search(conn: Connection, db_key: str, source: str, user_id: int, embedder: Any,
-                  query_vectors: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
-    """Top ``k`` (id, cosine) per query vector over one user's vectors of one source."""
+                  query_vectors: np.ndarray, k: int, modes: dict[str, str] | None = None,
+                  ) -> list[list[tuple[int, float]]]:
+    """Top ``k`` (id, cosine) per query vector over one user's vectors of one source. ``modes``
+    receives which search answered, under the source's name: ``ANN`` (a graph: this process's
+    or pgvector's HNSW index), ``EXACT`` or ``EXACT_FALLBACK`` (every stored vector compared
+    while the index is built)."""
     model = model_id(embedder)
     key = (db_key, source, user_id, model, k)
     if database_index(conn):
@@ -584,9 +802,19 @@ def vector_search(conn: Connection, db_key: str, source: str, user_id: int, embe
         for vector in query_vectors:
             hits = taken_ahead(key, vector)
             out.append(hits if hits is not None else pgvectors.search(conn, source, user_id, model, vector[None, :], k)[0])
+        if modes is not None:
+            modes[source] = ANN
         return out
     index = INDEXES.get(conn, db_key, source, user_id, model, int(query_vectors.shape[1]), wait=False)
-    if index is None or len(index) == 0:
+    if index is None:
+        # Built in the background (a missing or stale saved graph): recall is not dropped meanwhile.
+        INDEXES.counts.fallbacks += 1
+        if modes is not None:
+            modes[source] = EXACT_FALLBACK
+        return exact_table_search(conn, source, user_id, model, query_vectors, k)
+    if modes is not None:
+        modes[source] = ANN if index.mode == "ann" else EXACT
+    if len(index) == 0:
         return [[] for _ in range(len(query_vectors))]
     out = []
     for vector in query_vectors:

@@ -66,6 +66,8 @@ _EXPANSION_LARGEST = 512
 DEFAULT_MAX_FETCH = 2048
 _CHUNK = 4096
 _META_VERSION = 1
+# Temporary keys for ``scrub``, far above any database row id.
+_SCRUB_KEYS = 1 << 62
 
 
 def to_blob(vec: Any) -> bytes:
@@ -159,6 +161,8 @@ class VectorIndex:
         self._row: dict[int, int] = {}
         self._n = 0
         self._ann: Any = None  # usearch.index.Index once in ann mode
+        # Free slots in the graph: a removal frees one, an addition of a new key takes one back.
+        self._freed = 0
 
     @property
     def mode(self) -> str:
@@ -181,6 +185,12 @@ class VectorIndex:
             if self._ann is not None:
                 return np.asarray(self._ann.keys, dtype=np.int64)
             return self._keys[: self._n].copy()
+
+    @property
+    def free_slots(self) -> int:
+        """Slots of removed vectors the graph still holds (usearch marks a removed node free and
+        reuses it for a later addition); always 0 in exact mode, whose matrix stays dense."""
+        return self._freed if self._ann is not None else 0
 
     @property
     def memory_bytes(self) -> int:
@@ -244,6 +254,7 @@ class VectorIndex:
                 self._switch_to_ann()
             if self._ann is not None:
                 self._ann.add(keys, rows)
+                self._freed = max(0, self._freed - int(keys.size))
                 return
             need = self._n + keys.size
             if need > self._matrix.shape[0]:
@@ -271,6 +282,7 @@ class VectorIndex:
                 present = np.unique(keys[np.asarray(self._ann.contains(keys), dtype=bool)])
                 if present.size:
                     self._ann.remove(present)
+                    self._freed += int(present.size)
                 return int(present.size)
             removed = 0
             for key in keys.tolist():
@@ -291,6 +303,20 @@ class VectorIndex:
     def clear(self) -> None:
         with self._lock:
             self._reset()
+
+    def scrub(self) -> int:
+        """Overwrite the vectors left in the graph's free slots (removed vectors keep their bytes
+        until the slot is reused), so a file saved next holds none of them: each free slot takes
+        a zero vector under a temporary key, removed again at once. Returns how many slots."""
+        with self._lock:
+            free = self.free_slots
+            if not free:
+                return 0
+            keys = np.arange(_SCRUB_KEYS, _SCRUB_KEYS + free, dtype=np.uint64)
+            self._ann.add(keys, np.zeros((free, self.dim), dtype=np.float32))
+            self._ann.remove(keys)  # the slots are free again, holding zeros
+            self.generation += 1
+            return free
 
     def rebuild(
         self,
@@ -348,7 +374,7 @@ class VectorIndex:
         with self._lock:
             self.generation += 1
             self._matrix, self._keys, self._row = fresh._matrix, fresh._keys, fresh._row
-            self._n, self._ann = fresh._n, fresh._ann
+            self._n, self._ann, self._freed = fresh._n, fresh._ann, fresh._freed
 
     @classmethod
     def from_rows(cls, dim: int, rows: Iterable[tuple[int, Any]], **options: Any) -> "VectorIndex":
@@ -467,6 +493,7 @@ class VectorIndex:
                 for stale in (meta_path, *_graph_files(path)):
                     stale.unlink(missing_ok=True)
                 return False
+            self.scrub()  # a removed (perhaps forgotten) vector is never written to the file
             graph = path.with_name(f"{path.name}.{os.urandom(6).hex()}")
             self._ann.save(str(graph))
             meta = {**self._meta(fingerprint), "graph": graph.name}
@@ -505,6 +532,7 @@ class VectorIndex:
         with self._lock:
             self._reset()
             self._ann = ann
+            self._freed = int((meta_of(graph) or {}).get("count_deleted", 0))
         return True
 
     def load_or_rebuild(
@@ -534,6 +562,14 @@ def _graph_files(path: Path) -> list[Path]:
     found = [f for f in path.parent.iterdir() if f.name.startswith(path.name + ".") and not f.name.startswith(
         path.name + ".json")]
     return [path, *found] if path.exists() else found
+
+
+def meta_of(graph: Path) -> dict[str, Any] | None:
+    """usearch's own header of a saved graph (counts of present and deleted vectors...)."""
+    try:
+        return dict(_usearch_index().metadata(str(graph)) or {})
+    except (OSError, RuntimeError, ValueError):
+        return None
 
 
 def _usearch_index() -> Any:
