@@ -127,22 +127,26 @@ def test_s18_sqlite_recall_right_after_forgetting_a_message_needs_no_rebuild(hea
 
 
 @pytest.mark.sqlite_only
-@pytest.mark.parametrize("damage", ["missing", "stale"])
+@pytest.mark.parametrize("damage", ["missing", "stale", "damaged"])
 def test_s18_sqlite_after_a_restart_without_a_usable_saved_graph_search_falls_back_to_exact_then_uses_the_graph(
         hearth, me, deployment, monkeypatch, damage):
     cache, ids = deployment
     known = ids[2000]
     folder = hearth.store.path.with_name(hearth.store.path.name + ".vectors")
+    sidecar = next(folder.glob("*.json"))
     if damage == "missing":
         for path in folder.iterdir():
             path.unlink()
+    elif damage == "stale":
+        # Saved from a newer copy of the database (this one restored from a backup since): it
+        # holds rows the table never had.
+        meta = json.loads(sidecar.read_text())
+        model, count, highest, rev = meta["fingerprint"].rsplit(":", 3)
+        meta["fingerprint"] = f"{model}:{int(count) + 50}:{int(highest) + 50}:{rev}"
+        sidecar.write_text(json.dumps(meta))
     else:
-        # A vector embedded again under its id: no id changes, so the saved graph cannot be
-        # brought up to date and must be built again.
-        vector = np.random.default_rng(5).standard_normal(DIM).astype(np.float32)
-        with hearth.store.write() as w:
-            w.execute("UPDATE message_embeddings SET embedding = ? WHERE message_id = ?",
-                      (to_blob(vector / np.linalg.norm(vector)), known))
+        graph = folder / json.loads(sidecar.read_text())["graph"]
+        graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])  # a disk that filled up
 
     restarted = _cache()
     monkeypatch.setattr(semantic, "INDEXES", restarted)
@@ -187,3 +191,42 @@ def test_s18_sqlite_a_graph_left_with_many_free_slots_is_compacted_in_the_backgr
     _wait_built(cache)
     index = cache.get(conn, str(hearth.store.path), "messages", me.user_id, MODEL, DIM)
     assert index.free_slots == 0 and len(index) == ROWS - 1_200 and cache.counts.builds == 2
+
+
+@pytest.mark.sqlite_only
+def test_s18_sqlite_the_ids_a_change_touched_are_found_by_counting_parts_of_the_id_range(
+        hearth, me, deployment, monkeypatch):
+    cache, ids = deployment
+    monkeypatch.setattr(semantic, "_SPLIT", 4)
+    monkeypatch.setattr(semantic, "_DIRECT_IDS", 16)  # many levels of parts on a few thousand ids
+    # Deletions in the first third, additions in the last: a deletion and an addition in one part
+    # leave its count as it was (the revision check then compares every vector, the test below).
+    rng = np.random.default_rng(2)
+    deleted = sorted(rng.choice(ids[:1_000], 30, replace=False).tolist())
+    with hearth.store.write() as w:
+        w.execute(f"DELETE FROM messages WHERE id IN ({', '.join('?' * len(deleted))})", deleted)
+    unseen = sorted(rng.choice(ids[2_000:], 40, replace=False).tolist())
+    held = np.asarray(sorted(set(ids) - set(unseen)), dtype=np.int64)  # an index that lacks those 40
+    removed, added = cache._differences(hearth.store.connection(), "messages", me.user_id, MODEL, held, max(ids))
+    assert sorted(removed.tolist()) == deleted and sorted(added.tolist()) == unseen
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("restart", [False, True])
+def test_s18_sqlite_a_vector_replaced_under_its_id_is_found_without_a_build(hearth, me, deployment, monkeypatch,
+                                                                           restart):
+    """No id changes: the revision says something changed, and the stored vectors are compared
+    with the index's copies instead of building the graph again."""
+    cache, ids = deployment
+    known = ids[777]
+    vector = np.random.default_rng(5).standard_normal(DIM).astype(np.float32)
+    with hearth.store.write() as w:
+        w.execute("UPDATE message_embeddings SET embedding = ? WHERE message_id = ?",
+                  (to_blob(vector / np.linalg.norm(vector)), known))
+    if restart:
+        cache = _cache()
+        monkeypatch.setattr(semantic, "INDEXES", cache)
+    hits, mode = _search(hearth, me, known)
+    assert mode == ANN and hits[0][0] == known and hits[0][1] > 0.99
+    assert cache.counts.compared == 1 and cache.counts.builds == (0 if restart else 1)
+    assert cache.counts.fallbacks == 0

@@ -335,8 +335,7 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
             names = ["with_context"]
     for source in filters.sources:
         kind = "message" if source == "messages" else "chunk"
-        per_query = vector_search(conn, db_key, source, user_id, embedder, vectors, vector_width(tuning),
-                                 modes)
+        per_query = vector_search(conn, db_key, source, user_id, embedder, vectors, vector_width(tuning), modes)
         for name, hits in zip(names, per_query):
             if hits:
                 lists[f"vector:{name}:{source}"] = [((kind, i), s) for i, s in hits]
@@ -345,8 +344,7 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
     if tuning.fact_vector_weight > 0 and "messages" in filters.sources and has_facts(conn, user_id, memo):
         from . import facts
 
-        [hits] = vector_search(conn, db_key, "facts", user_id, embedder, vectors[:1], vector_width(tuning),
-                                modes)
+        [hits] = vector_search(conn, db_key, "facts", user_id, embedder, vectors[:1], vector_width(tuning), modes)
         turn_hits = lists.get(f"vector:{names[0]}:messages", [])
         if tuning.fact_floor_rank and len(turn_hits) >= tuning.fact_floor_rank:
             # A fact counts only if it is as close to the query as the turn at that rank: a small

@@ -186,6 +186,23 @@ class VectorIndex:
                 return np.asarray(self._ann.keys, dtype=np.int64)
             return self._keys[: self._n].copy()
 
+    def stored(self, ids: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(which of ``ids`` the index holds, their vectors as float32 rows; zeros where absent):
+        the copies searches compare, float16 in ann mode."""
+        keys = _as_ids(ids)
+        out = np.zeros((keys.size, self.dim), dtype=np.float32)
+        with self._lock:
+            if self._ann is not None:
+                present = np.asarray(self._ann.contains(keys), dtype=bool) if keys.size else np.zeros(0, bool)
+                if present.any():
+                    out[present] = np.asarray(self._ann.get(keys[present], dtype=np.float32),
+                                              dtype=np.float32).reshape(-1, self.dim)
+                return present, out
+            rows = np.fromiter((self._row.get(key, -1) for key in keys.tolist()), dtype=np.int64, count=keys.size)
+            present = rows >= 0
+            out[present] = self._matrix[rows[present]]
+            return present, out
+
     @property
     def free_slots(self) -> int:
         """Slots of removed vectors the graph still holds (usearch marks a removed node free and
