@@ -424,14 +424,14 @@ class IndexCache:
                      through: int) -> tuple[np.ndarray, np.ndarray]:
         """(ids the index holds and the table no longer has, ids the table has and the index
         lacks), up to ``through``. ``held`` is the index's ids, sorted. The id range is cut into
-        ``_SPLIT`` parts whose rows are counted (the messages' count walks only the index of
-        embeddings by user and model) and compared with the index's; only the parts whose
-        counts differ are cut again, down to ``_DIRECT_IDS`` ids, whose ids are read. Reading
-        every id cost about 5 us a row in Python (3 s at a million); counting them, 0.3 s.
-        A deletion and an addition in one part leave its count unchanged: the revision check
-        in ``_catch_up`` finds that, and the index is built again."""
+        ``_SPLIT`` parts whose rows are counted and their ids summed (the messages' read walks
+        only the index of embeddings by user and model) and compared with the index's; only the
+        parts that differ are cut again, down to ``_DIRECT_IDS`` ids, whose ids are read. Reading
+        every id cost about 5 us a row in Python (3 s at a million); counting and summing them,
+        0.5 s. Changes that leave a part's count and sum as they were (deleting 5 and 8, adding 6
+        and 7) are missed here: the revision check in ``_catch_up`` finds that."""
         table, key, model_column = self._table(source)
-        counted = (f"SELECT count(*) FROM {table} WHERE user_id = ? AND {model_column} = ?"
+        counted = (f"SELECT count(*), coalesce(sum({key}), 0) FROM {table} WHERE user_id = ? AND {model_column} = ?"
                    f" AND {key} BETWEEN ? AND ?")
         removed: list[np.ndarray] = []
         added: list[np.ndarray] = []
@@ -447,9 +447,9 @@ class IndexCache:
             step = (high - low) // _SPLIT + 1
             for start in range(low, high + 1, step):
                 stop = min(high, start + step - 1)
-                count = conn.execute(counted, (user_id, model, start, stop)).fetchone()[0]
+                count, total = conn.execute(counted, (user_id, model, start, stop)).fetchone()
                 a, b = np.searchsorted(held, [start, stop + 1])
-                if count != b - a:
+                if count != b - a or total != int(held[a:b].sum()):
                     ranges.append((start, stop))
         empty = np.zeros(0, dtype=np.int64)
         return (np.concatenate(removed) if removed else empty), (np.concatenate(added) if added else empty)
@@ -569,16 +569,18 @@ class IndexCache:
             newer = self._rows(conn, source, user_id, model, after=highest, through=signature[1]).fetchall()
             self._add_rows(index, newer, dim)
             changed: int | None = len(newer)
-            removed = 0
+            compared = False
         else:
-            before = self.counts.removed
+            before = self.counts.compared
             changed = self._catch_up(conn, source, user_id, model, (count, highest, rev), index, signature, dim)
-            removed = self.counts.removed - before
+            compared = self.counts.compared > before
         if changed is None:
             return None
-        # Before the index is shared, nothing searches it yet: saved again when far behind, or
-        # when it held vectors the table no longer has (a file must not keep a forgotten vector).
-        if changed >= RESAVE_AFTER or removed or rev is None:
+        # Before the index is shared, nothing searches it yet: saved again when far behind, when
+        # its vectors had to be compared one by one (as costly to repeat at every start), or in
+        # the new form. A file holding forgotten vectors is saved again by the forget's own
+        # compaction job (``drop_saved``), which a restart runs if it had not run yet.
+        if changed >= RESAVE_AFTER or compared or rev is None:
             index.save(path, fingerprint=_fingerprint(model, signature))
         return index
 
