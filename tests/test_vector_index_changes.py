@@ -228,3 +228,43 @@ def test_s18_sqlite_a_vector_replaced_under_its_id_is_found_without_a_build(hear
     assert mode == ANN and hits[0][0] == known and hits[0][1] > 0.99
     assert cache.counts.compared == 1 and cache.counts.builds == (0 if restart else 1)
     assert cache.counts.fallbacks == 0
+
+
+def test_s18_the_send_records_which_vector_search_ran(hearth, me, provider, monkeypatch):
+    """The send's archive recall keeps, in its search log row, which vector search answered:
+    the exact search over the table while the graph is built, then the graph (pgvector's HNSW
+    index on PostgreSQL)."""
+    from hearth.retrieval import searchlog
+    from hearth.retrieval.embedding_job import embed_job
+    from hearth.store import is_postgres
+
+    semantic.forget_queries()
+    persona = me.personas.create("voice", "Elion", archive_access=True)
+    older = me.conversations.create(persona.id, "Orchard")
+    with hearth.store.write():
+        me.conversations.add_message(older.id, "user", "We planted the quince tree by the wall.")
+        me.conversations.add_message(older.id, "assistant", "The quince will fruit in autumn.")
+    embed_job(hearth.context(me.user_id), {})
+    postgres = is_postgres(hearth.store.connection())
+    cache = IndexCache(ann_threshold=1)
+    cache.background_above = 0  # every build in the background, as above 100,000 vectors
+    monkeypatch.setattr(semantic, "INDEXES", cache)
+    built = cache._cold_load
+
+    def slow_build(*args):
+        time.sleep(1.0)
+        return built(*args)
+
+    monkeypatch.setattr(cache, "_cold_load", slow_build)
+    now = me.conversations.create(persona.id, "Now")
+    me.send(now.id, "hello there, the garden looks lovely today")
+    me.send(now.id, "Do you remember the quince tree?")
+    conn = hearth.store.connection()
+    entry = searchlog.entries(conn, me.user_id, origin="archive_recall")[0]
+    assert entry.filters["vector_index"]["messages"] == (ANN if postgres else EXACT_FALLBACK)
+    _wait_built(cache)
+    me.send(now.id, "Do you remember the quince in autumn?")
+    later = searchlog.entries(conn, me.user_id, origin="archive_recall")[0]
+    assert later.id > entry.id
+    entry = later
+    assert entry.filters["vector_index"]["messages"] == ANN
