@@ -268,3 +268,33 @@ def test_s18_the_send_records_which_vector_search_ran(hearth, me, provider, monk
     assert later.id > entry.id
     entry = later
     assert entry.filters["vector_index"]["messages"] == ANN
+
+
+@pytest.mark.sqlite_only
+def test_s18_sqlite_a_graph_changed_in_place_is_saved_again_so_a_restart_needs_no_comparison(
+        hearth, me, deployment, monkeypatch):
+    """A turn whose chosen text changed (W2): its vector deleted, then embedded again under the
+    same id. The running index takes both in place and saves itself again afterwards, so a restart
+    loads that file and neither compares every vector nor builds."""
+    cache, ids = deployment
+    cache.save_delay = 0.0
+    changed = ids[1500]
+    with hearth.store.write() as w:
+        row = w.execute("SELECT embedding FROM message_embeddings WHERE message_id = ?", (ids[1501],)).fetchone()
+        w.execute("DELETE FROM message_embeddings WHERE message_id = ?", (changed,))
+    assert changed not in {i for i, _ in _search(hearth, me, ids[1501], k=20)[0]}
+    with hearth.store.write() as w:
+        w.execute("INSERT INTO message_embeddings (message_id, user_id, model, embedding) VALUES (?, ?, ?, ?)",
+                  (changed, me.user_id, MODEL, row[0]))  # its new vector: the next turn's, say
+    hits, mode = _search(hearth, me, ids[1501], k=2)
+    assert mode == ANN and {i for i, _ in hits} == {changed, ids[1501]}
+    deadline = time.monotonic() + 30
+    while (cache._saving or cache.counts.saves < 1) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert cache.counts.saves >= 1 and cache.counts.compared == 0 and cache.counts.builds == 1
+
+    restarted = _cache()
+    monkeypatch.setattr(semantic, "INDEXES", restarted)
+    hits, mode = _search(hearth, me, ids[1501], k=2)
+    assert mode == ANN and {i for i, _ in hits} == {changed, ids[1501]}
+    assert restarted.counts.compared == 0 and restarted.counts.builds == 0 and restarted.counts.loads == 1

@@ -328,6 +328,10 @@ AHEAD_EXACT_ROWS = 16_384
 # old one goes on answering: searches walk free nodes without returning them.
 COMPACT_SHARE = 0.2
 COMPACT_MIN = 1_000
+# A graph changed in place other than by additions is saved again this many seconds later (one
+# save for a burst of changes), so a restart finds those changes in the file: a vector deleted and
+# embedded again under its id (W2) shows in no id, and would cost comparing every stored vector.
+SAVE_DELAY_S = 60.0
 # Rows read at a time by the exact search over the table.
 _EXACT_CHUNK = 8_192
 # Finding the ids a change touched (``IndexCache._differences``): the id range is cut in this
@@ -351,6 +355,7 @@ class IndexCounts:
     fallbacks: int = 0  # searches answered by comparing every stored vector
     compared: int = 0  # changes found by comparing every stored vector with the index's copy
     compactions: int = 0  # background rebuilds started because of free slots
+    saves: int = 0  # graphs saved again after changes in place
 
 
 def _fingerprint(model: str, signature: tuple[int, int, int]) -> str:
@@ -380,6 +385,8 @@ class IndexCache:
         self.background_above = BACKGROUND_ABOVE
         self._building: dict[tuple, threading.Event] = {}  # background builds, set when done
         self._loading: dict[tuple, threading.RLock] = {}  # one load or update per index at a time
+        self._saving: set[tuple] = set()  # saves waiting for their delay
+        self.save_delay = SAVE_DELAY_S
         self.counts = IndexCounts()
 
     @staticmethod
@@ -680,6 +687,7 @@ class IndexCache:
             signature = self._signature(conn, source, user_id, model)
             if cached[0] == signature:
                 return index, index
+            reconciled = self.counts.reconciled
             if self._catch_up(conn, source, user_id, model, cached[0], index, signature, dim) is None:
                 with self._lock:
                     if self._indexes.get(key) is cached:
@@ -687,8 +695,48 @@ class IndexCache:
                 return None, index
             with self._lock:
                 self._indexes[key] = (signature, index)
+        if self.counts.reconciled != reconciled and index.mode == "ann":
+            self._save_later(key)
         self._compact_if_worth_it(key, index)
         return index, index
+
+    def _save_later(self, key: tuple) -> None:
+        """Save ``key``'s graph again ``save_delay`` seconds from now, in a thread of its own,
+        if it is still the cached one and up to date; a save already waiting covers this change."""
+        with self._lock:
+            if key in self._saving:
+                return
+            self._saving.add(key)
+
+        def save() -> None:
+            try:
+                conn = open_read_only(key[0])
+                try:
+                    with self._lock:
+                        cached = self._indexes.get(key)
+                    if cached is None:
+                        return
+                    # Under the index's update lock: the signature saved is the one it holds.
+                    with self._lock_for(key):
+                        if self._fresh(conn, key, cached[1].dim)[0] is not cached[1]:
+                            return
+                        with self._lock:
+                            signature = self._indexes[key][0]
+                        self._file(*key).parent.mkdir(parents=True, exist_ok=True)
+                        if cached[1].save(self._file(*key), fingerprint=_fingerprint(key[3], signature)):
+                            self.counts.saves += 1
+                finally:
+                    conn.close()
+            except (DriverError, HearthError, OSError, KeyError) as exc:
+                log.warning("saving the %s vector index failed: %s", key[1], type(exc).__name__)
+            finally:
+                with self._lock:
+                    self._saving.discard(key)
+
+        timer = threading.Timer(self.save_delay, save)
+        timer.daemon = True
+        timer.name = f"hearth-vectors-save-{key[1]}"
+        timer.start()
 
     def _compact_if_worth_it(self, key: tuple, index: "VectorIndex") -> None:
         """Rebuild a graph holding many free slots in the background; it answers meanwhile."""

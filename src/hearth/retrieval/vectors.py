@@ -147,6 +147,9 @@ class VectorIndex:
         self.ann_dtype = ann_dtype
         self.max_fetch = max_fetch
         self._lock = threading.RLock()
+        # Held by every change (taken before ``_lock``) and by ``save`` while it writes, so a save
+        # holds back changes but not searches, which take ``_lock`` alone.
+        self._changing = threading.RLock()
         # Counts every change of contents: a search made ahead (``semantic.search_ahead``) is used
         # only if the index has not changed since.
         self.generation = 0
@@ -264,7 +267,7 @@ class VectorIndex:
         if last.size != keys.size:
             keep = np.sort(keys.size - 1 - last)
             keys, rows = keys[keep], rows[keep]
-        with self._lock:
+        with self._changing, self._lock:
             self.remove(keys)
             self.generation += 1
             if self._ann is None and self._n + keys.size > self.ann_threshold:
@@ -293,7 +296,7 @@ class VectorIndex:
         keys = _as_ids(ids)
         if keys.size == 0:
             return 0
-        with self._lock:
+        with self._changing, self._lock:
             self.generation += 1
             if self._ann is not None:
                 present = np.unique(keys[np.asarray(self._ann.contains(keys), dtype=bool)])
@@ -318,14 +321,14 @@ class VectorIndex:
             return removed
 
     def clear(self) -> None:
-        with self._lock:
+        with self._changing, self._lock:
             self._reset()
 
     def scrub(self) -> int:
         """Overwrite the vectors left in the graph's free slots (removed vectors keep their bytes
         until the slot is reused), so a file saved next holds none of them: each free slot takes
         a zero vector under a temporary key, removed again at once. Returns how many slots."""
-        with self._lock:
+        with self._changing, self._lock:
             free = self.free_slots
             if not free:
                 return 0
@@ -388,7 +391,7 @@ class VectorIndex:
         flush()
         if progress is not None and done == 0:
             progress(0, total)
-        with self._lock:
+        with self._changing, self._lock:
             self.generation += 1
             self._matrix, self._keys, self._row = fresh._matrix, fresh._keys, fresh._row
             self._n, self._ann, self._freed = fresh._n, fresh._ann, fresh._freed
@@ -505,13 +508,16 @@ class VectorIndex:
         """
         path = Path(path)
         meta_path = path.with_name(path.name + ".json")
-        with self._lock:
-            if self._ann is None:
-                for stale in (meta_path, *_graph_files(path)):
-                    stale.unlink(missing_ok=True)
-                return False
-            self.scrub()  # a removed (perhaps forgotten) vector is never written to the file
+        with self._changing:
+            with self._lock:
+                if self._ann is None:
+                    for stale in (meta_path, *_graph_files(path)):
+                        stale.unlink(missing_ok=True)
+                    return False
+                self.scrub()  # a removed (perhaps forgotten) vector is never written to the file
             graph = path.with_name(f"{path.name}.{os.urandom(6).hex()}")
+            # Changes wait; searches go on (writing the graph only reads it, as a search does):
+            # a million vectors take seconds to write.
             self._ann.save(str(graph))
             meta = {**self._meta(fingerprint), "graph": graph.name}
         tmp_meta = meta_path.with_name(meta_path.name + ".tmp")
@@ -546,7 +552,7 @@ class VectorIndex:
             return False
         if ann is None or ann.ndim != self.dim or len(ann) != meta.get("count"):
             return False
-        with self._lock:
+        with self._changing, self._lock:
             self._reset()
             self._ann = ann
             self._freed = int((meta_of(graph) or {}).get("count_deleted", 0))
