@@ -369,13 +369,13 @@ class IndexCache:
 
     A cheap signature (row count, highest id, revision) is read on every search. When rows were
     only added, the new ones are added to the cached index; any other change (a deletion, a vector
-    embedded again) is found by comparing the index's ids with the table's and applied in place
-    (S18), so the index never drifts from the database and is rebuilt only when the change cannot
-    be told apart (a vector replaced under the same id). Large (ANN) indexes are also saved beside
-    the database with the signature they hold, so a restart loads the graph and applies only what
-    changed since. An index that must be built from its table (no usable file) is built in a
-    background thread above ``background_above`` vectors; ``get(wait=False)`` then answers None
-    and ``vector_search`` compares every stored vector instead.
+    embedded again) is found by comparing the index's ids with the table's, or failing that every
+    stored vector with the index's copy, and applied in place (S18), so the index never drifts
+    from the database. Large (ANN) indexes are also saved beside the database with the signature
+    they hold (again a minute after a change in place), so a restart loads the graph and applies
+    only what changed since. An index that must be built from its table (no usable file) is built
+    in a background thread above ``background_above`` vectors; ``get(wait=False)`` then answers
+    None and ``vector_search`` compares every stored vector instead.
     """
 
     def __init__(self, ann_threshold: int | None = None) -> None:
