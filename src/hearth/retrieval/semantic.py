@@ -493,8 +493,8 @@ class IndexCache:
     def _catch_up(self, conn: Connection, source: str, user_id: int, model: str, since: tuple[int, int, int],
                   index: "VectorIndex", signature: tuple[int, int, int], dim: int) -> int | None:
         """Bring ``index``, which holds the table as it was at signature ``since``, to
-        ``signature``; the number of rows it changed, or None when the change cannot be told
-        apart (the index may then be part-way and must not be used)."""
+        ``signature``; the number of rows it changed, or None when its count still disagrees
+        with the table's (the index may then be part-way and must not be used)."""
         if since == signature:
             return 0
         if signature[2] == since[2] and signature[1] >= since[1]:
@@ -507,7 +507,7 @@ class IndexCache:
         # Another change: the ids the table and the index disagree on. Each deletion and each
         # addition below the highest id moves the revision by one; a vector replaced under its
         # id moves it by two and changes no id, so a revision the ids do not explain is one of
-        # those, which only a rebuild finds.
+        # those, which only reading the vectors finds.
         removed, added = self._differences(conn, source, user_id, model, np.sort(index.ids()), signature[1])
         if signature[2] - since[2] != removed.size + int(np.count_nonzero(added <= since[1])):
             # Not explained by ids alone: compare every stored vector with the index's copy.
