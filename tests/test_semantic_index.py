@@ -64,17 +64,19 @@ def test_s7_sqlite_in_process_index_adds_new_rows_removes_deletions_and_reloads_
 
 
 @pytest.mark.sqlite_only
-def test_s7_sqlite_a_stale_saved_index_file_is_not_trusted(hearth, me, persona):
+def test_s7_s18_sqlite_a_saved_index_file_is_brought_up_to_date_with_a_deletion_below_its_highest_id(
+        hearth, me, persona):
     rng = np.random.default_rng(4)
     conversation = me.conversations.create(persona.id)
     db_key = str(hearth.store.path)
     conn = hearth.store.connection()
     ids = _add(hearth, me, conversation.id, rng, 60)
     IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
-    with hearth.store.write() as w:  # a deletion below the saved highest id: the file no longer matches
+    with hearth.store.write() as w:  # a deletion below the saved highest id: the file holds it still
         w.execute("DELETE FROM messages WHERE id = ?", (ids[5],))
-    index = IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
-    assert len(index) == 59
+    cache = IndexCache(ann_threshold=50)
+    index = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
+    assert len(index) == 59 and cache.counts.loads == 1 and cache.counts.builds == 0
     assert ids[5] not in {i for i, _ in index.search(rng.standard_normal(DIM).astype(np.float32), 59)}
 
 
