@@ -196,7 +196,7 @@ def test_s7_sqlite_a_vector_written_between_two_reads_is_an_addition_not_a_rebui
 
 @pytest.mark.sqlite_only
 def test_s7_sqlite_a_saved_index_far_behind_its_table_is_saved_again_once_loaded(hearth, me, persona, monkeypatch):
-    from hearth.retrieval import semantic
+    from hearth.retrieval import vector_cache as semantic
 
     rng = np.random.default_rng(8)
     conversation = me.conversations.create(persona.id)

@@ -13,7 +13,7 @@ import pytest
 from hearth.memory.helpers import OfflineHelper
 from hearth.ops.jobs import Worker
 from hearth.records.forget import CONFIRMATION_PHRASE
-from hearth.retrieval import hybrid, semantic
+from hearth.retrieval import hybrid, semantic, vector_cache
 from hearth.retrieval.semantic import ANN, EXACT_FALLBACK, IndexCache
 from hearth.retrieval.vectors import from_blob, to_blob
 
@@ -197,8 +197,8 @@ def test_s18_sqlite_a_graph_left_with_many_free_slots_is_compacted_in_the_backgr
 def test_s18_sqlite_the_ids_a_change_touched_are_found_by_counting_parts_of_the_id_range(
         hearth, me, deployment, monkeypatch):
     cache, ids = deployment
-    monkeypatch.setattr(semantic, "_SPLIT", 4)
-    monkeypatch.setattr(semantic, "_DIRECT_IDS", 16)  # many levels of parts on a few thousand ids
+    monkeypatch.setattr(vector_cache, "_SPLIT", 4)
+    monkeypatch.setattr(vector_cache, "_DIRECT_IDS", 16)  # many levels of parts on a few thousand ids
     rng = np.random.default_rng(2)
     deleted = sorted(rng.choice(ids, 30, replace=False).tolist())
     with hearth.store.write() as w:
