@@ -4,6 +4,7 @@
     python benchmarks/vectors.py --million       # also 1M vectors (several minutes, ~1.5 GB peak)
     python benchmarks/vectors.py --reference     # cosine agreement of int8 ONNX vs a float32 run
     python benchmarks/vectors.py --real 20000    # ANN recall on real MiniLM embeddings of N sentences
+    python benchmarks/vectors.py --changes 100000  # S18: a deletion and a restart beside a build
 
 Text comes from docstrings of the Python standard library and the descriptions of installed
 packages: real English of mixed length, found on every machine, nothing downloaded. Index data is
@@ -253,6 +254,94 @@ def bench_index(label: str, data: np.ndarray, queries: np.ndarray, efs: list[int
         print(f"  ann filtered to {share:.0%} of ids: median {med:.2f} ms, p99 {p99:.2f} ms")
 
 
+def _restore(graph: Path) -> object:
+    from hearth.retrieval.vectors import _usearch_index
+
+    return _usearch_index().restore(str(graph))
+
+
+def bench_changes(n: int, queries: int) -> None:
+    """S18: what a deletion and a restart cost an in-process graph of ``n`` vectors, beside a
+    build from the table (the cost before) and a graph search (the floor), in one run. The table
+    is a real Hearth database file; its vectors are inserted directly (no messages behind them)."""
+    import sqlite3
+    import tempfile
+
+    from hearth.retrieval import semantic
+    from hearth.retrieval.vectors import to_blob
+    from hearth.store.connection import Store
+
+    data = embedding_like(n + queries, seed=n + 18)
+    probes, data = data[:queries], data[queries:]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "hearth.db"
+        Store(path).close()  # the schema, by the migrations
+        raw = sqlite3.connect(path)  # foreign keys off: vectors without messages behind them
+        with raw:
+            raw.executemany("INSERT INTO message_embeddings (message_id, user_id, model, embedding) VALUES (?, 1, 'm', ?)",
+                            ((i + 1, to_blob(v)) for i, v in enumerate(data)))
+        db_key = str(path)
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+        def cache() -> semantic.IndexCache:
+            made = semantic.IndexCache(ann_threshold=min(n - 1, 100_000))
+            made.background_above = 0  # every build in the background, as above 100,000 vectors
+            return made
+
+        def timed(call) -> tuple[float, object]:
+            t = time.perf_counter()
+            out = call()
+            return (time.perf_counter() - t) * 1000, out
+
+        def delete(message_id: int) -> None:
+            with raw:
+                raw.execute("DELETE FROM message_embeddings WHERE message_id = ?", (message_id,))
+
+        print(f"\nDeletions and restarts (S18), {n:,} x {DIM} vectors in a graph, "
+              f"{len(probes)} queries, k=10")
+        first = cache()
+        build_ms, index = timed(lambda: first.get(conn, db_key, "messages", 1, "m", DIM))
+        floor = latency(index, probes)
+        print(f"  floor: graph search median {floor[0]:.2f} ms, p99 {floor[1]:.2f} ms")
+        print(f"  build from the table and save (before: any change but an addition): {build_ms / 1000:.1f} s")
+        delete(n // 2)
+        ms, _ = timed(lambda: first.get(conn, db_key, "messages", 1, "m", DIM, wait=False))
+        print(f"  one deletion, taken out in place at the next search: {ms:.0f} ms "
+              f"({ms / floor[0]:.0f}x the search, {build_ms / ms:.0f}x less than the build)")
+        ms, _ = timed(lambda: first.drop_saved(db_key, 1))
+        print(f"  the forget's job saving the graph again, its free slot overwritten: {ms:.0f} ms")
+        delete(n // 3)
+        restarted = cache()
+        ms, index = timed(lambda: restarted.get(conn, db_key, "messages", 1, "m", DIM, wait=False))
+        search_ms, _ = timed(lambda: index.search(probes[0], 10))
+        print(f"  restart: saved graph loaded and one deletion since applied: {ms:.0f} ms, first search "
+              f"{search_ms:.1f} ms ({(ms + search_ms) / 1000:.2f} s to the first answer; "
+              f"{build_ms / (ms + search_ms):.0f}x less than the build)")
+        # Restarts again (the deletion since the save still applied each time), each beside the
+        # floor: usearch reading the same file alone.
+        graph = next(p for p in Path(db_key + ".vectors").iterdir() if not p.name.endswith(".json"))
+        starts, floors = [], []
+        for _ in range(3):
+            floors.append(timed(lambda: _restore(graph))[0])
+            starts.append(timed(lambda: cache().get(conn, db_key, "messages", 1, "m", DIM, wait=False))[0])
+        print(f"  restart, 3 more: median {statistics.median(starts):.0f} ms beside usearch reading the file alone "
+              f"{statistics.median(floors):.0f} ms ({statistics.median(starts) / statistics.median(floors):.1f}x)")
+        with raw:
+            raw.execute("UPDATE message_embeddings SET embedding = ? WHERE message_id = ?", (to_blob(probes[1]), 7))
+        ms, _ = timed(lambda: restarted.get(conn, db_key, "messages", 1, "m", DIM, wait=False))
+        print(f"  a vector replaced under its id (no id changed): every stored vector compared with the "
+              f"graph's copy: {ms:.0f} ms ({build_ms / ms:.0f}x less than the build)")
+        times = []
+        for probe in probes[:5]:
+            t = time.perf_counter()
+            semantic.exact_table_search(conn, "messages", 1, "m", probe[None, :], 10)
+            times.append((time.perf_counter() - t) * 1000)
+        print(f"  exact search over the table while a build runs (missing or stale file): median "
+              f"{statistics.median(times):.0f} ms over 5 ({statistics.median(times) / floor[0]:.0f}x the graph search)")
+        conn.close()
+        raw.close()
+
+
 def bench_real(n: int) -> None:
     texts = corpus(n + 200)
     model = emb.LocalEmbedder()
@@ -274,7 +363,13 @@ def main() -> None:
     parser.add_argument("--skip-embedder", action="store_true")
     parser.add_argument("--sizes", type=int, nargs="*", help="index sizes instead of 100k [+1M]")
     parser.add_argument("--ef", type=int, nargs="*", default=[], help="extra expansion_search values")
+    parser.add_argument("--changes", type=int, default=0,
+                        help="only the S18 figures (deletion, restart, exact fallback) at N vectors")
     args = parser.parse_args()
+
+    if args.changes:
+        bench_changes(args.changes, min(args.queries, 100))
+        return
 
     if not args.skip_embedder:
         bench_embedder(args.messages, args.runs)

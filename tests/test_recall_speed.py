@@ -917,6 +917,8 @@ def test_s7_sqlite_a_large_exact_index_is_searched_ahead_and_a_small_one_is_not(
     """An exact index of ``AHEAD_EXACT_ROWS`` vectors or more is searched on the prefetch thread, as
     a graph is (its product leaves the interpreter lock to the layers' reads); a smaller one holds
     the lock for most of its short search, so it stays in the search."""
+    from hearth.retrieval import vector_cache
+
     _thread(hearth, me, archive_persona, "Garden", [("user", f"The quince tree flowered in week {i}.") for i in range(12)])
     embed_pending(hearth.store, embedder, user_id=me.user_id)
     conn, key = hearth.store.connection(), hearth.store.key
@@ -925,11 +927,11 @@ def test_s7_sqlite_a_large_exact_index_is_searched_ahead_and_a_small_one_is_not(
     assert index.mode == "exact" and len(index) == 12
     ahead_key = (key, "messages", me.user_id, model, 5)
 
-    monkeypatch.setattr(semantic, "AHEAD_EXACT_ROWS", 13)
+    monkeypatch.setattr(vector_cache, "AHEAD_EXACT_ROWS", 13)
     semantic.search_ahead(conn, key, ("messages",), me.user_id, embedder, "when did the quince flower", 5)
     assert ahead_key not in semantic._AHEAD
 
-    monkeypatch.setattr(semantic, "AHEAD_EXACT_ROWS", 12)
+    monkeypatch.setattr(vector_cache, "AHEAD_EXACT_ROWS", 12)
     semantic.search_ahead(conn, key, ("messages",), me.user_id, embedder, "when did the quince flower", 5)
     future = semantic._AHEAD[ahead_key]
     vector = semantic.embed_queries(embedder, ["when did the quince flower"])

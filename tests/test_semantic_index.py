@@ -1,5 +1,5 @@
-"""The in-process vector index follows its table: additions are added, deletions rebuild, and a
-large index is saved beside the database and reloaded after a restart (S7)."""
+"""The in-process vector index follows its table: additions are added, deletions are removed in
+place, and a large index is saved beside the database and reloaded after a restart (S7, S18)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _add(hearth, me, conversation_id, rng, count):
 
 
 @pytest.mark.sqlite_only
-def test_s7_sqlite_in_process_index_adds_new_rows_rebuilds_on_deletion_and_reloads_after_restart(hearth, me, persona, monkeypatch):
+def test_s7_sqlite_in_process_index_adds_new_rows_removes_deletions_and_reloads_after_restart(hearth, me, persona, monkeypatch):
     rng = np.random.default_rng(3)
     conversation = me.conversations.create(persona.id)
     db_key = str(hearth.store.path)
@@ -45,11 +45,12 @@ def test_s7_sqlite_in_process_index_adds_new_rows_rebuilds_on_deletion_and_reloa
 
     with hearth.store.write() as w:
         w.execute("DELETE FROM messages WHERE id = ?", (ids[0],))
-    rebuilt = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
-    assert rebuilt is not first and len(rebuilt) == 64
-    assert ids[0] not in {i for i, _ in rebuilt.search(rng.standard_normal(DIM).astype(np.float32), 64)}
+    shrunk = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
+    assert shrunk is first and len(shrunk) == 64 and cache.counts.builds == 1  # removed in place (S18)
+    assert ids[0] not in {i for i, _ in shrunk.search(rng.standard_normal(DIM).astype(np.float32), 64)}
 
-    # A restart: a new cache loads the saved graph and adds only the rows that arrived since.
+    # A restart: a new cache loads the saved graph, takes out the row deleted since it was saved
+    # and adds only the rows that arrived since.
     newest = _add(hearth, me, conversation.id, rng, 2)
 
     def no_rebuild(self, *args, **kwargs):
@@ -63,17 +64,19 @@ def test_s7_sqlite_in_process_index_adds_new_rows_rebuilds_on_deletion_and_reloa
 
 
 @pytest.mark.sqlite_only
-def test_s7_sqlite_a_stale_saved_index_file_is_not_trusted(hearth, me, persona):
+def test_s7_s18_sqlite_a_saved_index_file_is_brought_up_to_date_with_a_deletion_below_its_highest_id(
+        hearth, me, persona):
     rng = np.random.default_rng(4)
     conversation = me.conversations.create(persona.id)
     db_key = str(hearth.store.path)
     conn = hearth.store.connection()
     ids = _add(hearth, me, conversation.id, rng, 60)
     IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
-    with hearth.store.write() as w:  # a deletion below the saved highest id: the file no longer matches
+    with hearth.store.write() as w:  # a deletion below the saved highest id: the file holds it still
         w.execute("DELETE FROM messages WHERE id = ?", (ids[5],))
-    index = IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
-    assert len(index) == 59
+    cache = IndexCache(ann_threshold=50)
+    index = cache.get(conn, db_key, "messages", me.user_id, "m", DIM)
+    assert len(index) == 59 and cache.counts.loads == 1 and cache.counts.builds == 0
     assert ids[5] not in {i for i, _ in index.search(rng.standard_normal(DIM).astype(np.float32), 59)}
 
 
@@ -193,7 +196,7 @@ def test_s7_sqlite_a_vector_written_between_two_reads_is_an_addition_not_a_rebui
 
 @pytest.mark.sqlite_only
 def test_s7_sqlite_a_saved_index_far_behind_its_table_is_saved_again_once_loaded(hearth, me, persona, monkeypatch):
-    from hearth.retrieval import semantic
+    from hearth.retrieval import vector_cache as semantic
 
     rng = np.random.default_rng(8)
     conversation = me.conversations.create(persona.id)
@@ -209,4 +212,4 @@ def test_s7_sqlite_a_saved_index_far_behind_its_table_is_saved_again_once_loaded
     assert semantic._saved_signature(path)[0] == 60  # two rows behind: not worth a save
     newest = _add(hearth, me, conversation.id, rng, 1)
     IndexCache(ann_threshold=50).get(conn, db_key, "messages", me.user_id, "m", DIM)
-    assert semantic._saved_signature(path) == (63, newest[-1])
+    assert semantic._saved_signature(path)[:2] == (63, newest[-1])

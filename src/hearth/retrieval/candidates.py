@@ -321,13 +321,15 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
                  db_key: str, speaker_names: dict[str, str] | None,
                  tuning: Tuning = DEFAULT, context_ids: tuple[int, ...] = (),
                  dated: tuple[str, str] | None = None,
-                 memo: dict | None = None) -> tuple[dict[str, Ranked], dict[str, float]]:
+                 memo: dict | None = None,
+                 modes: dict[str, str] | None = None) -> tuple[dict[str, Ranked], dict[str, float]]:
     """One vector list per source and sentence variant (the message, the message with context),
     and with ``dated`` (the date range the query names) one exact list over the turns of that range.
 
     With ``tuning.context_vector_weight`` and ``context_ids`` (the recent turns the context came
     from), the message with context is the message's own vector mixed with those turns' stored
-    vectors: one short text reaches the model."""
+    vectors: one short text reaches the model.
+    ``modes`` receives which search answered each source (``semantic.vector_search``)."""
     from .embedder import model_id
 
     lists: dict[str, Ranked] = {}
@@ -354,7 +356,7 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
             names = ["with_context"]
     for source in filters.sources:
         kind = "message" if source == "messages" else "chunk"
-        per_query = vector_search(conn, db_key, source, user_id, embedder, vectors, vector_width(tuning))
+        per_query = vector_search(conn, db_key, source, user_id, embedder, vectors, vector_width(tuning), modes)
         for name, hits in zip(names, per_query):
             if hits:
                 lists[f"vector:{name}:{source}"] = [((kind, i), s) for i, s in hits]
@@ -363,7 +365,7 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
     if tuning.fact_vector_weight > 0 and "messages" in filters.sources and has_facts(conn, user_id, memo):
         from . import facts
 
-        [hits] = vector_search(conn, db_key, "facts", user_id, embedder, vectors[:1], vector_width(tuning))
+        [hits] = vector_search(conn, db_key, "facts", user_id, embedder, vectors[:1], vector_width(tuning), modes)
         turn_hits = lists.get(f"vector:{names[0]}:messages", [])
         if tuning.fact_floor_rank and len(turn_hits) >= tuning.fact_floor_rank:
             # A fact counts only if it is as close to the query as the turn at that rank: a small

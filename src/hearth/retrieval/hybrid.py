@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from hearth.store import Connection
@@ -134,6 +134,8 @@ class SearchOutcome:
     log_id: int | None = None
     duration_ms: int = 0
     skipped: tuple[str, ...] = ()  # optional steps the latency budget left out
+    # Which vector search answered each source: "ann", "exact" or "exact_fallback" (S18).
+    vector_index: dict[str, str] = field(default_factory=dict)
 
 
 def search(
@@ -172,6 +174,7 @@ def search(
     started = time.monotonic()
     budget = Budget(budget_ms, started if budget_started is None else budget_started)
     skipped: list[str] = []
+    vector_modes: dict[str, str] = {}
     variants = build_variants(query, context, ignore_names=ignore_names)
     # Speaker names go to the speaker lift, not to FTS: as words they match every greeting
     # addressed to that person ("Hey Caroline!") rather than what the person said.
@@ -185,7 +188,7 @@ def search(
     hint = date_hint(query)
     if embedder is not None:
         more, more_weights = vector_lists(conn, user_id, variants, filters, embedder, db_key, speaker_names, tuning,
-                                          context_ids, hint, memo)
+                                          context_ids, hint, memo, vector_modes)
         lists.update(more)
         weights.update(more_weights)
 
@@ -231,11 +234,14 @@ def search(
         agreement = (sum(1 for r in top if len(r.scores["signals"]) > 1) / len(top)) if top else 0.0
     judgement = searchlog.reliability([r.scores["fused"] for r in results], agreement)
     duration = int((time.monotonic() - started) * 1000)
-    outcome = SearchOutcome(query, variants, filters, results, candidates, judgement, None, duration, tuple(skipped))
+    outcome = SearchOutcome(query, variants, filters, results, candidates, judgement, None, duration, tuple(skipped),
+                            vector_modes)
     if log and store is not None:
         log_filters = filters.to_log()
         if hint:
             log_filters["date_hint"] = list(hint)
+        if vector_modes:
+            log_filters["vector_index"] = dict(vector_modes)
         outcome.log_id = searchlog.write(
             store, user_id=user_id, origin=origin, query=query, results=results,
             variants=[f"{v.name}: {v.text}" for v in variants[1:]], filters=log_filters,

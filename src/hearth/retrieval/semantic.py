@@ -16,24 +16,20 @@ text (``Elion said: ...``), so that "what did she say about ..." finds the right
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import logging
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
-from hearth.store import Connection, Cursor
+from hearth.store import Connection
 
-from ..errors import HearthError, StoreError
-from ..store import DriverError, engine_of, open_read_only
 from ..text import unit_rows
 from .embedder import model_id
+from .vector_cache import ANN, EXACT, EXACT_FALLBACK, VECTOR_SOURCES, IndexCache, database_index, exact_table_search
 
 if TYPE_CHECKING:
     from .vectors import VectorIndex
@@ -41,11 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-def database_index(conn: Connection) -> bool:
-    """Whether the database keeps the vector index (pgvector's HNSW) rather than this process
-    (an index built from the table's vectors and saved beside the database file)."""
-    return engine_of(conn).vector_index == "pgvector"
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -267,6 +258,10 @@ def embed_messages(store: Any, embedder: Any, user_id: int, ids: list[int]) -> i
     rows = _pending_messages(store.connection(), model, user_id, len(ids), 0, ids) if ids else []
     if not rows:
         return 0
+    # Their old vectors were deleted when the text changed: the loaded indexes take that deletion
+    # now, so the new vectors read as additions (otherwise the same ids with other vectors, found
+    # only by comparing every stored vector, S18).
+    INDEXES.catch_up(store.connection(), str(store.key), user_id, model)
     vectors = embed_texts(embedder, [text for _, _, text in rows])
     from .vectors import to_blob
 
@@ -303,254 +298,7 @@ def _write_pg(conn: Connection, kind: str, row_id: int, owner: int, model: str, 
                      (to_blob(vector), model, literal(vector), row_id))
 
 
-# -- the in-process index ---------------------------------------------------------------------------
-VECTOR_SOURCES = ("messages", "chunks", "facts")
-# Above this many vectors a cold index build is not done on the send path (see IndexCache.get).
-BACKGROUND_ABOVE = 100_000
-# A saved index this many rows behind its table is saved again once loaded, so the next start does
-# not add them all again (10,584 rows took 5.8 s to add at a million vectors).
-RESAVE_AFTER = 5_000
-# An exact index this large is searched ahead on the prefetch thread, as a graph is: its product
-# releases the interpreter lock for most of the search (a loop of primary-key reads beside a loop
-# of 40,000-vector searches kept 0.82 of its rate; beside a graph's, 0.79). A smaller one is short
-# and mostly holds the lock (3,225 vectors: 0.39), so it stays in the search.
-AHEAD_EXACT_ROWS = 16_384
-
-
-class IndexCache:
-    """Vector indexes per (database, user, source, model), kept in step with their table.
-
-    A cheap signature (row count, highest id) is read on every search. When rows were only added,
-    the new ones are added to the cached index; any other change (a deletion) rebuilds it from the
-    table, so the index never drifts from the database. Large (ANN) indexes are also saved beside
-    the database, so a restart loads the graph and adds only what arrived since, instead of
-    rebuilding it (minutes at a million vectors).
-    """
-
-    def __init__(self, ann_threshold: int | None = None) -> None:
-        self._lock = threading.Lock()
-        self._indexes: dict[tuple, tuple[tuple, "VectorIndex"]] = {}
-        self.ann_threshold = ann_threshold  # None: the index's own default
-        self.background_above = BACKGROUND_ABOVE
-        self._building: set[tuple] = set()
-        self._loading: dict[tuple, threading.Lock] = {}  # one cold load per index at a time
-
-    @staticmethod
-    def _table(source: str) -> tuple[str, str, str]:
-        if source == "messages":
-            return "message_embeddings", "message_id", "model"
-        if source == "facts":
-            return "facts", "id", "embedding_model"
-        return "archive_chunks", "id", "embedding_model"
-
-    def _signature(self, conn: Connection, source: str, user_id: int, model: str) -> tuple[int, int, int]:
-        """(count, highest id, revision) from the trigger-kept counter: one primary-key lookup."""
-        row = conn.execute("SELECT count, max_id, rev FROM vector_counts WHERE user_id = ? AND source = ?"
-                           " AND model = ?", (user_id, source, model)).fetchone()
-        return tuple(row) if row else (0, 0, 0)
-
-    def _count_up_to(self, conn: Connection, source: str, user_id: int, model: str,
-                     up_to: int) -> tuple[int, int]:
-        """(count, highest id) of the rows at or below ``up_to``: checks a saved index at start-up."""
-        table, key, model_column = self._table(source)
-        return tuple(conn.execute(
-            f"SELECT count(*), coalesce(max({key}), 0) FROM {table} WHERE user_id = ? AND {model_column} = ?"
-            f" AND {key} <= ?", (user_id, model, up_to)).fetchone())
-
-    def _rows(self, conn: Connection, source: str, user_id: int, model: str,
-              after: int = 0, through: int | None = None) -> Cursor:
-        """(id, embedding BLOB) rows after ``after`` (and at most ``through``), streamed: a full
-        rebuild never holds them all."""
-        table, key, model_column = self._table(source)
-        bound, args = ("", (user_id, model, after)) if through is None else (f" AND {key} <= ?", (user_id, model, after, through))
-        return conn.execute(f"SELECT {key}, embedding FROM {table} WHERE user_id = ? AND {model_column} = ?"
-                            f" AND {key} > ?{bound} AND embedding IS NOT NULL ORDER BY {key}", args)
-
-    @staticmethod
-    def _add_rows(index: "VectorIndex", rows: list[tuple[int, bytes]], dim: int) -> None:
-        from .vectors import from_blob
-
-        if rows:
-            index.add([row_id for row_id, _ in rows], np.stack([from_blob(blob, dim) for _, blob in rows]))
-
-    @staticmethod
-    def _file(db_key: str, source: str, user_id: int, model: str) -> Path:
-        digest = hashlib.sha256(model.encode()).hexdigest()[:12]
-        return Path(db_key + ".vectors") / f"{source}-{user_id}-{digest}.usearch"
-
-    def _cold_load(self, conn, db_key, source, user_id, model, dim, signature) -> "VectorIndex":
-        from .vectors import VectorIndex
-
-        index = VectorIndex(dim) if self.ann_threshold is None else VectorIndex(dim, ann_threshold=self.ann_threshold)
-        path = self._file(db_key, source, user_id, model)
-        saved = _saved_signature(path)
-        if saved and saved[1] <= signature[1] and self._count_up_to(conn, source, user_id, model, saved[1]) == saved:
-            if index.load(path, fingerprint=f"{model}:{saved[0]}:{saved[1]}"):
-                newer = self._rows(conn, source, user_id, model, after=saved[1], through=signature[1]).fetchall()
-                self._add_rows(index, newer, dim)
-                if len(newer) >= RESAVE_AFTER:  # before the index is shared: nothing searches it yet
-                    index.save(path, fingerprint=f"{model}:{signature[0]}:{signature[1]}")
-                return index
-        index.rebuild(self._rows(conn, source, user_id, model, through=signature[1]), total=signature[0])
-        if index.mode == "ann":
-            path.parent.mkdir(parents=True, exist_ok=True)
-            index.save(path, fingerprint=f"{model}:{signature[0]}:{signature[1]}")
-        return index
-
-    def get(self, conn: Connection, db_key: str, source: str, user_id: int, model: str,
-            dim: int, *, wait: bool = True) -> "VectorIndex | None":
-        """The current index. With ``wait=False`` a large rebuild (over ``background_above``
-        vectors, minutes at a million) runs in a background thread instead: the caller gets the
-        previous index, or None while there is none yet, and searches on without vectors."""
-        if database_index(conn):
-            # pgvector's HNSW index is the index of record there; no file may be made from the URL.
-            raise StoreError("the in-process vector index is not used on PostgreSQL")
-        key = (db_key, source, user_id, model)
-        index, stale = self._fresh(conn, key, dim)
-        if index is not None:
-            return index
-        if not wait and self._signature(conn, source, user_id, model)[0] > self.background_above:
-            self._build_in_background(key, db_key, source, user_id, model, dim)
-            return stale
-        with self._lock:
-            loading = self._loading.setdefault(key, threading.Lock())
-        # The start-up warm and a first search's background build once loaded the same million
-        # vectors side by side (a second gigabyte): the later one waits and finds the first's.
-        with loading:
-            index, _ = self._fresh(conn, key, dim)
-            if index is None:
-                signature = self._signature(conn, source, user_id, model)
-                index = self._cold_load(conn, db_key, source, user_id, model, dim, signature)
-                with self._lock:
-                    self._indexes[key] = (signature, index)
-        return index
-
-    def loaded_for_ahead(self, conn: Connection, db_key: str, source: str, user_id: int, model: str,
-                         dim: int) -> "VectorIndex | None":
-        """The index if it is loaded and worth searching on another thread (a graph, or an exact
-        index of at least ``AHEAD_EXACT_ROWS`` vectors), brought up to date; None rather than
-        loading or building it."""
-        key = (db_key, source, user_id, model)
-        with self._lock:
-            cached = self._indexes.get(key)
-        if cached is None or (cached[1].mode != "ann" and len(cached[1]) < AHEAD_EXACT_ROWS):
-            return None
-        return self._fresh(conn, key, dim)[0]
-
-    def catch_up(self, conn: Connection, db_key: str, user_id: int, model: str) -> None:
-        """Add the rows written since to this user's indexes that are already loaded. The
-        background embedding job calls it after writing vectors, so the next search finds its
-        index current: adding a reply's two vectors to a million-vector graph costs about 3 ms,
-        which was spent on the next send's critical path (docs/benchmarks-history.md, seventh pass)."""
-        if database_index(conn):
-            return
-        for source in VECTOR_SOURCES:
-            key = (db_key, source, user_id, model)
-            with self._lock:
-                cached = self._indexes.get(key)
-            if cached is not None:
-                self._fresh(conn, key, cached[1].dim)
-
-    def _fresh(self, conn: Connection, key: tuple, dim: int) -> tuple["VectorIndex | None", "VectorIndex | None"]:
-        """(the cached index brought up to date, or None if only a cold load can; the cached one)."""
-        _db_key, source, user_id, model = key
-        signature = self._signature(conn, source, user_id, model)
-        with self._lock:
-            cached = self._indexes.get(key)
-        if cached is None:
-            return None, None
-        if cached[0] == signature:
-            return cached[1], cached[1]
-        if signature[2] == cached[0][2] and signature[1] > cached[0][1]:
-            # Bounded by the signature's highest id: a row the embedding job commits between the
-            # two reads is not taken for a deletion (which rebuilt the whole index beside this one).
-            newer = self._rows(conn, source, user_id, model, after=cached[0][1], through=signature[1]).fetchall()
-            if cached[0][0] + len(newer) == signature[0]:  # only additions since the last look
-                index = cached[1]
-                self._add_rows(index, newer, dim)
-                with self._lock:
-                    self._indexes[key] = (signature, index)
-                return index, index
-        return None, cached[1]
-
-    def _build_in_background(self, key: tuple, db_key: str, source: str, user_id: int, model: str,
-                             dim: int) -> None:
-        with self._lock:
-            if key in self._building:
-                return
-            self._building.add(key)
-
-        def build() -> None:
-            # Its own read-only connection: a connection belongs to the thread that uses it.
-            conn = open_read_only(db_key)
-            try:
-                self.get(conn, db_key, source, user_id, model, dim, wait=True)
-            except (DriverError, HearthError) as exc:
-                log.warning("building the %s vector index failed: %s", source, type(exc).__name__)
-            finally:
-                conn.close()
-                with self._lock:
-                    self._building.discard(key)
-
-        threading.Thread(target=build, name=f"hearth-vectors-{source}", daemon=True).start()
-
-    def clear(self) -> None:
-        with self._lock:
-            self._indexes.clear()
-
-    def discard(self, db_key: str, user_id: int, message_ids: Iterable[int], chunk_ids: Iterable[int],
-                fact_ids: Iterable[int] = ()) -> int:
-        """Take forgotten vectors out of this user's cached indexes (B4) instead of rebuilding them.
-
-        The cached signature moves to the table's current one only when the removal explains the
-        difference exactly; otherwise the next search rebuilds from the table as usual."""
-        by_source = {"messages": list(message_ids), "chunks": list(chunk_ids), "facts": list(fact_ids)}
-        removed_total = 0
-        conn = open_read_only(db_key)
-        try:
-            with self._lock:
-                items = [(k, v) for k, v in self._indexes.items() if k[0] == db_key and k[2] == user_id]
-            for key, (signature, index) in items:
-                ids = by_source.get(key[1], [])
-                if not ids:
-                    continue
-                removed = index.remove(ids)
-                removed_total += removed
-                current = self._signature(conn, key[1], user_id, key[3])
-                if current[0] == signature[0] - removed and current[1] == signature[1]:
-                    with self._lock:
-                        if self._indexes.get(key, (None,))[0] == signature:
-                            self._indexes[key] = (current, index)
-        finally:
-            conn.close()
-        return removed_total
-
-    def drop_saved(self, db_key: str, user_id: int | None = None) -> int:
-        """Delete saved index files (of one user, or all): a saved graph may still hold forgotten
-        vectors. The next cold start rebuilds it from the table."""
-        folder = Path(db_key + ".vectors")
-        if not folder.is_dir():
-            return 0
-        dropped = 0
-        for path in folder.iterdir():
-            parts = path.name.split("-")
-            if user_id is not None and (len(parts) < 3 or parts[1] != str(user_id)):
-                continue
-            path.unlink(missing_ok=True)
-            dropped += 1
-        return dropped
-
-
-def _saved_signature(path: Path) -> tuple[int, int] | None:
-    """(count, highest id) a saved index was made from, read from its sidecar."""
-    try:
-        fingerprint = json.loads(path.with_name(path.name + ".json").read_text(encoding="utf-8"))["fingerprint"]
-        _model, count, highest = fingerprint.rsplit(":", 2)
-        return int(count), int(highest)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
+# -- the in-process index (``vector_cache``) ---------------------------------------------------------
 INDEXES = IndexCache()
 
 
@@ -570,8 +318,12 @@ def warm(hearth: Any) -> None:
 
 
 def vector_search(conn: Connection, db_key: str, source: str, user_id: int, embedder: Any,
-                  query_vectors: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
-    """Top ``k`` (id, cosine) per query vector over one user's vectors of one source."""
+                  query_vectors: np.ndarray, k: int, modes: dict[str, str] | None = None,
+                  ) -> list[list[tuple[int, float]]]:
+    """Top ``k`` (id, cosine) per query vector over one user's vectors of one source. ``modes``
+    receives which search answered, under the source's name: ``ANN`` (a graph: this process's
+    or pgvector's HNSW index), ``EXACT`` or ``EXACT_FALLBACK`` (every stored vector compared
+    while the index is built)."""
     model = model_id(embedder)
     key = (db_key, source, user_id, model, k)
     if database_index(conn):
@@ -581,9 +333,19 @@ def vector_search(conn: Connection, db_key: str, source: str, user_id: int, embe
         for vector in query_vectors:
             hits = taken_ahead(key, vector)
             out.append(hits if hits is not None else pgvectors.search(conn, source, user_id, model, vector[None, :], k)[0])
+        if modes is not None:
+            modes[source] = ANN
         return out
     index = INDEXES.get(conn, db_key, source, user_id, model, int(query_vectors.shape[1]), wait=False)
-    if index is None or len(index) == 0:
+    if index is None:
+        # Built in the background (a missing or stale saved graph): recall is not dropped meanwhile.
+        INDEXES.counts.fallbacks += 1
+        if modes is not None:
+            modes[source] = EXACT_FALLBACK
+        return exact_table_search(conn, source, user_id, model, query_vectors, k)
+    if modes is not None:
+        modes[source] = ANN if index.mode == "ann" else EXACT
+    if len(index) == 0:
         return [[] for _ in range(len(query_vectors))]
     out = []
     for vector in query_vectors:

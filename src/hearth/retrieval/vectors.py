@@ -66,6 +66,8 @@ _EXPANSION_LARGEST = 512
 DEFAULT_MAX_FETCH = 2048
 _CHUNK = 4096
 _META_VERSION = 1
+# Temporary keys for ``scrub``, far above any database row id.
+_SCRUB_KEYS = 1 << 62
 
 
 def to_blob(vec: Any) -> bytes:
@@ -145,6 +147,9 @@ class VectorIndex:
         self.ann_dtype = ann_dtype
         self.max_fetch = max_fetch
         self._lock = threading.RLock()
+        # Held by every change (taken before ``_lock``) and by ``save`` while it writes, so a save
+        # holds back changes but not searches, which take ``_lock`` alone.
+        self._changing = threading.RLock()
         # Counts every change of contents: a search made ahead (``semantic.search_ahead``) is used
         # only if the index has not changed since.
         self.generation = 0
@@ -159,6 +164,8 @@ class VectorIndex:
         self._row: dict[int, int] = {}
         self._n = 0
         self._ann: Any = None  # usearch.index.Index once in ann mode
+        # Free slots in the graph: a removal frees one, an addition of a new key takes one back.
+        self._freed = 0
 
     @property
     def mode(self) -> str:
@@ -181,6 +188,29 @@ class VectorIndex:
             if self._ann is not None:
                 return np.asarray(self._ann.keys, dtype=np.int64)
             return self._keys[: self._n].copy()
+
+    def stored(self, ids: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(which of ``ids`` the index holds, their vectors as float32 rows; zeros where absent):
+        the copies searches compare, float16 in ann mode."""
+        keys = _as_ids(ids)
+        out = np.zeros((keys.size, self.dim), dtype=np.float32)
+        with self._lock:
+            if self._ann is not None:
+                present = np.asarray(self._ann.contains(keys), dtype=bool) if keys.size else np.zeros(0, bool)
+                if present.any():
+                    out[present] = np.asarray(self._ann.get(keys[present], dtype=np.float32),
+                                              dtype=np.float32).reshape(-1, self.dim)
+                return present, out
+            rows = np.fromiter((self._row.get(key, -1) for key in keys.tolist()), dtype=np.int64, count=keys.size)
+            present = rows >= 0
+            out[present] = self._matrix[rows[present]]
+            return present, out
+
+    @property
+    def free_slots(self) -> int:
+        """Slots of removed vectors the graph still holds (usearch marks a removed node free and
+        reuses it for a later addition); always 0 in exact mode, whose matrix stays dense."""
+        return self._freed if self._ann is not None else 0
 
     @property
     def memory_bytes(self) -> int:
@@ -237,13 +267,14 @@ class VectorIndex:
         if last.size != keys.size:
             keep = np.sort(keys.size - 1 - last)
             keys, rows = keys[keep], rows[keep]
-        with self._lock:
+        with self._changing, self._lock:
             self.remove(keys)
             self.generation += 1
             if self._ann is None and self._n + keys.size > self.ann_threshold:
                 self._switch_to_ann()
             if self._ann is not None:
                 self._ann.add(keys, rows)
+                self._freed = max(0, self._freed - int(keys.size))
                 return
             need = self._n + keys.size
             if need > self._matrix.shape[0]:
@@ -265,12 +296,13 @@ class VectorIndex:
         keys = _as_ids(ids)
         if keys.size == 0:
             return 0
-        with self._lock:
+        with self._changing, self._lock:
             self.generation += 1
             if self._ann is not None:
                 present = np.unique(keys[np.asarray(self._ann.contains(keys), dtype=bool)])
                 if present.size:
                     self._ann.remove(present)
+                    self._freed += int(present.size)
                 return int(present.size)
             removed = 0
             for key in keys.tolist():
@@ -289,8 +321,22 @@ class VectorIndex:
             return removed
 
     def clear(self) -> None:
-        with self._lock:
+        with self._changing, self._lock:
             self._reset()
+
+    def scrub(self) -> int:
+        """Overwrite the vectors left in the graph's free slots (removed vectors keep their bytes
+        until the slot is reused), so a file saved next holds none of them: each free slot takes
+        a zero vector under a temporary key, removed again at once. Returns how many slots."""
+        with self._changing, self._lock:
+            free = self.free_slots
+            if not free:
+                return 0
+            keys = np.arange(_SCRUB_KEYS, _SCRUB_KEYS + free, dtype=np.uint64)
+            self._ann.add(keys, np.zeros((free, self.dim), dtype=np.float32))
+            self._ann.remove(keys)  # the slots are free again, holding zeros
+            self.generation += 1
+            return free
 
     def rebuild(
         self,
@@ -345,10 +391,10 @@ class VectorIndex:
         flush()
         if progress is not None and done == 0:
             progress(0, total)
-        with self._lock:
+        with self._changing, self._lock:
             self.generation += 1
             self._matrix, self._keys, self._row = fresh._matrix, fresh._keys, fresh._row
-            self._n, self._ann = fresh._n, fresh._ann
+            self._n, self._ann, self._freed = fresh._n, fresh._ann, fresh._freed
 
     @classmethod
     def from_rows(cls, dim: int, rows: Iterable[tuple[int, Any]], **options: Any) -> "VectorIndex":
@@ -462,12 +508,16 @@ class VectorIndex:
         """
         path = Path(path)
         meta_path = path.with_name(path.name + ".json")
-        with self._lock:
-            if self._ann is None:
-                for stale in (meta_path, *_graph_files(path)):
-                    stale.unlink(missing_ok=True)
-                return False
+        with self._changing:
+            with self._lock:
+                if self._ann is None:
+                    for stale in (meta_path, *_graph_files(path)):
+                        stale.unlink(missing_ok=True)
+                    return False
+                self.scrub()  # a removed (perhaps forgotten) vector is never written to the file
             graph = path.with_name(f"{path.name}.{os.urandom(6).hex()}")
+            # Changes wait; searches go on (writing the graph only reads it, as a search does):
+            # a million vectors take seconds to write.
             self._ann.save(str(graph))
             meta = {**self._meta(fingerprint), "graph": graph.name}
         tmp_meta = meta_path.with_name(meta_path.name + ".tmp")
@@ -502,9 +552,10 @@ class VectorIndex:
             return False
         if ann is None or ann.ndim != self.dim or len(ann) != meta.get("count"):
             return False
-        with self._lock:
+        with self._changing, self._lock:
             self._reset()
             self._ann = ann
+            self._freed = int((meta_of(graph) or {}).get("count_deleted", 0))
         return True
 
     def load_or_rebuild(
@@ -534,6 +585,14 @@ def _graph_files(path: Path) -> list[Path]:
     found = [f for f in path.parent.iterdir() if f.name.startswith(path.name + ".") and not f.name.startswith(
         path.name + ".json")]
     return [path, *found] if path.exists() else found
+
+
+def meta_of(graph: Path) -> dict[str, Any] | None:
+    """usearch's own header of a saved graph (counts of present and deleted vectors...)."""
+    try:
+        return dict(_usearch_index().metadata(str(graph)) or {})
+    except (OSError, RuntimeError, ValueError):
+        return None
 
 
 def _usearch_index() -> Any:

@@ -105,6 +105,8 @@ class ArchiveRecall:
         hint = date_hint(turn.text)
         if hint:
             log_filters["date_hint"] = list(hint)
+        if outcome.vector_index:
+            log_filters["vector_index"] = dict(outcome.vector_index)  # which vector search ran (S18)
         turn.search_log.append(dict(  # written by the send path after collection (A3)
             user_id=turn.user_id, origin="archive_recall", query=outcome.query, results=outcome.results,
             variants=[f"{v.name}: {v.text}" for v in outcome.variants[1:]], filters=log_filters,
