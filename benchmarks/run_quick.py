@@ -48,9 +48,9 @@ def steps(deployment: str, generate: bool, locomo: bool) -> list[tuple[str, str,
         # worker ran the last reply's jobs, as a person reads and types; then 100 of each kind back
         # to back, the worker still embedding the last reply, reported beside the goals.
         ("send", "send path on the deployment", ["send_path.py", "--deployment", deployment, "--per-class", "200",
-                                                 "--cold", "5", "--pace", "worker", "--json"]),
+                                                 "--cold-sends", "5", "--pace", "worker", "--json"]),
         ("burst", "send path, sends back to back", ["send_path.py", "--deployment", deployment, "--per-class", "100",
-                                                    "--cold", "0", "--json"]),
+                                                    "--cold-sends", "0", "--json"]),
         ("threads", "send path by thread length", ["send_path.py", "--sizes", "1000", "5000", "--sends", "20", "--json"]),
         ("ingest", "ingestion", ["ingest.py", "--messages", "5000", "--embed-messages", "300", "--json"]
          + (["--deployment", deployment] if not generate else [])),
