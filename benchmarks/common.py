@@ -87,33 +87,63 @@ def rss_mib(pid: int | str = "self") -> dict[str, float]:
     return out
 
 
-# -- the database in the operating system's file cache ---------------------------------------------
+# -- the deployment in the operating system's file cache (page-cache state is an input of a run) -
 def database_files(home: str | Path) -> list[Path]:
     """The SQLite files of a deployment's home (the database and its write-ahead log)."""
     return [p for p in sorted(Path(home).glob("hearth.db*")) if p.is_file()]
 
 
-def warm_file_cache(paths: list[Path]) -> tuple[float, bool]:
-    """Read ``paths`` into the operating system's file cache and, where the process may (Linux, as
-    root or with CAP_IPC_LOCK), lock them there until it exits: some virtual machines drop clean
-    cached pages within minutes even with memory free, so a run that began warm ended partly cold
-    (docs/benchmarks-history.md, tenth pass). The lock is a read-only shared mapping of each file held with
-    mlock(2): the pages stay in the cache the database reads through. They count as file pages in
-    this benchmark's resident memory, which it does not report (the server's footprint is measured
-    in a process of its own, footprint.py). Returns the seconds taken and whether the files are held."""
+def deployment_files(home: str | Path) -> list[Path]:
+    """Every file of a deployment's home: the database and its log, the saved vector indexes, the
+    caches; what a cold start reads from disk."""
+    return [p for p in sorted(Path(home).rglob("*")) if p.is_file()]
+
+
+def evict_file_cache(paths: list[Path]) -> tuple[float, int]:
+    """Drop ``paths`` from the operating system's file cache, file by file, with
+    ``posix_fadvise(POSIX_FADV_DONTNEED)`` after writing back their dirty pages (no privileges
+    needed, other files untouched): the next read of a file comes from disk. Returns the seconds
+    taken and the bytes advised. Where the call is missing (not Linux) nothing is evicted and the
+    resident share the report prints says so."""
+    started = time.perf_counter()
+    advised = 0
+    advise = getattr(os, "posix_fadvise", None)
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue  # a file removed meanwhile (the log after a checkpoint)
+        try:
+            os.fsync(fd)  # dirty pages are not dropped: write them back first
+            if advise is not None:
+                advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                advised += os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+    return time.perf_counter() - started, advised
+
+
+def warm_file_cache(paths: list[Path], hold: bool = False) -> tuple[float, bool]:
+    """Read ``paths`` into the operating system's file cache. With ``hold`` (an explicit choice of
+    the run, reported as such) also lock them there until the process exits, where it may (Linux,
+    as root or with CAP_IPC_LOCK): a read-only shared mapping of each file held with mlock(2).
+    Locked pages cannot be evicted, so a run that holds them measures a deployment whose files
+    never leave memory, which no server guarantees: off by default. Returns the seconds taken and
+    whether the files are held."""
     import ctypes
     import mmap
 
     started = time.perf_counter()
-    held = True
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                              ctypes.c_long]
-        libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    except (OSError, AttributeError):
-        held = False
+    held = hold
+    if hold:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.mmap.restype = ctypes.c_void_p
+            libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                  ctypes.c_long]
+            libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        except (OSError, AttributeError):
+            held = False
     for path in paths:
         size = path.stat().st_size
         if held and size:
@@ -150,6 +180,184 @@ def cached_share(paths: list[Path]) -> float | None:
         if len(parts) == 2:
             resident, size = resident + int(parts[0]), size + int(parts[1])
     return round(resident / size, 3) if size else None
+
+
+def page_cache(home: str | Path, state: str, *, database_url: str = "") -> dict[str, Any]:
+    """Set the deployment's files' page-cache state before a run and say what it is: ``cold``
+    (evicted, ``evict_file_cache``), ``warm`` (read in, not locked), ``locked`` (read in and held
+    with mlock, the old default), ``dropped`` (the whole machine's cache emptied, as root) or
+    ``as found`` (left alone; PostgreSQL's files are the server's, so only the home is touched).
+    The returned dict is the report's ``page_cache`` entry; ``at_end`` is filled by ``page_cache_end``."""
+    files = deployment_files(home)
+    out: dict[str, Any] = {"state": state, "files": len(files),
+                           "mib": round(sum(p.stat().st_size for p in files) / 2**20, 1)}
+    if database_url:
+        out["note"] = "the database is a PostgreSQL server's: its own cache is not touched"
+    if state == "cold":
+        seconds, advised = evict_file_cache(files)
+        out["evicted_mib"] = round(advised / 2**20, 1)
+        out["seconds"] = round(seconds, 2)
+    elif state in ("warm", "locked"):
+        seconds, held = warm_file_cache(files, hold=state == "locked")
+        out["seconds"] = round(seconds, 1)
+        if state == "locked" and not held:
+            out["state"] = "warm"
+            out["note"] = "the files could not be locked (mlock needs root or CAP_IPC_LOCK): read in only"
+    elif state == "dropped":
+        try:
+            os.sync()
+            Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        except OSError as error:
+            out["state"] = "as found"
+            out["note"] = f"the file cache could not be dropped ({error.strerror})"
+    out["resident_at_start"] = cached_share(files)
+    return out
+
+
+def page_cache_end(entry: dict[str, Any], home: str | Path) -> dict[str, Any]:
+    entry["resident_at_end"] = cached_share(deployment_files(home))
+    return entry
+
+
+def page_cache_line(entry: dict[str, Any]) -> str:
+    """One line for a report: the state, and how much of the files was resident at each end."""
+    def share(value: Any) -> str:
+        return "unknown" if value is None else f"{value:.0%}"
+
+    text = {"cold": "cold (the deployment's files evicted from the page cache before the run)",
+            "warm": "warm (the files read into the page cache first, not locked)",
+            "locked": "warm and locked (the files read in and held with mlock for the run)",
+            "dropped": "cold (the whole machine's page cache dropped first)",
+            "as found": "as found (not touched)"}.get(entry.get("state", ""), str(entry.get("state")))
+    line = (f"page cache: {text}; {entry.get('files', 0)} files, {entry.get('mib', 0)} MiB; resident when the"
+            f" sends began {share(entry.get('resident_at_start'))}, when they ended {share(entry.get('resident_at_end'))}")
+    return line + (f" ({entry['note']})" if entry.get("note") else "")
+
+
+# -- what a run measures: distinct texts, and background jobs beside the sends ---------------------
+def refuse_repeats(texts: list[str], allow: bool = False) -> int:
+    """Every measured text distinct (compared as the query cache compares them: spaces folded), or
+    a clear error before anything is sent: a repeated text finds its query vector, terms and
+    keyword lists cached and measures the cache rather than the work. With ``allow`` (a run that
+    asks to measure repeats) the count of repeated sends is returned for the report instead."""
+    from hearth.errors import InvalidInput
+
+    seen: dict[str, int] = {}
+    for text in texts:
+        key = " ".join(text.split())
+        seen[key] = seen.get(key, 0) + 1
+    repeats = sum(n - 1 for n in seen.values())
+    if repeats and not allow:
+        worst = max(seen.items(), key=lambda item: item[1])
+        raise InvalidInput(f"{repeats} of {len(texts)} measured texts repeat an earlier one (the most repeated,"
+                           f" {worst[1]} times: {worst[0][:60]!r}); every measured send must be distinct, or the"
+                           " run must ask for repeats (--allow-repeats or --repeat-pool N) and report its cache hits")
+    return repeats
+
+
+class Overlap:
+    """Background jobs arriving at a stated rate while the sends run, as they do in a server whose
+    other threads (another device, an import, a channel) keep the worker busy. A thread of its
+    own writes, ``rate`` times a second, one turn into another conversation of the same persona and
+    queues one real job for it, the kinds a reply queues in turn (the embedding of new turns every
+    other time; household detection, the rolling summary and live context between), without a
+    dedupe key, so every tick is one job. The worker runs them as ``hearth serve`` does. ``report``
+    counts the jobs queued and the jobs the worker finished while the thread ran, by kind."""
+
+    KINDS = ("recall.embed", "status.detect", "recall.embed", "summary.refresh", "recall.embed",
+             "live_context.refresh")
+
+    def __init__(self, hearth: Any, user_id: int, persona_id: int, rate: float, seed: int):
+        from hearth.store import utcnow
+
+        self.hearth = hearth
+        self.user_id = user_id
+        self.rate = rate
+        self.tm = TextMaker(seed)
+        self.scope = hearth.scope(user_id)
+        self.conversation_id = self.scope.conversations.create(persona_id, "Another device").id
+        self.queued: dict[str, int] = {}
+        self.ticks = 0
+        self.late = 0  # ticks that fell behind the stated rate (the writer waited for the lock)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.started_at = utcnow()
+        self.first_job = 0
+        self.seconds = 0.0
+
+    def start(self) -> "Overlap":
+        from hearth.store import utcnow
+
+        conn = self.hearth.store.connection()
+        self.first_job = int(conn.execute("SELECT coalesce(max(id), 0) FROM jobs").fetchone()[0]) + 1
+        self.started_at = utcnow()
+        self._began = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="bench-overlap", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        interval = 1.0 / self.rate
+        due = time.monotonic()
+        while not self._stop.wait(max(0.0, due - time.monotonic())):
+            self.tick()
+            due += interval
+            if time.monotonic() > due + interval:
+                self.late += 1
+                due = time.monotonic()  # no burst to catch up: the rate stays the stated one at most
+
+    def tick(self) -> None:
+        from hearth.ops.jobs import enqueue
+
+        role = "user" if self.ticks % 2 == 0 else "assistant"
+        kind = self.KINDS[self.ticks % len(self.KINDS)]
+        payload: dict[str, Any] = ({"limit": 500} if kind == "recall.embed"
+                                   else {"conversation_id": self.conversation_id})
+        text = self.tm.messages([role])[0]
+        with self.hearth.store.write() as conn:
+            self.scope.conversations.add_message(self.conversation_id, role, text)
+            enqueue(conn, self.user_id, kind, payload)
+        self.queued[kind] = self.queued.get(kind, 0) + 1
+        self.ticks += 1
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        self.seconds = time.monotonic() - getattr(self, "_began", time.monotonic())
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
+        conn = self.hearth.store.connection()
+        done: dict[str, int] = {}
+        pending = 0
+        for kind, status, count in conn.execute(
+                "SELECT kind, status, count(*) FROM jobs WHERE id >= ? GROUP BY kind, status", (self.first_job,)):
+            if status == "done":
+                done[kind] = done.get(kind, 0) + int(count)
+            elif status in ("pending", "running"):
+                pending += int(count)
+        return {"jobs_per_s": self.rate, "seconds": round(self.seconds, 1), "ticks": self.ticks, "late_ticks": self.late,
+                "queued": dict(sorted(self.queued.items())), "done_by_kind": dict(sorted(done.items())),
+                "done": sum(done.values()), "pending_at_end": pending}
+
+
+def budget_record(conn: Any, conversation_id: int, after_id: int) -> tuple[int, int, dict[str, int]]:
+    """What the recall budget did on the sends since search-log row ``after_id`` of a conversation:
+    (the newest row's id, archive recall searches, steps dropped by name). Archive recall writes
+    the optional steps its latency budget left out into its search-log row (``budget_dropped``),
+    numbers and fixed names only."""
+    import json
+
+    newest, searched, dropped = after_id, 0, {}
+    for row_id, filters in conn.execute(
+            "SELECT id, filters FROM search_log WHERE conversation_id = ? AND id > ? AND origin = 'archive_recall'"
+            " ORDER BY id", (conversation_id, after_id)):
+        newest = max(newest, int(row_id))
+        searched += 1
+        for step in json.loads(filters or "{}").get("budget_dropped", []):
+            dropped[step] = dropped.get(step, 0) + 1
+    return newest, searched, dropped
 
 
 # -- optional parts: the embedder and the vector index arrive in their own time ----------------------

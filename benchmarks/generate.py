@@ -4,16 +4,20 @@
 
 Defaults: 1,000,000 archived chat messages over 5,000 conversations (log-normal lengths, alternating
 turns, a Zipf vocabulary of 60,000 words with invented names in its tail), one active thread of
-10,000 messages, 5,000 memory fragments, 2,000 memories added over time (so each conversation's
-snapshot holds the memories that existed when it began), six household status fields, live context
-and a rolling summary on the active thread, and labelled archive documents cut into chunks.
+10,000 messages opened with New Chat (so it carries the last archived thread's final eight as its
+handoff), 5,000 memory fragments, 2,000 memories added over time (so each conversation's snapshot
+holds the memories that existed when it began), six household status fields, live context and a
+rolling summary on the active thread, labelled archive documents cut into chunks, and one fact per
+200 archived messages citing the turns it came from (``--facts``).
 
 Everything is written through the public library (``Hearth.scope()`` and the layer objects) in bulk
 mode: one ``store.write()`` transaction around each batch of about 10,000 messages, which the
 library's own writes join. Vectors (``--vectors``): ``hashed`` (default) embeds every chat turn and
 chunk through ``embed_pending`` with a hashed stand-in carrying the real model's id and dimension,
-so the product's index holds one vector per turn in minutes; ``model`` uses the real embedder
-(hours at 1M on two cores); ``none`` skips them. ``--vectors-only`` adds vectors to an existing
+so the product's index holds one vector per turn in minutes; ``model`` uses the real embedder, as
+the background job does (each turn with its speaker label and the previous turn; at the 25-30
+texts a second the embedder gives on two shared cores, about an hour for 100k messages; measured
+at 1.3 a second on a saturated machine, docs/benchmarks.md); ``none`` skips them. ``--vectors-only`` adds vectors to an existing
 deployment. The same seed gives the same content. A ``bench.json`` manifest in the home directory
 tells the other benchmarks which thread is active.
 """
@@ -257,7 +261,13 @@ def generate(args: argparse.Namespace) -> dict[str, Any]:
         t = time.perf_counter()
         task = progress.add_task("active thread", total=args.active)
         start = BASE + timedelta(days=SPAN_DAYS + 1)
-        active = scope.conversations.create(persona.id, title="Today", created_at=stamp(start))
+        # Opened with New Chat, as a person opens one: it carries the last archived thread's final
+        # eight as its handoff (H6), which every send's stored prompt then holds.
+        opened = scope.new_chat(persona.id, title="Today", channel="api")
+        active = opened.conversation
+        handoff = dict(opened.handoff)
+        with store.write() as conn:
+            conn.execute("UPDATE conversations SET created_at = ? WHERE id = ?", (stamp(start), active.id))
         batches = Batches(store)
         try:
             write_messages(scope, batches, active.id, tm, args.active, start, 40.0,
@@ -305,7 +315,8 @@ def generate(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed, "messages": args.messages, "conversations": args.conversations,
         "active_messages": args.active, "active_conversation_id": active.id, "persona_id": persona.id,
         "user_id": scope.user_id, "fragments": args.fragments, "memories": args.memories,
-        "documents": args.documents, "chunks": chunks, "facts": facts, **vectors,
+        "documents": args.documents, "chunks": chunks, "facts": facts,
+        "handoff": {"source_conversation_id": opened.source_conversation_id, **handoff}, **vectors,
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
         "database_mib": round((home / "hearth.db").stat().st_size / 2**20, 1),
     }
@@ -337,8 +348,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fragments", type=int, default=5_000)
     parser.add_argument("--memories", type=int, default=2_000)
     parser.add_argument("--documents", type=int, default=600, help="imported archive documents")
-    parser.add_argument("--facts", type=int, default=0,
-                        help="facts citing archived turns, as a model-backed helper writes them (E2)")
+    parser.add_argument("--facts", type=int, default=None,
+                        help="facts citing archived turns, as a model-backed helper writes them (E2);"
+                             " default one per 200 archived messages (5,000 at a million)")
     parser.add_argument("--vectors", choices=("hashed", "model", "none"), default="hashed")
     parser.add_argument("--vectors-only", action="store_true", help="add vectors to an existing deployment")
     parser.add_argument("--seed", type=int, default=1)
@@ -347,6 +359,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.conversations < 1 or args.messages < 2 * args.conversations:
         parser.error("need at least one conversation and two messages per conversation")
+    if args.facts is None:
+        args.facts = args.messages // 200
     started = time.perf_counter()
     manifest = vectors_only(args) if args.vectors_only else generate(args)
     manifest["total_s"] = round(time.perf_counter() - started, 1)

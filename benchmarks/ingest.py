@@ -33,6 +33,9 @@ from common import (
     embedder_dim,
     load_embedder,
     machine,
+    page_cache,
+    page_cache_end,
+    page_cache_line,
     vectors_missing,  # noqa: E402
 )
 
@@ -151,6 +154,7 @@ def run_into(args: argparse.Namespace) -> dict[str, Any]:
     embedded turns stay (removing them would make the next start rebuild the vector index)."""
     home = Path(args.deployment).expanduser().resolve()
     manifest = json.loads((home / "bench.json").read_text())
+    cache = page_cache(home, "cold" if args.cold else "warm")  # a stated input of the run (S16)
     tm = TextMaker(args.seed + 7)
     texts = tm.messages(["user" if i % 2 == 0 else "assistant" for i in range(args.messages)])
     hearth = Hearth(Settings.resolve({"home": str(home)}, environ={}), provider=StopwatchProvider())
@@ -163,7 +167,8 @@ def run_into(args: argparse.Namespace) -> dict[str, Any]:
     with hearth.store.write() as w:
         for (cid,) in w.execute("SELECT id FROM conversations WHERE id > ?", (before,)).fetchall():
             w.execute("DELETE FROM conversations WHERE id = ?", (cid,))
-    result: dict[str, Any] = {"machine": machine(), "deployment_rows": rows, "keyword": keyword}
+    result: dict[str, Any] = {"machine": machine(), "deployment_rows": rows, "keyword": keyword,
+                              "page_cache": page_cache_end(cache, home)}
     embedder, reason = load_embedder(hearth)
     if embedder is None:
         result["model"] = reason
@@ -223,6 +228,7 @@ def print_result(r: dict[str, Any]) -> None:
     print(f"machine: {r['machine']}")
     if "deployment_rows" in r:
         print(f"into a deployment of {r['deployment_rows']:,} indexed messages")
+        print(page_cache_line(r["page_cache"]))
     k = r["keyword"]
     print(f"keyword-indexed: {k['messages']:,} messages ({k['chars_per_message']} chars on average) in "
           f"{k['seconds']:.2f} s = {k['msgs_per_s']:,} messages/s, {k['msgs_per_cpu_s']:,} per CPU second (target"
@@ -249,6 +255,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--deployment", help="ingest into this deployment (made by generate.py) instead of a fresh one")
+    parser.add_argument("--cold", action="store_true",
+                        help="with --deployment: evict its files from the page cache first (else read in, not locked)")
     args = parser.parse_args()
     result = run_into(args) if args.deployment else run(args)
     if args.json:

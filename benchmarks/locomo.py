@@ -25,6 +25,10 @@ cross-validation (for every configuration but the owner's search when the send p
 for each conversation, the setting of a small grid that does best on the other conversations is
 chosen and the held-out conversation is scored with it; BM25 is reported for the same folds.
 No cross-encoder reranker is measured: none ships in a PyPI package (docs/recall.md).
+The send-path configurations are also scored with no budget at all, beside the budgeted figure,
+with the count of searches whose budget dropped a step (S16); ``--overlap JOBS_PER_S`` runs the
+budgeted searches under the send path's overlap load (the worker running, real jobs queued at that
+rate), and ``--head-start-ms`` starts the budget's clock as early as a send's earlier layers do.
 With ``--json`` the last line is one JSON object: {"configurations": {...}, "bm25": {...}, "questions": n}.
 """
 
@@ -251,7 +255,11 @@ class Floor:
 
 def evaluate(hearth: Hearth, loaded: list, embedder, tuning: Tuning, budget_ms: float | None,
              ks: list[int], timings: list[float] | None = None, floor: Floor | None = None,
-             per_sample: dict[str, list[float]] | None = None) -> Scores:
+             per_sample: dict[str, list[float]] | None = None, dropped: dict[str, int] | None = None,
+             head_start_ms: float = 0.0) -> Scores:
+    """R@k per sample and category. ``dropped`` counts the searches whose latency budget left an
+    optional step out, by step (and ``searches``); ``head_start_ms`` starts the budget's clock that
+    long before each search, as a send's layers before archive recall spend it."""
     conn = hearth.store.connection()
     top = max(ks)
     out: Scores = {}
@@ -270,7 +278,12 @@ def evaluate(hearth: Hearth, loaded: list, embedder, tuning: Tuning, budget_ms: 
             outcome = search(conn, user_id, str(qa["question"]), filters=Filters(sources=("messages",)),
                              limit=top, embedder=embedder, db_key=str(hearth.store.path),
                              speaker_names=speakers, ignore_names=persona_names(persona), log=False,
-                             tuning=tuning, budget_ms=budget_ms)
+                             tuning=tuning, budget_ms=budget_ms,
+                             budget_started=time.monotonic() - head_start_ms / 1000)
+            if dropped is not None:
+                dropped["searches"] = dropped.get("searches", 0) + 1
+                for step in outcome.skipped:
+                    dropped[step] = dropped.get(step, 0) + 1
             if timings is not None:
                 timings.append((time.perf_counter() - started) * 1000)
             if per_sample is not None:
@@ -344,6 +357,12 @@ def main(argv: list[str] | None = None) -> dict:
                              "facts; owner: the owner's search; both: send and owner")
     parser.add_argument("--porter", action="store_true",
                         help="run on a copy of --store whose keyword index uses FTS5's porter tokenizer")
+    parser.add_argument("--overlap", type=float, default=0.0, metavar="JOBS_PER_S",
+                        help="while the budgeted configurations run, the worker runs and another thread queues this"
+                             " many real background jobs a second (as send_path.py --overlap)")
+    parser.add_argument("--head-start-ms", type=float, default=0.0,
+                        help="start the budget's clock this long before each search, as a send's earlier layers"
+                             " spend it (send_path.py --steps prints when archive recall starts)")
     parser.add_argument("--folds", action="store_true",
                         help="leave-one-conversation-out cross-validation over a small grid of settings")
     args = parser.parse_args(argv)
@@ -393,13 +412,28 @@ def main(argv: list[str] | None = None) -> dict:
                 timings: list[float] = []
                 floor = Floor(hearth, embedder)
                 per_sample: dict[str, list[float]] = {}
-                scores = evaluate(hearth, loaded, embedder, tuning, budget_ms, ks, timings, floor, per_sample)
+                dropped: dict[str, int] = {}
+                background = start_load(hearth, args.overlap) if args.overlap and budget_ms is not None else None
+                try:
+                    scores = evaluate(hearth, loaded, embedder, tuning, budget_ms, ks, timings, floor, per_sample,
+                                      dropped, args.head_start_ms if budget_ms is not None else 0.0)
+                finally:
+                    overlap_report = stop_load(background)
                 entry = {"recall": summarise(merged(scores), ks),
                          "per_conversation": {n: summarise(merged(scores, [n]), [10]) for n in names},
                          "search_ms": summary_ms(timings),
                          "search_ms_by_conversation": {n: summary_ms(v) for n, v in per_sample.items()},
                          "floor_ms": summary_ms(floor.samples),
                          "load_average": [round(x, 1) for x in os.getloadavg()]}
+                if budget_ms is not None:
+                    # The same searches with no budget: what the budget's dropped steps cost in recall.
+                    unbudgeted = evaluate(hearth, loaded, embedder, tuning, None, [10])
+                    entry["budget"] = {"budget_ms": budget_ms, "head_start_ms": args.head_start_ms,
+                                       "load": overlap_report or "none: the searches ran alone",
+                                       "searches": dropped.pop("searches", 0), "dropped": dropped,
+                                       "r10_1_4": r10(scores, names), "unbudgeted_r10_1_4": r10(unbudgeted, names),
+                                       "r10_all": r10(scores, names, "all"),
+                                       "unbudgeted_r10_all": r10(unbudgeted, names, "all")}
                 if floor.samples and timings:
                     entry["search_over_floor"] = round(entry["search_ms"]["median_ms"] / entry["floor_ms"]["median_ms"], 2)
                 if args.folds and (config != "owner" or len(configs) == 1):
@@ -418,6 +452,34 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         print(json.dumps(result))
     return result
+
+
+def start_load(hearth: Hearth, rate: float):
+    """The send path's overlap load (send_path.py --overlap): the background worker running and
+    real jobs queued at ``rate`` a second by another thread, for a user of its own."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from common import Overlap
+
+    from hearth.ops.jobs import Worker
+
+    try:
+        user = hearth.users.by_name("locomo-load")
+    except NotFound:
+        user = hearth.users.create("locomo-load")
+    scope = hearth.scope(user.id)
+    persona = scope.personas.create("load", "Load") if not scope.personas.list() else scope.personas.default()
+    worker = Worker(hearth)
+    worker.start()
+    return worker, Overlap(hearth, user.id, persona.id, rate, 11).start()
+
+
+def stop_load(load) -> dict | None:
+    if load is None:
+        return None
+    worker, overlap = load
+    report = overlap.stop()
+    worker.stop(timeout=300)
+    return report
 
 
 def summary_ms(samples: list[float]) -> dict[str, float]:
@@ -442,6 +504,16 @@ def print_result(result: dict, ks: list[int]) -> None:
               f" p99 {entry['search_ms'].get('p99_ms')} ms; floor median {entry['floor_ms'].get('median_ms')} ms,"
               f" p99 {entry['floor_ms'].get('p99_ms')} ms; search / floor {entry.get('search_over_floor')};"
               f" load average {entry['load_average']})")
+        if "budget" in entry:
+            b = entry["budget"]
+            under = b["load"] if isinstance(b["load"], str) else (
+                f"{b['load']['jobs_per_s']:g} background jobs/s queued, {b['load']['done']} done,"
+                f" {b['load']['pending_at_end']} waiting at the end")
+            steps = ", ".join(f"{step} {n}" for step, n in sorted(b["dropped"].items())) or "none"
+            print(f"  under the send's budget ({b['budget_ms']:g} ms, clock started {b['head_start_ms']:g} ms before"
+                  f" each search; load: {under}): R@10 1-4 {b['r10_1_4']:.4f} beside {b['unbudgeted_r10_1_4']:.4f}"
+                  f" unbudgeted (all {b['r10_all']:.4f} / {b['unbudgeted_r10_all']:.4f}); of {b['searches']}"
+                  f" searches the budget dropped: {steps}")
         for n, ms in entry["search_ms_by_conversation"].items():
             print(f"  {n}: search median {ms.get('median_ms')} ms, p99 {ms.get('p99_ms')} ms")
         print("category  " + "  ".join(f"R@{k:<5}" for k in ks) + "   | BM25 " + "  ".join(f"R@{k:<5}" for k in ks))

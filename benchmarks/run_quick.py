@@ -48,9 +48,9 @@ def steps(deployment: str, generate: bool, locomo: bool) -> list[tuple[str, str,
         # worker ran the last reply's jobs, as a person reads and types; then 100 of each kind back
         # to back, the worker still embedding the last reply, reported beside the goals.
         ("send", "send path on the deployment", ["send_path.py", "--deployment", deployment, "--per-class", "200",
-                                                 "--cold", "5", "--pace", "worker", "--json"]),
+                                                 "--cold-sends", "5", "--pace", "worker", "--json"]),
         ("burst", "send path, sends back to back", ["send_path.py", "--deployment", deployment, "--per-class", "100",
-                                                    "--cold", "0", "--json"]),
+                                                    "--cold-sends", "0", "--json"]),
         ("threads", "send path by thread length", ["send_path.py", "--sizes", "1000", "5000", "--sends", "20", "--json"]),
         ("ingest", "ingestion", ["ingest.py", "--messages", "5000", "--embed-messages", "300", "--json"]
          + (["--deployment", deployment] if not generate else [])),
@@ -283,9 +283,10 @@ def main() -> None:
         print(f"{goal:<66} {measured:<44} {verdict}")
     for key, title in (("send", "each after the worker's jobs"), ("burst", "back to back")):
         if key in results:
-            cache = results[key].get("file_cache") or {}
-            held = ("" if cache.get("at_start") is None else
-                    f"; database in the file cache {cache['at_start']:.0%} -> {(cache.get('at_end') or 0):.0%}")
+            cache = results[key].get("page_cache") or {}
+            held = ("" if cache.get("resident_at_start") is None else
+                    f"; page cache {cache.get('state')}, {cache['resident_at_start']:.0%} ->"
+                    f" {(cache.get('resident_at_end') or 0):.0%} resident")
             print(f"send path by kind, {title} (median / p99 ms, floor median, ratio{held}):")
             for kind, k in sorted(results[key]["by_kind"].items()):
                 print(f"  {kind:<9} {k['median_ms']:6.1f} / {k['p99_ms']:6.1f}   floor {k['floor_median_ms']:5.1f}"

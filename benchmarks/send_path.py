@@ -20,6 +20,16 @@ primitives on that engine (the GIN match ranked by BM25, the pgvector HNSW top-1
 
 Prints the median and p99 in milliseconds, and per kind the CPU of the send's threads beside the
 floor's (with the database server's, when it runs on this machine).
+
+A run cannot flatter (S16): every measured text is distinct, drawn from the deployment's own
+vocabulary and dates with a seeded generator, and a repeated one is refused before anything is
+sent unless the run asks for repeats (``--repeat-pool N``, ``--allow-repeats``), when the report
+counts the repeats and their query-cache hits; the page-cache state is an input the report
+prints (``--cold`` evicts the deployment's files first; nothing is locked in memory unless
+``--lock-cache`` asks); the mode says how the sends met the background worker (``--pace worker``,
+back to back, or ``--overlap JOBS_PER_S`` with real jobs queued at that rate meanwhile); and
+per kind of message the report counts the sends whose recall budget dropped a step, by step, as
+archive recall's search-log rows record it.
 """
 
 from __future__ import annotations
@@ -37,20 +47,24 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (  # noqa: E402
+    Overlap,
     StopwatchProvider,
     TextMaker,
-    cached_share,
-    database_files,
+    budget_record,
     load_embedder,
     machine,
+    page_cache,
+    page_cache_end,
+    page_cache_line,
+    refuse_repeats,
     summary,
-    warm_file_cache,
 )
 
 from hearth import Hearth, Settings  # noqa: E402
@@ -84,8 +98,9 @@ def run_sizes(args: argparse.Namespace) -> dict[str, Any]:
         for size in args.sizes:
             conversation_id = build_thread(hearth, scope, persona.id, size, rng)
             samples = []
-            for _ in range(args.sends):
-                text = " ".join(rng.choice(WORDS) for _ in range(12))
+            texts = [" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(args.sends)]
+            refuse_repeats(texts)  # distinct texts, as in the deployment mode
+            for text in texts:
                 start = time.perf_counter()
                 scope.send(conversation_id, text)
                 samples.append((provider.arrival() - start) * 1000)
@@ -98,38 +113,130 @@ def run_sizes(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # -- deployment mode -----------------------------------------------------------------------------------
-SHORT = ("love you", "good night", "morning, sweetheart", "thank you", "I'm here", "miss you",
-         "okay", "hugs", "sleep well", "I'm back home")
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December")
+KINDS = ("everyday", "recall", "date", "fragment", "short")
+# Short relational turns: every opening with every ending, so a run of a few hundred has no repeat.
+SHORT_OPENINGS = ("love you", "good night", "morning", "thank you", "I'm here", "miss you", "okay", "hugs",
+                  "sleep well", "I'm back home", "night night", "home now", "see you soon", "all good",
+                  "sweet dreams", "just woke up", "on my way", "thinking of you", "made it", "so tired",
+                  "back from work", "can't sleep", "good morning", "here again")
+SHORT_ENDINGS = ("", ", sweetheart", ", love", " too", " so much", ", dear", " again", ", darling", " x", " :)",
+                 "!", ", see you tomorrow", ", my dear", " tonight", " already", ", you", "...", " <3",
+                 ", really", " now", ", honestly", ", as always", ", hon", " again today", ", friend")
+# Sends before the measured ones (the cold start): never among the measured texts.
+WARM_UP = ("Good evening, I'm back. How was your day?", "Do you remember what we talked about last winter?")
 
 
-def varied_messages(tm: TextMaker, count: int, seed: int, balanced: bool = False) -> list[tuple[str, str]]:
-    """(kind, text) pairs: everyday, recall cue, date question, fragment name, short relational.
-    ``balanced``: the five kinds in turn, so each gets a fifth of the sends."""
-    rng = random.Random(seed)
-    everyday = tm.messages(["user"] * count)
+class MessageMaker:
+    """The five kinds of message, each text distinct from every other in the run: drawn with a
+    seeded generator from the deployment's own vocabulary (its rare words and names, TextMaker with
+    the deployment's seed) and its own dates (the archive's first and last day), so that no send
+    finds its query vector, its terms or its keyword lists cached by an earlier one."""
+
+    def __init__(self, tm: TextMaker, seed: int, first_day: date, last_day: date):
+        self.tm = tm
+        self.rng = random.Random(seed)
+        self.first_day, self.days = first_day, max(1, (last_day - first_day).days)
+        self.seen: set[str] = set(" ".join(t.split()) for t in WARM_UP)
+
+    def _day(self) -> date:
+        return self.first_day + timedelta(days=self.rng.randrange(self.days))
+
+    def draw(self, kind: str) -> str:
+        rng, tm = self.rng, self.tm
+        if kind == "everyday":
+            return tm.messages(["user"])[0]
+        if kind == "recall":
+            return rng.choice((
+                f"Do you remember when we talked about {tm.rare_word()} and {rng.choice(tm.names)}?",
+                f"What did you tell me last time about the {tm.rare_word()}?",
+                f"Earlier you said something about {tm.rare_word()}, what was it?",
+                f"You mentioned {rng.choice(tm.names)} before, remind me what happened with the {tm.rare_word()}.",
+                f"Remember the {tm.rare_word()} {rng.choice(tm.names)} brought up? What was that about?",
+            ))
+        if kind == "date":
+            day = self._day()
+            month = f"{MONTHS[day.month - 1]} {day.year}"
+            r = rng.random()
+            if r < 0.7:  # a month: the common question, and the range every earlier figure used
+                return rng.choice((
+                    f"What were we talking about in {month}?",
+                    f"What did I tell you about the {tm.rare_word()} in {month}?",
+                    f"What happened with {rng.choice(tm.names)} in {month}?",
+                    f"Back in {month} we talked about {tm.rare_word()}, what did I say?",
+                    f"Do you remember {month}, when I was worried about {tm.rare_word()}?",
+                ))
+            if r < 0.9:  # a day
+                return rng.choice((
+                    f"What did we talk about on {day.day} {month}?",
+                    f"What did I say on {day.day} {month} about {tm.rare_word()}?",
+                ))
+            return f"What was on my mind during {day.year} about {tm.rare_word()}?"  # a year
+        if kind == "fragment":
+            return f"I saw {rng.choice(tm.names)} today near the {tm.rare_word()}, {tm.phrase(4, 10)}."
+        return rng.choice(SHORT_OPENINGS) + rng.choice(SHORT_ENDINGS)
+
+    def distinct(self, kind: str) -> str:
+        """A text of this kind not drawn before in the run."""
+        for _ in range(1_000):
+            text = self.draw(kind)
+            key = " ".join(text.split())
+            if key not in self.seen:
+                self.seen.add(key)
+                return text
+        raise SystemExit(f"no distinct {kind} message left after {len(self.seen)} texts: send fewer, or ask for"
+                         " repeats with --repeat-pool N")
+
+
+def deployment_days(conn: Any, user_id: int, active_id: int) -> tuple[date, date]:
+    """The first and last day of the deployment's archived conversations (the dates its date
+    questions name)."""
+    low, high = conn.execute("SELECT min(created_at), max(created_at) FROM conversations WHERE user_id = ? AND id <> ?",
+                             (user_id, active_id)).fetchone()
+    if not low:
+        today = date.today()
+        return today - timedelta(days=365), today
+    return date.fromisoformat(str(low)[:10]), date.fromisoformat(str(high)[:10])
+
+
+def varied_messages(maker: MessageMaker, count: int, balanced: bool = False,
+                    repeat_pool: int = 0) -> list[tuple[str, str]]:
+    """(kind, text) pairs: everyday, recall cue, date question, fragment name, short relational,
+    every text distinct. ``balanced``: the five kinds in turn, so each gets a fifth of the sends.
+    ``repeat_pool`` N: each kind's texts are drawn from its first N, so texts repeat (a run that
+    asks to measure the caches, and reports their hits)."""
+    rng = random.Random(maker.rng.random())
+    pools: dict[str, list[str]] = {}
     out = []
     for i in range(count):
         r = rng.random()
         if balanced:
             r = (0.0, 0.4, 0.6, 0.7, 0.9)[i % 5]
-        if r < 0.35:
-            out.append(("everyday", everyday[i]))
-        elif r < 0.55:
-            out.append(("recall", rng.choice((
-                f"Do you remember when we talked about {tm.rare_word()} and {rng.choice(tm.names)}?",
-                f"What did you tell me last time about the {tm.rare_word()}?",
-                f"Earlier you said something about {tm.rare_word()}, what was it?",
-                f"You mentioned {rng.choice(tm.names)} before, remind me what happened with the {tm.rare_word()}.",
-            ))))
-        elif r < 0.65:
-            out.append(("date", f"What were we talking about in {rng.choice(MONTHS)} {rng.choice((2022, 2023, 2024))}?"))
-        elif r < 0.85:
-            out.append(("fragment", f"I saw {rng.choice(tm.names)} today near the {tm.rare_word()}, "
-                                    f"{tm.phrase(4, 10)}."))
+        kind = ("everyday" if r < 0.35 else "recall" if r < 0.55 else "date" if r < 0.65
+                else "fragment" if r < 0.85 else "short")
+        if repeat_pool:
+            pool = pools.setdefault(kind, [])
+            if len(pool) < repeat_pool:
+                pool.append(maker.distinct(kind))
+                out.append((kind, pool[-1]))
+            else:
+                out.append((kind, rng.choice(pool)))
         else:
-            out.append(("short", rng.choice(SHORT)))
+            out.append((kind, maker.distinct(kind)))
+    return out
+
+
+def read_texts(path: str) -> list[tuple[str, str]]:
+    """``kind<TAB>text`` per line (a run that replays chosen messages)."""
+    out = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        kind, sep, text = line.partition("\t")
+        if not sep or kind not in KINDS or not text.strip():
+            raise SystemExit(f"{path}, line {number}: expected a kind ({', '.join(KINDS)}), a tab and a text")
+        out.append((kind, text))
     return out
 
 
@@ -420,30 +527,59 @@ class SendCpu:
         return threads * 1000, server
 
 
-def drop_file_cache() -> str:
-    """Empty the operating system's file cache (Linux, as root), so the first sends read the database
-    from disk: the cold start of a machine, not only of a process."""
-    try:
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    except OSError as error:
-        return f"the file cache could not be dropped ({error.strerror}): cold sends are a fresh process only"
-    return "the file cache was dropped before the deployment was opened: cold sends read from disk"
+def cache_state(args: argparse.Namespace) -> str:
+    """The page-cache state the run asked for (``page_cache``)."""
+    if args.cold:
+        return "cold"
+    if args.drop_caches:
+        return "dropped"
+    if args.database_url:
+        return "as found"
+    return "locked" if args.lock_cache else "warm"
+
+
+def plan_messages(args: argparse.Namespace, manifest: dict[str, Any], conn: Any) -> tuple[list[tuple[str, str]], int]:
+    """The run's (kind, text) sends and how many repeat an earlier text; a repeat the run did not
+    ask for is refused here, before anything is sent (``refuse_repeats``)."""
+    if args.texts:
+        messages = read_texts(args.texts)
+    else:
+        first, last = deployment_days(conn, manifest["user_id"], manifest["active_conversation_id"])
+        maker = MessageMaker(TextMaker(manifest["seed"] + 100), manifest["seed"] + 101, first, last)
+        messages = varied_messages(maker, args.sends, balanced=args.per_class is not None,
+                                   repeat_pool=args.repeat_pool)
+    if args.kinds:
+        messages = [(kind, text) for kind, text in messages if kind in args.kinds]
+    repeats = refuse_repeats([*WARM_UP, *(text for _, text in messages)], allow=args.allow_repeats or bool(args.repeat_pool))
+    return messages, repeats
+
+
+def query_key(embedder: Any, text: str, speaker_names: dict[str, str]) -> tuple[str, str]:
+    """The query cache's key for a message (``semantic.embed_queries``)."""
+    from hearth.retrieval.candidates import query_vector_text
+    from hearth.retrieval.semantic import model_id
+
+    return model_id(embedder), " ".join(query_vector_text(text, speaker_names).split())
+
+
+def run_mode(args: argparse.Namespace, worker: bool) -> str:
+    """How the sends met the background work, in words for the report."""
+    if args.overlap:
+        return (f"overlap: another thread queued {args.overlap:g} background jobs a second while the sends ran"
+                + (f" {args.pause_ms:.0f} ms apart" if args.pause_ms else " back to back"))
+    if not worker:
+        return "no worker: nothing ran in the background"
+    if args.pace == "worker":
+        return "paced: each send once the worker had run the last reply's jobs (sends never overlap them)"
+    if args.pause_ms:
+        return f"paused: {args.pause_ms:.0f} ms between sends, the worker running the replies' jobs meanwhile"
+    return "back to back: the worker running the replies' jobs beside the next sends"
 
 
 def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     home = Path(args.deployment).expanduser().resolve()
     manifest = json.loads((home / "bench.json").read_text())
-    files = database_files(home)
-    if args.drop_caches:
-        cache_note = drop_file_cache()
-    elif args.database_url:
-        cache_note = ""
-    else:
-        seconds, held = warm_file_cache(files)
-        cache_note = (f"the database files were read into the file cache in {seconds:.1f} s"
-                      + (" and held there for the run" if held else " (they could not be held there)"))
-    cached_at_start = cached_share(files)
+    cache = page_cache(home, cache_state(args), database_url=args.database_url)
     replies = TextMaker(manifest["seed"] + 102)
     # Replies of a realistic length (about 60 words, log-normal), as a model would write them.
     provider = StopwatchProvider(replies=lambda: replies.messages(["assistant"])[0])
@@ -451,12 +587,19 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     if args.database_url:
         # The same deployment copied to PostgreSQL (``hearth migrate-store``); the home keeps bench.json.
         values["database_url"] = args.database_url
+    if args.recall_budget_ms is not None:
+        values["recall_budget_ms"] = args.recall_budget_ms
     hearth = Hearth(Settings.resolve(values, environ={}), provider=provider)
+    try:
+        messages, repeated = plan_messages(args, manifest, hearth.store.connection())
+    except BaseException:
+        hearth.close()
+        raise
     scope = hearth.scope(manifest["user_id"])
     meter = SendCpu(ServerCpu(hearth.store.connection()) if args.database_url else None)
     provider.meter = meter
     conversation_id = manifest["active_conversation_id"]
-    notes = [cache_note] if cache_note else []
+    notes: list[str] = []
     embedder, reason = load_embedder(hearth)
     if embedder is None:
         # Semantic recall cannot run yet: the archive layer searches by keyword alone meanwhile.
@@ -496,18 +639,13 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     clock = LayerClock(scope)
     steps = StepClock() if args.steps else None
     threads = ThreadClock(scope) if args.steps else None
-    tm = TextMaker(manifest["seed"] + 100)
-    messages = varied_messages(tm, args.sends, manifest["seed"] + 101, balanced=args.per_class is not None)
-    if args.kinds:
-        messages = [(kind, text) for kind, text in messages if kind in args.kinds]
-
     # Cold sends, reported apart: the first builds the stored prompt and reads the history; the
     # first with a recall cue loads the embedding model and builds the vector index.
     t = time.perf_counter()
-    scope.send(conversation_id, "Good evening, I'm back. How was your day?")
+    scope.send(conversation_id, WARM_UP[0])
     cold_ms = (provider.arrival() - t) * 1000
     t = time.perf_counter()
-    scope.send(conversation_id, "Do you remember what we talked about last winter?")
+    scope.send(conversation_id, WARM_UP[1])
     cold_recall_ms = (provider.arrival() - t) * 1000
     clock.clear()
 
@@ -523,6 +661,21 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     by_kind: dict[str, list[float]] = {}
     queue = JobQueue(hearth.store)
     waited: list[float] = []
+    conn = hearth.store.connection()
+    # What the recall budget dropped, read from each send's search-log rows after the send.
+    log_after = int(conn.execute("SELECT coalesce(max(id), 0) FROM search_log").fetchone()[0])
+    budget: dict[str, dict[str, Any]] = {}
+    speaker_names = {}
+    if embedder is not None:
+        from hearth.prompt.layers.archive_recall import speakers
+        from hearth.retrieval import semantic
+
+        speaker_names = speakers(scope.personas.get(scope.conversations.get(conversation_id).persona_id))
+    query_hits = 0
+    overlap = None
+    if args.overlap:
+        overlap = Overlap(hearth, scope.user_id, scope.conversations.get(conversation_id).persona_id,
+                          args.overlap, manifest["seed"] + 103).start()
     for kind, text in messages:
         if args.pause_ms:
             time.sleep(args.pause_ms / 1000)  # the person reading the reply and typing the next message
@@ -543,6 +696,8 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         t = time.perf_counter()
         if threads:
             threads.start(kind, t)
+        # A query vector cached by an earlier send (only a run that asked for repeats has one).
+        hit = embedder is not None and query_key(embedder, text, speaker_names) in semantic._QUERY_CACHE
         saved_at = None
         for event in scope.send_stream(conversation_id, text):
             if event.type == "saved":
@@ -550,13 +705,22 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         if profiler:
             profiler.disable()
         elapsed = (provider.arrival() - t) * 1000
-        if len(cold_by_kind.setdefault(kind, [])) < args.cold:
+        log_after, searched, dropped = budget_record(conn, conversation_id, log_after)
+        if len(cold_by_kind.setdefault(kind, [])) < args.cold_sends:
             # The first sends of each kind in a fresh process: SQLite's page cache, the term cache
             # and the query cache start empty (the operating system's file cache may not).
             cold_by_kind[kind].append(elapsed)
             floor_by_kind[kind].pop()
             continue
         samples.append(elapsed)
+        query_hits += hit
+        tally = budget.setdefault(kind, {"sends": 0, "archive_recall_searches": 0, "sends_with_a_drop": 0,
+                                         "dropped": {}})
+        tally["sends"] += 1
+        tally["archive_recall_searches"] += searched
+        tally["sends_with_a_drop"] += bool(dropped)
+        for step, n in dropped.items():
+            tally["dropped"][step] = tally["dropped"].get(step, 0) + n
         clock.keep(kind, elapsed)
         if steps and threads:
             steps.keep()
@@ -570,11 +734,12 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         if send_server is not None and floor_server is not None:
             server_by_kind.setdefault(kind, []).append((send_server, floor_server))
 
+    overlap_report = overlap.stop() if overlap is not None else None
+    page_cache_end(cache, home)
     if worker is not None:
         worker.stop(timeout=300)  # an embedding slice in flight finishes before the process exits
     floor = floor_meter.report()
     assembly = summary(samples)
-    cached_at_end = cached_share(files)
     result = {
         "machine": machine(),
         "engine": hearth.store.engine.name,
@@ -604,7 +769,14 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         "floor": floor,
         "ratio_median": round(assembly["median_ms"] / floor["floor_median_ms"], 2) if floor["floor_median_ms"] else None,
         "notes": notes,
-        "file_cache": {"at_start": cached_at_start, "at_end": cached_at_end},
+        "page_cache": cache,
+        "texts": {"measured": len(samples), "distinct": not repeated, "repeated_sends": repeated,
+                  "repeats_allowed": bool(args.allow_repeats or args.repeat_pool), "repeat_pool": args.repeat_pool,
+                  "query_cache_hits": query_hits if embedder is not None else None},
+        "mode": run_mode(args, worker is not None),
+        "overlap": overlap_report,
+        "recall_budget_ms": hearth.settings.recall_budget_ms,
+        "budget_drops": dict(sorted(budget.items())),
     }
     if steps and threads:
         result["steps"] = steps.report()
@@ -630,10 +802,25 @@ def print_deployment(r: dict[str, Any]) -> None:
           f"{d['chunks']:,} chunks, vectors: {d['vectors']}")
     for note in r["notes"]:
         print(f"note: {note}")
-    cache = r.get("file_cache") or {}
-    if cache.get("at_start") is not None:
-        print(f"database in the file cache: {cache['at_start']:.0%} when the sends began, "
-              f"{(cache.get('at_end') or 0):.0%} when they ended")
+    print(page_cache_line(r["page_cache"]))
+    t = r["texts"]
+    if t["distinct"]:
+        print(f"texts: all {t['measured']} measured texts distinct (none repeats an earlier send)")
+    else:
+        hits = "not measured (no embedder)" if t["query_cache_hits"] is None else t["query_cache_hits"]
+        print(f"texts: REPEATS ASKED FOR (pool {t['repeat_pool'] or 'from the file'}): {t['repeated_sends']} sends repeat"
+              f" an earlier text; query-vector cache hits among the measured sends: {hits}")
+    print(f"mode: {r['mode']}")
+    if r.get("overlap"):
+        o = r["overlap"]
+        print(f"  background jobs over {o['seconds']} s: {o['ticks']} queued ({', '.join(f'{k} {v}' for k, v in o['queued'].items())}),"
+              f" {o['done']} done while the sends ran, {o['pending_at_end']} still waiting at the end,"
+              f" {o['late_ticks']} late ticks")
+    print(f"recall budget {r['recall_budget_ms']} ms: sends whose budget dropped a step, by kind")
+    for kind, b in r["budget_drops"].items():
+        steps = ", ".join(f"{step} {n}" for step, n in sorted(b["dropped"].items())) or "none"
+        print(f"  {kind:<9} {b['sends_with_a_drop']} of {b['sends']} sends ({b['archive_recall_searches']} archive"
+              f" recall searches); dropped: {steps}")
     print(f"first send (cold: stored prompt, history): {r['first_send_cold_ms']:.1f} ms; first send with a recall "
           f"cue (cold: embedding model, vector index): {r['first_recall_send_cold_ms']:.1f} ms")
     a = r["assembly"]
@@ -686,7 +873,8 @@ def print_deployment(r: dict[str, Any]) -> None:
         print(r["profile"])
 
 
-def main() -> None:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked; ``sends`` settled for the mode."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--sends", type=int, default=None, help="sends per size (50) or on the deployment (200)")
@@ -703,11 +891,27 @@ def main() -> None:
                         help="archive recall with this Tuning field changed (repeatable), e.g. feedback_candidates=0")
     parser.add_argument("--worker-ignores-sends", action="store_true",
                         help="the background worker's embedding does not wait while a send assembles (the old way)")
-    parser.add_argument("--cold", type=int, default=0,
+    parser.add_argument("--cold-sends", type=int, default=0,
                         help="deployment mode: report the first N sends of each kind apart, as cold")
+    parser.add_argument("--cold", action="store_true",
+                        help="deployment mode: evict the deployment's files from the page cache first"
+                             " (posix_fadvise DONTNEED on each); without it they are read in first, not locked")
+    parser.add_argument("--lock-cache", action="store_true",
+                        help="deployment mode: read the files in and lock them in memory with mlock (root or"
+                             " CAP_IPC_LOCK); reported, never the default")
     parser.add_argument("--drop-caches", action="store_true",
-                        help="deployment mode: empty the operating system's file cache first (Linux, root); "
-                             "without it the database files are read into that cache before the sends")
+                        help="deployment mode: empty the whole machine's file cache first (Linux, root)")
+    parser.add_argument("--allow-repeats", action="store_true",
+                        help="accept repeated texts (from --texts); the report counts them and their cache hits")
+    parser.add_argument("--repeat-pool", type=int, default=0, metavar="N",
+                        help="draw each kind's texts from N distinct ones, so they repeat (measures the caches;"
+                             " reported with the cache hits)")
+    parser.add_argument("--texts", help="send these messages instead: one 'kind<TAB>text' per line")
+    parser.add_argument("--overlap", type=float, default=0.0, metavar="JOBS_PER_S",
+                        help="deployment mode: another thread queues this many real background jobs a second"
+                             " while the sends run (not with --pace worker)")
+    parser.add_argument("--recall-budget-ms", type=int, default=None,
+                        help="deployment mode: the recall latency budget (default: the setting, 40)")
     parser.add_argument("--per-class", type=int, default=None,
                         help="deployment mode: this many sends of each of the five kinds, in turn")
     parser.add_argument("--database-url", default="",
@@ -719,16 +923,31 @@ def main() -> None:
     parser.add_argument("--profile-out", help="also save the profile's statistics to this file (pstats)")
     parser.add_argument("--profile-sort", default="cumulative", choices=("cumulative", "tottime"))
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.deployment:
-        args.sends = (args.per_class + args.cold) * 5 if args.per_class else (args.sends or 200)
-        result = run_deployment(args)
+        if args.overlap and args.pace == "worker":
+            parser.error("--overlap and --pace worker exclude each other: paced sends wait for the jobs")
+        if args.overlap < 0 or args.repeat_pool < 0 or [args.cold, args.drop_caches, args.lock_cache].count(True) > 1:
+            parser.error("--overlap and --repeat-pool take positive numbers; --cold, --drop-caches and --lock-cache"
+                         " exclude each other")
+        args.sends = (args.per_class + args.cold_sends) * 5 if args.per_class else (args.sends or 200)
+    else:
+        args.sends = args.sends or 50
+    return args
+
+
+def main() -> None:
+    args = parse()
+    if args.deployment:
+        try:
+            result = run_deployment(args)
+        except HearthError as error:
+            sys.exit(f"send_path.py: {error}")
         if args.json:
             print(json.dumps(result))
         else:
             print_deployment(result)
         return
-    args.sends = args.sends or 50
     results = run_sizes(args)
     if args.json:
         print(json.dumps(results))

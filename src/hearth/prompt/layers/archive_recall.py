@@ -107,6 +107,10 @@ class ArchiveRecall:
             log_filters["date_hint"] = list(hint)
         if outcome.vector_index:
             log_filters["vector_index"] = dict(outcome.vector_index)  # which vector search ran (S18)
+        if outcome.skipped:
+            # Fixed step names only: the owner's log and the benchmark see which optional steps the
+            # latency budget left out of this send (S16).
+            log_filters["budget_dropped"] = list(outcome.skipped)
         turn.search_log.append(dict(  # written by the send path after collection (A3)
             user_id=turn.user_id, origin="archive_recall", query=outcome.query, results=outcome.results,
             variants=[f"{v.name}: {v.text}" for v in outcome.variants[1:]], filters=log_filters,
