@@ -48,7 +48,12 @@ def database_index(conn: Connection) -> bool:
 
 Progress = Callable[[int, int], None]  # (done, total)
 
-EMBED_BATCH = 64
+# Turns read, embedded in one model call and written in one transaction (S19). The model sorts a
+# call's texts by length before cutting them into its own batches, so a wider window pads less: on
+# two LoCoMo conversations (a short answer beside a long turn quoting its question) windows of 64
+# cost about 1.2x the model given all the texts at once (docs/embeddings.md). An interruption loses
+# at most this window.
+EMBED_BATCH = 256
 CONTEXT_CHARS = 200  # of the previous turn, so short answers ("yes, last May") keep their question
 
 
