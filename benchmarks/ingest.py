@@ -1,6 +1,6 @@
 """Ingestion throughput: messages written per second, keyword-indexed and with embeddings.
 
-    python benchmarks/ingest.py [--messages 20000] [--embed-messages 2000] [--seed 1]
+    python benchmarks/ingest.py [--messages 20000] [--embed-messages 2000] [--seed 1] [--locomo N]
 
 1. Keyword-indexed: chat turns written through ``Conversations.add_message`` in bulk transactions
    of 10,000 (FTS5 kept in step by the schema's triggers), in threads of about 200 messages.
@@ -10,7 +10,11 @@
    pipeline's cost over the raw model is also shown with a hashed stand-in embedder, where the
    model's own time is near zero and only the pipeline remains.
 
-Targets: >= 2,000 messages/s keyword-indexed; embedding within 1.2x of the raw embedder.
+3. With ``--locomo N``: the first N LoCoMo conversations saved through the public API, then
+   embedded by ``embed_pending`` beside the raw model given the very same strings in one call.
+
+Targets: >= 2,000 messages/s keyword-indexed; embedding within 1.2x of the raw embedder; on
+LoCoMo, the raw model's time over ``embed_pending``'s >= 0.8 (S19).
 """
 
 from __future__ import annotations
@@ -147,6 +151,43 @@ def keyword_run(scope: Any, persona_id: int, texts: list[str], floor_dir: str) -
             "load_average": [round(x, 1) for x in os.getloadavg()]}
 
 
+def locomo_run(embedder: Any, conversations: int, batch: int | None = None,
+               data: str | None = None) -> dict[str, Any]:
+    """The first ``conversations`` LoCoMo conversations saved through the public API (keyword-only
+    save), then embedded by ``embed_pending`` (the import's and ``hearth reindex``'s path), beside
+    the raw model given the very same strings (speaker label, turn, start of the previous turn) in
+    one call, in the same run. The ratio is raw seconds over pipeline seconds (S19: >= 0.8), in
+    wall time and in this process's CPU time (steadier on a shared machine)."""
+    from locomo import DEFAULT_DATA, load
+
+    from hearth.retrieval.semantic import EMBED_BATCH, _pending_messages, embed_pending, model_id
+
+    samples = json.loads(Path(data or DEFAULT_DATA).read_text())[:conversations]
+    with tempfile.TemporaryDirectory() as home:
+        hearth = Hearth(Settings.resolve({"home": home}, environ={}), provider=StopwatchProvider())
+        started = time.perf_counter()
+        for sample in samples:
+            load(hearth, sample)
+        save_s = time.perf_counter() - started
+        texts = [text for _, _, text in _pending_messages(hearth.store.connection(), model_id(embedder), None, 10**9)]
+        embedder.embed(texts[:16])  # warm the model
+        started, cpu = time.perf_counter(), time.process_time()
+        report = embed_pending(hearth.store, embedder, batch=batch or EMBED_BATCH)
+        pipeline_s, pipeline_cpu = time.perf_counter() - started, time.process_time() - cpu
+        started, cpu = time.perf_counter(), time.process_time()
+        embedder.embed(texts)
+        raw_s, raw_cpu = time.perf_counter() - started, time.process_time() - cpu
+        hearth.close()
+    n = len(texts)
+    return {"conversations": [s["sample_id"] for s in samples], "turns": n, "embedded": report.messages,
+            "batch": batch or EMBED_BATCH, "save_turns_per_s": round(n / save_s, 1),
+            "with_embeddings_turns_per_s": round(n / (save_s + pipeline_s), 1),
+            "embed_pending_s": round(pipeline_s, 2), "raw_model_s": round(raw_s, 2),
+            "raw_model_texts_per_s": round(n / raw_s, 1),
+            "ratio_wall": round(raw_s / pipeline_s, 2), "ratio_cpu": round(raw_cpu / pipeline_cpu, 2),
+            "load_average": [round(x, 1) for x in os.getloadavg()]}
+
+
 def run_into(args: argparse.Namespace) -> dict[str, Any]:
     """Ingest into an existing (large) deployment: keyword-indexed writes of ``--messages`` turns,
     removed again afterwards; then ``--embed-messages`` turns embedded by ``embed_pending`` as the
@@ -219,6 +260,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from hearth.retrieval.semantic import model_id
 
     result["model"] = embedding_run(real, embed_texts_sample, model_id(real))
+    if args.locomo:
+        result["locomo"] = locomo_run(real, args.locomo, data=args.locomo_data)
     result["hashed"] = embedding_run(HashedEmbedder(model_id(real), embedder_dim(real)), embed_texts_sample,
                                      "hashed stand-in")
     return result
@@ -235,6 +278,14 @@ def print_result(r: dict[str, Any]) -> None:
           f" >= 4,000 at 1M); floor (bare FTS5 inserts of the same texts, same run) {k['floor_fts5_msgs_per_s']:,}/s,"
           f" {k['floor_fts5_msgs_per_cpu_s']:,} per CPU second: {k['floor_over_ingest']}x wall,"
           f" {k['floor_over_ingest_cpu']}x CPU; load average {k['load_average']}")
+    lo = r.get("locomo")
+    if lo:
+        print(f"LoCoMo {', '.join(lo['conversations'])}: {lo['turns']:,} turns; keyword-only save "
+              f"{lo['save_turns_per_s']:,} turns/s; with embeddings {lo['with_embeddings_turns_per_s']:,} turns/s "
+              f"(embed_pending {lo['embed_pending_s']:.2f} s in windows of {lo['batch']}); raw model on the same "
+              f"texts in one call {lo['raw_model_s']:.2f} s ({lo['raw_model_texts_per_s']:,} texts/s); raw / "
+              f"embed_pending {lo['ratio_wall']} wall, {lo['ratio_cpu']} CPU (target >= 0.8); "
+              f"load average {lo['load_average']}")
     for key in ("model", "hashed"):
         e = r.get(key)
         if e is None:
@@ -253,6 +304,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20_000, help="keyword-indexed messages")
     parser.add_argument("--embed-messages", type=int, default=2_000, help="messages for the embedding runs")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--locomo", type=int, default=0, metavar="N",
+                        help="also embed the first N LoCoMo conversations beside the raw model (S19)")
+    parser.add_argument("--locomo-data", help="LoCoMo file (default: as benchmarks/locomo.py)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--deployment", help="ingest into this deployment (made by generate.py) instead of a fresh one")
     parser.add_argument("--cold", action="store_true",

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from hearth.records.context import Context
 
 EMBED_JOB = "recall.embed"
-EMBED_JOB_SLICE = 500
+EMBED_JOB_SLICE = 512  # two of embed_pending's windows of 256 turns (S19)
 
 
 def embed_job(ctx: Context, payload: dict[str, Any], helper: Helper | None = None) -> None:

@@ -40,7 +40,12 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]  # (done, total)
 
-EMBED_BATCH = 64
+# Turns read, embedded in one model call and written in one transaction (S19). The model sorts a
+# call's texts by length before cutting them into its own batches, so a wider window pads less: on
+# two LoCoMo conversations (a short answer beside a long turn quoting its question) windows of 64
+# ran at 0.85 of the model's CPU rate given all the texts at once, windows of 256 at 1.01
+# (docs/embeddings.md). An interruption loses at most this window.
+EMBED_BATCH = 256
 CONTEXT_CHARS = 200  # of the previous turn, so short answers ("yes, last May") keep their question
 
 
@@ -180,7 +185,8 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
     a reply is proportional to what arrived since, not to the size of the deployment; without it
     (``hearth reindex``) the pass starts at the beginning and also finds any row left behind.
     ``pause`` is called before each call to the model, 16 texts a call (the background job waits
-    there while a send assembles, so the two do not share the cores).
+    there while a send assembles, so the two do not share the cores); those calls take the window's
+    texts shortest first, so they pad no more than one call over the window would.
     """
     model = model_id(embedder)
     conn = store.connection()
