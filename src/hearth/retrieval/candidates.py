@@ -7,6 +7,7 @@ answers, vector hits (filtered after the index answers) pass the same conditions
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
@@ -364,11 +365,17 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
 
 
 def dated_vector_hits(conn: Connection, db_key: str, user_id: int, filters: Filters, dated: tuple[str, str],
-                      embedder: Any, vector: Any, tuning: Tuning) -> list[tuple[int, float]]:
+                      embedder: Any, vector: Any, tuning: Tuning,
+                      trace: dict[str, Any] | None = None) -> list[tuple[int, float]]:
     """The turns dated inside the named range, or up to ``tuning.dated_days_after`` days after it
-    (a turn tells of a day as "last night" or "last Friday"), ranked by exact cosine to the query.
-    Nothing when the range holds more than ``tuning.dated_rows`` turns: counted first on the index
-    of turns by time, so a wide range costs a send an index count, not the reading of its vectors."""
+    (a turn tells of a day as "last night" or "last Friday"), nearest to the query first (S17).
+
+    A range of at most ``tuning.dated_rows`` turns (counted first on the index of turns by time,
+    so counting costs at most that many index entries) is compared turn by turn, exactly. A larger
+    one is a filtered search of the vector index: its work is bounded by ``tuning.dated_fetch``
+    nearest asked of the index, not by the turns the range holds (a month of a million messages
+    holds about 27,000). ``trace`` (when given) gets the path taken, the turns counted (up to
+    ``dated_rows`` + 1) and the vectors compared."""
     from .semantic import exact_message_search
 
     end = (date.fromisoformat(dated[1]) + timedelta(days=tuning.dated_days_after + 1)).isoformat()
@@ -377,13 +384,89 @@ def dated_vector_hits(conn: Connection, db_key: str, user_id: int, filters: Filt
     bounds = (user_id, dated[0], end)
     count = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE {span} LIMIT ?) AS s",
                          (*bounds, tuning.dated_rows + 1)).fetchone()[0]
-    if not count or count > tuning.dated_rows:
+    if trace is not None:
+        trace.update(turns=count, path="none", compared=0)
+    if not count:
         return []
     where, args = message_filter_sql(user_id, filters)
     ids_sql = ("SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id"
                f" WHERE {' AND '.join([span, *where[2:]])}")
-    return exact_message_search(conn, db_key, user_id, ids_sql, (*bounds, *args[1:]), embedder, vector,
-                                tuning.candidates)
+    if count <= tuning.dated_rows:
+        if trace is not None:
+            trace.update(path="exact", compared=count)
+        return exact_message_search(conn, db_key, user_id, ids_sql, (*bounds, *args[1:]), embedder, vector,
+                                    tuning.candidates)
+    return _dated_filtered(conn, db_key, user_id, span, bounds, where, args, ids_sql, embedder, vector, tuning,
+                           trace)
+
+
+def _dated_filtered(conn: Connection, db_key: str, user_id: int, span: str, bounds: tuple, where: list[str],
+                    args: list[Any], ids_sql: str, embedder: Any, vector: Any, tuning: Tuning,
+                    trace: dict[str, Any] | None) -> list[tuple[int, float]]:
+    """A large range as a filtered search of the index. Within one user, turns are saved in time
+    order, so the range's turns lie between the ids of its first and last turn by time (two index
+    seeks): the index keeps the hits inside those ids, and the hits are then checked against the
+    range's dates and the search's filters in SQL (an import of older chats gives later ids to
+    older turns: a hit between the ids but outside the dates is dropped, never shown)."""
+    from .semantic import database_index, model_id
+
+    turn = f"m.user_id = ? AND {CHAT_TURN_SQL}"
+    first, last, before, after = conn.execute(
+        f"SELECT (SELECT m.id FROM messages m WHERE {span} ORDER BY m.created_at LIMIT 1),"
+        f" (SELECT m.id FROM messages m WHERE {span} ORDER BY m.created_at DESC LIMIT 1),"
+        f" (SELECT m.id FROM messages m WHERE {turn} AND m.created_at < ? ORDER BY m.created_at DESC LIMIT 1),"
+        f" (SELECT m.id FROM messages m WHERE {turn} AND m.created_at >= ? ORDER BY m.created_at LIMIT 1)",
+        (*bounds, *bounds, user_id, bounds[1], user_id, bounds[2])).fetchone()
+    if first is None or last is None:
+        return []
+    lo, hi = min(first, last), max(first, last)
+    # Out to the turns just before and after the range, when their ids lie outside it: a turn
+    # saved a little out of order (a reply stamped before the question) still falls inside.
+    if before is not None and before < lo:
+        lo = before + 1
+    if after is not None and after > hi:
+        hi = after - 1
+    model = model_id(embedder)
+    k = tuning.candidates
+    counts: dict[str, int] = {}
+    if database_index(conn):
+        from . import pgvectors
+
+        hits = pgvectors.dated_messages(conn, user_id, " AND ".join([span, *where[2:]]), (*bounds, *args[1:]), model,
+                                        vector, k)
+        counts["compared"] = -1  # the database's own count, not visible from here
+    else:
+        from .semantic import INDEXES
+
+        index = INDEXES.get(conn, db_key, "messages", user_id, model, int(vector.shape[0]), wait=False)
+        if index is None or len(index) == 0:
+            return []
+        # Ask for about twice the nearest that the range's share of the index would hold, so some
+        # four times ``k`` fall inside it (the filters below drop some), within ``dated_fetch``.
+        share = min(1.0, (hi - lo + 1) / len(index))
+        fetch = min(tuning.dated_fetch, max(4 * k, math.ceil(8 * k / share)))
+        # Every hit inside the ids is checked, not only the first ``k``: where older turns were
+        # saved later (an import), those between the ids may crowd the nearest.
+        found = index.search_span(vector, fetch, lo, hi, fetch, counts)
+        hits = _in_range(conn, bounds, where, args, found)[:k]
+    if trace is not None:
+        trace.update(path="filtered", compared=counts.get("compared", 0))
+    return hits
+
+
+def _in_range(conn: Connection, bounds: tuple, where: list[str], args: list[Any],
+              hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``hits`` that are chat turns of the range (``bounds``: user, first day, end) passing the
+    search's filters, in order: read by primary key ("+": never the index of turns by time)."""
+    if not hits:
+        return []
+    ids = [i for i, _ in hits]
+    kept = {row[0] for row in conn.execute(
+        "SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+        f" WHERE m.id IN ({','.join('?' * len(ids))}) AND +m.user_id = ? AND {CHAT_TURN_SQL}"
+        f" AND +m.created_at >= ? AND +m.created_at < ? AND {' AND '.join(['1 = 1', *where[2:]])}",
+        (*ids, *bounds, *args[1:]))}
+    return [h for h in hits if h[0] in kept]
 
 
 def query_vector_text(text: str, speaker_names: dict[str, str] | None) -> str:
@@ -429,7 +512,7 @@ def _dated_key(db_key: str, user_id: int, filters: Filters, dated: tuple[str, st
     from .semantic import model_id
 
     return (db_key, "dated", user_id, model_id(embedder), filters, dated, tuning.candidates, tuning.dated_rows,
-            tuning.dated_days_after)
+            tuning.dated_days_after, tuning.dated_fetch)
 
 
 def _dated_on(store: Any, user_id: int, filters: Filters, dated: tuple[str, str], embedder: Any, tuning: Tuning,

@@ -1,0 +1,173 @@
+"""The dated list (A2, S17): a question naming a date range searches the turns of that range, and
+a range too large to compare turn by turn is a filtered search of the vector index whose work
+follows the answer, not the number of turns the range holds."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from hearth.retrieval import semantic
+from hearth.retrieval.candidates import Filters, dated_vector_hits
+from hearth.retrieval.tuning import DEFAULT
+
+DIM = 64
+MONTHS = [f"2022-{m:02d}" for m in range(1, 13)]
+
+
+class Words:
+    """Unit sums of a fixed random vector per word: texts sharing words are close."""
+
+    name = model_id = "dated-words"
+    dim = DIM
+
+    def embed(self, texts):
+        rows = []
+        for text in texts:
+            words = [w.strip(".,!?:").lower() for w in text.split()]
+            vec = sum((np.random.default_rng(zlib.crc32(w.encode())).standard_normal(DIM) for w in words if w),
+                      np.zeros(DIM))
+            rows.append(vec / (np.linalg.norm(vec) or 1.0))
+        return np.asarray(rows, dtype=np.float32)
+
+
+def _fill(hearth, scope, persona_id, per_month, seed, extra=()):
+    """``per_month`` filler turns in each month of 2022, and the ``extra`` (month, day, text) turns;
+    returns the ids of the extra turns."""
+    rng = np.random.default_rng(seed)
+    vocabulary = [f"w{i}" for i in range(400)]
+    ids = {}
+    with hearth.store.write():
+        for month in MONTHS:
+            c = scope.conversations.create(persona_id, month, created_at=f"{month}-01T08:00:00.000000Z")
+            for i in range(per_month):
+                day, minute = 1 + i * 27 // per_month, i % 60
+                text = " ".join(rng.choice(vocabulary, 8))
+                scope.conversations.add_message(c.id, "user" if i % 2 else "assistant", text,
+                                                created_at=f"{month}-{day:02d}T09:{minute:02d}:00.000000Z")
+            for m, day, text in extra:
+                if m == month:
+                    ids[text] = scope.conversations.add_message(
+                        c.id, "user", text, created_at=f"{month}-{day:02d}T20:00:00.000000Z").id
+    return ids
+
+
+def _user(hearth, name):
+    scope = hearth.scope(hearth.users.create(name).id)
+    return scope, scope.personas.create("p", "P", user_label="U said:", assistant_label="P said:").id
+
+
+TARGET = "the quince flowered by the old fence"
+NEARER = "the quince flowered by the old fence again today"  # closer to the question, but in September
+QUESTION = "quince flowered old fence"
+
+
+def _graph_index(hearth, scope, embedder, monkeypatch):
+    monkeypatch.setattr(semantic.INDEXES, "ann_threshold", 50)  # a graph, as a large deployment's is
+    index = semantic.INDEXES.get(hearth.store.connection(), hearth.store.key, "messages", scope.user_id,
+                                 semantic.model_id(embedder), DIM)
+    assert index.mode == "ann"
+    index.expansion_search = 64  # the same search width at both sizes
+    return index
+
+
+@pytest.mark.sqlite_only
+def test_s17_sqlite_the_dated_searchs_work_grows_far_less_than_the_turns_of_the_range(hearth, monkeypatch):
+    """Two archives of the same twelve months, one with ten times the turns of the other: a
+    question about June compares far fewer than ten times the vectors in the larger (the graph's
+    own count of distances), where comparing every turn of the range compares ten times as many;
+    and both find June's turn, never the nearer one of September."""
+    embedder = Words()
+    hearth._embedder = embedder
+    semantic.INDEXES.clear()
+    small, small_persona = _user(hearth, "small")
+    large, large_persona = _user(hearth, "large")
+    extra = [("2022-06", 14, TARGET), ("2022-09", 14, NEARER)]
+    small_ids = _fill(hearth, small, small_persona, 40, 1, extra)
+    large_ids = _fill(hearth, large, large_persona, 400, 2, extra)
+    semantic.embed_pending(hearth.store, embedder)
+    conn = hearth.store.connection()
+    vector = semantic.embed_queries(embedder, [QUESTION])[0]
+    june = ("2022-06-01", "2022-06-30")
+    filtered = DEFAULT.with_changes(candidates=5, dated_rows=20, dated_fetch=64, dated_days_after=0)
+    exact = filtered.with_changes(dated_rows=10_000)
+    compared = {}
+    for name, scope, ids in (("small", small, small_ids), ("large", large, large_ids)):
+        _graph_index(hearth, scope, embedder, monkeypatch)
+        for path, tuning in (("filtered", filtered), ("exact", exact)):
+            trace: dict = {}
+            hits = dated_vector_hits(conn, hearth.store.key, scope.user_id, Filters(), june, embedder, vector,
+                                     tuning, trace)
+            assert trace["path"] == path
+            assert hits and hits[0][0] == ids[TARGET] and ids[NEARER] not in {h[0] for h in hits}, (name, path)
+            compared[name, path] = trace["compared"]
+    # Comparing every turn of June: ten times the turns, ten times the work.
+    assert compared["large", "exact"] >= 9 * compared["small", "exact"], compared
+    # The filtered search: far less than ten times (about 2.3 times at these small sizes, where the
+    # graph's search still reaches a large share of its nodes).
+    assert compared["large", "filtered"] < 4 * compared["small", "filtered"], compared
+
+
+def test_a2_s17_the_dated_lists_hits_stay_inside_the_range_and_its_filters(hearth, me, monkeypatch):
+    """Both ways of answering (turn by turn, and the index's filtered search; on PostgreSQL the
+    HNSW index's) return only turns of the range that the search's filters allow, and the turn
+    asked about first: not the nearer turn of another month, nor one of an excluded thread."""
+    embedder = Words()
+    hearth._embedder = embedder
+    semantic.INDEXES.clear()
+    persona = me.personas.create("p", "P", user_label="U said:", assistant_label="P said:").id
+    ids = _fill(hearth, me, persona, 60, 3, [("2022-06", 14, TARGET), ("2022-09", 14, NEARER)])
+    hidden = me.conversations.create(persona, "Hidden", created_at="2022-06-20T08:00:00.000000Z")
+    excluded = me.conversations.add_message(hidden.id, "user", NEARER, created_at="2022-06-20T09:00:00.000000Z").id
+    semantic.embed_pending(hearth.store, embedder)
+    conn = hearth.store.connection()
+    if not semantic.database_index(conn):
+        _graph_index(hearth, me, embedder, monkeypatch)
+    vector = semantic.embed_queries(embedder, [QUESTION])[0]
+    filters = Filters(exclude_conversation_ids=(hidden.id,))
+    june = ("2022-06-01", "2022-06-30")
+    inside = {row[0] for row in conn.execute(
+        "SELECT id FROM messages WHERE user_id = ? AND created_at >= '2022-06-01' AND created_at < '2022-07-01'"
+        " AND conversation_id != ?", (me.user_id, hidden.id))}
+    for path, rows in (("exact", 10_000), ("filtered", 20)):
+        trace: dict = {}
+        tuning = DEFAULT.with_changes(candidates=10, dated_rows=rows, dated_fetch=256, dated_days_after=0)
+        hits = dated_vector_hits(conn, hearth.store.key, me.user_id, filters, june, embedder, vector, tuning, trace)
+        assert trace["path"] == path
+        assert len(hits) == 10 and {h[0] for h in hits} <= inside, path
+        assert hits[0][0] == ids[TARGET] and excluded not in {h[0] for h in hits}
+        assert [h[1] for h in hits] == sorted((h[1] for h in hits), reverse=True)
+
+
+@pytest.mark.sqlite_only
+def test_a2_s17_sqlite_turns_saved_out_of_time_order_never_leave_the_range(hearth, me, monkeypatch):
+    """An import of older chats gives later ids to older turns, so the ids between June's first
+    and last turn also hold turns of other months: the filtered search drops those, whatever their
+    closeness."""
+    embedder = Words()
+    hearth._embedder = embedder
+    semantic.INDEXES.clear()
+    persona = me.personas.create("p", "P", user_label="U said:", assistant_label="P said:").id
+    june = me.conversations.create(persona, "June", created_at="2022-06-01T08:00:00.000000Z")
+    with hearth.store.write():
+        first = me.conversations.add_message(june.id, "user", "w1 w2 w3", created_at="2022-06-02T08:00:00.000000Z").id
+        # Imported in the middle of June's turns: a chat of 2021, nearest to the question.
+        old = me.conversations.create(persona, "Old", created_at="2021-03-01T08:00:00.000000Z")
+        strays = [me.conversations.add_message(old.id, "user", NEARER, created_at="2021-03-01T09:00:00.000000Z").id
+                  for _ in range(30)]
+        target = me.conversations.add_message(june.id, "user", TARGET, created_at="2022-06-10T08:00:00.000000Z").id
+        for i in range(40):
+            me.conversations.add_message(june.id, "assistant", f"w{i} w{i + 1} w{i + 2}",
+                                         created_at=f"2022-06-{11 + i // 3:02d}T08:00:00.000000Z")
+    semantic.embed_pending(hearth.store, embedder)
+    conn = hearth.store.connection()
+    _graph_index(hearth, me, embedder, monkeypatch)
+    trace: dict = {}
+    hits = dated_vector_hits(conn, hearth.store.key, me.user_id, Filters(), ("2022-06-01", "2022-06-30"), embedder,
+                             semantic.embed_queries(embedder, [QUESTION])[0],
+                             DEFAULT.with_changes(candidates=5, dated_rows=10, dated_fetch=256, dated_days_after=0),
+                             trace)
+    assert trace["path"] == "filtered" and first < strays[0] < target
+    assert hits and hits[0][0] == target and not set(strays) & {h[0] for h in hits}
