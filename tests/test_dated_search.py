@@ -131,6 +131,17 @@ def test_a2_s17_the_dated_lists_hits_stay_inside_the_range_and_its_filters(heart
     inside = {row[0] for row in conn.execute(
         "SELECT id FROM messages WHERE user_id = ? AND created_at >= '2022-06-01' AND created_at < '2022-07-01'"
         " AND conversation_id != ?", (me.user_id, hidden.id))}
+    plans: list[str] = []
+    if semantic.database_index(conn):
+        conn.execute("ANALYZE")
+        execute = conn.execute
+
+        def explained(sql, args=()):
+            if "ORDER BY e.vec" in sql:  # the filtered statement (pgvectors.dated_messages)
+                plans.append(" ".join(r[0] for r in execute("EXPLAIN " + sql, args).fetchall()))
+            return execute(sql, args)
+
+        conn.execute = explained
     for path, rows in (("exact", 10_000), ("filtered", 20)):
         trace: dict = {}
         tuning = DEFAULT.with_changes(candidates=10, dated_rows=rows, dated_fetch=256, dated_days_after=0)
@@ -139,6 +150,11 @@ def test_a2_s17_the_dated_lists_hits_stay_inside_the_range_and_its_filters(heart
         assert len(hits) == 10 and {h[0] for h in hits} <= inside, path
         assert hits[0][0] == ids[TARGET] and excluded not in {h[0] for h in hits}
         assert [h[1] for h in hits] == sorted((h[1] for h in hits), reverse=True)
+    if semantic.database_index(conn):
+        del conn.execute
+        # The HNSW index yields the nearest rows first and the range is a filter on them: no read
+        # of every turn of June.
+        assert len(plans) == 1 and "hnsw" in plans[0] and "messages_chat_time" not in plans[0], plans
 
 
 @pytest.mark.sqlite_only
