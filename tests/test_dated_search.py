@@ -13,7 +13,7 @@ from hearth.retrieval import semantic
 from hearth.retrieval.candidates import Filters, dated_vector_hits
 from hearth.retrieval.tuning import DEFAULT
 
-DIM = 64
+DIM = 256
 MONTHS = [f"2022-{m:02d}" for m in range(1, 13)]
 
 
@@ -33,11 +33,12 @@ class Words:
         return np.asarray(rows, dtype=np.float32)
 
 
-def _fill(hearth, scope, persona_id, per_month, seed, extra=()):
-    """``per_month`` filler turns in each month of 2022, and the ``extra`` (month, day, text) turns;
-    returns the ids of the extra turns."""
+def _fill(hearth, scope, persona_id, per_month, seed, extra=(), topic=False):
+    """``per_month`` filler turns in each month of 2022 (with ``topic``, one in ten about the quince
+    or the fence: a topic that recurs, as topics do, which the graph reaches from the rest), and
+    the ``extra`` (month, day, text) turns; returns the ids of the extra turns."""
     rng = np.random.default_rng(seed)
-    vocabulary = [f"w{i}" for i in range(400)]
+    vocabulary = [f"w{i}" for i in range(40)]
     ids = {}
     with hearth.store.write():
         for month in MONTHS:
@@ -45,6 +46,8 @@ def _fill(hearth, scope, persona_id, per_month, seed, extra=()):
             for i in range(per_month):
                 day, minute = 1 + i * 27 // per_month, i % 60
                 text = " ".join(rng.choice(vocabulary, 8))
+                if topic and i % 10 == 0:
+                    text = f"{rng.choice(('quince', 'fence'))} {' '.join(rng.choice(vocabulary, 6))}"
                 scope.conversations.add_message(c.id, "user" if i % 2 else "assistant", text,
                                                 created_at=f"{month}-{day:02d}T09:{minute:02d}:00.000000Z")
             for m, day, text in extra:
@@ -61,7 +64,7 @@ def _user(hearth, name):
 
 TARGET = "the quince flowered by the old fence"
 NEARER = "the quince flowered by the old fence again today"  # closer to the question, but in September
-QUESTION = "quince flowered old fence"
+QUESTION = "the quince flowered by the old fence"
 
 
 def _graph_index(hearth, scope, embedder, monkeypatch):
@@ -78,30 +81,32 @@ def test_s17_sqlite_the_dated_searchs_work_grows_far_less_than_the_turns_of_the_
     """Two archives of the same twelve months, one with ten times the turns of the other: a
     question about June compares far fewer than ten times the vectors in the larger (the graph's
     own count of distances), where comparing every turn of the range compares ten times as many;
-    and both find June's turn, never the nearer one of September."""
+    and both find June's turns about it first, never the nearer ones of September."""
     embedder = Words()
     hearth._embedder = embedder
     semantic.INDEXES.clear()
     small, small_persona = _user(hearth, "small")
     large, large_persona = _user(hearth, "large")
-    extra = [("2022-06", 14, TARGET), ("2022-09", 14, NEARER)]
-    small_ids = _fill(hearth, small, small_persona, 40, 1, extra)
-    large_ids = _fill(hearth, large, large_persona, 400, 2, extra)
+    june = [("2022-06", 10 + i, f"{TARGET} w{i}") for i in range(4)]
+    september = [("2022-09", 10 + i, f"{NEARER} w{i}") for i in range(4)]
+    found = {"small": _fill(hearth, small, small_persona, 40, 1, june + september, topic=True),
+             "large": _fill(hearth, large, large_persona, 400, 2, june + september, topic=True)}
     semantic.embed_pending(hearth.store, embedder)
     conn = hearth.store.connection()
     vector = semantic.embed_queries(embedder, [QUESTION])[0]
-    june = ("2022-06-01", "2022-06-30")
-    filtered = DEFAULT.with_changes(candidates=5, dated_rows=20, dated_fetch=64, dated_days_after=0)
+    filtered = DEFAULT.with_changes(candidates=6, dated_rows=20, dated_fetch=64, dated_days_after=0)
     exact = filtered.with_changes(dated_rows=10_000)
     compared = {}
-    for name, scope, ids in (("small", small, small_ids), ("large", large, large_ids)):
+    for name, scope in (("small", small), ("large", large)):
         _graph_index(hearth, scope, embedder, monkeypatch)
+        asked = {found[name][text] for _, _, text in june}
+        later = {found[name][text] for _, _, text in september}
         for path, tuning in (("filtered", filtered), ("exact", exact)):
             trace: dict = {}
-            hits = dated_vector_hits(conn, hearth.store.key, scope.user_id, Filters(), june, embedder, vector,
-                                     tuning, trace)
+            hits = [i for i, _ in dated_vector_hits(conn, hearth.store.key, scope.user_id, Filters(),
+                                                    ("2022-06-01", "2022-06-30"), embedder, vector, tuning, trace)]
             assert trace["path"] == path
-            assert hits and hits[0][0] == ids[TARGET] and ids[NEARER] not in {h[0] for h in hits}, (name, path)
+            assert hits[0] in asked and len(asked & set(hits)) >= 3 and not later & set(hits), (name, path, hits)
             compared[name, path] = trace["compared"]
     # Comparing every turn of June: ten times the turns, ten times the work.
     assert compared["large", "exact"] >= 9 * compared["small", "exact"], compared
@@ -187,3 +192,43 @@ def test_a2_s17_sqlite_turns_saved_out_of_time_order_never_leave_the_range(heart
                              trace)
     assert trace["path"] == "filtered" and first < strays[0] < target
     assert hits and hits[0][0] == target and not set(strays) & {h[0] for h in hits}
+
+
+@pytest.mark.sqlite_only
+def test_s17_sqlite_a_date_question_runs_the_dated_list_ahead_on_the_prefetch_thread_when_the_index_is_a_graph(
+        hearth, me, monkeypatch):
+    """With the turns' index a graph, the dated list (a graph search for a large range, which
+    releases the interpreter lock) runs on the prefetch thread behind the query's embedding, while
+    the layers before archive recall read on the send's; the send takes its hits."""
+    import threading
+
+    from hearth.retrieval import candidates
+    from tests.test_recall_speed import SearchesAheadRun
+
+    embedder = Words()
+    hearth._embedder = embedder
+    semantic.INDEXES.clear()
+    persona = me.personas.create("voice", "Elion", user_label="U said:", assistant_label="Elion said:",
+                                 archive_access=True)
+    ids = _fill(hearth, me, persona.id, 30, 4, [("2022-06", 14, TARGET)])
+    now = me.conversations.create(persona.id, "Now")
+    with hearth.store.write():
+        me.conversations.add_message(now.id, "user", "hello")
+        me.conversations.add_message(now.id, "assistant", "hello, love")
+    semantic.embed_pending(hearth.store, embedder)
+    _graph_index(hearth, me, embedder, monkeypatch)  # loaded, as a server's warm-up leaves it
+    ran_on: list[str] = []
+    hits: list[list[int]] = []
+    inner = candidates.dated_vector_hits
+
+    def dated(*args, **kwargs):
+        ran_on.append(threading.current_thread().name)
+        found = inner(*args, **kwargs)
+        hits.append([i for i, _ in found])
+        return found
+
+    monkeypatch.setattr(candidates, "dated_vector_hits", dated)
+    me.dynamic.layers.insert(0, SearchesAheadRun())
+    me.send(now.id, "What happened with the quince by the old fence in June 2022?")
+    assert len(ran_on) == 1 and ran_on[0].startswith("hearth-query-embed"), ran_on
+    assert ids[TARGET] in hits[0]

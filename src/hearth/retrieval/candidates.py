@@ -497,14 +497,25 @@ def vectors_ahead(conn: Connection, user_id: int, query: str, filters: Filters, 
     search_ahead(conn, db_key, filters.sources, user_id, embedder, text, vector_width(tuning), context,
                  tuning.context_vector_weight, store)
     dated = date_hint(query)
-    # The dated list too, where the database compares the vectors (on SQLite the comparison would
-    # hold the interpreter lock the layers' reads need), on a thread of its own beside the index
-    # searches: behind them the search waited for it (a median 4.2 ms of a date question's send).
-    if (dated and tuning.dated_weight > 0 and "messages" in filters.sources and store is not None
-            and database_index(conn)):
-        run_ahead(_dated_key(db_key, user_id, filters, dated, embedder, tuning), embedder, text, context,
-                  tuning.context_vector_weight,
-                  functools.partial(_dated_on, store, user_id, filters, dated, embedder, tuning), beside=True)
+    # The dated list too, where the database compares the vectors, on a thread of its own beside
+    # the index searches: behind them the search waited for it (a median 4.2 ms of a date
+    # question's send). On SQLite, when the turns' index is a graph, behind the index searches on
+    # the prefetch thread: a large range is a graph search, which releases the interpreter lock
+    # (an exact index stays in the search: scoring a range's rows mostly holds it).
+    if dated and tuning.dated_weight > 0 and "messages" in filters.sources and store is not None:
+        on_database = database_index(conn)
+        if on_database or _graph_loaded(conn, db_key, user_id, embedder):
+            run_ahead(_dated_key(db_key, user_id, filters, dated, embedder, tuning), embedder, text, context,
+                      tuning.context_vector_weight,
+                      functools.partial(_dated_on, store, user_id, filters, dated, embedder, tuning),
+                      beside=on_database)
+
+
+def _graph_loaded(conn: Connection, db_key: str, user_id: int, embedder: Any) -> bool:
+    from .semantic import INDEXES, model_id
+
+    index = INDEXES.loaded_for_ahead(conn, db_key, "messages", user_id, model_id(embedder), int(embedder.dim))
+    return index is not None and index.mode == "ann"
 
 
 def _dated_key(db_key: str, user_id: int, filters: Filters, dated: tuple[str, str], embedder: Any,
