@@ -403,29 +403,14 @@ def dated_vector_hits(conn: Connection, db_key: str, user_id: int, filters: Filt
 def _dated_filtered(conn: Connection, db_key: str, user_id: int, span: str, bounds: tuple, where: list[str],
                     args: list[Any], ids_sql: str, embedder: Any, vector: Any, tuning: Tuning,
                     trace: dict[str, Any] | None) -> list[tuple[int, float]]:
-    """A large range as a filtered search of the index. Within one user, turns are saved in time
-    order, so the range's turns lie between the ids of its first and last turn by time (two index
-    seeks): the index keeps the hits inside those ids, and the hits are then checked against the
+    """A large range as a filtered search of the index. On PostgreSQL the HNSW index's own, with
+    the range in the statement. In this process's index: within one user turns are saved in time
+    order, so the range's turns lie between the ids of its first and last turn by time (index
+    seeks); the index keeps its nearest inside those ids, and they are then checked against the
     range's dates and the search's filters in SQL (an import of older chats gives later ids to
     older turns: a hit between the ids but outside the dates is dropped, never shown)."""
-    from .semantic import database_index, model_id
+    from .semantic import INDEXES, database_index, model_id
 
-    turn = f"m.user_id = ? AND {CHAT_TURN_SQL}"
-    first, last, before, after = conn.execute(
-        f"SELECT (SELECT m.id FROM messages m WHERE {span} ORDER BY m.created_at LIMIT 1),"
-        f" (SELECT m.id FROM messages m WHERE {span} ORDER BY m.created_at DESC LIMIT 1),"
-        f" (SELECT m.id FROM messages m WHERE {turn} AND m.created_at < ? ORDER BY m.created_at DESC LIMIT 1),"
-        f" (SELECT m.id FROM messages m WHERE {turn} AND m.created_at >= ? ORDER BY m.created_at LIMIT 1)",
-        (*bounds, *bounds, user_id, bounds[1], user_id, bounds[2])).fetchone()
-    if first is None or last is None:
-        return []
-    lo, hi = min(first, last), max(first, last)
-    # Out to the turns just before and after the range, when their ids lie outside it: a turn
-    # saved a little out of order (a reply stamped before the question) still falls inside.
-    if before is not None and before < lo:
-        lo = before + 1
-    if after is not None and after > hi:
-        hi = after - 1
     model = model_id(embedder)
     k = tuning.candidates
     counts: dict[str, int] = {}
@@ -436,13 +421,27 @@ def _dated_filtered(conn: Connection, db_key: str, user_id: int, span: str, boun
                                         vector, k)
         counts["compared"] = -1  # the database's own count, not visible from here
     else:
-        from .semantic import INDEXES
-
         index = INDEXES.get(conn, db_key, "messages", user_id, model, int(vector.shape[0]), wait=False)
         if index is None or len(index) == 0:
             return []
-        # Ask for about twice the nearest that the range's share of the index would hold, so some
-        # four times ``k`` fall inside it (the filters below drop some), within ``dated_fetch``.
+        turn = f"m.user_id = ? AND {CHAT_TURN_SQL}"
+        first, last, before, after = conn.execute(
+            f"SELECT (SELECT m.id FROM messages m WHERE {span} ORDER BY m.created_at LIMIT 1),"
+            f" (SELECT m.id FROM messages m WHERE {span} ORDER BY m.created_at DESC LIMIT 1),"
+            f" (SELECT m.id FROM messages m WHERE {turn} AND m.created_at < ? ORDER BY m.created_at DESC LIMIT 1),"
+            f" (SELECT m.id FROM messages m WHERE {turn} AND m.created_at >= ? ORDER BY m.created_at LIMIT 1)",
+            (*bounds, *bounds, user_id, bounds[1], user_id, bounds[2])).fetchone()
+        if first is None or last is None:
+            return []
+        lo, hi = min(first, last), max(first, last)
+        # Out to the turns just before and after the range, when their ids lie outside it: a turn
+        # saved a little out of order (a reply stamped before the question) still falls inside.
+        if before is not None and before < lo:
+            lo = before + 1
+        if after is not None and after > hi:
+            hi = after - 1
+        # Enough nearest that about eight times ``k`` of them fall inside the ids, going by the
+        # ids' share of the index (the checks below drop some), and at most ``dated_fetch``.
         share = min(1.0, (hi - lo + 1) / len(index))
         fetch = min(tuning.dated_fetch, max(4 * k, math.ceil(8 * k / share)))
         # Every hit inside the ids is checked, not only the first ``k``: where older turns were
