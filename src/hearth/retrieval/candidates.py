@@ -7,6 +7,7 @@ answers, vector hits (filtered after the index answers) pass the same conditions
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
@@ -387,11 +388,17 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
 
 
 def dated_vector_hits(conn: Connection, db_key: str, user_id: int, filters: Filters, dated: tuple[str, str],
-                      embedder: Any, vector: Any, tuning: Tuning) -> list[tuple[int, float]]:
+                      embedder: Any, vector: Any, tuning: Tuning,
+                      trace: dict[str, Any] | None = None) -> list[tuple[int, float]]:
     """The turns dated inside the named range, or up to ``tuning.dated_days_after`` days after it
-    (a turn tells of a day as "last night" or "last Friday"), ranked by exact cosine to the query.
-    Nothing when the range holds more than ``tuning.dated_rows`` turns: counted first on the index
-    of turns by time, so a wide range costs a send an index count, not the reading of its vectors."""
+    (a turn tells of a day as "last night" or "last Friday"), nearest to the query first (S17).
+
+    A range of at most ``tuning.dated_rows`` turns (counted first on the index of turns by time,
+    so counting costs at most that many index entries) is compared turn by turn, exactly. A larger
+    one is a filtered search of the vector index: its work is bounded by ``tuning.dated_fetch``
+    nearest asked of the index, not by the turns the range holds (a month of a million messages
+    holds about 27,000). ``trace`` (when given) gets the path taken, the turns counted (up to
+    ``dated_rows`` + 1) and the vectors compared."""
     from .semantic import exact_message_search
 
     end = (date.fromisoformat(dated[1]) + timedelta(days=tuning.dated_days_after + 1)).isoformat()
@@ -400,13 +407,88 @@ def dated_vector_hits(conn: Connection, db_key: str, user_id: int, filters: Filt
     bounds = (user_id, dated[0], end)
     count = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE {span} LIMIT ?) AS s",
                          (*bounds, tuning.dated_rows + 1)).fetchone()[0]
-    if not count or count > tuning.dated_rows:
+    if trace is not None:
+        trace.update(turns=count, path="none", compared=0)
+    if not count:
         return []
     where, args = message_filter_sql(user_id, filters)
     ids_sql = ("SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id"
                f" WHERE {' AND '.join([span, *where[2:]])}")
-    return exact_message_search(conn, db_key, user_id, ids_sql, (*bounds, *args[1:]), embedder, vector,
-                                tuning.candidates)
+    if count <= tuning.dated_rows:
+        if trace is not None:
+            trace.update(path="exact", compared=count)
+        return exact_message_search(conn, db_key, user_id, ids_sql, (*bounds, *args[1:]), embedder, vector,
+                                    tuning.candidates)
+    return _dated_filtered(conn, db_key, user_id, span, bounds, where, args, ids_sql, embedder, vector, tuning,
+                           trace)
+
+
+def _dated_filtered(conn: Connection, db_key: str, user_id: int, span: str, bounds: tuple, where: list[str],
+                    args: list[Any], ids_sql: str, embedder: Any, vector: Any, tuning: Tuning,
+                    trace: dict[str, Any] | None) -> list[tuple[int, float]]:
+    """A large range as a filtered search of the index. On PostgreSQL the HNSW index's own, with
+    the range in the statement. In this process's index: within one user turns are saved in time
+    order, so the range's turns lie between the ids of its first and last turn by time (index
+    seeks); the index keeps its nearest inside those ids, and they are then checked against the
+    range's dates and the search's filters in SQL (an import of older chats gives later ids to
+    older turns: a hit between the ids but outside the dates is dropped, never shown)."""
+    from .semantic import INDEXES, database_index, model_id
+
+    model = model_id(embedder)
+    k = tuning.candidates
+    counts: dict[str, int] = {}
+    if database_index(conn):
+        from . import pgvectors
+
+        hits = pgvectors.dated_messages(conn, user_id, " AND ".join([span, *where[2:]]), (*bounds, *args[1:]), model,
+                                        vector, k)
+        counts["compared"] = -1  # the database's own count, not visible from here
+    else:
+        index = INDEXES.get(conn, db_key, "messages", user_id, model, int(vector.shape[0]), wait=False)
+        if index is None or len(index) == 0:
+            return []
+        turn = f"m.user_id = ? AND {CHAT_TURN_SQL}"
+        first, last, before, after = conn.execute(
+            f"SELECT (SELECT m.id FROM messages m WHERE {span} ORDER BY m.created_at LIMIT 1),"
+            f" (SELECT m.id FROM messages m WHERE {span} ORDER BY m.created_at DESC LIMIT 1),"
+            f" (SELECT m.id FROM messages m WHERE {turn} AND m.created_at < ? ORDER BY m.created_at DESC LIMIT 1),"
+            f" (SELECT m.id FROM messages m WHERE {turn} AND m.created_at >= ? ORDER BY m.created_at LIMIT 1)",
+            (*bounds, *bounds, user_id, bounds[1], user_id, bounds[2])).fetchone()
+        if first is None or last is None:
+            return []
+        lo, hi = min(first, last), max(first, last)
+        # Out to the turns just before and after the range, when their ids lie outside it: a turn
+        # saved a little out of order (a reply stamped before the question) still falls inside.
+        if before is not None and before < lo:
+            lo = before + 1
+        if after is not None and after > hi:
+            hi = after - 1
+        # Enough nearest that about eight times ``k`` of them fall inside the ids, going by the
+        # ids' share of the index (the checks below drop some), and at most ``dated_fetch``.
+        share = min(1.0, (hi - lo + 1) / len(index))
+        fetch = min(tuning.dated_fetch, max(4 * k, math.ceil(8 * k / share)))
+        # Every hit inside the ids is checked, not only the first ``k``: where older turns were
+        # saved later (an import), those between the ids may crowd the nearest.
+        found = index.search_span(vector, fetch, lo, hi, fetch, counts)
+        hits = _in_range(conn, bounds, where, args, found)[:k]
+    if trace is not None:
+        trace.update(path="filtered", compared=counts.get("compared", 0))
+    return hits
+
+
+def _in_range(conn: Connection, bounds: tuple, where: list[str], args: list[Any],
+              hits: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``hits`` that are chat turns of the range (``bounds``: user, first day, end) passing the
+    search's filters, in order: read by primary key ("+": never the index of turns by time)."""
+    if not hits:
+        return []
+    ids = [i for i, _ in hits]
+    kept = {row[0] for row in conn.execute(
+        "SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id"
+        f" WHERE m.id IN ({','.join('?' * len(ids))}) AND +m.user_id = ? AND {CHAT_TURN_SQL}"
+        f" AND +m.created_at >= ? AND +m.created_at < ? AND {' AND '.join(['1 = 1', *where[2:]])}",
+        (*ids, *bounds, *args[1:]))}
+    return [h for h in hits if h[0] in kept]
 
 
 def query_vector_text(text: str, speaker_names: dict[str, str] | None) -> str:
@@ -437,14 +519,25 @@ def vectors_ahead(conn: Connection, user_id: int, query: str, filters: Filters, 
     search_ahead(conn, db_key, filters.sources, user_id, embedder, text, vector_width(tuning), context,
                  tuning.context_vector_weight, store)
     dated = date_hint(query)
-    # The dated list too, where the database compares the vectors (on SQLite the comparison would
-    # hold the interpreter lock the layers' reads need), on a thread of its own beside the index
-    # searches: behind them the search waited for it (a median 4.2 ms of a date question's send).
-    if (dated and tuning.dated_weight > 0 and "messages" in filters.sources and store is not None
-            and database_index(conn)):
-        run_ahead(_dated_key(db_key, user_id, filters, dated, embedder, tuning), embedder, text, context,
-                  tuning.context_vector_weight,
-                  functools.partial(_dated_on, store, user_id, filters, dated, embedder, tuning), beside=True)
+    # The dated list too, where the database compares the vectors, on a thread of its own beside
+    # the index searches: behind them the search waited for it (a median 4.2 ms of a date
+    # question's send). On SQLite, when the turns' index is a graph, behind the index searches on
+    # the prefetch thread: a large range is a graph search, which releases the interpreter lock
+    # (an exact index stays in the search: scoring a range's rows mostly holds it).
+    if dated and tuning.dated_weight > 0 and "messages" in filters.sources and store is not None:
+        on_database = database_index(conn)
+        if on_database or _graph_loaded(conn, db_key, user_id, embedder):
+            run_ahead(_dated_key(db_key, user_id, filters, dated, embedder, tuning), embedder, text, context,
+                      tuning.context_vector_weight,
+                      functools.partial(_dated_on, store, user_id, filters, dated, embedder, tuning),
+                      beside=on_database)
+
+
+def _graph_loaded(conn: Connection, db_key: str, user_id: int, embedder: Any) -> bool:
+    from .semantic import INDEXES, model_id
+
+    index = INDEXES.loaded_for_ahead(conn, db_key, "messages", user_id, model_id(embedder), int(embedder.dim))
+    return index is not None and index.mode == "ann"
 
 
 def _dated_key(db_key: str, user_id: int, filters: Filters, dated: tuple[str, str], embedder: Any,
@@ -452,7 +545,7 @@ def _dated_key(db_key: str, user_id: int, filters: Filters, dated: tuple[str, st
     from .semantic import model_id
 
     return (db_key, "dated", user_id, model_id(embedder), filters, dated, tuning.candidates, tuning.dated_rows,
-            tuning.dated_days_after)
+            tuning.dated_days_after, tuning.dated_fetch)
 
 
 def _dated_on(store: Any, user_id: int, filters: Filters, dated: tuple[str, str], embedder: Any, tuning: Tuning,

@@ -66,3 +66,23 @@ def exact_messages(conn: Connection, ids_sql: str, args: tuple, model: str, vect
         " ORDER BY score DESC, e.message_id LIMIT ?",
         (literal(vector), *args, model, int(k))).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def dated_messages(conn: Connection, user_id: int, where: str, args: tuple, model: str, vector: np.ndarray,
+                   k: int) -> list[tuple[int, float]]:
+    """Top ``k`` (id, cosine) among ``user_id``'s turns that ``where`` keeps (a date range and the
+    search's filters, over ``messages m`` and ``conversations c``), asked as the HNSW index's own
+    filtered search: the index yields rows nearest first and pgvector's iterative scan goes on
+    until ``k`` of them pass the filter (``hnsw.max_scan_tuples`` at most), so the work follows
+    the answer and the range's share, not the number of turns it holds (S17)."""
+    dim = int(vector.shape[0])
+    text = literal(vector)
+    rows: list[Any] = conn.execute(
+        f"SELECT e.message_id, 1 - (e.vec::vector({dim}) <=> ?::vector({dim})) AS score FROM message_embeddings e"
+        " JOIN messages m ON m.id = e.message_id JOIN conversations c ON c.id = m.conversation_id"
+        f" WHERE e.user_id = ? AND e.model = ? AND vector_dims(e.vec) = {dim} AND {where}"
+        f" ORDER BY e.vec::vector({dim}) <=> ?::vector({dim}) LIMIT ?",
+        (text, user_id, model, *args, text, int(k))).fetchall()
+    hits = [(int(r[0]), float(r[1])) for r in rows]
+    hits.sort(key=lambda h: (-h[1], h[0]))  # the relaxed iterative scan may return near-ties out of order
+    return hits

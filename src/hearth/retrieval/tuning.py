@@ -85,10 +85,13 @@ class Tuning:
     # "last night"), at this weight; 0 turns it off. The lift for a result inside the range only
     # reorders what the other lists found, and the turn a dated question wants often shares no
     # word with it and ranks below the 240 vectors the index returns (LoCoMo, docs/recall.md).
-    # A range holding more than ``dated_rows`` turns is not read.
+    # A range holding at most ``dated_rows`` turns is compared turn by turn; a larger one is a
+    # filtered search of the vector index, asking it for at most ``dated_fetch`` nearest (S17: its
+    # cost follows the answer and the range's share, not the turns the range holds).
     dated_weight: float = 1.0
     dated_days_after: int = 3
-    dated_rows: int = 3_000
+    dated_rows: int = 1_000
+    dated_fetch: int = 1_024
 
     # Facts written at ingestion (E2): the facts' keyword list and vector list join the fusion as
     # the lists of the turns they cite, at these weights; 0 leaves a list out. ``fact_origins``

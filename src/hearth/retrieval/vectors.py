@@ -429,6 +429,42 @@ class VectorIndex:
                     return self._search_exact(vec, k, allowed)
             return self._search_ann(vec, k, allowed)  # a graph search asks no BLAS; its exact fallback is limited
 
+    def search_span(self, query: Any, k: int, lo: int, hi: int, fetch: int,
+                    counts: dict[str, int] | None = None) -> list[tuple[int, float]]:
+        """The ``k`` nearest (id, cosine) pairs among ids from ``lo`` to ``hi``: a filtered search
+        whose work is bounded by ``fetch``, not by how many ids the span holds.
+
+        A graph is searched for its ``fetch`` nearest and those inside the span are kept, so the
+        nearest of the span are found as long as enough of them rank among those (the caller sizes
+        ``fetch`` by the span's share of the index). An exact index scores only its rows inside the
+        span (at most ``ann_threshold`` of them). ``counts["compared"]`` gets the vectors compared:
+        the graph's own count of distances, or the rows scored."""
+        vec = _unit_rows(query, self.dim)[0]
+        if k < 1 or hi < lo:
+            return []
+        with self._lock:
+            if self._ann is None:
+                keys = self._keys[: self._n]
+                rows = np.flatnonzero((keys >= lo) & (keys <= hi))
+                if counts is not None:
+                    counts["compared"] = counts.get("compared", 0) + int(rows.size)
+                with one_blas_thread():
+                    return _top_k(keys[rows], self._matrix[rows] @ vec, k) if rows.size else []
+            ann = self._ann
+            total = len(ann)
+            if total == 0:
+                return []
+            width = self.effective_expansion(total)
+            if ann.expansion_search != width:
+                ann.expansion_search = width
+            matches = ann.search(vec, max(k, min(fetch, total)))
+            if counts is not None:
+                counts["compared"] = counts.get("compared", 0) + int(matches.computed_distances)
+            found = matches.keys.astype(np.int64)
+            keep = (found >= lo) & (found <= hi)
+            return [(int(key), float(1.0 - dist))
+                    for key, dist in zip(found[keep][:k], matches.distances[keep][:k])]
+
     def _search_exact(self, vec: np.ndarray, k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
         n = self._n
         if n == 0:
