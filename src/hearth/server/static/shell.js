@@ -1,11 +1,13 @@
-// Hearth web UI entry point: navigation between the panels (the address hash selects one) and start-up.
+// The app shell: navigation between the panels (the address hash selects one) and start-up, run by
+// app.js once it has asked for the first screen's data.
 // Each concern lives in its own module: threads.js (the thread list), chat.js (the open conversation),
 // messages.js (message bubbles), composer.js (sending and streamed replies), branch.js (Branch / Fresh
 // Chat), sidepanel.js (estimate, request size, memory snapshot), and one module per other panel.
 // User text is only ever placed with textContent, never parsed as HTML.
 
-import { $, apiJson, leaveForLogin } from "./api.js";
+import { $, apiJson, dropEarly, leaveForLogin } from "./api.js";
 import { setStatus, shared } from "./shared.js";
+import { loadMe } from "./profile.js";
 import { loadConversations, loadPersonas } from "./threads.js";
 import { prefetchConversation, renderHeader, selectConversation } from "./chat.js";
 import "./composer.js";
@@ -17,26 +19,42 @@ import "./phone.js";
 import "./shortcuts.js";
 import "./appearance.js";
 import "./install.js";
-import "./backups.js";
-import { showWelcome } from "./welcome.js";
+import "./context.js"; // the chat header's context meter (E7)
 import { closeArchived, openArchived } from "./archived.js";
-import { showMemory } from "./memory.js";
-import { showPersonas } from "./personas.js";
-import { showLayers } from "./layers.js";
-import { showRecall } from "./recall.js";
-import { showTimeline } from "./timeline.js";
-import { showTools } from "./tools.js";
-import { showImports } from "./imports.js";
-import { showSettings } from "./settings.js";
-import { showAdmin } from "./admin.js";
 
 const state = shared;
 
+// The page starts with the chat's modules only; each other panel's module (and the welcome's) is
+// fetched the first time it is shown, so a thread and its list are drawn without waiting for a dozen
+// panels nobody has opened yet. Once the page is ready and idle, the browser fetches them ahead
+// (modulepreload: fetched and compiled, not run), so a panel opens without waiting for the network.
 const VIEWS = {
-  chat: null, memory: showMemory, personas: showPersonas, layers: showLayers, recall: showRecall, timeline: showTimeline,
-  tools: () => Promise.all([showTools(), showImports()]),
-  settings: showSettings, accounts: showAdmin,
+  chat: null,
+  memory: { load: () => import("./memory.js"), show: (memory) => memory.showMemory() },
+  personas: { load: () => import("./personas.js"), show: (personas) => personas.showPersonas() },
+  layers: { load: () => import("./layers.js"), show: (layers) => layers.showLayers() },
+  recall: { load: () => import("./recall.js"), show: (recall) => recall.showRecall() },
+  timeline: { load: () => import("./timeline.js"), show: (timeline) => timeline.showTimeline() },
+  tools: {
+    load: () => Promise.all([import("./tools.js"), import("./imports.js"), import("./backups.js")]),
+    show: ([tools, imports]) => Promise.all([tools.showTools(), imports.showImports()]),
+  },
+  settings: { load: () => import("./settings.js"), show: (settings) => settings.showSettings() },
+  accounts: { load: () => import("./admin.js"), show: (admin) => admin.showAdmin() },
 };
+// What preloadLater fetches: the modules above, what they import that the chat does not, and the
+// welcome's.
+const LATER = ["memory", "personas", "layers", "recall", "timeline", "labels", "tools", "imports", "backups", "settings",
+  "admin", "welcome"];
+
+function preloadLater() {
+  for (const name of LATER) {
+    const link = document.createElement("link");
+    link.rel = "modulepreload";
+    link.href = `/static/${name}.js`;
+    document.head.append(link);
+  }
+}
 
 function viewFromHash() {
   const hash = window.location.hash.slice(1);
@@ -48,6 +66,17 @@ function viewFromHash() {
 
 async function route() {
   const { view, conversation, archived } = viewFromHash();
+  let panel = null;
+  if (VIEWS[view]) {
+    // The panel's module first: Settings and Accounts build their page when it runs.
+    try {
+      panel = await VIEWS[view].load();
+    } catch (error) {
+      setStatus(error.message, "error");
+      return;
+    }
+    if (viewFromHash().view !== view) return; // the address changed meanwhile: its own route shows it
+  }
   const changed = view !== state.view;
   state.view = view;
   for (const node of document.querySelectorAll(".view")) node.hidden = node.dataset.view !== view;
@@ -67,11 +96,12 @@ async function route() {
       } else if (state.current) {
         history.replaceState(null, "", `#conversation-${state.current.id}`);
       } else {
-        await showWelcome(); // a fresh deployment: two ways in instead of an empty chat
+        // A fresh deployment: two ways in instead of an empty chat.
+        await (await import("./welcome.js")).showWelcome();
       }
     } else {
       if (changed) document.querySelector(`#view-${view} h1`).focus();
-      await VIEWS[view]();
+      await VIEWS[view].show(panel);
     }
   } catch (error) {
     setStatus(error.message, "error");
@@ -95,6 +125,7 @@ async function start() {
   try {
     const { view, conversation } = viewFromHash();
     if (view === "chat" && conversation) prefetchConversation(conversation);
+    loadMe().catch(() => {}); // the person's name on their messages, the owner's Accounts entry
     await Promise.all([loadPersonas(), loadConversations()]);
     const remembered = Number(sessionStorage.getItem("hearth.open"));
     if (view !== "chat" && remembered) {
@@ -110,7 +141,9 @@ async function start() {
   } catch (error) {
     setStatus(error.message, "error");
   }
+  dropEarly(); // an early answer nothing took (a filter kept in the box) is not kept for later
   document.body.dataset.ready = "true";
+  (window.requestIdleCallback || ((fn) => setTimeout(fn, 200)))(preloadLater, { timeout: 5000 });
 }
 
 start();
