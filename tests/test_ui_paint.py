@@ -21,7 +21,7 @@ from tests.test_ui_phone import DESKTOP, new_page
 
 pytestmark = pytest.mark.ui
 
-# Installed before the page's scripts: what had been fetched the moment the page said it was ready.
+# Installed before the page's scripts: what had arrived the moment the page said it was ready.
 AT_READY = """
 document.addEventListener('DOMContentLoaded', () => {
   new MutationObserver((_, observer) => {
@@ -49,13 +49,20 @@ def test_w4_the_first_paint_runs_only_the_chat_modules_and_asks_each_read_once(b
 
     context, page = new_page(browser, DESKTOP)
     context.add_init_script(AT_READY)
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url.split("/", 3)[3]) if r.method == "GET" else None)
     try:
         goto(page, base + f"/#conversation-{chat.id}")
         expect(page.locator("#messages .message")).to_have_count(4)
-        fetched = page.evaluate("window.__atReady")
-        modules = {path for path in fetched if path.endswith(".js")}
+        # Every script had arrived (and run) when the page said it was ready.
+        modules = {path for path in page.evaluate("window.__atReady") if path.endswith(".js")}
         assert modules == set(first) | {"/static/theme.js"}, modules ^ (set(first) | {"/static/theme.js"})
-        reads = [path for path in fetched if path.startswith("/api/")]
+        # Once the page is idle, the other panels' modules are fetched ahead (not run).
+        page.wait_for_function("""(panels) => {
+            const seen = new Set(performance.getEntriesByType('resource').map((r) => new URL(r.name).pathname));
+            return panels.every((p) => seen.has(p));
+        }""", arg=sorted(PANELS | {"/static/labels.js"}))
+        reads = [f"/{path}" for path in asked if path.startswith("api/")]
         assert len(reads) == len(set(reads)), sorted(reads)  # nothing asked twice
         thread = f"/api/conversations/{chat.id}"
         for path in (thread, f"{thread}/messages?newest=150", f"{thread}/request-size", f"{thread}/snapshot",
@@ -66,11 +73,6 @@ def test_w4_the_first_paint_runs_only_the_chat_modules_and_asks_each_read_once(b
         # modules did not take would have made them ask again, by another address).
         assert len([r for r in reads if r.startswith("/api/conversations?")]) == 2, sorted(reads)
         assert len([r for r in reads if "/messages" in r]) == 1, sorted(reads)
-        # Once the page is idle, the other panels' modules are fetched ahead (not run).
-        page.wait_for_function("""(panels) => {
-            const seen = new Set(performance.getEntriesByType('resource').map((r) => new URL(r.name).pathname));
-            return panels.every((p) => seen.has(p));
-        }""", arg=sorted(PANELS | {"/static/labels.js"}))
         expect(page.locator("#view-memory")).to_be_hidden()
         # A panel opened for the first time runs its module then, and works as before.
         page.locator('.main-nav a[data-view="settings"]').click()
