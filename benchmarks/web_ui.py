@@ -13,8 +13,10 @@ with uvicorn, and drives Debian's chromium through Playwright:
   messages are (``list_painted``, ``messages_painted``; ``both_painted`` is the later of the two),
   and the time until the page says it is ready (thread list, messages, side panel shown and the
   message box usable). Each run also records
-  where the time went: scripts and styles loaded (DOMContentLoaded), the thread's messages request
-  (start to last byte, and its size), and main-thread work in long tasks. The floor is the same
+  where the time went: DOMContentLoaded (the entry module has run; the app shell's modules load
+  after it), the last byte of the last script fetched before ready and how many there were, the
+  thread's messages request (start to last byte, and its size; the page asks for it before its
+  modules have arrived), and main-thread work in long tasks. The floor is the same
   page on a deployment with one conversation of two messages, measured in the same run.
 * sidebar search: words typed into *Find a conversation*, timed from the input event to the frame
   in which the matching list (each thread with its message's snippet) is painted, 200 ms of it the
@@ -136,6 +138,8 @@ PHASES = """() => {
   const messages = window.__messagesPaint ?? -1;
   const thread = performance.getEntriesByType('resource').find((r) => r.name.includes('/messages?newest='));
   const long = (window.__long || []).filter(([start]) => start <= window.__readyAt);
+  const scripts = performance.getEntriesByType('resource')
+    .filter((r) => /\/(static|vendor)\/[^?]*\.js$/.test(r.name) && r.startTime <= window.__readyAt);
   return {
     fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? -1,
     drawn: window.__drawnAt ?? -1,
@@ -144,6 +148,8 @@ PHASES = """() => {
     both_painted: list < 0 || messages < 0 ? -1 : Math.max(list, messages),
     ready_in_page: window.__readyAt ?? -1,
     dom_content_loaded: nav.domContentLoadedEventEnd,
+    scripts_loaded: scripts.reduce((end, r) => Math.max(end, r.responseEnd), 0),
+    scripts_before_ready: scripts.length,
     thread_request: thread ? thread.responseEnd - thread.startTime : -1,
     thread_request_end: thread ? thread.responseEnd : -1,
     thread_bytes: thread ? thread.encodedBodySize : 0,

@@ -218,6 +218,30 @@ def test_u2_open_mode_refuses_foreign_host_names(hearth, app):
         assert client.get("/api/conversations").status_code == 200
 
 
+def test_u2_the_pages_own_files_are_public_and_serving_them_reads_no_account(hearth, app, locked, monkeypatch):
+    # The page's scripts, styles and icons are the same for everyone: a page load's thirty-odd file
+    # requests decide no principal (no database read, no worker thread), in every mode and for any
+    # host name; everything else is still refused.
+    def refuse(*_args):
+        raise AssertionError("a page file request read an account")
+
+    for name in ("session", "password_configured", "owner", "token_user"):
+        monkeypatch.setattr(hearth.users, name, refuse)
+    with TestClient(app, base_url="http://evil.example:8765") as client:
+        client.cookies.set(COOKIE, "a-session-token")
+        assert client.get("/static/app.js").status_code == 200
+        assert client.head("/static/app.css").status_code == 200
+        assert client.get("/icons/hearth-192.png").headers["content-type"] == "image/png"
+        assert client.get("/static/nothing-here.js").status_code == 404
+        with pytest.raises(AssertionError, match="read an account"):
+            client.get("/api/conversations")
+        with pytest.raises(AssertionError, match="read an account"):
+            client.post("/static/app.js")  # not a read: decided as any other request
+    monkeypatch.undo()
+    with TestClient(app, base_url="http://evil.example:8765") as client:
+        assert client.get("/", follow_redirects=False).status_code == 303  # the page itself asks for the login
+
+
 def test_u2_password_change_ends_existing_sessions(locked, client, owner, hearth):
     login(client)
     assert client.get("/api/auth/me").status_code == 200

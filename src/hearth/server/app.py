@@ -15,7 +15,6 @@ from typing import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.datastructures import Headers
 from starlette.routing import Route
@@ -48,6 +47,7 @@ from . import (
     personas,
     pwa,
     recall,
+    scripts,
     timeline,
     vendor,
     voice,
@@ -56,6 +56,7 @@ from . import attachments as attachment_routes
 from . import forget as forget_routes
 from . import remembered as remembered_routes
 from . import versions as version_routes
+from .files import KeptFiles
 from .mcp_http import PATH as MCP_PATH
 from .mcp_http import McpEndpoint
 from .openai_compat import router as openai_router
@@ -245,11 +246,10 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
     app.include_router(remembered_routes.router)  # memory where the person talks (W11)
     app.include_router(attachment_routes.router)  # attachments and one conversation's export (W14, W15)
 
-    # Every module the page imports, preloaded at once instead of discovered import by import.
-    # Not the login page's script, the classic theme script (loaded on its own, first) or the worker.
-    modules = [f"/static/{p.name}" for p in sorted((HERE / "static").glob("*.js"))
-               if p.name not in ("login.js", "theme.js", "sw.js")]
-    modules += [f"/vendor/{name}" for name in vendor.PRELOAD]
+    # The modules the first paint runs, preloaded at once instead of discovered import by import;
+    # the other panels' are fetched when first shown (scripts.py). The app shell keeps them all.
+    first_paint = scripts.first_paint()
+    modules = scripts.all_modules() + [f"/vendor/{name}" for name in vendor.PRELOAD]
     vendor_dir = vendor.vendor_dir(settings)
     if vendor.missing(vendor_dir):
         log.warning("%s", vendor.missing_message(vendor_dir))
@@ -263,7 +263,7 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
                                 status_code=503, headers=_page_headers())
         principal = auth.principal_of(request)
         return templates.TemplateResponse(request, "index.html", {
-            "modules": modules,
+            "modules": first_paint,
             "csrf_token": principal.csrf_token,
             "password_configured": principal.method != "open",
             "max_message_chars": settings.max_message_chars,
@@ -279,8 +279,9 @@ def create_app(settings: Settings | None = None, hearth: Hearth | None = None) -
 
     pwa.install(app, modules)  # the installable app: manifest, icons, service worker
     app.router.routes.append(Route(MCP_PATH, endpoint=mcp_endpoint, methods=["GET", "POST", "DELETE"]))
-    app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
-    app.mount("/vendor", StaticFiles(directory=str(vendor_dir), check_dir=False), name="vendor")
+    # Kept in memory: a page load asks for about forty of these (files.py).
+    app.mount("/static", KeptFiles(directory=str(HERE / "static")), name="static")
+    app.mount("/vendor", KeptFiles(directory=str(vendor_dir), check_dir=False), name="vendor")
     return app
 
 

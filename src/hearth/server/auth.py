@@ -10,6 +10,10 @@ Who is calling is decided once per request by ``AuthGuard``, before any route ru
   ``insecure_no_auth`` was chosen.
 
 State-changing requests carrying an ``Origin`` of another site are refused in every mode.
+
+The page's own files (``/static/``, ``/icons/``) are public in every mode: the same for everyone,
+holding nothing personal (a foreign host name gets them too; it gets nothing else). Reading them
+decides no principal, so the thirty-odd requests of a page load read nothing from the database.
 """
 
 from __future__ import annotations
@@ -66,6 +70,11 @@ class Principal:
 def is_public(path: str) -> bool:
     # Channel webhooks authenticate by their provider's signature, not by a session (E10).
     return path in PUBLIC_PATHS or path.startswith(("/static/", "/channels/", "/icons/"))
+
+
+def is_page_file(path: str) -> bool:
+    """The page's scripts, styles and icons: served to anyone, without deciding who asks."""
+    return path.startswith(("/static/", "/icons/"))
 
 
 def is_client_path(path: str) -> bool:
@@ -204,6 +213,9 @@ class AuthGuard:
                 return
             scope.setdefault("state", {})["principal"] = principal
             await self.app(scope, receive, send)
+            return
+        if scope["method"] in SAFE_METHODS and is_page_file(scope["path"]):
+            await self.app(scope, receive, send)  # no principal: no database read, no worker thread
             return
         request = Request(scope)
         try:

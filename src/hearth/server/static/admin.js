@@ -76,13 +76,6 @@ inner.append(header, passwordNote, listCard, addCard);
 view.append(inner);
 document.getElementById("main").append(view);
 
-const navEntry = document.getElementById("nav-accounts");
-
-// The menu entry shows for the owner only (the API refuses everyone else anyway).
-document.addEventListener("hearth:me", (event) => {
-  if (navEntry) navEntry.hidden = !event.detail.user.is_owner;
-});
-loadMe().catch(() => {});
 
 function tokenPanel(account) {
   const box = el("details", "accounts-tokens");

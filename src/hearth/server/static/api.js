@@ -55,7 +55,27 @@ export async function api(method, path, body, { signal } = {}) {
   return response;
 }
 
+// Reads asked for ahead, as the page starts (app.js), before the modules that use them have arrived:
+// the first GET of the same path takes its answer instead of asking again. What is left when the
+// page is ready is dropped, so no later read ever gets an old answer.
+const early = new Map();
+
+export function readEarly(path) {
+  const answer = apiJson("GET", path);
+  answer.catch(() => {}); // reported by the module that takes it; unnoticed if nothing does
+  early.set(path, answer);
+}
+
+export function dropEarly() {
+  early.clear();
+}
+
 export async function apiJson(method, path, body) {
+  const ahead = method === "GET" ? early.get(path) : undefined;
+  if (ahead) {
+    early.delete(path);
+    return ahead;
+  }
   const response = await api(method, path, body);
   if (response.status === 204) return null;
   const text = await response.text();

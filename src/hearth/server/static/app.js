@@ -1,116 +1,19 @@
-// Hearth web UI entry point: navigation between the panels (the address hash selects one) and start-up.
-// Each concern lives in its own module: threads.js (the thread list), chat.js (the open conversation),
-// messages.js (message bubbles), composer.js (sending and streamed replies), branch.js (Branch / Fresh
-// Chat), sidepanel.js (estimate, request size, memory snapshot), and one module per other panel.
-// User text is only ever placed with textContent, never parsed as HTML.
+// Hearth web UI entry point. It asks at once for what the first screen shows (the thread list, the
+// persona list, who the person is and the thread named in the address), then runs the app shell
+// (shell.js: the panels and start-up). The page names the shell's modules as modulepreload hints, so
+// they arrive while these answers do, instead of the answers being asked for only once every module
+// has arrived. Each module still asks for what it needs; the first such read of a path asked for here
+// takes the early answer (api.js).
 
-import { $, apiJson, leaveForLogin } from "./api.js";
-import { setStatus, shared } from "./shared.js";
-import { loadConversations, loadPersonas } from "./threads.js";
-import { prefetchConversation, renderHeader, selectConversation } from "./chat.js";
-import "./composer.js";
-import "./branch.js";
-import "./voice.js";
-import "./drafts.js";
-import "./layout.js";
-import "./phone.js";
-import "./shortcuts.js";
-import "./appearance.js";
-import "./install.js";
-import "./backups.js";
-import { showWelcome } from "./welcome.js";
-import { closeArchived, openArchived } from "./archived.js";
-import { showMemory } from "./memory.js";
-import { showPersonas } from "./personas.js";
-import { showLayers } from "./layers.js";
-import { showRecall } from "./recall.js";
-import { showTimeline } from "./timeline.js";
-import { showTools } from "./tools.js";
-import { showImports } from "./imports.js";
-import { showSettings } from "./settings.js";
-import { showAdmin } from "./admin.js";
+import { readEarly } from "./api.js";
 
-const state = shared;
+// The same paths the modules ask for: threads.js (its lists' first pages of 50, the folders and the
+// personas), profile.js, voice.js, and chat.js for the open thread (its newest page of 150).
+const FIRST = ["/api/conversations?loose=true&pinned=false&limit=50", "/api/conversations?pinned=true&limit=50",
+  "/api/folders", "/api/personas?include_archived=true", "/api/auth/me", "/api/voice/ability"];
+const open = /^#conversation-(\d+)$/.exec(window.location.hash);
+const thread = open ? [`/api/conversations/${open[1]}`, `/api/conversations/${open[1]}/messages?newest=150`,
+  `/api/conversations/${open[1]}/request-size`, `/api/conversations/${open[1]}/snapshot`] : [];
+for (const path of [...thread, ...FIRST]) readEarly(path);
 
-const VIEWS = {
-  chat: null, memory: showMemory, personas: showPersonas, layers: showLayers, recall: showRecall, timeline: showTimeline,
-  tools: () => Promise.all([showTools(), showImports()]),
-  settings: showSettings, accounts: showAdmin,
-};
-
-function viewFromHash() {
-  const hash = window.location.hash.slice(1);
-  if (/^conversation-\d+$/.test(hash)) return { view: "chat", conversation: Number(hash.split("-")[1]) };
-  // An imported ChatGPT or Claude conversation, read only, in place of the chat (archived.js).
-  if (/^archived-\d+$/.test(hash)) return { view: "chat", conversation: null, archived: Number(hash.split("-")[1]) };
-  return { view: hash in VIEWS ? hash : "chat", conversation: null };
-}
-
-async function route() {
-  const { view, conversation, archived } = viewFromHash();
-  const changed = view !== state.view;
-  state.view = view;
-  for (const node of document.querySelectorAll(".view")) node.hidden = node.dataset.view !== view;
-  for (const link of document.querySelectorAll(".main-nav a")) {
-    if (link.dataset.view === view) link.setAttribute("aria-current", "page");
-    else link.removeAttribute("aria-current");
-  }
-  try {
-    if (view === "chat" && archived) {
-      await openArchived(archived);
-    } else if (view === "chat") {
-      closeArchived();
-      if (conversation && (!state.current || state.current.id !== conversation || state.shown !== conversation)) {
-        await selectConversation(conversation);
-      } else if (state.current && state.shown !== state.current.id) {
-        await selectConversation(state.current.id); // kept from another panel, not shown yet
-      } else if (state.current) {
-        history.replaceState(null, "", `#conversation-${state.current.id}`);
-      } else {
-        await showWelcome(); // a fresh deployment: two ways in instead of an empty chat
-      }
-    } else {
-      if (changed) document.querySelector(`#view-${view} h1`).focus();
-      await VIEWS[view]();
-    }
-  } catch (error) {
-    setStatus(error.message, "error");
-  }
-}
-
-const logout = $("logout");
-if (logout) {
-  logout.addEventListener("click", async () => {
-    try {
-      await apiJson("POST", "/api/auth/logout");
-    } finally {
-      leaveForLogin();
-    }
-  });
-}
-
-window.addEventListener("hashchange", route);
-
-async function start() {
-  try {
-    const { view, conversation } = viewFromHash();
-    if (view === "chat" && conversation) prefetchConversation(conversation);
-    await Promise.all([loadPersonas(), loadConversations()]);
-    const remembered = Number(sessionStorage.getItem("hearth.open"));
-    if (view !== "chat" && remembered) {
-      // Panels about the open conversation (Layers) keep it over a reload.
-      state.current = await apiJson("GET", `/api/conversations/${remembered}`).catch(() => null);
-    }
-    if (view === "chat" && !conversation) {
-      const first = state.conversations.find((c) => c.visibility !== "trashed");
-      if (first) await selectConversation(first.id);
-      else renderHeader();
-    }
-    await route();
-  } catch (error) {
-    setStatus(error.message, "error");
-  }
-  document.body.dataset.ready = "true";
-}
-
-start();
+import("./shell.js");

@@ -5,7 +5,7 @@ import { $, apiJson, el, focusAfter } from "./api.js";
 import { conversationTitle, personaName, setStatus, shared } from "./shared.js";
 import { PAGE, clearMessages, revealMessage, showMessages } from "./messages.js";
 import { clearSnapshotStatus, renderEstimate, renderSize, renderSnapshot, setRefreshEnabled } from "./sidepanel.js";
-import { connectChat, followPersona, loadConversations, renderList, restoreConversation } from "./threads.js";
+import { connectChat, followPersona, loadConversations, markCurrent, renderList, restoreConversation } from "./threads.js";
 import { restoreDraft } from "./drafts.js";
 import { renderOrganise } from "./organise.js";
 import { renderModelPicker } from "./modelpick.js";
@@ -162,7 +162,7 @@ export async function selectConversation(id) {
     renderSnapshot(snapshot);
   }, (error) => setStatus(error.message, "error"));
   renderHeader();
-  renderList();
+  markCurrent(id);
   history.replaceState(null, "", `#conversation-${id}`);
   sessionStorage.setItem("hearth.open", String(id)); // other panels (Layers) keep it over a reload
   followPersona(conversation.persona_id);

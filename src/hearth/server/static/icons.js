@@ -22,7 +22,10 @@ const PATHS = {
   attach: "M13.5 6.5l-6 6a1.8 1.8 0 0 0 2.5 2.5l6.5-6.5a3.5 3.5 0 0 0-5-5L5 10a5 5 0 0 0 7 7l5-5",
 };
 
-export function icon(name) {
+// Each icon is drawn once and copied after that: a thread's bubbles carry several each.
+const drawn = new Map();
+
+function draw(name) {
   const svg = document.createElementNS(NS, "svg");
   svg.setAttribute("viewBox", "0 0 20 20");
   svg.setAttribute("width", "18");
@@ -35,6 +38,11 @@ export function icon(name) {
   if (name === "more") path.setAttribute("stroke-width", "3"); // dots, not dashes
   svg.append(path);
   return svg;
+}
+
+export function icon(name) {
+  if (!drawn.has(name)) drawn.set(name, draw(name));
+  return drawn.get(name).cloneNode(true);
 }
 
 // Puts an icon and a name on a button (the name as aria-label and tooltip, nothing visible).

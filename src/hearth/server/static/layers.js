@@ -2,7 +2,7 @@
 // conversation, the fragment editor and the review queue. Suggestions change nothing until approved.
 
 import { $, apiJson, button, confirmButton, el, field, formatDate, say, splitList } from "./api.js";
-import { conflictView } from "./memory.js";
+import { conflictView } from "./conflict.js";
 import { shared } from "./shared.js";
 
 const ui = {

@@ -27,7 +27,7 @@ function loadHighlighter() {
         if (code.querySelector("[class^='hljs']")) continue;
         const lang = (code.className.match(/(?:^|\s)language-(\S+)/) || [])[1] || "";
         const html = highlight(code.textContent, lang);
-        if (html) code.replaceChildren(DOMPurify.sanitize(html, PURIFY));
+        if (html) code.replaceChildren(DOMPurify.sanitize(html));
       }
     });
   }
@@ -67,7 +67,7 @@ function loadMath() {
     loading = import("/vendor/katex.js").then((module) => {
       katex = module.default;
       for (const node of document.querySelectorAll(".math-pending")) {
-        node.replaceWith(DOMPurify.sanitize(typeset(node.textContent, node.classList.contains("display")), PURIFY));
+        node.replaceWith(DOMPurify.sanitize(typeset(node.textContent, node.classList.contains("display"))));
       }
     });
   }
@@ -170,10 +170,12 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   }
 });
 
-const PURIFY = {
+// Set once for every sanitize call of the page (all of them are here): passing it on each call made
+// DOMPurify parse it again for every message.
+DOMPurify.setConfig({
   ALLOWED_TAGS, ALLOWED_ATTR: ["href", "title", "start", "align", "class", ...MATH_ATTR], ALLOWED_URI_REGEXP: SAFE_LINK,
   ALLOW_DATA_ATTR: false, RETURN_DOM_FRAGMENT: true,
-};
+});
 
 // A Copy button on each code block, made here (never from the message's text).
 function addCopyButtons(fragment) {
@@ -197,7 +199,7 @@ function addCopyButtons(fragment) {
 
 // A sanitised fragment for a message's Markdown text.
 export function markdownFragment(text) {
-  return addCopyButtons(DOMPurify.sanitize(md.render(text).trim(), PURIFY));
+  return addCopyButtons(DOMPurify.sanitize(md.render(text).trim()));
 }
 
 // Replaces target's children with the rendered text.

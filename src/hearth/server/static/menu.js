@@ -23,19 +23,25 @@ export function menuButton(label, items, { ariaLabel, className = "quiet small" 
   menu.setAttribute("aria-label", ariaLabel || label);
   menu.hidden = true;
   toggle.setAttribute("aria-controls", menu.id);
-  const entries = items.map((item) => {
-    const entry = el("button", `menu-item ${item.className || ""}`.trim(), item.label);
-    entry.type = "button";
-    entry.setAttribute("role", "menuitem");
-    entry.tabIndex = -1;
-    if (item.ariaLabel) entry.setAttribute("aria-label", item.ariaLabel);
-    entry.addEventListener("click", () => {
-      close(true);
-      item.action();
+  // The items are made the first time the menu opens: a thread has one menu per message, and most
+  // are never opened.
+  let entries = [];
+  const fill = () => {
+    if (entries.length || !items.length) return;
+    entries = items.map((item) => {
+      const entry = el("button", `menu-item ${item.className || ""}`.trim(), item.label);
+      entry.type = "button";
+      entry.setAttribute("role", "menuitem");
+      entry.tabIndex = -1;
+      if (item.ariaLabel) entry.setAttribute("aria-label", item.ariaLabel);
+      entry.addEventListener("click", () => {
+        close(true);
+        item.action();
+      });
+      return entry;
     });
-    return entry;
-  });
-  menu.append(...entries);
+    menu.append(...entries);
+  };
   wrap.append(toggle, menu);
 
   const outside = (event) => {
@@ -51,6 +57,7 @@ export function menuButton(label, items, { ariaLabel, className = "quiet small" 
     if (refocus) toggle.focus();
   }
   function open(at) {
+    fill();
     if (openMenu) openMenu.close(false);
     menu.hidden = false;
     toggle.setAttribute("aria-expanded", "true");

@@ -118,11 +118,13 @@ export function updateMessage(item, message) {
   attachRemembered(item, message); // another version: what its own send remembered (remembered.js)
 }
 
-// A long thread opens at its newest page of messages, and only the newest WINDOW of them is drawn at
-// once: the rest of the page is drawn a window at a time when the reader scrolls near the top, or
-// when the page is idle, so opening a 5,000-message thread costs what opening a short one does.
-// Earlier pages are fetched from the server on request ("Show earlier messages").
+// A long thread opens at its newest page of messages, and only the newest FIRST of them are drawn at
+// once (more than a screenful; the reader sees the newest): the rest of the page is drawn a WINDOW
+// at a time when the reader scrolls near the top, or when the page is idle, so opening a
+// 5,000-message thread costs what opening a short one does. Earlier pages are fetched from the
+// server on request ("Show earlier messages").
 export const PAGE = 150;
+const FIRST = 15;
 const WINDOW = 30;
 let earlier = { count: 0, personaId: null, conversationId: null };
 let held = []; // fetched, not drawn yet; oldest first
@@ -226,9 +228,9 @@ export function showMessages(messages, personaId, total = messages.length, conve
   stopDrawing();
   list.replaceChildren();
   earlier = { count: Math.max(0, total - messages.length), personaId, conversationId };
-  const first = Math.max(0, messages.length - WINDOW);
+  const first = Math.max(0, messages.length - FIRST);
   held = messages.slice(0, first);
-  // One fragment and one layout for the newest window, however long the thread is.
+  // One fragment and one layout for the newest messages, however long the thread is.
   const fragment = document.createDocumentFragment();
   for (const m of messages.slice(first)) fragment.append(buildMessage(m, personaId));
   list.append(fragment);

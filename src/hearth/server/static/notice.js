@@ -5,7 +5,7 @@
 // thread opens and after each reply ends; gone when nothing waits.
 
 import { $, apiJson, button, el } from "./api.js";
-import { conflictView } from "./memory.js";
+import { conflictView } from "./conflict.js";
 import { setStatus, shared } from "./shared.js";
 import { checkReplies } from "./remembered.js";
 import { renderSnapshot } from "./sidepanel.js";

@@ -8,7 +8,7 @@
 // box keeps it. When the server's environment chooses the provider, the page says so.
 
 import { apiJson, el, field, say } from "./api.js";
-import { shared } from "./shared.js";
+import { loadMe, saveName } from "./profile.js";
 
 const PROVIDERS = [
   ["openai", "OpenAI", "GPT models, with your OpenAI API key."],
@@ -24,27 +24,9 @@ const SOURCES = {
 };
 let radioGroup = 0;
 
-// What companions call the person: kept in shared.userName for message labels (messages.js).
-export async function loadMe() {
-  const me = await apiJson("GET", "/api/auth/me");
-  shared.me = me;
-  shared.userName = me.display_name || "";
-  document.dispatchEvent(new CustomEvent("hearth:me", { detail: me }));
-  return me;
-}
-
-// Messages drawn before the name arrived (or before it changed) get it now.
-document.addEventListener("hearth:me", () => {
-  for (const who of document.querySelectorAll(".message.role-user .who")) who.textContent = shared.userName || "You";
-});
-
-export async function saveName(value) {
-  const me = await apiJson("PATCH", "/api/auth/me", { display_name: value });
-  shared.me = me;
-  shared.userName = me.display_name || "";
-  document.dispatchEvent(new CustomEvent("hearth:me", { detail: me }));
-  return me;
-}
+// The person's name and who they are live in profile.js (read as the page starts); the welcome and
+// the Accounts page take them from here with the rest of this page's helpers.
+export { loadMe, saveName };
 
 // One line saying which provider answers now and why.
 export function describe(state) {

@@ -191,6 +191,14 @@ function moreButton(key, label) {
   return button(label, () => loadMore(key).catch((error) => setStatus(error.message, "error")), "quiet small more");
 }
 
+// The open thread marked in the drawn lists (opening a thread changes nothing else in them).
+export function markCurrent(id) {
+  for (const node of document.querySelectorAll("#threads .conversation[data-id]")) {
+    if (Number(node.dataset.id) === id) node.setAttribute("aria-current", "true");
+    else node.removeAttribute("aria-current");
+  }
+}
+
 export function renderList() {
   const main = lists.get("main") || { items: [], more: false };
   const searching = filtering();
@@ -206,7 +214,7 @@ export function renderList() {
       : state.folders.length ? "No conversations outside folders."
         : pinned.items.length ? "No other conversations." : "No conversations yet."));
   }
-  for (const c of main.items) ui.list.append(conversationButton(c));
+  ui.list.append(...main.items.map((c) => conversationButton(c)));
   ui.more.hidden = !main.more;
 
   ui.folderGroups.replaceChildren();

@@ -10,7 +10,6 @@ import { $, apiJson, el, formatDate, formatNumber, say } from "./api.js";
 import { shared, personaName } from "./shared.js";
 import { bindDetails, eventWords } from "./labels.js";
 import { markdownText } from "./markdown.js";
-import "./context.js"; // the chat header's context meter belongs to this layer (E7)
 
 const ui = {
   inner: $("timeline-inner"),
