@@ -86,5 +86,12 @@ function soon() {
 ui.compact.addEventListener("click", compactNow);
 window.addEventListener("hashchange", soon);
 window.addEventListener("focus", soon);
-new MutationObserver(soon).observe(ui.messages, { childList: true });
+// Only a new last message (a reply finished, another thread opened) changes the figures; older
+// turns drawn above it as the person scrolls up, or while the page is idle, do not.
+let newest = null;
+new MutationObserver(() => {
+  if (ui.messages.lastElementChild === newest) return;
+  newest = ui.messages.lastElementChild;
+  soon();
+}).observe(ui.messages, { childList: true });
 soon();
