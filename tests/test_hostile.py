@@ -335,6 +335,53 @@ def test_u5_display_name_and_persona_saves_rebuild_every_prompt_outside_the_writ
         assert f"{MARK} I am Hostile and I talk with Robin." in _stored_prompt(hearth, chat.id)
 
 
+def test_u5_forgetting_a_quoted_message_rebuilds_the_prompts_that_held_it_outside_the_write_lock(
+        hearth, me, fills_under_lock):
+    """Delete forever rewrites the handoffs that quoted a forgotten turn and rebuilds the prompts
+    holding them: those prompts are filled outside the lock too, and still show the change."""
+    from hearth.records.forget import CONFIRMATION_PHRASE
+
+    persona = _card_persona(me)
+    source = me.conversations.create(persona.id)
+    me.send(source.id, "The harbour key hangs behind the blue door")
+    branch = me.branch(source.id, "u5-forget-0001").conversation
+    me.send(branch.id, "hello again")
+    assert "harbour key" in _stored_prompt(hearth, branch.id)
+    said = hearth.store.connection().execute(
+        "SELECT id FROM messages WHERE conversation_id = ? AND role = 'user' AND content LIKE ?",
+        (source.id, "%harbour key%")).fetchone()[0]
+    fills_under_lock.clear()
+    preview = me.forget.preview("message", said)
+    receipt = me.forget.apply("message", said, token=preview.token, phrase=CONFIRMATION_PHRASE)
+    assert receipt.counts["prompts_rebuilt"] == 1
+    assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+    rebuilt = _stored_prompt(hearth, branch.id)
+    assert MARK in rebuilt and "harbour key" not in rebuilt
+
+
+def test_u5_shielding_or_trashing_a_source_rebuilds_the_prompts_it_reached_outside_the_write_lock(
+        hearth, me, fills_under_lock):
+    """A visibility change (shield, trash, a folder hidden) refreshes the prompts whose handoff came
+    from the thread first (V1, V3): filled outside the lock, and the handoff is gone from them."""
+    persona = _card_persona(me)
+    source = me.conversations.create(persona.id)
+    me.send(source.id, "The harbour key hangs behind the blue door")
+    branch = me.branch(source.id, "u5-shield-0001").conversation
+    me.send(branch.id, "hello again")
+    assert "harbour key" in _stored_prompt(hearth, branch.id)
+    fills_under_lock.clear()
+    me.conversations.set_shielded(source.id, True)
+    assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+    assert "harbour key" not in _stored_prompt(hearth, branch.id)
+    me.conversations.set_shielded(source.id, False)
+    folder = me.folders.create("Private")
+    me.conversations.move(source.id, folder.id)
+    fills_under_lock.clear()
+    me.folders.set_hidden(folder.id, True)
+    assert fills_under_lock and not any(fills_under_lock), fills_under_lock
+    assert MARK in _stored_prompt(hearth, branch.id)
+
+
 def test_u5_inputs_changed_while_filling_are_filled_again_never_written_stale(hearth, me, monkeypatch):
     """A display name committed between the fill (outside the lock) and the write: the write reads
     the new name, the text is filled again, and the prompt names the person as they are now."""
@@ -422,12 +469,28 @@ def test_u5_sqlite_write_lock_is_free_while_a_hostile_text_is_filled(tmp_path, p
     second to fill on this machine). Before, the write lock was held for the whole fill, most of
     the operation; now only for the short writes around it. Measured as a ratio to the operation's
     own duration in the same run, with a wide margin."""
+    # A probe thread starved by a busy machine sees a long stretch that no write held: each try
+    # starts afresh, and one clean measurement out of three shows the lock free (before, every
+    # try held it for the whole fill).
+    tries = []
+    for n in range(3):
+        held, took = _lock_held_while(tmp_path / f"home{n}", path)
+        tries.append((round(held, 3), round(took, 3)))
+        if held < took / 4:
+            break
+    print(f"U5 {path}: lock held at most / operation took (s): {tries}")
+    assert held < took / 4, (path, tries)
+
+
+def _lock_held_while(home, path: str) -> tuple[float, float]:
+    """The longest the write lock was held during one hostile step on a fresh home, and the step's
+    duration."""
     from fastapi.testclient import TestClient
 
     from hearth.server import create_app
 
     hostile = "{{pick::a::b}}" * 3_000
-    settings = Settings.resolve({"home": str(tmp_path / "home"), "input_token_limit": 32_000,
+    settings = Settings.resolve({"home": str(home), "input_token_limit": 32_000,
                                  "duplicate_embeddings": False}, environ={})
     with Hearth(settings) as hearth:
         me = hearth.scope()
@@ -463,7 +526,5 @@ def test_u5_sqlite_write_lock_is_free_while_a_hostile_text_is_filled(tmp_path, p
             probe.done.set()
             probe.join()
             sys.setswitchinterval(switch)
-        held = probe.longest_hold()
         assert any(not free for _, free in probe.seen)  # the probe did see the writes
-        print(f"U5 {path}: lock held at most {held:.3f} s of {took:.3f} s")
-        assert held < took / 4, (path, held, took)
+        return probe.longest_hold(), took

@@ -306,15 +306,16 @@ class Scope:
         return row[0] if row else None
 
     # -- visibility: changes that alter what prompts may hold refresh them first (V1, V3) ---------
-    def _refresh_sources(self, conn: Connection, source_ids: Iterable[int]) -> int:
-        """Rebuild the stored prompts whose handoff came from any of these conversations."""
+    def _refresh_sources(self, conn: Connection, source_ids: Iterable[int], ready: Ready | None = None) -> int:
+        """Rebuild the stored prompts whose handoff came from any of these conversations (with
+        ``ready``, filled outside the write lock: U5)."""
         ids = list(source_ids)
         if not ids:
             return 0
         holders = [r[0] for r in conn.execute(
             f"SELECT conversation_id FROM conversation_summaries WHERE user_id = ?"
             f" AND source_conversation_id IN ({','.join('?' * len(ids))})", (self.user_id, *ids))]
-        return self._rebuild_prompts(conn, holders)
+        return self._rebuild_prompts(conn, holders, ready=ready)
 
     # -- personas: a settings save rebuilds that persona's existing prompts (P5) -----------------
     def update_persona(self, persona_id: int, **values: Any) -> tuple[Persona, int]:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from hearth.continuity.timeline.live import LiveBus
     from hearth.memory.helpers.base import Helper
     from hearth.prompt.dynamic import DynamicContext
+    from hearth.prompt.prepared import Ready
     from hearth.prompt.stored import Quote
     from hearth.providers.base import Provider
     from hearth.records.conversations import Conversation, Conversations
@@ -32,8 +33,15 @@ AfterReply = Callable[["Connection", "Conversation", "Message", "Message"], None
 # The handoff of a conversation's prompt (``prompt.stored.HandoffText``), and where it came from.
 HandoffText = Callable[["Connection", int], "str | Quote | None"]
 HandoffInfo = Callable[["Connection", int], "dict | None"]
-# Rebuild the stored prompts of these conversations in the caller's transaction; returns how many.
-RebuildPrompts = Callable[["Connection", Iterable[int]], int]
+
+
+class RebuildPrompts(Protocol):
+    """Rebuild the stored prompts of these conversations in the caller's transaction; returns how
+    many. With ``ready`` (the caller's write runs under ``prompt.prepared.run``) their text is
+    filled outside the write lock (U5)."""
+
+    def __call__(self, conn: "Connection", conversation_ids: Iterable[int], *,
+                 ready: "Ready | None" = None) -> int: ...
 
 
 class Proposals(Protocol):

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
 from hearth.errors import Conflict, ConstraintError, InvalidInput, NotFound
+from hearth.prompt import prepared
+from hearth.prompt.prepared import Ready
 from hearth.records import ledger
 from hearth.records.ledger import Message
 from hearth.store import Connection, Row, Store, inserted_id, utcnow
@@ -117,8 +119,9 @@ def _check_title(title: str) -> str:
 
 # Called inside the transaction of a visibility change with the ids of the conversations whose
 # eligibility may have changed, so stored prompts that quote them are refreshed before the change
-# reports success (V1, V3). Installed by the engine; None leaves prompts alone.
-OnVisibility = Callable[[Connection, list[int]], object]
+# reports success (V1, V3); with ``ready`` (the change runs under ``prepared.run``) their text is
+# filled outside the write lock (U5). Installed by the engine; None leaves prompts alone.
+OnVisibility = Callable[[Connection, list[int], "Ready | None"], object]
 
 
 class Folders:
@@ -160,24 +163,27 @@ class Folders:
         Returns how many threads it held."""
         if threads not in ("keep", "trash"):
             raise InvalidInput("threads must be 'keep' or 'trash'")
-        with self.store.write() as conn:
-            folder = self.get(folder_id)
-            members = [r[0] for r in conn.execute(
-                "SELECT id FROM conversations WHERE folder_id = ? AND user_id = ?", (folder_id, self.user_id))]
-            marks = ",".join("?" * len(members))
-            if members and threads == "trash":
-                conn.execute(f"UPDATE conversations SET trashed_at = coalesce(trashed_at, ?) WHERE id IN ({marks})",
-                             (utcnow(), *members))
-            elif members and folder.hidden:
-                conn.execute(f"UPDATE conversations SET continuity_shielded = 1 WHERE id IN ({marks})", members)
-            conn.execute("UPDATE conversations SET folder_id = NULL WHERE folder_id = ? AND user_id = ?",
-                         (folder_id, self.user_id))
-            conn.execute("DELETE FROM folders WHERE id = ? AND user_id = ?", (folder_id, self.user_id))
-            ledger.append(conn, user_id=self.user_id, kind="folder.deleted",
-                          payload={"folder_id": folder_id, "conversations": len(members), "trashed": threads == "trash"})
-            if self._on_visibility and members:
-                self._on_visibility(conn, members)
-            return len(members)
+        def attempt(ready: Ready | None) -> int:
+            with self.store.write() as conn:
+                folder = self.get(folder_id)
+                members = [r[0] for r in conn.execute(
+                    "SELECT id FROM conversations WHERE folder_id = ? AND user_id = ?", (folder_id, self.user_id))]
+                marks = ",".join("?" * len(members))
+                if members and threads == "trash":
+                    conn.execute(f"UPDATE conversations SET trashed_at = coalesce(trashed_at, ?) WHERE id IN ({marks})",
+                                 (utcnow(), *members))
+                elif members and folder.hidden:
+                    conn.execute(f"UPDATE conversations SET continuity_shielded = 1 WHERE id IN ({marks})", members)
+                conn.execute("UPDATE conversations SET folder_id = NULL WHERE folder_id = ? AND user_id = ?",
+                             (folder_id, self.user_id))
+                conn.execute("DELETE FROM folders WHERE id = ? AND user_id = ?", (folder_id, self.user_id))
+                ledger.append(conn, user_id=self.user_id, kind="folder.deleted",
+                              payload={"folder_id": folder_id, "conversations": len(members), "trashed": threads == "trash"})
+                if self._on_visibility and members:
+                    self._on_visibility(conn, members, ready)
+                return len(members)
+
+        return prepared.run(self.store, attempt)
 
     def get(self, folder_id: int) -> Folder:
         row = self.store.connection().execute(
@@ -196,24 +202,27 @@ class Folders:
     def set_hidden(self, folder_id: int, hidden: bool, *, shield_on_show: bool = True) -> Folder:
         """Hide or show a folder. Showing it leaves its conversations shielded until each is
         released (V2): quarantined material does not silently rejoin automatic continuity."""
-        with self.store.write() as conn:
-            was_hidden = self.get(folder_id).hidden
-            conn.execute(
-                "UPDATE folders SET hidden = ? WHERE id = ? AND user_id = ?",
-                (int(hidden), folder_id, self.user_id),
-            )
-            members = [r[0] for r in conn.execute(
-                "SELECT id FROM conversations WHERE folder_id = ? AND user_id = ?", (folder_id, self.user_id))]
-            if shield_on_show and was_hidden and not hidden and members:
+        def attempt(ready: Ready | None) -> Folder:
+            with self.store.write() as conn:
+                was_hidden = self.get(folder_id).hidden
                 conn.execute(
-                    f"UPDATE conversations SET continuity_shielded = 1 WHERE id IN ({','.join('?' * len(members))})",
-                    members,
+                    "UPDATE folders SET hidden = ? WHERE id = ? AND user_id = ?",
+                    (int(hidden), folder_id, self.user_id),
                 )
-            ledger.append(conn, user_id=self.user_id, kind="folder.hidden" if hidden else "folder.shown",
-                          payload={"folder_id": folder_id, "conversations": len(members)})
-            if self._on_visibility and members:
-                self._on_visibility(conn, members)
-            return self.get(folder_id)
+                members = [r[0] for r in conn.execute(
+                    "SELECT id FROM conversations WHERE folder_id = ? AND user_id = ?", (folder_id, self.user_id))]
+                if shield_on_show and was_hidden and not hidden and members:
+                    conn.execute(
+                        f"UPDATE conversations SET continuity_shielded = 1 WHERE id IN ({','.join('?' * len(members))})",
+                        members,
+                    )
+                ledger.append(conn, user_id=self.user_id, kind="folder.hidden" if hidden else "folder.shown",
+                              payload={"folder_id": folder_id, "conversations": len(members)})
+                if self._on_visibility and members:
+                    self._on_visibility(conn, members, ready)
+                return self.get(folder_id)
+
+        return prepared.run(self.store, attempt)
 
 
 class Conversations:
@@ -414,15 +423,18 @@ class Conversations:
 
     def _set(self, conversation_id: int, event: str, sql: str, args: tuple, payload: dict | None = None,
              *, visibility: bool = False) -> Conversation:
-        with self.store.write() as conn:
-            self.get(conversation_id)
-            conn.execute(f"UPDATE conversations SET {sql} WHERE id = ? AND user_id = ?",
-                         (*args, conversation_id, self.user_id))
-            ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind=event,
-                          payload=payload or {})
-            if visibility and self._on_visibility:
-                self._on_visibility(conn, [conversation_id])
-            return self.get(conversation_id)
+        def attempt(ready: Ready | None) -> Conversation:
+            with self.store.write() as conn:
+                self.get(conversation_id)
+                conn.execute(f"UPDATE conversations SET {sql} WHERE id = ? AND user_id = ?",
+                             (*args, conversation_id, self.user_id))
+                ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind=event,
+                              payload=payload or {})
+                if visibility and self._on_visibility:
+                    self._on_visibility(conn, [conversation_id], ready)
+                return self.get(conversation_id)
+
+        return prepared.run(self.store, attempt)
 
     def rename(self, conversation_id: int, title: str) -> Conversation:
         return self._set(conversation_id, "conversation.renamed", "title = ?", (_check_title(title),))

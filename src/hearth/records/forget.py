@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 from hearth.errors import Conflict, InvalidInput, NotFound
 from hearth.ops.jobs import enqueue
+from hearth.prompt import prepared
+from hearth.prompt.prepared import Ready
 from hearth.records import ledger
 from hearth.records.temporal import parse_moment
 from hearth.store import Connection, Row, versions
@@ -223,14 +225,19 @@ class Forgetting:
         if not isinstance(token, str) or not token:
             raise InvalidInput("the preview's scope token is required")
         begin, finish = self._range(start, end)
-        with self.store.write() as conn:
-            s = self._resolve(conn, target, ident, begin, finish)
-            if not hmac.compare_digest(self._token(self.user_id, target, s, self._counts(conn, s)), token):
-                raise Conflict("what this would forget changed since the preview; nothing was removed. "
-                               "Preview again and confirm.")
-            counts = purge(self._ctx, self._memories, conn, s)
-            ledger.append(conn, user_id=self.user_id, kind="forget.receipt", payload={"target": target, **counts})
-        return ForgetReceipt(target, counts)
+
+        def attempt(ready: Ready | None) -> dict[str, int]:
+            with self.store.write() as conn:
+                s = self._resolve(conn, target, ident, begin, finish)
+                if not hmac.compare_digest(self._token(self.user_id, target, s, self._counts(conn, s)), token):
+                    raise Conflict("what this would forget changed since the preview; nothing was removed. "
+                                   "Preview again and confirm.")
+                counts = purge(self._ctx, self._memories, conn, s, ready)
+                ledger.append(conn, user_id=self.user_id, kind="forget.receipt", payload={"target": target, **counts})
+            return counts
+
+        # The prompts rebuilt after the purge are filled outside the write lock (U5).
+        return ForgetReceipt(target, prepared.run(self.store, attempt))
 
     def empty_trash(self, *, token: str, phrase: str) -> ForgetReceipt:
         return self.apply("trash", token=token, phrase=phrase)
@@ -241,20 +248,24 @@ class Forgetting:
         Only a reply marked ``partial``, with no other version, that is still the thread's last turn:
         anything else is a Conflict and nothing changes. It goes with everything derived from it.
         """
-        with self.store.write() as conn:
-            last = conn.execute(
-                "SELECT id, role, metadata FROM messages WHERE conversation_id = ? AND user_id = ? AND kind = 'chat'"
-                " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1",
-                (conversation_id, self.user_id)).fetchone()
-            if last is None or last["id"] != message_id:
-                raise Conflict("only the thread's last reply can be undone, right after it was stopped")
-            metadata = last["metadata"] if isinstance(last["metadata"], dict) else json.loads(last["metadata"] or "{}")
-            if last["role"] != "assistant" or not metadata.get("partial") or int(metadata.get("alternatives") or 1) > 1:
-                raise Conflict("this reply is not a stopped reply that can be undone")
-            s = self._resolve(conn, "message", message_id, None, None)
-            counts = purge(self._ctx, self._memories, conn, s)
-            ledger.append(conn, user_id=self.user_id, kind="forget.receipt", payload={"target": "message", **counts})
-        return ForgetReceipt("message", counts)
+
+        def attempt(ready: Ready | None) -> dict[str, int]:
+            with self.store.write() as conn:
+                last = conn.execute(
+                    "SELECT id, role, metadata FROM messages WHERE conversation_id = ? AND user_id = ? AND kind = 'chat'"
+                    " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1",
+                    (conversation_id, self.user_id)).fetchone()
+                if last is None or last["id"] != message_id:
+                    raise Conflict("only the thread's last reply can be undone, right after it was stopped")
+                metadata = last["metadata"] if isinstance(last["metadata"], dict) else json.loads(last["metadata"] or "{}")
+                if last["role"] != "assistant" or not metadata.get("partial") or int(metadata.get("alternatives") or 1) > 1:
+                    raise Conflict("this reply is not a stopped reply that can be undone")
+                s = self._resolve(conn, "message", message_id, None, None)
+                counts = purge(self._ctx, self._memories, conn, s, ready)
+                ledger.append(conn, user_id=self.user_id, kind="forget.receipt", payload={"target": "message", **counts})
+            return counts
+
+        return ForgetReceipt("message", prepared.run(self.store, attempt))
 
     def delete_document(self, document_id: int) -> ForgetReceipt:
         """Remove one archive document the way its delete button always has (no confirmation
@@ -285,8 +296,12 @@ RECEIPT = ("facts", "handoffs_rewritten", "search_log_entries", "suggestions", "
            "conversations", "messages", "folders", "documents", "chunks", "memories", "prompts_rebuilt")
 
 
-def purge(ctx: "Context", memories: "Memories", conn: Connection, s: _Scope) -> dict[str, int]:
+def purge(ctx: "Context", memories: "Memories", conn: Connection, s: _Scope,
+          ready: Ready | None = None) -> dict[str, int]:
     """Remove a resolved scope and everything derived from it, in the caller's transaction.
+
+    With ``ready`` (the caller's write runs under ``prepared.run``) the stored prompts rebuilt
+    afterwards are filled outside the write lock (U5).
 
     What goes where is the store's registry of what each area stores (``store/stored``): this
     resolves the messages a scope covers, then walks the registry's steps with the three hooks that
@@ -338,7 +353,7 @@ def purge(ctx: "Context", memories: "Memories", conn: Connection, s: _Scope) -> 
         return sum(memories.delete(memory_id) for memory_id in d.memories)
 
     def prompts(conn: Connection, d: Doomed) -> int:
-        return ctx.rebuild_prompts(conn, sorted(d.rebuild - set(d.conversations)))
+        return ctx.rebuild_prompts(conn, sorted(d.rebuild - set(d.conversations)), ready=ready)
 
     walked = REGISTRY.walk(conn, doomed, {"handoffs": handoffs, "memories": forget_memories, "prompts": prompts})
     counts = {key: walked.get(key, 0) for key in RECEIPT}
