@@ -271,16 +271,17 @@ def make_home(home: Path, text: str) -> None:
 
 def test_s20_hearth_search_with_no_vectors_loads_no_model_and_no_layer(tmp_path):
     env = {"HEARTH_CACHE_DIR": str(tmp_path / "cache")}
-    imported, out = imported_modules(tmp_path, "--home", str(tmp_path / "empty"), "search", "where did we go in May",
-                                     env=env)
+    # The home goes by HEARTH_HOME, as a shell would set it (the PostgreSQL lane names its database).
+    imported, out = imported_modules(tmp_path, "search", "where did we go in May",
+                                     env={**env, "HEARTH_HOME": str(tmp_path / "empty")})
     assert "0 result(s)" in out
     assert imported & HEAVY_FOR_SEARCH == set()
     assert not (tmp_path / "cache").exists()  # no model file hashed, no graph read
 
     # Messages but no vectors yet (before ``hearth reindex``): keyword results, still no model.
     make_home(tmp_path / "home", "We took the night train to Lisbon in May")
-    imported, out = imported_modules(tmp_path, "--home", str(tmp_path / "home"), "search", "--json", "Lisbon",
-                                     env=env)
+    imported, out = imported_modules(tmp_path, "search", "--json", "Lisbon",
+                                     env={**env, "HEARTH_HOME": str(tmp_path / "home")})
     results = json.loads(out)["results"]
     assert results and all(r["scores"]["signals"] == ["keyword"] for r in results)
     assert imported & HEAVY_FOR_SEARCH == set()
@@ -296,8 +297,8 @@ def test_s20_hearth_search_with_vectors_embeds_its_query_from_the_cached_graph(g
     with Hearth(Settings.resolve({"home": str(home)})) as hearth:
         report = embed_pending(hearth.store, emb.LocalEmbedder(cache_dir=cache))
     assert report.messages >= 1
-    imported, out = imported_modules(tmp_path, "--home", str(home), "search", "--json", "a rail journey to Portugal",
-                                     env={"HEARTH_CACHE_DIR": str(cache)})
+    imported, out = imported_modules(tmp_path, "search", "--json", "a rail journey to Portugal",
+                                     env={"HEARTH_CACHE_DIR": str(cache), "HEARTH_HOME": str(home)})
     results = json.loads(out)["results"]
     assert any("vector" in r["scores"]["signals"] for r in results)  # found by meaning, no shared word
     assert "onnxruntime" in imported and "onnx" not in imported  # the cached graph: nothing derived
