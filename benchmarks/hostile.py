@@ -1,7 +1,7 @@
 """Hostile-input sweep (U5): pathological text to every route and MCP tool that takes text.
 
 Starts a real ``hearth serve`` (offline provider) on a fresh home and sends inputs of ``--size``
-characters (100 kB by default) in each hostile shape: a run of line breaks, a run of unclosed
+characters (100 kB by default) in each hostile shape: a run of line breaks, `{{pick}}` macros, a run of unclosed
 ``{{//`` comments, nested brackets, one long word, and a regex bomb (``a`` repeated then ``!``,
 against a lorebook key ``/(a+)+$/``). A card is imported with the text as its description, first
 message and example dialogue, then New Chat and a first send, as in the hostile table of U5.
@@ -42,6 +42,8 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "nested brackets": lambda n: ("[(" * (n // 4 + 1))[:n // 2] + (")]" * (n // 4 + 1))[:n // 2],
     "long word": lambda n: "a" * n,
     "regex bomb": lambda n: "a" * (n - 1) + "!",
+    # Every macro seeds a choice of its own (stable per conversation): the most work per character.
+    "pick macros": lambda n: ("{{pick::a::b}}" * (n // 14 + 1))[:n],
 }
 FLOOR = "plain words"
 PERSONA_CHARS = 50_000  # a card's description becomes the persona's identity, which holds this much
