@@ -382,6 +382,26 @@ def test_u5_shielding_or_trashing_a_source_rebuilds_the_prompts_it_reached_outsi
     assert MARK in _stored_prompt(hearth, branch.id)
 
 
+def test_u5_a_card_imported_again_as_an_update_rebuilds_its_personas_prompts_outside_the_write_lock(
+        hearth, me, fills_under_lock):
+    """Importing a changed card of one's own persona with ``update`` saves the persona and rebuilds
+    the prompts of its threads in the import's transaction: their text is filled outside it."""
+    import json
+
+    persona = _card_persona(me)
+    chats = [me.conversations.create(persona.id) for _ in range(3)]
+    for chat in chats:
+        me.send(chat.id, "hello")
+    card = me.imports.card_json(persona.id)
+    card["data"]["description"] = f"{MARK} I am {{{{char}}}}, changed. {PICKS}"
+    fills_under_lock.clear()
+    report = me.imports.file(json.dumps(card).encode(), "hostile.json", on_match="update")
+    assert report.status == "updated" and report.counts.get("personas_updated") == 1, report
+    assert len(fills_under_lock) == len(chats) and not any(fills_under_lock), fills_under_lock
+    for chat in chats:
+        assert f"{MARK} I am Hostile, changed." in _stored_prompt(hearth, chat.id)
+
+
 def test_u5_inputs_changed_while_filling_are_filled_again_never_written_stale(hearth, me, monkeypatch):
     """A display name committed between the fill (outside the lock) and the write: the write reads
     the new name, the text is filled again, and the prompt names the person as they are now."""

@@ -318,15 +318,16 @@ class Scope:
         return self._rebuild_prompts(conn, holders, ready=ready)
 
     # -- personas: a settings save rebuilds that persona's existing prompts (P5) -----------------
-    def update_persona(self, persona_id: int, **values: Any) -> tuple[Persona, int]:
+    def update_persona(self, persona_id: int, *, ready: Ready | None = None, **values: Any) -> tuple[Persona, int]:
         """Save a persona's settings; its prompts are rebuilt in the same transaction, their text
-        made outside the write lock (``prompt.prepared``, U5)."""
+        made outside the write lock (``prompt.prepared``, U5). A caller whose own write
+        runs under ``prepared.run`` passes its ``ready``."""
         def attempt(ready: Ready | None) -> tuple[Persona, int]:
             with self._store.write() as conn:
                 persona = self.personas.update(persona_id, **values)
                 return persona, self._rebuild_prompts(conn, self._persona_threads(conn, persona_id), ready=ready)
 
-        return prepared.run(self._store, attempt)
+        return prepared.run(self._store, attempt, ready)
 
     def restore_persona(self, persona_id: int, version: int) -> tuple[Persona, int]:
         """Apply an older version of a persona's settings as a new version (B2); rebuilds its prompts."""

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from hearth.continuity.timeline import spans
 from hearth.errors import HearthError, InvalidInput, NotFound
+from hearth.prompt import prepared
+from hearth.prompt.prepared import Ready
 from hearth.store import utcnow
 from hearth.validation import load_json
 
@@ -215,48 +217,53 @@ class Imports:
         mark = card_identity.take_mark(card)
         book = parse_character_book(card.book, card.name, name) if card.book else None
         key = card_identity.content_hash(card)
-        report = FileReport(name, "card")
         personas = self._ctx.personas
-        with self.store.write() as conn:
-            own = personas.by_uuid(mark.uuid) if mark else None
-            if own is not None and on_match != "new":
-                return self._card_again(report, own, card, book, key, mark, on_match)
-            # Cards imported before content hashes were normalised are known by their old key.
-            for known in ((key, digest(card.canonical())) if on_match != "new" else ()):
-                existing = self._seen(conn, "card", known)
-                if existing:
-                    try:
-                        personas.get(existing)
-                        report.status = "duplicate"
-                        report.ids["personas"] = [existing]
-                        return report
-                    except NotFound:
-                        pass  # the persona was removed since; import it again
-            taken = {p.name for p in personas.list(include_archived=True)}
-            base = _slug(card.name)
-            slug, n = base, 2
-            while slug in taken:
-                slug, n = f"{base}-{n}", n + 1
-            persona = personas.create(slug, card.name, **_card_values(card))
-            if card.avatar:
-                personas.set_avatar(persona.id, card.avatar, "image/png")
-            report.ids["personas"] = [persona.id]
-            report.add("personas")
-            shelf = self._character_book(persona.id, book.name, card.name) if book and book.entries else ""
-            for n, entry in enumerate(book.entries if book else ()):
-                with _naming(f"character_book.entries[{n}] in {name}"):
-                    f = self._card_fragment(persona.id, shelf, entry)
-                report.ids.setdefault("fragments", []).append(f.id)
-                report.add("fragments")
-            self._record(conn, "card", key, persona.id)
-        return report
+
+        def attempt(ready: Ready | None) -> FileReport:
+            report = FileReport(name, "card")
+            with self.store.write() as conn:
+                own = personas.by_uuid(mark.uuid) if mark else None
+                if own is not None and on_match != "new":
+                    return self._card_again(report, own, card, book, key, mark, on_match, ready)
+                # Cards imported before content hashes were normalised are known by their old key.
+                for known in ((key, digest(card.canonical())) if on_match != "new" else ()):
+                    existing = self._seen(conn, "card", known)
+                    if existing:
+                        try:
+                            personas.get(existing)
+                            report.status = "duplicate"
+                            report.ids["personas"] = [existing]
+                            return report
+                        except NotFound:
+                            pass  # the persona was removed since; import it again
+                taken = {p.name for p in personas.list(include_archived=True)}
+                base = _slug(card.name)
+                slug, n = base, 2
+                while slug in taken:
+                    slug, n = f"{base}-{n}", n + 1
+                persona = personas.create(slug, card.name, **_card_values(card))
+                if card.avatar:
+                    personas.set_avatar(persona.id, card.avatar, "image/png")
+                report.ids["personas"] = [persona.id]
+                report.add("personas")
+                shelf = self._character_book(persona.id, book.name, card.name) if book and book.entries else ""
+                for n, entry in enumerate(book.entries if book else ()):
+                    with _naming(f"character_book.entries[{n}] in {name}"):
+                        f = self._card_fragment(persona.id, shelf, entry)
+                    report.ids.setdefault("fragments", []).append(f.id)
+                    report.add("fragments")
+                self._record(conn, "card", key, persona.id)
+            return report
+
+        # A persona updated in place rebuilds its prompts, filled outside the write lock (U5).
+        return prepared.run(self.store, attempt)
 
     def _card_fragment(self, persona_id: int, book_name: str, entry: Any) -> "Fragment":
         return self._fragments.add(entry.keys, entry.content, book_name, enabled=entry.enabled,
                                                controls=entry.controls, import_key=f"card:{persona_id}:{entry.uid}")
 
     def _card_again(self, report: FileReport, own: "Persona", card: Any, book: Any, key: str, mark: Any,
-                    on_match: str) -> FileReport:
+                    on_match: str, ready: Ready | None = None) -> FileReport:
         """A card of this user's own persona, met again: the same, an update, or a question."""
         from hearth.interop.importers.card_identity import pixels
         from hearth.lorebook.controls import check_controls
@@ -276,7 +283,7 @@ class Imports:
                              "choose to update it or to import the card as a new persona")
             return report
         if not same_text:
-            self._update_persona(own.id, display_name=card.name, **_card_values(card))
+            self._update_persona(own.id, ready=ready, display_name=card.name, **_card_values(card))
             report.add("personas_updated")
         if new_picture:
             self._ctx.personas.set_avatar(own.id, card.avatar, "image/png")
