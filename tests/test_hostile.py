@@ -546,5 +546,8 @@ def _lock_held_while(home, path: str) -> tuple[float, float]:
             probe.done.set()
             probe.join()
             sys.setswitchinterval(switch)
-        assert any(not free for _, free in probe.seen)  # the probe did see the writes
+        # The probe kept asking all through the step (so a lock held for long would have been seen);
+        # the step's own short writes may fall between two of its asks on a busy machine.
+        asked = sum(1 for moment, _ in probe.seen if start <= moment <= start + took)
+        assert asked >= 20, (path, asked, took)
         return probe.longest_hold(), took
