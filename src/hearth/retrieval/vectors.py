@@ -450,13 +450,9 @@ class VectorIndex:
                     counts["compared"] = counts.get("compared", 0) + int(rows.size)
                 with one_blas_thread():
                     return _top_k(keys[rows], self._matrix[rows] @ vec, k) if rows.size else []
-            ann = self._ann
-            total = len(ann)
+            ann, total = self._tuned_ann()
             if total == 0:
                 return []
-            width = self.effective_expansion(total)
-            if ann.expansion_search != width:
-                ann.expansion_search = width
             matches = ann.search(vec, max(k, min(fetch, total)))
             if counts is not None:
                 counts["compared"] = counts.get("compared", 0) + int(matches.computed_distances)
@@ -496,14 +492,19 @@ class VectorIndex:
             best_scores.extend(s for _, s in top)
         return _top_k(np.asarray(best_ids, dtype=np.int64), np.asarray(best_scores), k)
 
-    def _search_ann(self, vec: np.ndarray, k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+    def _tuned_ann(self) -> tuple[Any, int]:
+        """The graph and its size, its search width set for that size."""
         ann = self._ann
         total = len(ann)
+        width = self.effective_expansion(total)
+        if total and ann.expansion_search != width:
+            ann.expansion_search = width
+        return ann, total
+
+    def _search_ann(self, vec: np.ndarray, k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+        ann, total = self._tuned_ann()
         if total == 0:
             return []
-        width = self.effective_expansion(total)
-        if ann.expansion_search != width:
-            ann.expansion_search = width
         if allowed is None:
             matches = ann.search(vec, min(k, total))
             return [(int(key), float(1.0 - dist)) for key, dist in zip(matches.keys, matches.distances)]
