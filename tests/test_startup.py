@@ -391,19 +391,20 @@ def test_s20_sqlite_a_short_lived_search_maps_a_current_saved_graph_and_starts_n
 
     import numpy as np
 
+    from hearth import retrieval
     from hearth.retrieval import semantic
     from hearth.retrieval.semantic import ANN, EXACT_FALLBACK
     from tests.test_vector_index_changes import DIM, MODEL, _add, _cache, _search
 
     def one_search_process():
         cache = _cache()
-        cache.short_lived = True
         monkeypatch.setattr(semantic, "INDEXES", cache)
         return cache
 
     semantic.forget_queries()
     conversation = me.conversations.create(persona.id)
     ids = _add(hearth, me, conversation.id, np.random.default_rng(20), 1_000)
+    monkeypatch.setattr(retrieval, "short_lived", True)  # as `hearth search` sets it
 
     once = one_search_process()  # nothing saved yet
     hits, mode = _search(hearth, me, ids[500])
@@ -412,8 +413,10 @@ def test_s20_sqlite_a_short_lived_search_maps_a_current_saved_graph_and_starts_n
     assert not [t for t in threading.enumerate() if t.name.startswith("hearth-vectors")]
 
     server = _cache()  # `hearth serve` (or `hearth reindex`) builds the graph and saves it
-    assert server.get(hearth.store.connection(), str(hearth.store.path), "messages", me.user_id, MODEL,
-                      DIM).mode == "ann"
+    with monkeypatch.context() as serving:
+        serving.setattr(retrieval, "short_lived", False)
+        assert server.get(hearth.store.connection(), str(hearth.store.path), "messages", me.user_id, MODEL,
+                          DIM).mode == "ann"
     once = one_search_process()
     hits, mode = _search(hearth, me, ids[500])
     assert mode == ANN and hits[0][0] == ids[500] and hits[0][1] > 0.99

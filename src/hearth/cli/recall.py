@@ -24,10 +24,10 @@ from .base import Context, Table, _json, cli, console, err_console, pass_ctx
 @pass_ctx
 def search_cmd(obj: Context, query: str, as_json: bool, collections: tuple[str, ...], **options: Any) -> None:
     """Search your conversations and archive (keyword + meaning); logged in the search log."""
+    from .. import retrieval
     from ..retrieval.deliberate import owner_search
-    from ..retrieval.semantic import INDEXES
 
-    INDEXES.short_lived = True  # one search, then the process ends: map a saved graph, build none (S20)
+    retrieval.short_lived = True  # one search, then the process ends: map a saved graph, build none (S20)
     searcher = obj.searcher()  # not a scope: a search needs none of the layers (S20)
     try:
         outcome = owner_search(searcher, query, collections=collections, **options)

@@ -21,6 +21,7 @@ import numpy as np
 
 from hearth.store import Connection, Cursor
 
+from .. import retrieval
 from ..errors import HearthError, StoreError
 from ..store import DriverError, engine_of, open_read_only
 
@@ -104,7 +105,8 @@ class IndexCache:
     in a background thread above ``background_above`` vectors; ``get(wait=False)`` then answers
     None and ``vector_search`` compares every stored vector instead.
 
-    A short-lived process (``hearth search``: one search, then it exits; S20) sets ``short_lived``:
+    A short-lived process (``hearth search``: one search, then it exits; S20) sets
+    ``hearth.retrieval.short_lived``:
     a saved graph that holds exactly the table's vectors is mapped from its file rather than read,
     and an index that would have to be built is not (the search compares every stored vector, and
     no thread is left building when the process ends); ``hearth serve`` and ``hearth reindex``
@@ -121,7 +123,6 @@ class IndexCache:
         self._saving: set[tuple] = set()  # saves waiting for their delay
         self.save_delay = SAVE_DELAY_S
         self.counts = IndexCounts()
-        self.short_lived = False
 
     @staticmethod
     def _table(source: str) -> tuple[str, str, str]:
@@ -304,7 +305,7 @@ class IndexCache:
             return None  # a file saved without its revision is trusted only if nothing below it changed
         index = self._new_index(dim)
         # Mapped only when nothing is to be caught up: a mapped graph cannot be changed.
-        view = self.short_lived and rev is not None and (count, highest, rev) == signature
+        view = retrieval.short_lived and rev is not None and (count, highest, rev) == signature
         if not index.load(path, fingerprint=fingerprint, view=view):
             return None
         self.counts.loads += 1
@@ -369,7 +370,7 @@ class IndexCache:
             if building is None:
                 signature = self._signature(conn, source, user_id, model)
                 index = self._load_saved(conn, db_key, source, user_id, model, dim, signature)
-                if index is None and self.short_lived:
+                if index is None and retrieval.short_lived:
                     return None  # compared exactly, with no build left running at exit
                 if index is None and signature[0] <= self.background_above:
                     index = self._cold_load(conn, db_key, source, user_id, model, dim, signature)
