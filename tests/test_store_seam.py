@@ -39,8 +39,6 @@ STATEMENTS_NOT_YET_MOVED: frozenset[str] = frozenset({
     "hearth/memory/duplicates.py",
     "hearth/memory/memories.py",
     "hearth/memory/review.py",
-    "hearth/ops/cleanup.py",
-    "hearth/ops/jobs.py",
     "hearth/prompt/layers/archive_recall.py",
     "hearth/prompt/layers/books.py",
     "hearth/prompt/layers/fragments.py",
