@@ -83,12 +83,6 @@ STATEMENTS_NOT_YET_MOVED: frozenset[str] = frozenset({
     "hearth/retrieval/vector_cache.py",
     "hearth/scope.py",
     "hearth/server/voice.py",
-    "hearth/thread/alternatives.py",
-    "hearth/thread/character.py",
-    "hearth/thread/remembered.py",
-    "hearth/thread/send.py",
-    "hearth/thread/titles.py",
-    "hearth/thread/turns.py",
 })
 STATEMENT_CALLS = ("execute", "executemany", "executescript")
 
