@@ -32,9 +32,6 @@ STATEMENTS_NOT_YET_MOVED: frozenset[str] = frozenset({
     "hearth/continuity/timeline/checkpoints.py",
     "hearth/continuity/timeline/pages.py",
     "hearth/continuity/timeline/spans.py",
-    "hearth/memory/duplicates.py",
-    "hearth/memory/memories.py",
-    "hearth/memory/review.py",
     "hearth/prompt/layers/archive_recall.py",
     "hearth/prompt/layers/books.py",
     "hearth/prompt/layers/fragments.py",
@@ -69,12 +66,6 @@ STATEMENTS_NOT_YET_MOVED: frozenset[str] = frozenset({
     "hearth/retrieval/terms.py",
     "hearth/retrieval/vector_cache.py",
     "hearth/scope.py",
-    "hearth/thread/alternatives.py",
-    "hearth/thread/character.py",
-    "hearth/thread/remembered.py",
-    "hearth/thread/send.py",
-    "hearth/thread/titles.py",
-    "hearth/thread/turns.py",
 })
 STATEMENT_CALLS = ("execute", "executemany", "executescript")
 
