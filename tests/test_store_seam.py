@@ -61,7 +61,6 @@ STATEMENTS_NOT_YET_MOVED: frozenset[str] = frozenset({
     "hearth/prompt/presets.py",
     "hearth/prompt/reconcile.py",
     "hearth/prompt/stored.py",
-    "hearth/records/conversations.py",
     "hearth/retrieval/archive.py",
     "hearth/retrieval/candidates.py",
     "hearth/retrieval/facts.py",
