@@ -72,7 +72,6 @@ STATEMENTS_NOT_YET_MOVED: frozenset[str] = frozenset({
     "hearth/retrieval/semantic.py",
     "hearth/retrieval/terms.py",
     "hearth/retrieval/vector_cache.py",
-    "hearth/scope.py",
     "hearth/server/voice.py",
     "hearth/thread/alternatives.py",
     "hearth/thread/character.py",
