@@ -45,15 +45,6 @@ STATEMENTS_NOT_YET_MOVED: frozenset[str] = frozenset({
     "hearth/prompt/presets.py",
     "hearth/prompt/reconcile.py",
     "hearth/prompt/stored.py",
-    "hearth/records/attachments.py",
-    "hearth/records/connections.py",
-    "hearth/records/conversations.py",
-    "hearth/records/forget.py",
-    "hearth/records/ledger.py",
-    "hearth/records/onboarding.py",
-    "hearth/records/personas.py",
-    "hearth/records/users.py",
-    "hearth/records/versions.py",
     "hearth/retrieval/archive.py",
     "hearth/retrieval/candidates.py",
     "hearth/retrieval/facts.py",
@@ -65,7 +56,6 @@ STATEMENTS_NOT_YET_MOVED: frozenset[str] = frozenset({
     "hearth/retrieval/semantic.py",
     "hearth/retrieval/terms.py",
     "hearth/retrieval/vector_cache.py",
-    "hearth/scope.py",
 })
 STATEMENT_CALLS = ("execute", "executemany", "executescript")
 

@@ -7,7 +7,6 @@ it runs carries that id, so one user's data never reaches another user's prompt,
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -32,6 +31,10 @@ from hearth.retrieval import searchlog
 from hearth.retrieval.archive import Archive
 from hearth.settings import Settings
 from hearth.store import Connection, Store, open_store
+from hearth.store.queries import conversations as stored_conversations
+from hearth.store.queries import handoff_sources
+from hearth.store.queries import ledger as stored_ledger
+from hearth.store.queries import users as stored_users
 from hearth.text import IMAGE_TOKENS
 from hearth.thread import alternatives
 from hearth.thread.alternatives import Alternative
@@ -273,15 +276,7 @@ class Scope:
         return handoff_quote(conn, self.user_id, conversation_id, self._hearth.settings)
 
     def _handoff_info(self, conn: Connection, conversation_id: int) -> dict | None:
-        row = conn.execute(
-            "SELECT source_conversation_id, source_message_ids, source_document_id FROM conversation_summaries"
-            " WHERE conversation_id = ? AND user_id = ? AND handoff != ''", (conversation_id, self.user_id),
-        ).fetchone()
-        if row is None:
-            return None
-        # An imported archive conversation's continuation names the document; its ids are turns.
-        return {"source_conversation_id": row[0], "source_message_ids": json.loads(row[1]),
-                "source_document_id": row[2]}
+        return handoff_sources.of_conversation(conn, self.user_id, conversation_id)
 
     def handoff(self, conversation_id: int) -> dict | None:
         """Where a conversation's handoff came from (source conversation and message ids), or None."""
@@ -299,11 +294,7 @@ class Scope:
     def stored_prompt(self, conversation_id: int) -> str | None:
         """The stored static prompt text, or None before the first send."""
         self.conversations.get(conversation_id)
-        row = self._store.connection().execute(
-            "SELECT content FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
-            (conversation_id,),
-        ).fetchone()
-        return row[0] if row else None
+        return stored_ledger.static_prompt(self._store.connection(), conversation_id)
 
     # -- visibility: changes that alter what prompts may hold refresh them first (V1, V3) ---------
     def _refresh_sources(self, conn: Connection, source_ids: Iterable[int], ready: Ready | None = None) -> int:
@@ -312,9 +303,7 @@ class Scope:
         ids = list(source_ids)
         if not ids:
             return 0
-        holders = [r[0] for r in conn.execute(
-            f"SELECT conversation_id FROM conversation_summaries WHERE user_id = ?"
-            f" AND source_conversation_id IN ({','.join('?' * len(ids))})", (self.user_id, *ids))]
+        holders = handoff_sources.holders(conn, self.user_id, ids)
         return self._rebuild_prompts(conn, holders, ready=ready)
 
     # -- personas: a settings save rebuilds that persona's existing prompts (P5) -----------------
@@ -340,8 +329,7 @@ class Scope:
         return prepared.run(self._store, attempt)
 
     def _persona_threads(self, conn: Connection, persona_id: int) -> list[int]:
-        return [r[0] for r in conn.execute(
-            "SELECT id FROM conversations WHERE persona_id = ? AND user_id = ?", (persona_id, self.user_id))]
+        return stored_conversations.of_persona(conn, self.user_id, persona_id)
 
     # -- the person: what companions call them ({{user}}, X3) ---------------------------------
     def set_display_name(self, name: str | None) -> int:
@@ -351,10 +339,9 @@ class Scope:
 
         def attempt(ready: Ready | None) -> int:
             with self._store.write() as conn:
-                if conn.execute("SELECT display_name FROM users WHERE id = ?",
-                                (self.user_id,)).fetchone()[0] == value:
+                if stored_users.display_name(conn, self.user_id) == value:
                     return 0
-                conn.execute("UPDATE users SET display_name = ? WHERE id = ?", (value, self.user_id))
+                stored_users.set_display_name(conn, self.user_id, value)
                 ledger.append(conn, user_id=self.user_id, kind="user.display_name_set",
                               payload={"chars": len(value or "")})
                 return self._rebuild_prompts(conn, user_macro_conversations(conn, self.user_id), ready=ready)
@@ -462,8 +449,7 @@ class Scope:
         with self._store.write() as conn:
             conversation = self.conversations.get(conversation_id)
             if conversation.model != model:
-                conn.execute("UPDATE conversations SET model = ? WHERE id = ? AND user_id = ?",
-                             (model, conversation_id, self.user_id))
+                stored_conversations.set_model(conn, self.user_id, conversation_id, model)
                 from hearth.continuity.timeline import chains
 
                 chains.reset(conn, conversation_id)
@@ -476,20 +462,14 @@ class Scope:
     def request_size(self, conversation_id: int) -> dict[str, Any] | None:
         """The last request-size details of a conversation (R2): numbers only."""
         self.conversations.get(conversation_id)
-        row = self._store.connection().execute(
-            "SELECT payload FROM events WHERE conversation_id = ? AND kind = 'context.request_size'"
-            " ORDER BY created_at DESC, id DESC LIMIT 1", (conversation_id,),
-        ).fetchone()
-        return json.loads(row[0]) if row else None
+        return stored_ledger.last_request_size(self._store.connection(), conversation_id)
 
     def visible_estimate(self, conversation_id: int) -> dict[str, int]:
         """The chat header's compact estimate: visible current-thread messages only (R4)."""
         self.conversations.get(conversation_id)
         # Counted in SQL, so a long thread's header costs one aggregate, not a read of every message.
         conn = self._store.connection()
-        count, chars = conn.execute(
-            "SELECT count(*), coalesce(sum(length(content)), 0) FROM messages WHERE conversation_id = ?"
-            " AND user_id = ? AND kind IN ('chat', 'handoff_artifact')", (conversation_id, self.user_id)).fetchone()
+        count, chars = stored_ledger.visible_size(conn, self.user_id, conversation_id)
         # The visible messages' attachments count too (W14): text files by their characters, images
         # at their estimate.
         text_chars, images = attachments.totals(conn, self.user_id, conversation_id)

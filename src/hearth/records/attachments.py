@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from hearth.errors import InvalidInput, NotFound, TooLarge
 from hearth.providers.base import ImagePart
-from hearth.store import Connection, utcnow
+from hearth.store import Connection
+from hearth.store.queries import attachments as stored
 from hearth.text import IMAGE_TOKENS, estimate_tokens
 from hearth.validation import check_text, text_problem
 
@@ -161,44 +162,25 @@ def _one(item: Any, settings: "Settings") -> NewAttachment:
 def add(conn: Connection, user_id: int, conversation_id: int, message_id: int,
         items: Iterable[NewAttachment]) -> int:
     """Store a message's attachments in the caller's transaction (the message's own); their count."""
-    now = utcnow()
-    count = 0
-    for position, item in enumerate(items):
-        conn.execute(
-            "INSERT INTO message_attachments (user_id, conversation_id, message_id, position, kind, name,"
-            " media_type, size, text, data, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (user_id, conversation_id, message_id, position, item.kind, item.name, item.media_type, item.size,
-             item.text, item.data, now))
-        count += 1
-    return count
+    return stored.insert(conn, user_id, conversation_id, message_id,
+                         [(i.kind, i.name, i.media_type, i.size, i.text, i.data) for i in items])
 
 
-_META = "id, message_id, conversation_id, position, kind, name, media_type, size, created_at"
-
-
-def _rows(conn: Connection, sql: str, args: tuple, content: bool) -> list[Attachment]:
-    columns = _META + (", text, data" if content else "")
-    out = []
-    for r in conn.execute(f"SELECT {columns} FROM message_attachments WHERE {sql} ORDER BY message_id, position",
-                          args):
-        data = r[10] if content else None
-        out.append(Attachment(id=r[0], message_id=r[1], conversation_id=r[2], position=r[3], kind=r[4], name=r[5],
-                              media_type=r[6], size=r[7], created_at=r[8], text=r[9] if content else None,
-                              data=bytes(data) if data is not None else None))
-    return out
+def _by_message(rows: list[dict[str, Any]]) -> dict[int, list[Attachment]]:
+    found: dict[int, list[Attachment]] = {}
+    for row in rows:
+        found.setdefault(row["message_id"], []).append(Attachment(**row))
+    return found
 
 
 def of_messages(conn: Connection, user_id: int, conversation_id: int, message_ids: Sequence[int], *,
                 content: bool = False) -> dict[int, list[Attachment]]:
     """The attachments of these messages of one conversation, by message id (in order)."""
-    found: dict[int, list[Attachment]] = {}
     ids = sorted(set(message_ids))
     if not ids:
-        return found
+        return {}
     # One range read on the (conversation_id, message_id) index, then kept to the ids asked for.
-    for a in _rows(conn, "user_id = ? AND conversation_id = ? AND message_id BETWEEN ? AND ?",
-                   (user_id, conversation_id, ids[0], ids[-1]), content):
-        found.setdefault(a.message_id, []).append(a)
+    found = _by_message(stored.in_range(conn, user_id, conversation_id, ids[0], ids[-1], content=content))
     wanted = set(ids)
     return {k: v for k, v in found.items() if k in wanted}
 
@@ -206,38 +188,25 @@ def of_messages(conn: Connection, user_id: int, conversation_id: int, message_id
 def in_range(conn: Connection, user_id: int, conversation_id: int, first_id: int, last_id: int, *,
              content: bool = False) -> dict[int, list[Attachment]]:
     """The attachments of a conversation's messages from ``first_id`` to ``last_id``, by message id."""
-    found: dict[int, list[Attachment]] = {}
-    for a in _rows(conn, "user_id = ? AND conversation_id = ? AND message_id BETWEEN ? AND ?",
-                   (user_id, conversation_id, first_id, last_id), content):
-        found.setdefault(a.message_id, []).append(a)
-    return found
+    return _by_message(stored.in_range(conn, user_id, conversation_id, first_id, last_id, content=content))
 
 
 def of_conversation(conn: Connection, user_id: int, conversation_id: int, *,
                     content: bool = False) -> dict[int, list[Attachment]]:
-    found: dict[int, list[Attachment]] = {}
-    for a in _rows(conn, "user_id = ? AND conversation_id = ?", (user_id, conversation_id), content):
-        found.setdefault(a.message_id, []).append(a)
-    return found
+    return _by_message(stored.of_conversation(conn, user_id, conversation_id, content=content))
 
 
 def get(conn: Connection, user_id: int, conversation_id: int, attachment_id: int) -> Attachment:
     """One attachment with its content; another user's or another thread's is not found."""
-    rows = _rows(conn, "id = ? AND user_id = ? AND conversation_id = ?", (attachment_id, user_id, conversation_id),
-                 True)
-    if not rows:
+    row = stored.get(conn, user_id, conversation_id, attachment_id)
+    if row is None:
         raise NotFound(f"no attachment {attachment_id} in this conversation")
-    return rows[0]
+    return Attachment(**row)
 
 
 def totals(conn: Connection, user_id: int, conversation_id: int) -> tuple[int, int]:
     """(characters of text files, number of images) of a thread's messages, for the header (R4)."""
-    row = conn.execute(
-        "SELECT coalesce(sum(CASE WHEN kind = 'text' THEN length(text) ELSE 0 END), 0),"
-        " coalesce(sum(CASE WHEN kind = 'image' THEN 1 ELSE 0 END), 0) FROM message_attachments a"
-        " WHERE a.user_id = ? AND a.conversation_id = ?"
-        " AND EXISTS (SELECT 1 FROM messages m WHERE m.id = a.message_id)", (user_id, conversation_id)).fetchone()
-    return int(row[0]), int(row[1])
+    return stored.totals(conn, user_id, conversation_id)
 
 
 def inline(text: str, attached: Sequence[Attachment | NewAttachment]) -> str:

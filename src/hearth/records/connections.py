@@ -15,61 +15,21 @@ never returned whole (``key_hint``), never logged, and never exported (``interop
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from hearth.errors import InvalidInput
-from hearth.store import Row, Store, utcnow
+from hearth.store import Store
+from hearth.store.queries import model_connections
+from hearth.store.queries.model_connections import ModelConnection, key_hint
 from hearth.validation import check_text
+
+__all__ = ["ModelConnection", "key_hint", "Connections", "check_connection", "PROVIDERS"]
 
 PROVIDERS = ("offline", "openai", "openai-chat", "anthropic")
 MAX_KEY = 1_000
 MAX_URL = 2_000
 MAX_MODEL = 200
-
-
-@dataclass(frozen=True)
-class ModelConnection:
-    user_id: int
-    provider: str  # offline | openai | openai-chat (any OpenAI-compatible server) | anthropic
-    model: str
-    base_url: str
-    api_key: str  # never leaves the server whole: use ``key_hint``
-    updated_at: str = ""
-
-    @classmethod
-    def from_row(cls, row: Row) -> "ModelConnection":
-        return cls(row["user_id"], row["provider"], row["model"], row["base_url"], row["api_key"],
-                   row["updated_at"])
-
-    @property
-    def key_hint(self) -> str:
-        return key_hint(self.api_key)
-
-    def __repr__(self) -> str:  # a stray log line or traceback must not carry the key
-        return (f"ModelConnection(user_id={self.user_id}, provider={self.provider!r}, model={self.model!r}, "
-                f"base_url={self.base_url!r}, api_key={self.key_hint!r})")
-
-    __str__ = __repr__
-
-    def settings_values(self) -> dict[str, Any]:
-        """The ``Settings`` fields this connection sets (the others stay the deployment's)."""
-        openai_key = self.api_key if self.provider in ("openai", "openai-chat") else ""
-        anthropic_key = self.api_key if self.provider == "anthropic" else ""
-        return {"provider": self.provider, "model": self.model, "base_url": self.base_url,
-                "openai_api_key": openai_key, "anthropic_api_key": anthropic_key}
-
-
-def key_hint(key: str) -> str:
-    """What a page may show of a key: its kind and last four characters (``sk-…abcd``), or less for
-    a short one, so a screenshot or a shoulder never gives the key away."""
-    if not key:
-        return ""
-    if len(key) < 16:
-        return "…" + key[-2:]
-    prefix = key.split("-", 1)[0] + "-" if "-" in key[:8] else ""
-    return f"{prefix}…{key[-4:]}"
 
 
 def check_connection(provider: Any, model: Any, base_url: Any, api_key: Any, *,
@@ -108,9 +68,7 @@ class Connections:
         self.store = store
 
     def get(self, user_id: int) -> ModelConnection | None:
-        row = self.store.connection().execute(
-            "SELECT * FROM model_connections WHERE user_id = ?", (user_id,)).fetchone()
-        return ModelConnection.from_row(row) if row else None
+        return model_connections.get(self.store.connection(), user_id)
 
     def save(self, user_id: int, provider: Any, model: Any = "", base_url: Any = "",
              api_key: Any = None) -> ModelConnection:
@@ -122,9 +80,7 @@ class Connections:
         from hearth.records import ledger
 
         with self.store.write() as conn:
-            conn.execute("DELETE FROM model_connections WHERE user_id = ?", (user_id,))
-            conn.execute("INSERT INTO model_connections (user_id, provider, model, base_url, api_key, updated_at)"
-                         " VALUES (?, ?, ?, ?, ?, ?)", (user_id, *values, utcnow()))
+            model_connections.replace(conn, user_id, *values)
             # What changed, never the key or the address (R3).
             ledger.append(conn, user_id=user_id, kind="connection.saved",
                           payload={"provider": values[0], "has_key": bool(values[3])})
@@ -144,7 +100,7 @@ class Connections:
         from hearth.records import ledger
 
         with self.store.write() as conn:
-            gone = conn.execute("DELETE FROM model_connections WHERE user_id = ?", (user_id,)).rowcount > 0
+            gone = model_connections.delete(conn, user_id) > 0
             if gone:
                 ledger.append(conn, user_id=user_id, kind="connection.cleared", payload={})
             return gone

@@ -51,7 +51,8 @@ from hearth.prompt import prepared
 from hearth.prompt.prepared import Ready
 from hearth.records import ledger
 from hearth.records.temporal import parse_moment
-from hearth.store import Connection, Row, versions
+from hearth.store import Connection, versions
+from hearth.store.queries import forget as stored
 from hearth.store.stored import REGISTRY, Doomed
 from hearth.text import STOPWORDS, WORD_RE
 
@@ -104,14 +105,6 @@ class _Scope:
         return {k: sorted(v) for k, v in asdict(self).items()}
 
 
-def _ids(rows: Any) -> list[int]:
-    return [r[0] for r in rows]
-
-
-def _in(ids: list[int]) -> str:
-    return ",".join("?" * len(ids))
-
-
 class Forgetting:
     def __init__(self, ctx: "Context", memories: "Memories"):
         self._ctx = ctx
@@ -130,67 +123,46 @@ class Forgetting:
             if isinstance(ident, bool) or not isinstance(ident, int) or ident < 1:
                 raise InvalidInput(f"forgetting a {target} needs its id")
         if target == "message":
-            row = conn.execute("SELECT kind FROM messages WHERE id = ? AND user_id = ?", (ident, u)).fetchone()
-            if row is None:
+            kind = stored.message_kind(conn, u, ident)  # type: ignore[arg-type]
+            if kind is None:
                 raise NotFound(f"no message {ident}")
-            if row[0] == "static_prompt":
+            if kind == "static_prompt":
                 raise InvalidInput("a stored system prompt is rebuilt, not forgotten; forget the conversation")
             s.messages = [ident]  # type: ignore[list-item]
         elif target == "conversation":
-            if not conn.execute("SELECT 1 FROM conversations WHERE id = ? AND user_id = ?", (ident, u)).fetchone():
+            if not stored.exists(conn, u, target, ident):  # type: ignore[arg-type]
                 raise NotFound(f"no conversation {ident}")
             s.conversations = [ident]  # type: ignore[list-item]
         elif target == "folder":
-            if not conn.execute("SELECT 1 FROM folders WHERE id = ? AND user_id = ?", (ident, u)).fetchone():
+            if not stored.exists(conn, u, target, ident):  # type: ignore[arg-type]
                 raise NotFound(f"no folder {ident}")
             s.folders = [ident]  # type: ignore[list-item]
-            s.conversations = _ids(conn.execute(
-                "SELECT id FROM conversations WHERE folder_id = ? AND user_id = ? ORDER BY id", (ident, u)))
+            s.conversations = stored.conversations_in_folder(conn, u, ident)  # type: ignore[arg-type]
         elif target == "document":
-            if not conn.execute("SELECT 1 FROM archive_documents WHERE id = ? AND user_id = ?", (ident, u)).fetchone():
+            if not stored.exists(conn, u, target, ident):  # type: ignore[arg-type]
                 raise NotFound(f"no archive document {ident}")
             s.documents = [ident]  # type: ignore[list-item]
         elif target == "memory":
-            if not conn.execute("SELECT 1 FROM memories WHERE id = ? AND user_id = ?", (ident, u)).fetchone():
+            if not stored.exists(conn, u, target, ident):  # type: ignore[arg-type]
                 raise NotFound(f"no memory {ident}")
             s.memories = [ident]  # type: ignore[list-item]
         elif target == "trash":
-            s.conversations = _ids(conn.execute(
-                "SELECT id FROM conversations WHERE user_id = ? AND trashed_at IS NOT NULL ORDER BY id", (u,)))
+            s.conversations = stored.trashed_conversations(conn, u)
         else:
             if start is None or end is None:
                 raise InvalidInput("forgetting a date range needs a start and an end date")
             if start >= end:
                 raise InvalidInput("the start of the range must be before its end")
             # Conversations begun inside the range go whole; elsewhere only the turns inside it.
-            s.conversations = _ids(conn.execute(
-                "SELECT id FROM conversations WHERE user_id = ? AND created_at >= ? AND created_at < ? ORDER BY id",
-                (u, start, end)))
-            s.messages = _ids(conn.execute(
-                f"SELECT id FROM messages WHERE user_id = ? AND created_at >= ? AND created_at < ?"
-                f" AND kind != 'static_prompt' AND conversation_id NOT IN ({_in(s.conversations)}) ORDER BY id",
-                (u, start, end, *s.conversations)))
-            s.documents = _ids(conn.execute(
-                "SELECT id FROM archive_documents WHERE user_id = ? AND created_at >= ? AND created_at < ?",
-                (u, start, end)))
-            s.memories = _ids(conn.execute(
-                "SELECT id FROM memories WHERE user_id = ? AND created_at >= ? AND created_at < ?", (u, start, end)))
-            s.search_log = _ids(conn.execute(
-                "SELECT id FROM search_log WHERE user_id = ? AND created_at >= ? AND created_at < ?", (u, start, end)))
-            s.proposals = _ids(conn.execute(
-                "SELECT id FROM proposals WHERE user_id = ? AND created_at >= ? AND created_at < ?", (u, start, end)))
+            s = _Scope(**stored.in_range(conn, u, start, end))
         return s
 
     def _counts(self, conn: Connection, s: _Scope) -> dict[str, int]:
-        conv_messages = conn.execute(
-            f"SELECT count(*) FROM messages WHERE conversation_id IN ({_in(s.conversations)})"
-            " AND kind != 'static_prompt'", s.conversations).fetchone()[0]
-        chunks = conn.execute(f"SELECT count(*) FROM archive_chunks WHERE document_id IN ({_in(s.documents)})",
-                              s.documents).fetchone()[0]
+        conv_messages = stored.thread_messages(conn, s.conversations)
+        chunks = stored.document_chunks(conn, s.documents)
         # Turns put away after edited messages (W2) go too: a thread's with it, a message's with it.
-        put_away = conn.execute(
-            f"SELECT count(*) FROM branch_messages WHERE conversation_id IN ({_in(s.conversations)})",
-            s.conversations).fetchone()[0] + len(_put_away(conn, self.user_id, list(s.messages)))
+        put_away = (stored.threads_put_away(conn, s.conversations)
+                    + len(stored.put_away(conn, self.user_id, list(s.messages))))
         return {"conversations": len(s.conversations), "messages": conv_messages + len(s.messages) + put_away,
                 "folders": len(s.folders), "documents": len(s.documents), "chunks": chunks,
                 "memories": len(s.memories)}
@@ -251,14 +223,11 @@ class Forgetting:
 
         def attempt(ready: Ready | None) -> dict[str, int]:
             with self.store.write() as conn:
-                last = conn.execute(
-                    "SELECT id, role, metadata FROM messages WHERE conversation_id = ? AND user_id = ? AND kind = 'chat'"
-                    " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1",
-                    (conversation_id, self.user_id)).fetchone()
-                if last is None or last["id"] != message_id:
+                last = stored.last_turn(conn, self.user_id, conversation_id)
+                if last is None or last[0] != message_id:
                     raise Conflict("only the thread's last reply can be undone, right after it was stopped")
-                metadata = last["metadata"] if isinstance(last["metadata"], dict) else json.loads(last["metadata"] or "{}")
-                if last["role"] != "assistant" or not metadata.get("partial") or int(metadata.get("alternatives") or 1) > 1:
+                _, role, metadata = last
+                if role != "assistant" or not metadata.get("partial") or int(metadata.get("alternatives") or 1) > 1:
                     raise Conflict("this reply is not a stopped reply that can be undone")
                 s = self._resolve(conn, "message", message_id, None, None)
                 counts = purge(self._ctx, self._memories, conn, s, ready)
@@ -311,15 +280,8 @@ def purge(ctx: "Context", memories: "Memories", conn: Connection, s: _Scope,
     u = ctx.user_id
     whole = list(s.conversations)
     single = [m for m in s.messages]
-    # Every message going away, with its text (to find quotes of it) and its conversation. Two
-    # lookups, not one with OR: each uses its own index, where the OR scanned all the user's messages.
-    select = "SELECT id, conversation_id, content, kind FROM messages WHERE user_id = ? AND kind != 'static_prompt'"
-    found: dict[int, tuple] = {}
-    if whole:
-        found.update((r[0], r) for r in conn.execute(f"{select} AND conversation_id IN ({_in(whole)})", (u, *whole)))
-    if single:
-        found.update((r[0], r) for r in conn.execute(f"{select} AND id IN ({_in(single)})", (u, *single)))
-    rows = [found[k] for k in sorted(found)]
+    # Every message going away, with its text (to find quotes of it) and its conversation.
+    rows = stored.doomed_messages(conn, u, whole, single)
     gone_ids = {r[0] for r in rows}
     # Quotes are looked for only for single messages: what came from a whole forgotten thread is
     # found by its conversation and message ids, which stays fast at any size.
@@ -327,13 +289,12 @@ def purge(ctx: "Context", memories: "Memories", conn: Connection, s: _Scope,
     touched = sorted({r[1] for r in rows if r[0] in set(single)} - set(whole))
     # Turns put away after a forgotten message of the person's (W2 branches of its versions) go
     # with it, and the branches of those turns in turn; their words are looked for like its own.
-    put_away = _put_away(conn, u, [r[0] for r in rows if r[0] in set(single)])
+    put_away = stored.put_away(conn, u, [r[0] for r in rows if r[0] in set(single)])
     texts += [r[1] for r in put_away if r[2] == "chat" and r[1].strip()]
     stashed = [r[0] for r in put_away]
     gone_ids |= set(stashed)
     # A whole thread's put-away turns go with it (cascade); they are counted like its others.
-    whole_put_away = conn.execute(f"SELECT count(*) FROM branch_messages WHERE conversation_id IN ({_in(whole)})",
-                                  whole).fetchone()[0]
+    whole_put_away = stored.threads_put_away(conn, whole)
     # Threads that stay but lose turns: what was built from those turns on is dropped and rebuilt.
     first: dict[int, int] = {}
     for r in rows:
@@ -368,19 +329,6 @@ def purge(ctx: "Context", memories: "Memories", conn: Connection, s: _Scope,
     enqueue(conn, u, COMPACT_JOB, {"messages": sorted(gone_ids)[:50_000], "chunks": doomed.chunks[:50_000],
                                    "facts": doomed.facts[:50_000]}, dedupe_key=None)
     return counts
-
-
-def _put_away(conn: Connection, user_id: int, message_ids: list[int]) -> list[Row]:
-    """(id, content, kind) of the turns kept after these messages' versions (W2), and after theirs."""
-    out: list[Row] = []
-    parents = list(message_ids)
-    while parents:
-        rows = conn.execute(
-            f"SELECT b.id, b.content, b.kind FROM branch_messages b JOIN message_branches r ON r.id = b.branch_id"
-            f" WHERE r.user_id = ? AND r.message_id IN ({_in(parents)})", (user_id, *parents)).fetchall()
-        out += rows
-        parents = [r[0] for r in rows]
-    return out
 
 
 # -- afterwards: indexes and files -----------------------------------------------------------------

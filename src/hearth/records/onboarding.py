@@ -28,6 +28,7 @@ from hearth.records.personas import (
     NAME_RE,
     Persona,
 )
+from hearth.store.queries import conversations
 from hearth.validation import check_text
 
 if TYPE_CHECKING:
@@ -56,9 +57,7 @@ def is_untouched_default(ctx: "Context", persona: Persona) -> bool:
 
 def state(ctx: "Context") -> Onboarding:
     """Whether the welcome is shown: no conversation, and no persona but an untouched default."""
-    conn = ctx.store.connection()
-    has_conversation = conn.execute("SELECT 1 FROM conversations WHERE user_id = ? LIMIT 1",
-                                    (ctx.user_id,)).fetchone() is not None
+    has_conversation = conversations.any_for_user(ctx.store.connection(), ctx.user_id)
     personas = ctx.personas.list(include_archived=True)
     defaults = [p for p in personas if is_untouched_default(ctx, p)]
     default_id = defaults[0].id if defaults else None
@@ -99,7 +98,7 @@ def adopt(ctx: "Context", persona_id: int) -> tuple[Persona, list[int]]:
     is archived. Refused (409) once a conversation exists."""
     with ctx.store.write() as conn:
         persona = ctx.personas.get(persona_id)
-        if conn.execute("SELECT 1 FROM conversations WHERE user_id = ? LIMIT 1", (ctx.user_id,)).fetchone():
+        if conversations.any_for_user(conn, ctx.user_id):
             raise Conflict("this Hearth is already set up: it has conversations")
         return persona, _archive_defaults(ctx, persona.id)
 

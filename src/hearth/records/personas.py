@@ -7,12 +7,13 @@ import hashlib
 import json
 import re
 import uuid
-from dataclasses import dataclass, field, fields
 from typing import Any
 
 from hearth.errors import Conflict, ConstraintError, InvalidInput, NotFound
 from hearth.records import versions
-from hearth.store import Row, Store, inserted_id, utcnow
+from hearth.store import Store
+from hearth.store.queries import personas as stored
+from hearth.store.queries.personas import Persona
 from hearth.validation import check_id, check_text, check_tree
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -25,43 +26,6 @@ DEFAULT_IDENTITY = ("You are Companion, a warm and attentive companion who remem
 MAX_TEXT = 50_000
 # Saved characters are short profiles pinned into context on demand (D2).
 MAX_CHARACTERS = 200
-
-
-@dataclass(frozen=True)
-class Persona:
-    id: int
-    user_id: int
-    name: str
-    display_name: str
-    identity: str = ""
-    user_label: str = "User said:"
-    assistant_label: str = "Assistant said:"
-    legacy_labels: list[str] = field(default_factory=list)
-    tone: str = "Natural"
-    custom_instructions: str = ""
-    sections: dict[str, str] = field(default_factory=dict)
-    characters: list[dict[str, str]] = field(default_factory=list)
-    auto_continuity: bool = True
-    archive_access: bool = False
-    web_search: bool = False
-    card: dict[str, Any] = field(default_factory=dict)  # character card fields (X3), see CARD_FIELDS
-    created_at: str = ""
-    updated_at: str = ""
-    archived_at: str | None = None  # archived personas keep their threads but leave pickers (W3)
-    uuid: str = ""  # stable across exports and backups: an exported card names its persona by it (X3)
-
-    @classmethod
-    def from_row(cls, row: Row) -> "Persona":
-        data = dict(row)
-        data["uuid"] = data.get("uuid") or ""
-        for key in ("legacy_labels", "sections", "characters", "card"):
-            data[key] = json.loads(data[key])
-        for key in ("auto_continuity", "archive_access", "web_search"):
-            data[key] = bool(data[key])
-        return cls(**data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 EDITABLE = (
@@ -167,53 +131,37 @@ class Personas:
             **values,
         }
         clean = _clean({"display_name": display, **values})
-        now = utcnow()
-        cols = ["user_id", "name", "uuid", "created_at", "updated_at", *clean]
         with self.store.write() as conn:
             try:
-                cur = conn.execute(
-                    f"INSERT INTO personas ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) RETURNING id",
-                    (self.user_id, name, uuid.uuid4().hex, now, now, *clean.values()),
-                )
+                persona_id = stored.insert(conn, self.user_id, name, uuid.uuid4().hex, clean)
             except ConstraintError:
                 raise Conflict(f"a persona named {name!r} already exists") from None
-            created = self.get(inserted_id(cur))
+            created = self.get(persona_id)
             versions.record(conn, self.user_id, "persona", created.id, created.to_dict(), "created", "owner")
             return created
 
     def get(self, persona_id: int) -> Persona:
-        row = self.store.connection().execute(
-            "SELECT * FROM personas WHERE id = ? AND user_id = ?", (check_id(persona_id, "persona id"), self.user_id)
-        ).fetchone()
-        if row is None:
+        found = stored.get(self.store.connection(), self.user_id, check_id(persona_id, "persona id"))
+        if found is None:
             raise NotFound(f"no persona {persona_id}")
-        return Persona.from_row(row)
+        return found
 
     def of_thread(self, conversation_id: int) -> Persona:
         """The persona a thread talks with, in one read (the thread and its persona together)."""
-        row = self.store.connection().execute(
-            "SELECT p.* FROM conversations c JOIN personas p ON p.id = c.persona_id"
-            " WHERE c.id = ? AND c.user_id = ? AND p.user_id = ?",
-            (check_id(conversation_id, "conversation id"), self.user_id, self.user_id),
-        ).fetchone()
-        if row is None:
+        found = stored.of_conversation(self.store.connection(), self.user_id,
+                                       check_id(conversation_id, "conversation id"))
+        if found is None:
             raise NotFound(f"no conversation {conversation_id}")
-        return Persona.from_row(row)
+        return found
 
     def by_name(self, name: str) -> Persona:
-        row = self.store.connection().execute(
-            "SELECT * FROM personas WHERE name = ? AND user_id = ?", (name, self.user_id)
-        ).fetchone()
-        if row is None:
+        found = stored.by_name(self.store.connection(), self.user_id, name)
+        if found is None:
             raise NotFound(f"no persona named {name!r}")
-        return Persona.from_row(row)
+        return found
 
     def list(self, *, include_archived: bool = False) -> list[Persona]:
-        archived = "" if include_archived else " AND archived_at IS NULL"
-        rows = self.store.connection().execute(
-            f"SELECT * FROM personas WHERE user_id = ?{archived} ORDER BY id", (self.user_id,)
-        ).fetchall()
-        return [Persona.from_row(r) for r in rows]
+        return stored.for_user(self.store.connection(), self.user_id, include_archived=include_archived)
 
     def archive(self, persona_id: int, archived: bool = True) -> Persona:
         """Archive (or bring back) a persona: its threads stay, it leaves the pickers and New Chat."""
@@ -222,8 +170,7 @@ class Personas:
             if archived and persona.archived_at is None and [p.id for p in self.list()] == [persona_id]:
                 raise Conflict("this is the only persona that is not archived; create or restore another first")
             if archived != (persona.archived_at is not None):
-                conn.execute("UPDATE personas SET archived_at = ?, updated_at = ? WHERE id = ? AND user_id = ?",
-                             (utcnow() if archived else None, utcnow(), persona_id, self.user_id))
+                stored.set_archived(conn, self.user_id, persona_id, archived)
             return self.get(persona_id)
 
     def update(self, persona_id: int, *, actor: str = "owner", change: str = "edited", **values: Any) -> Persona:
@@ -231,11 +178,7 @@ class Personas:
         with self.store.write() as conn:
             before = self.get(persona_id)
             if clean:
-                sets = ", ".join(f"{k} = ?" for k in clean)
-                conn.execute(
-                    f"UPDATE personas SET {sets}, updated_at = ? WHERE id = ? AND user_id = ?",
-                    (*clean.values(), utcnow(), persona_id, self.user_id),
-                )
+                stored.update(conn, self.user_id, persona_id, clean)
             after = self.get(persona_id)
             if after.to_dict() | {"updated_at": ""} != before.to_dict() | {"updated_at": ""}:
                 versions.record(conn, self.user_id, "persona", persona_id, after.to_dict(), change, actor)
@@ -268,32 +211,22 @@ class Personas:
             raise InvalidInput(f"an avatar may be at most {MAX_AVATAR_BYTES} bytes")
         with self.store.write() as conn:
             self.get(persona_id)
-            conn.execute(
-                "INSERT INTO persona_avatars (persona_id, user_id, mime, data, updated_at) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (persona_id) DO UPDATE SET mime = excluded.mime, data = excluded.data,"
-                " updated_at = excluded.updated_at", (persona_id, self.user_id, mime, bytes(data), utcnow()))
+            stored.set_avatar(conn, self.user_id, persona_id, bytes(data), mime)
 
     def avatar(self, persona_id: int) -> tuple[bytes, str] | None:
         self.get(persona_id)
-        row = self.store.connection().execute(
-            "SELECT data, mime FROM persona_avatars WHERE persona_id = ? AND user_id = ?",
-            (persona_id, self.user_id)).fetchone()
-        return (bytes(row[0]), row[1]) if row else None
+        return stored.avatar(self.store.connection(), self.user_id, persona_id)
 
     def avatar_versions(self) -> dict[int, str]:
         """{persona id: tag} for this user's personas that have an avatar. The tag changes whenever
         the image does, so a URL carrying it can be cached for good (one request per image, however
         many threads show it)."""
-        rows = self.store.connection().execute(
-            "SELECT persona_id, updated_at, length(data) FROM persona_avatars WHERE user_id = ?",
-            (self.user_id,)).fetchall()
-        return {r[0]: hashlib.sha256(f"{r[1]}:{r[2]}".encode()).hexdigest()[:16] for r in rows}
+        return {persona_id: hashlib.sha256(f"{updated_at}:{size}".encode()).hexdigest()[:16]
+                for persona_id, (updated_at, size) in stored.avatar_stamps(self.store.connection(), self.user_id).items()}
 
     def by_uuid(self, value: str) -> Persona | None:
         """This user's persona with that uuid; another user's persona is never found."""
-        row = self.store.connection().execute(
-            "SELECT * FROM personas WHERE uuid = ? AND user_id = ?", (value, self.user_id)).fetchone()
-        return Persona.from_row(row) if row else None
+        return stored.by_uuid(self.store.connection(), self.user_id, value)
 
     def default(self) -> Persona:
         """The first persona, created on demand so a fresh install can chat at once."""

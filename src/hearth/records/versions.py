@@ -11,30 +11,16 @@ leaves no copy behind).
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from hearth.errors import InvalidInput, NotFound
-from hearth.store import Connection, utcnow
+from hearth.store import Connection
+from hearth.store.queries import item_versions
+from hearth.store.queries.item_versions import Version
 
 NOUNS = ("fragment", "persona", "status_field")
 ACTORS = ("owner", "suggestion", "auto", "import")
 _VOLATILE = ("created_at", "updated_at", "user_id")
-
-
-@dataclass(frozen=True)
-class Version:
-    noun: str
-    item_id: int
-    version: int
-    data: dict[str, Any]
-    change: str
-    actor: str
-    created_at: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _check(noun: str, actor: str) -> None:
@@ -49,20 +35,11 @@ def record(conn: Connection, user_id: int, noun: str, item_id: int, data: dict[s
     """Append ``data`` (the item as it now stands) as the item's next version; returns its number."""
     _check(noun, actor)
     clean = {k: v for k, v in data.items() if k not in _VOLATILE and k != "id"}
-    number = conn.execute("SELECT coalesce(max(version), 0) + 1 FROM item_versions WHERE noun = ? AND item_id = ?",
-                          (noun, item_id)).fetchone()[0]
-    conn.execute(
-        "INSERT INTO item_versions (user_id, noun, item_id, version, data, change, actor, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (user_id, noun, item_id, number, json.dumps(clean, ensure_ascii=False), change, actor, utcnow()))
-    return int(number)
+    return item_versions.insert_next(conn, user_id, noun, item_id, clean, change, actor)
 
 
 def history(conn: Connection, user_id: int, noun: str, item_id: int) -> list[Version]:
-    rows = conn.execute(
-        "SELECT noun, item_id, version, data, change, actor, created_at FROM item_versions"
-        " WHERE user_id = ? AND noun = ? AND item_id = ? ORDER BY version DESC", (user_id, noun, item_id)).fetchall()
-    return [Version(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6]) for r in rows]
+    return item_versions.history(conn, user_id, noun, item_id)
 
 
 def get(conn: Connection, user_id: int, noun: str, item_id: int, version: int) -> Version:
@@ -79,5 +56,4 @@ def latest(conn: Connection, user_id: int, noun: str, item_id: int) -> Version |
 
 def drop(conn: Connection, user_id: int, noun: str, item_id: int) -> int:
     """Remove an item's versions with the item itself."""
-    return conn.execute("DELETE FROM item_versions WHERE user_id = ? AND noun = ? AND item_id = ?",
-                        (user_id, noun, item_id)).rowcount
+    return item_versions.delete_item(conn, user_id, noun, item_id)
