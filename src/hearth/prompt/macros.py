@@ -33,6 +33,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from hearth.store import Connection
+from hearth.store.queries import macro_values
 
 DEFAULT_USER = "the person"
 
@@ -199,17 +200,16 @@ def char_name(persona: Any) -> str:
 
 def person_name(conn: Connection, user_id: int) -> str:
     """What ``{{user}}`` is for this user: their display name, or "the person"."""
-    row = conn.execute("SELECT display_name FROM users WHERE id = ?", (user_id,)).fetchone()
-    return (row[0] if row and row[0] else "") or DEFAULT_USER
+    return macro_values.display_name(conn, user_id) or DEFAULT_USER
 
 
 def zone(conn: Connection, user_id: int) -> Any:
     """The person's time zone: the one their activation preferences name, else UTC."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-    row = conn.execute("SELECT timezone FROM activation_prefs WHERE user_id = ?", (user_id,)).fetchone()
+    name = macro_values.timezone(conn, user_id)
     try:
-        return ZoneInfo(row[0]) if row and row[0] else timezone.utc
+        return ZoneInfo(name) if name else timezone.utc
     except (ZoneInfoNotFoundError, ValueError):
         return timezone.utc
 
@@ -237,15 +237,9 @@ def user_macro_conversations(conn: Connection, user_id: int) -> list[int]:
     """This user's conversations with a stored prompt that fills ``{{user}}``: their persona's text
     (identity, instructions, sections, card) or their own instructions name the person by macro.
     A change of display name rebuilds these and no others."""
-    personas = [row[0] for row in conn.execute(
-        "SELECT id, identity, custom_instructions, tone, sections, characters, card FROM personas WHERE user_id = ?",
-        (user_id,)).fetchall() if any(_USER_MACRO.search(part or "") for part in row[1:])]
-    marks = ",".join("?" * len(personas))
-    by_persona = [row[0] for row in conn.execute(
-        f"SELECT c.id FROM conversations c WHERE c.user_id = ? AND c.persona_id IN ({marks})"
-        " AND EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.kind = 'static_prompt')",
-        (user_id, *personas)).fetchall()] if personas else []
-    own = [row[0] for row in conn.execute(
-        "SELECT id, custom_instructions FROM conversations WHERE user_id = ? AND custom_instructions IS NOT NULL",
-        (user_id,)).fetchall() if _USER_MACRO.search(row[1])]
+    personas = [persona_id for persona_id, texts in macro_values.persona_texts(conn, user_id)
+                if any(_USER_MACRO.search(part or "") for part in texts)]
+    by_persona = macro_values.prompted_conversations(conn, user_id, personas) if personas else []
+    own = [conversation_id for conversation_id, text in macro_values.own_instructions(conn, user_id)
+           if _USER_MACRO.search(text)]
     return sorted(set(by_persona) | set(own))

@@ -9,7 +9,6 @@ characters, storable text); its name is one line, unique per person.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from hearth.errors import Conflict, ConstraintError, InvalidInput, NotFound
@@ -17,7 +16,9 @@ from hearth.prompt import prepared, stored
 from hearth.prompt.prepared import Ready
 from hearth.records import ledger
 from hearth.records.personas import MAX_TEXT
-from hearth.store import inserted_id, utcnow
+from hearth.store import utcnow
+from hearth.store.queries import prompt_presets, stored_prompts
+from hearth.store.queries.prompt_presets import Preset
 from hearth.validation import check_id, check_text
 
 if TYPE_CHECKING:
@@ -25,18 +26,6 @@ if TYPE_CHECKING:
 
 MAX_NAME = 100
 MAX_PRESETS = 500  # per person: a list a menu can still show
-
-
-@dataclass(frozen=True)
-class Preset:
-    id: int
-    name: str
-    text: str
-    created_at: str
-    updated_at: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def check_name(value: Any) -> str:
@@ -60,44 +49,33 @@ class Presets:
         self.user_id = ctx.user_id
 
     def list(self) -> list[Preset]:
-        rows = self.store.connection().execute(
-            "SELECT id, name, text, created_at, updated_at FROM prompt_presets WHERE user_id = ?"
-            " ORDER BY lower(name), id", (self.user_id,)).fetchall()
-        return [Preset(*r) for r in rows]
+        return prompt_presets.list_for_user(self.store.connection(), self.user_id)
 
     def get(self, preset_id: int) -> Preset:
-        row = self.store.connection().execute(
-            "SELECT id, name, text, created_at, updated_at FROM prompt_presets WHERE id = ? AND user_id = ?",
-            (check_id(preset_id, "preset id"), self.user_id)).fetchone()
-        if row is None:
+        found = prompt_presets.get(self.store.connection(), self.user_id, check_id(preset_id, "preset id"))
+        if found is None:
             raise NotFound(f"no preset {preset_id}")
-        return Preset(*row)
+        return found
 
     def find(self, ref: str) -> Preset:
         """A preset by id (digits) or by name, as the CLI names them."""
         if ref.isdigit():
             return self.get(int(ref))
-        row = self.store.connection().execute(
-            "SELECT id, name, text, created_at, updated_at FROM prompt_presets WHERE name = ? AND user_id = ?",
-            (ref, self.user_id)).fetchone()
-        if row is None:
+        found = prompt_presets.by_name(self.store.connection(), self.user_id, ref)
+        if found is None:
             raise NotFound(f"no preset named {ref!r}")
-        return Preset(*row)
+        return found
 
     def create(self, name: str, text: str) -> Preset:
         name, text = check_name(name), check_preset_text(text)
         with self.store.write() as conn:
-            count = conn.execute("SELECT count(*) FROM prompt_presets WHERE user_id = ?", (self.user_id,)).fetchone()[0]
-            if count >= MAX_PRESETS:
+            if prompt_presets.count_for_user(conn, self.user_id) >= MAX_PRESETS:
                 raise Conflict(f"you have {MAX_PRESETS} presets already; delete one first")
-            now = utcnow()
             try:
-                cur = conn.execute(
-                    "INSERT INTO prompt_presets (user_id, name, text, created_at, updated_at) VALUES (?, ?, ?, ?, ?) RETURNING id",
-                    (self.user_id, name, text, now, now))
+                preset_id = prompt_presets.insert(conn, self.user_id, name, text, utcnow())
             except ConstraintError:
                 raise Conflict(f"a preset named {name!r} already exists") from None
-            return self.get(inserted_id(cur))
+            return self.get(preset_id)
 
     def update(self, preset_id: int, *, name: str | None = None, text: str | None = None) -> Preset:
         """Rename a preset or change its text; conversations it was applied to keep their copy."""
@@ -108,10 +86,9 @@ class Presets:
         with self.store.write() as conn:
             current = self.get(preset_id)
             try:
-                conn.execute("UPDATE prompt_presets SET name = ?, text = ?, updated_at = ? WHERE id = ? AND user_id = ?",
-                             (new_name if new_name is not None else current.name,
-                              new_text if new_text is not None else current.text, utcnow(), current.id,
-                              self.user_id))
+                prompt_presets.update(conn, self.user_id, current.id,
+                                      new_name if new_name is not None else current.name,
+                                      new_text if new_text is not None else current.text, utcnow())
             except ConstraintError:
                 raise Conflict(f"a preset named {new_name!r} already exists") from None
             return self.get(current.id)
@@ -119,7 +96,7 @@ class Presets:
     def delete(self, preset_id: int) -> None:
         with self.store.write() as conn:
             self.get(preset_id)
-            conn.execute("DELETE FROM prompt_presets WHERE id = ? AND user_id = ?", (preset_id, self.user_id))
+            prompt_presets.delete(conn, self.user_id, preset_id)
 
     def apply(self, preset_id: int, conversation_id: int) -> bool:
         """Make the preset's text the conversation's custom instructions; its stored prompt is
@@ -135,19 +112,13 @@ class Presets:
         """The preset whose text a conversation's instructions are, if any (for the chat header)."""
         if text is None:
             return None
-        row = self.store.connection().execute(
-            "SELECT id, name, text, created_at, updated_at FROM prompt_presets WHERE user_id = ? AND text = ?"
-            " ORDER BY id LIMIT 1", (self.user_id, text)).fetchone()
-        return Preset(*row) if row else None
+        return prompt_presets.by_text(self.store.connection(), self.user_id, text)
 
 
     def conversation_instructions(self, conversation_id: int) -> str | None:
         """A conversation's own custom instructions, or None while it uses its persona's."""
         self._ctx.conversations.get(conversation_id)
-        row = self.store.connection().execute(
-            "SELECT custom_instructions FROM conversations WHERE id = ? AND user_id = ?",
-            (conversation_id, self.user_id)).fetchone()
-        return row[0]
+        return stored_prompts.instructions(self.store.connection(), conversation_id, user_id=self.user_id)
 
 
 def set_custom_instructions(ctx: "Context", conversation_id: int, text: str | None,
@@ -168,12 +139,9 @@ def _set_instructions(ctx: "Context", conversation_id: int, text: str | None, re
     """One attempt of ``set_custom_instructions``' write; the prompt's text is made outside it (U5)."""
     with ctx.store.write() as conn:
         ctx.conversations.get(conversation_id)
-        current = conn.execute("SELECT custom_instructions FROM conversations WHERE id = ?",
-                               (conversation_id,)).fetchone()[0]
-        if current == text:
+        if stored_prompts.instructions(conn, conversation_id) == text:
             return False
-        conn.execute("UPDATE conversations SET custom_instructions = ? WHERE id = ? AND user_id = ?",
-                     (text, conversation_id, ctx.user_id))
+        stored_prompts.set_instructions(conn, ctx.user_id, conversation_id, text)
         ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation_id,
                       kind="conversation.instructions_set",
                       payload={"chars": None if text is None else len(text)})

@@ -18,8 +18,9 @@ from hearth.errors import ConstraintError, StoreError
 from hearth.memory.memories import backfill
 from hearth.prompt import stored
 from hearth.prompt.static import POLICY_VERSION
-from hearth.store import Connection, DriverError, engine_of, utcnow
+from hearth.store import Connection, DriverError, utcnow
 from hearth.store import state as app_state
+from hearth.store.queries import stored_prompts
 
 if TYPE_CHECKING:
     from hearth.records.context import Context, Deployment
@@ -48,12 +49,7 @@ class ReconcileResult:
 
 def candidates(conn: Connection) -> list[tuple[int, int]]:
     """(user_id, conversation_id) of every stored prompt built under an older policy."""
-    rows = conn.execute(
-        "SELECT user_id, conversation_id FROM messages WHERE kind = 'static_prompt'"
-        f" AND coalesce({engine_of(conn).json_int('metadata', 'policy_version')}, 0) < ? ORDER BY conversation_id",
-        (POLICY_VERSION,),
-    ).fetchall()
-    return [(r[0], r[1]) for r in rows]
+    return stored_prompts.older_than(conn, POLICY_VERSION)
 
 
 def state(conn: Connection) -> dict:
@@ -71,7 +67,7 @@ def reconcile(hearth: "Deployment", *, batch_size: int = BATCH_SIZE, max_attempt
     if state(conn).get("completed_policy_version") == POLICY_VERSION:
         return ReconcileResult(0, 0, 0, 0, True)
     with store.write() as w:
-        users = [r[0] for r in w.execute("SELECT id FROM users")]
+        users = stored_prompts.user_ids(w)
         backfilled = sum(backfill(w, user_id) for user_id in users)
 
     if rebuild_one is None:

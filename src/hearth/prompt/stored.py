@@ -15,16 +15,17 @@ the same inputs (U5).
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol, cast
 
 from hearth.memory.memories import Adjust, Composed, backfill, snapshot_items
 from hearth.prompt.static import MemoryRow
 from hearth.records import ledger
 from hearth.records.personas import Persona
-from hearth.store import Connection, Row, engine_of, versions
+from hearth.store import Connection, Row
+from hearth.store.queries import stored_prompts
+from hearth.store.queries.stored_prompts import StoredPrompt
 
 from ..store import utcnow
 from . import macros, prepared
@@ -46,15 +47,6 @@ HandoffText = Callable[[Connection, int], "str | Quote | None"]
 
 
 @dataclass(frozen=True)
-class StoredPrompt:
-    message_id: int
-    text: str
-    handoff_chars: int
-    policy_version: int
-    section_chars: dict[str, int] = field(default_factory=dict)  # per static section (R2)
-
-
-@dataclass(frozen=True)
 class _Inputs:
     """Everything a stored prompt's text is made from, read from the database: equal inputs make
     the same text (``built_at`` aside), so a text made from them outside the write lock fits."""
@@ -71,10 +63,9 @@ class _Inputs:
 
 def _inputs(conn: Connection, conversation_id: int, handoff_text: HandoffText,
             adjust: Adjust | None = None) -> _Inputs:
-    row = conn.execute("SELECT p.* FROM conversations c JOIN personas p ON p.id = c.persona_id"
-                       " WHERE c.id = ?", (conversation_id,)).fetchone()
-    persona = Persona.from_row(row)
-    own = conn.execute("SELECT custom_instructions FROM conversations WHERE id = ?", (conversation_id,)).fetchone()[0]
+    # The persona's columns by name, as ``from_row`` reads a row.
+    persona = Persona.from_row(cast(Row, stored_prompts.persona_row(conn, conversation_id)))
+    own = stored_prompts.instructions(conn, conversation_id)
     if own is not None:  # the conversation's own instructions (a client's system prompt, X1)
         persona = replace(persona, custom_instructions=own)
     # When it was saved is no part of the text: a save repeated by a later attempt keeps what it made.
@@ -82,8 +73,7 @@ def _inputs(conn: Connection, conversation_id: int, handoff_text: HandoffText,
     items = snapshot_items(conn, conversation_id)
     # Macros are filled with the thread's start as "now" and random picks seeded by the thread, so
     # a rebuild (P5) gives the same text; only the display names can change it.
-    user_id, started = conn.execute("SELECT user_id, created_at FROM conversations WHERE id = ?",
-                                    (conversation_id,)).fetchone()
+    user_id, started = stored_prompts.started(conn, conversation_id)
     return _Inputs(persona, tuple(adjust(items) if adjust else items),
                    handoff_text(conn, conversation_id), macros.char_name(persona),
                    macros.person_name(conn, user_id), macros.zone(conn, user_id), macros.parse_stamp(started),
@@ -111,45 +101,9 @@ def _compose(conn: Connection, conversation_id: int, handoff_text: HandoffText,
                            _inputs(conn, conversation_id, handoff_text, adjust), _make)
 
 
-def _row(conn: Connection, conversation_id: int, columns: str = "id, content, metadata") -> Row | None:
-    return conn.execute(
-        f"SELECT {columns} FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
-        (conversation_id,),
-    ).fetchone()
-
-
-def _stored(row: Row) -> StoredPrompt:
-    meta = json.loads(row["metadata"])
-    return StoredPrompt(row["id"], row["content"], meta.get("handoff_chars", 0), meta.get("policy_version", 0),
-                        dict(meta.get("section_chars") or {}))
-
-
 def _written(conn: Connection, conversation_id: int) -> StoredPrompt:
-    row = _row(conn, conversation_id)
-    assert row is not None, "the stored prompt was written in this transaction"
-    return _stored(row)
-
-
-def _current(conn: Connection, conversation_id: int) -> StoredPrompt | None:
-    """The stored prompt as it is now. Where the engine names a row's version (PostgreSQL) the
-    version is read first and a prompt this process read at that version is used again: every
-    send reads its thread's prompt, up to hundreds of KB, and its transfer was most of a
-    millisecond there."""
-    engine = engine_of(conn)
-    if not engine.row_version:
-        row = _row(conn, conversation_id)
-        return _stored(row) if row is not None else None
-    head = _row(conn, conversation_id, f"id, {engine.row_version}")
-    if head is None:
-        return None
-    key = ("static_prompt", engine.database_key(conn), head[0])
-    stored = versions.held(key, head[1])
-    if stored is None:
-        row = _row(conn, conversation_id, f"id, content, metadata, {engine.row_version} AS version")
-        if row is None:
-            return None
-        stored = _stored(row)
-        versions.keep(key, row["version"], stored)
+    stored = stored_prompts.get(conn, conversation_id)
+    assert stored is not None, "the stored prompt was written in this transaction"
     return stored
 
 
@@ -159,7 +113,7 @@ def ensure(conn: Connection, user_id: int, conversation_id: int, handoff_text: H
 
     With ``ready`` (the caller's write runs under ``prepared.run``) a prompt to build is made
     outside the write lock: the first attempt reads its inputs and rolls back (U5)."""
-    stored = _current(conn, conversation_id)
+    stored = stored_prompts.current(conn, conversation_id)
     if stored is not None:
         if stored.policy_version >= POLICY_VERSION:
             return stored
@@ -178,7 +132,7 @@ def compose(conn: Connection, conversation_ids: Iterable[int], handoff_text: Han
     """The existing stored prompts of these conversations as ``rebuild`` would write them once a
     change (``adjust``, applied to each snapshot's items) is made; only reads."""
     return {conversation_id: _compose(conn, conversation_id, handoff_text, adjust)
-            for conversation_id in sorted(set(conversation_ids)) if _row(conn, conversation_id) is not None}
+            for conversation_id in sorted(set(conversation_ids)) if stored_prompts.get(conn, conversation_id) is not None}
 
 
 def rebuild(conn: Connection, user_id: int, conversation_ids: Iterable[int],
@@ -188,8 +142,8 @@ def rebuild(conn: Connection, user_id: int, conversation_ids: Iterable[int],
     ``composed`` texts are written as they are: the caller vouches that nothing they were built
     from changed since (``Store.commit_mark``). Prompts missing from it are composed here, or with
     ``ready`` made outside the write lock (``prepared``)."""
-    rows = {conversation_id: row for conversation_id in sorted(set(conversation_ids))
-            if (row := _row(conn, conversation_id, "id")) is not None}  # not sent yet: the first send builds
+    rows = {conversation_id: message_id for conversation_id in sorted(set(conversation_ids))
+            if (message_id := stored_prompts.message_id(conn, conversation_id)) is not None}  # not sent yet: the first send builds
     ready_made = {conversation_id: composed[conversation_id] for conversation_id in rows
                   if composed and conversation_id in composed}
     others = [conversation_id for conversation_id in rows if conversation_id not in ready_made]
@@ -199,11 +153,10 @@ def rebuild(conn: Connection, user_id: int, conversation_ids: Iterable[int],
                                            for conversation_id in others], _make)
         ready_made |= dict(zip(others, made))
     count = 0
-    for conversation_id, row in rows.items():
+    for conversation_id, message_id in rows.items():
         done = ready_made.get(conversation_id)
         text, meta = done or _make(_inputs(conn, conversation_id, handoff_text))  # one at a time, as before
-        conn.execute("UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
-                     (text, json.dumps(meta), row["id"]))
+        stored_prompts.set_text(conn, message_id, text, meta)
         count += 1
     if count:
         ledger.append(conn, user_id=user_id, kind="prompt.rebuilt", payload={"count": count})

@@ -24,6 +24,7 @@ from hearth.prompt.layers.keyword_recall import (
 )
 from hearth.retrieval.candidates import vectors_ahead
 from hearth.retrieval.hybrid import SEND_PATH, Filters, context_block, date_hint, has_recall_cue, search
+from hearth.store.queries import archive_chunks
 
 if TYPE_CHECKING:
     pass
@@ -142,8 +143,7 @@ def has_something_to_search(turn: Turn) -> bool:
     could find nothing, so none runs and none is logged (A3 logs the searches that ran)."""
     key = ("archive_chunks", turn.user_id)
     if key not in turn.memo:
-        turn.memo[key] = turn.conn.execute(
-            "SELECT 1 FROM archive_chunks WHERE user_id = ? LIMIT 1", (turn.user_id,)).fetchone() is not None
+        turn.memo[key] = archive_chunks.any_for_user(turn.conn, turn.user_id)
     return bool(turn.memo[key]) or has_other_turns(turn, _filters(turn).exclude_conversation_ids)
 
 

@@ -11,8 +11,8 @@ character and a World Info book is global unless attached to chosen personas:
 
 ``fragment_book_personas`` lists who may see a book that is not for all (the character
 included), so the fragment layer compiles a persona's library with one indexed filter
-(:data:`IN_SCOPE_SQL`). Changing a scope bumps the fragment library version, so the next send
-compiles again.
+(``store.queries.fragment_books.in_scope``). Changing a scope bumps the fragment library
+version, so the next send compiles again.
 """
 
 from __future__ import annotations
@@ -24,20 +24,12 @@ from typing import Any, Callable, Sequence
 from hearth.errors import InvalidInput, NotFound
 from hearth.records import ledger
 from hearth.store import Store, utcnow
+from hearth.store.queries import fragment_books
+from hearth.store.queries import fragments as fragment_rows
 from hearth.validation import check_id
 
 SCOPES = ("all", "character", "personas")
 MAX_BOOK_NAME = 60  # a category's limit
-
-# A user's enabled fragments whose book is in scope for one persona: a category without a row is
-# for all; otherwise the row says all, or lists the persona (unique index and primary key).
-IN_SCOPE_SQL = (
-    "SELECT f.* FROM fragments f LEFT JOIN fragment_books b ON b.user_id = f.user_id AND b.name = f.category"
-    " WHERE f.user_id = ? AND f.enabled = 1 AND (b.id IS NULL OR b.scope = 'all' OR EXISTS ("
-    "SELECT 1 FROM fragment_book_personas s WHERE s.book_id = b.id AND s.persona_id = ?)) ORDER BY f.id")
-# Does any of a user's books leave someone out? If not, every persona compiles the same library.
-ANY_SCOPED_SQL = "SELECT 1 FROM fragment_books WHERE user_id = ? AND scope <> 'all' LIMIT 1"
-
 
 @dataclass(frozen=True)
 class Book:
@@ -72,16 +64,9 @@ class Books:
     def list(self) -> builtins.list[Book]:
         """Every book: each category that holds fragments, and each scoped one, by name."""
         conn = self.store.connection()
-        counts = {r[0]: r[1] for r in conn.execute(
-            "SELECT category, count(*) FROM fragments WHERE user_id = ? AND category <> '' GROUP BY category",
-            (self.user_id,))}
-        rows = {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
-            "SELECT name, id, scope, character_id FROM fragment_books WHERE user_id = ?", (self.user_id,))}
-        members: dict[int, list[int]] = {}
-        for book_id, persona_id in conn.execute(
-                "SELECT s.book_id, s.persona_id FROM fragment_book_personas s JOIN fragment_books b ON b.id = s.book_id"
-                " WHERE b.user_id = ? ORDER BY s.persona_id", (self.user_id,)):
-            members.setdefault(book_id, []).append(persona_id)
+        counts = fragment_rows.category_counts(conn, self.user_id)
+        rows = {b.name: (b.id, b.scope, b.character_id) for b in fragment_books.for_user(conn, self.user_id)}
+        members = fragment_books.members(conn, self.user_id)
         out = []
         for name in sorted(set(counts) | set(rows), key=str.casefold):
             book_id, scope, character_id = rows.get(name, (None, "all", None))
@@ -98,9 +83,7 @@ class Books:
 
     def of_character(self, persona_id: int) -> builtins.list[str]:
         """The names of the books a persona's card brought in."""
-        return [r[0] for r in self.store.connection().execute(
-            "SELECT name FROM fragment_books WHERE user_id = ? AND character_id = ? ORDER BY name",
-            (self.user_id, persona_id))]
+        return fragment_books.names_of_character(self.store.connection(), self.user_id, persona_id)
 
     # -- changing ---------------------------------------------------------------------------------
     def set_scope(self, name: str, scope: str, persona_ids: Sequence[int] = ()) -> Book:
@@ -131,29 +114,19 @@ class Books:
 
     def _write(self, conn: Any, name: str, scope: str, character_id: int | None, chosen: Sequence[int]) -> None:
         now = utcnow()
-        conn.execute("INSERT INTO fragment_books (user_id, name, scope, character_id, created_at, updated_at)"
-                     " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user_id, name) DO UPDATE SET scope = excluded.scope,"
-                     " character_id = excluded.character_id, updated_at = excluded.updated_at",
-                     (self.user_id, name, scope, character_id, now, now))
-        book_id = conn.execute("SELECT id FROM fragment_books WHERE user_id = ? AND name = ?",
-                               (self.user_id, name)).fetchone()[0]
-        conn.execute("DELETE FROM fragment_book_personas WHERE book_id = ?", (book_id,))
-        conn.executemany("INSERT INTO fragment_book_personas (book_id, persona_id) VALUES (?, ?)",
-                         [(book_id, pid) for pid in chosen])
+        book_id = fragment_books.put(conn, self.user_id, name, scope, character_id, now)
+        fragment_books.set_personas(conn, book_id, chosen)
         self._bump(conn, self.user_id)
         # Ids and numbers only: a book's name is the person's text.
         ledger.append(conn, user_id=self.user_id, kind="fragment_book.scoped",
                       payload={"book_id": book_id, "scope": scope, "personas": len(chosen)})
 
     def _own_persona(self, conn: Any, persona_id: Any) -> None:
-        if conn.execute("SELECT 1 FROM personas WHERE id = ? AND user_id = ?",
-                        (check_id(persona_id, "persona id"), self.user_id)).fetchone() is None:
+        if not fragment_books.owns_persona(conn, self.user_id, check_id(persona_id, "persona id")):
             raise NotFound(f"no persona {persona_id}")
 
     def _taken(self, conn: Any, name: str) -> bool:
-        return conn.execute("SELECT 1 FROM fragments WHERE user_id = ? AND category = ?"
-                            " UNION ALL SELECT 1 FROM fragment_books WHERE user_id = ? AND name = ?",
-                            (self.user_id, name, self.user_id, name)).fetchone() is not None
+        return fragment_books.name_taken(conn, self.user_id, name)
 
     def _free_name(self, conn: Any, wanted: str, owner: str) -> str:
         base, n = f"{wanted} ({owner})", 1
@@ -181,13 +154,11 @@ class Books:
         its own name, unless a card's own book holds that name (then it gets a name of its own, so
         a global book does not join a character's)."""
         conn = self.store.connection()
-        row = conn.execute("SELECT category FROM fragments WHERE user_id = ? AND lower(import_key) LIKE lower(?) ESCAPE '\\'"
-                           " ORDER BY id LIMIT 1", (self.user_id, _like_prefix(import_prefix))).fetchone()
-        if row is not None:
-            return str(row[0])
+        earlier = fragment_rows.category_by_import(conn, self.user_id, _like_prefix(import_prefix))
+        if earlier is not None:
+            return earlier
         name = " ".join(wanted.split())[:MAX_BOOK_NAME]
-        character = conn.execute("SELECT 1 FROM fragment_books WHERE user_id = ? AND name = ?"
-                                 " AND character_id IS NOT NULL", (self.user_id, name)).fetchone()
+        character = fragment_books.is_character_book(conn, self.user_id, name)
         return self._free_name(conn, name, "World Info") if character else name
 
     # -- export and import of a scope -------------------------------------------------------------
@@ -196,8 +167,7 @@ class Books:
         book = self.get(name)
         out: dict[str, Any] = {"scope": book.scope}
         if book.scope != "all":
-            names = dict(self.store.connection().execute(
-                "SELECT id, name FROM personas WHERE user_id = ?", (self.user_id,)).fetchall())
+            names = fragment_books.persona_names(self.store.connection(), self.user_id)
             out["personas"] = [names[pid] for pid in book.persona_ids if pid in names]
         return out
 
@@ -215,8 +185,7 @@ class Books:
             if scope == "all":
                 self._write(conn, book_name(name), "all", self._character(conn, name), [])
                 return 0
-            ids = {r[1]: r[0] for r in conn.execute("SELECT id, name FROM personas WHERE user_id = ?",
-                                                    (self.user_id,))}
+            ids = {persona_name: pid for pid, persona_name in fragment_books.persona_names(conn, self.user_id).items()}
             chosen = [ids[p] for p in dict.fromkeys(wanted) if p in ids]
             character = chosen[0] if scope == "character" and chosen else self._character(conn, name)
             if scope == "character" and not chosen:
@@ -225,9 +194,7 @@ class Books:
             return len(set(wanted)) - len(chosen)
 
     def _character(self, conn: Any, name: str) -> int | None:
-        row = conn.execute("SELECT character_id FROM fragment_books WHERE user_id = ? AND name = ?",
-                           (self.user_id, name)).fetchone()
-        return None if row is None else row[0]
+        return fragment_books.character_of(conn, self.user_id, name)
 
 
 def _like_prefix(prefix: str) -> str:

@@ -18,7 +18,6 @@ import builtins
 import json
 import threading
 import weakref
-from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
 from hearth.errors import InvalidInput, NotFound
@@ -26,10 +25,13 @@ from hearth.lorebook.controls import Activation, Activator, check_controls, chec
 from hearth.lorebook.triggers import Match, normalise_trigger
 from hearth.prompt import macros
 from hearth.prompt.dynamic import Block, Turn
-from hearth.prompt.layers.books import ANY_SCOPED_SQL, IN_SCOPE_SQL, Books
+from hearth.prompt.layers.books import Books
 from hearth.prompt.layers.settings import LayerSettings
 from hearth.records import ledger, versions
-from hearth.store import Connection, Row, Store, inserted_id, utcnow
+from hearth.store import Connection, Store, utcnow
+from hearth.store.queries import fragment_books, layer_messages
+from hearth.store.queries import fragments as fragment_rows
+from hearth.store.queries.fragments import Fragment, bump_version, library_version, timers
 from hearth.validation import check_text
 
 MAX_TRIGGERS = 50
@@ -44,33 +46,6 @@ LABEL = "MEMORY FRAGMENTS"
 TRUST = ("Stable profile context written or approved by the person, brought in because the latest message "
          "mentions it. Treat it as reliable background and use it before episodic recall, unless the person "
          "explicitly asks about a past conversation.")
-
-
-@dataclass(frozen=True)
-class Fragment:
-    id: int
-    category: str
-    triggers: tuple[str, ...]
-    definition: str
-    all_of: tuple[str, ...] = ()
-    any_of: tuple[str, ...] = ()
-    none_of: tuple[str, ...] = ()
-    priority: int = 0
-    enabled: bool = True
-    created_at: str = ""
-    updated_at: str = ""
-    controls: dict[str, Any] | None = None  # lorebook controls (X3); None for a plain fragment
-    import_key: str | None = None  # where an imported fragment came from
-
-    @classmethod
-    def from_row(cls, row: Row) -> "Fragment":
-        return cls(row["id"], row["category"], tuple(json.loads(row["triggers"])), row["definition"],
-                   tuple(json.loads(row["all_of"])), tuple(json.loads(row["any_of"])),
-                   tuple(json.loads(row["none_of"])), row["priority"], bool(row["enabled"]),
-                   row["created_at"], row["updated_at"], json.loads(row["controls"]) or None, row["import_key"])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
 
 def _terms(items: Sequence[str] | None, what: str, *, required: bool = False, limit: int = MAX_FILTER_TERMS) -> tuple[str, ...]:
@@ -122,17 +97,6 @@ def _priority(value: Any) -> int:
     return value
 
 
-def bump_version(conn: Connection, user_id: int) -> int:
-    conn.execute("INSERT INTO fragment_library (user_id, version) VALUES (?, 1)"
-                 " ON CONFLICT (user_id) DO UPDATE SET version = fragment_library.version + 1", (user_id,))
-    return library_version(conn, user_id)
-
-
-def library_version(conn: Connection, user_id: int) -> int:
-    row = conn.execute("SELECT version FROM fragment_library WHERE user_id = ?", (user_id,)).fetchone()
-    return row[0] if row else 0
-
-
 # -- the compiled index cache: store -> (user id, persona id or None for the whole library) ->
 # (library version, index, fragments by id) --------------------------------------------------------
 _Compiled = tuple[int, Activator, dict[Hashable, Fragment]]
@@ -153,13 +117,13 @@ def compiled(store: Store, conn: Connection, user_id: int,
         hit = _cache.get(store, {}).get(key)
     if hit is not None and hit[0] == version:
         return hit[1], hit[2]
-    if persona_id is not None and conn.execute(ANY_SCOPED_SQL, (user_id,)).fetchone() is None:
+    if persona_id is not None and not fragment_books.any_scoped(conn, user_id):
         # No book leaves anyone out: every persona shares the whole library's index.
         index, by_id = compiled(store, conn, user_id)
     else:
-        rows = (conn.execute(IN_SCOPE_SQL, (user_id, persona_id)) if persona_id is not None else
-                conn.execute("SELECT * FROM fragments WHERE user_id = ? AND enabled = 1 ORDER BY id", (user_id,)))
-        by_id = {f.id: f for f in map(Fragment.from_row, rows)}
+        found = (fragment_books.in_scope(conn, user_id, persona_id) if persona_id is not None else
+                 fragment_rows.enabled(conn, user_id))
+        by_id = {f.id: f for f in found}
         index = Activator.build(by_id.values())
         builds["count"] += 1
     with _cache_lock:
@@ -173,21 +137,14 @@ class Fragments:
         self.user_id = user_id
 
     def get(self, fragment_id: int) -> Fragment:
-        row = self.store.connection().execute("SELECT * FROM fragments WHERE id = ? AND user_id = ?",
-                                              (fragment_id, self.user_id)).fetchone()
-        if row is None:
+        found = fragment_rows.get(self.store.connection(), self.user_id, fragment_id)
+        if found is None:
             raise NotFound(f"no fragment {fragment_id}")
-        return Fragment.from_row(row)
+        return found
 
     def list(self, *, category: str | None = None, enabled_only: bool = False) -> list[Fragment]:
-        sql = "SELECT * FROM fragments WHERE user_id = ?"
-        args: list[Any] = [self.user_id]
-        if category is not None:
-            sql += " AND category = ?"
-            args.append(category)
-        if enabled_only:
-            sql += " AND enabled = 1"
-        return [Fragment.from_row(r) for r in self.store.connection().execute(sql + " ORDER BY id", args)]
+        return fragment_rows.list_for_user(self.store.connection(), self.user_id, category=category,
+                                           enabled_only=enabled_only)
 
     def version(self) -> int:
         return library_version(self.store.connection(), self.user_id)
@@ -212,15 +169,9 @@ class Fragments:
                   int(bool(enabled)), json.dumps(checked, ensure_ascii=False), import_key)
         now = utcnow()
         with self.store.write() as conn:
-            count = conn.execute("SELECT count(*) FROM fragments WHERE user_id = ?", (self.user_id,)).fetchone()[0]
-            if count >= MAX_FRAGMENTS:
+            if fragment_rows.count_for_user(conn, self.user_id) >= MAX_FRAGMENTS:
                 raise InvalidInput(f"at most {MAX_FRAGMENTS} fragments")
-            cur = conn.execute(
-                "INSERT INTO fragments (user_id, category, triggers, definition, all_of, any_of, none_of, priority,"
-                " enabled, controls, import_key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " RETURNING id",
-                (self.user_id, *values, now, now))
-            fragment_id = inserted_id(cur)
+            fragment_id = fragment_rows.insert(conn, self.user_id, *values, now)
             bump_version(conn, self.user_id)
             ledger.append(conn, user_id=self.user_id, kind="fragment.added", payload={"fragment_id": fragment_id})
             added = self.get(fragment_id)
@@ -262,9 +213,7 @@ class Fragments:
         with self.store.write() as conn:
             self.get(fragment_id)
             if changes:
-                sets = ", ".join(f"{k} = ?" for k in changes)
-                conn.execute(f"UPDATE fragments SET {sets}, updated_at = ? WHERE id = ? AND user_id = ?",
-                             (*changes.values(), utcnow(), fragment_id, self.user_id))
+                fragment_rows.update(conn, self.user_id, fragment_id, changes, utcnow())
                 bump_version(conn, self.user_id)
                 ledger.append(conn, user_id=self.user_id, kind="fragment.edited",
                               payload={"fragment_id": fragment_id, "fields": sorted(changes)})
@@ -299,7 +248,7 @@ class Fragments:
     def remove(self, fragment_id: int) -> None:
         with self.store.write() as conn:
             self.get(fragment_id)
-            conn.execute("DELETE FROM fragments WHERE id = ? AND user_id = ?", (fragment_id, self.user_id))
+            fragment_rows.delete(conn, self.user_id, fragment_id)
             versions.drop(conn, self.user_id, "fragment", fragment_id)
             bump_version(conn, self.user_id)
             ledger.append(conn, user_id=self.user_id, kind="fragment.removed", payload={"fragment_id": fragment_id})
@@ -371,29 +320,13 @@ class FragmentLayer:
             started = self._pending.pop((conversation_id, number), None)
         if not started:
             return 0
-        conn.executemany(
-            "INSERT INTO fragment_timers (conversation_id, fragment_id, sticky_until, cooldown_until)"
-            " SELECT ?, id, ?, ? FROM fragments WHERE id = ?"
-            " ON CONFLICT (conversation_id, fragment_id) DO UPDATE SET sticky_until = excluded.sticky_until,"
-            " cooldown_until = excluded.cooldown_until",
-            [(conversation_id, s, c, fid) for fid, (s, c) in started.items()])
+        fragment_rows.start_timers(conn, conversation_id, started)
         return len(started)
 
 
 def turn_number(conn: Connection, conversation_id: int, up_to: int | None = None) -> int:
     """User turns in a conversation so far (lorebook timers count these)."""
-    sql = "SELECT count(*) FROM messages WHERE conversation_id = ? AND role = 'user' AND kind = 'chat'"
-    args: list[Any] = [conversation_id]
-    if up_to is not None:
-        sql += " AND id <= ?"
-        args.append(up_to)
-    return conn.execute(sql, args).fetchone()[0]
-
-
-def timers(conn: Connection, conversation_id: int) -> dict[int, tuple[int, int]]:
-    return {r[0]: (r[1], r[2]) for r in conn.execute(
-        "SELECT fragment_id, sticky_until, cooldown_until FROM fragment_timers WHERE conversation_id = ?",
-        (conversation_id,))}
+    return layer_messages.user_turn_count(conn, conversation_id, up_to)
 
 
 # SillyTavern's positions (``controls.position``, docs/import.md) -> where Hearth places the entry:

@@ -31,6 +31,7 @@ from hearth.retrieval.keyword import STOPWORDS, WORD_RE, excerpt, terms
 from hearth.retrieval.query import build_variants, entities, has_recall_cue
 from hearth.retrieval.terms import rare_terms, select_terms
 from hearth.retrieval.tuning import SEND_PATH
+from hearth.store.queries import layer_messages
 
 MAX_EXCERPTS = 10
 EXCERPT_CHARS = 300
@@ -132,13 +133,8 @@ def has_other_turns(turn: Turn, exclude: Sequence[int]) -> bool:
     kept in the send's memo for archive recall."""
     key = ("other_turns", turn.user_id, turn.persona.id, tuple(exclude))
     if key not in turn.memo:
-        outside = f" AND c.id NOT IN ({','.join('?' * len(exclude))})" if exclude else ""
-        row = turn.conn.execute(
-            f"SELECT 1 FROM conversations c WHERE c.user_id = ? AND c.persona_id = ? AND {ELIGIBLE_SQL}{outside}"
-            f" AND EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND {CHAT_TURN_SQL})"
-            " ORDER BY c.updated_at DESC LIMIT 1",
-            (turn.user_id, turn.persona.id, *exclude)).fetchone()
-        turn.memo[key] = row is not None
+        turn.memo[key] = layer_messages.other_conversation_has_turns(
+            turn.conn, turn.user_id, turn.persona.id, exclude, eligible=ELIGIBLE_SQL, chat_turn=CHAT_TURN_SQL)
     return bool(turn.memo[key])
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from hearth.errors import InvalidInput
 from hearth.store import Store
+from hearth.store.queries import layer_settings
 
 # key -> (default, type, minimum, maximum). Cadences count chat messages (user and assistant).
 SETTINGS: dict[str, tuple[Any, type, int, int]] = {
@@ -43,23 +44,17 @@ class LayerSettings:
     def get(self, key: str) -> Any:
         if key not in SETTINGS:
             raise InvalidInput(f"unknown layer setting {key!r}")
-        row = self.store.connection().execute(
-            "SELECT value FROM layer_settings WHERE user_id = ? AND key = ?", (self.user_id, key)).fetchone()
-        return json.loads(row[0]) if row else SETTINGS[key][0]
+        value = layer_settings.get(self.store.connection(), self.user_id, key)
+        return json.loads(value) if value is not None else SETTINGS[key][0]
 
     def all(self) -> dict[str, Any]:
-        stored = dict(self.store.connection().execute(
-            "SELECT key, value FROM layer_settings WHERE user_id = ?", (self.user_id,)).fetchall())
+        stored = layer_settings.all_for_user(self.store.connection(), self.user_id)
         return {k: json.loads(stored[k]) if k in stored else spec[0] for k, spec in SETTINGS.items()}
 
     def set(self, key: str, value: Any) -> Any:
         value = self.coerce(key, value)
         with self.store.write() as conn:
-            conn.execute(
-                "INSERT INTO layer_settings (user_id, key, value) VALUES (?, ?, ?)"
-                " ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value",
-                (self.user_id, key, json.dumps(value)),
-            )
+            layer_settings.put(conn, self.user_id, key, json.dumps(value))
         return value
 
     @staticmethod

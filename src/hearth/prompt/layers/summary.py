@@ -15,7 +15,6 @@ summaries are labelled "(offline summary)".
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hearth.errors import Conflict, InvalidInput
@@ -31,7 +30,10 @@ from hearth.memory.helpers.base import (
 from hearth.prompt.dynamic import Block, Turn
 from hearth.prompt.layers.settings import LayerSettings
 from hearth.records.conversations import chat_turns_after
-from hearth.store import Connection, Row, Store, inserted_id, utcnow
+from hearth.store import Connection, Store, utcnow
+from hearth.store.queries import layer_messages, thread_summaries
+from hearth.store.queries.layer_messages import SectionTurn
+from hearth.store.queries.thread_summaries import ThreadSummary, latest_valid
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -39,39 +41,8 @@ if TYPE_CHECKING:
     from hearth.records.conversations import Conversations
 
 JOB_KIND = "summary.refresh"
-OFFLINE_LABEL = "(offline summary)"
 SECTION_LIMIT = 60  # at most this many newest messages feed one refresh
 LABEL = "ROLLING THREAD SUMMARY"
-
-
-@dataclass(frozen=True)
-class ThreadSummary:
-    id: int
-    conversation_id: int
-    text: str
-    source: str
-    through_message_id: int
-    section_messages: int
-    created_at: str
-    invalidated_at: str | None
-
-    @property
-    def display(self) -> str:
-        """The text for people and the model, offline output labelled as such (G3)."""
-        return f"{OFFLINE_LABEL} {self.text}" if self.source == "offline" else self.text
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "display": self.display, "words": word_count(self.text)}
-
-
-_SQL = ("SELECT id, conversation_id, text, source, through_message_id, section_messages, created_at,"
-        " invalidated_at FROM thread_summaries")
-
-
-def latest_valid(conn: Connection, conversation_id: int) -> ThreadSummary | None:
-    row = conn.execute(_SQL + " WHERE conversation_id = ? AND invalidated_at IS NULL"
-                       " ORDER BY through_message_id DESC, id DESC LIMIT 1", (conversation_id,)).fetchone()
-    return ThreadSummary(*row) if row else None
 
 
 def is_due(conn: Connection, conversation_id: int, every: int) -> bool:
@@ -79,21 +50,12 @@ def is_due(conn: Connection, conversation_id: int, every: int) -> bool:
     return chat_turns_after(conn, conversation_id, previous.through_message_id if previous else 0, every) >= every
 
 
-def _fingerprint(rows: list[Row]) -> str:
+def _fingerprint(rows: list[SectionTurn]) -> str:
     digest = hashlib.sha256()
     for row in rows:
-        digest.update(f"{row['id']}:{row['role']}:".encode())
-        digest.update(row["content"].encode("utf-8", "surrogatepass"))
+        digest.update(f"{row.id}:{row.role}:".encode())
+        digest.update(row.content.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
-
-
-def _section(conn: Connection, conversation_id: int, after_id: int) -> list[Row]:
-    rows = conn.execute(
-        "SELECT id, role, content FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
-        " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?", (conversation_id, after_id, SECTION_LIMIT),
-    ).fetchall()
-    rows.reverse()
-    return rows
 
 
 class Summaries:
@@ -108,9 +70,7 @@ class Summaries:
 
     def history(self, conversation_id: int) -> list[ThreadSummary]:
         self.conversations.get(conversation_id)
-        rows = self.store.connection().execute(_SQL + " WHERE conversation_id = ? ORDER BY id DESC",
-                                               (conversation_id,)).fetchall()
-        return [ThreadSummary(*r) for r in rows]
+        return thread_summaries.history(self.store.connection(), conversation_id)
 
     def refresh(self, conversation_id: int, helper: "Helper", *, every: int | None = None,
                 force: bool = False) -> ThreadSummary | None:
@@ -125,10 +85,10 @@ class Summaries:
             after = previous.through_message_id if previous else 0
             if not force and every is not None and chat_turns_after(conn, conversation_id, after) < every:
                 return None
-            rows = _section(conn, conversation_id, after)
+            rows = layer_messages.section_after(conn, conversation_id, after, SECTION_LIMIT)
         if not rows:
             return None
-        section = [TurnText(r["role"], r["content"], r["id"]) for r in rows]
+        section = [TurnText(r.role, r.content, r.id) for r in rows]
         try:
             result = helper.summarise(previous.text if previous else "", section, SUMMARY_MAX_WORDS)
             text = one_line(result.text)
@@ -145,22 +105,16 @@ class Summaries:
                 skips.record(conn, self.user_id, "summary", exc, conversation_id=conversation_id)
             return None
         with self.store.write() as conn:
-            again = [r for r in conn.execute(
-                "SELECT id, role, content FROM messages WHERE conversation_id = ? AND id >= ? AND id <= ?"
-                " AND kind = 'chat' AND role IN ('user', 'assistant') ORDER BY id",
-                (conversation_id, rows[0]["id"], rows[-1]["id"]))]
+            again = layer_messages.section_between(conn, conversation_id, rows[0].id, rows[-1].id)
             still = latest_valid(conn, conversation_id)
             if _fingerprint(again) != _fingerprint(rows) or (still and still.id != (previous.id if previous else None)):
                 raise Conflict("the conversation changed while its summary was being written")
-            cur = conn.execute(
-                "INSERT INTO thread_summaries (user_id, conversation_id, text, source, through_message_id,"
-                " section_messages, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (self.user_id, conversation_id, text, result.source, rows[-1]["id"], len(rows), utcnow()))
-            summary_id = inserted_id(cur)
+            summary_id = thread_summaries.insert(conn, self.user_id, conversation_id, text, result.source,
+                                                 rows[-1].id, len(rows), utcnow())
             from hearth.records import ledger
 
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="summary.refreshed",
-                          channel="inner", payload={"summary_id": summary_id, "through_message_id": rows[-1]["id"],
+                          channel="inner", payload={"summary_id": summary_id, "through_message_id": rows[-1].id,
                                                     "section_messages": len(rows), "source": result.source,
                                                     "words": word_count(text)})
             return latest_valid(conn, conversation_id)

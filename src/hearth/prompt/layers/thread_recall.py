@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from hearth.prompt.dynamic import Block, Turn, quote_reserved_headings
 from hearth.records.ledger import Message
 from hearth.retrieval.keyword import search_messages, terms
 from hearth.retrieval.terms import select_terms
+from hearth.store import Row
+from hearth.store.queries import layer_messages
 from hearth.text import phrase_pattern
 
 T2_MESSAGES = 30
@@ -68,15 +70,9 @@ def tier(text: str) -> int:
 
 def _thread(conn, conversation_id: int, before_id: int | None, newest: int | None = None) -> list[Message]:
     """The thread's turns in order; only the ``newest`` ones when given (tier 2 reads no more)."""
-    sql = ("SELECT * FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role IN ('user', 'assistant')")
-    args: list[Any] = [conversation_id]
-    if before_id is not None:
-        sql += " AND id < ?"
-        args.append(before_id)
-    if newest is None:
-        return [Message.from_row(r) for r in conn.execute(sql + " ORDER BY id", args)]
-    rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, newest)).fetchall()
-    return [Message.from_row(r) for r in reversed(rows)]
+    # Each message's columns by name, as ``from_row`` reads a row.
+    return [Message.from_row(cast(Row, r)) for r in layer_messages.chat_turns(
+        conn, conversation_id, before_id=before_id, newest=newest)]
 
 
 def _fit(messages: list[Message], cap: int, *, keep_newest: bool) -> list[Message]:
@@ -100,10 +96,7 @@ class ThreadRecall:
         self.store = store
 
     def _current_id(self, turn: Turn) -> int | None:
-        row = turn.conn.execute(
-            "SELECT id FROM messages WHERE conversation_id = ? AND role = 'user' AND kind = 'chat'"
-            " ORDER BY id DESC LIMIT 1", (turn.conversation.id,)).fetchone()
-        return row[0] if row else None
+        return layer_messages.newest_user_turn(turn.conn, turn.conversation.id)
 
     def blocks(self, turn: Turn) -> list[Block]:
         level = tier(turn.text)
