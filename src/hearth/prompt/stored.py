@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Protocol, cast
+from typing import Any, Callable, Iterable, Protocol
 
 from hearth.memory.memories import Adjust, Composed, backfill, snapshot_items
 from hearth.prompt.static import MemoryRow
 from hearth.records import ledger
 from hearth.records.personas import Persona
-from hearth.store import Connection, Row
+from hearth.store import Connection
 from hearth.store.queries import stored_prompts
 from hearth.store.queries.stored_prompts import StoredPrompt
 
@@ -63,8 +63,7 @@ class _Inputs:
 
 def _inputs(conn: Connection, conversation_id: int, handoff_text: HandoffText,
             adjust: Adjust | None = None) -> _Inputs:
-    # The persona's columns by name, as ``from_row`` reads a row.
-    persona = Persona.from_row(cast(Row, stored_prompts.persona_row(conn, conversation_id)))
+    persona = stored_prompts.persona(conn, conversation_id)
     own = stored_prompts.instructions(conn, conversation_id)
     if own is not None:  # the conversation's own instructions (a client's system prompt, X1)
         persona = replace(persona, custom_instructions=own)

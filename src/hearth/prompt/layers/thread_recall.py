@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 from hearth.prompt.dynamic import Block, Turn, quote_reserved_headings
 from hearth.records.ledger import Message
 from hearth.retrieval.keyword import search_messages, terms
 from hearth.retrieval.terms import select_terms
-from hearth.store import Row
 from hearth.store.queries import layer_messages
 from hearth.text import phrase_pattern
 
@@ -70,9 +69,7 @@ def tier(text: str) -> int:
 
 def _thread(conn, conversation_id: int, before_id: int | None, newest: int | None = None) -> list[Message]:
     """The thread's turns in order; only the ``newest`` ones when given (tier 2 reads no more)."""
-    # Each message's columns by name, as ``from_row`` reads a row.
-    return [Message.from_row(cast(Row, r)) for r in layer_messages.chat_turns(
-        conn, conversation_id, before_id=before_id, newest=newest)]
+    return layer_messages.chat_turns(conn, conversation_id, before_id=before_id, newest=newest)
 
 
 def _fit(messages: list[Message], cap: int, *, keep_newest: bool) -> list[Message]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from hearth.store import Connection
+from hearth.store.queries.ledger import Message
 
 
 @dataclass(frozen=True)
@@ -23,18 +24,18 @@ class SectionTurn:
 
 
 def chat_turns(conn: Connection, conversation_id: int, *, before_id: int | None = None,
-               newest: int | None = None) -> list[dict[str, Any]]:
-    """The thread's user and assistant chat turns in order, as whole rows; only the ``newest``
-    ones when given (read newest first, so no more are read)."""
+               newest: int | None = None) -> list[Message]:
+    """The thread's user and assistant chat turns in order; only the ``newest`` ones when given
+    (read newest first, so no more are read)."""
     sql = ("SELECT * FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role IN ('user', 'assistant')")
     args: list[Any] = [conversation_id]
     if before_id is not None:
         sql += " AND id < ?"
         args.append(before_id)
     if newest is None:
-        return [dict(r) for r in conn.execute(sql + " ORDER BY id", args)]
+        return [Message.from_row(r) for r in conn.execute(sql + " ORDER BY id", args)]
     rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, newest)).fetchall()
-    return [dict(r) for r in reversed(rows)]
+    return [Message.from_row(r) for r in reversed(rows)]
 
 
 def newest_user_turn(conn: Connection, conversation_id: int) -> int | None:

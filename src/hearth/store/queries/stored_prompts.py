@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hearth.store import Connection, Row, engine_of, versions
+from hearth.store.queries.personas import Persona
 
 
 @dataclass(frozen=True)
@@ -86,10 +87,10 @@ def user_ids(conn: Connection) -> list[int]:
 
 
 # -- what the conversation holds of a prompt's inputs ------------------------------------------------
-def persona_row(conn: Connection, conversation_id: int) -> dict[str, Any]:
-    """The conversation's persona, its columns as stored (``Persona.from_row`` reads them)."""
-    return dict(conn.execute("SELECT p.* FROM conversations c JOIN personas p ON p.id = c.persona_id"
-                             " WHERE c.id = ?", (conversation_id,)).fetchone())
+def persona(conn: Connection, conversation_id: int) -> Persona:
+    """The conversation's persona."""
+    return Persona.from_row(conn.execute("SELECT p.* FROM conversations c JOIN personas p ON p.id = c.persona_id"
+                                         " WHERE c.id = ?", (conversation_id,)).fetchone())
 
 
 def instructions(conn: Connection, conversation_id: int, *, user_id: int | None = None) -> str | None:
