@@ -516,21 +516,29 @@ def vectors_ahead(conn: Connection, user_id: int, query: str, filters: Filters, 
     if tuning.context_vector_weight > 0 and "with_context" in tuning.vector_variants and context_ids:
         context = stored_context_vector(conn, user_id, embedder, context_ids, int(embedder.dim), memo)
     text = query_vector_text(query, speaker_names)
-    search_ahead(conn, db_key, filters.sources, user_id, embedder, text, vector_width(tuning), context,
-                 tuning.context_vector_weight, store)
     dated = date_hint(query)
     # The dated list too, where the database compares the vectors, on a thread of its own beside
     # the index searches: behind them the search waited for it (a median 4.2 ms of a date
-    # question's send). On SQLite, when the turns' index is a graph, behind the index searches on
-    # the prefetch thread: a large range is a graph search, which releases the interpreter lock
-    # (an exact index stays in the search: scoring a range's rows mostly holds it).
+    # question's send). On SQLite, when the turns' index is a graph, on the prefetch thread: a
+    # large range is a graph search, which releases the interpreter lock (an exact index stays in
+    # the search: scoring a range's rows mostly holds it). There it goes first: the turns' own
+    # top-k search of the same vector, queued behind it, then takes its nearest from the range's
+    # wider answer instead of walking the graph again (``VectorIndex.search_span``).
+    dated_after: functools.partial | None = None
     if dated and tuning.dated_weight > 0 and "messages" in filters.sources and store is not None:
         on_database = database_index(conn)
         if on_database or _graph_loaded(conn, db_key, user_id, embedder):
-            run_ahead(_dated_key(db_key, user_id, filters, dated, embedder, tuning), embedder, text, context,
-                      tuning.context_vector_weight,
-                      functools.partial(_dated_on, store, user_id, filters, dated, embedder, tuning),
-                      beside=on_database)
+            dated_after = functools.partial(
+                run_ahead, _dated_key(db_key, user_id, filters, dated, embedder, tuning), embedder, text, context,
+                tuning.context_vector_weight,
+                functools.partial(_dated_on, store, user_id, filters, dated, embedder, tuning), beside=on_database)
+            if not on_database and tuning.dated_shared_search:
+                dated_after()
+                dated_after = None
+    search_ahead(conn, db_key, filters.sources, user_id, embedder, text, vector_width(tuning), context,
+                 tuning.context_vector_weight, store)
+    if dated_after is not None:
+        dated_after()
 
 
 def _graph_loaded(conn: Connection, db_key: str, user_id: int, embedder: Any) -> bool:
