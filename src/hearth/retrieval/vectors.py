@@ -442,7 +442,9 @@ class VectorIndex:
         nearest of the span are found as long as enough of them rank among those (the caller sizes
         ``fetch`` by the span's share of the index). An exact index scores only its rows inside the
         span (at most ``ann_threshold`` of them). ``counts["compared"]`` gets the vectors compared:
-        the graph's own count of distances, or the rows scored."""
+        the graph's own count of distances, or the rows scored. The graph's whole answer is kept
+        until the next span search: a ``search`` of the same query on unchanged contents, no wider
+        than it, takes its nearest from there."""
         vec = _unit_rows(query, self.dim)[0]
         if k < 1 or hi < lo:
             return []
