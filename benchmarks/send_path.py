@@ -607,14 +607,28 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         for layer in scope.dynamic.layers:
             if getattr(layer, "name", "") == "archive_recall" and hasattr(layer, "embedder"):
                 layer.embedder = None
+    from hearth.prompt.layers import archive_recall
+
+    def parsed(key: str, value: str) -> Any:
+        current = getattr(archive_recall.SEND_PATH, key)
+        if isinstance(current, bool):  # bool("False") is True
+            return value.strip().lower() in ("1", "true", "yes", "on")
+        return type(current)(value)
+
     if args.send_tuning:
         # Archive recall with other settings (an experiment beside the shipped ``SEND_PATH``).
-        from hearth.prompt.layers import archive_recall
-
-        changes = {k: type(getattr(archive_recall.SEND_PATH, k))(v)
-                   for k, v in (item.split("=", 1) for item in args.send_tuning)}
+        changes = {k: parsed(k, v) for k, v in (item.split("=", 1) for item in args.send_tuning)}
         archive_recall.SEND_PATH = archive_recall.SEND_PATH.with_changes(**changes)  # type: ignore[attr-defined]
         notes.append(f"archive recall tuning changed: {changes}")
+    # Every other send of each kind with one setting changed, reported as a kind of its own: a
+    # before and after in one run, under the same load.
+    arms: tuple[Any, Any, str] | None = None
+    if args.alternate:
+        key, value = args.alternate.split("=", 1)
+        arms = (archive_recall.SEND_PATH, archive_recall.SEND_PATH.with_changes(**{key: parsed(key, value)}),
+                f"{key}={value}")
+        notes.append(f"every other send of each kind with archive recall's {arms[2]}, reported apart")
+    sent_of_kind: dict[str, int] = {}
     # As `hearth serve` does once its port is open: load (or build and save) the vector indexes, so
     # the timed sends measure a running deployment rather than a cold start.
     t = time.perf_counter()
@@ -655,7 +669,10 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
     cpu_by_kind: dict[str, list[tuple[float, float]]] = {}
     server_by_kind: dict[str, list[tuple[float, float]]] = {}
     cold_by_kind: dict[str, list[float]] = {}
-    profiler = cProfile.Profile() if args.profile else None
+    # On a shared machine the wall clock counts other processes' time; the thread's CPU clock
+    # counts only the send's own work (on the calling thread).
+    profiler = ((cProfile.Profile(time.thread_time) if args.profile_clock == "cpu" else cProfile.Profile())
+                if args.profile else None)
     samples: list[float] = []
     saved: list[float] = []
     by_kind: dict[str, list[float]] = {}
@@ -677,6 +694,12 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         overlap = Overlap(hearth, scope.user_id, scope.conversations.get(conversation_id).persona_id,
                           args.overlap, manifest["seed"] + 103).start()
     for kind, text in messages:
+        if arms is not None:
+            turn = sent_of_kind.get(kind, 0)
+            sent_of_kind[kind] = turn + 1
+            archive_recall.SEND_PATH = arms[turn % 2]  # type: ignore[attr-defined]
+            if turn % 2:
+                kind = f"{kind} ({arms[2]})"
         if args.pause_ms:
             time.sleep(args.pause_ms / 1000)  # the person reading the reply and typing the next message
         if args.pace == "worker" and worker is not None:
@@ -734,6 +757,8 @@ def run_deployment(args: argparse.Namespace) -> dict[str, Any]:
         if send_server is not None and floor_server is not None:
             server_by_kind.setdefault(kind, []).append((send_server, floor_server))
 
+    if arms is not None:
+        archive_recall.SEND_PATH = arms[0]  # type: ignore[attr-defined]
     overlap_report = overlap.stop() if overlap is not None else None
     page_cache_end(cache, home)
     if worker is not None:
@@ -887,6 +912,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pause-ms", type=float, default=0.0,
                         help="pause before each send, as a person reads and types (default 0: back to back, the"
                              " previous reply's embedding may still be running)")
+    parser.add_argument("--alternate", metavar="KEY=VALUE",
+                        help="every other send of each kind with this Tuning field of archive recall changed,"
+                             " reported as a kind of its own (a before and after in one run)")
     parser.add_argument("--send-tuning", action="append", default=[], metavar="KEY=VALUE",
                         help="archive recall with this Tuning field changed (repeatable), e.g. feedback_candidates=0")
     parser.add_argument("--worker-ignores-sends", action="store_true",
@@ -922,6 +950,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile-lines", type=int, default=40)
     parser.add_argument("--profile-out", help="also save the profile's statistics to this file (pstats)")
     parser.add_argument("--profile-sort", default="cumulative", choices=("cumulative", "tottime"))
+    parser.add_argument("--profile-clock", default="wall", choices=("wall", "cpu"),
+                        help="the profile's clock: wall time, or the calling thread's CPU time")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.deployment:

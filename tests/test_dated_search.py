@@ -241,3 +241,51 @@ def test_s17_sqlite_a_date_question_runs_the_dated_list_ahead_on_the_prefetch_th
     june = {row[0] for row in hearth.store.connection().execute(
         "SELECT id FROM messages WHERE created_at >= '2022-06-01' AND created_at < '2022-07-04'")}
     assert hits[0] and set(hits[0]) <= june and ids[TARGET] in june
+
+
+@pytest.mark.sqlite_only
+def test_s17_sqlite_a_date_questions_top_k_search_after_its_range_search_walks_the_graph_once():
+    """A range's filtered search of the graph, then the turns' own top-k search of the same query
+    (as a date question's send runs them, the range first): the second takes the nearest of the
+    first's wider answer, the same turns a search of that width finds, without walking the graph
+    again; another query, or a change to the index in between, walks it as usual."""
+    from hearth.retrieval.vectors import VectorIndex
+
+    rng = np.random.default_rng(5)
+    rows = rng.standard_normal((3_000, 32)).astype(np.float32)
+    index = VectorIndex.from_rows(32, ((i + 1, row) for i, row in enumerate(rows)), ann_threshold=100)
+    assert index.mode == "ann"
+    walks: list[int] = []
+    ann = index._ann
+    search = ann.search
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(ann, name)
+
+        def __setattr__(self, name, value):
+            setattr(ann, name, value)
+
+        def __len__(self):
+            return len(ann)
+
+        def search(self, vector, count, **kwargs):
+            walks.append(count)
+            return search(vector, count, **kwargs)
+
+    index._ann = Counting()
+    query = rows[10] + 0.1 * rng.standard_normal(32).astype(np.float32)
+    counts: dict[str, int] = {}
+    span = index.search_span(query, 20, 1_000, 1_400, 400, counts)
+    assert span and all(1_000 <= i <= 1_400 for i, _ in span) and counts["compared"] > 0
+    top = index.search(query, 60)
+    assert walks == [400]  # the top 60 came from the span search's answer
+    unit = query / np.linalg.norm(query)
+    assert [i for i, _ in top] == [int(i) for i in search(unit, 400).keys[:60]]  # the graph's own, as wide
+    assert [s for _, s in top] == sorted((s for _, s in top), reverse=True)
+    walks.clear()
+    index.search(rows[20], 60)  # another query
+    index.search_span(query, 20, 1_000, 1_400, 400)
+    index.add(9_999, rows[30])  # a change between the two
+    index.search(query, 60)
+    assert walks == [60, 400, 60], walks

@@ -98,3 +98,21 @@ def test_s16_the_report_states_page_cache_overlap_and_budget_drops_by_kind_sqlit
     assert "mode: overlap" in out
     assert "sends whose budget dropped a step, by kind" in out
     assert "all 20 measured texts distinct" in out
+
+
+@pytest.mark.sqlite_only
+def test_s16_s17_a_before_and_after_in_one_run_alternates_one_setting_by_send_sqlite(bench):
+    """``--alternate KEY=VALUE``: every other send of each kind runs archive recall with that one
+    setting changed and is reported as a kind of its own, beside its own floor; the shipped
+    setting is back afterwards."""
+    send_path, home = bench
+    from hearth.prompt.layers import archive_recall
+
+    shipped = archive_recall.SEND_PATH
+    result = send_path.run_deployment(send_path.parse([
+        "--deployment", str(home), "--kinds", "date", "--per-class", "4", "--no-worker",
+        "--alternate", "dated_shared_search=false"]))
+    assert set(result["by_kind"]) == {"date", "date (dated_shared_search=false)"}
+    assert all(v["n"] == 2 and v["floor_median_ms"] > 0 for v in result["by_kind"].values())
+    assert any("dated_shared_search=false" in note for note in result["notes"])
+    assert archive_recall.SEND_PATH is shipped

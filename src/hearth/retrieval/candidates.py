@@ -338,7 +338,7 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
     if not has_vectors(conn, user_id, model_id(embedder), filters.sources, memo):
         # Nothing to compare with: the query is not embedded, the model not loaded (S20).
         return lists, weights
-    from .semantic import embed_queries, mix_context, taken_ahead, vector_search
+    from .semantic import database_index, embed_queries, mix_context, taken_ahead, vector_search
     # Meaning is in the sentence: keyword-only and name-only variants go to FTS, not to vectors.
     chosen = [v for v in variants if v.name in tuning.vector_variants] or variants[:1]
     mixed = tuning.context_vector_weight > 0 and any(v.name == "with_context" for v in chosen)
@@ -355,6 +355,19 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
             vectors = vectors.copy()
             vectors[0] = mix_context(vectors[0], context, tuning.context_vector_weight)
             names = ["with_context"]
+    wants_range = bool(dated) and tuning.dated_weight > 0 and "messages" in filters.sources
+
+    def range_list() -> list[tuple[int, float]]:
+        assert dated is not None
+        hits = taken_ahead(_dated_key(db_key, user_id, filters, dated, embedder, tuning), vectors[0])
+        return hits if hits is not None else dated_vector_hits(conn, db_key, user_id, filters, dated, embedder,
+                                                               vectors[0], tuning)
+
+    # In this process's index the range's list goes first: a large range is a wide filtered search
+    # of the turns' graph, and the turns' own top-k search of the same vector then takes its
+    # nearest from that answer (``VectorIndex.search_span``) instead of walking the graph again.
+    # The database's list runs beside the other searches and is collected last, as before.
+    in_range = range_list() if wants_range and not database_index(conn) else None
     for source in filters.sources:
         kind = "message" if source == "messages" else "chunk"
         per_query = vector_search(conn, db_key, source, user_id, embedder, vectors, vector_width(tuning), modes)
@@ -377,13 +390,11 @@ def vector_lists(conn: Connection, user_id: int, variants: list, filters: Filter
         if turns:
             lists["vector:facts:messages"] = turns
             weights["vector:facts:messages"] = tuning.fact_vector_weight * tuning.signal_weights["vector"]
-    if dated and tuning.dated_weight > 0 and "messages" in filters.sources:
-        in_range = taken_ahead(_dated_key(db_key, user_id, filters, dated, embedder, tuning), vectors[0])
-        if in_range is None:
-            in_range = dated_vector_hits(conn, db_key, user_id, filters, dated, embedder, vectors[0], tuning)
-        if in_range:
-            lists["vector:dated:messages"] = [(("message", i), s) for i, s in in_range]
-            weights["vector:dated:messages"] = tuning.dated_weight * tuning.signal_weights["vector"]
+    if wants_range and in_range is None:
+        in_range = range_list()
+    if in_range:
+        lists["vector:dated:messages"] = [(("message", i), s) for i, s in in_range]
+        weights["vector:dated:messages"] = tuning.dated_weight * tuning.signal_weights["vector"]
     return lists, weights
 
 
@@ -516,21 +527,29 @@ def vectors_ahead(conn: Connection, user_id: int, query: str, filters: Filters, 
     if tuning.context_vector_weight > 0 and "with_context" in tuning.vector_variants and context_ids:
         context = stored_context_vector(conn, user_id, embedder, context_ids, int(embedder.dim), memo)
     text = query_vector_text(query, speaker_names)
-    search_ahead(conn, db_key, filters.sources, user_id, embedder, text, vector_width(tuning), context,
-                 tuning.context_vector_weight, store)
     dated = date_hint(query)
     # The dated list too, where the database compares the vectors, on a thread of its own beside
     # the index searches: behind them the search waited for it (a median 4.2 ms of a date
-    # question's send). On SQLite, when the turns' index is a graph, behind the index searches on
-    # the prefetch thread: a large range is a graph search, which releases the interpreter lock
-    # (an exact index stays in the search: scoring a range's rows mostly holds it).
+    # question's send). On SQLite, when the turns' index is a graph, on the prefetch thread: a
+    # large range is a graph search, which releases the interpreter lock (an exact index stays in
+    # the search: scoring a range's rows mostly holds it). There it goes first: the turns' own
+    # top-k search of the same vector, queued behind it, then takes its nearest from the range's
+    # wider answer instead of walking the graph again (``VectorIndex.search_span``).
+    dated_after: functools.partial | None = None
     if dated and tuning.dated_weight > 0 and "messages" in filters.sources and store is not None:
         on_database = database_index(conn)
         if on_database or _graph_loaded(conn, db_key, user_id, embedder):
-            run_ahead(_dated_key(db_key, user_id, filters, dated, embedder, tuning), embedder, text, context,
-                      tuning.context_vector_weight,
-                      functools.partial(_dated_on, store, user_id, filters, dated, embedder, tuning),
-                      beside=on_database)
+            dated_after = functools.partial(
+                run_ahead, _dated_key(db_key, user_id, filters, dated, embedder, tuning), embedder, text, context,
+                tuning.context_vector_weight,
+                functools.partial(_dated_on, store, user_id, filters, dated, embedder, tuning), beside=on_database)
+            if not on_database and tuning.dated_shared_search:
+                dated_after()
+                dated_after = None
+    search_ahead(conn, db_key, filters.sources, user_id, embedder, text, vector_width(tuning), context,
+                 tuning.context_vector_weight, store)
+    if dated_after is not None:
+        dated_after()
 
 
 def _graph_loaded(conn: Connection, db_key: str, user_id: int, embedder: Any) -> bool:

@@ -92,6 +92,10 @@ class Tuning:
     dated_days_after: int = 3
     dated_rows: int = 1_000
     dated_fetch: int = 1_024
+    # Ahead of the send, a large range's filtered search runs before the turns' own top-k search
+    # of the same query vector, which then takes its nearest from the wider answer (one walk of
+    # the graph instead of two; False: the two searches in turn, each walking it).
+    dated_shared_search: bool = True
 
     # Facts written at ingestion (E2): the facts' keyword list and vector list join the fusion as
     # the lists of the turns they cite, at these weights; 0 leaves a list out. ``fact_origins``

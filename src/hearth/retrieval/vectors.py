@@ -166,6 +166,10 @@ class VectorIndex:
         self._ann: Any = None  # usearch.index.Index once in ann mode
         # Free slots in the graph: a removal frees one, an addition of a new key takes one back.
         self._freed = 0
+        # The last span search's graph answer (query bytes, generation, width, keys, distances): a
+        # plain search of the same query right after it (a date question's own top-k, S17) takes
+        # its nearest from there instead of walking the graph a second time.
+        self._wide: tuple[bytes, int, int, np.ndarray, np.ndarray] | None = None
         self.viewed = False  # the graph is a saved file mapped read-only (``load(view=True)``)
 
     def _check_writable(self) -> None:
@@ -446,7 +450,9 @@ class VectorIndex:
         nearest of the span are found as long as enough of them rank among those (the caller sizes
         ``fetch`` by the span's share of the index). An exact index scores only its rows inside the
         span (at most ``ann_threshold`` of them). ``counts["compared"]`` gets the vectors compared:
-        the graph's own count of distances, or the rows scored."""
+        the graph's own count of distances, or the rows scored. The graph's whole answer is kept
+        until the next span search: a ``search`` of the same query on unchanged contents, no wider
+        than it, takes its nearest from there."""
         vec = _unit_rows(query, self.dim)[0]
         if k < 1 or hi < lo:
             return []
@@ -461,10 +467,14 @@ class VectorIndex:
             ann, total = self._tuned_ann()
             if total == 0:
                 return []
-            matches = ann.search(vec, max(k, min(fetch, total)))
+            asked = max(k, min(fetch, total))
+            matches = ann.search(vec, asked)
             if counts is not None:
                 counts["compared"] = counts.get("compared", 0) + int(matches.computed_distances)
             found = matches.keys.astype(np.int64)
+            # Asked for ``asked`` nearest, the graph searched at least that wide.
+            self._wide = (vec.tobytes(), self.generation, max(asked, ann.expansion_search), found,
+                          np.asarray(matches.distances))
             keep = (found >= lo) & (found <= hi)
             return [(int(key), float(1.0 - dist))
                     for key, dist in zip(found[keep][:k], matches.distances[keep][:k])]
@@ -514,6 +524,12 @@ class VectorIndex:
         if total == 0:
             return []
         if allowed is None:
+            wide = self._wide
+            if (wide is not None and wide[1] == self.generation and wide[2] >= max(k, ann.expansion_search)
+                    and wide[3].size >= min(k, total) and wide[0] == vec.tobytes()):
+                # The same query's span search, as wide or wider and on the same contents: its
+                # nearest, not a second walk of the graph.
+                return [(int(key), float(1.0 - dist)) for key, dist in zip(wide[3][:k], wide[4][:k])]
             matches = ann.search(vec, min(k, total))
             return [(int(key), float(1.0 - dist)) for key, dist in zip(matches.keys, matches.distances)]
         # Expect a share allowed/total of the neighbours to be allowed; fetch twice what that needs.
