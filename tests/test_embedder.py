@@ -97,6 +97,14 @@ def test_s7_queries_run_on_an_int8_graph_that_agrees_with_the_stored_texts_graph
     floats = [n for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]
     assert ops.count("MatMulInteger") == 30 and len(floats) == 6
     assert all(weights[n.input[1]] == (1536, 384) for n in floats)
+    # S20: the word-embedding table is kept in int8 rows with a scale each (half the graph's bytes,
+    # half the time a short-lived process takes to open it); only the rows looked up become floats.
+    tables = {t.name: t for t in graph.initializer}
+    [word] = [n for n in graph.node if n.op_type == "Gather" and "word_embeddings" in n.input[0]
+              and n.input[0].endswith("_int8")]
+    assert tables[word.input[0]].data_type == onnx.TensorProto.INT8 and tuple(tables[word.input[0]].dims) == (30522, 384)
+    assert not [t for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 2
+                and t.dims[0] > 10_000 and t.dims[1] > 1]
 
 
 def test_s7_a_query_graph_derivation_stopped_midway_leaves_no_files(local: LocalEmbedder, tmp_path: Path) -> None:

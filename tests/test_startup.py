@@ -380,3 +380,53 @@ def test_s20_hearth_search_acts_as_the_user_it_names_and_no_other(tmp_path):
     assert not any("gate" in text for text in found("--user", "robin"))
     unknown = CliRunner().invoke(cli, ["--home", home, "--user", "nobody", "search", "peas"])
     assert unknown.exit_code == 1 and "no user named 'nobody'" in unknown.output
+
+
+@pytest.mark.sqlite_only
+def test_s20_sqlite_a_short_lived_search_maps_a_current_saved_graph_and_starts_no_build(hearth, me, persona, monkeypatch):
+    """``hearth search`` runs one search and exits: a build started then (above 100,000 vectors it
+    runs in a thread) was cut off at exit, aborting the process. A short-lived process maps a saved
+    graph that holds exactly the table's vectors, loads one that is behind, and builds none."""
+    import threading
+
+    import numpy as np
+
+    from hearth import retrieval
+    from hearth.retrieval import semantic
+    from hearth.retrieval.semantic import ANN, EXACT_FALLBACK
+    from tests.test_vector_index_changes import DIM, MODEL, _add, _cache, _search
+
+    def one_search_process():
+        cache = _cache()
+        monkeypatch.setattr(semantic, "INDEXES", cache)
+        return cache
+
+    semantic.forget_queries()
+    conversation = me.conversations.create(persona.id)
+    ids = _add(hearth, me, conversation.id, np.random.default_rng(20), 1_000)
+    monkeypatch.setattr(retrieval, "short_lived", True)  # as `hearth search` sets it
+
+    once = one_search_process()  # nothing saved yet
+    hits, mode = _search(hearth, me, ids[500])
+    assert mode == EXACT_FALLBACK and hits[0][0] == ids[500]
+    assert once.counts.builds == 0 and not once._building
+    assert not [t for t in threading.enumerate() if t.name.startswith("hearth-vectors")]
+
+    server = _cache()  # `hearth serve` (or `hearth reindex`) builds the graph and saves it
+    with monkeypatch.context() as serving:
+        serving.setattr(retrieval, "short_lived", False)
+        assert server.get(hearth.store.connection(), str(hearth.store.path), "messages", me.user_id, MODEL,
+                          DIM).mode == "ann"
+    once = one_search_process()
+    hits, mode = _search(hearth, me, ids[500])
+    assert mode == ANN and hits[0][0] == ids[500] and hits[0][1] > 0.99
+    assert (once.counts.views, once.counts.loads, once.counts.builds) == (1, 1, 0)
+    index = once.get(hearth.store.connection(), str(hearth.store.path), "messages", me.user_id, MODEL, DIM)
+    assert index.viewed
+
+    [added] = _add(hearth, me, conversation.id, np.random.default_rng(21), 1)  # the file is behind now
+    hits, mode = _search(hearth, me, added)  # the mapped graph cannot take it: loaded whole, caught up
+    assert mode == ANN and hits[0][0] == added
+    assert (once.counts.views, once.counts.loads, once.counts.builds) == (1, 2, 0)
+    assert not once.get(hearth.store.connection(), str(hearth.store.path), "messages", me.user_id, MODEL,
+                        DIM).viewed

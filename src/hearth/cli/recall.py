@@ -24,8 +24,10 @@ from .base import Context, Table, _json, cli, console, err_console, pass_ctx
 @pass_ctx
 def search_cmd(obj: Context, query: str, as_json: bool, collections: tuple[str, ...], **options: Any) -> None:
     """Search your conversations and archive (keyword + meaning); logged in the search log."""
+    from .. import retrieval
     from ..retrieval.deliberate import owner_search
 
+    retrieval.short_lived = True  # one search, then the process ends: map a saved graph, build none (S20)
     searcher = obj.searcher()  # not a scope: a search needs none of the layers (S20)
     try:
         outcome = owner_search(searcher, query, collections=collections, **options)
@@ -75,10 +77,11 @@ def reindex_cmd(obj: Context, all_users: bool) -> None:
     """Embed every message and archive chunk that has no vector yet, and rebuild the vector index.
 
     Safe to interrupt: finished batches are saved, and the next run continues without duplicates.
+    The vector indexes are then brought up to date and saved, so a later `hearth search` maps them.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from ..retrieval.semantic import INDEXES, embed_pending, shared_embedder
+    from ..retrieval.semantic import INDEXES, embed_pending, shared_embedder, warm
 
     scope = obj.scope()
     embedder = shared_embedder(obj.hearth)
@@ -98,6 +101,7 @@ def reindex_cmd(obj: Context, all_users: bool) -> None:
         report = embed_pending(obj.hearth.store, embedder, user_id=None if all_users else scope.user_id,
                                progress=progress)
     INDEXES.clear()
+    warm(obj.hearth, user_ids=None if all_users else [scope.user_id])
     seconds = time.monotonic() - started
     done = report.messages + report.chunks
     console.print(f"Embedded {report.messages} message(s) and {report.chunks} archive chunk(s) in {seconds:.1f} s"

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from hearth.errors import InvalidInput, TooLarge
 from hearth.records import attachments
 from hearth.store import Connection
+from hearth.store.queries.interop_lookups import chat_turns
 from hearth.validation import check_text
 
 if TYPE_CHECKING:
@@ -34,10 +35,8 @@ MAX_MESSAGES = 100_000
 ROLES = ("user", "assistant")
 
 
-def _turns(conn: Connection, user_id: int, conversation_id: int) -> list[Any]:
-    return conn.execute(
-        "SELECT id, role, content, channel, created_at FROM messages WHERE conversation_id = ? AND user_id = ?"
-        " AND kind = 'chat' AND role IN ('user', 'assistant') ORDER BY id", (conversation_id, user_id)).fetchall()
+def _turns(conn: Connection, user_id: int, conversation_id: int) -> list[tuple[int, str, str, str, str]]:
+    return chat_turns(conn, user_id, conversation_id)
 
 
 def chat_json(conn: Connection, user_id: int, conversation: "Conversation", persona: "Persona") -> dict[str, Any]:

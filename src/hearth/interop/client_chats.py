@@ -33,7 +33,8 @@ from hearth.prompt.prepared import Ready
 from hearth.prompt.presets import set_custom_instructions
 from hearth.records.conversations import Conversation
 from hearth.records.personas import Persona
-from hearth.store import engine_of, utcnow
+from hearth.store import utcnow
+from hearth.store.queries import client_chats, interop_lookups
 from hearth.thread.character import add_greeting
 from hearth.thread.send import Events, SendPath
 from hearth.validation import check_text
@@ -134,10 +135,8 @@ class ClientChats:
         else:
             key = "first:" + _digest(*(f"{m.role}:{_norm(m.text)}" for m in chat[:first_user + 1]))
         with self.store.write() as conn:
-            rows = conn.execute(
-                "SELECT conversation_id FROM client_chats WHERE user_id = ? AND persona_id = ? AND key = ?"
-                " ORDER BY id DESC LIMIT ?", (self.user_id, persona.id, key, CANDIDATES)).fetchall()
-            live = [c for c in (self._open(r[0]) for r in rows) if c is not None]
+            pinned = client_chats.candidates(conn, self.user_id, persona.id, key, CANDIDATES)
+            live = [c for c in (self._open(cid) for cid in pinned) if c is not None]
             found: Conversation | None = None
             if chat_id is not None:
                 found = live[0] if live else None
@@ -158,8 +157,7 @@ class ClientChats:
                     if greeting.text.strip():
                         check_text(greeting.text, "the greeting")
                         add_greeting(conn, self.user_id, found.id, [greeting.text], source="client", channel="api")
-                conn.execute("INSERT INTO client_chats (user_id, persona_id, key, conversation_id, created_at)"
-                             " VALUES (?, ?, ?, ?, ?)", (self.user_id, persona.id, key, found.id, utcnow()))
+                client_chats.pin(conn, self.user_id, persona.id, key, found.id, utcnow())
                 return Pinned(found, True, False)
             return Pinned(found, False, self._is_regenerate(conn, found.id, chat))
 
@@ -174,32 +172,25 @@ class ClientChats:
     @staticmethod
     def _first_reply(conn, conversation_id: int) -> str | None:
         """Hearth's first reply: a greeting is the client's own text, the same in every such chat."""
-        row = conn.execute("SELECT content FROM messages WHERE conversation_id = ? AND kind = 'chat'"
-                           f" AND role = 'assistant' AND {engine_of(conn).json_get('metadata', 'greeting')} IS NULL"
-                           " ORDER BY id LIMIT 1", (conversation_id,)).fetchone()
-        return _norm(row[0]) if row else None
+        text = interop_lookups.first_reply(conn, conversation_id)
+        return _norm(text) if text is not None else None
 
     @staticmethod
     def _user_turns(conn, conversation_id: int, limit: int = 2) -> list[str]:
-        rows = conn.execute("SELECT content FROM messages WHERE conversation_id = ? AND kind = 'chat'"
-                            " AND role = 'user' ORDER BY id LIMIT ?", (conversation_id, limit)).fetchall()
-        return [_norm(r[0]) for r in rows]
+        return [_norm(text) for text in interop_lookups.first_user_turns(conn, conversation_id, limit)]
 
     @staticmethod
     def _is_regenerate(conn, conversation_id: int, chat: list[ClientMessage]) -> bool:
         """Same last user message as Hearth's newest, and the client does not already hold
         Hearth's answer to it (then it is a new turn that happens to repeat the words)."""
-        row = conn.execute("SELECT id, content FROM messages WHERE conversation_id = ? AND kind = 'chat'"
-                           " AND role = 'user' ORDER BY id DESC LIMIT 1", (conversation_id,)).fetchone()
-        if row is None or _norm(row[1]) != _norm(chat[-1].text):
+        last = interop_lookups.last_user_turn(conn, conversation_id)
+        if last is None or _norm(last[1]) != _norm(chat[-1].text):
             return False
-        reply = conn.execute("SELECT content FROM messages WHERE conversation_id = ? AND kind = 'chat'"
-                             " AND role = 'assistant' AND id > ? ORDER BY id DESC LIMIT 1",
-                             (conversation_id, row[0])).fetchone()
+        reply = interop_lookups.last_reply_after(conn, conversation_id, last[0])
         if reply is None:
             return True
         previous = next((m for m in reversed(chat[:-1]) if m.role == "assistant"), None)
-        return previous is None or _norm(previous.text) != _norm(reply[0])
+        return previous is None or _norm(previous.text) != _norm(reply)
 
     # -- sending -----------------------------------------------------------------------------------
     def send_stream(self, model: str, messages: list[ClientMessage], *, chat_id: str | None = None,

@@ -20,6 +20,7 @@ from typing import Any
 
 from hearth.errors import Conflict, ConstraintError, InvalidInput
 from hearth.store import Connection, Store, catalog
+from hearth.store.queries import user_export
 from hearth.validation import check_tree, load_json
 
 FORMAT = "hearth-export"
@@ -37,24 +38,8 @@ def _tables(conn: Connection) -> list[str]:
     return [name for name in order if name not in EXCLUDED]
 
 
-def _parents(conn: Connection, table: str) -> dict[str, list[tuple[str, str]]]:
-    """{parent table: [(column, parent column), ...]} from the table's foreign keys."""
-    return catalog.parents(conn, table)
-
-
 def _columns(conn: Connection, table: str) -> list[str]:
     return [name for name, _ in catalog.columns(conn, table)]
-
-
-def _owner_filter(conn: Connection, table: str, scoped: dict[str, str]) -> str | None:
-    """A WHERE clause selecting the user's rows of ``table``, or None if the table is not the user's."""
-    if "user_id" in _columns(conn, table):
-        return "user_id = :user_id"
-    for parent, pairs in _parents(conn, table).items():
-        if parent in scoped and parent != "users":
-            column, parent_column = pairs[0]
-            return f'"{column}" IN (SELECT "{parent_column}" FROM "{parent}" WHERE {scoped[parent]})'
-    return None
 
 
 def export_user(store: Store, user_id: int) -> dict[str, Any]:
@@ -62,14 +47,12 @@ def export_user(store: Store, user_id: int) -> dict[str, Any]:
         scoped: dict[str, str] = {}
         tables: dict[str, Any] = {}
         for table in _tables(conn):
-            where = _owner_filter(conn, table, scoped)
+            where = user_export.owner_filter(conn, table, scoped)
             if where is None:
                 continue
             scoped[table] = where
             columns = _columns(conn, table)
-            order = ", ".join(str(i) for i in range(1, len(columns) + 1))  # WITHOUT ROWID tables too
-            rows = conn.execute(f'SELECT * FROM "{table}" WHERE {where} ORDER BY {order}',
-                                {"user_id": user_id}).fetchall()
+            rows = user_export.rows(conn, table, where, user_id, len(columns))
             tables[table] = {"columns": columns, "rows": [[_encode(v) for v in r] for r in rows]}
         return {
             "format": FORMAT,
@@ -194,27 +177,20 @@ def import_user(store: Store, user_id: int, data: bytes | str | dict) -> dict[st
                 f"the export is from schema version {doc.get('schema_version')}, this store is at "
                 f"{store.schema_version()}; import it with the Hearth version that wrote it"
             )
-        if conn.execute("SELECT 1 FROM conversations LIMIT 1").fetchone() or conn.execute(
-                "SELECT 1 FROM personas LIMIT 1").fetchone():
+        if user_export.holds_threads(conn):
             raise Conflict("import needs an empty store: this one already holds conversations or personas")
         for table, columns, rows in _checked_tables(conn, doc.get("tables")):
             user_index = columns.index("user_id") if "user_id" in columns else None
-            placeholders = ", ".join("?" * len(columns))
-            quoted = ", ".join(f'"{c}"' for c in columns)
-            sql = f'INSERT INTO "{table}" ({quoted}) VALUES ({placeholders})'
-            for row in rows:
-                if user_index is not None:
+            if user_index is not None:
+                for row in rows:
                     row[user_index] = user_id
-                try:
-                    conn.execute(sql, row)
-                except ConstraintError as exc:
-                    raise InvalidInput(f"table {table} in the export breaks a constraint: {exc}") from None
+            try:
+                user_export.insert_rows(conn, table, columns, rows)
+            except ConstraintError as exc:
+                raise InvalidInput(f"table {table} in the export breaks a constraint: {exc}") from None
             counts[table] = len(rows)
         # Counters kept by triggers were copied and then counted again as rows arrived.
-        conn.execute(
-            "UPDATE conversations SET turn_count = (SELECT count(*) FROM messages m WHERE m.conversation_id ="
-            " conversations.id AND m.kind IN ('chat', 'handoff_artifact') AND m.role IN ('user', 'assistant'))"
-            " WHERE user_id = ?", (user_id,))
+        user_export.recount_turns(conn, user_id)
         # Rows came with their ids: new rows must get ids after them.
         store.engine.advance_identities(conn, list(counts))
         # An engine that checks every reference as each row arrives raised a ConstraintError above.

@@ -26,6 +26,8 @@ from hearth.errors import HearthError, InvalidInput, NotFound
 from hearth.prompt import prepared
 from hearth.prompt.prepared import Ready
 from hearth.store import utcnow
+from hearth.store.queries import import_sources
+from hearth.store.queries.interop_lookups import conversation_owned
 from hearth.validation import load_json
 
 if TYPE_CHECKING:
@@ -190,14 +192,11 @@ class Imports:
 
     # -- sources: what an import created, so the same source is not imported twice ---------------
     def _seen(self, conn: Any, kind: str, key: str) -> int | None:
-        row = conn.execute("SELECT target_id FROM import_sources WHERE user_id = ? AND kind = ? AND source_key = ?",
-                           (self.user_id, kind, key)).fetchone()
-        return None if row is None else (row[0] if row[0] is not None else 0)
+        found = import_sources.target(conn, self.user_id, kind, key)
+        return None if found is None else (found[0] if found[0] is not None else 0)
 
     def _record(self, conn: Any, kind: str, key: str, target_id: int | None) -> None:
-        conn.execute("INSERT INTO import_sources (user_id, kind, source_key, target_id, created_at)"
-                     " VALUES (?, ?, ?, ?, ?) ON CONFLICT (user_id, kind, source_key)"
-                     " DO UPDATE SET target_id = excluded.target_id", (self.user_id, kind, key, target_id, utcnow()))
+        import_sources.record(conn, self.user_id, kind, key, target_id, utcnow())
 
     # -- character cards (X3) ---------------------------------------------------------------------
     def card(self, data: bytes, name: str = "card", *, on_match: str = "ask") -> FileReport:
@@ -464,8 +463,7 @@ class Imports:
             progress(0, total)
         with self.store.write() as conn:
             existing = self._seen(conn, "st-chat", key)
-            if existing and conn.execute("SELECT 1 FROM conversations WHERE id = ? AND user_id = ?",
-                                         (existing, self.user_id)).fetchone():
+            if existing and conversation_owned(conn, existing, self.user_id):
                 report.status = "duplicate"
                 report.ids["conversations"] = [existing]
                 return report
@@ -510,8 +508,7 @@ class Imports:
         conversations = self._ctx.conversations
         with self.store.write() as conn:
             existing = self._seen(conn, "hearth-chat", key)
-            if existing and conn.execute("SELECT 1 FROM conversations WHERE id = ? AND user_id = ?",
-                                         (existing, self.user_id)).fetchone():
+            if existing and conversation_owned(conn, existing, self.user_id):
                 report.status = "duplicate"
                 report.ids["conversations"] = [existing]
                 return report

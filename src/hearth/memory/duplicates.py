@@ -37,6 +37,7 @@ import numpy as np
 from hearth.errors import HearthError
 from hearth.retrieval.semantic import model_id
 from hearth.store import Connection
+from hearth.store.queries import memories
 from hearth.text import WORD_RE
 
 LEXICAL_THRESHOLD = 0.70
@@ -268,9 +269,7 @@ def subject_key(text: str) -> str:
 
 
 def _current(conn: Connection, user_id: int, exclude: Sequence[int]) -> list[tuple[int, str]]:
-    rows = conn.execute("SELECT id, text FROM memories WHERE user_id = ? AND valid_until IS NULL ORDER BY id",
-                        (user_id,)).fetchall()
-    return [(r[0], r[1]) for r in rows if r[0] not in set(exclude)]
+    return [(i, text) for i, text in memories.current_texts(conn, user_id) if i not in set(exclude)]
 
 
 def fact_vectors(embedder: Any, texts: Sequence[str]) -> np.ndarray:

@@ -22,14 +22,17 @@ from __future__ import annotations
 import builtins
 from bisect import bisect_left
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence, cast
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from hearth.errors import Conflict, InvalidInput, NotFound
 from hearth.prompt.static import MemoryRow
 from hearth.records import ledger
 from hearth.records.temporal import check_mode, parse_moment
-from hearth.store import Connection, Row, Store, engine_of, inserted_id, utcnow
+from hearth.store import Connection, Store, utcnow
+from hearth.store.queries import memories as stored
+from hearth.store.queries import proposals
+from hearth.store.queries.memories import Memory, MemoryVersion, SnapshotInfo
 from hearth.validation import check_id, check_text
 
 MAX_MEMORY_TEXT = 10_000
@@ -37,86 +40,12 @@ MAX_IMPORT = 10_000
 # Who made a change (B2): the owner by hand, an approved suggestion (or one auto-approved, G4),
 # an import, or unknown for rows that predate versions.
 ACTORS = ("owner", "suggestion", "auto", "import")
-# Eligible and currently valid (B1): the only memories a snapshot captures or a prompt renders.
-CURRENT_SQL = "eligible = 1 AND valid_until IS NULL"
 # Stored order numbers leave this much room between neighbours, so a move writes one row; only a
 # move into a gap that has run out (or among numbers stored before gaps) renumbers the list.
 GAP = 1024
 # How many times a change composes its prompts from a read snapshot before, with other writers
 # committing meanwhile every time, it composes them under the write lock instead.
 PREPARE_ATTEMPTS = 2
-
-
-@dataclass(frozen=True)
-class Memory:
-    id: int
-    text: str
-    category: str
-    importance: int
-    position: int  # 1-based place in the manual global order (the stored numbers have gaps)
-    eligible: bool
-    created_at: str
-    updated_at: str
-    version: int = 1
-    valid_from: str | None = None
-    valid_until: str | None = None
-    recorded_at: str | None = None
-    retired_at: str | None = None
-
-    @classmethod
-    def from_row(cls, row: Row, position: int) -> "Memory":
-        return cls(row["id"], row["text"], row["category"], row["importance"], position,
-                   bool(row["eligible"]), row["created_at"], row["updated_at"], row["version"],
-                   row["valid_from"], row["valid_until"], row["recorded_at"], row["retired_at"])
-
-    @property
-    def current(self) -> bool:
-        """Currently valid: not ended (B1). Only current, eligible memories reach a prompt."""
-        return self.valid_until is None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class MemoryVersion:
-    """One version of a memory (B1, B2): what it said, when it was true, when Hearth held it."""
-
-    memory_id: int
-    version: int
-    text: str
-    category: str
-    importance: int
-    eligible: bool
-    valid_from: str
-    valid_until: str | None
-    recorded_at: str
-    retired_at: str | None
-    superseded_at: str | None
-    change: str
-    actor: str
-    proposal_id: int | None
-
-    @classmethod
-    def from_row(cls, row: Row) -> "MemoryVersion":
-        return cls(row["memory_id"], row["version"], row["text"], row["category"], row["importance"],
-                   bool(row["eligible"]), row["valid_from"], row["valid_until"], row["recorded_at"],
-                   row["retired_at"], row["superseded_at"], row["change"], row["actor"], row["proposal_id"])
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class SnapshotInfo:
-    """Snapshot metadata (M5): timestamps and provenance, never ids or text."""
-
-    provenance: str  # captured | refreshed | backfill | legacy
-    captured_at: str | None
-    refreshed_at: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def check_memory(text: Any, category: Any, importance: Any) -> tuple[str, str, int]:
@@ -134,49 +63,26 @@ def check_memory(text: Any, category: Any, importance: Any) -> tuple[str, str, i
 def capture_snapshot(conn: Connection, user_id: int, conversation_id: int, provenance: str) -> None:
     """Replace a conversation's snapshot with the current eligible set, in the caller's transaction."""
     now = utcnow()
-    conn.execute("DELETE FROM conversation_memories WHERE conversation_id = ?", (conversation_id,))
-    conn.execute(
-        "INSERT INTO conversation_memories (conversation_id, memory_id)"
-        " SELECT ?, id FROM memories WHERE user_id = ? AND " + CURRENT_SQL,
-        (conversation_id, user_id),
-    )
+    stored.capture(conn, user_id, conversation_id)
     if provenance == "refreshed":
-        conn.execute(
-            "UPDATE conversations SET snapshot_provenance = 'refreshed', snapshot_refreshed_at = ? WHERE id = ?",
-            (now, conversation_id),
-        )
+        stored.set_refreshed(conn, conversation_id, now)
     else:
-        conn.execute(
-            "UPDATE conversations SET snapshot_provenance = ?, snapshot_captured_at = ? WHERE id = ?",
-            (provenance, now, conversation_id),
-        )
+        stored.set_captured(conn, conversation_id, provenance, now)
 
 
 def snapshot_items(conn: Connection, conversation_id: int) -> list[MemoryRow]:
     """Current text of the snapshot's memories in manual global order. Empty stays empty (M3).
 
     Plain ``(id, text, category, importance)`` rows: a prompt may hold tens of thousands of them."""
-    cursor = conn.execute(
-        "SELECT m.id, m.text, m.category, m.importance FROM conversation_memories cm"
-        " JOIN memories m ON m.id = cm.memory_id"
-        " WHERE cm.conversation_id = ? AND m.eligible = 1 AND m.valid_until IS NULL ORDER BY m.position, m.id",
-        (conversation_id,),
-    )
-    cursor.row_factory = None  # tuples, not Row (PostgreSQL rows unpack the same way)
-    return cast("list[MemoryRow]", cursor.fetchall())
+    return stored.snapshot_items(conn, conversation_id)
 
 
 def snapshot_ids(conn: Connection, conversation_id: int) -> list[int]:
-    return [r[0] for r in conn.execute(
-        "SELECT memory_id FROM conversation_memories WHERE conversation_id = ? ORDER BY memory_id",
-        (conversation_id,),
-    )]
+    return stored.snapshot_ids(conn, conversation_id)
 
 
 def conversations_holding(conn: Connection, memory_id: int) -> list[int]:
-    return [r[0] for r in conn.execute(
-        "SELECT conversation_id FROM conversation_memories WHERE memory_id = ?", (memory_id,)
-    )]
+    return stored.conversations_holding(conn, memory_id)
 
 
 def backfill(conn: Connection, user_id: int, conversation_ids: Iterable[int] | None = None) -> int:
@@ -186,21 +92,9 @@ def backfill(conn: Connection, user_id: int, conversation_ids: Iterable[int] | N
     none is invented (M5). ``snapshot_backfilled`` makes it one-time: a backfilled thread whose set
     was empty stays empty (M3).
     """
-    sql = ("SELECT id FROM conversations WHERE user_id = ? AND snapshot_provenance = 'legacy'"
-           " AND snapshot_backfilled = 0")
-    args: list[Any] = [user_id]
-    if conversation_ids is not None:
-        ids = list(conversation_ids)
-        sql += f" AND id IN ({','.join('?' * len(ids))})"
-        args += ids
-    rows = [r[0] for r in conn.execute(sql, args)]
+    rows = stored.legacy_conversations(conn, user_id, conversation_ids)
     for conversation_id in rows:
-        conn.execute(
-            "INSERT INTO conversation_memories (conversation_id, memory_id)"
-            " SELECT ?, id FROM memories WHERE user_id = ? AND " + CURRENT_SQL + " ON CONFLICT DO NOTHING",
-            (conversation_id, user_id),
-        )
-        conn.execute("UPDATE conversations SET snapshot_backfilled = 1 WHERE id = ?", (conversation_id,))
+        stored.backfill(conn, user_id, conversation_id)
     if rows:
         ledger.append(conn, user_id=user_id, kind="memory.snapshot_backfill", payload={"conversations": len(rows)})
     return len(rows)
@@ -303,55 +197,36 @@ class Memories:
 
     def _ranks(self, conn: Connection) -> dict[int, int]:
         """Each memory's place in the manual global order."""
-        return {row[0]: rank for rank, row in enumerate(conn.execute(
-            "SELECT id FROM memories WHERE user_id = ? ORDER BY position, id", (self.user_id,)))}
+        return stored.ranks(conn, self.user_id)
 
     # -- reading ---------------------------------------------------------------------------
     def get(self, memory_id: int) -> Memory:
         with self.store.read() as conn:
-            row = conn.execute(
-                "SELECT * FROM memories WHERE id = ? AND user_id = ?", (check_id(memory_id, "memory id"), self.user_id)
-            ).fetchone()
-            if row is None:
+            memory = stored.get(conn, self.user_id, check_id(memory_id, "memory id"))
+            if memory is None:
                 raise NotFound(f"no memory {memory_id}")
-            place = conn.execute(  # an index range: how many come before it in the order
-                "SELECT count(*) FROM memories WHERE user_id = ? AND (position < ? OR (position = ? AND id <= ?))",
-                (self.user_id, row["position"], row["position"], row["id"])).fetchone()[0]
-            return Memory.from_row(row, place)
+            return memory
 
     def list(self) -> list[Memory]:
-        rows = self.store.connection().execute(
-            "SELECT * FROM memories WHERE user_id = ? ORDER BY position, id", (self.user_id,)
-        ).fetchall()
-        return [Memory.from_row(r, place) for place, r in enumerate(rows, start=1)]
+        return stored.listing(self.store.connection(), self.user_id)
 
     def count(self) -> int:
         """How many memories are kept and current (what a new thread would start with, W11)."""
-        return self.store.connection().execute(
-            "SELECT count(*) FROM memories WHERE user_id = ? AND eligible = 1 AND valid_until IS NULL",
-            (self.user_id,)).fetchone()[0]
+        return stored.count_current(self.store.connection(), self.user_id)
 
     def snapshot(self, conversation_id: int) -> builtins.list[Memory]:
         with self.store.read() as conn:
             self._owned_conversation(conn, conversation_id)
-            rows = conn.execute(
-                "SELECT m.* FROM conversation_memories cm JOIN memories m ON m.id = cm.memory_id"
-                " WHERE cm.conversation_id = ? ORDER BY m.position, m.id", (conversation_id,)
-            ).fetchall()
-            ranks = self._ranks(conn) if rows else {}
-        return [Memory.from_row(r, ranks[r["id"]] + 1) for r in rows]
+            return stored.snapshot(conn, self.user_id, conversation_id)
 
     def snapshot_info(self, conversation_id: int) -> SnapshotInfo:
-        row = self._owned_conversation(self.store.connection(), conversation_id)
-        return SnapshotInfo(row["snapshot_provenance"], row["snapshot_captured_at"], row["snapshot_refreshed_at"])
+        return self._owned_conversation(self.store.connection(), conversation_id)
 
-    def _owned_conversation(self, conn: Connection, conversation_id: int) -> Row:
-        row = conn.execute(
-            "SELECT * FROM conversations WHERE id = ? AND user_id = ?", (conversation_id, self.user_id)
-        ).fetchone()
-        if row is None:
+    def _owned_conversation(self, conn: Connection, conversation_id: int) -> SnapshotInfo:
+        info = stored.snapshot_info(conn, self.user_id, conversation_id)
+        if info is None:
             raise NotFound(f"no conversation {conversation_id}")
-        return row
+        return info
 
     # -- additions: future threads only (M2) -------------------------------------------------
     def add(self, text: str, category: str = "", importance: int = 0, eligible: bool = True, *,
@@ -385,44 +260,27 @@ class Memories:
             except InvalidInput as exc:
                 raise InvalidInput(f"item {i}: {exc}") from None
         with self.store.write() as conn:
-            top, before = conn.execute("SELECT coalesce(max(position), 0), count(*) FROM memories WHERE user_id = ?",
-                                       (self.user_id,)).fetchone()
+            top, before = stored.top(conn, self.user_id)
             ids = []
             for offset, (text, category, importance, eligible, valid_from) in enumerate(checked, start=1):
-                cur = conn.execute(
-                    "INSERT INTO memories (user_id, text, category, importance, position, eligible, created_at,"
-                    " updated_at, version, valid_from, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)"
-                    " RETURNING id",
-                    (self.user_id, text, category, importance, top + offset * GAP, int(eligible), now, now,
-                     valid_from, now),
-                )
-                ids.append(inserted_id(cur))
+                ids.append(stored.insert(conn, self.user_id, text, category, importance, top + offset * GAP,
+                                         eligible, now, valid_from))
                 self._record(conn, ids[-1], "imported" if actor == "import" else "created", actor,
                              proposal_id)
             ledger.append(conn, user_id=self.user_id, kind="memory.added", payload={"count": len(ids)})
-            rows = conn.execute("SELECT * FROM memories WHERE user_id = ? AND position > ? ORDER BY position, id",
-                                (self.user_id, top)).fetchall()  # exactly the new ones, after all others
-            return [Memory.from_row(r, place) for place, r in enumerate(rows, start=before + 1)]
+            # Exactly the new ones, after all others.
+            return stored.placed_after(conn, self.user_id, top, before + 1)
 
     # -- versions (B1, B2) ------------------------------------------------------------------------
     def _record(self, conn: Connection, memory_id: int, change: str, actor: str,
                 proposal_id: int | None = None) -> None:
         """Append the memory row as it now stands as its newest version."""
-        conn.execute(
-            "INSERT INTO memory_versions (memory_id, user_id, version, text, category, importance, eligible,"
-            " valid_from, valid_until, recorded_at, change, actor, proposal_id)"
-            " SELECT id, user_id, version, text, category, importance, eligible, valid_from, valid_until,"
-            " recorded_at, ?, ?, ? FROM memories WHERE id = ?",
-            (change, actor, proposal_id, memory_id),
-        )
+        stored.record_version(conn, memory_id, change, actor, proposal_id)
 
     def history(self, memory_id: int) -> builtins.list[MemoryVersion]:
         """Every version of a memory, newest first: what it said, when, and who changed it (B2)."""
         self.get(memory_id)
-        rows = self.store.connection().execute(
-            "SELECT * FROM memory_versions WHERE memory_id = ? AND user_id = ? ORDER BY version DESC",
-            (memory_id, self.user_id)).fetchall()
-        return [MemoryVersion.from_row(r) for r in rows]
+        return stored.versions(self.store.connection(), self.user_id, memory_id)
 
     def as_of(self, when: Any, mode: str = "valid") -> builtins.list[MemoryVersion]:
         """What was true on a date (``valid``), or what Hearth knew on that date (``known``).
@@ -434,15 +292,7 @@ class Memories:
         """
         mode = check_mode(mode)
         moment = parse_moment(when, "as-of date")
-        if mode == "valid":
-            sql = "v.retired_at IS NULL AND v.valid_from <= :t AND (v.valid_until IS NULL OR v.valid_until > :t)"
-        else:
-            sql = ("v.recorded_at <= :t AND (v.retired_at IS NULL OR v.retired_at > :t) AND v.valid_from <= :t"
-                   " AND (v.valid_until IS NULL OR v.superseded_at > :t OR v.valid_until > :t)")
-        rows = self.store.connection().execute(
-            f"SELECT v.* FROM memory_versions v JOIN memories m ON m.id = v.memory_id WHERE v.user_id = :u AND {sql}"
-            " ORDER BY m.position, m.id", {"u": self.user_id, "t": moment}).fetchall()
-        return [MemoryVersion.from_row(r) for r in rows]
+        return stored.as_of(self.store.connection(), self.user_id, moment, known=mode != "valid")
 
     # -- edits: only threads that already hold the memory (M2, P5) ----------------------------
     def edit(self, memory_id: int, *, text: str | None = None, category: str | None = None,
@@ -498,21 +348,14 @@ class Memories:
                 start = start or now
                 if current.valid_from and start < current.valid_from:
                     raise InvalidInput("a new version cannot become true before the version it replaces")
-                conn.execute(
-                    "UPDATE memory_versions SET valid_until = ?, superseded_at = ?"
-                    " WHERE memory_id = ? AND version = ?", (start, now, memory_id, current.version))
+                stored.end_version(conn, memory_id, current.version, start, now)
                 kind = "superseded"
             else:
                 start = current.valid_from or now
-                conn.execute("UPDATE memory_versions SET retired_at = ? WHERE memory_id = ? AND version = ?",
-                             (now, memory_id, current.version))
+                stored.retire_version(conn, memory_id, current.version, now)
                 kind = "corrected" if new_text != current.text else "edited"
-            conn.execute(
-                "UPDATE memories SET text = ?, category = ?, importance = ?, eligible = ?, updated_at = ?,"
-                " version = version + 1, valid_from = ?, recorded_at = ? WHERE id = ? AND user_id = ?",
-                (new_text, new_category, new_importance, int(new_eligible), now, start, now, memory_id,
-                 self.user_id),
-            )
+            stored.rewrite(conn, self.user_id, memory_id, new_text, new_category, new_importance, new_eligible, now,
+                           start)
             self._record(conn, memory_id, kind, actor, proposal_id)
             rebuilt = self._rebuild(conn, change.affected, composed)
             ledger.append(conn, user_id=self.user_id, kind="memory.edited",
@@ -535,10 +378,8 @@ class Memories:
             current, until = change.values
             now = utcnow()
             until = until or now
-            conn.execute("UPDATE memory_versions SET valid_until = ?, superseded_at = ?"
-                         " WHERE memory_id = ? AND version = ?", (until, now, memory_id, current.version))
-            conn.execute("UPDATE memories SET valid_until = ?, retired_at = ?, updated_at = ? WHERE id = ?",
-                         (until, now, now, memory_id))
+            stored.end_version(conn, memory_id, current.version, until, now)
+            stored.set_ended(conn, memory_id, until, now)
             rebuilt = self._rebuild(conn, change.affected, composed)
             ledger.append(conn, user_id=self.user_id, kind="memory.ended",
                           payload={"memory_id": memory_id, "prompts_rebuilt": rebuilt})
@@ -552,13 +393,12 @@ class Memories:
             except NotFound:
                 raise NotFound(f"no memory {memory_id}: a deleted memory and its versions are gone for good,"
                                " so none of its versions can be restored") from None
-            row = conn.execute("SELECT * FROM memory_versions WHERE memory_id = ? AND version = ?",
-                               (memory_id, version)).fetchone()
-            if row is None:
+            old = stored.version(conn, memory_id, version)
+            if old is None:
                 raise NotFound(f"memory {memory_id} has no version {version}")
             if version == current.version and current.current:
                 raise InvalidInput(f"version {version} is already the current version")
-            values = (row["text"], row["category"], row["importance"], row["eligible"])
+            values = (old.text, old.category, old.importance, int(old.eligible))
             item = (memory_id, values[0], values[1], values[2]) if values[3] else None
             rank = self._ranks(conn) if item and not (current.eligible and current.current) else None
             return _Plan(conversations_holding(conn, memory_id), replaced(memory_id, item, rank),
@@ -568,14 +408,8 @@ class Memories:
             current, (text, category, importance, eligible) = change.values
             now = utcnow()
             if current.current:
-                conn.execute("UPDATE memory_versions SET valid_until = ?, superseded_at = ?"
-                             " WHERE memory_id = ? AND version = ? AND valid_until IS NULL",
-                             (now, now, memory_id, current.version))
-            conn.execute(
-                "UPDATE memories SET text = ?, category = ?, importance = ?, eligible = ?, updated_at = ?,"
-                " version = version + 1, valid_from = ?, valid_until = NULL, recorded_at = ?, retired_at = NULL"
-                " WHERE id = ?",
-                (text, category, importance, eligible, now, now, now, memory_id))
+                stored.end_open_version(conn, memory_id, current.version, now)
+            stored.reinstate(conn, memory_id, text, category, importance, eligible, now)
             self._record(conn, memory_id, f"restored v{version}", actor)
             rebuilt = self._rebuild(conn, change.affected, composed)
             ledger.append(conn, user_id=self.user_id, kind="memory.restored",
@@ -591,11 +425,9 @@ class Memories:
 
         with self._changing(plan) as (conn, change, composed):
             # Suggestions that proposed it, or that compare something with it, quote its text (B4).
-            conn.execute("DELETE FROM proposals WHERE user_id = ? AND ((kind = 'memory_add' AND result_id = ?)"
-                         f" OR {engine_of(conn).json_int('payload', 'conflict.memory_id')} = ?)",
-                         (self.user_id, memory_id, memory_id))
+            proposals.delete_about_memory(conn, self.user_id, memory_id)
             # Versions go with it (cascade): a deleted memory cannot be restored (B2).
-            conn.execute("DELETE FROM memories WHERE id = ? AND user_id = ?", (memory_id, self.user_id))
+            stored.delete(conn, self.user_id, memory_id)
             rebuilt = self._rebuild(conn, change.affected, composed)
             ledger.append(conn, user_id=self.user_id, kind="memory.deleted",
                           payload={"memory_id": memory_id, "prompts_rebuilt": rebuilt})
@@ -611,8 +443,7 @@ class Memories:
         """
         def plan(conn: Connection) -> _Plan:
             self.get(memory_id)
-            rows = conn.execute("SELECT id, position FROM memories WHERE user_id = ? ORDER BY position, id",
-                                (self.user_id,)).fetchall()
+            rows = stored.positions(conn, self.user_id)
             current = {row[0]: row[1] for row in rows}
             order = [row[0] for row in rows if row[0] != memory_id]
             if isinstance(position, bool) or not isinstance(position, int) or not 1 <= position <= len(order) + 1:
@@ -627,14 +458,11 @@ class Memories:
                 changed = [(number, memory_id, self.user_id)]
             else:
                 changed = [(i * GAP, mid, self.user_id) for i, mid in enumerate(order, start=1) if current[mid] != i * GAP]
-            affected = [row[0] for row in conn.execute(
-                "SELECT id FROM conversations c WHERE user_id = ? AND EXISTS"
-                " (SELECT 1 FROM conversation_memories cm WHERE cm.conversation_id = c.id)",
-                (self.user_id,))] if changed else []
+            affected = stored.conversations_with_snapshots(conn, self.user_id) if changed else []
             return _Plan(affected, moved(memory_id, {mid: i for i, mid in enumerate(order)}), changed)
 
         with self._changing(plan) as (conn, change, composed):
-            conn.executemany("UPDATE memories SET position = ? WHERE id = ? AND user_id = ?", change.values)
+            stored.set_positions(conn, change.values)
             rebuilt = self._rebuild(conn, change.affected, composed)
             ledger.append(conn, user_id=self.user_id, kind="memory.moved",
                           payload={"memory_id": memory_id, "position": position, "prompts_rebuilt": rebuilt})
@@ -645,10 +473,7 @@ class Memories:
         """Replace one thread's snapshot with the current eligible set and rebuild its prompt."""
         def plan(conn: Connection) -> _Plan:
             self._owned_conversation(conn, conversation_id)
-            cursor = conn.execute("SELECT id, text, category, importance FROM memories WHERE user_id = ? AND "
-                                  + CURRENT_SQL + " ORDER BY position, id", (self.user_id,))
-            cursor.row_factory = None
-            shown = cast("list[MemoryRow]", cursor.fetchall())  # what the capture below will hold
+            shown = stored.current_items(conn, self.user_id)  # what the capture below will hold
             return _Plan([conversation_id], lambda _items: shown)
 
         with self._changing(plan) as (conn, change, composed):

@@ -29,7 +29,9 @@ from hearth.memory.memories import check_memory
 from hearth.ops.jobs import cursor, enqueue, set_cursor
 from hearth.outreach.activations import CHECKIN_KIND, parse_when
 from hearth.records import ledger
-from hearth.store import Connection, Row, inserted_id, utcnow
+from hearth.store import Connection, utcnow
+from hearth.store.queries import proposals, turns
+from hearth.store.queries.proposals import StoredProposal
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -79,11 +81,9 @@ class Proposal:
     label: str  # one line for lists (see describe); a field so that answers carry it
 
     @classmethod
-    def from_row(cls, row: Row) -> "Proposal":
-        payload = json.loads(row["payload"])
-        return cls(row["id"], row["kind"], row["conversation_id"], payload, row["reason"],
-                   row["evidence"], row["source"], row["status"], row["decided_by"], row["result_id"],
-                   row["created_at"], row["decided_at"], describe(row["kind"], payload, row["source"]))
+    def of(cls, p: StoredProposal) -> "Proposal":
+        return cls(p.id, p.kind, p.conversation_id, p.payload, p.reason, p.evidence, p.source, p.status,
+                   p.decided_by, p.result_id, p.created_at, p.decided_at, describe(p.kind, p.payload, p.source))
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -171,36 +171,24 @@ class ReviewQueue:
 
     # -- reading ---------------------------------------------------------------------------------
     def get(self, proposal_id: int) -> Proposal:
-        row = self.store.connection().execute("SELECT * FROM proposals WHERE id = ? AND user_id = ?",
-                                              (proposal_id, self.user_id)).fetchone()
-        if row is None:
+        found = proposals.get(self.store.connection(), self.user_id, proposal_id)
+        if found is None:
             raise NotFound(f"no proposal {proposal_id}")
-        return Proposal.from_row(row)
+        return Proposal.of(found)
 
     def list(self, status: str | None = "pending", kind: str | None = None, limit: int = 200,
              conversation_id: int | None = None) -> list[Proposal]:
-        sql = "SELECT * FROM proposals WHERE user_id = ?"
-        args: list[Any] = [self.user_id]
-        if conversation_id is not None:  # one thread's suggestions (W11: the notice in the thread)
-            sql += " AND conversation_id = ?"
-            args.append(conversation_id)
-        if status is not None:
-            if status not in ("pending", "approved", "dismissed"):
-                raise InvalidInput("status must be pending, approved or dismissed")
-            sql += " AND status = ?"
-            args.append(status)
-        if kind is not None:
-            if kind not in KINDS:
-                raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
-            sql += " AND kind = ?"
-            args.append(kind)
-        sql += " ORDER BY id DESC LIMIT ?"
-        args.append(max(1, min(limit, 1000)))
-        return [Proposal.from_row(r) for r in self.store.connection().execute(sql, args)]
+        if status is not None and status not in ("pending", "approved", "dismissed"):
+            raise InvalidInput("status must be pending, approved or dismissed")
+        if kind is not None and kind not in KINDS:
+            raise InvalidInput(f"kind must be one of {', '.join(KINDS)}")
+        # ``conversation_id``: one thread's suggestions (W11: the notice in the thread).
+        return [Proposal.of(p) for p in proposals.listing(self.store.connection(), self.user_id,
+                                                          max(1, min(limit, 1000)), conversation_id=conversation_id,
+                                                          status=status, kind=kind)]
 
     def counts(self) -> dict[str, int]:
-        found = dict(self.store.connection().execute(
-            "SELECT status, count(*) FROM proposals WHERE user_id = ? GROUP BY status", (self.user_id,)).fetchall())
+        found = proposals.counts(self.store.connection(), self.user_id)
         return {s: found.get(s, 0) for s in ("pending", "approved", "dismissed")}
 
     # -- proposing -------------------------------------------------------------------------------
@@ -245,16 +233,10 @@ class ReviewQueue:
                 payload["conflict"] = findings[0].to_dict()
             fallback = judgement.fallback if judgement is not None else None
         with self.store.write() as conn:
-            statuses = "('pending')" if repeat_dismissed else "('pending', 'dismissed')"
-            if conn.execute(f"SELECT 1 FROM proposals WHERE user_id = ? AND content_hash = ?"
-                            f" AND status IN {statuses} LIMIT 1", (self.user_id, digest)).fetchone():
+            if proposals.seen(conn, self.user_id, digest, dismissed=not repeat_dismissed):
                 return None
-            cur = conn.execute(
-                "INSERT INTO proposals (user_id, kind, conversation_id, payload, reason, evidence, source,"
-                " content_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (self.user_id, kind, conversation_id, json.dumps(payload, ensure_ascii=False), reason,
-                 (evidence or "")[:MAX_EVIDENCE], source, digest, utcnow()))
-            proposal_id = inserted_id(cur)
+            proposal_id = proposals.insert(conn, self.user_id, kind, conversation_id, payload, reason,
+                                           (evidence or "")[:MAX_EVIDENCE], source, digest, utcnow())
             event = {"proposal_id": proposal_id, "kind": kind, "source": source}
             if fallback is not None:  # the model judge failed: the offline verdict decided (B3)
                 event["judge_fallback"] = fallback
@@ -262,13 +244,13 @@ class ReviewQueue:
                           channel="inner", payload=event, span_id=span_id)
             if self._layers.settings.get(AUTO_SETTING[kind]) and "conflict" not in payload:
                 # A suggestion that cannot be applied as it stands stays pending for the owner.
-                conn.execute("SAVEPOINT auto_approve")
+                proposals.begin_auto_approve(conn)
                 try:
                     decided = self._decide(conn, proposal_id, "auto", None)
                 except (InvalidInput, Conflict, NotFound):
-                    conn.execute("ROLLBACK TO auto_approve")
+                    proposals.undo_auto_approve(conn)
                     decided = None
-                conn.execute("RELEASE auto_approve")
+                proposals.end_auto_approve(conn)
                 if decided is not None:
                     return decided
             return self.get(proposal_id)
@@ -337,9 +319,7 @@ class ReviewQueue:
         return duplicates.ask_judge(conn, self.user_id, text, judge, embedder=embedder)
 
     def _pending_by_hash(self, conn: Connection, digest: str) -> Proposal:
-        row = conn.execute("SELECT id FROM proposals WHERE user_id = ? AND content_hash = ? AND status = 'pending'",
-                           (self.user_id, digest)).fetchone()
-        return self.get(row[0])
+        return self.get(proposals.pending_by_hash(conn, self.user_id, digest))
 
     # -- deciding --------------------------------------------------------------------------------
     def approve(self, proposal_id: int, edits: dict[str, Any] | None = None) -> Proposal:
@@ -350,8 +330,7 @@ class ReviewQueue:
     def dismiss(self, proposal_id: int) -> Proposal:
         with self.store.write() as conn:
             proposal = self._pending(proposal_id)
-            conn.execute("UPDATE proposals SET status = 'dismissed', decided_by = 'owner', decided_at = ?"
-                         " WHERE id = ?", (utcnow(), proposal.id))
+            proposals.set_dismissed(conn, proposal.id, utcnow())
             ledger.append(conn, user_id=self.user_id, conversation_id=proposal.conversation_id,
                           kind="review.dismissed", payload={"proposal_id": proposal.id, "kind": proposal.kind})
             return self.get(proposal.id)
@@ -370,9 +349,7 @@ class ReviewQueue:
             raise InvalidInput(f"a {proposal.kind} proposal cannot edit {', '.join(sorted(unknown))}")
         payload = {**proposal.payload, **edits}
         result_id = self._apply(proposal, payload, by)
-        conn.execute("UPDATE proposals SET status = 'approved', decided_by = ?, decided_at = ?, result_id = ?,"
-                     " payload = ? WHERE id = ?",
-                     (by, utcnow(), result_id, json.dumps(payload, ensure_ascii=False), proposal.id))
+        proposals.set_approved(conn, proposal.id, by, utcnow(), result_id, payload)
         ledger.append(conn, user_id=self.user_id, conversation_id=proposal.conversation_id, kind="review.approved",
                       payload={"proposal_id": proposal.id, "kind": proposal.kind, "by": by, "edited": bool(edits)})
         return self.get(proposal.id)
@@ -455,17 +432,14 @@ class ReviewQueue:
         self._ctx.conversations.get(conversation_id)
         with self.store.read() as conn:
             since = 0 if full else cursor(conn, conversation_id, JOB_KIND)
-            rows = conn.execute(
-                "SELECT id, role, content FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
-                " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?",
-                (conversation_id, since, REVIEW_MESSAGES)).fetchall()
+            rows = turns.recent(conn, conversation_id, since, REVIEW_MESSAGES)
         if not rows:
             return []
-        turns = [TurnText(r["role"], r["content"], r["id"]) for r in reversed(rows)]
+        read = [TurnText(role, content, message_id) for message_id, role, content in reversed(rows)]
         summary = layers.summaries.current(conversation_id)
         live = layers.live_context.get(conversation_id)
         material = ReviewInput(
-            messages=turns, summary=summary.text if summary else "",
+            messages=read, summary=summary.text if summary else "",
             live_context={k: getattr(live, k) for k in ("mood", "events", "needs", "summary")} if live else {},
             fragments=[f.to_dict() for f in layers.fragments.list()])
         skipped: HelperOutputError | None = None
@@ -485,7 +459,7 @@ class ReviewQueue:
                                         s.reason, evidence=s.evidence, source=s.source, conversation_id=conversation_id)
                 if proposal is not None:
                     made.append(proposal)
-            set_cursor(conn, self.user_id, conversation_id, JOB_KIND, turns[-1].message_id)
+            set_cursor(conn, self.user_id, conversation_id, JOB_KIND, read[-1].message_id)
         return made
 
 

@@ -30,13 +30,12 @@ from hearth.ops.backup import last_verified, verify_backup
 from hearth.records import ledger
 from hearth.records.users import Users
 from hearth.store import Connection
+from hearth.store.queries import retired_summaries
 
 if TYPE_CHECKING:
     from hearth.records.context import Context
 
 CONFIRMATION_PHRASE = "DELETE RETIRED GENERATED SUMMARIES"
-
-_CANDIDATE = "handoff = '' AND (summary != '' OR recent_raw != '')"
 
 
 @dataclass(frozen=True)
@@ -70,11 +69,7 @@ def _require_owner(ctx: "Context") -> None:
 
 
 def _scope(conn: Connection) -> tuple[list[int], int, str | None, str | None]:
-    ids = [r[0] for r in conn.execute(f"SELECT id FROM conversation_summaries WHERE {_CANDIDATE} ORDER BY id")]
-    protected = conn.execute("SELECT count(*) FROM conversation_summaries WHERE handoff != ''").fetchone()[0]
-    oldest, newest = conn.execute(
-        f"SELECT min(created_at), max(created_at) FROM conversation_summaries WHERE {_CANDIDATE}").fetchone()
-    return ids, protected, oldest, newest
+    return retired_summaries.scope(conn)
 
 
 def _token(ids: list[int], protected: int) -> str:
@@ -119,7 +114,7 @@ def delete(ctx: "Context", *, token: str, backup_verified: bool, phrase: str) ->
                            "Review the new preview and confirm again.")
         # Same write transaction as the check, so the rows matched here are exactly ``ids``; the
         # candidate condition itself keeps every non-empty handoff out of reach.
-        removed = conn.execute(f"DELETE FROM conversation_summaries WHERE {_CANDIDATE}").rowcount
+        removed = retired_summaries.delete(conn)
         ledger.append(conn, user_id=ctx.user_id, kind="maintenance.continuity_cleanup",
                       payload={"removed": removed})
     return CleanupReceipt(removed=removed)

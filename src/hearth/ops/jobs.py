@@ -18,12 +18,13 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from hearth.errors import Conflict, HearthError, InvalidInput, NotFound, ProviderError
-from hearth.store import Connection, DriverError, Row, Store, inserted_id
+from hearth.store import Connection, DriverError, Store
+from hearth.store.queries import jobs as queries
+from hearth.store.queries.jobs import Job
 
 if TYPE_CHECKING:
     from hearth.continuity.timeline.activity import Activity
@@ -70,33 +71,6 @@ def _stamp(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-@dataclass(frozen=True)
-class Job:
-    id: int
-    user_id: int
-    kind: str
-    payload: dict[str, Any]
-    dedupe_key: str | None
-    status: str
-    attempts: int
-    max_attempts: int
-    run_after: str
-    last_error: str | None
-    created_at: str
-    updated_at: str
-    finished_at: str | None
-
-    @classmethod
-    def from_row(cls, row: Row) -> "Job":
-        return cls(row["id"], row["user_id"], row["kind"], json.loads(row["payload"]), row["dedupe_key"],
-                   row["status"], row["attempts"], row["max_attempts"], row["run_after"], row["last_error"],
-                   row["created_at"], row["updated_at"], row["finished_at"])
-
-    def to_dict(self) -> dict[str, Any]:
-        # The payload holds ids only; it is safe to show.
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
 def enqueue(conn: Connection, user_id: int, kind: str, payload: dict[str, Any] | None = None, *,
             dedupe_key: str | None = None, delay: float = 0.0, max_attempts: int = MAX_ATTEMPTS,
             now: float | None = None) -> int:
@@ -108,12 +82,10 @@ def enqueue(conn: Connection, user_id: int, kind: str, payload: dict[str, Any] |
         raise InvalidInput("max_attempts must be at least 1")
     at = time.time() if now is None else now
     stamp = _stamp(at)
-    values = (user_id, kind, json.dumps(payload or {}, separators=(",", ":")), dedupe_key, max_attempts,
-              _stamp(at + max(0.0, delay)), stamp, stamp)
-    insert = ("INSERT INTO jobs (user_id, kind, payload, dedupe_key, max_attempts, run_after, created_at, updated_at)"
-              " VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+    encoded = json.dumps(payload or {}, separators=(",", ":"))
+    run_after = _stamp(at + max(0.0, delay))
     if dedupe_key is None:
-        return inserted_id(conn.execute(insert + " RETURNING id", values))
+        return queries.insert(conn, user_id, kind, encoded, None, max_attempts, run_after, stamp)
     # Two transactions may queue the same work at once (PostgreSQL's writers do not wait for each
     # other here): the one-pending-job index decides, and the loser reuses the winner's job (U6).
     # The common case, the work already queued, costs one read.
@@ -121,10 +93,10 @@ def enqueue(conn: Connection, user_id: int, kind: str, payload: dict[str, Any] |
         twin = _pending_twin(conn, user_id, kind, dedupe_key)
         if twin is not None:
             return twin
-        row = conn.execute(insert + " ON CONFLICT (user_id, kind, dedupe_key) WHERE status = 'pending'"
-                           " AND dedupe_key IS NOT NULL DO NOTHING RETURNING id", values).fetchone()
-        if row is not None:
-            return row[0]
+        job_id = queries.insert_unless_pending(conn, user_id, kind, encoded, dedupe_key, max_attempts, run_after,
+                                               stamp)
+        if job_id is not None:
+            return job_id
         # Another transaction queued it between the two statements: reuse its job.
 
 
@@ -133,10 +105,7 @@ def _pending_twin(conn: Connection, user_id: int, kind: str, dedupe_key: str | N
     """The pending job that already holds this work's dedupe key, if any."""
     if dedupe_key is None:
         return None
-    row = conn.execute(
-        "SELECT id FROM jobs WHERE user_id = ? AND kind = ? AND dedupe_key = ? AND status = 'pending' AND id <> ?",
-        (user_id, kind, dedupe_key, exclude)).fetchone()
-    return row[0] if row else None
+    return queries.pending_twin(conn, user_id, kind, dedupe_key, exclude)
 
 
 class JobQueue:
@@ -161,40 +130,20 @@ class JobQueue:
         """Take the next due job, or one whose lease ran out (its worker died), atomically."""
         now = self.clock()
         stamp = _stamp(now)
-        kind_sql = ""
-        args: list[Any] = [stamp, stamp, stamp]
-        if kinds is not None:
-            if not kinds:
-                return None
-            kind_sql = f" AND kind IN ({','.join('?' * len(kinds))})"
-            args.extend(kinds)
+        if kinds is not None and not kinds:
+            return None
         # Where several workers claim at once (PostgreSQL), each locks the row it takes and skips rows
         # another claim holds (S10), so no job is handed out twice and no worker waits.
         with self.store.write(exclusive=False) as conn:
-            # A pending job waits while its twin (same user, kind and dedupe key) runs under a live
-            # lease: two replies to one thread never run at once (U6).
-            row = conn.execute(
-                "SELECT id FROM jobs WHERE ((status = 'pending' AND run_after <= ? AND NOT EXISTS ("
-                "SELECT 1 FROM jobs AS twin WHERE twin.status = 'running' AND twin.lease_until > ?"
-                " AND twin.user_id = jobs.user_id AND twin.kind = jobs.kind AND twin.dedupe_key = jobs.dedupe_key))"
-                " OR (status = 'running' AND lease_until <= ?))" + kind_sql +
-                " ORDER BY run_after, id LIMIT 1" + self.store.engine.skip_locked, args,
-            ).fetchone()
-            if row is None:
+            job_id = queries.next_due(conn, stamp, kinds)
+            if job_id is None:
                 return None
-            conn.execute(
-                "UPDATE jobs SET status = 'running', attempts = attempts + 1, lease_until = ?, updated_at = ?"
-                " WHERE id = ?", (_stamp(now + self.lease_seconds), stamp, row[0]),
-            )
-            return Job.from_row(conn.execute("SELECT * FROM jobs WHERE id = ?", (row[0],)).fetchone())
+            return queries.start(conn, job_id, _stamp(now + self.lease_seconds), stamp)
 
     def complete(self, job: Job) -> None:
         stamp = _stamp(self.clock())
         with self.store.write() as conn:
-            conn.execute(
-                "UPDATE jobs SET status = 'done', lease_until = NULL, last_error = NULL, updated_at = ?,"
-                " finished_at = ? WHERE id = ? AND status = 'running'", (stamp, stamp, job.id),
-            )
+            queries.complete(conn, job.id, stamp)
 
     def fail(self, job: Job, error_kind: str, *, retryable: bool = True) -> str:
         """Record a failure: back to pending with backoff, or dead. Returns the new status.
@@ -209,20 +158,15 @@ class JobQueue:
         with self.store.write() as conn:
             if not dead and _pending_twin(conn, job.user_id, job.kind, job.dedupe_key, exclude=job.id) is not None:
                 status = "done"
-            conn.execute(
-                "UPDATE jobs SET status = ?, run_after = ?, lease_until = NULL, last_error = ?, updated_at = ?,"
-                " finished_at = ? WHERE id = ? AND status = 'running'",
-                (status, _stamp(now + delay if status == "pending" else now), error_kind[:80],
-                 _stamp(now), None if status == "pending" else _stamp(now), job.id),
-            )
+            queries.finish_attempt(conn, job.id, status, _stamp(now + delay if status == "pending" else now),
+                                   error_kind[:80], _stamp(now), None if status == "pending" else _stamp(now))
         return status
 
     def release(self, job: Job) -> None:
         """Let a job be claimed again at once (its lease ends now), when recording its outcome
         failed: it runs again instead of waiting out the lease."""
         with self.store.write() as conn:
-            conn.execute("UPDATE jobs SET lease_until = ? WHERE id = ? AND status = 'running'",
-                         (_stamp(self.clock()), job.id))
+            queries.end_lease(conn, job.id, _stamp(self.clock()))
 
     def retry(self, job_id: int, user_id: int | None = None) -> Job:
         """Give a dead job another round of attempts (owner action)."""
@@ -234,55 +178,33 @@ class JobQueue:
             twin = _pending_twin(conn, job.user_id, job.kind, job.dedupe_key)
             if twin is not None:
                 raise Conflict(f"the same work is already queued as job {twin}")
-            conn.execute("UPDATE jobs SET status = 'pending', attempts = 0, run_after = ?, updated_at = ?,"
-                         " finished_at = NULL WHERE id = ?", (stamp, stamp, job_id))
+            queries.requeue(conn, job_id, stamp)
             return self.get(job_id, user_id)
 
     def get(self, job_id: int, user_id: int | None = None) -> Job:
-        row = self.store.connection().execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        if row is None or (user_id is not None and row["user_id"] != user_id):
+        job = queries.get(self.store.connection(), job_id)
+        if job is None or (user_id is not None and job.user_id != user_id):
             raise NotFound(f"no job {job_id}")
-        return Job.from_row(row)
+        return job
 
     def list(self, *, user_id: int | None = None, status: str | None = None, limit: int = 50) -> list[Job]:
-        sql = "SELECT * FROM jobs WHERE 1=1"
-        args: list[Any] = []
-        if user_id is not None:
-            sql += " AND user_id = ?"
-            args.append(user_id)
-        if status is not None:
-            if status not in STATUSES:
-                raise InvalidInput(f"status must be one of {', '.join(STATUSES)}")
-            sql += " AND status = ?"
-            args.append(status)
-        sql += " ORDER BY id DESC LIMIT ?"
-        args.append(max(1, min(limit, 1000)))
-        return [Job.from_row(r) for r in self.store.connection().execute(sql, args)]
+        if status is not None and status not in STATUSES:
+            raise InvalidInput(f"status must be one of {', '.join(STATUSES)}")
+        return queries.newest(self.store.connection(), max(1, min(limit, 1000)), user_id=user_id, status=status)
 
     def idle(self) -> bool:
         """No job is running and none is due now (a delayed one may wait for its time)."""
-        stamp = _stamp(self.clock())
-        row = self.store.connection().execute(
-            "SELECT 1 FROM jobs WHERE (status = 'pending' AND run_after <= ?) OR status = 'running' LIMIT 1",
-            (stamp,)).fetchone()
-        return row is None
+        return not queries.busy(self.store.connection(), _stamp(self.clock()))
 
     def counts(self, user_id: int | None = None) -> dict[str, int]:
         """Jobs by status (all four keys, zeros included), for ``hearth doctor`` and the API."""
-        sql = "SELECT status, count(*) FROM jobs"
-        args: list[Any] = []
-        if user_id is not None:
-            sql += " WHERE user_id = ?"
-            args.append(user_id)
-        found = dict(self.store.connection().execute(sql + " GROUP BY status", args).fetchall())
+        found = queries.counts(self.store.connection(), user_id=user_id)
         return {status: found.get(status, 0) for status in STATUSES}
 
     def prune(self, older_than_seconds: float = 7 * 86400) -> int:
         """Forget finished jobs older than the given age; pending, running and dead ones stay."""
         with self.store.write() as conn:
-            cur = conn.execute("DELETE FROM jobs WHERE status = 'done' AND finished_at < ?",
-                               (_stamp(self.clock() - older_than_seconds),))
-            return cur.rowcount
+            return queries.delete_done_before(conn, _stamp(self.clock() - older_than_seconds))
 
 
 class UserJobs:
@@ -479,18 +401,10 @@ class Worker:
 
 # -- cursors: how far a background layer has read a conversation ------------------------------------
 def cursor(conn: Connection, conversation_id: int, layer: str) -> int:
-    row = conn.execute("SELECT message_id FROM layer_cursors WHERE conversation_id = ? AND layer = ?",
-                       (conversation_id, layer)).fetchone()
-    return row[0] if row else 0
+    return queries.cursor(conn, conversation_id, layer)
 
 
 def set_cursor(conn: Connection, user_id: int, conversation_id: int, layer: str, message_id: int) -> None:
     from hearth.store import utcnow
 
-    conn.execute(
-        "INSERT INTO layer_cursors (conversation_id, layer, user_id, message_id, updated_at) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT (conversation_id, layer) DO UPDATE SET message_id = CASE WHEN"
-        " layer_cursors.message_id > excluded.message_id THEN layer_cursors.message_id ELSE excluded.message_id END,"
-        " updated_at = excluded.updated_at",
-        (conversation_id, layer, user_id, message_id, utcnow()),
-    )
+    queries.set_cursor(conn, user_id, conversation_id, layer, message_id, utcnow())

@@ -28,10 +28,13 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from hearth.errors import ConstraintError, InvalidInput, NotFound
+from hearth.errors import InvalidInput, NotFound
 from hearth.ops import jobs
 from hearth.records import ledger
-from hearth.store import Connection, Row, Store, inserted_id, state, utcnow
+from hearth.store import Connection, Store, state, utcnow
+from hearth.store.queries import activations as queries
+from hearth.store.queries.activations import Activation
+from hearth.store.queries.outreach_lookups import last_user_turn_at, persona_owned, user_turns_after
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -59,31 +62,6 @@ INSTRUCTIONS = {
     "checkin": "Earlier the person mentioned this, and agreed you would check in about it: {note}. "
                "Check in about it briefly and kindly.",
 }
-
-
-@dataclass(frozen=True)
-class Activation:
-    id: int
-    user_id: int
-    persona_id: int
-    kind: str
-    rule: str | None
-    idle_minutes: int | None
-    note: str
-    channel: str
-    enabled: bool
-    next_run_at: str | None
-    created_at: str
-    updated_at: str
-
-    @classmethod
-    def from_row(cls, row: Row) -> "Activation":
-        data = dict(row)
-        data["enabled"] = bool(data["enabled"])
-        return cls(**data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -176,10 +154,8 @@ class Activations:
 
     # -- preferences ---------------------------------------------------------------------------
     def prefs(self, conn: Connection | None = None) -> Prefs:
-        row = (conn or self.store.connection()).execute(
-            "SELECT timezone, quiet_start, quiet_end, daily_limit, stopped FROM activation_prefs WHERE user_id = ?",
-            (self.user_id,)).fetchone()
-        return Prefs(row[0], row[1], row[2], row[3], bool(row[4])) if row else Prefs()
+        row = queries.prefs(conn or self.store.connection(), self.user_id)
+        return Prefs(*row) if row else Prefs()
 
     def set_prefs(self, *, timezone_name: str | None = None, quiet_start: str | None = None,
                   quiet_end: str | None = None, daily_limit: int | None = None) -> Prefs:
@@ -199,12 +175,8 @@ class Activations:
         return self.prefs()
 
     def _save_prefs(self, conn: Connection, prefs: Prefs) -> None:
-        conn.execute(
-            "INSERT INTO activation_prefs (user_id, timezone, quiet_start, quiet_end, daily_limit, stopped)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user_id) DO UPDATE SET timezone = excluded.timezone,"
-            " quiet_start = excluded.quiet_start, quiet_end = excluded.quiet_end,"
-            " daily_limit = excluded.daily_limit, stopped = excluded.stopped",
-            (self.user_id, prefs.timezone, prefs.quiet_start, prefs.quiet_end, prefs.daily_limit, int(prefs.stopped)))
+        queries.save_prefs(conn, self.user_id, prefs.timezone, prefs.quiet_start, prefs.quiet_end, prefs.daily_limit,
+                           prefs.stopped)
 
     def _set_stopped(self, conn: Connection, stopped: bool, channel: str) -> None:
         prefs = self.prefs(conn)
@@ -240,8 +212,7 @@ class Activations:
         else:
             idle_minutes = None
         with self.store.write() as conn:
-            if not conn.execute("SELECT 1 FROM personas WHERE id = ? AND user_id = ?",
-                                (persona_id, self.user_id)).fetchone():
+            if not persona_owned(conn, persona_id, self.user_id):
                 raise NotFound(f"no persona {persona_id}")
             start = first_at or now
             next_at = None
@@ -249,29 +220,23 @@ class Activations:
                 zone = self.prefs(conn).zone
                 # The first occurrence may be the start itself (a check-in's own time).
                 next_at = next_occurrence(rule, zone, start, start - timedelta(seconds=1))
-            cur = conn.execute(
-                "INSERT INTO activations (user_id, persona_id, kind, rule, idle_minutes, note, channel, enabled,"
-                " next_run_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) RETURNING id",
-                (self.user_id, persona_id, kind, rule, idle_minutes, note, channel,
-                 _stamp(next_at) if next_at else None, _stamp(start), utcnow()))
-            activation_id = inserted_id(cur)
+            activation_id = queries.insert(conn, self.user_id, persona_id, kind, rule, idle_minutes, note, channel,
+                                           _stamp(next_at) if next_at else None, _stamp(start), utcnow())
             ledger.append(conn, user_id=self.user_id, kind="activation.created", channel="inner",
                           payload={"activation_id": activation_id, "kind": kind})
             schedule_tick(conn, self.user_id)
             return self.get(activation_id)
 
     def get(self, activation_id: int) -> Activation:
-        row = self.store.connection().execute("SELECT * FROM activations WHERE id = ? AND user_id = ?",
-                                              (activation_id, self.user_id)).fetchone()
-        if row is None:
+        activation = queries.get(self.store.connection(), activation_id, self.user_id)
+        if activation is None:
             raise NotFound(f"no activation {activation_id}")
-        return Activation.from_row(row)
+        return activation
 
     def set_enabled(self, activation_id: int, enabled: bool) -> Activation:
         with self.store.write() as conn:
             activation = self.get(activation_id)
-            conn.execute("UPDATE activations SET enabled = ?, updated_at = ? WHERE id = ?",
-                         (int(enabled), utcnow(), activation.id))
+            queries.set_enabled(conn, activation.id, enabled, utcnow())
             if enabled:
                 self._reschedule(conn, self.get(activation_id), self.prefs(conn), datetime.now(timezone.utc))
                 schedule_tick(conn, self.user_id)
@@ -280,26 +245,19 @@ class Activations:
     def remove(self, activation_id: int) -> None:
         with self.store.write() as conn:
             self.get(activation_id)
-            conn.execute("DELETE FROM activations WHERE id = ? AND user_id = ?", (activation_id, self.user_id))
+            queries.delete(conn, activation_id, self.user_id)
 
     def runs(self, limit: int = 50) -> list[dict[str, Any]]:
-        rows = self.store.connection().execute(
-            "SELECT r.id, r.activation_id, a.kind, r.due_at, r.status, r.conversation_id, r.message_id"
-            " FROM activation_runs r JOIN activations a ON a.id = r.activation_id"
-            " WHERE r.user_id = ? ORDER BY r.id DESC LIMIT ?", (self.user_id, max(1, min(limit, 1000))))
-        return [dict(r) for r in rows]
+        return queries.runs(self.store.connection(), self.user_id, max(1, min(limit, 1000)))
 
     def list(self) -> list[Activation]:
-        rows = self.store.connection().execute("SELECT * FROM activations WHERE user_id = ? ORDER BY id",
-                                               (self.user_id,))
-        return [Activation.from_row(r) for r in rows]
+        return queries.for_user(self.store.connection(), self.user_id)
 
     def _reschedule(self, conn: Connection, activation: Activation, prefs: Prefs, now: datetime) -> None:
         if not activation.rule or activation.kind == "checkin":
             return
         upcoming = next_occurrence(activation.rule, prefs.zone, _parse_stamp(activation.created_at), now)
-        conn.execute("UPDATE activations SET next_run_at = ? WHERE id = ?",
-                     (_stamp(upcoming) if upcoming else None, activation.id))
+        queries.set_next_run(conn, activation.id, _stamp(upcoming) if upcoming else None)
 
     # -- firing ------------------------------------------------------------------------------------
     def tick(self, now: datetime | None = None) -> dict[str, int]:
@@ -307,10 +265,7 @@ class Activations:
         now = now or datetime.now(timezone.utc)
         counts: dict[str, int] = {}
         conn = self.store.connection()
-        due = [Activation.from_row(r) for r in conn.execute(
-            "SELECT * FROM activations WHERE user_id = ? AND enabled = 1 AND ("
-            " (next_run_at IS NOT NULL AND next_run_at <= ?) OR kind = 'reflection')",
-            (self.user_id, _stamp(now)))]
+        due = queries.due(conn, self.user_id, _stamp(now))
         for activation in due:
             due_at = self._reflection_due(conn, activation) if activation.kind == "reflection" else \
                 _parse_stamp(activation.next_run_at or "")
@@ -323,29 +278,21 @@ class Activations:
         return counts
 
     def _reflection_due(self, conn: Connection, activation: Activation) -> datetime | None:
-        row = conn.execute(
-            "SELECT max(m.created_at) FROM messages m JOIN conversations c ON c.id = m.conversation_id"
-            " WHERE c.user_id = ? AND c.persona_id = ? AND m.role = 'user' AND m.kind = 'chat'",
-            (self.user_id, activation.persona_id)).fetchone()
-        if not row or not row[0]:
+        last = last_user_turn_at(conn, self.user_id, activation.persona_id)
+        if last is None:
             return None
-        return _parse_stamp(row[0]) + timedelta(minutes=activation.idle_minutes or 0)
+        return _parse_stamp(last) + timedelta(minutes=activation.idle_minutes or 0)
 
     def _fire(self, conn: Connection, activation: Activation, due_at: datetime, now: datetime) -> str | None:
         """Claim one occurrence and advance the schedule, in the caller's transaction."""
-        try:
-            cur = conn.execute(
-                "INSERT INTO activation_runs (activation_id, user_id, due_at, status, created_at)"
-                " VALUES (?, ?, ?, 'claimed', ?) RETURNING id", (activation.id, self.user_id, _stamp(due_at), utcnow()))
-        except ConstraintError:
+        run_id = queries.claim_run(conn, activation.id, self.user_id, _stamp(due_at), utcnow())
+        if run_id is None:
             return None  # this occurrence already fired
-        run_id = inserted_id(cur)
         prefs = self.prefs(conn)
         if activation.rule:
             upcoming = None if activation.kind == "checkin" else next_occurrence(
                 activation.rule, prefs.zone, _parse_stamp(activation.created_at), max(now, due_at))
-            conn.execute("UPDATE activations SET next_run_at = ?, updated_at = ? WHERE id = ?",
-                         (_stamp(upcoming) if upcoming else None, utcnow(), activation.id))
+            queries.set_next_run(conn, activation.id, _stamp(upcoming) if upcoming else None, updated_at=utcnow())
         if activation.kind == "checkins":
             status = "watching"  # the watcher proposes check-ins (below); it sends nothing itself
         elif now - due_at > GRACE:
@@ -359,7 +306,7 @@ class Activations:
         else:
             status = "queued"
             jobs.enqueue(conn, self.user_id, RUN_JOB, {"run_id": run_id})
-        conn.execute("UPDATE activation_runs SET status = ? WHERE id = ?", (status, run_id))
+        queries.set_run_status(conn, run_id, status)
         ledger.append(conn, user_id=self.user_id, kind="activation.fired", channel="inner",
                       payload={"activation_id": activation.id, "run_id": run_id, "kind": activation.kind,
                                "status": status})
@@ -367,10 +314,7 @@ class Activations:
 
     def _sent_today(self, conn: Connection, prefs: Prefs, now: datetime) -> int:
         local_midnight = datetime.combine(now.astimezone(prefs.zone).date(), time(0), prefs.zone)
-        return conn.execute(
-            "SELECT count(*) FROM activation_runs r JOIN activations a ON a.id = r.activation_id"
-            " WHERE r.user_id = ? AND r.status IN ('queued', 'delivered') AND r.created_at >= ?"
-            " AND a.kind != 'checkins'", (self.user_id, _stamp(local_midnight))).fetchone()[0]
+        return queries.sent_since(conn, self.user_id, _stamp(local_midnight))
 
 
 # -- stop / start in any channel ------------------------------------------------------------------
@@ -447,10 +391,7 @@ def scan_for_checkins(ctx: "Context", activation: Activation, now: datetime) -> 
     conn = ctx.store.connection()
     key = f"activations.checkin_cursor.{activation.id}"
     after = state.get(conn, key, 0)
-    rows = conn.execute(
-        "SELECT m.id, m.conversation_id, m.content FROM messages m JOIN conversations c ON c.id = m.conversation_id"
-        " WHERE c.user_id = ? AND c.persona_id = ? AND m.role = 'user' AND m.kind = 'chat' AND m.id > ?"
-        " ORDER BY m.id LIMIT 500", (ctx.user_id, activation.persona_id, after)).fetchall()
+    rows = user_turns_after(conn, ctx.user_id, activation.persona_id, after)
     prefs = Activations(ctx.store, ctx.user_id).prefs()
     proposed = 0
     for _message_id, conversation_id, content in rows:
@@ -478,7 +419,7 @@ def schedule_all(store: Store) -> int:
     """Queue a tick for every user with an enabled activation (a worker starting up); returns how
     many users. With the tick's own successor this keeps schedules alive across restarts."""
     with store.write() as conn:
-        users = [r[0] for r in conn.execute("SELECT DISTINCT user_id FROM activations WHERE enabled = 1")]
+        users = queries.users_with_enabled(conn)
         for user_id in users:
             schedule_tick(conn, user_id)
     return len(users)
@@ -496,6 +437,5 @@ def tick_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
                 scan_for_checkins(ctx, activation, now)
     finally:
         with ctx.store.write() as conn:
-            if conn.execute("SELECT 1 FROM activations WHERE user_id = ? AND enabled = 1 LIMIT 1",
-                            (ctx.user_id,)).fetchone():
+            if queries.any_enabled(conn, ctx.user_id):
                 schedule_tick(conn, ctx.user_id, delay=ctx.settings.activation_tick_seconds)

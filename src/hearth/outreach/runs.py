@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from hearth.continuity.branch import new_chat
 from hearth.outreach.activations import INSTRUCTIONS, Activations
 from hearth.outreach.channels.outbound import deliver_reply
-from hearth.store import engine_of
+from hearth.store.queries import activations as queries
+from hearth.store.queries.outreach_lookups import activation_reply
 from hearth.thread.send import SendPath
 
 if TYPE_CHECKING:
@@ -24,18 +25,16 @@ def run_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     """Write the activation's message through the send path and deliver it; safe to run again."""
     run_id = int(payload["run_id"])
     conn = ctx.store.connection()
-    run = conn.execute("SELECT * FROM activation_runs WHERE id = ? AND user_id = ?", (run_id, ctx.user_id)).fetchone()
-    if run is None or run["status"] != "queued":
+    run = queries.run(conn, run_id, ctx.user_id)
+    if run is None or run.status != "queued":
         return
-    activation = Activations(ctx.store, ctx.user_id).get(run["activation_id"])
+    activation = Activations(ctx.store, ctx.user_id).get(run.activation_id)
     current = ctx.conversations.current(activation.persona_id)
     conversation_id = current.id if current else new_chat(ctx, activation.persona_id, channel="inner").conversation.id
     # The run id in the message's metadata makes a re-run find the message instead of writing another.
-    row = conn.execute("SELECT id FROM messages WHERE conversation_id = ? AND role = 'assistant'"
-                       f" AND {engine_of(conn).json_get('metadata', 'activation_run')} = ?",
-                       (conversation_id, run_id)).fetchone()
-    if row:
-        message = ctx.conversations.message(row[0])
+    written = activation_reply(conn, conversation_id, run_id)
+    if written is not None:
+        message = ctx.conversations.message(written)
     else:
         instruction = INSTRUCTIONS[activation.kind].format(note=activation.note)
         message = SendPath(ctx).inner(conversation_id, instruction,
@@ -43,5 +42,4 @@ def run_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
     if activation.channel != "web":
         deliver_reply(ctx, activation.channel, activation.persona_id, message)
     with ctx.store.write() as wconn:
-        wconn.execute("UPDATE activation_runs SET status = 'delivered', conversation_id = ?, message_id = ?"
-                      " WHERE id = ?", (conversation_id, message.id, run_id))
+        queries.set_delivered(wconn, run_id, conversation_id, message.id)

@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 from hearth.continuity.branch import new_chat
 from hearth.continuity.timeline import capsules, chains, spans
 from hearth.errors import InvalidInput
-from hearth.outreach.channels.contacts import Contacts
+from hearth.outreach.channels.contacts import Contact, Contacts
 from hearth.prompt import prepared, stored
 from hearth.prompt.prepared import Ready
 from hearth.records import ledger
-from hearth.store import utcnow
+from hearth.store import Store, state, utcnow
+from hearth.store.queries import contacts
+from hearth.store.queries.outreach_lookups import recent_turns, voice_turns_since_start
 from hearth.thread.send import save_turn
 
 if TYPE_CHECKING:
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 RECENT_TURNS = 12
 MAX_TRANSCRIPT = 20_000
 FORMATS = {"browser": "audio/pcm", "phone": "audio/pcmu"}  # 24 kHz PCM16; G.711 mu-law for telephony
+# The app_state key under which a call's one Media Stream session is claimed (U7).
+CALL_KEY = "voice.call."
 
 
 @dataclass(frozen=True)
@@ -63,11 +67,7 @@ def start(ctx: "Context", persona_id: int | None = None, *, source: str = "brows
             # The session gets the latest capsule and only the verbatim turns it does not cover (E3).
             capsule = capsules.latest(conn, conversation_id)
             after = capsule.through_message_id if capsule else 0
-            rows = conn.execute(
-                "SELECT role, content FROM messages WHERE conversation_id = ? AND kind = 'chat' AND id > ?"
-                " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?",
-                (conversation_id, after, RECENT_TURNS),
-            ).fetchall()
+            rows = recent_turns(conn, conversation_id, after, RECENT_TURNS)
             # A different protocol, not a new relationship: the Responses chain starts again after it.
             chains.reset(conn, conversation_id)
             span_id, _now = spans.touch_now(conn, ctx, persona.id, "voice", conversation_id=conversation_id)
@@ -145,12 +145,22 @@ def end(ctx: "Context", setup: VoiceSetup, reason: str) -> None:
         reason = "error"
     cid = setup.conversation_id
     with ctx.store.write() as conn:
-        turns = conn.execute(
-            "SELECT count(*) FROM messages WHERE conversation_id = ? AND channel = 'voice' AND id > coalesce("
-            "(SELECT max(id) FROM events WHERE conversation_id = ? AND kind = 'voice.started'), 0)",
-            (cid, cid)).fetchone()[0]
+        turns = voice_turns_since_start(conn, cid)
         ledger.append(conn, user_id=ctx.user_id, conversation_id=cid, kind="voice.ended", channel="voice",
                       span_id=setup.span_id, payload={"reason": reason, "turns": turns})
         span = spans.get(conn, ctx.user_id, setup.span_id)
         if span.open:  # the next interaction opens a new span in the same timeline (E1)
             spans.close(conn, ctx.user_id, span, f"voice_{reason}", at=utcnow())
+
+
+def stream_contact(store: Store, contact_id: int) -> Contact | None:
+    """The contact a phone call's stream names, whoever's it is (its signed token vouches for it)."""
+    return contacts.get(store.connection(), contact_id)
+
+
+def claim_call(store: Store, call_sid: str) -> bool:
+    """Claim the call's one session; False when a session of this call was opened before (U7).
+    The claim stays after the call (a call has one Media Stream), so a replayed ``start`` is
+    refused even once the first session has ended."""
+    with store.write() as conn:
+        return state.put_new(conn, CALL_KEY + call_sid, {"at": utcnow()})

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from hearth.errors import ConstraintError, InvalidInput
 from hearth.store import Connection, Row, engine_of, inserted_id, utcnow
+from hearth.store.queries.ledger import Message
 
 CHANNELS = frozenset({"web", "cli", "api", "sms", "email", "voice", "inner", "import"})
 MESSAGE_ROLES = frozenset({"system", "user", "assistant", "tool"})
@@ -44,38 +45,6 @@ class Event:
             payload=json.loads(row["payload"]),
             span_id=row["span_id"],
         )
-
-
-@dataclass(frozen=True)
-class Message:
-    id: int
-    user_id: int
-    conversation_id: int
-    role: str
-    kind: str
-    content: str
-    channel: str
-    created_at: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_row(cls, row: Row) -> "Message":
-        return cls(
-            id=row["id"],
-            user_id=row["user_id"],
-            conversation_id=row["conversation_id"],
-            role=row["role"],
-            kind=row["kind"],
-            content=row["content"],
-            channel=row["channel"],
-            created_at=row["created_at"],
-            metadata=json.loads(row["metadata"]),
-        )
-
-    @property
-    def visible(self) -> bool:
-        """Shown as a chat bubble: everything except stored prompts and tool results (P6)."""
-        return self.kind in ("chat", "handoff_artifact")
 
 
 def check_channel(channel: str) -> str:

@@ -185,7 +185,7 @@ class LocalEmbedder:
             model_path = self._prepare()
             onnxruntime = require("onnxruntime", "local", "the local embedding model")
             graph = graph_bytes(model_path, self._model_sha256, self.cache_dir)
-            self._query_session = _session(onnxruntime, graph, QUERY_THREADS)
+            self._query_session = _session(onnxruntime, graph, QUERY_THREADS, optimize=False)  # done ahead
 
     def _prepare(self) -> Path:
         """Verify both files and open the tokenizer, once (the caller holds the lock); the model's path."""
@@ -255,14 +255,17 @@ class LocalEmbedder:
         return out
 
 
-def _session(onnxruntime: Any, model: str | bytes, threads: int) -> onnxruntime.InferenceSession:
-    """A session of the graph in the file at ``model``, or of the graph ``model`` holds."""
+def _session(onnxruntime: Any, model: str | bytes, threads: int, *,
+             optimize: bool = True) -> onnxruntime.InferenceSession:
+    """A session of the graph in the file at ``model``, or of the graph ``model`` holds; with
+    ``optimize=False`` for a graph optimized when it was derived (``query_graph.optimized``)."""
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     # Spinning threads would burn CPU the server needs between requests.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.graph_optimization_level = (onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
+                                        else onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL)
     return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 

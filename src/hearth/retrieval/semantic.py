@@ -308,9 +308,10 @@ def _write_pg(conn: Connection, kind: str, row_id: int, owner: int, model: str, 
 INDEXES = IndexCache()
 
 
-def warm(hearth: Any) -> None:
-    """Load or build every user's vector indexes, and derive the local model's query graph, so the
-    first searches after a start find them ready (``hearth serve`` calls this once its port is open)."""
+def warm(hearth: Any, user_ids: list[int] | None = None) -> None:
+    """Load or build (and save) the vector indexes of ``user_ids`` (every user's by default), and
+    derive the local model's query graph, so the first searches after a start find them ready
+    (``hearth serve`` calls this once its port is open, ``hearth reindex`` after embedding)."""
     embedder = hearth.embedder
     if hasattr(embedder, "load_queries"):
         embedder.load_queries()
@@ -318,7 +319,9 @@ def warm(hearth: Any) -> None:
     conn = hearth.store.connection()
     if database_index(conn):
         return  # the database's HNSW index is the index; nothing to load
-    for (user_id,) in conn.execute("SELECT id FROM users").fetchall():
+    if user_ids is None:
+        user_ids = [user_id for (user_id,) in conn.execute("SELECT id FROM users").fetchall()]
+    for user_id in user_ids:
         for source in VECTOR_SOURCES:
             INDEXES.get(conn, hearth.store.key, source, user_id, model, embedder.dim)
 

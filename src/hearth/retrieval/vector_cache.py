@@ -21,6 +21,7 @@ import numpy as np
 
 from hearth.store import Connection, Cursor
 
+from .. import retrieval
 from ..errors import HearthError, StoreError
 from ..store import DriverError, engine_of, open_read_only
 
@@ -82,6 +83,7 @@ class IndexCounts:
     compared: int = 0  # changes found by comparing every stored vector with the index's copy
     compactions: int = 0  # background rebuilds started because of free slots
     saves: int = 0  # graphs saved again after changes in place
+    views: int = 0  # saved graphs mapped read-only by a short-lived process
 
 
 def _fingerprint(model: str, signature: tuple[int, int, int]) -> str:
@@ -102,6 +104,13 @@ class IndexCache:
     only what changed since. An index that must be built from its table (no usable file) is built
     in a background thread above ``background_above`` vectors; ``get(wait=False)`` then answers
     None and ``vector_search`` compares every stored vector instead.
+
+    A short-lived process (``hearth search``: one search, then it exits; S20) sets
+    ``hearth.retrieval.short_lived``:
+    a saved graph that holds exactly the table's vectors is mapped from its file rather than read,
+    and an index that would have to be built is not (the search compares every stored vector, and
+    no thread is left building when the process ends); ``hearth serve`` and ``hearth reindex``
+    save the graph that later short-lived searches map.
     """
 
     def __init__(self, ann_threshold: int | None = None) -> None:
@@ -295,9 +304,14 @@ class IndexCache:
         if rev is None and self._count_up_to(conn, source, user_id, model, highest) != (count, highest):
             return None  # a file saved without its revision is trusted only if nothing below it changed
         index = self._new_index(dim)
-        if not index.load(path, fingerprint=fingerprint):
+        # Mapped only when nothing is to be caught up: a mapped graph cannot be changed.
+        view = retrieval.short_lived and rev is not None and (count, highest, rev) == signature
+        if not index.load(path, fingerprint=fingerprint, view=view):
             return None
         self.counts.loads += 1
+        if view:
+            self.counts.views += 1
+            return index
         if rev is None:
             newer = self._rows(conn, source, user_id, model, after=highest, through=signature[1]).fetchall()
             self._add_rows(index, newer, dim)
@@ -356,6 +370,8 @@ class IndexCache:
             if building is None:
                 signature = self._signature(conn, source, user_id, model)
                 index = self._load_saved(conn, db_key, source, user_id, model, dim, signature)
+                if index is None and retrieval.short_lived:
+                    return None  # compared exactly, with no build left running at exit
                 if index is None and signature[0] <= self.background_above:
                     index = self._cold_load(conn, db_key, source, user_id, model, dim, signature)
                 if index is not None:
@@ -413,6 +429,11 @@ class IndexCache:
             signature = self._signature(conn, source, user_id, model)
             if cached[0] == signature:
                 return index, index
+            if index.viewed:  # cannot be changed: loaded again by the caller
+                with self._lock:
+                    if self._indexes.get(key) is cached:
+                        del self._indexes[key]
+                return None, None
             reconciled = self.counts.reconciled
             if self._catch_up(conn, source, user_id, model, cached[0], index, signature, dim) is None:
                 with self._lock:

@@ -166,6 +166,11 @@ class VectorIndex:
         self._ann: Any = None  # usearch.index.Index once in ann mode
         # Free slots in the graph: a removal frees one, an addition of a new key takes one back.
         self._freed = 0
+        self.viewed = False  # the graph is a saved file mapped read-only (``load(view=True)``)
+
+    def _check_writable(self) -> None:
+        if self.viewed:
+            raise StoreError("a vector index mapped from its saved file cannot be changed")
 
     @property
     def mode(self) -> str:
@@ -268,6 +273,7 @@ class VectorIndex:
             keep = np.sort(keys.size - 1 - last)
             keys, rows = keys[keep], rows[keep]
         with self._changing, self._lock:
+            self._check_writable()
             self.remove(keys)
             self.generation += 1
             if self._ann is None and self._n + keys.size > self.ann_threshold:
@@ -297,6 +303,7 @@ class VectorIndex:
         if keys.size == 0:
             return 0
         with self._changing, self._lock:
+            self._check_writable()
             self.generation += 1
             if self._ann is not None:
                 present = np.unique(keys[np.asarray(self._ann.contains(keys), dtype=bool)])
@@ -332,6 +339,7 @@ class VectorIndex:
             free = self.free_slots
             if not free:
                 return 0
+            self._check_writable()
             keys = np.arange(_SCRUB_KEYS, _SCRUB_KEYS + free, dtype=np.uint64)
             self._ann.add(keys, np.zeros((free, self.dim), dtype=np.float32))
             self._ann.remove(keys)  # the slots are free again, holding zeros
@@ -565,8 +573,10 @@ class VectorIndex:
                 old.unlink(missing_ok=True)
         return True
 
-    def load(self, path: str | os.PathLike[str], fingerprint: str = "") -> bool:
-        """Load a file written by ``save``; False (and no change) if it is missing or stale."""
+    def load(self, path: str | os.PathLike[str], fingerprint: str = "", *, view: bool = False) -> bool:
+        """Load a file written by ``save``; False (and no change) if it is missing or stale. With
+        ``view`` the file is mapped, not read: a search pays only for the pages it touches (a
+        short-lived process searching once), and the index cannot be changed."""
         path = Path(path)
         meta_path = path.with_name(path.name + ".json")
         try:
@@ -584,7 +594,7 @@ class VectorIndex:
         Index = _usearch_index()
 
         try:
-            ann = Index.restore(str(graph))
+            ann = Index.restore(str(graph), view=view)
         except (OSError, RuntimeError, ValueError):
             return False
         if ann is None or ann.ndim != self.dim or len(ann) != meta.get("count"):
@@ -593,6 +603,7 @@ class VectorIndex:
             self._reset()
             self._ann = ann
             self._freed = int((meta_of(graph) or {}).get("count_deleted", 0))
+            self.viewed = view
         return True
 
     def load_or_rebuild(

@@ -43,11 +43,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocketState
 
 from hearth.outreach import voice
-from hearth.outreach.channels.contacts import Contact, find
+from hearth.outreach.channels.contacts import find
 from hearth.records.context import Context
 from hearth.scope import Scope
 from hearth.settings import Settings
-from hearth.store import Store, utcnow
 
 from ..errors import ConfigError, HearthError, InvalidInput, TooLarge
 from .auth import current_scope, get_hearth, principal_of_connection
@@ -64,8 +63,6 @@ START_TIMEOUT_SECONDS = 5.0
 MAX_AUDIO_CHARS = 1_000_000
 # Within SQLite's and PostgreSQL's integer range, so a contact id never overflows a query.
 CONTACT_ID = re.compile(r"[0-9]{1,18}")
-# The app_state key under which a call's one Media Stream session is claimed (U7).
-CALL_KEY = "voice.call."
 
 ClientIn = Callable[[], Awaitable["str | None"]]  # base64 audio, or None when the caller ends
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -311,21 +308,19 @@ async def twilio_stream(websocket: WebSocket) -> None:
         await websocket.close()
         return
     call_sid, stream_sid, contact_id, token = started
-    row = None
+    contact = None
     # Bytes, not str: compare_digest refuses non-ASCII strings.
     if settings.twilio_auth_token and hmac.compare_digest(
             stream_token(settings.twilio_auth_token, call_sid, contact_id).encode(), token.encode()):
-        row = hearth.store.connection().execute("SELECT * FROM channel_contacts WHERE id = ?",
-                                                (contact_id,)).fetchone()
-    if row is None:
+        contact = voice.stream_contact(hearth.store, contact_id)
+    if contact is None:
         log.info("media stream refused: no valid token")
         await websocket.close(code=1008)
         return
-    if not await run_in_threadpool(claim_call, hearth.store, call_sid):
+    if not await run_in_threadpool(voice.claim_call, hearth.store, call_sid):
         log.info("media stream refused: the call already has a session")
         await websocket.close(code=1008)
         return
-    contact = Contact(**dict(row))
     ctx = hearth.context(contact.user_id)
     setup = await run_in_threadpool(voice.start, ctx, contact.persona_id, source="phone")
     idle_seconds = settings.voice_idle_seconds
@@ -374,12 +369,3 @@ async def twilio_stream(websocket: WebSocket) -> None:
     if websocket.client_state == WebSocketState.CONNECTED:
         await websocket.close(code=1008 if reason in ("invalid", "idle") else 1000)
 
-
-def claim_call(store: Store, call_sid: str) -> bool:
-    """Claim the call's one session; False when a session of this call was opened before (U7).
-    The claim stays after the call (a call has one Media Stream), so a replayed ``start`` is
-    refused even once the first session has ended."""
-    with store.write() as conn:
-        return conn.execute(
-            "INSERT INTO app_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
-            (CALL_KEY + call_sid, json.dumps({"at": utcnow()}))).fetchone() is not None

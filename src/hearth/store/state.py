@@ -28,3 +28,9 @@ def put(conn: Connection, key: str, value: Any) -> None:
 
 def delete(conn: Connection, key: str) -> None:
     conn.execute("DELETE FROM app_state WHERE key = ?", (key,))
+
+
+def put_new(conn: Connection, key: str, value: Any) -> bool:
+    """Store ``value`` under ``key`` unless a value is there already; True when this call stored it."""
+    return conn.execute("INSERT INTO app_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
+                        (key, json.dumps(value))).fetchone() is not None

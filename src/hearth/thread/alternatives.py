@@ -29,6 +29,7 @@ from hearth.records.ledger import Message
 from hearth.retrieval.embedding_job import EMBED_JOB, EMBED_JOB_SLICE
 from hearth.store import Connection
 from hearth.store.connection import utcnow
+from hearth.store.queries import alternatives as stored
 
 # What leaves the thread with a branch: turns, never the stored prompt or a handoff bubble.
 BRANCH_KINDS = ("chat", "tool_result")
@@ -51,18 +52,10 @@ class Alternative:
 
 
 def _message(conn: Connection, user_id: int, message_id: int) -> Message:
-    row = conn.execute("SELECT * FROM messages WHERE id = ? AND user_id = ?", (message_id, user_id)).fetchone()
-    if row is None:
+    message = stored.message(conn, user_id, message_id)
+    if message is None:
         raise NotFound(f"no message {message_id}")
-    return Message.from_row(row)
-
-
-def _keep_original(conn: Connection, message: Message) -> None:
-    """The first time a message gets an alternative, its original version becomes position 0."""
-    conn.execute(
-        "INSERT INTO message_alternatives (user_id, message_id, position, content, metadata, created_at)"
-        " VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT DO NOTHING",
-        (message.user_id, message.id, message.content, json.dumps(message.metadata), message.created_at))
+    return message
 
 
 def add(conn: Connection, user_id: int, message_id: int, content: str, *, metadata: dict[str, Any] | None = None,
@@ -73,13 +66,11 @@ def add(conn: Connection, user_id: int, message_id: int, content: str, *, metada
     message: the turns after it become the branch of the version it replaces).
     """
     message = _message(conn, user_id, message_id)
-    _keep_original(conn, message)
-    position = conn.execute("SELECT max(position) + 1 FROM message_alternatives WHERE message_id = ?",
-                            (message_id,)).fetchone()[0]
+    # The first time a message gets an alternative, its original version becomes position 0.
+    stored.keep_original(conn, message)
+    position = stored.next_position(conn, message_id)
     meta = dict(metadata or {})
-    conn.execute(
-        "INSERT INTO message_alternatives (user_id, message_id, position, content, metadata, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)", (user_id, message_id, position, content, json.dumps(meta), utcnow()))
+    stored.insert(conn, user_id, message_id, position, content, json.dumps(meta), utcnow())
     payload = {"message_id": message_id, "position": position, "chars": len(content)}
     if reason == "edited":
         payload["branched"] = len(_stash(conn, message, message.metadata.get("chosen", 0)))
@@ -93,8 +84,7 @@ def add(conn: Connection, user_id: int, message_id: int, content: str, *, metada
 def choose(conn: Connection, user_id: int, message_id: int, position: int, *, channel: str = "web") -> Message:
     """Make the version at ``position`` the one the thread shows and later requests read."""
     message = _message(conn, user_id, message_id)
-    row = conn.execute("SELECT content, metadata FROM message_alternatives WHERE message_id = ? AND position = ?",
-                       (message_id, position)).fetchone()
+    row = stored.version(conn, message_id, position)
     if row is None:
         raise InvalidInput(f"message {message_id} has no alternative {position}")
     payload: dict[str, Any] = {"message_id": message_id, "position": position}
@@ -115,54 +105,12 @@ def choose(conn: Connection, user_id: int, message_id: int, position: int, *, ch
 
 def _stash(conn: Connection, message: Message, position: int) -> list[int]:
     """Move the turns after ``message`` out of the thread, as the branch of its version ``position``."""
-    kinds = ", ".join("?" * len(BRANCH_KINDS))
-    rows = conn.execute(f"SELECT * FROM messages WHERE conversation_id = ? AND id > ? AND kind IN ({kinds})"
-                        " ORDER BY id", (message.conversation_id, message.id, *BRANCH_KINDS)).fetchall()
-    if not rows:
-        return []
-    conn.execute("INSERT INTO message_branches (user_id, conversation_id, message_id, position, created_at)"
-                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (message_id, position) DO NOTHING",
-                 (message.user_id, message.conversation_id, message.id, position, utcnow()))
-    branch_id = conn.execute("SELECT id FROM message_branches WHERE message_id = ? AND position = ?",
-                             (message.id, position)).fetchone()[0]
-    for row in rows:
-        versions = [{"position": r[0], "content": r[1], "metadata": r[2], "created_at": r[3]} for r in conn.execute(
-            "SELECT position, content, metadata, created_at FROM message_alternatives WHERE message_id = ?"
-            " ORDER BY position", (row["id"],))]
-        conn.execute(
-            "INSERT INTO branch_messages (id, branch_id, user_id, conversation_id, role, kind, content, channel,"
-            " created_at, metadata, alternatives) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (row["id"], branch_id, row["user_id"], row["conversation_id"], row["role"], row["kind"], row["content"],
-             row["channel"], row["created_at"], row["metadata"], json.dumps(versions, ensure_ascii=False)))
-    ids = [row["id"] for row in rows]
-    marks = ", ".join("?" * len(ids))
-    # Their versions and vectors go with the rows (cascade); the triggers take them out of the
-    # keyword index and the turn count, and retire summaries that covered them.
-    conn.execute(f"DELETE FROM messages WHERE id IN ({marks})", ids)
-    return ids
+    return stored.stash(conn, message, position, BRANCH_KINDS, utcnow())
 
 
 def _restore(conn: Connection, message: Message, position: int) -> list[int]:
     """Bring back the branch of ``message``'s version ``position`` (nothing if it has none)."""
-    row = conn.execute("SELECT id FROM message_branches WHERE message_id = ? AND position = ?",
-                       (message.id, position)).fetchone()
-    if row is None:
-        return []
-    ids = []
-    for turn in conn.execute("SELECT * FROM branch_messages WHERE branch_id = ? ORDER BY id", (row[0],)).fetchall():
-        conn.execute(
-            "INSERT INTO messages (id, user_id, conversation_id, role, kind, content, channel, created_at, metadata)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (turn["id"], turn["user_id"], turn["conversation_id"], turn["role"], turn["kind"], turn["content"],
-             turn["channel"], turn["created_at"], turn["metadata"]))
-        for version in json.loads(turn["alternatives"]):
-            conn.execute(
-                "INSERT INTO message_alternatives (user_id, message_id, position, content, metadata, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)", (turn["user_id"], turn["id"], version["position"], version["content"],
-                                               version["metadata"], version["created_at"]))
-        ids.append(turn["id"])
-    conn.execute("DELETE FROM message_branches WHERE id = ?", (row[0],))  # its rows go with it (cascade)
-    return ids
+    return stored.restore(conn, message.id, position)
 
 
 def _changed(conn: Connection, message: Message, restored: list[int], *, moved: bool) -> None:
@@ -170,17 +118,14 @@ def _changed(conn: Connection, message: Message, restored: list[int], *, moved: 
     conversation_id = message.conversation_id
     ids = [message.id, *restored]
     # The turn after each changed one is embedded with a quote of it ("in reply to: ..."), so it goes too.
-    following = conn.execute(
-        "SELECT id FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat' AND role IN ('user', 'assistant')"
-        " ORDER BY id LIMIT 1", (conversation_id, max(ids))).fetchone()
-    ids += [following[0]] if following else []
-    marks = ", ".join("?" * len(ids))
-    conn.execute(f"DELETE FROM message_embeddings WHERE message_id IN ({marks})", ids)
+    following = stored.next_turn(conn, conversation_id, max(ids))
+    ids += [following] if following is not None else []
+    stored.drop_vectors(conn, ids)
     enqueue(conn, message.user_id, EMBED_JOB, {"limit": EMBED_JOB_SLICE, "messages": sorted(set(ids))})
     # A Responses chain (E7) holds the other version: the next turn sends the thread again.
     chains.reset(conn, conversation_id)
     # Cached history windows are keyed by this revision; turns brought back may be older than them.
-    conn.execute("UPDATE conversations SET history_rev = history_rev + 1 WHERE id = ?", (conversation_id,))
+    stored.bump_history(conn, conversation_id)
     if moved:
         for kind in _REBUILD_KINDS:
             enqueue(conn, message.user_id, kind, {"conversation_id": conversation_id, "force": True},
@@ -188,20 +133,18 @@ def _changed(conn: Connection, message: Message, restored: list[int], *, moved: 
 
 
 def _show(conn: Connection, message: Message, position: int, content: str, metadata: dict[str, Any]) -> None:
-    count = conn.execute("SELECT count(*) FROM message_alternatives WHERE message_id = ?", (message.id,)).fetchone()[0]
+    count = stored.count(conn, message.id)
     shown = {k: v for k, v in message.metadata.items() if k not in ("alternatives", "chosen")}
     shown.update({k: v for k, v in metadata.items() if k not in ("alternatives", "chosen")})
     shown.update({"alternatives": count, "chosen": position})
-    conn.execute("UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
-                 (content, json.dumps(shown), message.id))
+    stored.show(conn, message.id, content, shown)
 
 
 def listing(conn: Connection, user_id: int, message_id: int) -> list[Alternative]:
     """Every version of a message, oldest first; a message never changed has just its own."""
     message = _message(conn, user_id, message_id)
     chosen = message.metadata.get("chosen", 0)
-    rows = conn.execute("SELECT position, content, metadata, created_at FROM message_alternatives"
-                        " WHERE message_id = ? ORDER BY position", (message_id,)).fetchall()
+    rows = stored.versions(conn, message_id)
     if not rows:
         return [Alternative(message.id, 0, message.content, message.created_at, True, {})]
     return [Alternative(message.id, r[0], r[1], r[3], r[0] == chosen, json.loads(r[2])) for r in rows]

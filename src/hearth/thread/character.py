@@ -24,6 +24,7 @@ from hearth.prompt import macros, prepared
 from hearth.prompt.prepared import Ready
 from hearth.records import ledger
 from hearth.store import Connection, utcnow
+from hearth.store.queries import alternatives, turns
 
 if TYPE_CHECKING:
     from hearth.records.ledger import Message
@@ -86,12 +87,9 @@ def add_greeting(conn: Connection, user_id: int, conversation_id: int, versions:
     message_id = ledger.append_message(conn, user_id=user_id, conversation_id=conversation_id, role="assistant",
                                        content=versions[0], kind="chat", channel=channel, metadata=metadata)
     if len(versions) > 1:
-        now = utcnow()
-        conn.executemany(
-            "INSERT INTO message_alternatives (user_id, message_id, position, content, metadata, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            [(user_id, message_id, position, text, json.dumps({"greeting": source}), now)
-             for position, text in enumerate(versions)])
+        alternatives.insert_many(conn, user_id, message_id,
+                                 [(position, text, json.dumps({"greeting": source}))
+                                  for position, text in enumerate(versions)], utcnow())
     return message_id
 
 
@@ -104,10 +102,8 @@ def post_history(conn: Connection, user_id: int, persona: "Persona", conversatio
         return ""
     idle = None
     if "idle_duration" in text.lower():
-        row = conn.execute("SELECT created_at FROM messages WHERE conversation_id = ? AND kind = 'chat'"
-                           " AND role = 'user' AND id < ? ORDER BY id DESC LIMIT 1",
-                           (conversation_id, user_message.id)).fetchone()
-        before = macros.parse_stamp(row[0]) if row else None
+        stamp = turns.user_turn_before_at(conn, conversation_id, user_message.id)
+        before = macros.parse_stamp(stamp) if stamp is not None else None
         if before is not None:
             idle = datetime.now(timezone.utc) - before
     fill = macros.for_user(conn, user_id, macros.char_name(persona), idle=idle, seed=conversation_id)

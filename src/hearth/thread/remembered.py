@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from hearth.errors import NotFound
 from hearth.store import Connection
+from hearth.store.queries import remembered as stored
 
 if TYPE_CHECKING:
     from hearth.prompt.dynamic import Block
@@ -33,12 +34,9 @@ def sources(conn: Connection, conversation_id: int, blocks: Iterable["Block"], h
     stops after MAX_MEMORIES + 1 rows however large the snapshot (ordering by the memory list's
     position would sort the whole snapshot on every send: 45 ms at 20,000 memories)."""
     found: dict[str, Any] = {}
-    rows = conn.execute(
-        "SELECT cm.memory_id FROM conversation_memories cm JOIN memories m ON m.id = cm.memory_id"
-        " WHERE cm.conversation_id = ? AND m.eligible = 1 AND m.valid_until IS NULL ORDER BY cm.memory_id"
-        " LIMIT ?", (conversation_id, MAX_MEMORIES + 1)).fetchall()
+    rows = stored.snapshot_ids(conn, conversation_id, MAX_MEMORIES + 1)
     if rows:
-        found["memories"] = [r[0] for r in rows[:MAX_MEMORIES]]
+        found["memories"] = rows[:MAX_MEMORIES]
         if len(rows) > MAX_MEMORIES:
             found["memories_more"] = True
     recall: list[int] = []
@@ -63,10 +61,6 @@ def _preview(text: str) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS - 1].rstrip() + "…"
 
 
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
 def read(conversations: "Conversations", conversation_id: int, message_id: int) -> dict[str, Any]:
     """What reply ``message_id`` of conversation ``conversation_id`` remembered, with each source's
     current text and where it lives. Another user's (or an unknown) conversation or message is
@@ -75,30 +69,27 @@ def read(conversations: "Conversations", conversation_id: int, message_id: int) 
     conversations.get(conversation_id)  # NotFound for another user's thread (G2)
     user_id = conversations.user_id
     conn = conversations.store.connection()
-    row = conn.execute("SELECT role, metadata FROM messages WHERE id = ? AND conversation_id = ? AND user_id = ?",
-                       (message_id, conversation_id, user_id)).fetchone()
+    row = stored.message_of(conn, user_id, conversation_id, message_id)
     if row is None:
         raise NotFound(f"no message {message_id} in this conversation")
-    metadata = json.loads(row["metadata"] or "{}")
+    role, stored_metadata = row
+    metadata = json.loads(stored_metadata or "{}")
     recorded = metadata.get(KEY)
     out: dict[str, Any] = {"message_id": message_id, "recorded": isinstance(recorded, dict), "memories": [],
                            "memories_more": False, "fragments": [], "recall": [], "archive": [], "handoff": None}
-    if row["role"] != "assistant" or not isinstance(recorded, dict):
+    if role != "assistant" or not isinstance(recorded, dict):
         return out
     ids = [i for i in recorded.get("memories", []) if isinstance(i, int)]
     if ids:
         # Listed in the memory list's own order (the prompt's order).
-        out["memories"] = [{"id": r["id"], "text": r["text"], "category": r["category"]} for r in conn.execute(
-            f"SELECT id, text, category FROM memories WHERE user_id = ? AND id IN ({_marks(len(ids))})"
-            " ORDER BY position, id", (user_id, *ids))]
+        out["memories"] = [{"id": m.id, "text": m.text, "category": m.category}
+                           for m in stored.memories(conn, user_id, ids)]
         out["memories_more"] = bool(recorded.get("memories_more"))
     ids = [i for i in recorded.get("fragments", []) if isinstance(i, int)]
     if ids:
-        found = {r["id"]: r for r in conn.execute(
-            f"SELECT id, category, triggers, definition FROM fragments WHERE user_id = ? AND id IN ({_marks(len(ids))})",
-            (user_id, *ids))}
-        out["fragments"] = [{"id": i, "category": found[i]["category"], "triggers": json.loads(found[i]["triggers"]),
-                             "text": _preview(found[i]["definition"])} for i in ids if i in found]
+        found = stored.fragments(conn, user_id, ids)
+        out["fragments"] = [{"id": i, "category": found[i].category, "triggers": json.loads(found[i].triggers),
+                             "text": _preview(found[i].definition)} for i in ids if i in found]
     ids = [i for i in recorded.get("recall", []) if isinstance(i, int)]
     out["recall"] = _messages(conn, user_id, ids, conversation_id)
     archive = [a for a in recorded.get("archive", []) if isinstance(a, list) and len(a) == 2]
@@ -107,17 +98,14 @@ def read(conversations: "Conversations", conversation_id: int, message_id: int) 
     chunk_ids = [i for k, i in archive if k == "chunk" and isinstance(i, int)]
     chunks = {}
     if chunk_ids:
-        chunks = {r["id"]: r for r in conn.execute(
-            "SELECT c.id, c.document_id, c.text, c.chunk_date, d.title FROM archive_chunks c"
-            " JOIN archive_documents d ON d.id = c.document_id"
-            f" WHERE c.user_id = ? AND c.id IN ({_marks(len(chunk_ids))})", (user_id, *chunk_ids))}
+        chunks = stored.chunks(conn, user_id, chunk_ids)
     for kind, i in archive:
         if kind == "message" and i in messages:
             out["archive"].append({"kind": "message", **messages[i]})
         elif kind == "chunk" and i in chunks:
             c = chunks[i]
-            out["archive"].append({"kind": "chunk", "chunk_id": i, "document_id": c["document_id"],
-                                   "title": c["title"], "date": c["chunk_date"], "text": _preview(c["text"])})
+            out["archive"].append({"kind": "chunk", "chunk_id": i, "document_id": c.document_id,
+                                   "title": c.title, "date": c.chunk_date, "text": _preview(c.text)})
     handoff = recorded.get("handoff")
     if isinstance(handoff, dict):
         out["handoff"] = _handoff(conn, user_id, handoff)
@@ -127,26 +115,21 @@ def read(conversations: "Conversations", conversation_id: int, message_id: int) 
 def _messages(conn: Connection, user_id: int, ids: list[int], here: int) -> list[dict[str, Any]]:
     if not ids:
         return []
-    found = {r["id"]: r for r in conn.execute(
-        "SELECT m.id, m.conversation_id, m.role, m.content, m.created_at, c.title FROM messages m"
-        " JOIN conversations c ON c.id = m.conversation_id"
-        f" WHERE m.user_id = ? AND c.user_id = ? AND m.id IN ({_marks(len(ids))})", (user_id, user_id, *ids))}
-    return [{"message_id": i, "conversation_id": found[i]["conversation_id"], "title": found[i]["title"],
-             "this_conversation": found[i]["conversation_id"] == here, "role": found[i]["role"],
-             "date": found[i]["created_at"], "text": _preview(found[i]["content"])} for i in ids if i in found]
+    found = stored.turns(conn, user_id, ids)
+    return [{"message_id": i, "conversation_id": found[i].conversation_id, "title": found[i].title,
+             "this_conversation": found[i].conversation_id == here, "role": found[i].role,
+             "date": found[i].created_at, "text": _preview(found[i].content)} for i in ids if i in found]
 
 
 def _handoff(conn: Connection, user_id: int, handoff: dict[str, Any]) -> dict[str, Any] | None:
     source = handoff.get("conversation_id")
     if isinstance(source, int):
-        row = conn.execute("SELECT id, title FROM conversations WHERE id = ? AND user_id = ?",
-                           (source, user_id)).fetchone()
+        row = stored.conversation_title(conn, user_id, source)
         if row is not None:
-            return {"conversation_id": row["id"], "document_id": None, "title": row["title"]}
+            return {"conversation_id": row[0], "document_id": None, "title": row[1]}
     document = handoff.get("document_id")
     if isinstance(document, int):
-        row = conn.execute("SELECT id, title FROM archive_documents WHERE id = ? AND user_id = ?",
-                           (document, user_id)).fetchone()
-        if row is not None:
-            return {"conversation_id": None, "document_id": row["id"], "title": row["title"]}
+        found = stored.document_title(conn, user_id, document)
+        if found is not None:
+            return {"conversation_id": None, "document_id": found[0], "title": found[1]}
     return None

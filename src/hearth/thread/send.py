@@ -33,7 +33,8 @@ from hearth.records import attachments, ledger
 from hearth.records.conversations import Conversation
 from hearth.records.ledger import Message
 from hearth.retrieval import searchlog
-from hearth.store import engine_of, utcnow
+from hearth.store import utcnow
+from hearth.store.queries import turns
 from hearth.text import estimate_tokens
 from hearth.thread import alternatives, character
 from hearth.thread.remembered import KEY as REMEMBERED
@@ -233,8 +234,7 @@ class SendPath:
                     raise Conflict("this conversation cannot take new turns")
                 # A prompt to build is made outside the write lock (``prompt.prepared``, U5).
                 prompt = stored.ensure(conn, ctx.user_id, conversation_id, ctx.handoff_text, "inner", ready)
-                last = conn.execute("SELECT coalesce(max(id), 0) FROM messages WHERE conversation_id = ?",
-                                    (conversation_id,)).fetchone()[0]
+                last = turns.last_id(conn, conversation_id)
                 # Each activation is its own span with channel inner (E1, E11).
                 self.span_id, _now = spans.touch_now(conn, ctx, conversation.persona_id, "inner",
                                                      conversation_id=conversation_id)
@@ -314,21 +314,18 @@ class SendPath:
             raise Conflict("there is no reply to regenerate; send a message first")
         if reply.role == "user":
             return reply, None
-        row = conn.execute(
-            "SELECT * FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role = 'user' AND id < ?"
-            " ORDER BY id DESC LIMIT 1", (conversation_id, reply.id)).fetchone()
-        if row is None:
+        asked = turns.user_turn_before(conn, conversation_id, reply.id)
+        if asked is None:
             raise Conflict("this reply answers no message of yours, so it cannot be regenerated")
-        return Message.from_row(row), reply
+        return asked, reply
 
     def _editable(self, conn, conversation_id: int, message_id: int) -> Message:
         """Any message of the person's in this thread: editing it puts the turns after it away as the
         branch of the version it replaces (W2), and the thread continues from the edit."""
-        row = conn.execute("SELECT * FROM messages WHERE id = ? AND conversation_id = ? AND role = 'user'"
-                           " AND kind = 'chat'", (message_id, conversation_id)).fetchone()
-        if row is None:
+        message = turns.user_turn(conn, conversation_id, message_id)
+        if message is None:
             raise NotFound(f"no message {message_id} of yours in this conversation")
-        return Message.from_row(row)
+        return message
 
     def assemble(self, conversation: Conversation, user_message: Message, prompt: stored.StoredPrompt,
                  pin_characters: tuple[str, ...] = (), size_channel: str | None = None) -> AssembledRequest:
@@ -363,11 +360,7 @@ class SendPath:
                 chain = None  # the model changed: the chain restarts with the whole thread
             persona = ctx.personas.get(conversation.persona_id)
             # A greeting (a card's first message, X3) is not a reply: the birth period goes on (K3).
-            has_reply = bool(conn.execute(
-                "SELECT 1 FROM messages WHERE conversation_id = ? AND role = 'assistant' AND kind = 'chat'"
-                f" AND {engine_of(conn).json_get('metadata', 'greeting')} IS NULL LIMIT 1",
-                (conversation.id,),
-            ).fetchone())
+            has_reply = turns.has_reply(conn, conversation.id)
             post_history = character.post_history(conn, ctx.user_id, persona, conversation.id, user_message)
             turn = Turn(conn=conn, user_id=ctx.user_id, conversation=conversation, persona=persona,
                         text=user_message.content, history=history, settings=self.settings,
@@ -536,11 +529,7 @@ def check_open(conversation: Conversation) -> None:
 
 
 def last_turn(conn, conversation_id: int) -> Message | None:
-    row = conn.execute(
-        "SELECT * FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role IN ('user', 'assistant')"
-        " ORDER BY id DESC LIMIT 1", (conversation_id,),
-    ).fetchone()
-    return Message.from_row(row) if row is not None else None
+    return turns.last(conn, conversation_id)
 
 
 def keep_partial(ctx: "Context", conversation_id: int, text: str, *, channel: str = "web") -> Message:
@@ -573,10 +562,7 @@ def keep_partial(ctx: "Context", conversation_id: int, text: str, *, channel: st
 
 def _answered(conn: Any, conversation_id: int, user_message_id: int) -> bool:
     """Whether a reply to this user message is already stored (read inside the write lock)."""
-    return conn.execute(
-        "SELECT 1 FROM messages WHERE conversation_id = ? AND id > ? AND role = 'assistant' AND kind = 'chat'"
-        f" AND {engine_of(conn).json_get('metadata', 'reply_to')} = ? LIMIT 1",
-        (conversation_id, user_message_id, user_message_id)).fetchone() is not None
+    return turns.answered(conn, conversation_id, user_message_id)
 
 
 def _add(a: Usage, b: Usage) -> Usage:

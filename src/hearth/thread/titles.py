@@ -17,6 +17,7 @@ from hearth.memory.helpers.base import HelperOutputError
 from hearth.ops import jobs
 from hearth.records import ledger
 from hearth.store import Connection, utcnow
+from hearth.store.queries import titles
 
 if TYPE_CHECKING:
     from hearth.memory.helpers import Helper
@@ -42,13 +43,12 @@ def offline_title(text: str) -> str:
 def after_reply(conn: Connection, conversation: "Conversation", user_message: "Message",
                 reply: "Message", *, model_titles: bool) -> None:
     """The hook run after each saved reply: titles an untitled thread after its first exchange."""
-    title = conn.execute("SELECT title FROM conversations WHERE id = ?", (conversation.id,)).fetchone()[0]
-    if title or user_message.role != "user":
+    if titles.get(conn, conversation.id) or user_message.role != "user":
         return
     auto = offline_title(user_message.content)
     if not auto:
         return
-    conn.execute("UPDATE conversations SET title = ?, updated_at = ? WHERE id = ?", (auto, utcnow(), conversation.id))
+    titles.set_automatic(conn, conversation.id, auto, utcnow())
     ledger.append(conn, user_id=conversation.user_id, conversation_id=conversation.id, kind="conversation.titled",
                   payload={"source": "first_exchange", "chars": len(auto)})
     if model_titles:
@@ -80,10 +80,9 @@ def title_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None
     if not title:
         return
     with ctx.store.write() as conn:
-        current = conn.execute("SELECT title FROM conversations WHERE id = ? AND user_id = ?",
-                               (conversation_id, ctx.user_id)).fetchone()
-        if current is None or current[0] != conversation.title:
+        current = titles.of_user(conn, ctx.user_id, conversation_id)
+        if current is None or current != conversation.title:
             return
-        conn.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+        titles.set_from_model(conn, conversation_id, title)
         ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation_id, kind="conversation.titled",
                       payload={"source": "model", "chars": len(title)})

@@ -18,10 +18,8 @@ from hearth.prompt.assembly import HistoryTurns
 from hearth.prompt.dynamic import quote_reserved_headings
 from hearth.providers.base import ChatMessage
 from hearth.store import Connection
+from hearth.store.queries import turns as stored
 from hearth.text import estimate_tokens
-
-_TURNS = ("SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ? AND id > ? AND id < ?"
-          " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact')")
 
 
 @dataclass(frozen=True)
@@ -78,8 +76,7 @@ class TurnCache:
         With ``after_id`` (a continuity capsule covers everything up to it), only later turns are
         read; the cached window remembers that bound, so the next send reads only what is new
         (every turn since the capsule was read again on each send before: 1,200 at a time)."""
-        rev, total = conn.execute("SELECT history_rev, turn_count FROM conversations WHERE id = ?",
-                                  (conversation_id,)).fetchone()
+        rev, total = stored.history_state(conn, conversation_id)
         with self._lock:
             window = self._windows.get(conversation_id)
         # A window trimmed for a tighter budget than this one is read afresh.
@@ -88,8 +85,7 @@ class TurnCache:
         if window is not None and usable and not window.complete and window.chars < budget_chars * 0.9:
             usable = False
         if window is not None and usable:
-            newer = [ThreadTurn(*r) for r in conn.execute(_TURNS + " ORDER BY id", (conversation_id, window.turns[-1].id,
-                                                                              before_id))]
+            newer = [ThreadTurn(*r) for r in stored.between(conn, conversation_id, window.turns[-1].id, before_id)]
             turns = window.turns + newer
             chars = window.chars + sum(len(t.content) for t in newer)
             complete = window.complete
@@ -114,34 +110,16 @@ class TurnCache:
         if complete or not turns:
             return history, 0
         if after_id:
-            left_out = conn.execute(
-                "SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ? AND id < ?"
-                " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact')",
-                (conversation_id, after_id, turns[0].id)).fetchone()[0]
+            left_out = stored.count_between(conn, conversation_id, after_id, turns[0].id)
             return history, left_out
         # turn_count includes the message being answered (and anything newer); count only older ones.
-        older_in_thread = conn.execute(
-            "SELECT count(*) FROM messages WHERE conversation_id = ? AND id >= ?"
-            " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact')",
-            (conversation_id, before_id),
-        ).fetchone()[0]
+        older_in_thread = stored.count_from(conn, conversation_id, before_id)
         return history, max(0, total - older_in_thread - len(turns))
 
     def _read_newest(self, conn, conversation_id, before_id, budget_chars,
                      after_id: int = 0) -> tuple[list[ThreadTurn], int, bool]:
-        cursor = conn.execute(_TURNS + " ORDER BY id DESC", (conversation_id, after_id, before_id))
-        turns: list[ThreadTurn] = []
-        chars = 0
-        complete = True
-        for row in cursor:
-            if turns and chars + len(row[3]) > budget_chars:
-                complete = False
-                break
-            turns.append(ThreadTurn(*row))
-            chars += len(row[3])
-        cursor.close()
-        turns.reverse()
-        return turns, chars, complete
+        rows, chars, complete = stored.newest(conn, conversation_id, after_id, before_id, budget_chars)
+        return [ThreadTurn(*row) for row in rows], chars, complete
 
     def forget(self, conversation_id: int) -> None:
         with self._lock:

@@ -24,7 +24,10 @@ from typing import Callable
 from hearth.errors import InvalidInput, NotFound, RateLimited
 from hearth.records.ledger import CHANNELS
 from hearth.settings import Settings
-from hearth.store import Connection, Store, inserted_id, utcnow
+from hearth.store import Connection, Store, utcnow
+from hearth.store.queries import contacts as queries
+from hearth.store.queries.contacts import Contact
+from hearth.store.queries.outreach_lookups import persona_owned
 
 # Channels a person can write in from outside Hearth; their addresses identify the sender.
 MESSAGING = ("sms", "email")
@@ -49,23 +52,6 @@ def normalise_address(channel: str, address: str) -> str:
             raise InvalidInput("not an email address")
         return addr
     raise InvalidInput(f"contacts are for messaging channels ({', '.join(MESSAGING)}), not {channel!r}")
-
-
-@dataclass(frozen=True)
-class Contact:
-    """A verified address: inbound messages from it reach its user."""
-
-    id: int
-    user_id: int
-    channel: str
-    address: str
-    persona_id: int | None
-    created_at: str
-    verified_at: str | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        return {"id": self.id, "channel": self.channel, "address": self.address,
-                "persona_id": self.persona_id, "created_at": self.created_at, "verified_at": self.verified_at}
 
 
 CODE_SENT = "We sent a six-digit code to this address. Enter it to verify the address."
@@ -105,9 +91,7 @@ def find(conn: Connection, channel: str, address: str) -> Contact | None:
         address = normalise_address(channel, address)
     except InvalidInput:
         return None
-    row = conn.execute("SELECT * FROM channel_contacts WHERE channel = ? AND address = ?",
-                       (channel, address)).fetchone()
-    return Contact(**dict(row)) if row else None
+    return queries.by_address(conn, channel, address)
 
 
 class Contacts:
@@ -132,8 +116,7 @@ class Contacts:
             return None
 
     def _persona(self, conn: Connection, persona_id: int | None) -> None:
-        if persona_id is not None and not conn.execute(
-                "SELECT 1 FROM personas WHERE id = ? AND user_id = ?", (persona_id, self.user_id)).fetchone():
+        if persona_id is not None and not persona_owned(conn, persona_id, self.user_id):
             raise NotFound(f"no persona {persona_id}")
 
     def add(self, channel: str, address: str, persona_id: int | None = None) -> Claim:
@@ -142,10 +125,7 @@ class Contacts:
         address = normalise_address(channel, address)
         with self.store.write() as conn:
             self._persona(conn, persona_id)
-            conn.execute(
-                "INSERT INTO contact_claims (user_id, channel, address, persona_id, created_at) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (user_id, channel, address) DO UPDATE SET persona_id = excluded.persona_id",
-                (self.user_id, channel, address, persona_id, utcnow()))
+            queries.upsert_claim(conn, self.user_id, channel, address, persona_id, utcnow())
         self.send_code(channel, address)
         return Claim(channel, address, persona_id)
 
@@ -158,28 +138,21 @@ class Contacts:
         code = f"{secrets.randbelow(10 ** 6):06d}"
         salt = secrets.token_hex(16)
         with self.store.write() as conn:
-            claim = conn.execute("SELECT persona_id FROM contact_claims WHERE user_id = ? AND channel = ? AND address = ?",
-                                 (self.user_id, channel, address)).fetchone()
+            claim = queries.claim_persona(conn, self.user_id, channel, address)
             if claim is None:
                 raise NotFound(f"no unverified {channel} address like that; add it first")
-            mine, everyone = conn.execute(
-                "SELECT coalesce(sum(CASE WHEN user_id = ? THEN 1 ELSE 0 END), 0), count(*) FROM contact_code_sends"
-                " WHERE channel = ? AND address = ? AND sent_at > ?",
-                (self.user_id, channel, address, hour_ago)).fetchone()
+            mine, everyone = queries.codes_sent_since(conn, self.user_id, channel, address, hour_ago)
             if mine >= settings.contact_code_sends_per_hour:
                 # Counts only this user's own requests, so it says nothing about anyone else.
                 raise RateLimited("too many codes were sent to this address; try again within the hour",
                                   retry_after=3600)
-            conn.execute("UPDATE contact_claims SET code_hash = ?, code_salt = ?, expires_at = ?, attempts = 0"
-                         " WHERE user_id = ? AND channel = ? AND address = ?",
-                         (_digest(salt, code), salt, _stamp(now + settings.contact_code_minutes * 60),
-                          self.user_id, channel, address))
+            queries.set_code(conn, self.user_id, channel, address, _digest(salt, code), salt,
+                             _stamp(now + settings.contact_code_minutes * 60))
             # Past the limit for all users together, or the deployment's own address: the answer is
             # the same but nothing is sent, so nobody can flood an address with codes.
             send = everyone < 3 * settings.contact_code_sends_per_hour and address != self._own(channel)
             if send:
-                conn.execute("INSERT INTO contact_code_sends (user_id, channel, address, sent_at) VALUES (?, ?, ?, ?)",
-                             (self.user_id, channel, address, _stamp(now)))
+                queries.record_code_sent(conn, self.user_id, channel, address, _stamp(now))
         if send:
             if self._sender is None:
                 raise InvalidInput("this deployment cannot send verification codes")
@@ -196,27 +169,23 @@ class Contacts:
         code = code.strip()
         now = _stamp(self.clock())
         with self.store.write() as conn:
-            claim = conn.execute("SELECT * FROM contact_claims WHERE user_id = ? AND channel = ? AND address = ?",
-                                 (self.user_id, channel, address)).fetchone()
-            good = (claim is not None and claim["code_hash"] is not None and claim["expires_at"] > now
+            claim = queries.claim(conn, self.user_id, channel, address)
+            good = (claim is not None and claim.code_hash is not None and claim.expires_at is not None
+                    and claim.expires_at > now and claim.code_salt is not None
                     and re.fullmatch(r"[0-9]{6}", code) is not None
-                    and hmac.compare_digest(_digest(claim["code_salt"], code), claim["code_hash"]))
-            if claim is not None and not good and claim["code_hash"] is not None:
+                    and hmac.compare_digest(_digest(claim.code_salt, code), claim.code_hash))
+            if claim is not None and not good and claim.code_hash is not None:
                 # A wrong try counts (committed before the error below); the last one voids the code.
-                void = claim["attempts"] + 1 >= self._settings.contact_code_attempts
-                conn.execute("UPDATE contact_claims SET attempts = attempts + 1,"
-                             " code_hash = CASE WHEN ? THEN NULL ELSE code_hash END WHERE id = ?",
-                             (void, claim["id"]))
+                void = claim.attempts + 1 >= self._settings.contact_code_attempts
+                queries.count_wrong_try(conn, claim.id, void)
             if good:
                 assert claim is not None
                 # The verified holder takes routing: a row for this address (another user's, or
                 # this user's own from before) gives way to this one.
-                conn.execute("DELETE FROM channel_contacts WHERE channel = ? AND address = ?", (channel, address))
-                conn.execute("DELETE FROM contact_claims WHERE id = ?", (claim["id"],))
-                contact_id = inserted_id(conn.execute(
-                    "INSERT INTO channel_contacts (user_id, channel, address, persona_id, created_at, verified_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                    (self.user_id, channel, address, claim["persona_id"], claim["created_at"], now)))
+                queries.delete_address(conn, channel, address)
+                queries.delete_claim(conn, claim.id)
+                contact_id = queries.insert(conn, self.user_id, channel, address, claim.persona_id,
+                                            claim.created_at, now)
         if not good:
             raise InvalidInput("that code is wrong, used up or expired; ask for a new one")
         return self.get(contact_id)
@@ -227,36 +196,28 @@ class Contacts:
         address = normalise_address(channel, address)
         with self.store.write() as conn:
             self._persona(conn, persona_id)
-            conn.execute("DELETE FROM channel_contacts WHERE channel = ? AND address = ?", (channel, address))
+            queries.delete_address(conn, channel, address)
             stamp = utcnow()
-            contact_id = inserted_id(conn.execute(
-                "INSERT INTO channel_contacts (user_id, channel, address, persona_id, created_at, verified_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id", (self.user_id, channel, address, persona_id, stamp, stamp)))
+            contact_id = queries.insert(conn, self.user_id, channel, address, persona_id, stamp, stamp)
         return self.get(contact_id)
 
     def get(self, contact_id: int) -> Contact:
-        row = self.store.connection().execute(
-            "SELECT * FROM channel_contacts WHERE id = ? AND user_id = ?", (contact_id, self.user_id)).fetchone()
-        if row is None:
+        contact = queries.get(self.store.connection(), contact_id, self.user_id)
+        if contact is None:
             raise NotFound(f"no contact {contact_id}")
-        return Contact(**dict(row))
+        return contact
 
     def list(self) -> list[Contact]:
-        rows = self.store.connection().execute(
-            "SELECT * FROM channel_contacts WHERE user_id = ? ORDER BY channel, address", (self.user_id,))
-        return [Contact(**dict(r)) for r in rows]
+        return queries.for_user(self.store.connection(), self.user_id)
 
     def pending(self) -> "builtins.list[Claim]":
         """This user's addresses waiting for their code."""
-        rows = self.store.connection().execute(
-            "SELECT channel, address, persona_id FROM contact_claims WHERE user_id = ? ORDER BY channel, address",
-            (self.user_id,))
-        return [Claim(r[0], r[1], r[2]) for r in rows]
+        return [Claim(*r) for r in queries.claims_for_user(self.store.connection(), self.user_id)]
 
     def remove(self, contact_id: int) -> None:
         with self.store.write() as conn:
             self.get(contact_id)
-            conn.execute("DELETE FROM channel_contacts WHERE id = ? AND user_id = ?", (contact_id, self.user_id))
+            queries.delete(conn, contact_id, self.user_id)
 
 
 class PersonaChannels:
@@ -267,8 +228,7 @@ class PersonaChannels:
         self.user_id = user_id
 
     def _persona(self, conn: Connection, persona_id: int) -> None:
-        if not conn.execute("SELECT 1 FROM personas WHERE id = ? AND user_id = ?",
-                            (persona_id, self.user_id)).fetchone():
+        if not persona_owned(conn, persona_id, self.user_id):
             raise NotFound(f"no persona {persona_id}")
 
     def set(self, persona_id: int, channel: str, answers: bool) -> dict[str, bool]:
@@ -276,9 +236,7 @@ class PersonaChannels:
             raise InvalidInput(f"unknown channel {channel!r}; expected one of {', '.join(ANSWERABLE)}")
         with self.store.write() as conn:
             self._persona(conn, persona_id)
-            conn.execute("INSERT INTO persona_channels (persona_id, channel, answers) VALUES (?, ?, ?)"
-                         " ON CONFLICT (persona_id, channel) DO UPDATE SET answers = excluded.answers",
-                         (persona_id, channel, int(bool(answers))))
+            queries.set_answers(conn, persona_id, channel, answers)
         return self.get(persona_id)
 
     def get(self, persona_id: int) -> dict[str, bool]:
@@ -288,6 +246,4 @@ class PersonaChannels:
 
 
 def answers(conn: Connection, persona_id: int, channel: str) -> bool:
-    row = conn.execute("SELECT answers FROM persona_channels WHERE persona_id = ? AND channel = ?",
-                       (persona_id, channel)).fetchone()
-    return True if row is None else bool(row[0])
+    return queries.answers(conn, persona_id, channel)

@@ -19,6 +19,7 @@ from hearth.continuity.timeline import spans
 from hearth.errors import Forbidden, InvalidInput
 from hearth.outreach.channels.contacts import Contact, answers, find
 from hearth.store import Connection, Store, utcnow
+from hearth.store.queries import channel_messages
 from hearth.thread.send import save_turn
 
 if TYPE_CHECKING:
@@ -69,10 +70,7 @@ def _receive(store: Store, context: Callable[[int], "Context"], channel: str, ad
         contact = find(conn, channel, address)
         if contact is None or (user_id is not None and contact.user_id != user_id):
             raise Forbidden(f"{channel} sender is not a contact")
-        seen = conn.execute(
-            "SELECT conversation_id, message_id FROM channel_messages"
-            " WHERE channel = ? AND direction = 'in' AND external_id = ?", (channel, external_id),
-        ).fetchone()
+        seen = channel_messages.seen_inbound(conn, channel, external_id)
         if seen is not None:
             return Inbound("duplicate", contact.user_id, seen[0], seen[1])
         ctx = context(contact.user_id)
@@ -82,11 +80,8 @@ def _receive(store: Store, context: Callable[[int], "Context"], channel: str, ad
         span_id, now = spans.touch_now(conn, ctx, persona_id, channel, conversation_id=conversation_id)
         message = save_turn(ctx, conn, conversation_id, text, channel=channel, metadata=metadata, created_at=now,
                             span_id=span_id)
-        conn.execute(
-            "INSERT INTO channel_messages (user_id, channel, direction, external_id, conversation_id,"
-            " message_id, contact_id, status, created_at) VALUES (?, ?, 'in', ?, ?, ?, ?, 'received', ?)",
-            (contact.user_id, channel, external_id, conversation_id, message.id, contact.id, utcnow()),
-        )
+        channel_messages.record_inbound(conn, contact.user_id, channel, external_id, conversation_id, message.id,
+                                        contact.id, utcnow())
         if not answers(conn, persona_id, channel):
             return Inbound("kept", contact.user_id, conversation_id, message.id)
         # One pending reply per thread: several texts in a row are answered together.
@@ -97,17 +92,11 @@ def _receive(store: Store, context: Callable[[int], "Context"], channel: str, ad
 
 def sent_parts(conn: Connection, channel: str, reply_id: int) -> set[str]:
     """External ids of the parts of a reply already delivered (a retried job skips them)."""
-    return {r[0] for r in conn.execute(
-        "SELECT external_id FROM channel_messages WHERE channel = ? AND direction = 'out' AND message_id = ?",
-        (channel, reply_id))}
+    return channel_messages.sent_parts(conn, channel, reply_id)
 
 
 def record_sent(ctx: "Context", channel: str, external_id: str, reply: "Message", provider_ref: str,
                 contact: Contact) -> None:
     with ctx.store.write() as conn:
-        conn.execute(
-            "INSERT INTO channel_messages (user_id, channel, direction, external_id, conversation_id, message_id,"
-            " contact_id, provider_ref, status, created_at) VALUES (?, ?, 'out', ?, ?, ?, ?, ?, 'sent', ?)",
-            (ctx.user_id, channel, external_id, reply.conversation_id, reply.id, contact.id, provider_ref,
-             utcnow()),
-        )
+        channel_messages.record_sent(conn, ctx.user_id, channel, external_id, reply.conversation_id, reply.id,
+                                     contact.id, provider_ref, utcnow())

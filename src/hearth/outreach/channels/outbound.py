@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from hearth.errors import Conflict, InvalidInput
 from hearth.outreach.channels import mail, sms
 from hearth.outreach.channels.contacts import Contact
+from hearth.store.queries import channel_messages, contacts
 from hearth.thread.send import answer, last_turn
 
 if TYPE_CHECKING:
@@ -35,12 +36,10 @@ def reply_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None
     if channel not in deliver:
         raise InvalidInput(f"no adapter delivers on {channel!r}")
     conn = ctx.store.connection()
-    inbound = conn.execute(
-        "SELECT message_id, contact_id FROM channel_messages WHERE user_id = ? AND conversation_id = ?"
-        " AND channel = ? AND direction = 'in' ORDER BY id DESC LIMIT 1", (ctx.user_id, conversation_id, channel),
-    ).fetchone()
+    inbound = channel_messages.latest_inbound(conn, ctx.user_id, conversation_id, channel)
     if inbound is None:
         return
+    inbound_message_id, contact_id = inbound
     latest = last_turn(conn, conversation_id)
     if latest is None:
         return
@@ -58,21 +57,18 @@ def reply_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None
         reply = latest  # answered before a crash, or by a racing reply: deliver it (sent parts are skipped)
     if reply.channel != channel:
         return  # answered on another channel meanwhile; nothing to send here
-    contact = conn.execute("SELECT * FROM channel_contacts WHERE id = ? AND user_id = ?",
-                           (inbound["contact_id"], ctx.user_id)).fetchone()
+    contact = contacts.get(conn, contact_id, ctx.user_id)
     if contact is None:
         log.info("%s reply not delivered: the contact was removed", channel)
         return
-    thread = ctx.conversations.message(inbound["message_id"]).metadata.get("email", {})
-    deliver[channel](ctx, Contact(**dict(contact)), reply, thread)
+    thread = ctx.conversations.message(inbound_message_id).metadata.get("email", {})
+    deliver[channel](ctx, contact, reply, thread)
 
 
 def deliver_reply(ctx: "Context", channel: str, persona_id: int, message: "Message") -> None:
     """Send a message the companion started (E11) to the user's contact on ``channel``: the
     contact that talks to this persona, else the user's first on that channel."""
-    row = ctx.store.connection().execute(
-        "SELECT * FROM channel_contacts WHERE user_id = ? AND channel = ?"
-        " ORDER BY persona_id IS DISTINCT FROM ?, id LIMIT 1", (ctx.user_id, channel, persona_id)).fetchone()
-    if row is None:
+    contact = contacts.for_persona_first(ctx.store.connection(), ctx.user_id, channel, persona_id)
+    if contact is None:
         raise InvalidInput(f"there is no {channel} contact to deliver to")
-    _adapters()[channel](ctx, Contact(**dict(row)), message, {})
+    _adapters()[channel](ctx, contact, message, {})
