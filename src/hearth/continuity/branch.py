@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from hearth.continuity.handoff import (
     FINAL_TURNS,
@@ -39,9 +39,11 @@ from hearth.errors import Conflict, ConstraintError, InvalidInput, StoreError
 from hearth.prompt import prepared
 from hearth.prompt.prepared import Ready
 from hearth.records import ledger
-from hearth.records.conversations import ELIGIBLE_SQL, MAX_TITLE, Conversation
+from hearth.records.conversations import MAX_TITLE, Conversation
 from hearth.retrieval.archive import Archive
-from hearth.store import Connection, Row, engine_of, utcnow
+from hearth.store import Connection, utcnow
+from hearth.store.queries import handoffs as queries
+from hearth.store.queries.handoffs import DocumentTurn, MessageTurn
 from hearth.thread.character import GREETING_CHANNELS, open_with_greeting
 
 if TYPE_CHECKING:
@@ -56,28 +58,22 @@ _BOUNDARY_TRIES = 5
 
 # --- reading ------------------------------------------------------------------------------------
 
-def _eligible_conversation(conn: Connection, user_id: int, conversation_id: int) -> Row | None:
-    """The conversation row if it may feed automatic continuity now (V1, V2), else None."""
-    return conn.execute(
-        f"SELECT c.* FROM conversations c WHERE c.id = ? AND c.user_id = ? AND {ELIGIBLE_SQL}",
-        (conversation_id, user_id),
-    ).fetchone()
+def _eligible_conversation(conn: Connection, user_id: int, conversation_id: int) -> bool:
+    """Whether the conversation may feed automatic continuity now (V1, V2)."""
+    return queries.is_eligible(conn, user_id, conversation_id)
 
 
 def _labels(conn: Connection, user_id: int, conversation_id: int) -> tuple[str, str]:
     """The speaker labels of the persona that held the source conversation (G6)."""
-    row = conn.execute(
-        "SELECT p.user_label, p.assistant_label FROM conversations c JOIN personas p ON p.id = c.persona_id"
-        " WHERE c.id = ? AND c.user_id = ?", (conversation_id, user_id),
-    ).fetchone()
-    if row is None:
+    labels = queries.conversation_labels(conn, user_id, conversation_id)
+    if labels is None:
         raise StoreError(f"conversation {conversation_id} has no persona")
-    return row[0], row[1]
+    return labels
 
 
-def _as_source(row: Row) -> SourceMessage:
-    return SourceMessage(id=row["id"], role=row["role"], kind=row["kind"], content=row["content"],
-                         created_at=row["created_at"])
+def _as_source(turn: MessageTurn) -> SourceMessage:
+    return SourceMessage(id=turn.id, role=turn.role, kind=turn.kind, content=turn.content,
+                         created_at=turn.created_at)
 
 
 def final_eight(conn: Connection, user_id: int, conversation_id: int) -> list[SourceMessage]:
@@ -86,27 +82,8 @@ def final_eight(conn: Connection, user_id: int, conversation_id: int) -> list[So
     Reads newest first and stops once eight eligible turns are found, so a long conversation is
     not loaded whole. Eligibility is decided by the renderer's own rule, not restated in SQL.
     """
-    return _last_eligible(conn.execute(
-        "SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ? AND user_id = ?"
-        " AND kind = 'chat' AND role IN ('user', 'assistant') ORDER BY id DESC",
-        (conversation_id, user_id),
-    ), _as_source)
-
-
-def _last_eligible(cursor: Any, as_source: Callable[[Any], SourceMessage]) -> list[SourceMessage]:
-    """The first ``FINAL_TURNS`` eligible rows of a newest-first cursor, oldest first."""
-    chosen: list[SourceMessage] = []
-    try:
-        for row in cursor:
-            message = as_source(row)
-            if is_eligible(message):
-                chosen.append(message)
-                if len(chosen) == FINAL_TURNS:
-                    break
-    finally:
-        cursor.close()
-    chosen.reverse()
-    return chosen
+    return [_as_source(t) for t in queries.last_chat_turns(conn, user_id, conversation_id, count=FINAL_TURNS,
+                                                           keep=is_eligible)]
 
 
 def _stored_ids(raw: str) -> list[int]:
@@ -120,40 +97,35 @@ def _stored_ids(raw: str) -> list[int]:
     return [v for v in data if isinstance(v, int) and not isinstance(v, bool)]
 
 
-def _turn_source(row: Row) -> SourceMessage:
+def _turn_source(turn: DocumentTurn) -> SourceMessage:
     """An archive document's turn as a handoff source (its id is the turn's, in document order)."""
-    return SourceMessage(id=row["id"], role=row["role"], kind="chat", content=row["text"],
-                         created_at=row["created_at"] or "")
+    return SourceMessage(id=turn.id, role=turn.role, kind="chat", content=turn.text,
+                         created_at=turn.created_at or "")
 
 
 def document_final_eight(conn: Connection, user_id: int, document_id: int) -> list[SourceMessage]:
     """The final eight eligible turns of an archive document, oldest first, read newest first."""
-    return _last_eligible(conn.execute(
-        "SELECT id, role, text, created_at FROM archive_turns WHERE document_id = ? AND user_id = ?"
-        " AND role IN ('user', 'assistant') ORDER BY position DESC", (document_id, user_id)), _turn_source)
+    return [_turn_source(t) for t in queries.last_document_turns(
+        conn, user_id, document_id, count=FINAL_TURNS, keep=lambda t: is_eligible(_turn_source(t)))]
 
 
 def _persona_labels(conn: Connection, user_id: int, persona_id: int) -> tuple[str, str]:
-    row = conn.execute("SELECT user_label, assistant_label FROM personas WHERE id = ? AND user_id = ?",
-                       (persona_id, user_id)).fetchone()
-    if row is None:
+    labels = queries.persona_labels(conn, user_id, persona_id)
+    if labels is None:
         raise StoreError(f"persona {persona_id} is missing")
-    return row[0], row[1]
+    return labels
 
 
 def _document_handoff(conn: Connection, user_id: int, conversation_id: int, document_id: int,
                       ids: list[int], settings: "Settings") -> Handoff | None:
     """A continuation's handoff, rendered again from the document's stored turns (H9); the labels
     are those of the persona the continuation speaks with."""
-    rows = conn.execute(
-        f"SELECT id, role, text, created_at FROM archive_turns WHERE document_id = ? AND user_id = ?"
-        f" AND id IN ({','.join('?' * len(ids))}) ORDER BY id", (document_id, user_id, *ids)).fetchall()
-    persona = conn.execute("SELECT persona_id FROM conversations WHERE id = ? AND user_id = ?",
-                           (conversation_id, user_id)).fetchone()
-    if not rows or persona is None:
+    turns = queries.document_turns(conn, user_id, document_id, ids)
+    persona_id = queries.conversation_persona(conn, user_id, conversation_id)
+    if not turns or persona_id is None:
         return None
-    user_label, assistant_label = _persona_labels(conn, user_id, persona[0])
-    rendered = rerender([_turn_source(r) for r in rows], user_label=user_label, assistant_label=assistant_label,
+    user_label, assistant_label = _persona_labels(conn, user_id, persona_id)
+    rendered = rerender([_turn_source(t) for t in turns], user_label=user_label, assistant_label=assistant_label,
                         limits=limits_from_settings(settings))
     return None if rendered.is_empty else rendered
 
@@ -161,11 +133,11 @@ def _document_handoff(conn: Connection, user_id: int, conversation_id: int, docu
 def capture(conn: Connection, user_id: int, source_conversation_id: int, settings: "Settings") -> Handoff:
     """Render the handoff of a source conversation from database reads only (H1-H4, H6)."""
     user_label, assistant_label = _labels(conn, user_id, source_conversation_id)
-    title_row = conn.execute("SELECT title FROM conversations WHERE id = ?", (source_conversation_id,)).fetchone()
     return render_handoff(
         final_eight(conn, user_id, source_conversation_id),
         user_label=user_label, assistant_label=assistant_label,
-        limits=limits_from_settings(settings), source_title=title_row[0] if title_row else None,
+        limits=limits_from_settings(settings),
+        source_title=queries.conversation_title(conn, source_conversation_id),
     )
 
 
@@ -192,30 +164,23 @@ class Quoted:
 
 def handoff_quote(conn: Connection, user_id: int, conversation_id: int, settings: "Settings") -> Quoted | None:
     """What ``handoff_text`` encloses, or None: the turns only, read and chosen under the limits."""
-    row = conn.execute(
-        "SELECT source_conversation_id, source_document_id, source_message_ids FROM conversation_summaries"
-        " WHERE conversation_id = ? AND user_id = ? AND handoff != ''", (conversation_id, user_id),
-    ).fetchone()
-    if row is not None and row["source_document_id"] is not None:
-        ids = _stored_ids(row["source_message_ids"])
-        document = _document_handoff(conn, user_id, conversation_id, row["source_document_id"], ids, settings) \
+    record = queries.handoff_of(conn, user_id, conversation_id)
+    if record is not None and record.source_document_id is not None:
+        ids = _stored_ids(record.source_message_ids)
+        document = _document_handoff(conn, user_id, conversation_id, record.source_document_id, ids, settings) \
             if ids else None
         return Quoted(document) if document is not None else None
-    if row is None or row["source_conversation_id"] is None:
+    if record is None or record.source_conversation_id is None:
         return None
-    source_id = row["source_conversation_id"]
-    if _eligible_conversation(conn, user_id, source_id) is None:
+    source_id = record.source_conversation_id
+    if not _eligible_conversation(conn, user_id, source_id):
         return None
-    ids = _stored_ids(row["source_message_ids"])
+    ids = _stored_ids(record.source_message_ids)
     if not ids:
         return None
-    rows = conn.execute(
-        f"SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ? AND user_id = ?"
-        f" AND id IN ({','.join('?' * len(ids))}) ORDER BY id",
-        (source_id, user_id, *ids),
-    ).fetchall()
+    turns = queries.conversation_messages(conn, user_id, source_id, ids)
     user_label, assistant_label = _labels(conn, user_id, source_id)
-    rendered = rerender([_as_source(r) for r in rows], user_label=user_label, assistant_label=assistant_label,
+    rendered = rerender([_as_source(t) for t in turns], user_label=user_label, assistant_label=assistant_label,
                         limits=limits_from_settings(settings))
     return None if rendered.is_empty else Quoted(rendered)
 
@@ -236,12 +201,9 @@ def _store_handoff(conn: Connection, user_id: int, conversation_id: int, source_
                    handoff: Handoff, *, document_id: int | None = None) -> None:
     # The record keeps the model rendering with the fixed placeholder boundary, so it is the same
     # bytes on every retry; it is never injected as is (H9). Retired columns stay empty (H10).
-    conn.execute(
-        "INSERT INTO conversation_summaries (user_id, conversation_id, source_conversation_id, source_document_id,"
-        " source_message_ids, handoff, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (user_id, conversation_id, source_id, document_id, json.dumps(list(handoff.source_message_ids)),
-         handoff.model_text(PLACEHOLDER_UUID), utcnow()),
-    )
+    queries.insert_handoff(conn, user_id, conversation_id, source_id, document_id,
+                           json.dumps(list(handoff.source_message_ids)), handoff.model_text(PLACEHOLDER_UUID),
+                           utcnow())
 
 
 # --- automatic New Chat continuity (H6) ----------------------------------------------------------
@@ -250,15 +212,7 @@ def most_recent_eligible(conn: Connection, user_id: int, persona_id: int) -> int
     """The most recently updated eligible conversation of this persona that has a turn to carry.
     A card's greeting alone is not one: a thread opened and left would otherwise carry nothing
     but the greeting into the next, instead of the last real exchange (X3)."""
-    row = conn.execute(
-        f"SELECT c.id FROM conversations c WHERE c.user_id = ? AND c.persona_id = ? AND {ELIGIBLE_SQL}"
-        " AND EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND m.kind = 'chat'"
-        " AND m.role IN ('user', 'assistant') AND trim(m.content) != ''"
-        f" AND {engine_of(conn).json_get('m.metadata', 'greeting')} IS NULL)"
-        " ORDER BY c.updated_at DESC, c.id DESC LIMIT 1",
-        (user_id, persona_id),
-    ).fetchone()
-    return row[0] if row else None
+    return queries.most_recent_eligible(conn, user_id, persona_id)
 
 
 @dataclass(frozen=True)
@@ -364,22 +318,16 @@ def _branch_title(source_title: str) -> str:
 
 def _existing(ctx: "Context", conn: Connection, retry_key: str, source_id: int | None,
               document_id: int | None = None) -> BranchResult | None:
-    row = conn.execute(
-        "SELECT destination_conversation_id, source_conversation_id, source_document_id FROM branch_requests"
-        " WHERE user_id = ? AND retry_key = ?", (ctx.user_id, retry_key),
-    ).fetchone()
-    if row is None:
+    request = queries.branch_request(conn, ctx.user_id, retry_key)
+    if request is None:
         return None
-    if ((row["source_conversation_id"] is not None and row["source_conversation_id"] != source_id)
-            or (row["source_document_id"] is not None and row["source_document_id"] != document_id)):
+    if ((request.source_conversation_id is not None and request.source_conversation_id != source_id)
+            or (request.source_document_id is not None and request.source_document_id != document_id)):
         raise Conflict("this retry key already made a branch from another conversation; use a new key")
-    destination = row["destination_conversation_id"]
-    artifact = conn.execute(
-        "SELECT id FROM messages WHERE conversation_id = ? AND kind = 'handoff_artifact' ORDER BY id LIMIT 1",
-        (destination,),
-    ).fetchone()
-    return BranchResult(ctx.conversations.get(destination), artifact[0] if artifact else None,
-                        row["source_conversation_id"], created=False, source_document_id=row["source_document_id"])
+    destination = request.destination_conversation_id
+    return BranchResult(ctx.conversations.get(destination), queries.first_artifact(conn, destination),
+                        request.source_conversation_id, created=False,
+                        source_document_id=request.source_document_id)
 
 
 def branch(ctx: "Context", source_conversation_id: int, retry_key: str, title: str | None = None,
@@ -421,7 +369,6 @@ def _open_branch(ctx: "Context", conn: Connection, handoff: Handoff, persona_id:
     (Branch) or an imported archive document (Continue in a new chat)."""
     source = ({"source_conversation_id": source_conversation_id} if source_document_id is None
               else {"source_document_id": source_document_id})
-    [(column, source_id)] = source.items()
     destination = ctx.conversations.create(persona_id, title=title, channel=channel)
     diagnostics = handoff.diagnostics()
     artifact_id = ledger.append_message(
@@ -431,9 +378,9 @@ def _open_branch(ctx: "Context", conn: Connection, handoff: Handoff, persona_id:
     )
     _store_handoff(conn, ctx.user_id, destination.id, source_conversation_id, handoff,
                    document_id=source_document_id)
-    conn.execute(  # the column is one of two fixed names, never input
-        f"INSERT INTO branch_requests (user_id, retry_key, {column}, destination_conversation_id, created_at)"
-        " VALUES (?, ?, ?, ?, ?)", (ctx.user_id, retry_key, source_id, destination.id, utcnow()))
+    queries.insert_branch_request(conn, ctx.user_id, retry_key, destination.id, utcnow(),
+                                  source_conversation_id=source_conversation_id,
+                                  source_document_id=source_document_id)
     ledger.append(conn, user_id=ctx.user_id, conversation_id=destination.id, kind="conversation.branched",
                   channel=channel, payload={**source, **diagnostics})
     return BranchResult(ctx.conversations.get(destination.id), artifact_id, source_conversation_id,
@@ -478,8 +425,7 @@ def continue_document(ctx: "Context", document_id: int, retry_key: str, *, perso
             done = _existing(ctx, conn, retry_key, None, document.id)
             if done is not None:
                 return done
-            if not conn.execute("SELECT 1 FROM archive_turns WHERE document_id = ? LIMIT 1",
-                                (document.id,)).fetchone():
+            if not queries.has_document_turns(conn, document.id):
                 raise Conflict("this document was imported before Hearth kept each turn; import the export "
                                "again to open and continue it as a thread")
             persona = _continuing_persona(ctx, document, persona_id)
@@ -506,43 +452,33 @@ def rewrite_forgotten(conn: Connection, user_id: int, settings: "Settings", gone
     if not gone and not whole:
         return 0, set()
     # Handoffs from an archive document hold turn ids, not message ids: they go with the document.
-    rows = conn.execute(
-        "SELECT id, conversation_id, source_conversation_id, source_message_ids FROM conversation_summaries"
-        " WHERE user_id = ? AND source_document_id IS NULL", (user_id,)).fetchall()
+    records = queries.message_handoffs(conn, user_id)
     rewritten, destinations = 0, set()
-    for row in rows:
-        ids = _stored_ids(row["source_message_ids"])
-        from_whole = row["source_conversation_id"] in whole
+    for record in records:
+        ids = _stored_ids(record.source_message_ids)
+        from_whole = record.source_conversation_id in whole
         if not from_whole and not gone.intersection(ids):
             continue
         keep = [] if from_whole else [i for i in ids if i not in gone]
-        source_id = row["source_conversation_id"]
-        kept = conn.execute(
-            f"SELECT id, role, kind, content, created_at FROM messages WHERE user_id = ?"
-            f" AND id IN ({','.join('?' * len(keep))}) ORDER BY id", (user_id, *keep)).fetchall() if keep else []
+        source_id = record.source_conversation_id
+        kept = queries.messages(conn, user_id, keep) if keep else []
         handoff = None
         if kept and source_id is not None:
             user_label, assistant_label = _labels(conn, user_id, source_id)
-            title = conn.execute("SELECT title FROM conversations WHERE id = ?", (source_id,)).fetchone()
-            handoff = rerender([_as_source(r) for r in kept], user_label=user_label, assistant_label=assistant_label,
-                               limits=limits_from_settings(settings), source_title=title[0] if title else None)
+            handoff = rerender([_as_source(t) for t in kept], user_label=user_label, assistant_label=assistant_label,
+                               limits=limits_from_settings(settings),
+                               source_title=queries.conversation_title(conn, source_id))
             if handoff.is_empty:
                 handoff = None
-        conn.execute(
-            "UPDATE conversation_summaries SET source_message_ids = ?, handoff = ?, summary = '', recent_raw = ''"
-            " WHERE id = ?",
-            (json.dumps([r["id"] for r in kept] if handoff else []),
-             handoff.model_text(PLACEHOLDER_UUID) if handoff else "", row["id"]))
+        queries.rewrite_handoff(conn, record.id, json.dumps([t.id for t in kept] if handoff else []),
+                                handoff.model_text(PLACEHOLDER_UUID) if handoff else "")
         # The visible handoff bubble in the destination thread quotes the same turns.
-        for artifact in conn.execute(
-                "SELECT id, metadata FROM messages WHERE conversation_id = ? AND kind = 'handoff_artifact'",
-                (row["conversation_id"],)).fetchall():
+        for artifact_id, metadata in queries.artifacts(conn, record.conversation_id):
             if handoff is None:
-                conn.execute("DELETE FROM events WHERE id = ?", (artifact["id"],))
+                queries.delete_artifact(conn, artifact_id)
             else:
-                meta = {**json.loads(artifact["metadata"]), "source_message_ids": [r["id"] for r in kept]}
-                conn.execute("UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
-                             (handoff.visible_text(), json.dumps(meta), artifact["id"]))
+                meta = {**json.loads(metadata), "source_message_ids": [t.id for t in kept]}
+                queries.set_artifact(conn, artifact_id, handoff.visible_text(), json.dumps(meta))
         rewritten += 1
-        destinations.add(row["conversation_id"])
+        destinations.add(record.conversation_id)
     return rewritten, destinations

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from hearth.continuity.timeline import capsules, chains, checkpoints, pages, spans
 from hearth.continuity.timeline.pages import Cursor, Page
+from hearth.store.queries import spans as span_rows
+from hearth.store.queries import timeline as queries
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -115,14 +117,11 @@ class Timeline:
         model = ctx.model_for(conversation)  # the limit follows the conversation's model
         limit = ctx.input_token_limit(model)
         with self.store.read() as conn:
-            usage = conn.execute("SELECT payload FROM events WHERE conversation_id = ? AND kind = 'context.usage'"
-                                 " ORDER BY created_at DESC, id DESC LIMIT 1", (conversation.id,)).fetchone()
+            usage = queries.latest_usage(conn, conversation.id)
             capsule = capsules.latest(conn, conversation.id)
             chain = chains.get(conn, conversation.id)
-            compacted = conn.execute(
-                "SELECT max(created_at) FROM events WHERE conversation_id = ? AND kind = 'context.compacted'",
-                (conversation.id,)).fetchone()[0]
-        input_tokens = json.loads(usage[0]).get("input", 0) if usage else 0
+            compacted = queries.last_compaction_at(conn, conversation.id)
+        input_tokens = json.loads(usage).get("input", 0) if usage is not None else 0
         compaction = chains.compaction_threshold_tokens(ctx, model)
         threshold = compaction or limit
         provider = ctx.provider
@@ -167,18 +166,11 @@ def resume(ctx: "UserContext", turns: int = RESUME_TURNS) -> Resumed:
     from hearth.thread.turns import ThreadTurn
 
     with ctx.store.read() as conn:
-        row = conn.execute(
-            "SELECT id FROM conversations WHERE user_id = ? AND state = 'open' AND trashed_at IS NULL"
-            " ORDER BY updated_at DESC, id DESC LIMIT 1", (ctx.user_id,)).fetchone()
-        if row is None:
+        conversation_id = queries.resumable_conversation(conn, ctx.user_id)
+        if conversation_id is None:
             return Resumed(None, [], None, None)
-        conversation = ctx.conversations.get(row[0])
-        recent = conn.execute(
-            "SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ?"
-            " AND role IN ('user', 'assistant') AND kind IN ('chat', 'handoff_artifact') ORDER BY id DESC LIMIT ?",
-            (conversation.id, turns)).fetchall()
+        conversation = ctx.conversations.get(conversation_id)
+        recent = queries.newest_turns(conn, conversation.id, turns)
         capsule = capsules.latest(conn, conversation.id)
-        span_row = conn.execute("SELECT * FROM spans WHERE user_id = ? AND persona_id = ? AND closed_at IS NULL",
-                                (ctx.user_id, conversation.persona_id)).fetchone()
-    return Resumed(conversation, [ThreadTurn(*r) for r in reversed(recent)], capsule,
-                   spans.Span.from_row(span_row) if span_row else None)
+        span = span_rows.open_of_persona(conn, ctx.user_id, conversation.persona_id)
+    return Resumed(conversation, [ThreadTurn(*r) for r in reversed(recent)], capsule, span)

@@ -15,7 +15,6 @@ shows it as its own section. A refresh is queued when a reply's input usage cros
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hearth.errors import InvalidInput
@@ -23,58 +22,20 @@ from hearth.memory.helpers import skips
 from hearth.memory.helpers.base import HelperOutputError, TurnText
 from hearth.ops.jobs import enqueue
 from hearth.records import ledger
-from hearth.store import Connection, Engine, Row, engine_of, utcnow
-from hearth.store.migrations import TURN_VERSION_EVENTS
+from hearth.store import Connection, utcnow
+from hearth.store.queries import capsules as queries
+from hearth.store.queries import spans as span_rows
+from hearth.store.queries.capsules import HEADING, NOTE, Capsule, latest, latest_sql
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
     from hearth.records.context import Context
 
+__all__ = ["HEADING", "JOB_KIND", "MAX_INPUT_TURNS", "NOTE", "Capsule", "capsule_job", "crossed", "latest",
+           "latest_sql", "open_span_of", "refresh", "schedule"]
+
 JOB_KIND = "timeline.capsule"
-HEADING = "=== CONTINUITY CAPSULE ==="
-NOTE = ("Internal continuity notes about this relationship, written from earlier turns ({source}). They are "
-        "reference, not a message from anyone; the turns after them are verbatim and newer.")
 MAX_INPUT_TURNS = 400
-
-
-@dataclass(frozen=True)
-class Capsule:
-    id: int
-    conversation_id: int
-    text: str
-    source: str
-    through_message_id: int
-    created_at: str
-
-    @classmethod
-    def from_row(cls, row: Row) -> "Capsule":
-        return cls(row["id"], row["conversation_id"], row["text"], row["source"], row["through_message_id"],
-                   row["created_at"])
-
-    def render(self) -> str:
-        source = "model-written" if self.source == "model" else "offline extractive"
-        return f"{HEADING}\n{NOTE.format(source=source)}\n{self.text}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-def latest_sql(engine: Engine) -> str:
-    """The newest capsule still current: its last turn is in the thread and no turn it covers took
-    another version since it was written (the partial index of migration 18 answers the second)."""
-    return ("SELECT * FROM capsules c WHERE c.conversation_id = ?"
-            " AND EXISTS (SELECT 1 FROM messages m WHERE m.id = c.through_message_id)"
-            " AND NOT EXISTS (SELECT 1 FROM events e WHERE e.conversation_id = c.conversation_id AND e.id > c.id"
-            f"  AND e.kind IN {TURN_VERSION_EVENTS}"
-            f"  AND {engine.json_int('e.payload', 'message_id')} <= c.through_message_id)"
-            " ORDER BY c.id DESC LIMIT 1")
-
-
-def latest(conn: Connection, conversation_id: int) -> Capsule | None:
-    """The newest capsule that still describes the thread: its last turn is in the thread and no
-    turn it covers took another version since it was written (W2); an older one serves otherwise."""
-    row = conn.execute(latest_sql(engine_of(conn)), (conversation_id,)).fetchone()
-    return Capsule.from_row(row) if row else None
 
 
 def schedule(conn: Connection, user_id: int, conversation_id: int, reason: str) -> int:
@@ -98,21 +59,15 @@ def refresh(ctx: "Context", conversation_id: int, helper: "Helper", *, reason: s
         conversation = ctx.conversations.get(conversation_id)
         previous = latest(conn, conversation.id)
         # The newest `recent` turns stay verbatim; everything before them is what the capsule covers.
-        boundary = conn.execute(
-            "SELECT id FROM messages WHERE conversation_id = ? AND kind = 'chat' AND role IN ('user', 'assistant')"
-            " ORDER BY id DESC LIMIT 1 OFFSET ?", (conversation.id, recent)).fetchone()
-        through = boundary[0] if boundary else 0
+        through = queries.boundary(conn, conversation.id, recent)
         since = previous.through_message_id if previous else 0
         if through <= since:
             return None
-        rows = conn.execute(
-            "SELECT id, role, content, channel FROM messages WHERE conversation_id = ? AND id > ? AND id <= ?"
-            " AND kind = 'chat' AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?",
-            (conversation.id, since, through, MAX_INPUT_TURNS)).fetchall()
+        rows = queries.turns_between(conn, conversation.id, since, through, MAX_INPUT_TURNS)
     if reason == "threshold" and previous is not None and len(rows) < recent:
         return None  # usage stays high between refreshes: at most one per `recent` new turns
-    turns = [TurnText(r["role"], r["content"], r["id"]) for r in reversed(rows)]
-    channels = sorted({r["channel"] for r in rows})
+    turns = [TurnText(r.role, r.content, r.id) for r in reversed(rows)]
+    channels = sorted({r.channel for r in rows})
     live.publish(ctx.user_id, {"kind": "context.capsule", "status": "started", "conversation_id": conversation.id,
                                  "reason": reason})
     try:
@@ -141,9 +96,7 @@ def refresh(ctx: "Context", conversation_id: int, helper: "Helper", *, reason: s
                                  payload={"status": "completed", "source": result.source,
                                           "through_message_id": through, "turns": len(turns),
                                           "chars": len(result.text), "reason": reason})
-        conn.execute("INSERT INTO capsules (id, user_id, conversation_id, text, source, through_message_id, created_at)"
-                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                     (event_id, ctx.user_id, conversation.id, result.text, result.source, through, now))
+        queries.insert(conn, event_id, ctx.user_id, conversation.id, result.text, result.source, through, now)
         capsule = latest(conn, conversation.id)
     assert capsule is not None
     live.publish(ctx.user_id, {"kind": "context.capsule", "status": "completed", "conversation_id": conversation.id,
@@ -153,9 +106,7 @@ def refresh(ctx: "Context", conversation_id: int, helper: "Helper", *, reason: s
 
 def open_span_of(conn: Connection, user_id: int, persona_id: int) -> int | None:
     """Capsule refreshes belong to the span whose activity caused them, when it is still open."""
-    row = conn.execute("SELECT id FROM spans WHERE user_id = ? AND persona_id = ? AND closed_at IS NULL",
-                       (user_id, persona_id)).fetchone()
-    return row[0] if row else None
+    return span_rows.open_id_of_persona(conn, user_id, persona_id)
 
 
 def capsule_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:

@@ -19,23 +19,11 @@ from hearth.continuity.timeline import capsules
 from hearth.errors import InvalidInput
 from hearth.records import ledger
 from hearth.store import Connection, utcnow
+from hearth.store.queries import response_chains as queries
+from hearth.store.queries.response_chains import Chain
 
 if TYPE_CHECKING:
     from hearth.records.context import Context
-
-
-@dataclass(frozen=True)
-class Chain:
-    response_id: str | None
-    replacement_input: tuple[dict[str, Any], ...]
-    compacted_at: str | None
-    model: str | None = None  # whose responses it continues; None: a chain from before models were kept
-
-    def continues(self, model: str, chosen: str | None) -> bool:
-        """Whether a request for ``model`` may continue this chain: a response id (or a compaction's
-        output) from another model is never sent (the chain restarts). ``chosen`` is the
-        conversation's own choice; a chain kept before models were recorded was made with the default."""
-        return self.model == model if self.model is not None else chosen is None
 
 
 @dataclass(frozen=True)
@@ -52,28 +40,19 @@ class Compaction:
 
 
 def get(conn: Connection, conversation_id: int) -> Chain | None:
-    row = conn.execute("SELECT response_id, replacement_input, compacted_at, model FROM response_chains"
-                       " WHERE conversation_id = ?", (conversation_id,)).fetchone()
-    if row is None:
-        return None
-    replacement = tuple(json.loads(row[1])) if row[1] else ()
-    return Chain(row[0], replacement, row[2], row[3])
+    return queries.get(conn, conversation_id)
 
 
 def after_turn(conn: Connection, user_id: int, conversation_id: int, response_id: str,
                model: str | None = None) -> None:
     """A successful turn: continue from its response (made by ``model``); a compaction's
     replacement input is spent."""
-    conn.execute(
-        "INSERT INTO response_chains (conversation_id, user_id, response_id, model, updated_at) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT (conversation_id) DO UPDATE SET response_id = excluded.response_id, model = excluded.model,"
-        " replacement_input = NULL, updated_at = excluded.updated_at",
-        (conversation_id, user_id, response_id or None, model, utcnow()))
+    queries.continue_from(conn, user_id, conversation_id, response_id or None, model, utcnow())
 
 
 def reset(conn: Connection, conversation_id: int) -> None:
     """Forget the chain (the next turn sends the thread again); the timeline is untouched."""
-    conn.execute("DELETE FROM response_chains WHERE conversation_id = ?", (conversation_id,))
+    queries.delete(conn, conversation_id)
 
 
 def compaction_threshold_tokens(ctx: "Context", model: str | None = None) -> int | None:
@@ -101,30 +80,22 @@ def compact(ctx: "Context", conversation_id: int, *, channel: str = "web") -> Co
             chain = get(conn, conversation.id)
             if chain is not None and not chain.continues(model, conversation.model):
                 chain = None  # another model's chain: compact the thread itself
-            prompt = conn.execute("SELECT content FROM messages WHERE conversation_id = ? AND kind = 'static_prompt'",
-                                  (conversation.id,)).fetchone()
+            prompt = queries.stored_prompt(conn, conversation.id)
             messages: list[ChatMessage] = []
             if chain is None or (not chain.replacement_input and not chain.response_id):
-                rows = conn.execute(
-                    "SELECT role, content FROM messages WHERE conversation_id = ? AND role IN ('user', 'assistant')"
-                    " AND kind IN ('chat', 'handoff_artifact') ORDER BY id", (conversation.id,)).fetchall()
-                messages = [ChatMessage(r[0], r[1]) for r in rows]
+                messages = [ChatMessage(role, content) for role, content in queries.thread_turns(conn, conversation.id)]
         instructions, items = to_responses_input(messages)
         if chain is not None and chain.replacement_input:
             items = list(chain.replacement_input)
         if not items and not (chain and chain.response_id):
             raise InvalidInput("there is nothing to compact in this conversation yet")
         result = provider.compact(  # type: ignore[attr-defined]
-            instructions=prompt[0] if prompt else instructions, items=items,
+            instructions=prompt if prompt is not None else instructions, items=items,
             previous_response_id=chain.response_id if chain and not chain.replacement_input else None, model=model)
         with ctx.store.write() as conn:
             now = utcnow()
-            conn.execute(
-                "INSERT INTO response_chains (conversation_id, user_id, response_id, replacement_input, compacted_at,"
-                " model, updated_at) VALUES (?, ?, NULL, ?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET"
-                " response_id = NULL, replacement_input = excluded.replacement_input,"
-                " compacted_at = excluded.compacted_at, model = excluded.model, updated_at = excluded.updated_at",
-                (conversation.id, ctx.user_id, json.dumps(result.output, separators=(",", ":")), now, model, now))
+            queries.set_compacted(conn, ctx.user_id, conversation.id, json.dumps(result.output, separators=(",", ":")),
+                                  model, now)
             span_id = capsules.open_span_of(conn, ctx.user_id, conversation.persona_id)
             ledger.append(conn, user_id=ctx.user_id, conversation_id=conversation.id, kind="context.compacted",
                           channel=channel, created_at=now, span_id=span_id,

@@ -35,7 +35,9 @@ from hearth.ops.jobs import cursor, enqueue, set_cursor
 from hearth.records import ledger
 from hearth.retrieval import facts as fact_store
 from hearth.retrieval.embedding_job import EMBED_JOB, EMBED_JOB_SLICE
-from hearth.store import utcnow
+from hearth.store import Connection, utcnow
+from hearth.store.queries import spans as span_rows
+from hearth.store.queries import timeline as queries
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -45,17 +47,10 @@ CURSOR_LAYER = "timeline.checkpoint"
 MAX_TURNS = 400  # per checkpoint; a larger backlog is taken by the next one
 
 
-def new_turns(conn, user_id: int, span: Span) -> list[tuple[int, TurnText]]:
+def new_turns(conn: Connection, user_id: int, span: Span) -> list[tuple[int, TurnText]]:
     """(conversation id, turn) of chat turns this span holds that no checkpoint has read yet."""
-    rows = conn.execute(
-        "SELECT m.conversation_id, m.id, m.role, m.content FROM events e JOIN messages m ON m.id = e.id"
-        " WHERE e.user_id = ? AND e.span_id = ? AND e.kind = 'message' AND m.kind = 'chat'"
-        " AND m.role IN ('user', 'assistant')"
-        " AND m.id > coalesce((SELECT message_id FROM layer_cursors c WHERE c.conversation_id = m.conversation_id"
-        "                      AND c.layer = ?), 0)"
-        " ORDER BY m.id LIMIT ?", (user_id, span.id, CURSOR_LAYER, MAX_TURNS),
-    ).fetchall()
-    return [(r[0], TurnText(r[2], r[3], r[1])) for r in rows]
+    return [(t.conversation_id, TurnText(t.role, t.content, t.id))
+            for t in queries.unread_span_turns(conn, user_id, span.id, CURSOR_LAYER, MAX_TURNS)]
 
 
 def run(ctx: "Context", span_id: int, helper: "Helper") -> int | None:
@@ -130,16 +125,15 @@ def run(ctx: "Context", span_id: int, helper: "Helper") -> int | None:
         for conversation_id in conversations:
             last = max(t.message_id for c, t in turns if c == conversation_id)
             set_cursor(conn, ctx.user_id, conversation_id, CURSOR_LAYER, last)
-        conn.execute("UPDATE spans SET checkpoint_event_id = ? WHERE id = ?", (event_id, span.id))
+        span_rows.set_checkpoint(conn, span.id, event_id)
         if fresh.open:
             span_store.close(conn, ctx.user_id, fresh, "idle", at=at, checkpoint_event_id=event_id)
     return event_id
 
 
-def _newest_event(conn, user_id: int) -> str:
+def _newest_event(conn: Connection, user_id: int) -> str:
     """Events are only ever appended at the newest end of the timeline (E8), even if clocks differ."""
-    row = conn.execute("SELECT max(created_at) FROM events WHERE user_id = ?", (user_id,)).fetchone()
-    return row[0] or ""
+    return queries.newest_event_at(conn, user_id)
 
 
 def checkpoint_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> None:
@@ -153,5 +147,4 @@ def pending_turns(ctx: "Context", conversation_id: int) -> int:
     """Chat turns of a conversation that no checkpoint has read yet (for status displays)."""
     with ctx.store.read() as conn:
         after = cursor(conn, conversation_id, CURSOR_LAYER)
-        return conn.execute("SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
-                            " AND role IN ('user', 'assistant')", (conversation_id, after)).fetchone()[0]
+        return queries.chat_turns_since(conn, conversation_id, after)

@@ -10,7 +10,6 @@ page: the page before a cursor is a pure function of the (immutable) events olde
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,14 +17,13 @@ from typing import Any
 from hearth.continuity.timeline import spans as span_store
 from hearth.errors import InvalidInput, NotFound
 from hearth.store import Connection
+from hearth.store.queries import timeline as queries
+from hearth.store.queries.timeline import TimelineEvent
 
 # Expansion stops here even if a span is longer (an import can be one huge span): a page is never
 # unbounded. Documented in docs/timeline.md.
 MAX_PAGE_EVENTS = 20_000
 _CURSOR = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)~([1-9]\d{0,18})$")
-_SELECT = ("SELECT e.id, e.conversation_id, e.kind, e.channel, e.created_at, e.payload, e.span_id,"
-           " m.role AS m_role, m.kind AS m_kind, m.content AS m_content"
-           " FROM events e LEFT JOIN messages m ON m.id = e.id AND e.kind = 'message'")
 
 
 @dataclass(frozen=True)
@@ -47,28 +45,8 @@ class Cursor:
         return cls(match.group(1), event_id)
 
 
-# The HTTP API answers with these records as they are (one definition per record); the attribute
-# docstrings are their field descriptions in the OpenAPI description.
-@dataclass(slots=True)  # not frozen: a page builds hundreds of these, and frozen init is slower
-class TimelineEvent:
-    __pydantic_config__ = {"use_attribute_docstrings": True}
-
-    id: int
-    conversation_id: int | None
-    kind: str
-    channel: str
-    created_at: str
-    payload: dict[str, Any]
-    span_id: int | None
-    message: dict[str, Any] | None = None
-    """role and kind of a message event; text for visible turns"""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "conversation_id": self.conversation_id, "kind": self.kind, "channel": self.channel,
-                "created_at": self.created_at, "payload": self.payload, "span_id": self.span_id,
-                "message": self.message}
-
-
+# The HTTP API answers with this record (and TimelineEvent) as it is (one definition per record);
+# the attribute docstrings are its field descriptions in the OpenAPI description.
 @dataclass
 class Page:
     __pydantic_config__ = {"use_attribute_docstrings": True}
@@ -88,26 +66,9 @@ class Page:
                 "before": self.before, "has_older": self.has_older, "expanded": self.expanded}
 
 
-def _events(rows: list) -> list[TimelineEvent]:
-    # One JSON parse for the whole page instead of one per event: most of a page's cost.
-    payloads = json.loads("[" + ",".join(r[5] for r in rows) + "]")
-    out = []
-    for (event_id, conversation_id, kind, channel, created_at, _p, span_id, role, m_kind, content), payload \
-            in zip(rows, payloads):
-        message = None
-        if role is not None:
-            message = {"role": role, "kind": m_kind}
-            if m_kind in ("chat", "handoff_artifact"):  # stored prompts and tool results are not shown
-                message["content"] = content
-        out.append(TimelineEvent(event_id, conversation_id, kind, channel, created_at, payload, span_id, message))
-    return out
-
-
 def check_cursor(conn: Connection, user_id: int, cursor: Cursor) -> None:
     """A cursor names one of this user's events; anyone else's answers like an unknown one (G2)."""
-    row = conn.execute("SELECT 1 FROM events WHERE id = ? AND user_id = ? AND created_at = ?",
-                       (cursor.event_id, user_id, cursor.created_at)).fetchone()
-    if row is None:
+    if not queries.is_event_of(conn, user_id, cursor.event_id, cursor.created_at):
         raise NotFound("unknown timeline cursor; reload the timeline")
 
 
@@ -118,13 +79,8 @@ def page(conn: Connection, user_id: int, *, before: Cursor | None = None, limit:
         raise InvalidInput("limit must be between 1 and 10000")
     if before is not None:
         check_cursor(conn, user_id, before)
-        rows = conn.execute(_SELECT + " WHERE e.user_id = ? AND (e.created_at, e.id) < (?, ?)"
-                            " ORDER BY e.created_at DESC, e.id DESC LIMIT ?",
-                            (user_id, before.created_at, before.event_id, limit)).fetchall()
-    else:
-        rows = conn.execute(_SELECT + " WHERE e.user_id = ? ORDER BY e.created_at DESC, e.id DESC LIMIT ?",
-                            (user_id, limit)).fetchall()
-    events = _events(rows)  # newest first while growing
+    # Newest first while growing.
+    events = queries.newest(conn, user_id, limit, before=(before.created_at, before.event_id) if before else None)
     spans: dict[int, span_store.Span] = {}
     expanded = 0
     while events:
@@ -137,17 +93,13 @@ def page(conn: Connection, user_id: int, *, before: Cursor | None = None, limit:
         earliest = min(starts) if starts else oldest
         if earliest >= oldest or len(events) >= max_events:
             continue  # every span's start is on the page (or the page is as large as it may get)
-        more = conn.execute(
-            _SELECT + " WHERE e.user_id = ? AND (e.created_at, e.id) < (?, ?) AND (e.created_at, e.id) >= (?, ?)"
-            " ORDER BY e.created_at DESC, e.id DESC LIMIT ?",
-            (user_id, *oldest, *earliest, max_events - len(events))).fetchall()
-        events.extend(_events(more))
+        more = queries.between(conn, user_id, oldest, earliest, max_events - len(events))
+        events.extend(more)
         expanded += len(more)
     older = None
     if events:
         last = events[-1]
-        if conn.execute("SELECT 1 FROM events WHERE user_id = ? AND (created_at, id) < (?, ?) LIMIT 1",
-                        (user_id, last.created_at, last.id)).fetchone():
+        if queries.has_older(conn, user_id, last.created_at, last.id):
             older = str(Cursor(last.created_at, last.id))
     events.reverse()
     return Page(events, sorted(spans.values(), key=lambda s: s.id), older, older is not None, expanded)

@@ -17,21 +17,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hearth.errors import NotFound
 from hearth.ops.jobs import enqueue
 from hearth.records import ledger
-from hearth.store import Connection, Row, inserted_id, utcnow
+from hearth.store import Connection, utcnow
+from hearth.store.queries import spans as queries
+from hearth.store.queries.spans import Span
 
 if TYPE_CHECKING:
     from hearth.records.context import Context
 
 CHECKPOINT_JOB = "timeline.checkpoint"
-# The later of a span's last activity and a new one (twice the same ``?``), in SQL both engines read.
-LATER = "CASE WHEN last_at > ? THEN last_at ELSE ? END"
 KIND_OF_CHANNEL = {"voice": "voice", "inner": "inner", "import": "import"}  # every other channel: text
 
 
@@ -48,32 +47,6 @@ def epoch(stamp_text: str) -> float:
     return datetime.strptime(stamp_text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
 
 
-@dataclass(frozen=True)
-class Span:
-    """One activity span; the HTTP API answers with this record as it is (one definition per record)."""
-
-    id: int
-    persona_id: int | None
-    kind: str
-    channel: str
-    start_event_id: int
-    started_at: str
-    last_at: str
-    closed_at: str | None
-    close_reason: str | None
-    checkpoint_event_id: int | None
-    open: bool  # closed_at is None; a field rather than a property so that answers carry it
-
-    @classmethod
-    def from_row(cls, row: Row) -> "Span":
-        return cls(row["id"], row["persona_id"], row["kind"], row["channel"], row["start_event_id"],
-                   row["started_at"], row["last_at"], row["closed_at"], row["close_reason"],
-                   row["checkpoint_event_id"], row["closed_at"] is None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def touch(conn: Connection, user_id: int, persona_id: int | None, channel: str, *, now: str,
           idle_cutoff: str, idle_seconds: float, conversation_id: int | None = None) -> int:
     """The id of the open span this activity belongs to, opening one when needed.
@@ -82,21 +55,15 @@ def touch(conn: Connection, user_id: int, persona_id: int | None, channel: str, 
     is stale and is closed instead of extended. Runs in the caller's write transaction.
     """
     kind = span_kind(channel)
-    row = conn.execute(
-        f"UPDATE spans SET last_at = {LATER} WHERE user_id = ?"
-        " AND persona_id IS NOT DISTINCT FROM ? AND closed_at IS NULL"
-        " AND kind = ? AND last_at >= ? RETURNING id", (now, now, user_id, persona_id, kind, idle_cutoff),
-    ).fetchone()
-    if row is not None:
-        return row[0]
-    stale = conn.execute("SELECT * FROM spans WHERE user_id = ? AND persona_id IS NOT DISTINCT FROM ?"
-                         " AND closed_at IS NULL",
-                         (user_id, persona_id)).fetchone()
+    fresh = queries.extend_fresh(conn, user_id, persona_id, kind, now=now, idle_cutoff=idle_cutoff)
+    if fresh is not None:
+        return fresh
+    stale = queries.open_of(conn, user_id, persona_id)
     if stale is not None:
-        reason = "idle" if stale["last_at"] < idle_cutoff else "switched"
-        close(conn, user_id, Span.from_row(stale), reason, at=now)
+        reason = "idle" if stale.last_at < idle_cutoff else "switched"
+        close(conn, user_id, stale, reason, at=now)
         # Its turns still go to memory extraction: the checkpoint job runs at once.
-        enqueue(conn, user_id, CHECKPOINT_JOB, {"span_id": stale["id"]}, dedupe_key=f"span:{stale['id']}")
+        enqueue(conn, user_id, CHECKPOINT_JOB, {"span_id": stale.id}, dedupe_key=f"span:{stale.id}")
     return open_span(conn, user_id, persona_id, channel, now=now, idle_seconds=idle_seconds,
                      conversation_id=conversation_id, checkpoint=kind != "import")
 
@@ -107,11 +74,7 @@ def keep_open(conn: Connection, ctx: "Context", span_id: int, persona_id: int | 
     own span, kept open and extended however long the reply streamed. If a checkpoint closed it
     meanwhile (another process's worker), the turn joins the span open now, or a new one, so the
     next checkpoint still reads it (E2)."""
-    now = utcnow()
-    row = conn.execute(
-        f"UPDATE spans SET last_at = {LATER} WHERE id = ? AND user_id = ? AND closed_at IS NULL RETURNING id",
-        (now, now, span_id, ctx.user_id)).fetchone()
-    if row is not None:
+    if queries.extend(conn, ctx.user_id, span_id, now=utcnow()):
         return span_id
     return touch_now(conn, ctx, persona_id, channel, conversation_id=conversation_id)[0]
 
@@ -129,15 +92,11 @@ def touch_now(conn: Connection, ctx: "Context", persona_id: int | None, channel:
 
 def open_span(conn: Connection, user_id: int, persona_id: int | None, channel: str, *, now: str,
               idle_seconds: float, conversation_id: int | None = None, checkpoint: bool = True) -> int:
-    cur = conn.execute(
-        "INSERT INTO spans (user_id, persona_id, kind, channel, start_event_id, started_at, last_at)"
-        " VALUES (?, ?, ?, ?, 0, ?, ?) RETURNING id", (user_id, persona_id, span_kind(channel), channel, now, now),
-    )
-    span_id = inserted_id(cur)
+    span_id = queries.insert(conn, user_id, persona_id, span_kind(channel), channel, now=now)
     event_id = ledger.append(conn, user_id=user_id, conversation_id=conversation_id, kind="span.opened",
                              channel=channel, created_at=now, span_id=span_id,
                              payload={"span_id": span_id, "kind": span_kind(channel)})
-    conn.execute("UPDATE spans SET start_event_id = ? WHERE id = ?", (event_id, span_id))
+    queries.set_start_event(conn, span_id, event_id)
     if not checkpoint:
         return span_id
     # The idle checkpoint (E2) is a durable job; it reschedules itself while the span stays busy.
@@ -158,28 +117,22 @@ def burst(conn: Connection, ctx: "Context", persona_id: int | None, channel: str
 
 def close(conn: Connection, user_id: int, span: Span, reason: str, *, at: str,
           checkpoint_event_id: int | None = None) -> None:
-    conn.execute("UPDATE spans SET closed_at = ?, close_reason = ? WHERE id = ? AND closed_at IS NULL",
-                 (max(at, span.last_at), reason, span.id))
+    queries.set_closed(conn, span.id, at=max(at, span.last_at), reason=reason)
     ledger.append(conn, user_id=user_id, kind="span.closed", channel=span.channel, span_id=span.id,
                   created_at=max(at, span.last_at),
                   payload={"span_id": span.id, "reason": reason, "checkpoint_event_id": checkpoint_event_id})
 
 
 def get(conn: Connection, user_id: int, span_id: int) -> Span:
-    row = conn.execute("SELECT * FROM spans WHERE id = ? AND user_id = ?", (span_id, user_id)).fetchone()
-    if row is None:
+    span = queries.get(conn, user_id, span_id)
+    if span is None:
         raise NotFound(f"no span {span_id}")
-    return Span.from_row(row)
+    return span
 
 
 def open_spans(conn: Connection, user_id: int) -> list[Span]:
-    return [Span.from_row(r) for r in conn.execute(
-        "SELECT * FROM spans WHERE user_id = ? AND closed_at IS NULL ORDER BY last_at DESC, id DESC", (user_id,))]
+    return queries.open_spans(conn, user_id)
 
 
 def by_ids(conn: Connection, user_id: int, ids: set[int]) -> dict[int, Span]:
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    return {r["id"]: Span.from_row(r) for r in conn.execute(
-        f"SELECT * FROM spans WHERE user_id = ? AND id IN ({marks})", (user_id, *ids))}
+    return queries.by_ids(conn, user_id, ids)

@@ -13,8 +13,6 @@ approves it (or has turned on auto-approve for status changes, G4).
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from hearth.errors import Conflict, InvalidInput, NotFound
@@ -23,7 +21,9 @@ from hearth.memory.helpers.base import HelperOutputError, StatusField, TurnText
 from hearth.prompt.dynamic import Block, Turn
 from hearth.records import ledger, versions
 from hearth.records.temporal import check_mode, parse_moment
-from hearth.store import Connection, Row, Store, inserted_id, utcnow
+from hearth.store import Connection, Store, utcnow
+from hearth.store.queries import household_status as queries
+from hearth.store.queries.household_status import StatusFieldInfo, StatusValue
 from hearth.validation import check_text
 
 if TYPE_CHECKING:
@@ -42,42 +42,6 @@ LABEL = "HOUSEHOLD STATUS (CURRENT)"
 TRUST = ("Current household status, set by the person. It is true right now and overrides older memory "
          "for practical suggestions. Assume nothing about where anyone is or what is happening at home "
          "beyond what this block says.")
-
-
-# The HTTP API answers with StatusFieldInfo and StatusValue as they are (one definition per record).
-@dataclass(frozen=True)
-class StatusFieldInfo:
-    id: int
-    name: str
-    options: tuple[str, ...]
-    aliases: tuple[str, ...]
-    position: int
-    value: str | None
-    valid_from: str | None
-    source: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "options": list(self.options), "aliases": list(self.aliases),
-                "position": self.position, "value": self.value, "valid_from": self.valid_from,
-                "source": self.source}
-
-
-@dataclass(frozen=True)
-class StatusValue:
-    id: int
-    field_id: int
-    field: str
-    value: str
-    source: str
-    proposal_id: int | None
-    valid_from: str
-    valid_to: str | None
-    recorded_at: str | None = None
-    retired_at: str | None = None
-    valid_until: str | None = None  # valid_to under the name memories use (B1)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def _clean(text: Any, what: str, limit: int) -> str:
@@ -105,25 +69,12 @@ def _clean_list(items: Sequence[str] | None, what: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-_FIELD_SQL = (
-    "SELECT f.id, f.name, f.options, f.aliases, f.position, v.value, v.valid_from, v.source"
-    " FROM status_fields f LEFT JOIN status_values v ON v.field_id = f.id AND v.valid_to IS NULL"
-    " WHERE f.user_id = ? AND f.retired_at IS NULL"
-)
-
-
-def _field_from_row(row: Row) -> StatusFieldInfo:
-    return StatusFieldInfo(row[0], row[1], tuple(json.loads(row[2])), tuple(json.loads(row[3])), row[4],
-                           row[5], row[6], row[7])
-
-
 def fields(conn: Connection, user_id: int) -> list[StatusFieldInfo]:
-    return [_field_from_row(r) for r in conn.execute(_FIELD_SQL + " ORDER BY f.position, f.id", (user_id,))]
+    return queries.fields(conn, user_id)
 
 
 def has_fields(conn: Connection, user_id: int) -> bool:
-    return conn.execute("SELECT 1 FROM status_fields WHERE user_id = ? AND retired_at IS NULL LIMIT 1",
-                        (user_id,)).fetchone() is not None
+    return queries.has_fields(conn, user_id)
 
 
 class Household:
@@ -140,31 +91,24 @@ class Household:
         """A field by id, or by name (case-insensitive)."""
         conn = self.store.connection()
         if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
-            row = conn.execute(_FIELD_SQL + " AND f.id = ?", (self.user_id, int(key))).fetchone()
+            found = queries.field_by_id(conn, self.user_id, int(key))
         else:
-            row = conn.execute(_FIELD_SQL + " AND lower(f.name) = lower(?)", (self.user_id, str(key).strip())).fetchone()
-        if row is None:
+            found = queries.field_by_name(conn, self.user_id, str(key).strip())
+        if found is None:
             raise NotFound(f"no status field {key}")
-        return _field_from_row(row)
+        return found
 
     def add_field(self, name: str, options: Sequence[str] | None = None, aliases: Sequence[str] | None = None,
                   value: str | None = None) -> StatusFieldInfo:
         name = _clean(name, "a field name", MAX_NAME)
         options_, aliases_ = _clean_list(options, "options"), _clean_list(aliases, "aliases")
         with self.store.write() as conn:
-            if conn.execute("SELECT 1 FROM status_fields WHERE user_id = ? AND retired_at IS NULL"
-                            " AND lower(name) = lower(?)", (self.user_id, name)).fetchone():
+            if queries.name_taken(conn, self.user_id, name):
                 raise Conflict(f"a status field named {name!r} already exists")
-            count, position = conn.execute(
-                "SELECT count(*), coalesce(max(position), 0) + 1 FROM status_fields"
-                " WHERE user_id = ? AND retired_at IS NULL", (self.user_id,)).fetchone()
+            count, position = queries.count_and_next_position(conn, self.user_id)
             if count >= MAX_FIELDS:
                 raise InvalidInput(f"at most {MAX_FIELDS} status fields")
-            cur = conn.execute(
-                "INSERT INTO status_fields (user_id, name, options, aliases, position, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                (self.user_id, name, json.dumps(options_), json.dumps(aliases_), position, utcnow()))
-            field_id = inserted_id(cur)
+            field_id = queries.insert_field(conn, self.user_id, name, options_, aliases_, position, utcnow())
             ledger.append(conn, user_id=self.user_id, kind="status.field_added", payload={"field_id": field_id})
             versions.record(conn, self.user_id, "status_field", field_id,
                             {"name": name, "options": list(options_), "aliases": list(aliases_)}, "created")
@@ -177,14 +121,11 @@ class Household:
         with self.store.write() as conn:
             current = self.field(key)
             new_name = _clean(name, "a field name", MAX_NAME) if name is not None else current.name
-            if new_name.casefold() != current.name.casefold() and conn.execute(
-                    "SELECT 1 FROM status_fields WHERE user_id = ? AND retired_at IS NULL AND lower(name) = lower(?)",
-                    (self.user_id, new_name)).fetchone():
+            if new_name.casefold() != current.name.casefold() and queries.name_taken(conn, self.user_id, new_name):
                 raise Conflict(f"a status field named {new_name!r} already exists")
-            conn.execute(
-                "UPDATE status_fields SET name = ?, options = ?, aliases = ? WHERE id = ?",
-                (new_name, json.dumps(_clean_list(options, "options") if options is not None else current.options),
-                 json.dumps(_clean_list(aliases, "aliases") if aliases is not None else current.aliases), current.id))
+            queries.update_field(conn, current.id, new_name,
+                                 _clean_list(options, "options") if options is not None else current.options,
+                                 _clean_list(aliases, "aliases") if aliases is not None else current.aliases)
             after = self.field(current.id)
             if (after.name, after.options, after.aliases) != (current.name, current.options, current.aliases):
                 versions.record(conn, self.user_id, "status_field", current.id,
@@ -219,21 +160,19 @@ class Household:
         """Make an earlier value of a field current again, as a new value from now (B2 undo)."""
         with self.store.write() as conn:
             current = self._live(key)
-            row = conn.execute("SELECT value FROM status_values WHERE id = ? AND field_id = ? AND user_id = ?",
-                               (value_id, current.id, self.user_id)).fetchone()
-            if row is None:
+            earlier = queries.value_of(conn, self.user_id, current.id, value_id)
+            if earlier is None:
                 raise NotFound(f"status field {current.name} has no value {value_id}")
-            if row[0] == current.value:
-                raise InvalidInput(f"{current.name} is already {row[0]!r}")
-            return self.set(current.id, row[0])
+            if earlier == current.value:
+                raise InvalidInput(f"{current.name} is already {earlier!r}")
+            return self.set(current.id, earlier)
 
     def remove_field(self, key: int | str) -> None:
         """Retire a field: it leaves the prompt, its history stays."""
         now = utcnow()
         with self.store.write() as conn:
             current = self.field(key)
-            conn.execute("UPDATE status_values SET valid_to = ? WHERE field_id = ? AND valid_to IS NULL", (now, current.id))
-            conn.execute("UPDATE status_fields SET retired_at = ? WHERE id = ?", (now, current.id))
+            queries.retire_field(conn, current.id, now)
             ledger.append(conn, user_id=self.user_id, kind="status.field_removed", payload={"field_id": current.id})
 
     # -- values ------------------------------------------------------------------------------------
@@ -270,20 +209,16 @@ class Household:
                     raise InvalidInput("the corrected value is identical to the current one")
                 start = current.valid_from or now
                 # valid_to closes the row for the one-current-value index; retired_at says it was wrong.
-                conn.execute("UPDATE status_values SET valid_to = ?, superseded_at = ?, retired_at = ?"
-                             " WHERE field_id = ? AND valid_to IS NULL", (now, now, now, current.id))
+                queries.retire_current_value(conn, current.id, now)
             else:
                 if value == current.value:
                     return current
                 start = now if valid_from is None else parse_moment(valid_from, "valid_from", end_of_day=False)
                 if current.valid_from and start < current.valid_from:
                     raise InvalidInput("a new value cannot become true before the value it replaces")
-                conn.execute("UPDATE status_values SET valid_to = ?, superseded_at = ?"
-                             " WHERE field_id = ? AND valid_to IS NULL", (start, now, current.id))
+                queries.supersede_current_value(conn, current.id, start, now)
             if value is not None:
-                conn.execute(
-                    "INSERT INTO status_values (user_id, field_id, value, source, proposal_id, valid_from, recorded_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)", (self.user_id, current.id, value, source, proposal_id, start, now))
+                queries.insert_value(conn, self.user_id, current.id, value, source, proposal_id, start, now)
             ledger.append(conn, user_id=self.user_id, kind="status.changed",
                           payload={"field_id": current.id, "source": source, "cleared": value is None,
                                    "correction": correction})
@@ -291,16 +226,8 @@ class Household:
 
     def history(self, key: int | str | None = None, limit: int = 200) -> list[StatusValue]:
         """Every value a field (or every field) has had, newest first, retired ones included."""
-        sql = ("SELECT v.id, v.field_id, f.name, v.value, v.source, v.proposal_id, v.valid_from, v.valid_to,"
-               " v.recorded_at, v.retired_at, v.valid_to FROM status_values v JOIN status_fields f ON f.id = v.field_id"
-               " WHERE v.user_id = ?")
-        args: list[Any] = [self.user_id]
-        if key is not None:
-            sql += " AND v.field_id = ?"
-            args.append(self.field(key).id)
-        sql += " ORDER BY v.recorded_at DESC, v.id DESC LIMIT ?"
-        args.append(limit)
-        return [StatusValue(*r) for r in self.store.connection().execute(sql, args)]
+        field_id = self.field(key).id if key is not None else None
+        return queries.history(self.store.connection(), self.user_id, limit, field_id=field_id)
 
     def as_of(self, when: Any, mode: str = "valid") -> dict[str, str]:
         """What the status said at a moment: what was true then (``valid``, today's knowledge)
@@ -308,15 +235,7 @@ class Household:
         not count). Takes an ISO date or date-time; not in the future."""
         mode = check_mode(mode)
         moment = parse_moment(when, "as-of date")
-        if mode == "valid":
-            cond = "v.retired_at IS NULL AND v.valid_from <= :t AND (v.valid_to IS NULL OR v.valid_to > :t)"
-        else:
-            cond = ("v.recorded_at <= :t AND (v.retired_at IS NULL OR v.retired_at > :t) AND v.valid_from <= :t"
-                    " AND (v.valid_to IS NULL OR v.superseded_at > :t OR v.valid_to > :t)")
-        rows = self.store.connection().execute(
-            "SELECT f.name, v.value FROM status_values v JOIN status_fields f ON f.id = v.field_id"
-            f" WHERE v.user_id = :u AND {cond} ORDER BY f.position, f.id", {"u": self.user_id, "t": moment}).fetchall()
-        return {r[0]: r[1] for r in rows}
+        return queries.as_of(self.store.connection(), self.user_id, moment, mode)
 
 
 def render(items: list[StatusFieldInfo]) -> str:
@@ -343,13 +262,11 @@ def detect_job(ctx: "Context", payload: dict[str, Any], helper: "Helper") -> Non
     store = ctx.store
     with store.read() as conn:
         since = cursor(conn, conversation_id, JOB_KIND)
-        rows = conn.execute(
-            "SELECT id, role, content FROM messages WHERE conversation_id = ? AND id > ? AND kind = 'chat'"
-            " AND role = 'user' ORDER BY id DESC LIMIT ?", (conversation_id, since, DETECT_MESSAGES)).fetchall()
+        rows = queries.user_turns_after(conn, conversation_id, since, DETECT_MESSAGES)
         current = fields(conn, ctx.user_id)
     if not rows:
         return
-    turns = [TurnText(r["role"], r["content"], r["id"]) for r in reversed(rows)]
+    turns = [TurnText(role, content, message_id) for message_id, role, content in reversed(rows)]
     status_fields = [StatusField(f.name, f.value, f.options, f.aliases) for f in current]
     skipped: HelperOutputError | None = None
     try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,9 @@ from hearth.memory.helpers.base import HelperOutputError, LiveContextResult, Tur
 from hearth.prompt.dynamic import Block, Turn
 from hearth.records import ledger
 from hearth.records.conversations import chat_turns_after
-from hearth.store import Connection, Store, engine_of, inserted_id, utcnow
+from hearth.store import Connection, Store, utcnow
+from hearth.store.queries import live_context as queries
+from hearth.store.queries.live_context import LiveState, Nudge
 from hearth.validation import check_text
 
 if TYPE_CHECKING:
@@ -57,90 +59,32 @@ NUDGE_HEADING = ("Check-in prompts (optional; use at most one, only if it fits n
                  "you may include its marker, e.g. [n:0000], and it will be hidden):")
 
 
-@dataclass(frozen=True)
-class Nudge:
-    id: int
-    conversation_id: int
-    text: str
-    marker: str
-    source: str
-    status: str
-    created_at: str
-    used_at: str | None
-    used_message_id: int | None
-
-    @property
-    def token(self) -> str:
-        return f"[n:{self.marker}]"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "token": self.token}
-
-
-@dataclass(frozen=True)
-class LiveState:
-    conversation_id: int
-    mood: str
-    events: str
-    needs: str
-    summary: str
-    source: str
-    through_message_id: int
-    updated_at: str
-    nudges: tuple[Nudge, ...] = field(default=())
-
-    @property
-    def display_summary(self) -> str:
-        """The side-panel line, offline output labelled as such (G3)."""
-        return f"(offline) {self.summary}" if self.source == "offline" and self.summary else self.summary
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"conversation_id": self.conversation_id, "mood": self.mood, "events": self.events,
-                "needs": self.needs, "summary": self.summary, "display_summary": self.display_summary,
-                "source": self.source, "through_message_id": self.through_message_id,
-                "updated_at": self.updated_at, "nudges": [n.to_dict() for n in self.nudges]}
-
-
-_NUDGE_SQL = ("SELECT id, conversation_id, text, marker, source, status, created_at, used_at, used_message_id"
-              " FROM nudges")
-
-
 def _nudges(conn: Connection, conversation_id: int, status: str | None = "open") -> tuple[Nudge, ...]:
-    sql = _NUDGE_SQL + " WHERE conversation_id = ?"
-    args: list[Any] = [conversation_id]
-    if status:
-        sql += " AND status = ?"
-        args.append(status)
-    return tuple(Nudge(*r) for r in conn.execute(sql + " ORDER BY id", args))
+    return queries.nudges(conn, conversation_id, status)
 
 
 def state(conn: Connection, conversation_id: int) -> LiveState | None:
-    row = conn.execute("SELECT conversation_id, mood, events, needs, summary, source, through_message_id,"
-                       " updated_at FROM live_context WHERE conversation_id = ?", (conversation_id,)).fetchone()
+    found = queries.get(conn, conversation_id)
     nudges = _nudges(conn, conversation_id)
-    if row is None:
+    if found is None:
         if not nudges:
             return None
         return LiveState(conversation_id, "", "", "", "", "manual", 0, nudges[0].created_at, nudges)
-    return replace(LiveState(*row), nudges=nudges)
+    return replace(found, nudges=nudges)
 
 
 def _latest_chat_id(conn: Connection, conversation_id: int) -> int:
-    row = conn.execute("SELECT max(id) FROM messages WHERE conversation_id = ? AND kind = 'chat'",
-                       (conversation_id,)).fetchone()
-    return row[0] or 0
+    return queries.latest_chat_id(conn, conversation_id)
 
 
 def is_due(conn: Connection, conversation_id: int, every: int) -> bool:
-    row = conn.execute("SELECT through_message_id FROM live_context WHERE conversation_id = ?",
-                       (conversation_id,)).fetchone()
-    return chat_turns_after(conn, conversation_id, row[0] if row else 0, every) >= every
+    through = queries.through_message_id(conn, conversation_id)
+    return chat_turns_after(conn, conversation_id, through if through is not None else 0, every) >= every
 
 
 def is_stale(conn: Connection, conversation_id: int, stale_minutes: int, now: datetime | None = None) -> bool:
     """Unread messages exist and the state is older than the stale age (or there is no state yet)."""
-    row = conn.execute("SELECT through_message_id, updated_at FROM live_context WHERE conversation_id = ?",
-                       (conversation_id,)).fetchone()
+    row = queries.read_up_to(conn, conversation_id)
     if chat_turns_after(conn, conversation_id, row[0] if row else 0, 1) == 0:
         return False
     if row is None:
@@ -152,8 +96,7 @@ def is_stale(conn: Connection, conversation_id: int, stale_minutes: int, now: da
 def _new_marker(conn: Connection, conversation_id: int) -> str:
     for _ in range(50):
         marker = secrets.token_hex(2)
-        if not conn.execute("SELECT 1 FROM nudges WHERE conversation_id = ? AND marker = ?",
-                            (conversation_id, marker)).fetchone():
+        if not queries.marker_taken(conn, conversation_id, marker):
             return marker
     raise InvalidInput("this conversation has too many nudges")
 
@@ -161,14 +104,11 @@ def _new_marker(conn: Connection, conversation_id: int) -> str:
 def _add_nudge(conn: Connection, user_id: int, conversation_id: int, text: str, source: str) -> int | None:
     """Insert a nudge unless the same text was ever offered in this thread (used ones never return)."""
     text = clip(text, 200)
-    for row in conn.execute("SELECT text FROM nudges WHERE conversation_id = ?", (conversation_id,)):
-        if row[0].casefold() == text.casefold():
+    for offered in queries.nudge_texts(conn, conversation_id):
+        if offered.casefold() == text.casefold():
             return None
-    cur = conn.execute(
-        "INSERT INTO nudges (user_id, conversation_id, text, marker, source, created_at) VALUES (?, ?, ?, ?, ?, ?)"
-        " RETURNING id",
-        (user_id, conversation_id, text, _new_marker(conn, conversation_id), source, utcnow()))
-    return inserted_id(cur)
+    return queries.insert_nudge(conn, user_id, conversation_id, text, _new_marker(conn, conversation_id), source,
+                                utcnow())
 
 
 def _used_by(nudge: Nudge, reply: str, markers: set[str]) -> bool:
@@ -256,14 +196,14 @@ class LiveContext:
             nudge_id = _add_nudge(conn, self.user_id, conversation_id, text, "manual")
             if nudge_id is None:
                 raise InvalidInput("this nudge was already offered in this conversation")
-            return Nudge(*conn.execute(_NUDGE_SQL + " WHERE id = ?", (nudge_id,)).fetchone())
+            added = queries.nudge(conn, nudge_id)
+            assert added is not None, "the nudge was written in this transaction"
+            return added
 
     def drop_nudge(self, conversation_id: int, nudge_id: int) -> None:
         with self.store.write() as conn:
             self.conversations.get(conversation_id)
-            cur = conn.execute("UPDATE nudges SET status = 'dropped' WHERE id = ? AND conversation_id = ?"
-                               " AND user_id = ? AND status = 'open'", (nudge_id, conversation_id, self.user_id))
-            if cur.rowcount == 0:
+            if not queries.drop_open_nudge(conn, self.user_id, conversation_id, nudge_id):
                 raise NotFound(f"no open nudge {nudge_id}")
 
     def open(self, conversation_id: int, stale_minutes: int) -> tuple[LiveState | None, bool]:
@@ -283,13 +223,10 @@ class LiveContext:
         self.conversations.get(conversation_id)
         with self.store.read() as conn:
             before = state(conn, conversation_id)
-            rows = conn.execute(
-                "SELECT id, role, content FROM messages WHERE conversation_id = ? AND kind = 'chat'"
-                " AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT ?", (conversation_id, RECENT_MESSAGES),
-            ).fetchall()
+            rows = queries.recent_turns(conn, conversation_id, RECENT_MESSAGES)
         if not rows:
             return before
-        recent = [TurnText(r["role"], r["content"], r["id"]) for r in reversed(rows)]
+        recent = [TurnText(role, content, message_id) for message_id, role, content in reversed(rows)]
         previous = None
         if before is not None:
             previous = LiveContextResult(before.mood, before.events, before.needs, before.summary, (), before.source)
@@ -305,11 +242,9 @@ class LiveContext:
             self._save(conn, conversation_id, values, result.source, recent[-1].message_id)
             added = [n for n in (_add_nudge(conn, self.user_id, conversation_id, text, result.source)
                                  for text in result.nudges) if n is not None]
-            open_ids = [r[0] for r in conn.execute(
-                "SELECT id FROM nudges WHERE conversation_id = ? AND status = 'open' ORDER BY id DESC",
-                (conversation_id,))]
+            open_ids = queries.open_nudge_ids(conn, conversation_id)
             for old in open_ids[MAX_OPEN_NUDGES:]:  # keep the newest few on offer
-                conn.execute("UPDATE nudges SET status = 'dropped' WHERE id = ?", (old,))
+                queries.drop_nudge(conn, old)
             ledger.append(conn, user_id=self.user_id, conversation_id=conversation_id, kind="live_context.refreshed",
                           channel="inner", payload={"source": result.source, "nudges_added": len(added),
                                                     "through_message_id": recent[-1].message_id})
@@ -317,14 +252,7 @@ class LiveContext:
 
     def _save(self, conn: Connection, conversation_id: int, values: dict[str, str], source: str,
               through: int) -> None:
-        conn.execute(
-            "INSERT INTO live_context (conversation_id, user_id, mood, events, needs, summary, source,"
-            " through_message_id, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (conversation_id) DO UPDATE SET mood = excluded.mood, events = excluded.events,"
-            " needs = excluded.needs, summary = excluded.summary, source = excluded.source,"
-            " through_message_id = excluded.through_message_id, updated_at = excluded.updated_at",
-            (conversation_id, self.user_id, values["mood"], values["events"], values["needs"], values["summary"],
-             source, through, utcnow()))
+        queries.save(conn, conversation_id, self.user_id, values, source, through, utcnow())
 
 
 def mark_used(conn: Connection, user_id: int, conversation_id: int, reply: "Message") -> list[int]:
@@ -333,13 +261,11 @@ def mark_used(conn: Connection, user_id: int, conversation_id: int, reply: "Mess
     used = [n for n in _nudges(conn, conversation_id) if _used_by(n, reply.content, markers)]
     now = utcnow()
     for nudge in used:
-        conn.execute("UPDATE nudges SET status = 'used', used_at = ?, used_message_id = ? WHERE id = ?",
-                     (now, reply.id, nudge.id))
+        queries.set_used(conn, nudge.id, now, reply.id)
         ledger.append(conn, user_id=user_id, conversation_id=conversation_id, kind="nudge.used",
                       channel=reply.channel, payload={"nudge_id": nudge.id, "message_id": reply.id})
     if markers:
-        conn.execute(f"UPDATE messages SET content = ?, metadata = {engine_of(conn).json_set('metadata', 'nudges_used')}"
-                     " WHERE id = ?", (strip_markers(reply.content), json.dumps([n.id for n in used]), reply.id))
+        queries.strip_reply(conn, reply.id, strip_markers(reply.content), json.dumps([n.id for n in used]))
     return [n.id for n in used]
 
 
