@@ -379,13 +379,6 @@ def test_v1_hiding_folder_or_moving_into_it_removes_continuity(me, continued):
     assert not has_continuity(me, destination)
 
 
-def test_v1_v2_handoffs_judge_eligibility_by_the_conversations_rule():
-    from hearth.records.conversations import ELIGIBLE_SQL
-    from hearth.store.queries import handoffs
-
-    assert handoffs.ELIGIBLE_SQL == ELIGIBLE_SQL
-
-
 def test_v2_restore_leaves_the_conversation_shielded(me, continued):
     source, destination = continued
     me.conversations.trash(source.id)

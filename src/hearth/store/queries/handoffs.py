@@ -7,14 +7,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, TypeVar
 
 from hearth.store.engine import Connection
+from hearth.store.queries.conversations import ELIGIBLE_SQL
 from hearth.store.sqlite import engine_of
-
-# A conversation counts for automatic continuity only when this holds (V1, V2): the rule of
-# ``hearth.records.conversations.ELIGIBLE_SQL``, which a test keeps equal to this.
-ELIGIBLE_SQL = ("c.trashed_at IS NULL"
-                " AND (c.folder_id IS NULL OR NOT EXISTS"
-                " (SELECT 1 FROM folders f WHERE f.id = c.folder_id AND f.hidden = 1))"
-                " AND c.continuity_shielded = 0")
 
 T = TypeVar("T")
 
