@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import numpy as np
 
 from hearth.store import Connection
+from hearth.store.queries import users
+from hearth.store.queries import vectors as stored
 
 from ..text import unit_rows
 from .embedder import model_id
@@ -82,71 +84,30 @@ def message_text(label: str, content: str, previous: str = "") -> str:
 
 def _pending_messages(conn: Connection, model: str, user_id: int | None, limit: int,
                      after: int = 0, ids: list[int] | None = None) -> list[tuple[int, int, str]]:
-    where = "" if user_id is None else " AND +m.user_id = ?"  # "+": the cursor walks ids, not the index of turns by time
-    if ids is not None:  # exactly these rows (turns whose chosen text changed), wherever they are
-        where += f" AND m.id IN ({', '.join('?' * len(ids))})"
-    args: list[Any] = [model, after] + ([] if user_id is None else [user_id]) + list(ids or []) + [limit]
-    rows = conn.execute(
-        "SELECT m.id, m.user_id, m.role, m.content, m.conversation_id, p.user_label, p.assistant_label,"
-        " (SELECT b.content FROM messages b WHERE b.conversation_id = m.conversation_id AND b.id < m.id"
-        "  AND b.kind = 'chat' AND b.role IN ('user', 'assistant') ORDER BY b.id DESC LIMIT 1) AS previous"
-        " FROM messages m JOIN conversations c ON c.id = m.conversation_id"
-        " JOIN personas p ON p.id = c.persona_id"
-        " LEFT JOIN message_embeddings e ON e.message_id = m.id AND e.model = ?"
-        " WHERE m.id > ? AND e.message_id IS NULL AND m.kind = 'chat' AND m.role IN ('user', 'assistant')"
-        f"{where} ORDER BY m.id LIMIT ?", args,
-    ).fetchall()
     out = []
-    for r in rows:
-        label = r["user_label"] if r["role"] == "user" else r["assistant_label"]
-        out.append((r["id"], r["user_id"], message_text(label, r["content"], r["previous"] or "")))
+    for r in stored.pending_messages(conn, model, user_id, limit, after, ids):
+        label = r.user_label if r.role == "user" else r.assistant_label
+        out.append((r.id, r.user_id, message_text(label, r.content, r.previous or "")))
     return out
 
 
 def _pending_chunks(conn: Connection, model: str, user_id: int | None, limit: int,
                     after: int = 0) -> list[tuple[int, int, str]]:
-    where = "" if user_id is None else " AND k.user_id = ?"
-    args: list[Any] = [after, model] + ([] if user_id is None else [user_id]) + [limit]
-    rows = conn.execute(
-        "SELECT k.id, k.user_id, k.text, d.title FROM archive_chunks k JOIN archive_documents d ON d.id = k.document_id"
-        " WHERE k.id > ? AND (k.embedding IS NULL OR k.embedding_model IS DISTINCT FROM ?)"
-        f"{where} ORDER BY k.id LIMIT ?", args,
-    ).fetchall()
-    return [(r["id"], r["user_id"], f"{r['title']}\n{r['text']}") for r in rows]
+    return [(row_id, owner, f"{title}\n{text}")
+            for row_id, owner, title, text in stored.pending_chunks(conn, model, user_id, limit, after)]
 
 
 def _pending_facts(conn: Connection, model: str, user_id: int | None, limit: int,
                    after: int = 0) -> list[tuple[int, int, str]]:
     """Facts (E2) without a vector for ``model``: embedded as their text alone."""
-    where = "" if user_id is None else " AND user_id = ?"
-    args: list[Any] = [after, model] + ([] if user_id is None else [user_id]) + [limit]
-    rows = conn.execute(
-        "SELECT id, user_id, text FROM facts WHERE id > ? AND (embedding IS NULL OR embedding_model IS DISTINCT FROM ?)"
-        f"{where} ORDER BY id LIMIT ?", args).fetchall()
-    return [(r[0], r[1], r[2]) for r in rows]
+    return stored.pending_facts(conn, model, user_id, limit, after)
 
 
 def pending_count(conn: Connection, model: str, user_id: int | None = None,
                   after: dict[str, int] | None = None) -> dict[str, int]:
     """Rows without a vector for ``model``; with ``after``, only rows past those cursors (a range
     read on the primary key instead of a scan of every row)."""
-    after = after or {}
-    user = [] if user_id is None else [user_id]
-    messages = conn.execute(
-        "SELECT count(*) FROM messages m LEFT JOIN message_embeddings e ON e.message_id = m.id AND e.model = ?"
-        " WHERE m.id > ? AND e.message_id IS NULL AND m.kind = 'chat' AND m.role IN ('user', 'assistant')"
-        + ("" if user_id is None else " AND +m.user_id = ?"), [model, after.get("messages", 0), *user],
-    ).fetchone()[0]
-    chunks = conn.execute(
-        "SELECT count(*) FROM archive_chunks WHERE id > ?"
-        " AND (embedding IS NULL OR embedding_model IS DISTINCT FROM ?)"
-        + ("" if user_id is None else " AND user_id = ?"), [after.get("chunks", 0), model, *user],
-    ).fetchone()[0]
-    facts = conn.execute(
-        "SELECT count(*) FROM facts WHERE id > ? AND (embedding IS NULL OR embedding_model IS DISTINCT FROM ?)"
-        + ("" if user_id is None else " AND user_id = ?"), [after.get("facts", 0), model, *user],
-    ).fetchone()[0]
-    return {"messages": messages, "chunks": chunks, "facts": facts}
+    return stored.pending_counts(conn, model, user_id, after or {})
 
 
 def embedded_through(conn: Connection, model: str, user_id: int) -> dict[str, int]:
@@ -155,11 +116,7 @@ def embedded_through(conn: Connection, model: str, user_id: int) -> dict[str, in
     Rows are embedded in id order and ids only grow, so every row at or below it has its vector:
     the background job starts there instead of scanning the table for rows without one.
     """
-    out = {"messages": 0, "chunks": 0, "facts": 0}
-    for source, max_id in conn.execute("SELECT source, max_id FROM vector_counts WHERE user_id = ? AND model = ?",
-                                       (user_id, model)).fetchall():
-        out[source] = int(max_id)
-    return out
+    return stored.embedded_through(conn, model, user_id)
 
 
 @dataclass(frozen=True)
@@ -211,25 +168,9 @@ def embed_pending(store: Any, embedder: Any, *, user_id: int | None = None, limi
             from .vectors import to_blob
 
             with store.write() as wconn:
-                if database_index(wconn):
-                    from . import pgvectors
-
-                    pgvectors.ensure_index(wconn, kind, vectors.shape[1])
+                stored.prepare(wconn, kind, vectors.shape[1])
                 for (row_id, owner, _), vector in zip(rows, vectors):
-                    if database_index(wconn):
-                        _write_pg(wconn, kind, row_id, owner, model, vector)
-                    elif kind == "messages":
-                        # An upsert, not REPLACE: REPLACE deletes without firing the delete
-                        # trigger that keeps vector_counts honest.
-                        wconn.execute(
-                            "INSERT INTO message_embeddings (message_id, user_id, model, embedding)"
-                            " VALUES (?, ?, ?, ?) ON CONFLICT (message_id) DO UPDATE SET"
-                            " user_id = excluded.user_id, model = excluded.model, embedding = excluded.embedding",
-                            (row_id, owner, model, to_blob(vector)))
-                    else:
-                        table = "archive_chunks" if kind == "chunks" else "facts"
-                        wconn.execute(f"UPDATE {table} SET embedding = ?, embedding_model = ? WHERE id = ?",
-                                      (to_blob(vector), model, row_id))
+                    stored.write(wconn, kind, row_id, owner, model, to_blob(vector), vector)
             cursors[kind] = rows[-1][0]
             done[kind] += len(rows)
             if progress:
@@ -272,36 +213,17 @@ def embed_messages(store: Any, embedder: Any, user_id: int, ids: list[int]) -> i
     from .vectors import to_blob
 
     with store.write() as wconn:
-        if database_index(wconn):
-            from . import pgvectors
-
-            pgvectors.ensure_index(wconn, "messages", vectors.shape[1])
+        stored.prepare(wconn, "messages", vectors.shape[1])
         for (row_id, owner, _), vector in zip(rows, vectors):
-            if database_index(wconn):
-                _write_pg(wconn, "messages", row_id, owner, model, vector)
-                continue
-            wconn.execute(
-                "INSERT INTO message_embeddings (message_id, user_id, model, embedding) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (message_id) DO UPDATE SET user_id = excluded.user_id, model = excluded.model,"
-                " embedding = excluded.embedding", (row_id, owner, model, to_blob(vector)))
+            stored.write(wconn, "messages", row_id, owner, model, to_blob(vector), vector)
     return len(rows)
 
 
 def _write_pg(conn: Connection, kind: str, row_id: int, owner: int, model: str, vector: np.ndarray) -> None:
-    """On PostgreSQL the row also gets its pgvector form, which the HNSW index reads (S9)."""
-    from .pgvectors import literal
+    """One row's vector written on PostgreSQL, with its pgvector form (S9)."""
     from .vectors import to_blob
 
-    if kind == "messages":
-        conn.execute(
-            "INSERT INTO message_embeddings (message_id, user_id, model, embedding, vec) VALUES (?, ?, ?, ?, ?::vector)"
-            " ON CONFLICT (message_id) DO UPDATE SET user_id = excluded.user_id, model = excluded.model,"
-            " embedding = excluded.embedding, vec = excluded.vec",
-            (row_id, owner, model, to_blob(vector), literal(vector)))
-    else:
-        table = "archive_chunks" if kind == "chunks" else "facts"
-        conn.execute(f"UPDATE {table} SET embedding = ?, embedding_model = ?, vec = ?::vector WHERE id = ?",
-                     (to_blob(vector), model, literal(vector), row_id))
+    stored.write(conn, kind, row_id, owner, model, to_blob(vector), vector)
 
 
 # -- the in-process index (``vector_cache``) ---------------------------------------------------------
@@ -320,7 +242,7 @@ def warm(hearth: Any, user_ids: list[int] | None = None) -> None:
     if database_index(conn):
         return  # the database's HNSW index is the index; nothing to load
     if user_ids is None:
-        user_ids = [user_id for (user_id,) in conn.execute("SELECT id FROM users").fetchall()]
+        user_ids = users.ids(conn)
     for user_id in user_ids:
         for source in VECTOR_SOURCES:
             INDEXES.get(conn, hearth.store.key, source, user_id, model, embedder.dim)
@@ -376,21 +298,14 @@ def exact_message_search(conn: Connection, db_key: str, user_id: int, ids_sql: s
     if index is not None and index.mode == "exact":
         # The exact index holds the same float32 vectors: scoring its rows of those ids spares
         # reading each turn's stored bytes (about half the list's time for a month of turns).
-        ids = np.fromiter((row[0] for row in conn.execute(ids_sql, args)), dtype=np.int64)
+        ids = stored.selected_ids(conn, ids_sql, args)
         return index.search(vector, k, allowed_ids=ids) if ids.size else []
     from .vectors import exact_top_k
 
-    # float32 bytes: a vector of another size is not comparable.
-    rows = conn.execute(f"SELECT e.message_id, e.embedding FROM ({ids_sql}) AS d"
-                        " JOIN message_embeddings e ON e.message_id = d.id"
-                        " WHERE e.model = ? AND length(e.embedding) = ?",
-                        (*args, model, vector.shape[0] * 4)).fetchall()
-    if not rows:
+    found, matrix = stored.selected_messages(conn, ids_sql, args, model, int(vector.shape[0]))
+    if not found:
         return []
-    # One buffer for the whole range: decoding each BLOB on its own cost more than the scoring;
-    # only the best ``k`` are sorted.
-    matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").reshape(len(rows), -1)
-    return exact_top_k(matrix, [row[0] for row in rows], vector, k)
+    return exact_top_k(matrix, found, vector, k)  # only the best ``k`` are sorted
 
 
 def mix_context(vector: np.ndarray, context: np.ndarray | None, weight: float) -> np.ndarray:

@@ -15,11 +15,12 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import numpy as np
 
-from hearth.store import Connection, Cursor
+from hearth.store import Connection
+from hearth.store.queries import vectors as stored
 
 from .. import retrieval
 from ..errors import HearthError, StoreError
@@ -59,8 +60,6 @@ COMPACT_MIN = 1_000
 # save for a burst of changes), so a restart finds those changes in the file: a vector deleted and
 # embedded again under its id (W2) shows in no id, and would cost comparing every stored vector.
 SAVE_DELAY_S = 60.0
-# Rows read at a time by the exact search over the table.
-_EXACT_CHUNK = 8_192
 # Finding the ids a change touched (``IndexCache._differences``): the id range is cut in this
 # many parts, counted, and a part is read id by id once it holds this many ids or fewer.
 _SPLIT = 32
@@ -124,43 +123,21 @@ class IndexCache:
         self.save_delay = SAVE_DELAY_S
         self.counts = IndexCounts()
 
-    @staticmethod
-    def _table(source: str) -> tuple[str, str, str]:
-        if source == "messages":
-            return "message_embeddings", "message_id", "model"
-        if source == "facts":
-            return "facts", "id", "embedding_model"
-        return "archive_chunks", "id", "embedding_model"
-
     def _signature(self, conn: Connection, source: str, user_id: int, model: str) -> tuple[int, int, int]:
         """(count, highest id, revision) from the trigger-kept counter: one primary-key lookup."""
-        row = conn.execute("SELECT count, max_id, rev FROM vector_counts WHERE user_id = ? AND source = ?"
-                           " AND model = ?", (user_id, source, model)).fetchone()
-        return tuple(row) if row else (0, 0, 0)
-
-    def _count_up_to(self, conn: Connection, source: str, user_id: int, model: str,
-                     up_to: int) -> tuple[int, int]:
-        """(count, highest id) of the rows at or below ``up_to``: checks a saved index at start-up."""
-        table, key, model_column = self._table(source)
-        return tuple(conn.execute(
-            f"SELECT count(*), coalesce(max({key}), 0) FROM {table} WHERE user_id = ? AND {model_column} = ?"
-            f" AND {key} <= ?", (user_id, model, up_to)).fetchone())
+        return stored.signature(conn, source, user_id, model)
 
     def _rows(self, conn: Connection, source: str, user_id: int, model: str,
-              after: int = 0, through: int | None = None) -> Cursor:
-        """(id, embedding BLOB) rows after ``after`` (and at most ``through``), streamed: a full
-        rebuild never holds them all."""
-        table, key, model_column = self._table(source)
-        bound, args = ("", (user_id, model, after)) if through is None else (f" AND {key} <= ?", (user_id, model, after, through))
-        return conn.execute(f"SELECT {key}, embedding FROM {table} WHERE user_id = ? AND {model_column} = ?"
-                            f" AND {key} > ?{bound} AND embedding IS NOT NULL ORDER BY {key}", args)
+              after: int = 0, through: int | None = None) -> Iterator[list[tuple[int, bytes]]]:
+        """(id, embedding BLOB) rows after ``after`` (and at most ``through``), in batches read as
+        they are asked: a full rebuild never holds them all."""
+        return stored.rows(conn, source, user_id, model, after=after, through=through)
 
-    def _ids(self, conn: Connection, source: str, user_id: int, model: str, low: int, high: int) -> np.ndarray:
-        """Every id with a vector from ``low`` to ``high``, sorted."""
-        table, key, model_column = self._table(source)
-        cur = conn.execute(f"SELECT {key} FROM {table} WHERE user_id = ? AND {model_column} = ?"
-                           f" AND {key} BETWEEN ? AND ? ORDER BY {key}", (user_id, model, low, high))
-        return np.fromiter((row[0] for row in cur), dtype=np.int64)
+    def _newer(self, conn: Connection, source: str, user_id: int, model: str, after: int,
+               through: int) -> list[tuple[int, bytes]]:
+        """(id, embedding BLOB) rows after ``after`` and at most ``through``."""
+        return [row for part in self._rows(conn, source, user_id, model, after=after, through=through)
+                for row in part]
 
     def _differences(self, conn: Connection, source: str, user_id: int, model: str, held: np.ndarray,
                      through: int) -> tuple[np.ndarray, np.ndarray]:
@@ -172,9 +149,6 @@ class IndexCache:
         every id cost about 5 us a row in Python (3 s at a million); counting and summing them,
         0.5 s. Changes that leave a part's count and sum as they were (deleting 5 and 8, adding 6
         and 7) are missed here: the revision check in ``_catch_up`` finds that."""
-        table, key, model_column = self._table(source)
-        counted = (f"SELECT count(*), coalesce(sum({key}), 0) FROM {table} WHERE user_id = ? AND {model_column} = ?"
-                   f" AND {key} BETWEEN ? AND ?")
         removed: list[np.ndarray] = []
         added: list[np.ndarray] = []
         ranges = [(0, through)]
@@ -182,31 +156,19 @@ class IndexCache:
             low, high = ranges.pop()
             first, last = np.searchsorted(held, [low, high + 1])
             if last - first <= _DIRECT_IDS or high - low <= _DIRECT_IDS:
-                ids = self._ids(conn, source, user_id, model, low, high)
+                ids = stored.ids_between(conn, source, user_id, model, low, high)
                 removed.append(np.setdiff1d(held[first:last], ids))
                 added.append(np.setdiff1d(ids, held[first:last]))
                 continue
             step = (high - low) // _SPLIT + 1
             for start in range(low, high + 1, step):
                 stop = min(high, start + step - 1)
-                count, total = conn.execute(counted, (user_id, model, start, stop)).fetchone()
+                count, total = stored.count_and_sum(conn, source, user_id, model, start, stop)
                 a, b = np.searchsorted(held, [start, stop + 1])
                 if count != b - a or total != int(held[a:b].sum()):
                     ranges.append((start, stop))
         empty = np.zeros(0, dtype=np.int64)
         return (np.concatenate(removed) if removed else empty), (np.concatenate(added) if added else empty)
-
-    def _rows_of(self, conn: Connection, source: str, user_id: int, model: str,
-                 ids: np.ndarray) -> list[tuple[int, bytes]]:
-        table, key, model_column = self._table(source)
-        out: list[tuple[int, bytes]] = []
-        for start in range(0, ids.size, 500):
-            part = ids[start:start + 500].tolist()
-            out += [(row[0], row[1]) for row in conn.execute(
-                f"SELECT {key}, embedding FROM {table} WHERE user_id = ? AND {model_column} = ?"
-                f" AND embedding IS NOT NULL AND {key} IN ({', '.join('?' * len(part))})",
-                (user_id, model, *part))]
-        return out
 
     @staticmethod
     def _add_rows(index: "VectorIndex", rows: list[tuple[int, bytes]], dim: int) -> None:
@@ -235,7 +197,7 @@ class IndexCache:
         if signature[2] == since[2] and signature[1] >= since[1]:
             # Bounded by the signature's highest id: a row the embedding job commits between the
             # two reads is not taken for a deletion (which rebuilt the whole index beside this one).
-            newer = self._rows(conn, source, user_id, model, after=since[1], through=signature[1]).fetchall()
+            newer = self._newer(conn, source, user_id, model, since[1], signature[1])
             if since[0] + len(newer) == signature[0]:  # only additions since
                 self._add_rows(index, newer, dim)
                 return len(newer)
@@ -249,7 +211,7 @@ class IndexCache:
             return self._compare_all(conn, source, user_id, model, index, signature, dim)
         if removed.size:
             index.remove(removed)
-        self._add_rows(index, self._rows_of(conn, source, user_id, model, added), dim)
+        self._add_rows(index, stored.rows_of(conn, source, user_id, model, added.tolist()), dim)
         if len(index) != signature[0]:
             return None
         self.counts.reconciled += 1
@@ -267,8 +229,7 @@ class IndexCache:
 
         seen: list[np.ndarray] = []
         changed = 0
-        cur = self._rows(conn, source, user_id, model, through=signature[1])
-        while rows := cur.fetchmany(_EXACT_CHUNK):
+        for rows in self._rows(conn, source, user_id, model, through=signature[1]):
             rows = [row for row in rows if len(row[1]) == dim * 4]
             ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
             seen.append(ids)
@@ -301,7 +262,7 @@ class IndexCache:
         if saved is None or saved[1] > signature[1]:
             return None
         count, highest, rev, fingerprint = saved
-        if rev is None and self._count_up_to(conn, source, user_id, model, highest) != (count, highest):
+        if rev is None and stored.count_up_to(conn, source, user_id, model, highest) != (count, highest):
             return None  # a file saved without its revision is trusted only if nothing below it changed
         index = self._new_index(dim)
         # Mapped only when nothing is to be caught up: a mapped graph cannot be changed.
@@ -313,7 +274,7 @@ class IndexCache:
             self.counts.views += 1
             return index
         if rev is None:
-            newer = self._rows(conn, source, user_id, model, after=highest, through=signature[1]).fetchall()
+            newer = self._newer(conn, source, user_id, model, highest, signature[1])
             self._add_rows(index, newer, dim)
             changed: int | None = len(newer)
             compared = False
@@ -335,7 +296,8 @@ class IndexCache:
         """The index built from its table (every row up to ``signature``), and saved when a graph."""
         index = self._new_index(dim)
         self.counts.builds += 1
-        index.rebuild(self._rows(conn, source, user_id, model, through=signature[1]), total=signature[0])
+        index.rebuild((row for part in self._rows(conn, source, user_id, model, through=signature[1]) for row in part),
+                      total=signature[0])
         if index.mode == "ann":
             path = self._file(db_key, source, user_id, model)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -509,7 +471,7 @@ class IndexCache:
             # read transaction: the signature and the rows are of the same moment.
             conn = open_read_only(db_key)
             try:
-                conn.execute("BEGIN")
+                stored.begin_read(conn)
                 signature = self._signature(conn, source, user_id, model)
                 index = self._cold_load(conn, db_key, source, user_id, model, dim, signature)
                 with self._lock:
@@ -620,18 +582,11 @@ def exact_table_search(conn: Connection, source: str, user_id: int, model: str, 
     in chunks read from the table: the answer while that index is built (S18)."""
     from .vectors import _top_k, one_blas_thread
 
-    table, key, model_column = IndexCache._table(source)
     dim = int(query_vectors.shape[1])
     queries = np.asarray(query_vectors, dtype=np.float32)
     best_ids = [np.zeros(0, dtype=np.int64) for _ in range(len(queries))]
     best_scores = [np.zeros(0, dtype=np.float32) for _ in range(len(queries))]
-    # float32 bytes: a vector of another size is not comparable.
-    cur = conn.execute(f"SELECT {key}, embedding FROM {table} WHERE user_id = ? AND {model_column} = ?"
-                       f" AND length(embedding) = ?", (user_id, model, dim * 4))
-    while rows := cur.fetchmany(_EXACT_CHUNK):
-        # One buffer for the chunk: decoding each BLOB on its own cost more than the scoring.
-        matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").reshape(len(rows), dim)
-        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    for ids, matrix in stored.matrices(conn, source, user_id, model, dim):
         with one_blas_thread():
             scores = matrix @ queries.T
         for i in range(len(queries)):

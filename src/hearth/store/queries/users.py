@@ -69,6 +69,10 @@ def all_users(conn: Connection) -> list[User]:
     return [User.from_row(r) for r in conn.execute("SELECT * FROM users ORDER BY id")]
 
 
+def ids(conn: Connection) -> list[int]:
+    return [user_id for (user_id,) in conn.execute("SELECT id FROM users").fetchall()]
+
+
 def set_password_hash(conn: Connection, user_id: int, password_hash: str) -> None:
     conn.execute("UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id))
 
