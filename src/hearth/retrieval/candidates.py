@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from hearth.records.conversations import ELIGIBLE_SQL, VISIBLE_SQL
 
 from ..store import Connection, engine_of
+from ..store.queries import candidates as stored
+from ..store.queries import vectors as stored_vectors
 from ..text import unit_rows
 from .keyword import KeywordHit, search_messages
 from .query import date_hint, fts_match, match_terms, without_names
@@ -121,11 +123,7 @@ def keyword_messages(conn: Connection, user_id: int, words: list[str], f: Filter
         return [(r[0], r["score"]) for r in rows]
     if f.date_from or f.date_to:
         where, args = message_filter_sql(user_id, f)
-        rows = conn.execute(
-            "SELECT m.id, bm25(messages_fts) AS score FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-            f" JOIN conversations c ON c.id = m.conversation_id WHERE messages_fts MATCH ? AND {' AND '.join(where)}"
-            " ORDER BY score LIMIT ?", (fts_match(words), *args, limit)).fetchall()
-        return [(r[0], -r[1]) for r in rows]
+        return [(i, -score) for i, score in stored.keyword_messages(conn, fts_match(words), where, args, limit)]
     hits = shared_keyword_hits(conn, user_id, words, f, limit, memo)
     return [(h.message_id, h.score) for h in hits]
 
@@ -162,43 +160,20 @@ def keyword_chunks(conn: Connection, user_id: int, words: list[str], f: Filters,
                                "JOIN archive_documents d ON d.id = k.document_id", where, args, words, limit,
                                narrow=bool(f.collections or f.date_from or f.date_to))
         return [(r[0], r["score"]) for r in rows]
-    rows = conn.execute(
-        "SELECT k.id, bm25(archive_chunks_fts) AS score FROM archive_chunks_fts"
-        " JOIN archive_chunks k ON k.id = archive_chunks_fts.rowid JOIN archive_documents d ON d.id = k.document_id"
-        f" WHERE archive_chunks_fts MATCH ? AND {' AND '.join(where)} ORDER BY score LIMIT ?",
-        (fts_match(words), *args, limit)).fetchall()
-    return [(r[0], -r[1]) for r in rows]
+    return [(i, -score) for i, score in stored.keyword_chunks(conn, fts_match(words), where, args, limit)]
 
 
 def load_messages(conn: Connection, user_id: int, ids: list[int], f: Filters) -> dict[int, Result]:
     """The allowed subset of ``ids`` as results: vector hits pass the same SQL filters as keyword hits."""
-    out: dict[int, Result] = {}
     where, args = message_filter_sql(user_id, f)
-    for start in range(0, len(ids), 500):
-        part = ids[start:start + 500]
-        rows = conn.execute(
-            "SELECT m.id, m.conversation_id, m.role, m.content, m.created_at, c.title"
-            " FROM messages m JOIN conversations c ON c.id = m.conversation_id"
-            f" WHERE m.id IN ({','.join('?' * len(part))}) AND {' AND '.join(where)}", (*part, *args)).fetchall()
-        for r in rows:
-            out[r["id"]] = Result("message", r["id"], r["conversation_id"], r["title"] or "Untitled conversation",
-                                  r["created_at"], r["content"], r["role"])
-    return out
+    return {i: Result("message", i, conversation_id, title or "Untitled conversation", created_at, content, role)
+            for i, conversation_id, role, content, created_at, title in stored.messages(conn, ids, where, args)}
 
 
 def load_chunks(conn: Connection, user_id: int, ids: list[int], f: Filters) -> dict[int, Result]:
-    out: dict[int, Result] = {}
     where, args = chunk_filter_sql(user_id, f)
-    for start in range(0, len(ids), 500):
-        part = ids[start:start + 500]
-        rows = conn.execute(
-            "SELECT k.id, k.document_id, k.text, k.speakers, coalesce(k.chunk_date, d.document_date) AS day,"
-            " d.title, d.collection FROM archive_chunks k JOIN archive_documents d ON d.id = k.document_id"
-            f" WHERE k.id IN ({','.join('?' * len(part))}) AND {' AND '.join(where)}", (*part, *args)).fetchall()
-        for r in rows:
-            out[r["id"]] = Result("chunk", r["id"], r["document_id"], r["title"], r["day"], r["text"],
-                                  r["speakers"], collection=r["collection"])
-    return out
+    return {i: Result("chunk", i, document_id, title, day, text, speakers, collection=collection)
+            for i, document_id, text, speakers, day, title, collection in stored.chunks(conn, ids, where, args)}
 
 
 
@@ -279,7 +254,7 @@ def has_facts(conn: Connection, user_id: int, memo: dict | None = None) -> bool:
     key = ("has_facts", user_id)
     if memo is not None and key in memo:
         return bool(memo[key])
-    found = conn.execute("SELECT 1 FROM facts WHERE user_id = ? LIMIT 1", (user_id,)).fetchone() is not None
+    found = stored.any_fact(conn, user_id)
     if memo is not None:
         memo[key] = found
     return found
@@ -310,9 +285,7 @@ def has_vectors(conn: Connection, user_id: int, model: str, sources: tuple[str, 
     key = ("has_vectors", user_id, model, tuple(wanted))
     if memo is not None and key in memo:
         return memo[key]
-    found = conn.execute(
-        f"SELECT 1 FROM vector_counts WHERE user_id = ? AND model = ? AND source IN ({', '.join('?' * len(wanted))})"
-        " AND count > 0 LIMIT 1", (user_id, model, *wanted)).fetchone() is not None
+    found = stored_vectors.any_of(conn, user_id, model, wanted)
     if memo is not None:
         memo[key] = found
     return found
@@ -416,8 +389,7 @@ def dated_vector_hits(conn: Connection, db_key: str, user_id: int, filters: Filt
     # Here, and only here, the range is the narrow part: the plain user term lets it use that index.
     span = f"m.user_id = ? AND {CHAT_TURN_SQL} AND m.created_at >= ? AND m.created_at < ?"
     bounds = (user_id, dated[0], end)
-    count = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE {span} LIMIT ?) AS s",
-                         (*bounds, tuning.dated_rows + 1)).fetchone()[0]
+    count = stored.turns_in_span(conn, span, bounds, tuning.dated_rows + 1)
     if trace is not None:
         trace.update(turns=count, path="none", compared=0)
     if not count:
@@ -459,12 +431,7 @@ def _dated_filtered(conn: Connection, db_key: str, user_id: int, span: str, boun
         if index is None or len(index) == 0:
             return []
         turn = f"m.user_id = ? AND {CHAT_TURN_SQL}"
-        first, last, before, after = conn.execute(
-            f"SELECT (SELECT m.id FROM messages m WHERE {span} ORDER BY m.created_at LIMIT 1),"
-            f" (SELECT m.id FROM messages m WHERE {span} ORDER BY m.created_at DESC LIMIT 1),"
-            f" (SELECT m.id FROM messages m WHERE {turn} AND m.created_at < ? ORDER BY m.created_at DESC LIMIT 1),"
-            f" (SELECT m.id FROM messages m WHERE {turn} AND m.created_at >= ? ORDER BY m.created_at LIMIT 1)",
-            (*bounds, *bounds, user_id, bounds[1], user_id, bounds[2])).fetchone()
+        first, last, before, after = stored.span_edges(conn, span, turn, bounds, user_id)
         if first is None or last is None:
             return []
         lo, hi = min(first, last), max(first, last)
@@ -494,11 +461,7 @@ def _in_range(conn: Connection, bounds: tuple, where: list[str], args: list[Any]
     if not hits:
         return []
     ids = [i for i, _ in hits]
-    kept = {row[0] for row in conn.execute(
-        "SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id"
-        f" WHERE m.id IN ({','.join('?' * len(ids))}) AND +m.user_id = ? AND {CHAT_TURN_SQL}"
-        f" AND +m.created_at >= ? AND +m.created_at < ? AND {' AND '.join(['1 = 1', *where[2:]])}",
-        (*ids, *bounds, *args[1:]))}
+    kept = stored.in_range(conn, ids, CHAT_TURN_SQL, bounds, where[2:], args[1:])
     return [h for h in hits if h[0] in kept]
 
 
@@ -582,14 +545,11 @@ def stored_context_vector(conn: Connection, user_id: int, embedder: Any, message
     key = ("context_vector", user_id, model_id(embedder), message_ids, dim)
     if memo is not None and key in memo:
         return memo[key]
-    rows = conn.execute(
-        f"SELECT embedding FROM message_embeddings WHERE message_id IN ({','.join('?' * len(message_ids))})"
-        " AND model = ? AND user_id = ?", (*message_ids, model_id(embedder), user_id)).fetchall()
-    stored = [from_blob(r[0]) for r in rows]
-    stored = [v for v in stored if v.shape[0] == dim]
+    found = [from_blob(blob) for blob in stored_vectors.message_blobs(conn, user_id, model_id(embedder), message_ids)]
+    found = [v for v in found if v.shape[0] == dim]
     import numpy as np
 
-    context = unit_rows(np.mean(stored, axis=0)[None, :])[0] if stored else None
+    context = unit_rows(np.mean(found, axis=0)[None, :])[0] if found else None
     if memo is not None:
         memo[key] = context
     return context
