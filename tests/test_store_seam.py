@@ -32,7 +32,6 @@ STATEMENTS_NOT_YET_MOVED: frozenset[str] = frozenset({
     "hearth/retrieval/keyword.py",
     "hearth/retrieval/pgsearch.py",
     "hearth/retrieval/pgvectors.py",
-    "hearth/retrieval/searchlog.py",
     "hearth/retrieval/semantic.py",
     "hearth/retrieval/terms.py",
     "hearth/retrieval/vector_cache.py",
