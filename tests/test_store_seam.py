@@ -27,13 +27,9 @@ ALLOWED: frozenset[str] = frozenset()
 STATEMENTS_NOT_YET_MOVED: frozenset[str] = frozenset({
     "hearth/retrieval/archive.py",
     "hearth/retrieval/candidates.py",
-    "hearth/retrieval/facts.py",
     "hearth/retrieval/fusion.py",
-    "hearth/retrieval/keyword.py",
-    "hearth/retrieval/pgsearch.py",
     "hearth/retrieval/pgvectors.py",
     "hearth/retrieval/semantic.py",
-    "hearth/retrieval/terms.py",
     "hearth/retrieval/vector_cache.py",
 })
 STATEMENT_CALLS = ("execute", "executemany", "executescript")
