@@ -27,7 +27,6 @@ ALLOWED: frozenset[str] = frozenset()
 STATEMENTS_NOT_YET_MOVED: frozenset[str] = frozenset({
     "hearth/retrieval/archive.py",
     "hearth/retrieval/candidates.py",
-    "hearth/retrieval/fusion.py",
     "hearth/retrieval/pgvectors.py",
     "hearth/retrieval/semantic.py",
     "hearth/retrieval/vector_cache.py",
