@@ -27,11 +27,14 @@ def search_cmd(obj: Context, query: str, as_json: bool, collections: tuple[str, 
     from .. import retrieval
     from ..retrieval.deliberate import owner_search
 
-    retrieval.short_lived = True  # one search, then the process ends: map a saved graph, build none (S20)
     searcher = obj.searcher()  # not a scope: a search needs none of the layers (S20)
+    # One search, then the process ends: a saved graph is mapped and none is built (S20). Set
+    # back after, for a caller that runs the command in its own process (tests, scripts).
+    retrieval.short_lived = True
     try:
         outcome = owner_search(searcher, query, collections=collections, **options)
     finally:
+        retrieval.short_lived = False
         searcher.store.close()
     if as_json:
         _json({"reliability": outcome.reliability, "log_id": outcome.log_id,

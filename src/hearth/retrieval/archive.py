@@ -21,11 +21,15 @@ import hashlib
 import json
 import re
 import unicodedata
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Iterable
 
+from hearth.store.queries import archive_chunks as stored
+from hearth.store.queries import personas
+from hearth.store.queries.archive_chunks import Document
+
 from ..errors import InvalidInput, NotFound
-from ..store import Store, inserted_id, utcnow
+from ..store import Connection, Store, utcnow
 from ..validation import check_text
 
 CHUNK_TARGET = 1_200  # characters: a few turns, enough context for a match to be read alone
@@ -67,29 +71,6 @@ class Chunk:
     text: str
     speakers: tuple[str, ...]
     date: str | None
-
-
-@dataclass(frozen=True)
-class Document:
-    id: int
-    user_id: int
-    collection: str
-    title: str
-    source: str
-    document_date: str | None
-    content_hash: str
-    chunk_count: int
-    metadata: dict[str, Any]
-    created_at: str
-
-    @classmethod
-    def from_row(cls, row) -> "Document":
-        data = dict(row)
-        data["metadata"] = json.loads(data["metadata"])
-        return cls(**data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -272,10 +253,7 @@ class Archive:
         self.user_id = user_id
 
     def labels(self) -> Labels:
-        from hearth.records.personas import Persona
-
-        rows = self.store.connection().execute("SELECT * FROM personas WHERE user_id = ?", (self.user_id,))
-        return Labels.from_personas(Persona.from_row(r) for r in rows)
+        return Labels.from_personas(personas.for_user(self.store.connection(), self.user_id, include_archived=True))
 
     def add_text(self, title: str, text: str, *, collection: str = "default", source: str = "upload",
                  document_date: str | None = None, metadata: dict[str, Any] | None = None) -> AddResult:
@@ -298,73 +276,48 @@ class Archive:
         digest = content_hash(rendered)
         chunks = chunk_turns(turns)
         with self.store.write() as conn:
-            existing = conn.execute("SELECT * FROM archive_documents WHERE user_id = ? AND content_hash = ?",
-                                    (self.user_id, digest)).fetchone()
-            if existing is not None:
-                found = Document.from_row(existing)
+            found = stored.by_hash(conn, self.user_id, digest)
+            if found is not None:
                 return AddResult(found, False, 0, 0, self._keep_turns(conn, found.id, turns, only_if_none=True))
-            cur = conn.execute(
-                "INSERT INTO archive_documents (user_id, collection, title, source, document_date, content_hash,"
-                " metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (self.user_id, collection, title, source, document_date, digest,
-                 json.dumps(metadata or {}, ensure_ascii=False), utcnow()))
-            document_id = inserted_id(cur)
+            document_id = stored.insert_document(conn, self.user_id, collection, title, source, document_date, digest,
+                                                 json.dumps(metadata or {}, ensure_ascii=False), utcnow())
             added = skipped = 0
             for chunk in chunks:
-                inserted = conn.execute(
-                    "INSERT INTO archive_chunks (user_id, document_id, position, text, speakers, chunk_date,"
-                    " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (self.user_id, document_id, added, chunk.text, json.dumps(list(chunk.speakers), ensure_ascii=False),
-                     chunk.date or document_date, content_hash(chunk.text))).rowcount
+                inserted = int(stored.insert_chunk(
+                    conn, self.user_id, document_id, added, chunk.text,
+                    json.dumps(list(chunk.speakers), ensure_ascii=False), chunk.date or document_date,
+                    content_hash(chunk.text)))
                 added += inserted
                 skipped += 1 - inserted
-            conn.execute("UPDATE archive_documents SET chunk_count = ? WHERE id = ?", (added, document_id))
+            stored.set_chunk_count(conn, document_id, added)
             kept = self._keep_turns(conn, document_id, turns)
             return AddResult(self.get(document_id), True, added, skipped, kept)
 
-    def _keep_turns(self, conn: Any, document_id: int, turns: builtins.list[Turn], *, only_if_none: bool = False) -> int:
+    def _keep_turns(self, conn: Connection, document_id: int, turns: builtins.list[Turn], *,
+                    only_if_none: bool = False) -> int:
         """Store the document's turns in order (not indexed: the chunks are what search reads)."""
-        if only_if_none and conn.execute("SELECT 1 FROM archive_turns WHERE document_id = ? LIMIT 1",
-                                         (document_id,)).fetchone():
+        if only_if_none and stored.has_turns(conn, document_id):
             return 0
-        conn.executemany(
-            "INSERT INTO archive_turns (user_id, document_id, position, role, label, text, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(self.user_id, document_id, i, t.role, t.label, t.text, t.date) for i, t in enumerate(turns)])
+        stored.insert_turns(conn, self.user_id, document_id, [(t.role, t.label, t.text, t.date) for t in turns])
         return len(turns)
 
     def get(self, document_id: int) -> Document:
-        row = self.store.connection().execute(
-            "SELECT * FROM archive_documents WHERE id = ? AND user_id = ?", (document_id, self.user_id)).fetchone()
-        if row is None:
+        found = stored.get(self.store.connection(), self.user_id, document_id)
+        if found is None:
             raise NotFound(f"no archive document {document_id}")
-        return Document.from_row(row)
+        return found
 
     def list(self, collection: str | None = None, limit: int = 200, offset: int = 0,
              sources: tuple[str, ...] = ()) -> list[Document]:
-        sql = "SELECT * FROM archive_documents WHERE user_id = ?"
-        args: list[Any] = [self.user_id]
-        if collection:
-            sql += " AND collection = ?"
-            args.append(collection)
-        if sources:
-            sql += f" AND source IN ({','.join('?' * len(sources))})"
-            args.extend(sources)
-        sql += " ORDER BY coalesce(document_date, created_at) DESC, id DESC LIMIT ? OFFSET ?"
-        return [Document.from_row(r) for r in self.store.connection().execute(sql, (*args, limit, offset))]
+        return stored.documents(self.store.connection(), self.user_id, limit, offset, collection=collection,
+                                sources=sources)
 
     def collections(self) -> builtins.list[dict[str, Any]]:
-        rows = self.store.connection().execute(
-            "SELECT collection, count(*) AS documents, sum(chunk_count) AS chunks FROM archive_documents"
-            " WHERE user_id = ? GROUP BY collection ORDER BY collection", (self.user_id,))
-        return [dict(r) for r in rows]
+        return stored.collections(self.store.connection(), self.user_id)
 
     def chunks(self, document_id: int) -> builtins.list[dict[str, Any]]:
         self.get(document_id)
-        rows = self.store.connection().execute(
-            "SELECT id, position, text, speakers, chunk_date FROM archive_chunks WHERE document_id = ?"
-            " AND user_id = ? ORDER BY position", (document_id, self.user_id))
-        return [{**dict(r), "speakers": json.loads(r["speakers"])} for r in rows]
+        return stored.chunks(self.store.connection(), self.user_id, document_id)
 
     def turns(self, document_id: int, *, limit: int = TURN_PAGE, before: int | None = None,
               start: int | None = None) -> TurnPage:
@@ -376,25 +329,11 @@ class Archive:
             raise InvalidInput("give before or start, not both")
         document = self.get(document_id)
         conn = self.store.connection()
-        total = conn.execute("SELECT count(*) FROM archive_turns WHERE document_id = ? AND user_id = ?",
-                             (document_id, self.user_id)).fetchone()[0]
+        total = stored.turn_count(conn, self.user_id, document_id)
         passages = total == 0
         if passages:  # added before turns were kept: its chunks, in order
-            total = conn.execute("SELECT count(*) FROM archive_chunks WHERE document_id = ? AND user_id = ?",
-                                 (document_id, self.user_id)).fetchone()[0]
-            select = ("SELECT position, '' AS role, '' AS label, text, chunk_date AS created_at FROM archive_chunks"
-                      " WHERE document_id = ? AND user_id = ?")
-        else:
-            select = ("SELECT position, role, label, text, created_at FROM archive_turns"
-                      " WHERE document_id = ? AND user_id = ?")
-        args: builtins.list[Any] = [document_id, self.user_id]
-        if start is not None:
-            rows = conn.execute(f"{select} AND position >= ? ORDER BY position LIMIT ?", (*args, start, limit)).fetchall()
-        else:
-            bound = " AND position < ?" if before is not None else ""
-            rows = conn.execute(f"{select}{bound} ORDER BY position DESC LIMIT ?",
-                                (*args, *([before] if before is not None else []), limit)).fetchall()
-            rows.reverse()
+            total = stored.chunk_count(conn, self.user_id, document_id)
+        rows = stored.turn_page(conn, self.user_id, document_id, limit, passages=passages, before=before, start=start)
         turns = [{"position": r["position"], "role": r["role"], "speaker": speaker_name(r["label"]),
                   "label": r["label"], "text": r["text"], "created_at": r["created_at"]} for r in rows]
         # Positions run 0..total-1 (turns by their order, chunks as they were stored).
@@ -404,4 +343,4 @@ class Archive:
     def delete(self, document_id: int) -> None:
         with self.store.write() as conn:
             self.get(document_id)
-            conn.execute("DELETE FROM archive_documents WHERE id = ? AND user_id = ?", (document_id, self.user_id))
+            stored.delete_document(conn, self.user_id, document_id)

@@ -16,6 +16,7 @@ from hearth.records.conversations import ELIGIBLE_SQL, VISIBLE_SQL
 
 from ..store import Connection, engine_of
 from ..store.queries import candidates as stored
+from ..store.queries import facts as stored_facts
 from ..store.queries import vectors as stored_vectors
 from ..text import unit_rows
 from .keyword import KeywordHit, search_messages
@@ -254,7 +255,7 @@ def has_facts(conn: Connection, user_id: int, memo: dict | None = None) -> bool:
     key = ("has_facts", user_id)
     if memo is not None and key in memo:
         return bool(memo[key])
-    found = stored.any_fact(conn, user_id)
+    found = stored_facts.any_for_user(conn, user_id)
     if memo is not None:
         memo[key] = found
     return found

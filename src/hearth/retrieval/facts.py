@@ -15,9 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from hearth.store.queries import facts as stored
+from hearth.store.queries.facts import cited_turns
+
 from ..errors import InvalidInput
-from ..store import Connection, engine_of, inserted_id, utcnow
+from ..store import Connection, utcnow
+from .pgsearch import bm25_weights
 from .query import fts_match
+
+__all__ = ["FACT_MAX_CHARS", "FACT_SOURCES", "MAX_CITED", "Fact", "add", "as_turns", "cited_turns", "keyword_hits",
+           "listed", "of_origins"]
 
 FACT_MAX_CHARS = 300
 FACT_SOURCES = ("offline", "model", "import")
@@ -50,44 +57,19 @@ def add(conn: Connection, user_id: int, text: str, message_ids: Iterable[int], *
         raise InvalidInput("a fact must cite at least one turn")
     if len(ids) > MAX_CITED:
         raise InvalidInput(f"a fact cites at most {MAX_CITED} turns")
-    rows = conn.execute(
-        f"SELECT id, conversation_id, created_at FROM messages WHERE user_id = ? AND id IN ({','.join('?' * len(ids))})"
-        " AND kind = 'chat' AND role IN ('user', 'assistant') ORDER BY id", (user_id, *ids)).fetchall()
+    rows = stored.citable_turns(conn, user_id, ids)
     if not rows:
         return None
     newest = max(rows, key=lambda r: (r[2] or "", r[0]))
-    cur = conn.execute(
-        "INSERT INTO facts (user_id, conversation_id, text, fact_date, source, span_id, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (user_id, newest[1], text, (newest[2] or "")[:10] or None, source, span_id, created_at or utcnow()))
-    fact_id = inserted_id(cur)
-    conn.executemany("INSERT INTO fact_sources (fact_id, message_id) VALUES (?, ?)", [(fact_id, r[0]) for r in rows])
-    return fact_id
+    return stored.insert(conn, user_id, newest[1], text, (newest[2] or "")[:10] or None, source, span_id,
+                         created_at or utcnow(), [r[0] for r in rows])
 
 
 def listed(conn: Connection, user_id: int, *, message_ids: Iterable[int] = ()) -> list[Fact]:
     """This user's facts, or only those citing any of ``message_ids``, oldest first."""
-    ids = list(message_ids)
-    where, args = "f.user_id = ?", [user_id]
-    if ids:
-        where += f" AND f.id IN (SELECT fact_id FROM fact_sources WHERE message_id IN ({','.join('?' * len(ids))}))"
-        args += ids
-    rows = conn.execute(f"SELECT f.id, f.text, f.fact_date, f.source FROM facts f WHERE {where} ORDER BY f.id",
-                        args).fetchall()
+    rows = stored.listed(conn, user_id, list(message_ids))
     cited = cited_turns(conn, [r[0] for r in rows])
     return [Fact(r[0], r[1], r[2], r[3], tuple(cited.get(r[0], ()))) for r in rows]
-
-
-def cited_turns(conn: Connection, fact_ids: list[int]) -> dict[int, list[int]]:
-    """Fact id -> the turns it cites, in turn order."""
-    out: dict[int, list[int]] = {}
-    for start in range(0, len(fact_ids), 500):
-        part = fact_ids[start:start + 500]
-        for fact_id, message_id in conn.execute(
-                f"SELECT fact_id, message_id FROM fact_sources WHERE fact_id IN ({','.join('?' * len(part))})"
-                " ORDER BY fact_id, message_id", part):
-            out.setdefault(fact_id, []).append(message_id)
-    return out
 
 
 def keyword_hits(conn: Connection, user_id: int, words: list[str], limit: int,
@@ -95,21 +77,7 @@ def keyword_hits(conn: Connection, user_id: int, words: list[str], limit: int,
     """(fact id, BM25 score, higher is better) for this user's facts matching any of ``words``."""
     if not words:
         return []
-    where: list[str] = ["f.user_id = ?"]
-    args: list[Any] = [user_id]
-    if origins:
-        where.append(f"f.source IN ({','.join('?' * len(origins))})")
-        args.extend(origins)
-    if engine_of(conn).keyword_index == "tsvector":
-        from . import pgsearch
-
-        rows = pgsearch.ranked(conn, "facts_fts", "f", "f.id", "", where, args, words, limit)
-        return [(int(r[0]), float(r["score"])) for r in rows]
-    rows = conn.execute(
-        "SELECT f.id, bm25(facts_fts) AS score FROM facts_fts JOIN facts f ON f.id = facts_fts.rowid"
-        f" WHERE facts_fts MATCH ? AND {' AND '.join(where)} ORDER BY score LIMIT ?",
-        (fts_match(words), *args, limit)).fetchall()
-    return [(int(r[0]), -float(r[1])) for r in rows]
+    return stored.keyword_hits(conn, user_id, words, fts_match(words), limit, origins, bm25=bm25_weights)
 
 
 def of_origins(conn: Connection, hits: list[tuple[int, float]],
@@ -118,9 +86,7 @@ def of_origins(conn: Connection, hits: list[tuple[int, float]],
     if not origins or not hits:
         return hits
     ids = [h[0] for h in hits]
-    kept = {r[0] for r in conn.execute(
-        f"SELECT id FROM facts WHERE id IN ({','.join('?' * len(ids))}) AND source IN ({','.join('?' * len(origins))})",
-        (*ids, *origins))}
+    kept = stored.of_origins(conn, ids, origins)
     return [h for h in hits if h[0] in kept]
 
 

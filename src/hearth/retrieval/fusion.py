@@ -14,6 +14,7 @@ import re
 from typing import Any, Iterable
 
 from hearth.store import Connection
+from hearth.store.queries import search_neighbours
 
 from .candidates import Filters, Ranked, Result, keyword_messages, load_messages
 from .keyword import terms
@@ -71,18 +72,9 @@ def neighbours(conn: Connection, fused: Fused, keys: Iterable[tuple[str, int]]) 
     if not messages:
         return {}
     out: dict[tuple[str, int], float] = {}
-    for start in range(0, len(messages), 500):
-        part = messages[start:start + 500]
-        rows = conn.execute(
-            "SELECT m.id,"
-            " (SELECT p.id FROM messages p WHERE p.conversation_id = m.conversation_id AND p.id < m.id"
-            "  AND p.kind = 'chat' AND p.role IN ('user', 'assistant') ORDER BY p.id DESC LIMIT 1),"
-            " (SELECT n.id FROM messages n WHERE n.conversation_id = m.conversation_id AND n.id > m.id"
-            "  AND n.kind = 'chat' AND n.role IN ('user', 'assistant') ORDER BY n.id LIMIT 1)"
-            f" FROM messages m WHERE m.id IN ({','.join('?' * len(part))})", part).fetchall()
-        for message_id, before, after in rows:
-            near = [fused[("message", n)]["rrf"] for n in (before, after) if n is not None and ("message", n) in fused]
-            out[("message", message_id)] = max(near, default=0.0)
+    for message_id, before, after in search_neighbours.adjacent_turns(conn, messages):
+        near = [fused[("message", n)]["rrf"] for n in (before, after) if n is not None and ("message", n) in fused]
+        out[("message", message_id)] = max(near, default=0.0)
     return out
 
 

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 
-from hearth.records.conversations import ELIGIBLE_SQL, VISIBLE_SQL
+from hearth.store.queries import keyword_search
+from hearth.store.queries.keyword_search import CANDIDATE_CAPS, CROWDED_FIRST, KeywordHit
 
-from ..store import Connection, Row, engine_of
+from ..store import Connection
 from ..text import STOPWORDS, WORD_RE
+from .pgsearch import bm25_weights
 from .terms import database_key
+
+__all__ = ["CANDIDATE_CAPS", "CROWDED_FIRST", "KeywordHit", "STOPWORDS", "THREAD_IDS", "ThreadIds", "WORD_RE",
+           "excerpt", "match_query", "search_messages", "terms"]
 
 
 def terms(text: str, limit: int = 24) -> list[str]:
@@ -35,17 +39,6 @@ def match_query(words: list[str]) -> str:
     return " OR ".join(f'"{w}"' for w in words)
 
 
-@dataclass(frozen=True)
-class KeywordHit:
-    message_id: int
-    conversation_id: int
-    title: str
-    role: str
-    created_at: str
-    content: str
-    score: float  # BM25, lower is better in SQLite; negated here so higher is better
-
-
 def search_messages(
     conn: Connection,
     user_id: int,
@@ -63,78 +56,11 @@ def search_messages(
     expression (prefix terms, say); by default the words, each quoted."""
     if not words:
         return []
-    where = ["m.user_id = ?"]
-    args: list = [match or match_query(words), user_id]
-    if conversation_id is not None:
-        where.append("m.conversation_id = ?")
-        args.append(conversation_id)
-    if eligible_only:
-        where.append(VISIBLE_SQL if include_shielded else ELIGIBLE_SQL)
-    if exclude_conversation_ids:
-        where.append(f"m.conversation_id NOT IN ({','.join('?' * len(exclude_conversation_ids))})")
-        args.extend(exclude_conversation_ids)
-    if persona_id is not None:
-        where.append("c.persona_id = ?")
-        args.append(persona_id)
-    match, filters = args[0], args[1:]
-    if engine_of(conn).keyword_index == "tsvector":
-        from . import pgsearch
-
-        rows = pgsearch.ranked(conn, "messages_fts", "m", "m.id, m.conversation_id, c.title, m.role, m.created_at,"
-                               " m.content", "JOIN conversations c ON c.id = m.conversation_id", where, filters,
-                               pgsearch.words_of_match(match), limit, narrow=conversation_id is not None)
-        return [_hit(r, r["score"]) for r in rows]
-    # Rank inside FTS5 first and filter a bounded candidate list: joining every match of a common
-    # word to its message and conversation before ranking costs hundreds of milliseconds at a
-    # million messages. When the filters leave too few, widen, and finally rank every match.
-    # When the bounded list comes back crowded by the excluded conversations (the turns of a long
-    # current thread match the person's own wording best), it is asked again with them left out
-    # inside the query, row by row in rank order (a primary-key read each, only as far as the
-    # list reaches), before any widening.
-    exclusion = ""
-    if exclude_conversation_ids:
-        exclusion = (" AND (SELECT x.conversation_id FROM messages x WHERE x.id = messages_fts.rowid)"
-                     f" NOT IN ({','.join('?' * len(exclude_conversation_ids))})")
-    # The left-out conversations' own turns are dropped from the list in memory before any row is
-    # checked (``ThreadIds``: a thread's ids are read once, then only its new ones); the SQL
-    # filters still decide what may be returned.
-    left_out = THREAD_IDS.sets(conn, exclude_conversation_ids) if exclude_conversation_ids else []
-    attempts = [(CROWDED_FIRST if exclusion else CANDIDATE_CAPS[0], "")]
-    attempts += [(cap, exclusion) for cap in CANDIDATE_CAPS] if exclusion else [(cap, "") for cap in CANDIDATE_CAPS[1:]]
-    for cap, rows_sql in attempts:
-        rows_args = list(exclude_conversation_ids) if rows_sql else []
-        # bm25() ordered with rowid breaking ties: the same rows in the same order as FTS5's
-        # ``ORDER BY rank``, which sorts through a second statement inside FTS5 (a fifth to a third
-        # slower for a recall cue's few thousand matches).
-        candidates = conn.execute(
-            f"SELECT rowid, bm25(messages_fts) AS score FROM messages_fts WHERE messages_fts MATCH ?{rows_sql}"
-            " ORDER BY score, rowid LIMIT ?", (match, *rows_args, cap)).fetchall()
-        if not candidates:
-            return []
-        kept = candidates
-        for ids in left_out:  # one plain pass per set: a thousand candidates, each a set lookup
-            kept = [c for c in kept if c[0] not in ids]
-        best = _best_allowed(conn, kept, where, filters, limit)
-        if len(best) >= limit or len(candidates) < cap:
-            found = _rows(conn, [row_id for row_id, _ in best], where, filters)
-            return [_hit(found[row_id], -rank) for row_id, rank in best if row_id in found]
-    sql = (
-        "SELECT m.id, m.conversation_id, c.title, m.role, m.created_at, m.content, bm25(messages_fts) AS score"
-        " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-        " JOIN conversations c ON c.id = m.conversation_id"
-        f" WHERE messages_fts MATCH ? AND {' AND '.join(where)}"
-        " ORDER BY score LIMIT ?"
-    )
-    return [_hit(r, -r["score"]) for r in conn.execute(sql, (*args, limit)).fetchall()]
-
-
-CANDIDATE_CAPS = (200, 5_000)
-# With a conversation left out (the current thread, on the send path) the first list is longer, so
-# that thread's own turns rarely crowd it: on the 1M deployment's recall cues the top 200 were
-# often all the current thread's, and the second, excluding query ranked every match again, while
-# every allowed match of those cues was within the top 1,000. A longer list costs about 1.4 ms
-# more to rank and check there, so a search that leaves nothing out keeps the short one.
-CROWDED_FIRST = 1_000
+    return keyword_search.messages(
+        conn, user_id, match or match_query(words), limit, exclude_conversation_ids=exclude_conversation_ids,
+        persona_id=persona_id, eligible_only=eligible_only, include_shielded=include_shielded,
+        conversation_id=conversation_id, bm25=bm25_weights,
+        left_out=lambda: THREAD_IDS.sets(conn, exclude_conversation_ids))
 
 
 class ThreadIds:
@@ -169,15 +95,14 @@ class ThreadIds:
         key = (database, conversation_id)
         if key in self._too_long:
             return set()
-        top = conn.execute("SELECT max(id) FROM messages WHERE conversation_id = ?", (conversation_id,)).fetchone()[0] or 0
+        top = keyword_search.newest_message_id(conn, conversation_id)
         with self._lock:
             newest, ids = self._held.pop(key, (0, set()))
             self._count -= len(ids)
             if top < newest:
                 newest, ids = 0, set()
             if top > newest:
-                ids.update(r[0] for r in conn.execute("SELECT id FROM messages WHERE conversation_id = ? AND id > ?"
-                                                      " AND id <= ?", (conversation_id, newest, top)))
+                ids.update(keyword_search.message_ids_between(conn, conversation_id, newest, top))
             if len(ids) > self.max_ids:
                 self._too_long.add(key)
                 return set()
@@ -190,45 +115,6 @@ class ThreadIds:
 
 
 THREAD_IDS = ThreadIds()
-
-
-def _best_allowed(conn: Connection, candidates: list, where: list[str], args: list,
-                  limit: int) -> list[tuple[int, float]]:
-    """The first ``limit`` candidates the filters allow, in rank order. Asked in growing slices
-    from the top: most lists have their ``limit`` allowed rows near the top, and each id asked
-    is a row read (a 1,000-long list cost 1.7-4 ms to check whole at a million messages)."""
-    best: list[tuple[int, float]] = []
-    start, size = 0, 2 * limit
-    while start < len(candidates) and len(best) < limit:
-        part = candidates[start:start + size]
-        allowed = _allowed(conn, [row_id for row_id, _ in part], where, args)
-        best.extend((row_id, rank) for row_id, rank in part if row_id in allowed)
-        start, size = start + size, size * 2
-    return best[:limit]
-
-
-def _allowed(conn: Connection, ids: list[int], where: list[str], args: list) -> set[int]:
-    """The ids the filters allow. Only ids: the rows behind the best ``limit`` are read after
-    (``_rows``), not the content of every candidate of a 1,000-long list."""
-    sql = (f"SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id"
-           f" WHERE m.id IN ({','.join('?' * len(ids))}) AND {' AND '.join(where)}")
-    return {r[0] for r in conn.execute(sql, (*ids, *args))}
-
-
-def _rows(conn: Connection, ids: list[int], where: list[str], args: list) -> dict[int, Row]:
-    """The rows of ``ids``, the filters asked again: outside a read transaction a turn may have
-    been hidden since ``_allowed`` looked."""
-    if not ids:
-        return {}
-    sql = ("SELECT m.id, m.conversation_id, c.title, m.role, m.created_at, m.content"
-           " FROM messages m JOIN conversations c ON c.id = m.conversation_id"
-           f" WHERE m.id IN ({','.join('?' * len(ids))}) AND {' AND '.join(where)}")
-    return {r["id"]: r for r in conn.execute(sql, (*ids, *args))}
-
-
-def _hit(row: Row, score: float) -> KeywordHit:
-    return KeywordHit(row["id"], row["conversation_id"], row["title"], row["role"], row["created_at"],
-                      row["content"], score)
 
 
 def excerpt(text: str, words: list[str], width: int = 300) -> str:

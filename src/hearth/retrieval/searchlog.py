@@ -8,14 +8,15 @@ owner's database and shown to the owner, and never written to process logs.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
 
-from hearth.store import Connection, Row
+from hearth.store import Connection
+from hearth.store.queries import search_log as queries
+from hearth.store.queries.search_log import LogEntry
 
 from ..errors import NotFound
-from ..store import inserted_id, utcnow
+from ..store import utcnow
 
 ORIGINS = frozenset({
     "keyword_recall", "thread_recall", "archive_recall",
@@ -23,33 +24,6 @@ ORIGINS = frozenset({
     "mcp:search_conversations", "mcp:search_archive",
 })
 PREVIEW_CHARS = 160
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    id: int
-    user_id: int
-    conversation_id: int | None
-    origin: str
-    query: str
-    variants: list[str]
-    filters: dict[str, Any]
-    results: list[dict[str, Any]]
-    candidate_count: int
-    result_count: int
-    reliability: str
-    duration_ms: int
-    created_at: str
-
-    @classmethod
-    def from_row(cls, row: Row) -> "LogEntry":
-        return cls(row["id"], row["user_id"], row["conversation_id"], row["origin"], row["query"],
-                   json.loads(row["variants"]), json.loads(row["filters"]), json.loads(row["results"]),
-                   row["candidate_count"], row["result_count"], row["reliability"], row["duration_ms"],
-                   row["created_at"])
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def reliability(scores: list[float], agreement: float | None = None) -> str:
@@ -102,33 +76,26 @@ def record(
     if judgement is None:
         judgement = reliability([float(r.get("scores", {}).get("fused", r.get("score", 0.0))) for r in records])
     prune(conn, user_id)
-    cur = conn.execute(
-        "INSERT INTO search_log (user_id, conversation_id, origin, query, variants, filters, results,"
-        " candidate_count, result_count, reliability, duration_ms, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (user_id, conversation_id, origin, query, json.dumps(list(variants), ensure_ascii=False),
-         json.dumps(filters or {}, ensure_ascii=False, default=str),
-         json.dumps(records, ensure_ascii=False, default=str),
-         len(records) if candidate_count is None else candidate_count, len(records), judgement,
-         int(duration_ms), utcnow()),
-    )
-    return inserted_id(cur)
+    return queries.insert(
+        conn, user_id, conversation_id, origin, query, json.dumps(list(variants), ensure_ascii=False),
+        json.dumps(filters or {}, ensure_ascii=False, default=str), json.dumps(records, ensure_ascii=False, default=str),
+        len(records) if candidate_count is None else candidate_count, len(records), judgement, int(duration_ms),
+        utcnow())
 
 
 def prune(conn: Connection, user_id: int) -> int:
     """Apply the owner's retention setting (B5): drop entries older than it; 0 or unset keeps all."""
-    row = conn.execute("SELECT value FROM layer_settings WHERE user_id = ? AND key = 'search_log.retention_days'",
-                       (user_id,)).fetchone()
-    days = json.loads(row[0]) if row else 0
+    value = queries.retention_days(conn, user_id)
+    days = json.loads(value) if value is not None else 0
     if not days:
         return 0
     cutoff = (datetime.now(timezone.utc) - timedelta(days=int(days))).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return conn.execute("DELETE FROM search_log WHERE user_id = ? AND created_at < ?", (user_id, cutoff)).rowcount
+    return queries.delete_older(conn, user_id, cutoff)
 
 
 def clear(conn: Connection, user_id: int) -> int:
     """Remove every entry of one user's search log (B5)."""
-    return conn.execute("DELETE FROM search_log WHERE user_id = ?", (user_id,)).rowcount
+    return queries.delete_all(conn, user_id)
 
 
 def write(store: Any, **values: Any) -> int:
@@ -138,33 +105,23 @@ def write(store: Any, **values: Any) -> int:
         return record(conn, **values)
     if conn.in_transaction:
         # A read snapshot is open on this connection: end it so the write can take the lock.
-        conn.execute("COMMIT")
+        queries.end_snapshot(conn)
         try:
             with store.write() as wconn:
                 return record(wconn, **values)
         finally:
-            conn.execute("BEGIN")
+            queries.begin_snapshot(conn)
     with store.write() as wconn:
         return record(wconn, **values)
 
 
 def entries(conn: Connection, user_id: int, *, limit: int = 50, before_id: int | None = None,
             origin: str | None = None) -> list[LogEntry]:
-    sql = "SELECT * FROM search_log WHERE user_id = ?"
-    args: list[Any] = [user_id]
-    if before_id is not None:
-        sql += " AND id < ?"
-        args.append(before_id)
-    if origin:
-        sql += " AND origin = ?"
-        args.append(origin)
-    sql += " ORDER BY id DESC LIMIT ?"
-    args.append(max(1, min(int(limit), 500)))
-    return [LogEntry.from_row(r) for r in conn.execute(sql, args)]
+    return queries.entries(conn, user_id, max(1, min(int(limit), 500)), before_id=before_id, origin=origin)
 
 
 def entry(conn: Connection, user_id: int, entry_id: int) -> LogEntry:
-    row = conn.execute("SELECT * FROM search_log WHERE id = ? AND user_id = ?", (entry_id, user_id)).fetchone()
-    if row is None:
+    found = queries.get(conn, user_id, entry_id)
+    if found is None:
         raise NotFound(f"no search log entry {entry_id}")
-    return LogEntry.from_row(row)
+    return found

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import threading
 
+from hearth.store.queries import keyword_search
+from hearth.store.queries.keyword_search import PG_INDEXES, indexed_rows, pg_totals, tsquery
+
 from ..store import Connection, engine_of
 from .tuning import DEFAULT, Tuning
+
+__all__ = ["DRIFT", "MAX_CACHED", "PG_INDEXES", "SMALL_INDEX", "SOURCES", "STABLE_DF", "STATS", "TermStats",
+           "database_key", "doc_frequencies", "indexed_rows", "pg_totals", "rare_terms", "select_terms", "tsquery"]
 
 SOURCES = {"messages": ("messages_fts", "messages_fts_vocab"), "chunks": ("archive_chunks_fts", "archive_chunks_fts_vocab"),
            "facts": ("facts_fts", "facts_fts_vocab")}
 # On PostgreSQL (S9) each FTS5 index is a GIN expression index over hearth_words(column):
-# index name -> (table, text column, the rows that are indexed, for a table alias ``a``).
-PG_INDEXES = {
-    "messages_fts": ("messages", "content", "{a}.kind = 'chat' AND {a}.role IN ('user', 'assistant')"),
-    "archive_chunks_fts": ("archive_chunks", "text", "TRUE"),
-    "facts_fts": ("facts", "text", "TRUE"),
-}
+# ``PG_INDEXES`` (store/queries/keyword_search.py) names its table, column and indexed rows.
 
 # -- term statistics, cached per index generation ----------------------------------------------------
 # Reading a word's document frequency from fts5vocab walks its whole posting list: 57 ms for "the"
@@ -36,45 +37,6 @@ STABLE_DF = 1_000
 SMALL_INDEX = 100_000
 DRIFT = 0.01
 MAX_CACHED = 50_000
-
-
-def _varint(blob: bytes) -> int:
-    """SQLite's variable-length integer at the start of ``blob`` (big-endian, 7 bits a byte)."""
-    value = 0
-    for n, byte in enumerate(blob[:9]):
-        if n == 8:
-            return (value << 8) | byte
-        value = (value << 7) | (byte & 0x7F)
-        if not byte & 0x80:
-            return value
-    raise ValueError("truncated varint")
-
-
-def indexed_rows(conn: Connection, fts: str) -> int:
-    """Rows in an FTS5 index: the first number of its totals record (row id 1 of ``<fts>_data``),
-    which FTS5 keeps current on every write; a count of the docsize table if it cannot be read."""
-    if engine_of(conn).keyword_index == "tsvector":
-        return pg_totals(conn, fts)[0]
-    row = conn.execute(f"SELECT block FROM {fts}_data WHERE id = 1").fetchone()
-    if row and row[0]:
-        try:
-            return _varint(bytes(row[0]))
-        except ValueError:
-            pass
-    return int(conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()[0])
-
-
-def pg_totals(conn: Connection, fts: str) -> tuple[int, int]:
-    """(rows, total length) of a keyword index on PostgreSQL, from the totals its triggers keep.
-    In a read snapshot every index's totals are read once (a send's assembly asked them about
-    eight times, a round trip each)."""
-    memo = conn.snapshot_memo
-    totals = memo.get("keyword_totals") if memo is not None else None
-    if totals is None:
-        totals = {r[0]: (int(r[1]), int(r[2])) for r in conn.execute("SELECT name, rows, lengths FROM keyword_totals")}
-        if memo is not None:
-            memo["keyword_totals"] = totals
-    return totals.get(fts, (0, 0))
 
 
 def database_key(conn: Connection) -> str:
@@ -133,64 +95,8 @@ class TermStats:
 STATS = TermStats()
 
 
-def _stemming(conn: Connection, fts: str) -> bool:
-    """Whether an FTS5 index stems its words (the porter tokenizer): its vocabulary then holds
-    stems, so a word's frequency is read by matching it instead."""
-    row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (fts,)).fetchone()
-    return bool(row and "porter" in (row[0] or "").casefold())
-
-
 def _read_frequencies(conn: Connection, vocab: str, words: list[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    fts = vocab.removesuffix("_vocab")
-    if engine_of(conn).keyword_index == "tsvector":
-        return _pg_document_frequencies(conn, fts, words)
-    stems = _stemming(conn, fts)
-    for word in words:
-        if stems:
-            query = f'"{word[:-1]}"*' if word.endswith("*") else f'"{word}"'
-            row = conn.execute(f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ?", (query,)).fetchone()
-        elif word.endswith("*"):
-            # A stem stands for every indexed form that starts with it (an upper bound of its rows).
-            prefix = word[:-1]
-            row = conn.execute(f"SELECT sum(doc) FROM {vocab} WHERE term >= ? AND term < ?",
-                               (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))).fetchone()
-        else:
-            row = conn.execute(f"SELECT doc FROM {vocab} WHERE term = ?", (word,)).fetchone()
-        out[word] = (row[0] or 0) if row else 0
-    return out
-
-
-def tsquery(words: list[str]) -> str:
-    """A tsquery text matching any of the words; ``stem*`` is a prefix match."""
-    parts = []
-    for word in words:
-        prefix = word.endswith("*")
-        core = word[:-1] if prefix else word
-        if core:
-            parts.append("'" + core.replace("\\", "\\\\").replace("'", "''") + "'" + (":*" if prefix else ""))
-    return " | ".join(parts)
-
-
-def _pg_document_frequencies(conn: Connection, fts: str, words: list[str]) -> dict[str, int]:
-    """Each word's rows in a keyword index on PostgreSQL, all in one statement, counted on the
-    index's postings (a key range each, read from the index alone): the rows holding the word, or
-    for a stem (``talk*``) the rows holding any word it begins, as the GIN match would find them."""
-    cores = [word.removesuffix("*") for word in words]
-    asked = [i for i, core in enumerate(cores) if core]  # a bare "*" is no word
-    out = dict.fromkeys(words, 0)
-    if not asked:
-        return out
-    table = PG_INDEXES[fts][0]
-    rows = conn.execute(
-        f"SELECT u.n, (SELECT count(DISTINCT p.id) FROM {table}_postings p WHERE p.lexeme >= u.lo"
-        " AND p.lexeme < u.lo || CASE WHEN u.prefix THEN chr(1114111) ELSE chr(1) END)"
-        " FROM (SELECT x.n, hearth_fold(x.t) COLLATE \"C\" AS lo, x.prefix"
-        " FROM unnest(?::text[], ?::boolean[]) WITH ORDINALITY AS x(t, prefix, n)) u",
-        ([cores[i] for i in asked], [words[i].endswith("*") for i in asked])).fetchall()
-    for n, count in rows:
-        out[words[asked[int(n) - 1]]] = int(count)
-    return out
+    return keyword_search.document_frequencies(conn, vocab, words)
 
 
 def doc_frequencies(conn: Connection, vocab: str, words: list[str]) -> dict[str, int]:

@@ -62,11 +62,6 @@ def chunks(conn: Connection, ids: list[int], where: list[str],
     return out
 
 
-def any_fact(conn: Connection, user_id: int) -> bool:
-    """Whether this user has any fact (E2): one indexed lookup."""
-    return conn.execute("SELECT 1 FROM facts WHERE user_id = ? LIMIT 1", (user_id,)).fetchone() is not None
-
-
 def turns_in_span(conn: Connection, span: str, bounds: tuple, limit: int) -> int:
     """How many turns ``span`` (over ``messages m``) holds, counted up to ``limit``."""
     return int(conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE {span} LIMIT ?) AS s",
