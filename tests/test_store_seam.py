@@ -1,7 +1,8 @@
-"""The store seam (S9): engine specifics live under src/hearth/store/, module code asks the Engine.
+"""The store seam (S9, S12): engine specifics and every SQL statement live under src/hearth/store/.
 
-Outside ``store/`` no module imports ``sqlite3`` or ``psycopg`` or tests which engine it runs on
-(``is_postgres``); both engines raise Hearth's errors, and ``app_state`` has one reader and writer.
+Outside ``store/`` no module runs a statement (they are in ``store/queries/``), imports ``sqlite3``
+or ``psycopg`` or tests which engine it runs on (``is_postgres``); both engines raise Hearth's
+errors, and ``app_state`` has one reader and writer.
 """
 
 from __future__ import annotations
@@ -22,9 +23,6 @@ DRIVERS = ("sqlite3", "psycopg")
 ALLOWED: frozenset[str] = frozenset()
 
 
-# S12: modules outside store/ whose statements have not yet moved into store/queries/. The list
-# only shrinks: a module on it that no longer runs a statement fails the test too.
-STATEMENTS_NOT_YET_MOVED: frozenset[str] = frozenset()
 STATEMENT_CALLS = ("execute", "executemany", "executescript")
 
 
@@ -35,10 +33,9 @@ def _runs_statements(path: Path) -> bool:
 
 
 def test_s12_no_module_outside_the_store_runs_a_statement():
-    running = {path.relative_to(SRC).as_posix() for path in (SRC / "hearth").rglob("*.py")
-               if not path.relative_to(SRC).as_posix().startswith(STORE) and _runs_statements(path)}
-    assert not running - STATEMENTS_NOT_YET_MOVED, f"statements outside src/hearth/store/: {sorted(running - STATEMENTS_NOT_YET_MOVED)}"
-    assert not STATEMENTS_NOT_YET_MOVED - running, f"moved, take off the list: {sorted(STATEMENTS_NOT_YET_MOVED - running)}"
+    running = sorted(path.relative_to(SRC).as_posix() for path in (SRC / "hearth").rglob("*.py")
+                     if not path.relative_to(SRC).as_posix().startswith(STORE) and _runs_statements(path))
+    assert not running, f"statements outside src/hearth/store/ (they belong in store/queries/): {running}"
 
 
 def test_s12_the_statement_check_sees_calls_on_any_connection(tmp_path):
