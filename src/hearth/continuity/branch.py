@@ -43,7 +43,7 @@ from hearth.records.conversations import MAX_TITLE, Conversation
 from hearth.retrieval.archive import Archive
 from hearth.store import Connection, utcnow
 from hearth.store.queries import handoffs as queries
-from hearth.store.queries.handoffs import DocumentTurn, MessageTurn
+from hearth.store.queries.handoffs import DocumentTurn
 from hearth.thread.character import GREETING_CHANNELS, open_with_greeting
 
 if TYPE_CHECKING:
@@ -71,19 +71,13 @@ def _labels(conn: Connection, user_id: int, conversation_id: int) -> tuple[str, 
     return labels
 
 
-def _as_source(turn: MessageTurn) -> SourceMessage:
-    return SourceMessage(id=turn.id, role=turn.role, kind=turn.kind, content=turn.content,
-                         created_at=turn.created_at)
-
-
 def final_eight(conn: Connection, user_id: int, conversation_id: int) -> list[SourceMessage]:
     """The final eight eligible messages of a conversation, oldest first (H1).
 
     Reads newest first and stops once eight eligible turns are found, so a long conversation is
     not loaded whole. Eligibility is decided by the renderer's own rule, not restated in SQL.
     """
-    return [_as_source(t) for t in queries.last_chat_turns(conn, user_id, conversation_id, count=FINAL_TURNS,
-                                                           keep=is_eligible)]
+    return queries.last_chat_turns(conn, user_id, conversation_id, count=FINAL_TURNS, keep=is_eligible)
 
 
 def _stored_ids(raw: str) -> list[int]:
@@ -180,7 +174,7 @@ def handoff_quote(conn: Connection, user_id: int, conversation_id: int, settings
         return None
     turns = queries.conversation_messages(conn, user_id, source_id, ids)
     user_label, assistant_label = _labels(conn, user_id, source_id)
-    rendered = rerender([_as_source(t) for t in turns], user_label=user_label, assistant_label=assistant_label,
+    rendered = rerender(turns, user_label=user_label, assistant_label=assistant_label,
                         limits=limits_from_settings(settings))
     return None if rendered.is_empty else Quoted(rendered)
 
@@ -465,7 +459,7 @@ def rewrite_forgotten(conn: Connection, user_id: int, settings: "Settings", gone
         handoff = None
         if kept and source_id is not None:
             user_label, assistant_label = _labels(conn, user_id, source_id)
-            handoff = rerender([_as_source(t) for t in kept], user_label=user_label, assistant_label=assistant_label,
+            handoff = rerender(kept, user_label=user_label, assistant_label=assistant_label,
                                limits=limits_from_settings(settings),
                                source_title=queries.conversation_title(conn, source_id))
             if handoff.is_empty:

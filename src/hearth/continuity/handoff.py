@@ -27,6 +27,7 @@ from typing import Any, Iterable, Literal, Mapping, Protocol
 
 from hearth.errors import InvalidInput
 from hearth.settings import DEFAULT_HANDOFF_PER_MESSAGE, DEFAULT_HANDOFF_TOTAL, positive_int_or_default
+from hearth.store.queries.handoffs import SourceMessage
 
 __all__ = [
     "BOUNDARY_PREFIX",
@@ -95,17 +96,6 @@ class MessageLike(Protocol):
     def content(self) -> str: ...
     @property
     def created_at(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class SourceMessage:
-    """One stored message of the source conversation, as plain data."""
-
-    id: int
-    role: str
-    kind: str
-    content: str
-    created_at: str
 
 
 @dataclass(frozen=True)

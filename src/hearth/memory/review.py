@@ -18,7 +18,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hearth.errors import Conflict, HearthError, InvalidInput, NotFound
@@ -63,27 +63,15 @@ MAX_EVIDENCE = 1_000
 
 
 @dataclass(frozen=True)
-class Proposal:
+class Proposal(StoredProposal):
     """One suggestion in the review queue; the HTTP API answers with this record as it is."""
 
-    id: int
-    kind: str
-    conversation_id: int | None
-    payload: dict[str, Any]
-    reason: str
-    evidence: str
-    source: str
-    status: str
-    decided_by: str | None
-    result_id: int | None
-    created_at: str
-    decided_at: str | None
     label: str  # one line for lists (see describe); a field so that answers carry it
 
     @classmethod
     def of(cls, p: StoredProposal) -> "Proposal":
-        return cls(p.id, p.kind, p.conversation_id, p.payload, p.reason, p.evidence, p.source, p.status,
-                   p.decided_by, p.result_id, p.created_at, p.decided_at, describe(p.kind, p.payload, p.source))
+        return cls(**{f.name: getattr(p, f.name) for f in fields(StoredProposal)},
+                   label=describe(p.kind, p.payload, p.source))
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -14,8 +14,8 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class MessageTurn:
-    """A stored message a handoff may quote."""
+class SourceMessage:
+    """One stored message of the source conversation, as plain data (a handoff may quote it)."""
 
     id: int
     role: str
@@ -130,7 +130,7 @@ def conversation_persona(conn: Connection, user_id: int, conversation_id: int) -
 # --- the turns a handoff quotes -------------------------------------------------------------------
 
 def last_chat_turns(conn: Connection, user_id: int, conversation_id: int, *, count: int,
-                    keep: Callable[[MessageTurn], bool]) -> list[MessageTurn]:
+                    keep: Callable[[SourceMessage], bool]) -> list[SourceMessage]:
     """The last ``count`` chat turns of a conversation that ``keep`` accepts, oldest first.
 
     Reads newest first and stops once enough are found, so a long conversation is not loaded whole."""
@@ -140,7 +140,7 @@ def last_chat_turns(conn: Connection, user_id: int, conversation_id: int, *, cou
         (conversation_id, user_id),
     )
     try:
-        return _first_kept((MessageTurn(r["id"], r["role"], r["kind"], r["content"], r["created_at"])
+        return _first_kept((SourceMessage(r["id"], r["role"], r["kind"], r["content"], r["created_at"])
                             for r in cursor), keep, count)
     finally:
         cursor.close()
@@ -159,18 +159,18 @@ def last_document_turns(conn: Connection, user_id: int, document_id: int, *, cou
         cursor.close()
 
 
-def conversation_messages(conn: Connection, user_id: int, conversation_id: int, ids: list[int]) -> list[MessageTurn]:
+def conversation_messages(conn: Connection, user_id: int, conversation_id: int, ids: list[int]) -> list[SourceMessage]:
     """The messages of a conversation among ``ids`` (not empty) that still exist, by id."""
-    return [MessageTurn(r["id"], r["role"], r["kind"], r["content"], r["created_at"]) for r in conn.execute(
+    return [SourceMessage(r["id"], r["role"], r["kind"], r["content"], r["created_at"]) for r in conn.execute(
         f"SELECT id, role, kind, content, created_at FROM messages WHERE conversation_id = ? AND user_id = ?"
         f" AND id IN ({_marks(ids)}) ORDER BY id",
         (conversation_id, user_id, *ids),
     ).fetchall()]
 
 
-def messages(conn: Connection, user_id: int, ids: list[int]) -> list[MessageTurn]:
+def messages(conn: Connection, user_id: int, ids: list[int]) -> list[SourceMessage]:
     """A user's messages among ``ids`` (not empty) that still exist, by id."""
-    return [MessageTurn(r["id"], r["role"], r["kind"], r["content"], r["created_at"]) for r in conn.execute(
+    return [SourceMessage(r["id"], r["role"], r["kind"], r["content"], r["created_at"]) for r in conn.execute(
         f"SELECT id, role, kind, content, created_at FROM messages WHERE user_id = ?"
         f" AND id IN ({_marks(ids)}) ORDER BY id", (user_id, *ids)).fetchall()]
 
