@@ -33,8 +33,9 @@ from hearth.ops import jobs
 from hearth.records import ledger
 from hearth.store import Connection, Store, state, utcnow
 from hearth.store.queries import activations as queries
+from hearth.store.queries import personas
 from hearth.store.queries.activations import Activation
-from hearth.store.queries.outreach_lookups import last_user_turn_at, persona_owned, user_turns_after
+from hearth.store.queries.outreach_lookups import last_user_turn_at, user_turns_after
 
 if TYPE_CHECKING:
     from hearth.memory.helpers.base import Helper
@@ -212,7 +213,7 @@ class Activations:
         else:
             idle_minutes = None
         with self.store.write() as conn:
-            if not persona_owned(conn, persona_id, self.user_id):
+            if not personas.exists(conn, self.user_id, persona_id):
                 raise NotFound(f"no persona {persona_id}")
             start = first_at or now
             next_at = None

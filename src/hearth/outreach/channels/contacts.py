@@ -26,8 +26,8 @@ from hearth.records.ledger import CHANNELS
 from hearth.settings import Settings
 from hearth.store import Connection, Store, utcnow
 from hearth.store.queries import contacts as queries
+from hearth.store.queries import personas
 from hearth.store.queries.contacts import Contact
-from hearth.store.queries.outreach_lookups import persona_owned
 
 # Channels a person can write in from outside Hearth; their addresses identify the sender.
 MESSAGING = ("sms", "email")
@@ -116,7 +116,7 @@ class Contacts:
             return None
 
     def _persona(self, conn: Connection, persona_id: int | None) -> None:
-        if persona_id is not None and not persona_owned(conn, persona_id, self.user_id):
+        if persona_id is not None and not personas.exists(conn, self.user_id, persona_id):
             raise NotFound(f"no persona {persona_id}")
 
     def add(self, channel: str, address: str, persona_id: int | None = None) -> Claim:
@@ -228,7 +228,7 @@ class PersonaChannels:
         self.user_id = user_id
 
     def _persona(self, conn: Connection, persona_id: int) -> None:
-        if not persona_owned(conn, persona_id, self.user_id):
+        if not personas.exists(conn, self.user_id, persona_id):
             raise NotFound(f"no persona {persona_id}")
 
     def set(self, persona_id: int, channel: str, answers: bool) -> dict[str, bool]:

@@ -6,11 +6,6 @@ from __future__ import annotations
 from hearth.store import Connection, engine_of
 
 
-def persona_owned(conn: Connection, persona_id: int, user_id: int) -> bool:
-    return conn.execute("SELECT 1 FROM personas WHERE id = ? AND user_id = ?",
-                        (persona_id, user_id)).fetchone() is not None
-
-
 def activation_reply(conn: Connection, conversation_id: int, run_id: int) -> int | None:
     """The assistant message an activation run already wrote (its id in the metadata), if any."""
     row = conn.execute("SELECT id FROM messages WHERE conversation_id = ? AND role = 'assistant'"
